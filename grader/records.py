@@ -1,0 +1,57 @@
+"""Typed result records shared by every stage: run -> score -> report.
+
+Everything here is plain data (str, int, float, bool, lists, dicts) so that a record
+serialises to deterministic JSON. Nothing that crosses from a student's process
+is ever one of these objects: the grader builds them from validated arrays.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+COMPONENTS = ("self_attention", "multihead", "positional", "block", "deliverables")
+
+
+@dataclass
+class TestResult:
+    """One rubric test for one submission (maps 1:1 to a Gradescope `tests[]` entry)."""
+
+    name: str  # rubric id, "<component>.<test>", e.g. "self_attention.sdpa_matches_reference"
+    component: str  # one of COMPONENTS
+    score: float
+    max_score: float
+    status: str  # "passed" | "failed"
+    output: str = ""  # expected vs got, and the hint; shown to the student
+    hint_id: str | None = None  # bug-catalogue id when a misconception was recognised
+    visibility: str = "visible"  # Gradescope visibility
+    title: str = ""  # human title from the rubric
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class SubmissionResult:
+    """Everything the grader concluded about one submission."""
+
+    submission: str  # row name: folder name, zip name without .zip, notebook stem
+    tests: list[TestResult] = field(default_factory=list)
+    status: str = "ok"  # "ok", or a short reason: "timeout", "crashed", "import-error: multihead.py", ...
+    notes: list[str] = field(default_factory=list)  # faults stated in words (timeouts, crashes, symlinks)
+    isolation: dict = field(default_factory=dict)  # which sandbox layers were active, e.g. {"netns": True}
+    execution_time: float = 0.0  # seconds, excluded from determinism checks
+    evidence: dict = field(default_factory=dict)  # small arrays for the report's heatmaps (lists of floats)
+
+    @property
+    def total(self) -> float:
+        return round(sum(t.score for t in self.tests), 4)
+
+    @property
+    def max_total(self) -> float:
+        return round(sum(t.max_score for t in self.tests), 4)
+
+    def component_scores(self) -> dict[str, float]:
+        scores = {c: 0.0 for c in COMPONENTS}
+        for t in self.tests:
+            scores[t.component] = round(scores[t.component] + t.score, 4)
+        return scores

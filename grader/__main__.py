@@ -1,0 +1,68 @@
+"""Command line: `python -m grader COMMAND ...`. Each command only parses its arguments and
+calls one stage's keyword-only entry function; imports are lazy so that `grade` can start the
+sandbox's zygote before anything secret (reference, hidden tests) is loaded."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+
+def _call(module: str, function: str, **kwargs) -> int:
+    stage = importlib.import_module(f"grader.{module}")
+    code = getattr(stage, function)(**kwargs)
+    return int(code or 0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("grade", help="grade every submission in a folder (dirs, .zip, .ipynb)")
+    p.add_argument("submissions", help="folder holding one entry per student")
+    p.add_argument("--out", required=True, help="output folder (gradebook, feedback, report)")
+    p.add_argument("--jobs", type=int, default=None, help="parallel submissions (default: number of cores)")
+    p.add_argument("--force", action="store_true", help="regrade submissions that already have results")
+    p.add_argument("--shard", default=None, metavar="K/N", help="grade only slice K of N (1-based)")
+    p.set_defaults(run=lambda a: _call("run", "main", submissions=a.submissions, out=a.out,
+                                       jobs=a.jobs, force=a.force, shard=a.shard))
+
+    p = sub.add_parser("merge", help="join the outputs of several shards into one gradebook and report")
+    p.add_argument("shards", nargs="+", help="the --out folders of the shards")
+    p.add_argument("--out", required=True)
+    p.set_defaults(run=lambda a: _call("report", "merge", shards=a.shards, out=a.out))
+
+    p = sub.add_parser("check", help="check one submission's deliverables (heatmap, analysis, diagram, README)")
+    p.add_argument("submission")
+    p.set_defaults(run=lambda a: _call("deliverables", "main", submission=a.submission))
+
+    p = sub.add_parser("stubs", help="regenerate assignments/ stubs from solutions/ markers")
+    p.add_argument("--check", action="store_true", help="fail if the committed stubs differ")
+    p.set_defaults(run=lambda a: _call("stubs", "main", check=a.check))
+
+    p = sub.add_parser("release", help="build the student release (dist/day13, dist/day13.zip)")
+    p.add_argument("--out", default="dist")
+    p.set_defaults(run=lambda a: _call("release", "main", out=a.out))
+
+    p = sub.add_parser("gradescope", help="build the Gradescope autograder zip")
+    p.add_argument("--out", default="dist")
+    p.set_defaults(run=lambda a: _call("gradescope", "main", out=a.out))
+
+    p = sub.add_parser("collect", help="clone or update student repositories at a deadline")
+    p.add_argument("roster", help="text file of repository URLs/paths, or a GitHub Classroom export (.csv)")
+    p.add_argument("--out", required=True, help="folder that receives one sub-folder per student")
+    p.add_argument("--deadline", default=None, help="ISO time: take the last commit before it")
+    p.set_defaults(run=lambda a: _call("collect", "main", roster=a.roster, out=a.out, deadline=a.deadline))
+
+    p = sub.add_parser("killrate", help="grade every bug-catalogue mutant and correct variant; print the rates")
+    p.set_defaults(run=lambda a: _call("day13.killrate", "main"))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

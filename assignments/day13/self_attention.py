@@ -1,0 +1,51 @@
+"""Scaled dot-product attention, masks and a single-head SelfAttention (handout §3–§6)."""
+import math
+
+import torch
+import torch.nn as nn
+
+
+def scaled_dot_product_attention(Q, K, V, mask=None):
+    """Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V   (handout §3, §4, §6).
+
+    Q: (..., T_q, d_k)   K: (..., T_k, d_k)   V: (..., T_k, d_v)
+    mask: None, or broadcastable to (..., T_q, T_k); an entry equal to 0 (or False)
+          blocks that key for that query, anything else allows it.
+    Returns (out, weights): out (..., T_q, d_v), weights (..., T_q, T_k),
+    each row of weights sums to 1 and blocked entries are exactly 0.
+    """
+    # TODO Task 1 · scaled_dot_product_attention: replace these two lines with your code (handout §3, §4, §6).
+    raise NotImplementedError("Task 1 · scaled_dot_product_attention: not implemented yet (handout §3, §4, §6)")
+
+
+def causal_mask(T, device=None):
+    """The causal mask of handout §6: token t may look at tokens 0..t only.
+
+    Returns a (T, T) tensor with 1 on and below the diagonal and 0 above it,
+    i.e. torch.tril(torch.ones(T, T)).
+    """
+    # TODO Task 2 · causal_mask: replace these two lines with your code (handout §6).
+    raise NotImplementedError("Task 2 · causal_mask: not implemented yet (handout §6)")
+
+
+class SelfAttention(nn.Module):
+    """Single-head self-attention (handout §5).
+
+    Q = x W_q, K = x W_k, V = x W_v, each nn.Linear(d_model, d_k, bias=False);
+    then Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V.
+    x: (B, T, d_model) -> (out (B, T, d_k), weights (B, T, T)).
+    Attributes: W_q, W_k, W_v, d_k.
+    """
+
+    def __init__(self, d_model, d_k):
+        super().__init__()
+        # TODO Task 3 · SelfAttention.__init__: replace these two lines with your code (handout §5).
+        raise NotImplementedError("Task 3 · SelfAttention.__init__: not implemented yet (handout §5)")
+
+    def forward(self, x, mask=None):
+        """x: (B, T, d_model); mask: None or broadcastable to (B, T, T).
+
+        Returns (out (B, T, d_k), weights (B, T, T)).
+        """
+        # TODO Task 3 · SelfAttention.forward: replace these two lines with your code (handout §5).
+        raise NotImplementedError("Task 3 · SelfAttention.forward: not implemented yet (handout §5)")

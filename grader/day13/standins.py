@@ -1,0 +1,68 @@
+"""Grader stand-ins: small, known modules that take the place of a student's part.
+
+The block is graded with StandInAttention in place of the student's MultiHeadAttention, so a
+bug in multihead.py never costs block points (student-api.md, "One bug costs one component").
+The stand-in is a real attention (so the block's mask pass-through changes its output) with
+one grader-loaded projection. When a student's self_attention.py fails to import, its
+multihead.py is imported against the stand-in functions below instead.
+
+Nothing here is secret: it runs inside the sandboxed child. It follows the handout's formulas,
+which every student has in front of them.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+
+
+def scaled_dot_product_attention(Q, K, V, mask=None):
+    """softmax(Q Kᵀ / √d_k) V with blocked entries exactly 0 (handout §3, §6)."""
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.size(-1))  # (..., T_q, T_k)
+    if mask is not None:
+        scores = scores.masked_fill(mask == 0, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)  # (..., T_q, T_k)
+    return weights @ V, weights  # (..., T_q, d_v), (..., T_q, T_k)
+
+
+def causal_mask(T, device=None):
+    return torch.tril(torch.ones(T, T, device=device))  # (T, T)
+
+
+class StandInAttention(nn.Module):
+    """A one-head attention over the raw features followed by one projection.
+
+    forward(x, mask): out = proj(softmax(x xᵀ / √d_model, masked) x). The mask may be any
+    shape the contract allows for MultiHeadAttention: (T, T), (B, 1, 1, T), (B, 1, T, T) or
+    (B, h, T, T); the first head's slice is used.
+    """
+
+    def __init__(self, d_model, n_heads=1, *args, **kwargs):
+        super().__init__()
+        self.d_model, self.h = d_model, n_heads
+        self.proj = nn.Linear(d_model, d_model)
+
+    def forward(self, x, mask=None, *args, **kwargs):
+        if mask is not None and mask.dim() == 4:
+            mask = mask[:, 0]  # (B or 1, T or 1, T)
+        ctx, _ = scaled_dot_product_attention(x, x, x, mask)  # (B, T, d_model)
+        return self.proj(ctx)  # (B, T, d_model)
+
+
+def make(kind: str, *, obj=None, header=None) -> nn.Module:
+    """Build the stand-in `kind` to replace `obj` (the student's sub-module)."""
+    if kind == "attention":
+        d_model = _d_model(obj, header)
+        return StandInAttention(d_model)
+    raise ValueError(f"unknown stand-in {kind!r}")
+
+
+def _d_model(obj, header) -> int:
+    init = list((header or {}).get("init", []))
+    kwargs = (header or {}).get("init_kwargs", {})
+    if "d_model" in kwargs:
+        return int(kwargs["d_model"])
+    if init:
+        return int(init[0])
+    return 64  # TransformerBlock's default d_model

@@ -1,0 +1,485 @@
+"""The call executor: runs one grader call on a submission's modules and returns plain data.
+
+It runs in two places (docs/architecture.md): inside the sandboxed child on student code,
+and in the grader process on trusted code (reference, catalogue mutants, correct variants).
+So it may import only torch, numpy, the standard library, grader.forbidden and
+grader.day13.standins: nothing here knows an expected value.
+
+A call is (header, arrays). Values inside the header are JSON; `{"array": "name"}` refers
+to an entry of `arrays`. Ops:
+
+  function  {"op": "function", "module": "self_attention", "name": "causal_mask",
+             "args": [...], "kwargs": {...}, "grad_wrt": ["Q"], "grad_out": {"0": "g0"}}
+  module    {"op": "module", "module": "multihead", "cls": "MultiHeadAttention",
+             "init": [16, 4], "init_kwargs": {}, "dtype": "float64",
+             "standins": {"attn": "attention"},            # replace sub-modules first
+             "params": [{"name": "qkv.weight", "paths": ["qkv.weight"], "array": "p0"}],
+             "args": [{"array": "x"}], "kwargs": {}, "grad_wrt": ["x"], "grad_params": true,
+             "grad_out": {"0": "g0"}}
+  inspect   {"op": "inspect", "module": ..., "cls": ..., "init": [...],
+             "attrs": [{"name": "W_q", "paths": ["W_q", "Wq"]}]}
+
+The result header always holds "error" (None or {"type", "message", "traceback", "stage"})
+and "forbidden" (forbidden APIs this loader's code has used so far). Outputs are listed in
+"outputs" (one entry per returned value: a tensor's array name, dtype and shape, or a short
+description of a non-tensor); gradients in "grads" (name -> array name, or None when no
+gradient reached that input) and a "grad_error" when backward itself raised.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import itertools
+import os
+import sys
+import threading
+import traceback
+import types
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from grader import forbidden
+
+STUDENT_MODULES = ("self_attention", "multihead", "positional", "block")
+# Sibling modules a student file may import; when one fails to import, the grader's
+# stand-in takes its place so that the importer is still gradable (one bug, one component).
+STANDIN_FOR = {"self_attention": "self_attention", "multihead": "multihead"}
+DEPENDS_ON = {"multihead": ("self_attention",), "block": ("multihead",)}
+# Block wiring is always graded with the grader's attention (never the student's).
+ALWAYS_STANDIN = {"block": ("multihead",)}
+
+MAX_ELEMENTS = 4_000_000  # per returned array: far above any call the graders make
+SEED = 0
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+_IMPORT_LOCK = threading.RLock()
+_counter = itertools.count()
+
+
+class GraderCallError(Exception):
+    """The call could not be set up on this submission (missing attribute, wrong shape...)."""
+
+
+class ModuleLoader:
+    """Imports a submission's modules by plain name and remembers import failures.
+
+    isolated=False (the sandboxed child): the submission's folder is on sys.path and modules
+    are imported normally. isolated=True (grader process, trusted code only): modules are
+    imported under private names and removed from sys.modules afterwards, so several
+    submissions (reference, mutants, variants) coexist in one process.
+    """
+
+    def __init__(self, directory, *, isolated: bool):
+        self.directory = Path(directory).resolve()
+        self.isolated = isolated
+        self.modules: dict[str, types.ModuleType] = {}
+        self.errors: dict[str, dict] = {}
+        self.forbidden_seen: set[str] = set()
+        self._tag = f"_grader_sub{next(_counter)}"
+        forbidden.install()
+
+    # -- public -------------------------------------------------------------------------
+    def load(self, name: str) -> types.ModuleType:
+        """The module `name` of this submission, or raise ImportError carrying the first failure."""
+        if name in self.modules:
+            return self.modules[name]
+        if name in self.errors:
+            raise _ImportFailure(name, self.errors[name])
+        stand_ins = {}
+        for dep in ALWAYS_STANDIN.get(name, ()):
+            stand_ins[dep] = _standin_module(dep)
+        for dep in DEPENDS_ON.get(name, ()):
+            if dep in stand_ins or not (self.directory / f"{dep}.py").exists():
+                continue
+            try:
+                self.load(dep)
+            except ImportError:
+                if dep in STANDIN_FOR:
+                    stand_ins[dep] = _standin_module(dep)
+        try:
+            with forbidden.recording() as seen:
+                try:
+                    module = self._import(name, stand_ins)
+                finally:
+                    self.forbidden_seen |= seen
+        except BaseException as exc:  # a student's import may raise anything, even SystemExit
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            self.errors[name] = error_record(exc, "import", self.directory)
+            raise _ImportFailure(name, self.errors[name]) from None
+        self.modules[name] = module
+        return module
+
+    # -- importing ----------------------------------------------------------------------
+    def _import(self, name: str, stand_ins: dict) -> types.ModuleType:
+        if not (self.directory / f"{name}.py").exists():
+            raise ModuleNotFoundError(f"{name}.py is missing: the submission needs a file named {name}.py at its top level")
+        if not self.isolated:
+            if str(self.directory) not in sys.path:
+                sys.path.insert(0, str(self.directory))
+            saved = {dep: sys.modules.get(dep) for dep in stand_ins}
+            sys.modules.update(stand_ins)
+            try:
+                return importlib.import_module(name)
+            finally:
+                for dep, previous in saved.items():
+                    if previous is None:
+                        sys.modules.pop(dep, None)
+                    else:
+                        sys.modules[dep] = previous
+        return self._import_isolated(name, stand_ins)
+
+    def _import_isolated(self, name: str, stand_ins: dict) -> types.ModuleType:
+        local = {p.stem for p in self.directory.glob("*.py")} | set(STUDENT_MODULES)
+        with _IMPORT_LOCK:
+            saved = {n: sys.modules.pop(n) for n in list(local) if n in sys.modules}
+            # Siblings already imported for this submission stay the same objects.
+            for n, m in self.modules.items():
+                sys.modules[n] = m
+            sys.modules.update(stand_ins)
+            sys.path.insert(0, str(self.directory))
+            dont_write = sys.dont_write_bytecode
+            sys.dont_write_bytecode = True  # never leave __pycache__ in solutions/
+            try:
+                importlib.invalidate_caches()
+                module = importlib.import_module(name)
+            finally:
+                sys.dont_write_bytecode = dont_write
+                sys.path.remove(str(self.directory))
+                for n in local:
+                    m = sys.modules.pop(n, None)
+                    if m is None or n in stand_ins:
+                        continue
+                    if _is_from(m, self.directory):
+                        self.modules.setdefault(n, m)
+                sys.modules.update(saved)
+        return module
+
+
+class _ImportFailure(ImportError):
+    def __init__(self, name, record):
+        super().__init__(f"{name}.py could not be imported: {record['type']}: {record['message']}")
+        self.record = record
+
+
+def _is_from(module, directory: Path) -> bool:
+    origin = getattr(module, "__file__", None)
+    return bool(origin) and Path(origin).resolve().parent == directory
+
+
+def _standin_module(name: str) -> types.ModuleType:
+    from grader.day13 import standins
+
+    module = types.ModuleType(name)
+    module.__doc__ = f"grader stand-in for {name}.py"
+    if name == "multihead":
+        module.MultiHeadAttention = standins.StandInAttention
+    elif name == "self_attention":
+        module.scaled_dot_product_attention = standins.scaled_dot_product_attention
+        module.causal_mask = standins.causal_mask
+    return module
+
+
+# -- errors ------------------------------------------------------------------------------
+def error_record(exc: BaseException, stage: str, directory: Path | None = None) -> dict:
+    """A JSON-able description of an exception: the student's own frames only, briefly."""
+    if isinstance(exc, _ImportFailure):
+        return dict(exc.record)
+    frames = traceback.extract_tb(exc.__traceback__)
+    if directory is not None:
+        mine = [f for f in frames if _under(f.filename, directory)]
+        frames = mine or frames[-2:]
+    lines = [f'  File "{Path(f.filename).name}", line {f.lineno}, in {f.name}\n    {(f.line or "").strip()}' for f in frames[-4:]]
+    message = _safe_str(exc)
+    return {
+        "type": type(exc).__name__,
+        "message": message[:600],
+        "traceback": "\n".join(lines)[:1500],
+        "stage": stage,
+    }
+
+
+def _under(filename: str, directory: Path) -> bool:
+    try:
+        return Path(filename).resolve().is_relative_to(directory)
+    except (OSError, ValueError):
+        return False
+
+
+def _safe_str(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # a student's exception whose __str__ raises
+        return f"<{type(exc).__name__} with an unprintable message>"
+
+
+# -- decoding ----------------------------------------------------------------------------
+def _decode(value, tensors: dict):
+    if isinstance(value, dict):
+        if "array" in value:
+            return tensors[value["array"]]
+        return {k: _decode(v, tensors) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode(v, tensors) for v in value]
+    return value
+
+
+def _tensors(header: dict, arrays: dict) -> dict:
+    wrt = set(header.get("grad_wrt") or ())
+    out = {}
+    for name, array in arrays.items():
+        t = torch.from_numpy(np.array(array, copy=True))
+        if name in wrt:
+            t.requires_grad_(True)
+        out[name] = t
+    return out
+
+
+# -- encoding ----------------------------------------------------------------------------
+def to_numpy(value) -> np.ndarray:
+    """A plain numpy copy of a tensor, whatever subclass or dtype it came as."""
+    with torch._C.DisableTorchFunctionSubclass():
+        t = torch.Tensor.detach(value)
+        t = torch.Tensor.cpu(t)
+        if t.dtype in (torch.float16, torch.bfloat16):
+            t = torch.Tensor.to(t, torch.float32)
+        elif t.dtype in (torch.int8, torch.int16, torch.int32, torch.uint8):
+            t = torch.Tensor.to(t, torch.int64)
+        elif t.dtype not in (torch.float32, torch.float64, torch.int64, torch.bool):
+            raise TypeError(f"a tensor of dtype {t.dtype} cannot be graded: return float32 or float64")
+        if t.numel() > MAX_ELEMENTS:
+            raise ValueError(f"a returned tensor has {t.numel()} elements, far more than this call needs")
+        t = torch.Tensor.contiguous(t)
+        return np.array(torch.Tensor.numpy(t), copy=True)
+
+
+def _describe(value, name: str, arrays: dict) -> dict:
+    if isinstance(value, torch.Tensor):
+        arrays[name] = to_numpy(value)
+        return {"kind": "tensor", "array": name, "dtype": str(value.dtype).replace("torch.", ""),
+                "shape": list(arrays[name].shape), "requires_grad": bool(value.requires_grad)}
+    if value is None:
+        return {"kind": "none"}
+    if isinstance(value, (bool, int, float)):
+        return {"kind": "value", "type": type(value).__name__, "value": value}
+    return {"kind": "other", "type": type(value).__name__[:60]}
+
+
+def _flatten(result) -> list:
+    if isinstance(result, (tuple, list)):
+        return list(result)
+    return [result]
+
+
+# -- the executor --------------------------------------------------------------------------
+def execute(header: dict, arrays: dict, *, loader: ModuleLoader) -> tuple[dict, dict]:
+    """Run one call; never raises for anything the student's code does."""
+    out_header: dict = {"error": None, "outputs": [], "grads": {}, "grad_error": None}
+    out_arrays: dict = {}
+    op = header.get("op")
+    try:
+        with forbidden.recording() as seen:
+            try:
+                if op == "function":
+                    _run_function(header, arrays, loader, out_header, out_arrays)
+                elif op == "module":
+                    _run_module(header, arrays, loader, out_header, out_arrays)
+                elif op == "inspect":
+                    _run_inspect(header, loader, out_header)
+                else:
+                    raise GraderCallError(f"unknown op {op!r}")
+            finally:
+                loader.forbidden_seen |= seen
+                out_header["forbidden_call"] = sorted(seen)
+    except _Failed as failed:
+        out_header["error"] = failed.record
+    out_header["forbidden"] = sorted(loader.forbidden_seen)
+    return out_header, out_arrays
+
+
+class _Failed(Exception):
+    def __init__(self, record):
+        super().__init__(record["message"])
+        self.record = record
+
+
+@contextlib.contextmanager
+def _stage(name: str, loader: ModuleLoader):
+    try:
+        yield
+    except _Failed:
+        raise
+    except _ImportFailure as exc:
+        raise _Failed(dict(exc.record)) from None
+    except GraderCallError as exc:
+        raise _Failed({"type": "GraderCallError", "message": str(exc), "traceback": "", "stage": name}) from None
+    except BaseException as exc:  # student code may raise SystemExit and friends
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        raise _Failed(error_record(exc, name, loader.directory)) from None
+
+
+def _run_function(header, arrays, loader, out_header, out_arrays):
+    with _stage("import", loader):
+        module = loader.load(header["module"])
+        fn = getattr(module, header["name"], None)
+        if not callable(fn):
+            raise GraderCallError(f"{header['module']}.py defines no function {header['name']}")
+    tensors = _tensors(header, arrays)
+    with _stage("call", loader):
+        torch.manual_seed(SEED)
+        result = fn(*_decode(header.get("args", []), tensors), **_decode(header.get("kwargs", {}), tensors))
+    _finish(header, result, {n: tensors[n] for n in header.get("grad_wrt") or ()}, tensors, loader, out_header, out_arrays)
+
+
+def _construct(header, loader):
+    with _stage("import", loader):
+        module = loader.load(header["module"])
+        cls = getattr(module, header["cls"], None)
+        if cls is None:
+            raise GraderCallError(f"{header['module']}.py defines no class {header['cls']}")
+    with _stage("construct", loader):
+        torch.manual_seed(SEED)  # unloaded parameters (a bug) then come out the same every time
+        obj = cls(*header.get("init", []), **header.get("init_kwargs", {}))
+        if not isinstance(obj, torch.nn.Module):
+            raise GraderCallError(f"{header['cls']}(...) is not an nn.Module: subclass torch.nn.Module")
+    return obj
+
+
+def _run_module(header, arrays, loader, out_header, out_arrays):
+    obj = _construct(header, loader)
+    tensors = _tensors(header, arrays)
+    loaded = {}
+    with _stage("load", loader):
+        from grader.day13 import standins
+
+        for path, kind in (header.get("standins") or {}).items():
+            parent, attr = _parent(obj, path)
+            if not hasattr(parent, attr):
+                raise GraderCallError(f"{header['cls']} has no attribute {path!r} (the contract names it)")
+            setattr(parent, attr, standins.make(kind, obj=getattr(parent, attr), header=header))
+        dtype = _DTYPES[header.get("dtype", "float32")]
+        obj.to(dtype)
+        obj.eval()  # dropout, if a student added it, must not make grading random
+        for spec in header.get("params", []):
+            target = _find_tensor(obj, spec["paths"], header["cls"])
+            value = tensors[spec["array"]].detach().to(dtype)
+            if tuple(target.shape) != tuple(value.shape):
+                raise GraderCallError(
+                    f"{header['cls']}.{spec['paths'][0]} has shape {tuple(target.shape)}, "
+                    f"the contract gives it shape {tuple(value.shape)}")
+            with torch.no_grad():
+                target.copy_(value)
+            loaded[spec["name"]] = target
+        for p in obj.parameters():
+            p.requires_grad_(False)
+        if header.get("grad_params"):
+            for t in loaded.values():
+                if isinstance(t, torch.nn.Parameter):
+                    t.requires_grad_(True)
+    with _stage("forward", loader):
+        torch.manual_seed(SEED)
+        result = obj(*_decode(header.get("args", []), tensors), **_decode(header.get("kwargs", {}), tensors))
+    wrt = {n: tensors[n] for n in header.get("grad_wrt") or ()}
+    if header.get("grad_params"):
+        wrt.update({n: t for n, t in loaded.items() if isinstance(t, torch.nn.Parameter)})
+    _finish(header, result, wrt, tensors, loader, out_header, out_arrays)
+
+
+def _finish(header, result, wrt, tensors, loader, out_header, out_arrays):
+    values = _flatten(result)
+    with _stage("output", loader):
+        out_header["outputs"] = [_describe(v, f"out{i}", out_arrays) for i, v in enumerate(values)]
+    grad_out = header.get("grad_out") or {}
+    if not grad_out:
+        return
+    out_header["grads"] = {name: None for name in wrt}
+    try:
+        terms = []
+        for index, gname in sorted(grad_out.items()):
+            i = int(index)
+            if i < len(values) and isinstance(values[i], torch.Tensor) and values[i].requires_grad:
+                terms.append((values[i] * tensors[gname].to(values[i].dtype)).sum())
+        targets = [t for t in wrt.values() if t.requires_grad]
+        if not terms or not targets:
+            out_header["grad_error"] = {"type": "NoGradient", "message": "the outputs are not connected to the inputs by autograd (detach, no_grad or a numpy round trip?)", "traceback": "", "stage": "backward"}
+            return
+        torch.manual_seed(SEED)
+        grads = torch.autograd.grad(sum(terms), targets, allow_unused=True)
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        out_header["grad_error"] = error_record(exc, "backward", loader.directory)
+        return
+    by_id = {id(t): g for t, g in zip(targets, grads)}
+    for name, t in wrt.items():
+        g = by_id.get(id(t))
+        if g is not None:
+            out_arrays[f"grad:{name}"] = to_numpy(g)
+            out_header["grads"][name] = f"grad:{name}"
+
+
+def _run_inspect(header, loader, out_header):
+    obj = _construct(header, loader)
+    with _stage("inspect", loader):
+        params = {n: list(p.shape) for n, p in obj.named_parameters()}
+        buffers = {n: list(b.shape) for n, b in obj.named_buffers()}
+        attrs = {}
+        for spec in header.get("attrs", []):
+            attrs[spec["name"]] = _inspect_attr(obj, spec["paths"])
+        out_header["inspect"] = {
+            "type": type(obj).__name__,
+            "parameters": params,
+            "trainable": {n: bool(p.requires_grad) for n, p in obj.named_parameters()},
+            "buffers": buffers,
+            "attrs": attrs,
+        }
+
+
+def _inspect_attr(obj, paths) -> dict:
+    for path in paths:
+        try:
+            value = _resolve(obj, path)
+        except AttributeError:
+            continue
+        info = {"path": path, "type": type(value).__name__}
+        if isinstance(value, torch.nn.Module):
+            info["kind"] = "module"
+            info["parameters"] = {n: list(p.shape) for n, p in value.named_parameters()}
+        elif isinstance(value, torch.Tensor):
+            info["kind"] = "tensor"
+            info["shape"] = list(value.shape)
+            info["is_parameter"] = isinstance(value, torch.nn.Parameter)
+        elif isinstance(value, (bool, int, float)):
+            info["kind"] = "value"
+            info["value"] = value
+        else:
+            info["kind"] = "other"
+        return info
+    return {"kind": "missing", "paths": list(paths)}
+
+
+# -- attribute paths ----------------------------------------------------------------------
+def _resolve(obj, path: str):
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _parent(obj, path: str):
+    *head, last = path.split(".")
+    return (_resolve(obj, ".".join(head)) if head else obj), last
+
+
+def _find_tensor(obj, paths, cls_name) -> torch.Tensor:
+    for path in paths:
+        try:
+            value = _resolve(obj, path)
+        except AttributeError:
+            continue
+        if isinstance(value, torch.Tensor):
+            return value
+    raise GraderCallError(
+        f"{cls_name} has no tensor at {' or '.join(paths)}: the contract's attribute names let the "
+        "grader load fixed weights (see student-api.md)")

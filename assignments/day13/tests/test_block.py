@@ -1,0 +1,150 @@
+"""Task 7: TransformerBlock (handout §9-§12). Run only these with `pytest -m block`.
+
+Several tests swap `block.attn` and `block.ffn` for tiny stand-ins whose output is known, so that
+they check the block's wiring (residuals, norms, order, mask) even before MultiHeadAttention works.
+"""
+import pytest
+import torch
+import torch.nn as nn
+
+pytestmark = pytest.mark.block
+
+WIRING = {
+    False: "Post-LN (pre_ln=False): x = ln1(x + attn(x, mask)), then x = ln2(x + ffn(x)) (handout §12)",
+    True: "Pre-LN (pre_ln=True): x = x + attn(ln1(x), mask), then x = x + ffn(ln2(x)) (handout §12)",
+}
+
+
+class StandIn(nn.Module):
+    """A sub-layer computing scale · input + shift; it remembers its last input and mask."""
+
+    def __init__(self, scale=0.0, shift=0.0):
+        super().__init__()
+        self.scale, self.shift = scale, torch.as_tensor(shift)
+        self.seen, self.mask = None, "never called"
+
+    def forward(self, x, mask=None):
+        self.seen, self.mask = x.detach().clone(), mask
+        return self.scale * x + self.shift
+
+
+def _block_with_stand_ins(block, d_model, pre_ln, attn, ffn):
+    model = block.TransformerBlock(d_model=d_model, n_heads=1, d_ff=4 * d_model, pre_ln=pre_ln)
+    model.attn, model.ffn = attn, ffn
+    return model
+
+
+def test_s12_shape_tracking(block, check):
+    """§12 worked problem: batch 2, 5 tokens, d_model 16, d_ff 64: (2, 5, 64) inside the FFN, (2, 5, 16) out."""
+    for pre_ln in (False, True):
+        model = block.TransformerBlock(d_model=16, n_heads=4, d_ff=64, pre_ln=pre_ln)
+        inside = []
+        model.ffn[0].register_forward_hook(lambda module, inputs, output: inside.append(tuple(output.shape)))
+        out = model(torch.randn(2, 5, 16))
+        check.shape(out, (2, 5, 16), f"§12: block output (pre_ln={pre_ln})")
+        assert inside == [(2, 5, 64)], f"§12: the FFN's first layer should give (2, 5, 64) once, saw {inside}"
+
+
+def test_block_parts(block):
+    """§12: attn, ln1, ln2 (LayerNorm(d_model)) and ffn = Linear(d, d_ff) -> GELU -> Linear(d_ff, d), d_ff = 4·d."""
+    model = block.TransformerBlock(d_model=16, n_heads=4)
+    for name in ("ln1", "ln2"):
+        norm = getattr(model, name)
+        assert isinstance(norm, nn.LayerNorm) and tuple(norm.normalized_shape) == (16,), (
+            f"§11: {name} should be nn.LayerNorm(d_model=16), got {norm!r}")
+    layers = list(model.ffn)
+    kinds = [type(layer).__name__ for layer in layers]
+    assert kinds == ["Linear", "GELU", "Linear"], f"§9: ffn should be Linear, GELU, Linear; got {kinds}"
+    sizes = [(layers[0].in_features, layers[0].out_features), (layers[2].in_features, layers[2].out_features)]
+    assert sizes == [(16, 64), (64, 16)], f"§9: with d_ff left out the FFN expands 16 -> 4·16 = 64 -> 16, got {sizes}"
+    assert hasattr(model.attn, "qkv") and hasattr(model.attn, "out"), "§12: attn should be your MultiHeadAttention"
+
+
+def test_s9_ffn_parameter_counts(block):
+    """§9 worked problem and Your Turn: FFN parameters with biases, 2,099,712 (512 -> 2048) and 4,722,432 (768 -> 3072)."""
+    for d_model, n_heads, expected in ((512, 8, 2_099_712), (768, 12, 4_722_432)):
+        model = block.TransformerBlock(d_model=d_model, n_heads=n_heads)
+        got = sum(p.numel() for p in model.ffn.parameters())
+        assert got == expected, (f"§9: the FFN of TransformerBlock({d_model}) should have {expected:,} parameters, "
+                                 f"got {got:,}. Hint: d_ff defaults to 4 · d_model and both Linear layers have biases.")
+
+
+@pytest.mark.parametrize("pre_ln", [False, True], ids=["post_ln", "pre_ln"])
+def test_s12_wiring(block, check, pre_ln):
+    """§10-§12: residuals, norms and their order, checked with stand-in sub-layers of known output."""
+    attn, ffn = StandIn(scale=0.5, shift=0.3), StandIn(scale=-2.0, shift=0.1)
+    model = _block_with_stand_ins(block, 8, pre_ln, attn, ffn)
+    x = torch.randn(2, 3, 8)
+    out = model(x)
+    ln1, ln2 = model.ln1, model.ln2
+    with torch.no_grad():
+        if pre_ln:
+            h = x + attn.scale * ln1(x) + attn.shift
+            expected = h + ffn.scale * ln2(h) + ffn.shift
+            attn_in, ffn_in = ln1(x), ln2(h)
+        else:
+            h = ln1(x + attn.scale * x + attn.shift)
+            expected = ln2(h + ffn.scale * h + ffn.shift)
+            attn_in, ffn_in = x, h
+    assert attn.seen is not None and ffn.seen is not None, f"§12: the block must call self.attn and self.ffn. {WIRING[pre_ln]}"
+    check.close(attn.seen, attn_in, "§12: what the attention sub-layer receives", hint=WIRING[pre_ln])
+    check.close(ffn.seen, ffn_in, "§12: what the feed-forward sub-layer receives", hint=WIRING[pre_ln])
+    check.close(out, expected, "§12: block output", hint=WIRING[pre_ln])
+
+
+@pytest.mark.parametrize("pre_ln", [False, True], ids=["post_ln", "pre_ln"])
+def test_mask_reaches_attention(block, pre_ln):
+    """§6, §12: the mask given to the block is passed on to its attention."""
+    attn = StandIn()
+    model = _block_with_stand_ins(block, 4, pre_ln, attn, StandIn())
+    mask = torch.tril(torch.ones(3, 3))
+    model(torch.randn(1, 3, 4), mask)
+    got = attn.mask
+    passed = isinstance(got, torch.Tensor) and torch.equal(*torch.broadcast_tensors(got != 0, mask != 0))
+    assert passed, f"§12: block(x, mask) must pass the mask on: self.attn(..., mask); attention got mask={got!r}"
+
+
+def test_s11_post_ln_normalises_one_token(block, check):
+    """§11 worked problem: with silent sub-layers a Post-LN block layer-normalises [1, 2, 3, 4]."""
+    model = _block_with_stand_ins(block, 4, False, StandIn(), StandIn())
+    out = model(torch.tensor([[[1.0, 2.0, 3.0, 4.0]]]))
+    check.close(out, [[[-1.342, -0.447, 0.447, 1.342]]], "§11: layer norm of [1, 2, 3, 4]", decimals=3,
+                hint="normalise each token over its features with nn.LayerNorm(d_model) (handout §11).")
+
+
+def test_s11_constant_token_your_turn(block, check):
+    """§11 Your Turn: [10, 10, 10, 10] normalises to zeros, with no division by zero (ε)."""
+    model = _block_with_stand_ins(block, 4, False, StandIn(), StandIn())
+    out = model(torch.full((1, 1, 4), 10.0))
+    check.close(out, [[[0.0, 0.0, 0.0, 0.0]]], "§11: layer norm of [10, 10, 10, 10]", decimals=3,
+                hint="use nn.LayerNorm, whose ε keeps 0 / 0 from happening (handout §11).")
+
+
+def test_s12_residual_your_turn(block, check):
+    """§12 Your Turn: input [1, 2], sub-layer output [0.1, -0.2]; the residual gives [1.1, 1.8] (Pre-LN, FFN silent)."""
+    model = _block_with_stand_ins(block, 2, True, StandIn(shift=[0.1, -0.2]), StandIn())
+    out = model(torch.tensor([[[1.0, 2.0]]]))
+    check.close(out, [[[1.1, 1.8]]], "§12: x + f(x) for x = [1, 2], f(x) = [0.1, -0.2]", decimals=1,
+                hint=WIRING[True])
+
+
+def test_s10_skip_connection_passes_the_gradient(block, check):
+    """§10: with both sub-layers silent a Pre-LN block is x itself, so the gradient through it is exactly 1."""
+    model = _block_with_stand_ins(block, 4, True, StandIn(), StandIn())
+    x = torch.randn(1, 3, 4, requires_grad=True)
+    out = model(x)
+    check.close(out, x.detach(), "§10: Pre-LN block with silent sub-layers", hint=WIRING[True])
+    out.sum().backward()
+    check.close(x.grad, torch.ones(1, 3, 4), "§10: slope of the skip connection", hint=WIRING[True])
+
+
+@pytest.mark.parametrize("pre_ln", [False, True], ids=["post_ln", "pre_ln"])
+def test_causal_block_ignores_the_future(block, check, pre_ln):
+    """§6, §12: with a causal mask, a whole block's output for token t depends on tokens 0..t only."""
+    model = block.TransformerBlock(d_model=16, n_heads=4, pre_ln=pre_ln)
+    x = torch.randn(2, 5, 16)
+    changed = x.clone()
+    changed[:, 4] = torch.randn(2, 16)
+    mask = torch.tril(torch.ones(5, 5))
+    check.close(model(changed, mask)[:, :4], model(x, mask)[:, :4], "§6: block outputs of tokens 1-4",
+                hint="pass the mask to self.attn; the FFN and the norms work on each token alone.")

@@ -1,0 +1,74 @@
+"""Tasks 5-6: sinusoidal positional encoding (handout §8). Run only these with `pytest -m positional`."""
+import math
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.positional
+
+FORMULA_HINT = ("even features 2i hold sin(pos / 10000^(2i/d_model)), odd features 2i+1 hold cos of the SAME "
+                "angle; 2i is the even feature index itself (0, 2, 4, ...), not the pair number (handout §8).")
+
+
+def _handout_formula(T, d_model):
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(same), written out entry by entry."""
+    rows = []
+    for pos in range(T):
+        row = []
+        for two_i in range(0, d_model, 2):
+            angle = pos / 10000 ** (two_i / d_model)
+            row += [math.sin(angle), math.cos(angle)]
+        rows.append(row)
+    return torch.tensor(rows, dtype=torch.float64)
+
+
+def test_s8_positions_0_and_1(positional, check):
+    """§8 worked problem, d_model = 4: position 0 -> [0, 1, 0, 1], position 1 -> [0.841, 0.540, 0.010, 1.000]."""
+    pe = positional.positional_encoding(3, 4)
+    check.shape(pe, (3, 4), "§8: positional_encoding(3, 4)")
+    check.close(pe[0], [0.0, 1.0, 0.0, 1.0], "§8: position 0", decimals=3, hint=FORMULA_HINT)
+    check.close(pe[1], [0.841, 0.540, 0.010, 1.000], "§8: position 1", decimals=3, hint=FORMULA_HINT)
+
+
+def test_s8_position_2_your_turn(positional, check):
+    """§8 Your Turn: the first two values for position 2 are sin 2 ≈ 0.909 and cos 2 ≈ -0.416."""
+    pe = positional.positional_encoding(3, 4)
+    check.close(pe[2, :2], [0.909, -0.416], "§8: position 2, features 0 and 1", decimals=3, hint=FORMULA_HINT)
+
+
+def test_table_shape_dtype_and_formula(positional, check):
+    """§8: a float32 (T, d_model) table that follows the formula for every position and feature."""
+    pe = check.tensor(positional.positional_encoding(50, 16), "positional_encoding(50, 16)")
+    check.shape(pe, (50, 16), "§8: positional_encoding(50, 16)")
+    assert pe.dtype == torch.float32, f"§8: the table should be float32, got {pe.dtype}"
+    check.close(pe, _handout_formula(50, 16), "§8: positional_encoding(50, 16) vs the formula", atol=1e-4,
+                hint=FORMULA_HINT)
+
+
+def test_module_adds_the_table(positional, check):
+    """§8: PositionalEncoding returns x + PE[:T] for x of shape (B, T, d_model)."""
+    module = positional.PositionalEncoding(16, max_len=50)
+    x = torch.randn(2, 7, 16)
+    out = module(x)
+    check.shape(out, (2, 7, 16), "§8: PositionalEncoding(16)(x) for x of shape (2, 7, 16)")
+    expected = x.double() + _handout_formula(7, 16)
+    check.close(out, expected, "§8: input = token_embedding + positional_encoding", atol=1e-4,
+                hint="add the first T rows of the table to x (the same rows for every sentence in the batch).")
+
+
+def test_module_default_max_len(positional, check):
+    """§8: with the default max_len the module handles a sentence of 100 tokens."""
+    out = positional.PositionalEncoding(8)(torch.zeros(1, 100, 8))
+    check.close(out[0], _handout_formula(100, 8), "§8: PositionalEncoding(8) on zeros of shape (1, 100, 8)",
+                atol=1e-4)
+
+
+def test_module_table_is_a_buffer(positional):
+    """§8: the table is fixed, so it is a buffer (moves with .to(), never trained), not a parameter."""
+    module = positional.PositionalEncoding(16, max_len=50)
+    params = [name for name, _ in module.named_parameters()]
+    assert not params, (f"§8: PositionalEncoding should have no trainable parameters, found {params}. "
+                        "Hint: self.register_buffer('pe', table) instead of nn.Parameter.")
+    shapes = [tuple(b.shape) for b in module.buffers()]
+    assert any(shape[-2:] == (50, 16) for shape in shapes), (
+        f"§8: expected a buffer holding the (max_len, d_model) = (50, 16) table, found buffers of shapes {shapes}")

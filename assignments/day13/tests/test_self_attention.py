@@ -1,0 +1,169 @@
+"""Tasks 1-3: scaled_dot_product_attention, causal_mask and SelfAttention (handout §3-§6).
+
+Run only these with `pytest -m self_attention`. Each test is named after the handout section
+whose numbers it checks, so you can redo the worked problem by hand when one fails.
+"""
+import pytest
+import torch
+
+pytestmark = pytest.mark.self_attention
+
+X = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])  # the three tokens of handout §4
+
+SCALE_HINT = "divide the scores by √d_k before the softmax (handout §3, step 2)."
+ROWS_HINT = "take the softmax over the last dimension (dim=-1), so that each ROW sums to 1 (handout §3, step 3)."
+MASK_HINT = ("a mask entry equal to 0 blocks that key: set its score to float('-inf') before the softmax, "
+             "so its weight is exactly 0 (handout §6).")
+
+
+def test_s3_two_tokens(self_attention, check):
+    """§3 worked problem: two tokens, Q = K = I, V = [[1, 2], [3, 4]], d_k = 2."""
+    Q = K = torch.eye(2)
+    V = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    out, weights = check.pair(self_attention.scaled_dot_product_attention(Q, K, V),
+                              "scaled_dot_product_attention(Q, K, V)")
+    unscaled = torch.softmax(Q @ K.T, dim=-1)
+    hint = SCALE_HINT if torch.allclose(weights.double(), unscaled.double(), atol=1e-3) else ""
+    check.close(weights, [[0.67, 0.33], [0.33, 0.67]], "§3 two tokens: attention weights", decimals=2, hint=hint)
+    check.close(out, [[1.66, 2.66], [2.34, 3.34]], "§3 two tokens: output = weights @ V", decimals=2)
+
+
+def test_s4_three_token_example(self_attention, check):
+    """§4 worked example (and the line-by-line walkthrough of §3): Q = K = V = X, d_k = 2."""
+    out, weights = check.pair(self_attention.scaled_dot_product_attention(X, X, X),
+                              "scaled_dot_product_attention(X, X, X)")
+    check.close(weights.sum(-1), [1.0, 1.0, 1.0], "§4: every row of the weights must sum to 1", hint=ROWS_HINT)
+    check.close(weights, [[0.40, 0.20, 0.40], [0.20, 0.40, 0.40], [0.25, 0.25, 0.50]],
+                "§4 step 3: attention weights", decimals=2, hint=SCALE_HINT)
+    check.close(out, [[0.80, 0.60], [0.60, 0.80], [0.75, 0.75]], "§4 step 4: output = weights @ V", decimals=2,
+                hint="multiply the weights by V (weights @ V), not V by the weights.")
+
+
+def test_s17_task1_token2_row(self_attention, check):
+    """§17 practice task 1: token 2's row of the §4 example is [0.20, 0.40, 0.40] and its output [0.60, 0.80]."""
+    out, weights = check.pair(self_attention.scaled_dot_product_attention(X, X, X),
+                              "scaled_dot_product_attention(X, X, X)")
+    check.close(weights[1], [0.20, 0.40, 0.40], "§17 task 1: weights of token 2", decimals=2)
+    check.close(out[1], [0.60, 0.80], "§17 task 1: output of token 2", decimals=2)
+
+
+def test_s6_causal_mask_worked_problem(self_attention, check):
+    """§6 worked problem: three tokens whose scores are all [1, 2, 3], with a causal mask."""
+    Q = torch.ones(3, 1)  # d_k = 1, so the scores are Q Kᵀ / 1 = [1, 2, 3] in every row
+    K = torch.tensor([[1.0], [2.0], [3.0]])
+    V = torch.eye(3)
+    mask = torch.tril(torch.ones(3, 3))
+    _, weights = check.pair(self_attention.scaled_dot_product_attention(Q, K, V, mask),
+                            "scaled_dot_product_attention(Q, K, V, mask)")
+    hint = MASK_HINT
+    if weights.shape == (3, 3) and not weights[0, 0] > 0.5:  # the first token may only look at itself
+        hint = "is your mask inverted? 1 means 'may look', 0 means 'blocked' (handout §6)."
+    check.close(weights, [[1.0, 0.0, 0.0], [0.269, 0.731, 0.0], [0.090, 0.245, 0.665]],
+                "§6 causal mask: attention weights", decimals=3, hint=hint)
+    above = weights[torch.triu(torch.ones(3, 3), 1).bool()]
+    assert torch.all(above == 0), f"§6: blocked (future) weights must be exactly 0, got {above.tolist()}. {MASK_HINT}"
+
+
+def test_s6_padding_mask_your_turn(self_attention, check):
+    """§6 Your Turn: scores [0.5, 1.0, 2.0], the last token is padding."""
+    Q = torch.ones(1, 1)
+    K = torch.tensor([[0.5], [1.0], [2.0]])
+    V = torch.eye(3)
+    mask = torch.tensor([1.0, 1.0, 0.0])  # broadcasts over the one query
+    _, weights = check.pair(self_attention.scaled_dot_product_attention(Q, K, V, mask),
+                            "scaled_dot_product_attention(Q, K, V, mask)")
+    check.close(weights, [[0.378, 0.622, 0.0]], "§6 padding mask: attention weights", decimals=3, hint=MASK_HINT)
+    assert weights[0, 2].item() == 0.0, f"§6: the padding token must get exactly 0 weight. {MASK_HINT}"
+
+
+def test_mask_may_be_bool_or_float(self_attention, check):
+    """§6: the same mask written as 0/1 floats or as booleans gives the same attention."""
+    Q, K, V = torch.randn(2, 4, 8), torch.randn(2, 4, 8), torch.randn(2, 4, 3)
+    mask = torch.tril(torch.ones(4, 4))
+    out_float, w_float = check.pair(self_attention.scaled_dot_product_attention(Q, K, V, mask), "float mask")
+    out_bool, w_bool = check.pair(self_attention.scaled_dot_product_attention(Q, K, V, mask.bool()), "bool mask")
+    check.close(w_bool, w_float, "§6: weights with a bool mask vs the same mask as floats",
+                hint="compare the mask with 0 (mask == 0) so that False and 0.0 both block.")
+    check.close(out_bool, out_float, "§6: output with a bool mask vs the same mask as floats")
+
+
+def test_shapes_rows_and_batch_dims(self_attention, check):
+    """§3 shape flow: (..., T_q, d_k) and (..., T_k, d_k) give weights (..., T_q, T_k), out (..., T_q, d_v)."""
+    Q, K, V = torch.randn(2, 3, 5, 8), torch.randn(2, 3, 7, 8), torch.randn(2, 3, 7, 4)
+    out, weights = check.pair(self_attention.scaled_dot_product_attention(Q, K, V),
+                              "scaled_dot_product_attention(Q, K, V)")
+    check.shape(weights, (2, 3, 5, 7), "§3: weights for Q (2, 3, 5, 8), K (2, 3, 7, 8)")
+    check.shape(out, (2, 3, 5, 4), "§3: output for V (2, 3, 7, 4)")
+    check.close(weights.sum(-1), torch.ones(2, 3, 5), "§3 step 3: each row of weights must sum to 1", hint=ROWS_HINT)
+    assert torch.all(weights >= 0), "§3: softmax weights are never negative"
+    manual = weights @ V
+    check.close(out, manual, "§3 step 4: out must equal weights @ V", atol=1e-5)
+
+
+def test_causal_mask_shape_and_values(self_attention, check):
+    """§6: causal_mask(T) is (T, T), 1 on and below the diagonal, 0 above (bool or 0/1 numbers)."""
+    for T in (1, 4, 6):
+        mask = check.tensor(self_attention.causal_mask(T), f"causal_mask({T})")
+        check.shape(mask, (T, T), f"§6: causal_mask({T})")
+        allowed = mask != 0
+        expected = torch.tril(torch.ones(T, T)).bool()
+        assert torch.equal(allowed, expected), (
+            f"§6: causal_mask({T}) should allow (non-zero) exactly the entries on and below the diagonal; "
+            f"got\n{mask}\nHint: token t may look at tokens 0..t, so row t has t+1 allowed entries.")
+
+
+def _projection(attn, name):
+    """The layer for W_q/W_k/W_v; the handout's recap spells them Wq/Wk/Wv, both are fine."""
+    for attribute in (name, name.replace("_", "")):
+        layer = getattr(attn, attribute, None)
+        if layer is not None:
+            return layer
+    pytest.fail(f"§5: SelfAttention needs an attribute {name} (nn.Linear(d_model, d_k, bias=False))",
+                pytrace=False)
+
+
+def test_s5_self_attention_layers(self_attention):
+    """§5: W_q, W_k, W_v are nn.Linear(d_model, d_k, bias=False), and d_k is kept."""
+    attn = self_attention.SelfAttention(d_model=16, d_k=8)
+    for name in ("W_q", "W_k", "W_v"):
+        layer = _projection(attn, name)
+        assert isinstance(layer, torch.nn.Linear), f"§5: {name} should be an nn.Linear, got {type(layer).__name__}"
+        assert (layer.in_features, layer.out_features) == (16, 8), (
+            f"§5: {name} should map d_model=16 to d_k=8, got {layer.in_features} -> {layer.out_features}")
+        assert layer.bias is None, f"§5: {name} has no bias in the handout (bias=False)"
+    assert attn.d_k == 8, f"§5: SelfAttention(d_model=16, d_k=8).d_k should be 8, got {attn.d_k}"
+
+
+def test_s5_self_attention_shapes(self_attention, check):
+    """§5 'Test it': 1 sentence of 6 tokens, d_model = 16; out (1, 6, d_k), weights (1, 6, 6), rows sum to 1."""
+    x = torch.randn(1, 6, 16)
+    for d_k in (16, 8):
+        attn = self_attention.SelfAttention(d_model=16, d_k=d_k)
+        out, weights = check.pair(attn(x), "SelfAttention.forward")
+        check.shape(out, (1, 6, d_k), f"§5: output of SelfAttention(16, {d_k})")
+        check.shape(weights, (1, 6, 6), f"§5: weights of SelfAttention(16, {d_k})")
+        check.close(weights.sum(-1), torch.ones(1, 6), "§5: each row of the weights must sum to 1", hint=ROWS_HINT)
+
+
+def test_s4_through_self_attention(self_attention, check):
+    """§4 again, through SelfAttention with W_q = W_k = W_v = identity: the same weights and output."""
+    attn = self_attention.SelfAttention(d_model=2, d_k=2)
+    with torch.no_grad():
+        for name in ("W_q", "W_k", "W_v"):
+            _projection(attn, name).weight.copy_(torch.eye(2))
+    out, weights = check.pair(attn(X.unsqueeze(0)), "SelfAttention.forward")
+    check.close(weights, [[[0.40, 0.20, 0.40], [0.20, 0.40, 0.40], [0.25, 0.25, 0.50]]],
+                "§4 through SelfAttention: weights", decimals=2,
+                hint="Q, K and V come from W_q, W_k and W_v applied to x; then divide by √d_k (handout §5).")
+    check.close(out, [[[0.80, 0.60], [0.60, 0.80], [0.75, 0.75]]], "§4 through SelfAttention: output", decimals=2)
+
+
+def test_s17_task3_causal_weights_are_lower_triangular(self_attention, check):
+    """§17 practice task 3: with a causal mask the weight matrix is lower-triangular, rows still sum to 1."""
+    attn = self_attention.SelfAttention(d_model=16, d_k=16)
+    x = torch.randn(2, 6, 16)
+    _, weights = check.pair(attn(x, mask=torch.tril(torch.ones(6, 6))), "SelfAttention.forward(x, mask)")
+    check.shape(weights, (2, 6, 6), "§6: weights with a causal mask")
+    future = weights.triu(1)
+    assert torch.all(future == 0), f"§6: weights above the diagonal must be exactly 0, got\n{weights[0]}\n{MASK_HINT}"
+    check.close(weights.sum(-1), torch.ones(2, 6), "§6: rows must still sum to 1 after masking", hint=ROWS_HINT)

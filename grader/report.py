@@ -269,8 +269,9 @@ def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = N
 def _hint_texts(rubric_path: Path | None = None) -> dict[str, str]:
     """hint id -> hint text, read from grader/day13/rubric.toml when it is there.
 
-    Walks the whole file rather than assuming one layout: any table with a string `hint`
-    is filed under its own key and under its `id` field, if it has one.
+    The rubric keeps catalogue hints as [hints."<id>"] text = "..." and each test's default
+    hint as [<component>.<test>] hint = "..."; both are filed here (the latter under the
+    dotted test name, and under an `id` field if a table has one).
     """
     path = rubric_path or Path(__file__).resolve().parent / "day13" / "rubric.toml"
     try:
@@ -285,12 +286,16 @@ def _hint_texts(rubric_path: Path | None = None) -> dict[str, str]:
         if isinstance(node, dict):
             text = node.get("hint")
             if isinstance(text, str) and text.strip():
-                for key in (path, path.rsplit(".", 1)[-1], node.get("id")):
+                for key in (path, node.get("id")):
                     if isinstance(key, str) and key:
                         found.setdefault(key, text.strip())
             for k, v in node.items():
                 if k == "hints" and isinstance(v, dict):
-                    found.update({h: t.strip() for h, t in v.items() if isinstance(t, str) and h not in found})
+                    for hint_id, entry in v.items():
+                        text = entry.get("text") or entry.get("hint") if isinstance(entry, dict) else entry
+                        if isinstance(text, str) and text.strip():
+                            found.setdefault(hint_id, text.strip())
+                    continue
                 walk(f"{path}.{k}" if path else k, v)
         elif isinstance(node, list):
             for item in node:

@@ -245,12 +245,25 @@ def test_rubric_hints_are_found_whatever_the_table_layout(tmp_path):
     rubric = tmp_path / "rubric.toml"
     rubric.write_text('[self_attention.sdpa]\npoints = 10\nhint = "scale it"\n\n'
                       '[[catalogue]]\nid = "wrong_axis"\nhint = "softmax over keys"\n\n'
-                      '[hints]\nswap_ln = "Post-LN normalises after the add"\n')
+                      '[hints."blk.swap_ln"]\ntext = "Post-LN normalises after the add"\n'
+                      '[hints]\nflat = "a plain string also works"\n')
     hints = report._hint_texts(rubric)
-    assert hints["self_attention.sdpa"] == hints["sdpa"] == "scale it"
+    assert hints["self_attention.sdpa"] == "scale it"
     assert hints["wrong_axis"] == "softmax over keys"
-    assert hints["swap_ln"] == "Post-LN normalises after the add"
+    assert hints["blk.swap_ln"] == "Post-LN normalises after the add"
+    assert hints["flat"] == "a plain string also works"
     assert report._hint_texts(tmp_path / "missing.toml") == {}
+
+
+def test_the_kit_rubric_gives_a_text_for_every_catalogue_hint():
+    import tomllib
+
+    rubric = Path(report.__file__).parent / "day13" / "rubric.toml"
+    if not rubric.is_file():
+        pytest.skip("grader/day13/rubric.toml not written yet")
+    ids = tomllib.loads(rubric.read_text()).get("hints", {})
+    hints = report._hint_texts()
+    assert ids and all(hints.get(i) for i in ids)
 
 
 # ---------------------------------------------------------------- class report

@@ -1,0 +1,663 @@
+"""The sandbox: student code runs only in children forked from a zygote that never held a secret.
+
+Process tree (as root; without root the layers that need it are skipped and recorded):
+
+    grader ──spawns──► zygote  (fresh interpreter: torch, numpy, grader.protocol/execute/forbidden,
+                          │      grader.day13.standins; nothing else. Its heap has no hidden test,
+                          │      no reference, no expected output to find.)
+                          └─fork─► keeper  (unshares a PID and a network namespace, reports the exit)
+                                     └─fork─► student child = PID 1 of its namespace
+                                              rlimits, uid drop, Landlock, seccomp, then
+                                              a loop: recv call ─► execute() ─► send result
+
+The grader talks to each student child over its own socket (grader/protocol.py frames, no pickle).
+The zygote hands the grader a pidfd for the keeper and for the child, so the grader can kill them
+with no pid-reuse race and know when they are gone. Killing the child (PID 1 of its namespace)
+kills everything it started; the keeper dies with it, and both die if the zygote or grader dies.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from grader import protocol
+
+KIT_ROOT = Path(__file__).resolve().parent.parent
+
+# Linux constants (include/uapi); same values on x86_64 and aarch64.
+CLONE_NEWNET, CLONE_NEWPID, CLONE_THREAD = 0x40000000, 0x20000000, 0x00010000
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+SYS_LANDLOCK = {"create": 444, "add_rule": 445, "restrict": 446}
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Limits for one student child. Every field can be tightened in tests."""
+
+    call_timeout: float = 5.0  # wall seconds for one call (import included)
+    submission_budget: float = 60.0  # wall seconds for all calls of one submission
+    spawn_timeout: float = 10.0  # wall seconds for a fresh child to say hello
+    memory_bytes: int = 768 << 20  # RLIMIT_AS: torch with one thread plus a forward fits
+    cpu_seconds: int = 20  # RLIMIT_CPU: catches a busy loop even if the wall clock is generous
+    max_open_files: int = 64
+    max_file_bytes: int = 32 << 20  # RLIMIT_FSIZE: caps files *and* the captured stdout/stderr
+    max_processes: int = 256  # RLIMIT_NPROC for the slot's own uid (threads count too)
+    output_tail_bytes: int = 2000  # how much of the child's output is quoted in notes
+    uid_base: int = 64000  # worker slot k runs as uid/gid uid_base + k when the grader is root
+    fatal_faults_per_module: int = 2  # after this many deaths on first use of a module, fail it fast
+    layers: tuple[str, ...] = ("pidns", "netns", "rlimits", "uid", "landlock", "seccomp")
+
+
+DEFAULT_CONFIG = SandboxConfig()
+
+
+def error_header(kind: str, message: str) -> dict:
+    """The result header for a call the child could not answer (the same shape execute() uses)."""
+    return {"error": {"type": kind, "message": message, "traceback": ""}, "forbidden": []}
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def slot_uid(config: SandboxConfig, slot: int) -> int | None:
+    return config.uid_base + slot if is_root() and "uid" in config.layers else None
+
+
+def prepare_scratch(path: Path, uid: int | None) -> None:
+    """Give the scratch copy to the slot's uid (it is the only place the child may write)."""
+    if uid is None:
+        return
+    # The parent only needs to be traversable, not listable, by the sandbox uid.
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in dirnames + filenames:
+            os.lchown(os.path.join(dirpath, name), uid, uid)
+    os.lchown(path, uid, uid)
+    os.chmod(path, 0o700)
+
+
+# --------------------------------------------------------------------------- grader side
+
+
+class Zygote:
+    """A fresh interpreter that imports torch once and forks one child per request.
+
+    It is spawned, not forked from the grader, so it holds nothing the grader has loaded, whatever
+    was imported before. Each worker slot gets its own control socket (no locking between slots).
+    """
+
+    def __init__(self, *, slots: int, config: SandboxConfig = DEFAULT_CONFIG,
+                 entry: str = "grader.execute", install: str | None = "grader.forbidden",
+                 preload: tuple[str, ...] = ("grader.day13.standins",), extra_path: tuple[str, ...] = ()):
+        self.config = config
+        self._ctrl, theirs = [], []
+        for _ in range(slots):
+            mine, other = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            self._ctrl.append(mine)
+            theirs.append(other)
+        spec = {"entry": entry, "install": install, "preload": list(preload),
+                "fds": [s.fileno() for s in theirs], "config": asdict(config)}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "OMP_", "MKL_"))}
+        # One intra-op thread: a forked child of a process whose thread pool started would hang.
+        env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1",
+                   PYTHONPATH=os.pathsep.join([str(KIT_ROOT), *extra_path]))
+        self.process = subprocess.Popen(
+            [sys.executable, "-s", "-m", "grader.sandbox", json.dumps(spec)],
+            pass_fds=spec["fds"], env=env, cwd=str(KIT_ROOT), stdin=subprocess.DEVNULL,
+        )
+        for s in theirs:
+            s.close()
+        self._ready = False
+        self._lock = threading.Lock()
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Block until the zygote has imported everything (it answers its first message)."""
+        with self._lock:
+            if self._ready:
+                return
+            ctrl = self._ctrl[0]
+            ctrl.settimeout(timeout)
+            try:
+                socket.send_fds(ctrl, [b'{"ping": 1}'], [])
+                msg = ctrl.recv(4096)
+            except (OSError, socket.timeout) as exc:
+                raise RuntimeError(f"the sandbox zygote did not start ({exc}); run "
+                                   "`python -m grader.sandbox --check` to see why") from None
+            finally:
+                ctrl.settimeout(None)
+            if not msg:
+                raise RuntimeError("the sandbox zygote exited while starting; run "
+                                   "`python -m grader.sandbox --check` to see why")
+            self._ready = True
+
+    def spawn(self, slot: int, *, scratch: Path, output_fd: int) -> "Child":
+        """Fork a child for `slot`, confined to `scratch`, writing its stdout/stderr to output_fd."""
+        self.wait_ready()
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            request = {"scratch": str(scratch), "uid": slot_uid(self.config, slot)}
+            ctrl = self._ctrl[slot]
+            socket.send_fds(ctrl, [json.dumps(request).encode()], [theirs.fileno(), output_fd])
+            ctrl.settimeout(self.config.spawn_timeout)
+            try:
+                msg, fds, _, _ = socket.recv_fds(ctrl, 4096, 2)
+            finally:
+                ctrl.settimeout(None)
+        except BaseException:
+            mine.close()
+            raise
+        finally:
+            theirs.close()
+        if not msg:
+            mine.close()
+            raise RuntimeError("the sandbox zygote is gone")
+        reply = json.loads(msg)
+        return Child(sock=mine, keeper_pidfd=fds[0] if fds else -1, keeper_pid=reply.get("pid", -1))
+
+    def close(self) -> None:
+        for s in self._ctrl:
+            s.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+@dataclass
+class Child:
+    """One live student child as the grader sees it."""
+
+    sock: socket.socket
+    keeper_pidfd: int
+    keeper_pid: int
+    pid: int = -1  # host pid of the student child (PID 1 of its own namespace)
+    pidfd: int = -1
+    layers: dict = field(default_factory=dict)
+    served: set = field(default_factory=set)  # modules this child has already answered calls into
+
+    def kill(self) -> None:
+        """SIGKILL the child and its keeper, and wait until both are gone (bounded)."""
+        for fd in (self.pidfd, self.keeper_pidfd):
+            if fd >= 0:
+                with contextlib.suppress(ProcessLookupError, OSError):
+                    signal.pidfd_send_signal(fd, signal.SIGKILL)
+        for fd in (self.pidfd, self.keeper_pidfd):
+            if fd >= 0:
+                # A pidfd becomes readable when its process has exited.
+                select.select([fd], [], [], 5.0)
+                os.close(fd)
+        self.pidfd = self.keeper_pidfd = -1
+        self.sock.close()
+
+
+class SandboxTransport:
+    """`call(header, arrays) -> (header, arrays)` into a sandboxed child of one submission.
+
+    The child is spawned lazily and respawned after any fault, so a part that hangs or crashes
+    costs only the calls that hit it. `faults` lists what happened, in words, for the result's notes;
+    `isolation` which layers were active. `close()` leaves no process behind.
+    """
+
+    def __init__(self, *, zygote: Zygote, slot: int, scratch: Path, config: SandboxConfig | None = None):
+        self.zygote, self.slot, self.scratch = zygote, slot, Path(scratch)
+        self.config = config or zygote.config
+        self.faults: list[str] = []
+        self.fault_types: list[str] = []
+        self.isolation: dict = {}
+        self._child: Child | None = None
+        self._import_faults: dict[str, int] = {}
+        self._condemned: dict[str, dict] = {}
+        self._spent = 0.0
+        self._output = tempfile.TemporaryFile()  # unnamed: nothing else can open it
+
+    # -- public
+
+    def call(self, header: dict, arrays: dict[str, np.ndarray]) -> tuple[dict, dict[str, np.ndarray]]:
+        module = str(header.get("module", "")) if isinstance(header, dict) else ""
+        if module in self._condemned:
+            return dict(self._condemned[module]), {}
+        if self._spent >= self.config.submission_budget:
+            return self._fault("Timeout", f"the submission used up its {self.config.submission_budget:g} s "
+                                          "time budget; remaining calls were not run", record=False), {}
+        start = time.monotonic()
+        try:
+            return self._call(module, header, arrays)
+        finally:
+            self._spent += time.monotonic() - start
+
+    def output_tail(self) -> str:
+        """The last bytes the student's code printed (stdout and stderr together)."""
+        self._output.flush()
+        size = os.fstat(self._output.fileno()).st_size
+        n = min(size, self.config.output_tail_bytes)
+        data = os.pread(self._output.fileno(), n, size - n) if n else b""
+        return data.decode("utf-8", "replace")
+
+    def output_size(self) -> int:
+        return os.fstat(self._output.fileno()).st_size
+
+    def close(self) -> None:
+        if self._child is not None:
+            self._child.kill()
+            self._child = None
+        self._output.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- internals
+
+    def _call(self, module, header, arrays):
+        fresh = self._child is None
+        if fresh:
+            fault = self._spawn()
+            if fault is not None:
+                return self._after_fatal(module, fault, first_use=True), {}
+        child = self._child
+        first_use = module not in child.served
+        deadline = time.monotonic() + self.config.call_timeout
+        try:
+            protocol.send_message(child.sock, header, arrays)
+            reply, out = protocol.recv_message(child.sock, deadline=deadline)
+        except TimeoutError:
+            return self._after_fatal(module, self._fault(
+                "Timeout", f"no answer within {self.config.call_timeout:g} s (an infinite loop, a sleep, "
+                           "or very slow code); the process was stopped"), first_use), {}
+        except (protocol.ProtocolError, OSError) as exc:
+            return self._after_fatal(module, self._death_or_protocol(exc), first_use), {}
+        if "sandbox_exit" in reply:
+            return self._after_fatal(module, self._classify_exit(reply["sandbox_exit"]), first_use), {}
+        error = reply.get("error") if isinstance(reply, dict) else None
+        if isinstance(error, dict) and _is_out_of_memory(error):
+            return self._after_fatal(module, self._fault(
+                "OutOfMemory", f"ran out of memory (limit {self.config.memory_bytes >> 20} MB per submission)"
+                               f": {str(error.get('message', ''))[:200]}"), first_use), {}
+        child.served.add(module)
+        return reply, out
+
+    def _spawn(self):
+        self._output.truncate(0)
+        self._output.seek(0)
+        try:
+            child = self.zygote.spawn(self.slot, scratch=self.scratch, output_fd=self._output.fileno())
+        except (OSError, RuntimeError, socket.timeout) as exc:
+            return self._fault("Crashed", f"the sandbox could not start a process: {exc}")
+        deadline = time.monotonic() + self.config.spawn_timeout
+        try:
+            hello, _ = protocol.recv_message(child.sock, deadline=deadline)  # from the keeper
+            child.pid = int(hello["spawned"])
+            child.pidfd = os.pidfd_open(child.pid)
+            hello, _ = protocol.recv_message(child.sock, deadline=deadline)  # from the child
+            if "sandbox_exit" in hello:
+                self._child = child
+                return self._classify_exit(hello["sandbox_exit"])
+            child.layers = dict(hello["hello"]["layers"])
+        except (TimeoutError, protocol.ProtocolError, OSError, KeyError, TypeError, ValueError) as exc:
+            child.kill()
+            return self._fault("Crashed", f"the sandboxed process failed to start ({exc})")
+        self._child = child
+        if not self.isolation:
+            self.isolation = dict(child.layers)
+        return None
+
+    def _death_or_protocol(self, exc):
+        if isinstance(exc, protocol.ConnectionClosed):
+            return self._fault("Crashed", "the process closed its connection without answering")
+        return self._fault("ProtocolError", f"the process answered with a malformed message ({exc})")
+
+    def _classify_exit(self, info) -> dict:
+        code = info.get("code") if isinstance(info, dict) else None
+        if not isinstance(code, int):
+            return self._fault("Crashed", "the process ended")
+        if code >= 0:
+            return self._fault("Crashed", f"the student's code ended the process (exit status {code}, e.g. "
+                                          "os._exit or sys.exit at import); later calls use a fresh process")
+        sig = -code
+        if sig == signal.SIGXFSZ:
+            return self._fault("Crashed", f"wrote more than {self.config.max_file_bytes >> 20} MB "
+                                          "(printed output or files); the process was stopped")
+        if sig in (signal.SIGXCPU, ):
+            return self._fault("Timeout", f"used more than {self.config.cpu_seconds} s of CPU time")
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+        if sig == signal.SIGKILL:
+            return self._fault("Crashed", "the process was killed (SIGKILL), most likely for using too much "
+                                          "memory or CPU")
+        return self._fault("Crashed", f"the process died from signal {name}")
+
+    def _fault(self, kind: str, message: str, record: bool = True) -> dict:
+        if self._child is not None:
+            self._child.kill()
+            self._child = None
+        if record:
+            self.faults.append(f"{kind}: {message}")
+            self.fault_types.append(kind)
+        return error_header(kind, message)
+
+    def _after_fatal(self, module, header, first_use):
+        if module and first_use:
+            self._import_faults[module] = self._import_faults.get(module, 0) + 1
+            if self._import_faults[module] >= self.config.fatal_faults_per_module:
+                condemned = error_header(header["error"]["type"], header["error"]["message"] +
+                                         f" (repeatedly on first use of {module}.py: its other calls were "
+                                         "not retried)")
+                self._condemned[module] = condemned
+        return header
+
+
+def _is_out_of_memory(error: dict) -> bool:
+    kind, message = str(error.get("type", "")), str(error.get("message", ""))
+    return kind == "MemoryError" or "can't allocate memory" in message or "not enough memory" in message
+
+
+# --------------------------------------------------------------------------- zygote side
+
+
+def _zygote_main(spec: dict) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    import importlib
+    import torch
+
+    torch.set_num_threads(1)  # before any op: keep this process single-threaded for fork
+    config = SandboxConfig(**{k: tuple(v) if k == "layers" else v for k, v in spec["config"].items()})
+    entry = importlib.import_module(spec["entry"])
+    install = importlib.import_module(spec["install"]).install if spec["install"] else None
+    for name in spec["preload"]:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    torch.zeros(2) @ torch.zeros(2)  # warm up the op path once, so every child doesn't pay for it
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # keepers are reaped by the kernel
+    ctrls = [socket.socket(fileno=fd) for fd in spec["fds"]]
+    zygote_pid = os.getpid()
+    while ctrls:
+        ready, _, _ = select.select(ctrls, [], [])
+        for ctrl in ready:
+            try:
+                msg, fds, _, _ = socket.recv_fds(ctrl, 4096, 2)
+            except OSError:
+                msg, fds = b"", []
+            if not msg:
+                ctrls.remove(ctrl)
+                ctrl.close()
+                continue
+            request = json.loads(msg)
+            if "ping" in request:
+                ctrl.send(b"pong")
+                continue
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    _keeper(request, fds, ctrls, config, entry, install, libc, zygote_pid)
+                finally:
+                    os._exit(70)
+            pidfd = os.pidfd_open(pid)
+            with contextlib.suppress(OSError):
+                socket.send_fds(ctrl, [json.dumps({"pid": pid}).encode()], [pidfd])
+            os.close(pidfd)
+            for fd in fds:
+                os.close(fd)
+
+
+def _keeper(request, fds, ctrls, config, entry, install, libc, zygote_pid):
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != zygote_pid:
+        os._exit(71)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    for c in ctrls:
+        c.close()
+    sock_fd, out_fd = fds
+    sock = socket.socket(fileno=sock_fd)
+    layers = {}
+    flags = 0
+    if "pidns" in config.layers and is_root():
+        flags |= CLONE_NEWPID
+    if "netns" in config.layers and is_root():
+        flags |= CLONE_NEWNET
+    if flags and libc.unshare(flags) != 0:
+        flags = 0
+    layers["pidns"] = bool(flags & CLONE_NEWPID)
+    layers["netns"] = bool(flags & CLONE_NEWNET)
+    go_r, go_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(go_w)
+        os.read(go_r, 1)  # wait until the keeper has told the grader our pid
+        os.close(go_r)
+        try:
+            _child(request, sock, out_fd, config, entry, install, libc, layers)
+        finally:
+            os._exit(70)
+    os.close(go_r)
+    os.close(out_fd)
+    protocol.send_message(sock, {"spawned": pid})
+    os.write(go_w, b"x")
+    os.close(go_w)
+    _, status = os.waitpid(pid, 0)
+    with contextlib.suppress(OSError):
+        protocol.send_message(sock, {"sandbox_exit": {"code": os.waitstatus_to_exitcode(status)}})
+    os._exit(0)
+
+
+def _child(request, sock, out_fd, config, entry, install, libc, layers):
+    scratch = request["scratch"]
+    uid = request.get("uid")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(out_fd, 1)
+    os.dup2(out_fd, 2)
+    os.close(devnull)
+    os.close(out_fd)
+    # Nothing but stdio and the call socket stays open (no zygote control socket, no stray fd).
+    keep = sock.fileno()
+    os.closerange(3, keep)
+    os.closerange(keep + 1, 1 << 16)
+    os.chdir(scratch)
+    sys.path[:] = [scratch] + [p for p in sys.path if p and Path(p).resolve() != KIT_ROOT]
+    layers["rlimits"] = "rlimits" in config.layers and _set_rlimits(config, uid)
+    layers["uid"] = False
+    if uid is not None:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+        layers["uid"] = True
+    # Re-armed after the uid change (which clears it): if the keeper dies, so do we.
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    layers["landlock"] = "landlock" in config.layers and _landlock(libc, scratch) or 0
+    layers["seccomp"] = "seccomp" in config.layers and _seccomp()
+    if install is not None:
+        install()
+    loader = entry.ModuleLoader(scratch, isolated=False)
+    protocol.send_message(sock, {"hello": {"layers": layers}})
+    _serve(sock, entry.execute, loader)
+
+
+def _serve(sock, execute, loader):
+    while True:
+        try:
+            header, arrays = protocol.recv_message(sock)
+        except protocol.ConnectionClosed:
+            os._exit(0)
+        try:
+            reply = execute(header, arrays, loader=loader)
+        except MemoryError:
+            reply = (error_header("MemoryError", "out of memory"), {})
+        except SystemExit as exc:
+            reply = (error_header("SystemExit", f"the code called sys.exit({exc.code!r})"), {})
+        except BaseException as exc:  # the executor should catch; never let one call end the loop
+            reply = (error_header(type(exc).__name__, str(exc)[:500]), {})
+        try:
+            protocol.send_message(sock, *reply)
+        except (TypeError, ValueError) as exc:
+            protocol.send_message(sock, error_header("ProtocolError", f"result could not be framed: {exc}"))
+
+
+def _set_rlimits(config: SandboxConfig, uid) -> bool:
+    limits = [
+        (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_FSIZE, config.max_file_bytes),
+        (resource.RLIMIT_NOFILE, config.max_open_files),
+        (resource.RLIMIT_AS, config.memory_bytes),
+    ]
+    if uid is not None:  # NPROC never binds root, and for a shared uid it counts other processes too
+        limits.append((resource.RLIMIT_NPROC, config.max_processes))
+    for which, value in limits:
+        resource.setrlimit(which, (value, value))
+    # The soft limit sends SIGXCPU (reported as a timeout); the hard limit one second later kills.
+    resource.setrlimit(resource.RLIMIT_CPU, (config.cpu_seconds, config.cpu_seconds + 1))
+    return True
+
+
+# -- Landlock (ABI >= 1; signal scoping from ABI 6). Linux uapi/linux/landlock.h.
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneath(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+_FS_EXECUTE, _FS_WRITE_FILE, _FS_READ_FILE, _FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
+_FS_TRUNCATE, _FS_IOCTL_DEV = 1 << 14, 1 << 15
+_FILE_ONLY = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE | _FS_IOCTL_DEV
+
+
+def landlock_abi(libc=None) -> int:
+    libc = libc or ctypes.CDLL(None, use_errno=True)
+    abi = libc.syscall(SYS_LANDLOCK["create"], None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return max(abi, 0)
+
+
+def read_only_paths(scratch: str | None = None) -> list[str]:
+    """What a child may read: the interpreter, the libraries, a minimal /etc, a few devices."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
+             "/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/localtime", "/etc/nsswitch.conf",
+             "/dev/urandom", "/dev/random", "/dev/zero", "/proc/self", "/proc/cpuinfo",
+             "/sys/devices/system/cpu"}  # torch reads the CPU topology lazily
+    paths.update(os.path.dirname(p) for p in sys.path if p.endswith("site-packages"))
+    return sorted(p for p in paths if p and os.path.exists(p) and not _under(p, KIT_ROOT, allow=sys.prefix))
+
+
+def _under(path: str, root: Path, allow: str) -> bool:
+    # The venv may live inside the kit's folder; the kit's own sources (grader/, solutions/) may not be read.
+    real = Path(path).resolve()
+    return (real == root or root in real.parents) and not (Path(allow).resolve() == real or
+                                                            Path(allow).resolve() in real.parents)
+
+
+def _landlock(libc, scratch: str) -> int:
+    """Restrict the filesystem, TCP and signals. Returns the ABI used, 0 if unavailable."""
+    abi = landlock_abi(libc)
+    if abi < 1:
+        return 0
+    fs = (1 << 13) - 1  # EXECUTE .. MAKE_SYM (ABI 1)
+    if abi >= 2:
+        fs |= 1 << 13  # REFER
+    if abi >= 3:
+        fs |= _FS_TRUNCATE
+    if abi >= 5:
+        fs |= _FS_IOCTL_DEV
+    attr = _RulesetAttr(fs, 0b11 if abi >= 4 else 0, 0b11 if abi >= 6 else 0)  # TCP bind+connect; signals
+    size = ctypes.sizeof(attr) if abi >= 6 else 16
+    ruleset = libc.syscall(SYS_LANDLOCK["create"], ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    if ruleset < 0:
+        return 0
+    try:
+        read = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
+        rules = [(p, read) for p in read_only_paths()]
+        rules += [(os.devnull, _FS_READ_FILE | _FS_WRITE_FILE | _FS_TRUNCATE), (scratch, fs)]
+        for path, access in rules:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            try:
+                if not os.path.isdir(path):
+                    access &= _FILE_ONLY
+                rule = _PathBeneath(access & fs, fd)
+                if libc.syscall(SYS_LANDLOCK["add_rule"], ruleset, 1, ctypes.byref(rule), 0) != 0:
+                    raise OSError(ctypes.get_errno(), f"landlock rule for {path}")
+            finally:
+                os.close(fd)
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            return 0
+        if libc.syscall(SYS_LANDLOCK["restrict"], ruleset, 0) != 0:
+            return 0
+    finally:
+        os.close(ruleset)
+    return abi
+
+
+def _seccomp() -> bool:
+    """Deny new processes, exec, non-Unix sockets, ptrace and signals to others. Threads still work."""
+    try:
+        import pyseccomp as sc
+    except ImportError:
+        return False
+    me = os.getpid()
+    f = sc.SyscallFilter(defaction=sc.ALLOW)
+    deny = sc.ERRNO(errno.EPERM)
+    rules = [
+        ("fork",), ("vfork",), ("execve",), ("execveat",), ("ptrace",), ("process_vm_readv",),
+        ("process_vm_writev",), ("unshare",), ("setns",), ("mount",), ("umount2",), ("chroot",),
+        ("pivot_root",), ("bpf",), ("perf_event_open",), ("userfaultfd",), ("kcmp",), ("tkill",),
+        ("pidfd_open",), ("pidfd_send_signal",), ("pidfd_getfd",),
+        ("clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD, 0)),  # a new process, not a thread
+        ("socket", sc.Arg(0, sc.NE, socket.AF_UNIX)),
+        ("kill", sc.Arg(0, sc.NE, me)),
+        ("tgkill", sc.Arg(0, sc.NE, me)),
+    ]
+    for name, *args in rules:
+        with contextlib.suppress(Exception):  # a syscall unknown on this architecture
+            f.add_rule(deny, name, *args)
+    # glibc falls back from clone3 to clone on ENOSYS, where the flags can be inspected.
+    with contextlib.suppress(Exception):
+        f.add_rule(sc.ERRNO(errno.ENOSYS), "clone3")
+    try:
+        f.load()
+    except Exception:
+        return False
+    return True
+
+
+def check() -> dict:
+    """Which layers work on this machine (for `python -m grader.sandbox --check`)."""
+    return {"root": is_root(), "landlock_abi": landlock_abi(),
+            "pyseccomp": _importable("pyseccomp"), "python": sys.executable}
+
+
+def _importable(name: str) -> bool:
+    import importlib.util
+    return importlib.util.find_spec(name) is not None
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--check"]:
+        print(json.dumps(check(), indent=2))
+    else:
+        _zygote_main(json.loads(sys.argv[1]))

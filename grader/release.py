@@ -1,0 +1,161 @@
+"""Stage "release": build the student release in dist/day13/ and dist/day13.zip.
+
+What a student gets (and nothing else):
+- the stubs, generated from solutions/day13/ by grader/stubs.py (never the reference);
+- the visible tests, pytest.ini, the student README and Makefile (assignments/day13/);
+- the student tools: assignments/day13/tools/ if present, grader/deliverables.py (the standalone
+  checker, with its handout fingerprints), tools/ci_feedback.py and tools/points.json;
+- day13.ipynb, the student notebook (grader/notebook.py);
+- .github/workflows/autograde.yml, feedback on every push (grader/templates/).
+
+The instructor's nbgrader source notebook goes to dist/nbgrader/source/day13/, outside the zip.
+Before anything is written to the zip, the release is searched for every non-trivial solution line,
+solution or hidden-test markers, the hidden graders' files and the reference's output files;
+a hit removes the build and fails.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+import zipfile
+from pathlib import Path
+
+from grader import notebook, stubs
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSON = "day13"
+ASSIGNMENT = ROOT / "assignments" / LESSON
+SOLUTIONS = ROOT / "solutions" / LESSON
+HIDDEN = ROOT / "grader" / LESSON
+TEMPLATES = ROOT / "grader" / "templates"
+CHECKER = ROOT / "grader" / "deliverables.py"
+FINGERPRINTS = ROOT / "grader" / "handout_ngrams.txt"
+
+SKIP_DIRS = {"__pycache__", ".pytest_cache", ".ipynb_checkpoints"}
+SKIP_SUFFIXES = {".pyc", ".pyo"}
+ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed, so the same sources give the same zip bytes
+EXECUTABLE = {"tools/ci_feedback.py"}
+GITIGNORE = "__pycache__/\n*.pyc\n.pytest_cache/\n.ipynb_checkpoints/\n"
+
+
+class LeakError(RuntimeError):
+    """The release holds something a student must not see."""
+
+
+def _copy_tree(source: Path, target: Path) -> None:
+    for path in sorted(source.rglob("*")):
+        relative = path.relative_to(source)
+        if SKIP_DIRS.intersection(relative.parts) or path.suffix in SKIP_SUFFIXES or path.is_symlink():
+            continue
+        if path.is_dir():
+            (target / relative).mkdir(parents=True, exist_ok=True)
+        elif path.is_file():
+            (target / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target / relative)
+
+
+def feedback_points() -> dict[str, float]:
+    """Points per part for the feedback on push, summed from the rubric (where points live)."""
+    totals = notebook.component_points()
+    rubric = notebook.tomllib.loads(notebook.RUBRIC.read_text(encoding="utf-8"))
+    totals["deliverables"] = round(sum(float(entry.get("points", 0)) for entry in
+                                       rubric.get("deliverables", {}).values() if isinstance(entry, dict)), 4)
+    return totals
+
+
+def _write_student_files(day: Path) -> None:
+    _copy_tree(ASSIGNMENT, day)
+    # The stubs come from the one source of truth, whatever state assignments/ is in.
+    for solution, _ in stubs.stub_pairs():
+        if solution.parent == SOLUTIONS:
+            (day / solution.name).write_text(stubs.make_stub(solution.read_text(encoding="utf-8")), encoding="utf-8")
+    tools = day / "tools"
+    tools.mkdir(exist_ok=True)
+    shutil.copyfile(CHECKER, tools / "deliverables.py")
+    if FINGERPRINTS.exists():
+        shutil.copyfile(FINGERPRINTS, tools / FINGERPRINTS.name)
+    shutil.copyfile(TEMPLATES / "ci_feedback.py", tools / "ci_feedback.py")
+    (tools / "points.json").write_text(json.dumps(feedback_points(), indent=1, sort_keys=True) + "\n",
+                                       encoding="utf-8")
+    notebook.write(notebook.build(student=True), day / "day13.ipynb")
+    workflows = day / ".github" / "workflows"
+    workflows.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(TEMPLATES / "autograde.yml", workflows / "autograde.yml")
+    (day / ".gitignore").write_text(GITIGNORE, encoding="utf-8")
+
+
+def leaks(folder: Path) -> list[str]:
+    """Everything in `folder` a student must not see, in words (empty when the release is clean)."""
+    found = []
+    wanted = {}
+    for solution in sorted(SOLUTIONS.glob("*.py")):
+        for line in stubs.solution_lines(solution.read_text(encoding="utf-8")):
+            wanted["".join(line.split())] = f"{solution.name}: {line}"
+    reference_outputs = {hashlib.sha256(p.read_bytes()).hexdigest(): p.name
+                         for p in SOLUTIONS.rglob("*") if p.is_file() and p.suffix not in {".py", ".pyc"}}
+    hidden_files = {hashlib.sha256(p.read_bytes()).hexdigest(): str(p.relative_to(ROOT))
+                    for p in HIDDEN.rglob("*") if p.is_file() and p.suffix != ".pyc" and p.stat().st_size > 64}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        relative = path.relative_to(folder)
+        data = path.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        if digest in reference_outputs:
+            found.append(f"{relative}: is the reference's {reference_outputs[digest]}")
+        if digest in hidden_files:
+            found.append(f"{relative}: is the hidden grader file {hidden_files[digest]}")
+        text = data.decode("utf-8", errors="replace")
+        if path.suffix == ".ipynb":
+            text = notebook.code_of(notebook.nbformat.reads(text, as_version=4))
+        for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS"):
+            if marker in text:
+                found.append(f"{relative}: holds a '{marker}' marker")
+        squeezed = "".join(text.split())
+        found += [f"{relative}: holds solution line ({where})" for key, where in wanted.items() if key in squeezed]
+    return found
+
+
+def _zip(folder: Path, target: Path) -> None:
+    tmp = target.with_suffix(".zip.tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            relative = path.relative_to(folder).as_posix()
+            info = zipfile.ZipInfo(f"{folder.name}/{relative}", date_time=ZIP_TIME)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = (0o755 if relative in EXECUTABLE else 0o644) << 16
+            archive.writestr(info, path.read_bytes())
+    tmp.replace(target)
+
+
+def build(*, out: Path) -> Path:
+    """Write <out>/day13/ and <out>/day13.zip; returns the folder. Raises LeakError on a leak."""
+    out.mkdir(parents=True, exist_ok=True)
+    day = out / LESSON
+    if day.exists():
+        shutil.rmtree(day)
+    day.mkdir()
+    _write_student_files(day)
+    (day / "tools" / "ci_feedback.py").chmod(0o755)
+    found = leaks(day)
+    if found:
+        shutil.rmtree(day)
+        raise LeakError("the release would leak:\n  " + "\n  ".join(found))
+    _zip(day, out / f"{LESSON}.zip")
+    notebook.write(notebook.build(student=False), out / "nbgrader" / "source" / LESSON / f"{LESSON}.ipynb")
+    return day
+
+
+def main(*, out: str = "dist") -> int:
+    try:
+        day = build(out=Path(out))
+    except LeakError as error:
+        print(f"release refused: {error}\nFix the file named above, then run `make release` again.",
+              file=sys.stderr)
+        return 1
+    files = sorted(p.relative_to(day).as_posix() for p in day.rglob("*") if p.is_file())
+    print(f"wrote {day}/ ({len(files)} files) and {day.parent / (LESSON + '.zip')}")
+    for name in files:
+        print(f"  {name}")
+    print(f"instructor only (not in the zip): {day.parent / 'nbgrader' / 'source' / LESSON / (LESSON + '.ipynb')}")
+    return 0

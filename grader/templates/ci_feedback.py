@@ -1,0 +1,150 @@
+"""Feedback on every push: the visible tests and the deliverables checker, in one report.
+
+The release ships this file as tools/ci_feedback.py; .github/workflows/autograde.yml runs it,
+and so can you, from the top of your repository:
+
+    python tools/ci_feedback.py
+
+It prints what passed and what to fix, writes the same as Markdown to the job summary
+(--summary, the workflow passes $GITHUB_STEP_SUMMARY) and the points in GitHub Classroom's
+runner format to --output ($GITHUB_OUTPUT): a line `result=<base64 JSON>` holding
+{"version": 1, "status", "max_score", "tests": [{"name", "status", "score", "message"}]},
+which classroom-resources/autograding-grading-reporter reads from FEEDBACK_RESULTS.
+
+These points come from the visible tests only. They are feedback, not your grade: your
+grade comes from the instructor's hidden tests, which never live in your repository.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PARTS = ("self_attention", "multihead", "positional", "block")
+MESSAGE_CHARS = 600
+
+
+class _Collector:
+    """A pytest plugin that keeps one outcome per test: the first phase that did not pass."""
+
+    def __init__(self):
+        self.results: dict[str, dict] = {}
+
+    def pytest_runtest_logreport(self, report):
+        entry = self.results.setdefault(report.nodeid, {
+            "part": next((p for p in PARTS if p in report.keywords), "other"),
+            "passed": True, "message": "", "seconds": 0.0})
+        entry["seconds"] += report.duration
+        if report.failed and entry["passed"]:
+            entry["passed"] = False
+            crash = getattr(report.longrepr, "reprcrash", None)
+            entry["message"] = (crash.message if crash else str(report.longrepr))[:MESSAGE_CHARS]
+
+
+def run_visible_tests(folder: Path) -> dict[str, dict]:
+    import pytest
+
+    collector = _Collector()
+    pytest.main(["-q", "-p", "no:cacheprovider", str(folder / "tests")], plugins=[collector])
+    return collector.results
+
+
+def run_deliverables(folder: Path) -> list:
+    sys.path.insert(0, str(HERE))
+    try:
+        import deliverables
+    finally:
+        sys.path.remove(str(HERE))
+    return deliverables.run_checks(str(folder))
+
+
+def classroom_result(tests: dict[str, dict], checks: list, points: dict[str, float]) -> dict:
+    """GitHub Classroom's runner result: each test carries its share of its part's points."""
+    entries = []
+    for part in PARTS:
+        mine = {k: v for k, v in tests.items() if v["part"] == part}
+        for nodeid, test in sorted(mine.items()):
+            share = points.get(part, 0.0) / len(mine)
+            entries.append({"name": f"{part}: {nodeid.split('::')[-1]}",
+                            "status": "pass" if test["passed"] else "fail",
+                            "score": round(share if test["passed"] else 0.0, 4),
+                            "message": test["message"], "line_no": 0,
+                            "execution_time": f"{test['seconds']:.2f}s"})
+    for check in checks:
+        share = points.get("deliverables", 0.0) / len(checks)
+        entries.append({"name": f"deliverables: {check.id}", "status": "pass" if check.passed else "fail",
+                        "score": round(share if check.passed else 0.0, 4),
+                        "message": check.message[:MESSAGE_CHARS], "line_no": 0, "execution_time": "0.00s"})
+    max_score = round(sum(points.get(p, 0.0) for p in PARTS)
+                      + (points.get("deliverables", 0.0) if checks else 0.0), 4)
+    status = "pass" if entries and all(e["status"] == "pass" for e in entries) else "fail"
+    return {"version": 1, "status": status, "max_score": max_score, "tests": entries}
+
+
+def summary_markdown(result: dict) -> str:
+    total = sum(t["score"] for t in result["tests"])
+    lines = ["## Day 13 feedback (visible tests and deliverables)", "",
+             f"**{total:g} / {result['max_score']:g}** feedback points. This is not your grade: the "
+             "instructor grades with hidden tests that your repository never holds.", "",
+             "| part | passed | points |", "| --- | --- | --- |"]
+    by_part: dict[str, list] = {}
+    for test in result["tests"]:
+        by_part.setdefault(test["name"].split(":")[0], []).append(test)
+    for part, tests in by_part.items():
+        passed = sum(t["status"] == "pass" for t in tests)
+        lines.append(f"| {part} | {passed}/{len(tests)} | {sum(t['score'] for t in tests):g} |")
+    failing = [t for t in result["tests"] if t["status"] != "pass"]
+    if failing:
+        lines += ["", "### To fix", ""]
+        for test in failing:
+            message = (test["message"] or "failed").strip().replace("\n", "\n  > ")
+            lines.append(f"- **{test['name']}**\n  > {message}")
+    else:
+        lines += ["", "Everything visible passes. Push your deliverables too; the hidden tests check more cases."]
+    return "\n".join(lines) + "\n"
+
+
+def load_points(path: Path) -> dict[str, float]:
+    if not path.exists():
+        raise SystemExit(f"{path} is missing: it comes with the release. Restore it from the starter "
+                         "repository (git checkout origin/main -- tools/points.json).")
+    return {k: float(v) for k, v in json.loads(path.read_text(encoding="utf-8")).items()}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python tools/ci_feedback.py", description=__doc__.split("\n")[0])
+    parser.add_argument("--folder", default=".", help="the student folder (default: the current one)")
+    parser.add_argument("--summary", default=None, help="append the Markdown report here ($GITHUB_STEP_SUMMARY)")
+    parser.add_argument("--output", default=None, help="append `result=<base64>` here ($GITHUB_OUTPUT)")
+    parser.add_argument("--points", default=str(HERE / "points.json"), help="points per part (from the release)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    folder = Path(args.folder).resolve()
+    points = load_points(Path(args.points))
+    started = time.monotonic()
+    tests = run_visible_tests(folder)
+    checks = run_deliverables(folder)
+    result = classroom_result(tests, checks, points)
+    report = summary_markdown(result)
+    print("\n" + report)
+    print(f"(feedback took {time.monotonic() - started:.1f} s)")
+    if args.summary:
+        with open(args.summary, "a", encoding="utf-8") as summary:
+            summary.write(report)
+    if args.output:
+        encoded = base64.b64encode(json.dumps(result, sort_keys=True).encode("utf-8")).decode("ascii")
+        with open(args.output, "a", encoding="utf-8") as output:
+            output.write(f"result={encoded}\n")
+    # Failing tests are feedback, not an error of this script: the reporter step marks the run red.
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

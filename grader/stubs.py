@@ -117,6 +117,10 @@ def _strip_comment(line: str) -> str:
     return line
 
 
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def stub_pairs(solutions: Path = SOLUTIONS, assignments: Path = ASSIGNMENTS) -> list[tuple[Path, Path]]:
     """(solution file, stub file) for every solution .py that has markers, lesson by lesson."""
     pairs = []
@@ -129,11 +133,11 @@ def stub_pairs(solutions: Path = SOLUTIONS, assignments: Path = ASSIGNMENTS) -> 
 def main(*, check: bool = False) -> int:
     """Write the stubs (or, with check=True, report the ones that differ). Returns an exit code."""
     stale = 0
-    for solution, stub in stub_pairs():
+    for solution, stub in stub_pairs(SOLUTIONS, ASSIGNMENTS):
         try:
             wanted = make_stub(solution.read_text(encoding="utf-8"))
         except MarkerError as error:
-            print(f"{solution.relative_to(ROOT)}: {error}", file=sys.stderr)
+            print(f"{_shown(solution)}: {error}", file=sys.stderr)
             return 2
         current = stub.read_text(encoding="utf-8") if stub.exists() else None
         if current == wanted:
@@ -141,12 +145,12 @@ def main(*, check: bool = False) -> int:
         if check:
             stale += 1
             diff = difflib.unified_diff((current or "").splitlines(True), wanted.splitlines(True),
-                                        str(stub.relative_to(ROOT)), "regenerated", n=1)
+                                        _shown(stub), "regenerated", n=1)
             sys.stderr.writelines(diff)
         else:
             stub.parent.mkdir(parents=True, exist_ok=True)
             stub.write_text(wanted, encoding="utf-8")
-            print(f"wrote {stub.relative_to(ROOT)}")
+            print(f"wrote {_shown(stub)}")
     if stale:
         print(f"{stale} stub(s) differ from their solutions: run `make stubs` and commit the result",
               file=sys.stderr)

@@ -1,0 +1,322 @@
+"""Submission discovery and scratch copies: folders, .zip files and .ipynb notebooks.
+
+Nothing here runs student code. A scratch copy holds regular files only: a symlink is never
+followed out of a submission (it is skipped and the skip is noted), file count and size are
+capped, zip entries that climb out of the copy or would inflate past the caps are refused.
+A notebook becomes importable as the four contract modules, so it is graded like .py files.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+CONTRACT_MODULES = ("self_attention", "multihead", "positional", "block")
+NOTEBOOK_MODULE = "_day13_notebook"
+SKIPPED_DIRS = {".git", "__pycache__", ".ipynb_checkpoints", "__MACOSX", ".venv", "venv", "node_modules"}
+
+
+@dataclass(frozen=True)
+class IntakeLimits:
+    max_files: int = 500
+    max_file_bytes: int = 20 << 20
+    max_total_bytes: int = 60 << 20
+    max_zip_ratio: int = 200  # uncompressed / compressed, for entries over 1 MB
+
+
+DEFAULT_LIMITS = IntakeLimits()
+
+
+@dataclass(frozen=True)
+class Submission:
+    name: str  # the row name: sanitised, unique
+    source: Path  # the folder, .zip or .ipynb as found
+    kind: str  # "folder" | "zip" | "notebook" | "symlink"
+
+
+@dataclass
+class Intake:
+    """What happened while making a scratch copy (notes go into the result, in words)."""
+
+    notes: list[str] = field(default_factory=list)
+    files: int = 0
+    bytes: int = 0
+    notebook: str | None = None  # the notebook the contract modules were generated from
+
+
+def discover(folder: Path) -> list[Submission]:
+    """One entry per sub-folder, .zip or .ipynb of `folder`, in a stable (sorted) order."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is not a folder of submissions; pass the folder that holds "
+                                 "one sub-folder, .zip or .ipynb per student")
+    found = []
+    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+        if entry.name.startswith(".") or entry.name.startswith("_"):
+            continue
+        if entry.is_symlink():
+            found.append((entry.name, Path(entry.path), "symlink"))
+        elif entry.is_dir(follow_symlinks=False):
+            found.append((entry.name, Path(entry.path), "folder"))
+        elif entry.is_file(follow_symlinks=False) and entry.name.lower().endswith(".zip"):
+            found.append((entry.name[:-4], Path(entry.path), "zip"))
+        elif entry.is_file(follow_symlinks=False) and entry.name.lower().endswith(".ipynb"):
+            found.append((entry.name[:-6], Path(entry.path), "notebook"))
+    names: set[str] = set()
+    result = []
+    for raw, path, kind in found:
+        name = unique_name(sanitise(raw), names)
+        names.add(name)
+        result.append(Submission(name=name, source=path, kind=kind))
+    return result
+
+
+def sanitise(raw: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", raw).strip("._-")[:80]
+    return name or "submission"
+
+
+def unique_name(name: str, taken: set[str]) -> str:
+    # Case-insensitive, so the output folders do not collide on a case-insensitive filesystem either.
+    lower = {t.lower() for t in taken}
+    candidate, k = name, 2
+    while candidate.lower() in lower:
+        candidate, k = f"{name}-{k}", k + 1
+    return candidate
+
+
+def materialise(sub: Submission, dest: Path, *, limits: IntakeLimits = DEFAULT_LIMITS) -> Intake:
+    """Copy `sub` into the empty folder `dest` (regular files only) and return what happened."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    intake = Intake()
+    if sub.kind == "symlink":
+        intake.notes.append(f"{sub.source.name} is a symlink; the engine never follows a symlink out of a "
+                            "submission, so nothing was graded")
+    elif sub.kind == "folder":
+        _copy_tree(sub.source, dest, intake, limits)
+    elif sub.kind == "zip":
+        _extract_zip(sub.source, dest, intake, limits)
+    elif sub.kind == "notebook":
+        _copy_file(sub.source, dest / sub.source.name, intake, limits)
+    _maybe_convert_notebook(dest, intake)
+    return intake
+
+
+# --------------------------------------------------------------------------- folders
+
+
+def _copy_tree(src: Path, dest: Path, intake: Intake, limits: IntakeLimits, rel: str = "") -> None:
+    try:
+        entries = sorted(os.scandir(src), key=lambda e: e.name)
+    except OSError as exc:
+        intake.notes.append(f"could not read {rel or '.'}: {exc.strerror}")
+        return
+    for entry in entries:
+        path = f"{rel}{entry.name}"
+        if entry.is_symlink():
+            target = os.readlink(entry.path)
+            intake.notes.append(f"skipped symlink {path} -> {target} (symlinks are never followed)")
+        elif entry.is_dir(follow_symlinks=False):
+            if entry.name in SKIPPED_DIRS:
+                continue
+            (dest / entry.name).mkdir(exist_ok=True)
+            _copy_tree(Path(entry.path), dest / entry.name, intake, limits, rel=path + "/")
+        elif entry.is_file(follow_symlinks=False):
+            _copy_file(Path(entry.path), dest / entry.name, intake, limits, rel=path)
+        else:
+            intake.notes.append(f"skipped {path}: not a regular file")
+
+
+def _copy_file(src: Path, dest: Path, intake: Intake, limits: IntakeLimits, rel: str | None = None) -> None:
+    rel = rel or src.name
+    if not _room_for(intake, limits, os.lstat(src).st_size, rel):
+        return
+    # O_NOFOLLOW: a file swapped for a symlink after the scan is refused, not followed.
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        intake.notes.append(f"skipped {rel}: {exc.strerror}")
+        return
+    with os.fdopen(fd, "rb") as fin, open(dest, "wb") as fout:
+        copied = _copy_capped(fin, fout, limits.max_file_bytes)
+    if copied is None:
+        dest.unlink()
+        intake.notes.append(f"skipped {rel}: larger than {limits.max_file_bytes >> 20} MB")
+        return
+    intake.files += 1
+    intake.bytes += copied
+
+
+def _room_for(intake: Intake, limits: IntakeLimits, size: int, rel: str) -> bool:
+    if intake.files >= limits.max_files:
+        if intake.files == limits.max_files:
+            intake.notes.append(f"more than {limits.max_files} files: the rest were not copied")
+            intake.files += 1  # note once
+        return False
+    if size > limits.max_file_bytes:
+        intake.notes.append(f"skipped {rel}: larger than {limits.max_file_bytes >> 20} MB")
+        return False
+    if intake.bytes + size > limits.max_total_bytes:
+        intake.notes.append(f"skipped {rel}: the submission is over {limits.max_total_bytes >> 20} MB in total")
+        return False
+    return True
+
+
+def _copy_capped(fin, fout, cap: int) -> int | None:
+    total = 0
+    while chunk := fin.read(1 << 20):
+        total += len(chunk)
+        if total > cap:
+            return None
+        fout.write(chunk)
+    return total
+
+
+# --------------------------------------------------------------------------- zips
+
+
+def _extract_zip(src: Path, dest: Path, intake: Intake, limits: IntakeLimits) -> None:
+    try:
+        archive = zipfile.ZipFile(src)
+    except (zipfile.BadZipFile, OSError) as exc:
+        intake.notes.append(f"{src.name} is not a readable zip file ({exc}); nothing was graded")
+        return
+    with archive:
+        members = [m for m in archive.infolist() if not m.is_dir() and not _ignored(m.filename)]
+        declared = sum(m.file_size for m in members)
+        if declared > limits.max_total_bytes:
+            intake.notes.append(f"{src.name} would unpack to {declared >> 20} MB, over the "
+                                f"{limits.max_total_bytes >> 20} MB cap (a zip bomb?); nothing was extracted")
+            return
+        prefix = _single_top_folder([m.filename for m in members])
+        for member in members:
+            _extract_member(archive, member, prefix, dest, intake, limits)
+
+
+def _ignored(name: str) -> bool:
+    parts = PurePosixPath(name.replace("\\", "/")).parts
+    return any(p in SKIPPED_DIRS for p in parts) or PurePosixPath(name).name == ".DS_Store"
+
+
+def _single_top_folder(names: list[str]) -> str:
+    tops = {PurePosixPath(n).parts[0] for n in names if PurePosixPath(n).parts}
+    if len(tops) == 1 and all(len(PurePosixPath(n).parts) > 1 for n in names):
+        return tops.pop() + "/"
+    return ""
+
+
+def _extract_member(archive, member, prefix, dest, intake, limits) -> None:
+    name = member.filename
+    mode = member.external_attr >> 16
+    if stat.S_ISLNK(mode):
+        intake.notes.append(f"skipped symlink {name} in the zip (symlinks are never followed)")
+        return
+    rel = name[len(prefix):] if prefix and name.startswith(prefix) else name
+    parts = PurePosixPath(rel).parts
+    if ("\\" in rel or not parts or rel.startswith("/") or ".." in parts or ":" in parts[0]):
+        intake.notes.append(f"refused zip entry {name!r}: its path leaves the submission")
+        return
+    if member.compress_size and member.file_size > (1 << 20) and \
+            member.file_size / member.compress_size > limits.max_zip_ratio:
+        intake.notes.append(f"refused zip entry {name!r}: compressed {member.file_size // member.compress_size}:1 "
+                            "(a zip bomb?)")
+        return
+    if not _room_for(intake, limits, member.file_size, rel):
+        return
+    target = dest.joinpath(*parts)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Read at most the cap, whatever the header declared: a lying header cannot inflate past it.
+    with archive.open(member) as fin, open(target, "wb") as fout:
+        copied = _copy_capped(fin, fout, min(limits.max_file_bytes, limits.max_total_bytes - intake.bytes))
+    if copied is None:
+        target.unlink()
+        intake.notes.append(f"refused zip entry {name!r}: it unpacks past the size cap")
+        return
+    intake.files += 1
+    intake.bytes += copied
+
+
+# --------------------------------------------------------------------------- notebooks
+
+_CELL_MAGIC_WITH_PYTHON_BODY = {"capture", "time", "timeit", "prun"}
+_ASSIGNED_MAGIC = re.compile(r"^(\s*[A-Za-z_][\w\s,]*=\s*)[%!]")
+
+
+def _maybe_convert_notebook(dest: Path, intake: Intake) -> None:
+    """If the copy has a notebook and none of the contract .py files, generate them from it."""
+    if any((dest / f"{m}.py").exists() for m in CONTRACT_MODULES):
+        return
+    notebooks = sorted(dest.glob("*.ipynb"))
+    if not notebooks:
+        return
+    preferred = [n for n in notebooks if n.name == "day13.ipynb"]
+    notebook = (preferred or notebooks)[0]
+    try:
+        cells = notebook_code_cells(notebook)
+    except Exception as exc:  # nbformat raises several kinds for a damaged file
+        intake.notes.append(f"could not read the notebook {notebook.name} ({type(exc).__name__}: {exc})"[:300])
+        return
+    (dest / f"{NOTEBOOK_MODULE}.py").write_text(notebook_module_source(notebook.name, cells), encoding="utf-8")
+    for module in CONTRACT_MODULES:
+        (dest / f"{module}.py").write_text(
+            f'"""Generated from {notebook.name}: the names its code cells define."""\n'
+            f"from {NOTEBOOK_MODULE} import *  # noqa: F401,F403\n", encoding="utf-8")
+    intake.notebook = notebook.name
+    if len(notebooks) > 1:
+        intake.notes.append(f"several notebooks: graded {notebook.name}")
+
+
+def notebook_code_cells(path: Path) -> list[str]:
+    import nbformat
+
+    nb = nbformat.read(str(path), as_version=4)
+    return [neutralise_magics(cell.source) for cell in nb.cells if cell.cell_type == "code"]
+
+
+def neutralise_magics(source: str) -> str:
+    """Replace IPython magics and shell lines by harmless Python, keeping every line number."""
+    lines = source.split("\n")
+    first = lines[0].lstrip() if lines else ""
+    if first.startswith("%%"):
+        magic = first[2:].split()[0] if first[2:].split() else ""
+        if magic not in _CELL_MAGIC_WITH_PYTHON_BODY:
+            # %%bash, %%writefile, %%html ...: the body is not Python.
+            return "\n".join(f"pass  # neutralised: {line[:60]}" if i == 0 else "#" + line
+                             for i, line in enumerate(lines))
+    out = []
+    for line in lines:
+        stripped = line.lstrip()
+        indent = line[: len(line) - len(stripped)]
+        if stripped.startswith(("%", "!")):
+            out.append(f"{indent}pass  # neutralised: {stripped[:60]}")
+        elif _ASSIGNED_MAGIC.match(line):
+            out.append(_ASSIGNED_MAGIC.sub(lambda m: m.group(1) + "None  # neutralised: ", line, count=1))
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def notebook_module_source(notebook_name: str, cells: list[str]) -> str:
+    """One module that runs every cell in order, each under try/except, in its own namespace."""
+    return (
+        f'"""Generated from {notebook_name}: every code cell, in order. A cell that raises is\n'
+        'recorded and skipped, so one bad cell does not lose the definitions of later ones."""\n'
+        "import traceback as _traceback\n\n"
+        f"_CELLS = {json.dumps(cells, ensure_ascii=True, indent=0)}\n"
+        "_CELL_ERRORS = []\n"
+        "for _i, _source in enumerate(_CELLS, 1):\n"
+        "    try:\n"
+        f"        exec(compile(_source, '{notebook_name} cell ' + str(_i), 'exec'), globals())\n"
+        "    except BaseException as _exc:  # SystemExit too: a later cell may still define what is graded\n"
+        "        _CELL_ERRORS.append((_i, _traceback.format_exception_only(type(_exc), _exc)[-1].strip()))\n"
+    )
+
+
+def remove(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,224 @@
+"""grader/intake.py: discovery, scratch copies that never follow a symlink out, zips, notebooks."""
+import io
+import json
+import os
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader import intake
+from grader.intake import IntakeLimits, discover, materialise, neutralise_magics
+
+SOLUTIONS = Path(__file__).resolve().parent.parent / "solutions" / "day13"
+
+
+def _mkdirs(root, names):
+    for n in names:
+        (root / n).mkdir()
+        (root / n / "self_attention.py").write_text("x = 1\n")
+
+
+def test_discover_kinds_names_and_stable_order(tmp_path):
+    _mkdirs(tmp_path, ["bob", "alice", "Ann Lee (late)"])
+    (tmp_path / "carol.zip").write_bytes(b"")
+    (tmp_path / "dave.ipynb").write_text("{}")
+    (tmp_path / "notes.txt").write_text("not a submission")
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / "eve").symlink_to(tmp_path / "alice")
+    subs = discover(tmp_path)
+    assert [(s.name, s.kind) for s in subs] == [
+        ("Ann_Lee_late", "folder"), ("alice", "folder"), ("bob", "folder"),
+        ("carol", "zip"), ("dave", "notebook"), ("eve", "symlink")]
+    assert discover(tmp_path) == subs
+
+
+def test_row_names_are_unique_even_when_sanitising_collides(tmp_path):
+    _mkdirs(tmp_path, ["a b", "a_b", "a?b"])
+    (tmp_path / "A_B.zip").write_bytes(b"")
+    names = [s.name for s in discover(tmp_path)]
+    assert len({n.lower() for n in names}) == 4
+    assert all(n.replace("-", "_").replace("_", "").isalnum() for n in names)
+
+
+def test_discover_refuses_a_file(tmp_path):
+    f = tmp_path / "x"
+    f.write_text("")
+    with pytest.raises(NotADirectoryError, match="folder of submissions"):
+        discover(f)
+
+
+def test_folder_copy_skips_symlinks_and_records_them(tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("the answers")
+    sub = tmp_path / "subs" / "mallory"
+    (sub / "pkg").mkdir(parents=True)
+    (sub / "self_attention.py").write_text("A = 1\n")
+    (sub / "pkg" / "helper.py").write_text("B = 2\n")
+    (sub / "answers.txt").symlink_to(secret)
+    (sub / "pkg" / "up").symlink_to(tmp_path)
+    (sub / "__pycache__").mkdir()
+    (sub / "__pycache__" / "x.pyc").write_bytes(b"\0")
+    dest = tmp_path / "scratch"
+    result = materialise(discover(tmp_path / "subs")[0], dest)
+    assert (dest / "self_attention.py").read_text() == "A = 1\n"
+    assert (dest / "pkg" / "helper.py").read_text() == "B = 2\n"
+    assert not (dest / "answers.txt").exists() and not (dest / "pkg" / "up").exists()
+    assert not (dest / "__pycache__").exists()
+    assert any("answers.txt" in n and "symlink" in n for n in result.notes)
+    assert any("pkg/up" in n for n in result.notes)
+    for path in dest.rglob("*"):
+        assert not path.is_symlink()
+
+
+def test_top_level_symlink_gets_a_row_with_the_reason(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "subs").mkdir()
+    (tmp_path / "subs" / "x").symlink_to(tmp_path / "elsewhere")
+    sub = discover(tmp_path / "subs")[0]
+    result = materialise(sub, tmp_path / "scratch")
+    assert sub.kind == "symlink" and "never follows a symlink" in result.notes[0]
+    assert list((tmp_path / "scratch").iterdir()) == []
+
+
+def test_caps_on_file_size_and_count(tmp_path):
+    sub = tmp_path / "subs" / "big"
+    sub.mkdir(parents=True)
+    (sub / "a_huge.bin").write_bytes(b"\0" * 3000)
+    for i in range(5):
+        (sub / f"f{i}.py").write_text("x")
+    dest = tmp_path / "scratch"
+    result = materialise(discover(tmp_path / "subs")[0], dest,
+                         limits=IntakeLimits(max_files=3, max_file_bytes=1000))
+    assert not (dest / "a_huge.bin").exists()
+    assert len(list(dest.iterdir())) == 3
+    assert any("larger than" in n for n in result.notes) and any("more than 3 files" in n for n in result.notes)
+
+
+def _zip(path, entries, *, symlink=None):
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in entries.items():
+            z.writestr(name, data)
+        if symlink:
+            info = zipfile.ZipInfo(symlink[0])
+            info.external_attr = (stat.S_IFLNK | 0o777) << 16
+            z.writestr(info, symlink[1])
+
+
+def test_zip_with_one_top_folder_is_unwrapped(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    _zip(subs / "zoe.zip", {"day13/self_attention.py": "A = 1\n", "day13/sub/x.py": "B = 2\n",
+                            "__MACOSX/day13/._self_attention.py": "junk"})
+    dest = tmp_path / "scratch"
+    result = materialise(discover(subs)[0], dest)
+    assert (dest / "self_attention.py").read_text() == "A = 1\n"
+    assert (dest / "sub" / "x.py").read_text() == "B = 2\n"
+    assert not (dest / "__MACOSX").exists() and result.notes == []
+
+
+def test_zip_traversal_symlinks_and_absolute_paths_are_refused(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    _zip(subs / "evil.zip", {"../escape.py": "x", "/abs.py": "x", "ok.py": "fine", "a/../../b.py": "x"},
+         symlink=("link.py", "/etc/passwd"))
+    dest = tmp_path / "work" / "scratch"
+    result = materialise(discover(subs)[0], dest)
+    assert sorted(p.name for p in dest.rglob("*")) == ["ok.py"]
+    assert not (tmp_path / "work" / "escape.py").exists() and not (tmp_path / "escape.py").exists()
+    assert sum("leaves the submission" in n for n in result.notes) == 3
+    assert any("symlink" in n for n in result.notes)
+
+
+def test_zip_bomb_is_refused_by_declared_size_and_ratio(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    _zip(subs / "bomb.zip", {"zeros.bin": b"\0" * (30 << 20)})
+    dest = tmp_path / "scratch"
+    result = materialise(discover(subs)[0], dest, limits=IntakeLimits(max_total_bytes=10 << 20))
+    assert list(dest.iterdir()) == [] and "zip bomb" in result.notes[0]
+    result = materialise(discover(subs)[0], tmp_path / "s2")
+    assert not (tmp_path / "s2" / "zeros.bin").exists() and "zip bomb" in result.notes[0]
+
+
+def test_corrupt_zip_is_a_note_not_a_crash(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "broken.zip").write_bytes(b"PK\x03\x04 not really")
+    result = materialise(discover(subs)[0], tmp_path / "scratch")
+    assert "not a readable zip" in result.notes[0]
+
+
+@pytest.mark.parametrize("src, want", [
+    ("%matplotlib inline\nx = 1", "pass  # neutralised: %matplotlib inline\nx = 1"),
+    ("!pip install torch\nif True:\n    !ls", "pass  # neutralised: !pip install torch\nif True:\n    pass  # neutralised: !ls"),
+    ("files = !ls\ny = 2", "files = None  # neutralised: ls\ny = 2"),
+    ("%%bash\necho hi\nls", "pass  # neutralised: %%bash\n#echo hi\n#ls"),
+    ("%%capture\nz = 3", "pass  # neutralised: %%capture\nz = 3"),
+    ("a = 5 % 2\nb = a != 1", "a = 5 % 2\nb = a != 1"),
+])
+def test_magics_are_neutralised_keeping_line_numbers(src, want):
+    got = neutralise_magics(src)
+    assert got == want
+    assert got.count("\n") == src.count("\n")
+    compile(got, "cell", "exec")
+
+
+def _notebook(path, cells):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell("# Day 13")] + [nbformat.v4.new_code_cell(c) for c in cells]
+    nbformat.write(nb, str(path))
+
+
+def reference_notebook_cells():
+    cells = ["%matplotlib inline\n!pip install torch", "raise RuntimeError('a broken cell')"]
+    for name in ("self_attention", "positional", "multihead", "block"):
+        src = (SOLUTIONS / f"{name}.py").read_text()
+        # In a notebook the sibling imports are unnecessary: every name is global.
+        cells.append("\n".join(l for l in src.splitlines() if not l.startswith(("from multihead", "from self_att"))))
+    return cells
+
+
+def test_notebook_becomes_the_four_contract_modules(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    _notebook(subs / "nina.ipynb", reference_notebook_cells())
+    dest = tmp_path / "scratch"
+    sub = discover(subs)[0]
+    result = materialise(sub, dest)
+    assert sub.name == "nina" and result.notebook == "nina.ipynb"
+    for m in intake.CONTRACT_MODULES:
+        assert (dest / f"{m}.py").exists()
+    # Import in a fresh interpreter: the broken cell must not lose the later definitions.
+    code = ("import torch, self_attention, multihead, positional, block, _day13_notebook as nb\n"
+            "torch.manual_seed(0)\n"
+            "x = torch.randn(2, 5, 16)\n"
+            "print(block.TransformerBlock(16, 4)(x).shape, multihead.MultiHeadAttention(16, 4).h,"
+            " positional.positional_encoding(3, 4).shape, self_attention.causal_mask(3).sum().item(),"
+            " nb._CELL_ERRORS)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=dest, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == ("torch.Size([2, 5, 16]) 4 torch.Size([3, 4]) 6.0 "
+                                  "[(2, 'RuntimeError: a broken cell')]")
+
+
+def test_folder_with_py_files_keeps_them_over_a_notebook(tmp_path):
+    sub = tmp_path / "subs" / "both"
+    sub.mkdir(parents=True)
+    (sub / "self_attention.py").write_text("REAL = 1\n")
+    _notebook(sub / "day13.ipynb", ["REAL = 2"])
+    dest = tmp_path / "scratch"
+    result = materialise(discover(tmp_path / "subs")[0], dest)
+    assert result.notebook is None and (dest / "self_attention.py").read_text() == "REAL = 1\n"
+
+
+def test_damaged_notebook_is_a_note(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "bad.ipynb").write_text("{ not json")
+    result = materialise(discover(subs)[0], tmp_path / "scratch")
+    assert "could not read the notebook" in result.notes[0]

@@ -1,0 +1,153 @@
+"""grader/release.py: what the student release holds, what it must never hold, and that it works alone."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from grader import notebook, release, stubs
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    assert release.main(out=str(out)) == 0
+    return out
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_release_holds_the_student_files(built):
+    files = _files(built / "day13")
+    for module in notebook.MODULES:
+        solution = (release.SOLUTIONS / f"{module}.py").read_text(encoding="utf-8")
+        assert files[f"{module}.py"].decode() == stubs.make_stub(solution)
+    visible = {p.relative_to(release.ASSIGNMENT).as_posix() for p in release.ASSIGNMENT.rglob("test_*.py")}
+    assert visible and visible <= set(files)
+    for name in ("Makefile", "pytest.ini", "tests/conftest.py", "day13.ipynb", ".github/workflows/autograde.yml",
+                 "tools/ci_feedback.py", "tools/deliverables.py", "tools/points.json"):
+        assert name in files, f"{name} missing from the release"
+    if (release.ASSIGNMENT / "README.md").exists():
+        assert files["README.md"] == (release.ASSIGNMENT / "README.md").read_bytes()
+    assert files["tools/deliverables.py"] == release.CHECKER.read_bytes()
+
+
+def test_zip_equals_the_folder_and_is_reproducible(built, tmp_path):
+    with zipfile.ZipFile(built / "day13.zip") as archive:
+        zipped = {name.removeprefix("day13/"): archive.read(name) for name in archive.namelist()}
+        assert all(name.startswith("day13/") for name in archive.namelist())
+    assert zipped == _files(built / "day13")
+    assert release.main(out=str(tmp_path)) == 0
+    assert (tmp_path / "day13.zip").read_bytes() == (built / "day13.zip").read_bytes()
+
+
+def test_no_solution_line_hidden_grader_or_reference_output(built):
+    """Searched independently of release.leaks(): every non-trivial solution line, in the folder and the zip."""
+    lines = [line for path in sorted(release.SOLUTIONS.glob("*.py"))
+             for line in stubs.solution_lines(path.read_text(encoding="utf-8"))]
+    assert len(lines) > 20  # the search is only as good as this list
+    outputs = {p.read_bytes() for p in release.SOLUTIONS.rglob("*") if p.is_file() and p.suffix != ".py"}
+    with zipfile.ZipFile(built / "day13.zip") as archive:
+        contents = {f"zip:{n}": archive.read(n) for n in archive.namelist()}
+    contents.update(_files(built / "day13"))
+    for name, data in contents.items():
+        text = data.decode("utf-8", errors="replace")
+        if name.endswith(".ipynb"):
+            text = notebook.code_of(notebook.nbformat.reads(text, as_version=4))
+        squeezed = "".join(text.split())
+        leaked = [line for line in lines if "".join(line.split()) in squeezed]
+        assert not leaked, f"{name} holds solution code: {leaked[:3]}"
+        assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text, name
+        assert not name.removeprefix("zip:").removeprefix("day13/").startswith("grader/"), name
+        assert data not in outputs, f"{name} is a reference output"
+    hidden = [p for p in release.HIDDEN.rglob("*") if p.is_file() and p.suffix != ".pyc"]
+    assert any(p.name == "rubric.toml" for p in hidden)
+    for hidden_file in hidden:
+        if hidden_file.stat().st_size > 64:
+            assert hidden_file.read_bytes() not in contents.values(), f"{hidden_file.name} shipped"
+
+
+def test_leak_search_finds_a_planted_line(built, tmp_path):
+    copy = tmp_path / "day13"
+    shutil.copytree(built / "day13", copy)
+    assert release.leaks(copy) == []
+    line = stubs.solution_lines((release.SOLUTIONS / "multihead.py").read_text(encoding="utf-8"))[-1]
+    helper = copy / "tools" / "helper.py"
+    helper.write_text(f"def f(self, x):\n    {line}\n", encoding="utf-8")
+    assert any("helper.py" in found and "solution line" in found for found in release.leaks(copy))
+    helper.unlink()
+    shutil.copyfile(release.SOLUTIONS / "positional.py", copy / "tools" / "positional_ref.py")
+    assert any("BEGIN SOLUTION" in found for found in release.leaks(copy))
+
+
+def test_a_leaking_assignment_folder_is_refused(tmp_path, monkeypatch, capsys):
+    assignment = tmp_path / "assignment"
+    shutil.copytree(release.ASSIGNMENT, assignment, ignore=shutil.ignore_patterns("__pycache__"))
+    (assignment / "tools").mkdir(exist_ok=True)
+    shutil.copyfile(release.SOLUTIONS / "self_attention.py", assignment / "tools" / "answer.py")
+    monkeypatch.setattr(release, "ASSIGNMENT", assignment)
+    assert release.main(out=str(tmp_path / "dist")) == 1
+    assert "tools/answer.py" in capsys.readouterr().err
+    assert not (tmp_path / "dist" / "day13").exists() and not (tmp_path / "dist" / "day13.zip").exists()
+
+
+def test_feedback_points_come_from_the_rubric(built):
+    points = json.loads((built / "day13" / "tools" / "points.json").read_text(encoding="utf-8"))
+    rubric = notebook.tomllib.loads(notebook.RUBRIC.read_text(encoding="utf-8"))
+    for part, value in points.items():
+        assert value == pytest.approx(sum(e["points"] for e in rubric[part].values() if "points" in e))
+
+
+def _make_test(folder: Path) -> tuple[int, list[tuple[str, str]]]:
+    """`make test` in folder; (exit code, [(test name, failure message or '')])."""
+    junit = folder.parent / f"{folder.name}-junit.xml"
+    env = dict(os.environ, PYTEST_ADDOPTS=f"-p no:cacheprovider --junitxml={junit}")
+    result = subprocess.run(["make", "test", f"PYTHON={sys.executable}"], cwd=folder, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert junit.exists(), f"make test did not run pytest:\n{result.stdout}\n{result.stderr}"
+    cases = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        problem = case.find("failure")
+        if problem is None:
+            problem = case.find("error")
+        cases.append((case.get("name"), "" if problem is None else (problem.get("message") or problem.text or "?")))
+    return result.returncode, cases
+
+
+@pytest.fixture(scope="module")
+def unpacked(built, tmp_path_factory) -> Path:
+    """The zip extracted into an empty folder, as a student gets it."""
+    target = tmp_path_factory.mktemp("student")
+    with zipfile.ZipFile(built / "day13.zip") as archive:
+        archive.extractall(target)
+    return target / "day13"
+
+
+def test_release_alone_runs_and_every_visible_test_fails_not_implemented(unpacked):
+    code, cases = _make_test(unpacked)
+    assert code != 0
+    assert len(cases) >= 10
+    wrong = [(name, message) for name, message in cases if "not implemented yet" not in message]
+    assert not wrong, f"tests that did not fail with 'not implemented yet': {wrong[:5]}"
+
+
+def test_release_with_the_reference_dropped_in_passes_every_visible_test(unpacked, tmp_path):
+    folder = tmp_path / "day13"
+    shutil.copytree(unpacked, folder)
+    for module in notebook.MODULES:
+        shutil.copyfile(release.SOLUTIONS / f"{module}.py", folder / f"{module}.py")
+    code, cases = _make_test(folder)
+    failed = [(name, message) for name, message in cases if message]
+    assert code == 0 and not failed, failed[:5]
+    assert len(cases) >= 10

@@ -62,22 +62,28 @@ def run_deliverables(folder: Path) -> list:
     return deliverables.run_checks(str(folder))
 
 
+def _shares(points: float, count: int) -> list[float]:
+    """`count` shares of `points`, rounded, the last one taking the remainder so they add up exactly."""
+    if count == 0:
+        return []
+    shares = [round(points / count, 4)] * (count - 1)
+    return shares + [round(points - sum(shares), 4)]
+
+
 def classroom_result(tests: dict[str, dict], checks: list, points: dict[str, float]) -> dict:
     """GitHub Classroom's runner result: each test carries its share of its part's points."""
     entries = []
     for part in PARTS:
-        mine = {k: v for k, v in tests.items() if v["part"] == part}
-        for nodeid, test in sorted(mine.items()):
-            share = points.get(part, 0.0) / len(mine)
+        mine = sorted((k, v) for k, v in tests.items() if v["part"] == part)
+        for (nodeid, test), share in zip(mine, _shares(points.get(part, 0.0), len(mine))):
             entries.append({"name": f"{part}: {nodeid.split('::')[-1]}",
                             "status": "pass" if test["passed"] else "fail",
-                            "score": round(share if test["passed"] else 0.0, 4),
+                            "score": share if test["passed"] else 0.0,
                             "message": test["message"], "line_no": 0,
                             "execution_time": f"{test['seconds']:.2f}s"})
-    for check in checks:
-        share = points.get("deliverables", 0.0) / len(checks)
+    for check, share in zip(checks, _shares(points.get("deliverables", 0.0), len(checks))):
         entries.append({"name": f"deliverables: {check.id}", "status": "pass" if check.passed else "fail",
-                        "score": round(share if check.passed else 0.0, 4),
+                        "score": share if check.passed else 0.0,
                         "message": check.message[:MESSAGE_CHARS], "line_no": 0, "execution_time": "0.00s"})
     max_score = round(sum(points.get(p, 0.0) for p in PARTS)
                       + (points.get("deliverables", 0.0) if checks else 0.0), 4)

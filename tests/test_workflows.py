@@ -1,0 +1,179 @@
+"""grader/templates/: both workflows' structure and commands, and the student workflow run locally."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from grader import notebook, release
+from grader.__main__ import build_parser
+
+ROOT = Path(__file__).resolve().parents[1]
+STUDENT = release.TEMPLATES / "autograde.yml"
+INSTRUCTOR = release.TEMPLATES / "instructor-grade.yml"
+EXPRESSION = re.compile(r"\$\{\{\s*([^}]+?)\s*\}\}")
+
+
+def _load(path: Path) -> dict:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert "on" in data, f"{path.name}: quote the `on` key, or YAML 1.1 reads it as True"
+    return data
+
+
+def _commands(step: dict) -> list[str]:
+    """The shell lines of a `run` step, with line continuations joined."""
+    return [line.strip() for line in step.get("run", "").replace("\\\n", " ").splitlines() if line.strip()]
+
+
+def _grader_args(command: str, values: dict[str, str]) -> list[str] | None:
+    """The arguments after `python -m grader`, with ${{ }} and $VARS replaced by sample values."""
+    command = EXPRESSION.sub(lambda m: values[m.group(1)], command)
+    words = [os.path.expandvars(w) for w in shlex.split(command)]
+    if words[:3] != ["python", "-m", "grader"]:
+        return None
+    return words[3:]
+
+
+def _feedback_step(steps):
+    return next(s for s in steps if "ci_feedback.py" in s.get("run", ""))
+
+
+# --------------------------------------------------------------------------- structure
+
+def test_student_workflow_structure():
+    data = _load(STUDENT)
+    assert set(data["on"]) >= {"push"}
+    assert data["permissions"]["contents"] == "read", "the student workflow needs no write access"
+    assert "secrets." not in STUDENT.read_text(encoding="utf-8"), "a student repository can't keep a secret"
+    (job,) = data["jobs"].values()
+    steps = job["steps"]
+    assert steps[0]["uses"].startswith("actions/checkout@")
+    setup = next(s for s in steps if s.get("uses", "").startswith("actions/setup-python@"))
+    assert setup["with"]["python-version"] == "3.11"
+    install = " ".join(c for s in steps for c in _commands(s) if "pip install" in c)
+    assert "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in install
+    for package in ("numpy", "pillow", "pytest"):
+        assert package in install
+    feedback = _feedback_step(steps)
+    (command,) = _commands(feedback)
+    words = shlex.split(command)
+    assert words[:2] == ["python", "tools/ci_feedback.py"]
+    sys.path.insert(0, str(release.TEMPLATES))
+    try:
+        import ci_feedback
+    finally:
+        sys.path.remove(str(release.TEMPLATES))
+    args = ci_feedback.build_parser().parse_args(words[2:])
+    assert (args.summary, args.output) == ("$GITHUB_STEP_SUMMARY", "$GITHUB_OUTPUT")
+    # GitHub Classroom's reporter reads <RUNNER>_RESULTS for each runner id it is given.
+    reporter = steps[-1]
+    assert reporter["uses"].startswith("classroom-resources/autograding-grading-reporter@")
+    runner = reporter["with"]["runners"]
+    assert reporter["env"][f"{runner.upper()}_RESULTS"] == "${{ steps.%s.outputs.result }}" % feedback["id"]
+
+
+def test_instructor_workflow_collects_grades_shards_and_merges():
+    data = _load(INSTRUCTOR)
+    jobs = data["jobs"]
+    assert list(jobs) == ["collect", "grade", "merge"]
+    assert jobs["grade"]["needs"] == "collect" and jobs["merge"]["needs"] == "grade"
+    shards = jobs["grade"]["strategy"]["matrix"]["shard"]
+    assert shards == list(range(1, int(data["env"]["SHARDS"]) + 1)), "matrix and SHARDS must agree"
+    values = {"inputs.roster": "roster.txt", "inputs.deadline": "2026-12-01T23:59:00+00:00",
+              "matrix.shard": "2", "secrets.CLASSROOM_TOKEN": "token"}
+    os.environ["SHARDS"] = str(data["env"]["SHARDS"])
+    parsed = {}
+    for name, job in jobs.items():
+        for step in job["steps"]:
+            for command in _commands(step):
+                args = _grader_args(command, values)
+                if args is not None:
+                    parsed[name] = build_parser().parse_args(args)  # exits (fails the test) on a bad command
+    assert parsed["collect"].command == "collect" and parsed["collect"].deadline == values["inputs.deadline"]
+    assert parsed["grade"].command == "grade" and parsed["grade"].shard == f"2/{data['env']['SHARDS']}"
+    assert parsed["grade"].submissions == parsed["collect"].out
+    assert parsed["merge"].command == "merge"
+    uploads = [s for s in jobs["merge"]["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert uploads and uploads[-1]["with"]["path"] == parsed["merge"].out
+    downloads = [s for s in jobs["grade"]["steps"] if s.get("uses", "").startswith("actions/download-artifact@")]
+    assert downloads[0]["with"]["path"] == parsed["grade"].submissions
+
+
+# --------------------------------------------------------------------------- the student steps, run here
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    release.build(out=out)
+    return out / "day13"
+
+
+def _run_student_workflow(folder: Path) -> tuple[dict, str, str]:
+    """Every `run` step of the shipped workflow as one script, except the installs (the venv has them)."""
+    data = _load(folder / ".github" / "workflows" / "autograde.yml")
+    (job,) = data["jobs"].values()
+    lines = [c for s in job["steps"] for c in _commands(s) if "pip install" not in c]
+    script = "set -euo pipefail\n" + "\n".join(lines) + "\n"
+    summary, output = folder.parent / f"{folder.name}-summary.md", folder.parent / f"{folder.name}-output.txt"
+    env = dict(os.environ, GITHUB_STEP_SUMMARY=str(summary), GITHUB_OUTPUT=str(output),
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    result = subprocess.run(["bash", "-c", script], cwd=folder, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"{script}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    (line,) = [l for l in output.read_text(encoding="utf-8").splitlines() if l.startswith("result=")]
+    return json.loads(base64.b64decode(line.removeprefix("result="))), summary.read_text(encoding="utf-8"), result.stdout
+
+
+def _by_part(result: dict) -> dict[str, float]:
+    parts: dict[str, float] = {}
+    for test in result["tests"]:
+        part = test["name"].split(":")[0]
+        parts[part] = parts.get(part, 0.0) + test["score"]
+    return parts
+
+
+def test_student_workflow_on_the_blank_release(released, tmp_path):
+    folder = tmp_path / "blank"
+    shutil.copytree(released, folder)
+    result, summary, _ = _run_student_workflow(folder)
+    points = json.loads((folder / "tools" / "points.json").read_text(encoding="utf-8"))
+    assert result["version"] == 1 and result["status"] == "fail"
+    assert result["max_score"] == pytest.approx(sum(points.values()))
+    assert sum(t["score"] for t in result["tests"]) == 0
+    assert all(t["status"] == "fail" for t in result["tests"])
+    code_tests = [t for t in result["tests"] if not t["name"].startswith("deliverables")]
+    assert code_tests and all("not implemented yet" in t["message"] for t in code_tests)
+    assert "0 / " in summary and "not implemented yet" in summary and "not your grade" in summary
+
+
+def test_student_workflow_on_a_sample_submission(released, tmp_path):
+    """The reference code in the release; the deliverables only where the kit has a reference set."""
+    folder = tmp_path / "sample"
+    shutil.copytree(released, folder)
+    for module in notebook.MODULES:
+        shutil.copyfile(release.SOLUTIONS / f"{module}.py", folder / f"{module}.py")
+    deliverables = [p for p in release.SOLUTIONS.iterdir() if p.is_file() and p.suffix != ".py"]
+    for path in deliverables:
+        shutil.copyfile(path, folder / path.name)
+    result, summary, stdout = _run_student_workflow(folder)
+    points = json.loads((folder / "tools" / "points.json").read_text(encoding="utf-8"))
+    scores = _by_part(result)
+    for part in notebook.MODULES:
+        assert scores[part] == pytest.approx(points[part]), (part, scores)
+    checks = [t for t in result["tests"] if t["name"].startswith("deliverables")]
+    assert {t["name"] for t in checks} >= {"deliverables: analysis", "deliverables: readme"}
+    if any(p.name.lower() == "analysis.md" for p in deliverables):
+        assert scores["deliverables"] == pytest.approx(points["deliverables"]), checks
+        assert result["status"] == "pass"
+    else:
+        assert all(t["message"] for t in checks if t["status"] == "fail")
+    assert f"**{sum(t['score'] for t in result['tests']):g} / {result['max_score']:g}**" in summary
+    assert "| self_attention |" in summary and "passed" in stdout

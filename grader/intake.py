@@ -264,9 +264,7 @@ def _maybe_convert_notebook(dest: Path, intake: Intake) -> None:
         return
     (dest / f"{NOTEBOOK_MODULE}.py").write_text(notebook_module_source(notebook.name, cells), encoding="utf-8")
     for module in CONTRACT_MODULES:
-        (dest / f"{module}.py").write_text(
-            f'"""Generated from {notebook.name}: the names its code cells define."""\n'
-            f"from {NOTEBOOK_MODULE} import *  # noqa: F401,F403\n", encoding="utf-8")
+        (dest / f"{module}.py").write_text(contract_module_source(notebook.name, module), encoding="utf-8")
     intake.notebook = notebook.name
     if len(notebooks) > 1:
         intake.notes.append(f"several notebooks: graded {notebook.name}")
@@ -302,20 +300,42 @@ def neutralise_magics(source: str) -> str:
     return "\n".join(out)
 
 
+# The names a contract file takes from its siblings (as in the reference). A notebook defines them
+# all globally; rebinding them from the sibling module keeps the grader's stand-ins working the same
+# way for a notebook as for .py files (e.g. block graded over the grader's multi-head attention).
+SIBLING_IMPORTS = {"multihead": ("self_attention", "scaled_dot_product_attention"),
+                   "block": ("multihead", "MultiHeadAttention")}
+
+
 def notebook_module_source(notebook_name: str, cells: list[str]) -> str:
-    """One module that runs every cell in order, each under try/except, in its own namespace."""
+    """The notebook's cells and a function that runs them, each under try/except, in a namespace."""
     return (
         f'"""Generated from {notebook_name}: every code cell, in order. A cell that raises is\n'
         'recorded and skipped, so one bad cell does not lose the definitions of later ones."""\n'
         "import traceback as _traceback\n\n"
-        f"_CELLS = {json.dumps(cells, ensure_ascii=True, indent=0)}\n"
-        "_CELL_ERRORS = []\n"
-        "for _i, _source in enumerate(_CELLS, 1):\n"
-        "    try:\n"
-        f"        exec(compile(_source, '{notebook_name} cell ' + str(_i), 'exec'), globals())\n"
-        "    except BaseException as _exc:  # SystemExit too: a later cell may still define what is graded\n"
-        "        _CELL_ERRORS.append((_i, _traceback.format_exception_only(type(_exc), _exc)[-1].strip()))\n"
+        f"CELLS = {json.dumps(cells, ensure_ascii=True, indent=0)}\n\n\n"
+        "def run_cells(namespace):\n"
+        "    errors = namespace.setdefault('_CELL_ERRORS', [])\n"
+        "    for i, source in enumerate(CELLS, 1):\n"
+        "        try:\n"
+        f"            exec(compile(source, '{notebook_name} cell ' + str(i), 'exec'), namespace)\n"
+        "        except BaseException as exc:  # SystemExit too: a later cell may define what is graded\n"
+        "            errors.append((i, _traceback.format_exception_only(type(exc), exc)[-1].strip()))\n"
     )
+
+
+def contract_module_source(notebook_name: str, module: str) -> str:
+    """A contract module made of the notebook's definitions (run in this module's own namespace)."""
+    text = (f'"""Generated from {notebook_name}: the names its code cells define."""\n'
+            f"from {NOTEBOOK_MODULE} import run_cells as _run_cells\n\n"
+            "_run_cells(globals())\n")
+    if module in SIBLING_IMPORTS:
+        sibling, name = SIBLING_IMPORTS[module]
+        text += ("try:\n"
+                 f"    from {sibling} import {name}  # noqa: F401  as {module}.py would\n"
+                 "except ImportError:\n"
+                 "    pass\n")
+    return text
 
 
 def remove(path: Path) -> None:

@@ -194,16 +194,16 @@ def test_notebook_becomes_the_four_contract_modules(tmp_path):
     for m in intake.CONTRACT_MODULES:
         assert (dest / f"{m}.py").exists()
     # Import in a fresh interpreter: the broken cell must not lose the later definitions.
-    code = ("import torch, self_attention, multihead, positional, block, _day13_notebook as nb\n"
+    code = ("import torch, self_attention, multihead, positional, block\n"
             "torch.manual_seed(0)\n"
             "x = torch.randn(2, 5, 16)\n"
             "print(block.TransformerBlock(16, 4)(x).shape, multihead.MultiHeadAttention(16, 4).h,"
             " positional.positional_encoding(3, 4).shape, self_attention.causal_mask(3).sum().item(),"
-            " nb._CELL_ERRORS)\n")
+            " block._CELL_ERRORS, block.MultiHeadAttention is multihead.MultiHeadAttention)\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=dest, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ("torch.Size([2, 5, 16]) 4 torch.Size([3, 4]) 6.0 "
-                                  "[(2, 'RuntimeError: a broken cell')]")
+                                  "[(2, 'RuntimeError: a broken cell')] True")
 
 
 def test_folder_with_py_files_keeps_them_over_a_notebook(tmp_path):

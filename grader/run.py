@@ -1,0 +1,220 @@
+"""`python -m grader grade SUBMISSIONS --out OUT`: grade a class, in parallel, resumable.
+
+Order matters for secrecy: the sandbox's zygote starts before this process imports anything
+that knows an answer (grader.score pulls in the reference, the rubric and the bug catalogue).
+The zygote is a fresh interpreter in any case, so it never holds what this process loads later.
+
+Per submission: a scratch copy (intake), one sandboxed transport, the hidden tests (score), the
+result files (report). A submission that hangs, crashes or cheats gets a result stating why; it
+never stops the batch or changes another submission's result. A submission whose record.json is
+complete is skipped on the next run (resume after kill -9) unless --force; the class files are
+rewritten at the end of every run.
+"""
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from pathlib import Path
+
+from grader import intake
+from grader.records import SubmissionResult
+from grader.sandbox import DEFAULT_CONFIG, SandboxConfig, SandboxTransport, Zygote, is_root, prepare_scratch, slot_uid
+
+EXIT_OK, EXIT_ENGINE_FAULT, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(ValueError):
+    pass
+
+
+def main(*, submissions, out, jobs=None, force=False, shard=None, config: SandboxConfig | None = None,
+         zygote_options: dict | None = None, scorer: str = "grader.score") -> int:
+    """Grade every submission under `submissions` into `out`. Returns 0, 1 (engine fault) or 2 (usage).
+
+    `config`, `zygote_options` and `scorer` exist for the engine's own tests (short limits, a stand-in
+    scorer); the command line always uses the defaults.
+    """
+    try:
+        shard_k, shard_n = parse_shard(shard)
+        jobs = parse_jobs(jobs)
+        subs = intake.discover(Path(submissions))
+    except (UsageError, OSError) as exc:
+        print(f"grade: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    out = Path(out)
+    subs = [s for i, s in enumerate(subs) if i % shard_n == shard_k - 1]
+    todo = [s for s in subs if force or not is_complete(out / s.name)]
+    skipped = len(subs) - len(todo)
+    out.mkdir(parents=True, exist_ok=True)
+    if is_root():
+        os.chmod(out, 0o700)  # the sandbox uids must not read other students' results
+    where = f"shard {shard_k}/{shard_n}: " if shard_n > 1 else ""
+    print(f"{where}{len(subs)} submission(s) in {submissions}; {skipped} already graded"
+          f"{' (use --force to regrade)' if skipped else ''}; {len(todo)} to grade with {jobs} job(s)", flush=True)
+
+    faults: list[str] = []
+    if todo:
+        config = config or DEFAULT_CONFIG
+        # Started first: nothing secret has been imported by this process yet.
+        zygote = Zygote(slots=min(jobs, len(todo)), config=config, **(zygote_options or {}))
+        try:
+            faults = _grade_all(todo, out=out, zygote=zygote, config=config, jobs=min(jobs, len(todo)),
+                                scorer=scorer)
+        finally:
+            zygote.close()
+    from grader import report
+
+    report.write_class(out)
+    for fault in faults:
+        print(f"engine fault: {fault}", file=sys.stderr)
+    print(f"results: {out / 'grades.csv'}, {out / 'report.html'}, {out / 'summary.md'}; "
+          f"per submission: {out}/<name>/feedback.md", flush=True)
+    return EXIT_ENGINE_FAULT if faults else EXIT_OK
+
+
+def parse_shard(shard) -> tuple[int, int]:
+    if shard in (None, ""):
+        return 1, 1
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(shard))
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise UsageError(f"--shard {shard!r} must be K/N with 1 <= K <= N, e.g. --shard 2/8")
+    return int(m.group(1)), int(m.group(2))
+
+
+def parse_jobs(jobs) -> int:
+    if jobs is None:
+        return os.cpu_count() or 1
+    if int(jobs) < 1:
+        raise UsageError(f"--jobs {jobs} must be at least 1")
+    return int(jobs)
+
+
+def is_complete(folder: Path) -> bool:
+    """A submission counts as graded when its record.json (written last, atomically) parses."""
+    try:
+        data = json.loads((folder / "record.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get("submission") == folder.name and \
+        all((folder / f).is_file() for f in ("results.json", "feedback.md"))
+
+
+def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: int, scorer: str) -> list[str]:
+    zygote.wait_ready()
+    import importlib
+
+    from grader import report
+    score = importlib.import_module(scorer)  # secret from here on: the zygote is already running
+
+    work = Path(tempfile.mkdtemp(prefix="day13-scratch-"))
+    # Traversable but not listable, so a sandbox uid reaches its own copy and cannot find others.
+    os.chmod(work, 0o711)
+    pending: queue.Queue = queue.Queue()
+    for sub in todo:
+        pending.put(sub)
+    progress = Progress(len(todo))
+    faults: list[str] = []
+    lock = threading.Lock()
+
+    def worker(slot: int) -> None:
+        while True:
+            try:
+                sub = pending.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                result = grade_one(sub, slot=slot, work=work, zygote=zygote, config=config, score=score)
+            except Exception:  # the engine's own fault: record it for this row only
+                tb = traceback.format_exc(limit=-3)
+                with lock:
+                    faults.append(f"{sub.name}: {tb.strip().splitlines()[-1]}")
+                result = SubmissionResult(submission=sub.name, status="engine-error",
+                                          notes=[f"the grading engine failed on this submission: {tb[-600:]}"])
+            try:
+                report.write_submission(out, result)
+            except Exception as exc:
+                with lock:
+                    faults.append(f"{sub.name}: could not write its results ({type(exc).__name__}: {exc})")
+                continue
+            with lock:
+                progress.step(sub.name, result)
+
+    threads = [threading.Thread(target=worker, args=(slot,), daemon=True) for slot in range(jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    progress.finish()
+    intake.remove(work)
+    return faults
+
+
+def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConfig, score) -> SubmissionResult:
+    """Copy, sandbox and grade one submission; every fault becomes part of its result."""
+    start = time.monotonic()
+    scratch = Path(tempfile.mkdtemp(prefix="s", dir=work))
+    try:
+        taken = intake.materialise(sub, scratch)
+        prepare_scratch(scratch, slot_uid(config, slot))
+        with SandboxTransport(zygote=zygote, slot=slot, scratch=scratch, config=config) as transport:
+            result = score.grade_submission(name=sub.name, directory=scratch, transport=transport)
+            fault_types, faults = list(transport.fault_types), list(transport.faults)
+            isolation = dict(transport.isolation)
+    finally:
+        intake.remove(scratch)
+    result.submission = sub.name
+    result.notes = _dedupe(list(taken.notes) + list(result.notes) + faults)
+    if taken.notebook:
+        result.notes.insert(0, f"graded the code cells of {taken.notebook}")
+    if fault_types and result.status in ("ok", "", None):
+        result.status = _STATUS[fault_types[0]]
+    elif sub.kind == "symlink" or (sub.kind != "folder" and taken.files == 0):
+        result.status = "no-files"
+    isolation.update(scratch_copy=True, fresh_process_per_submission=True)
+    result.isolation = dict(sorted(isolation.items()))
+    result.execution_time = round(time.monotonic() - start, 3)
+    return result
+
+
+_STATUS = {"Timeout": "timeout", "Crashed": "crashed", "OutOfMemory": "out-of-memory",
+           "ProtocolError": "protocol-error"}
+
+
+def _dedupe(notes: list[str]) -> list[str]:
+    counts: dict[str, int] = {}
+    for n in notes:
+        counts[n] = counts.get(n, 0) + 1
+    return [n if k == 1 else f"{n} (x{k})" for n, k in counts.items()]
+
+
+class Progress:
+    """A bar on a terminal, one plain line per submission otherwise (logs, CI)."""
+
+    def __init__(self, total: int, stream=None):
+        self.total, self.done, self.stream = total, 0, stream or sys.stdout
+        self.tty = self.stream.isatty()
+        self.start = time.monotonic()
+
+    def step(self, name: str, result: SubmissionResult) -> None:
+        self.done += 1
+        line = f"{name}: {result.total:g}/{result.max_total:g} ({result.status})"
+        if self.tty:
+            width = 30
+            filled = width * self.done // max(self.total, 1)
+            self.stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} {line[:60]:<60}")
+        else:
+            self.stream.write(f"graded {self.done}/{self.total} {line}\n")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+        self.stream.write(f"graded {self.done} submission(s) in {time.monotonic() - self.start:.1f} s\n")
+        self.stream.flush()

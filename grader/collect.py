@@ -1,0 +1,251 @@
+"""Stage "collect": fetch every student repository as it stood at the deadline.
+
+    python -m grader collect ROSTER --out submissions [--deadline 2026-12-01T23:59:00+00:00]
+
+ROSTER is either
+- a text file, one repository per line: a git URL or a local path, optionally preceded by the
+  row name (`alice https://github.com/course/day13-alice.git`); `#` starts a comment; or
+- a GitHub Classroom grades export (.csv): the repository comes from `student_repository_url`,
+  the row name from `github_username` (or `roster_identifier`, `student_repository_name`).
+
+For each repository, a bare clone is kept in <out>/.repos/<name>.git and fetched again on the next
+run (real git, so any URL git can read works, with the instructor's own credentials). The commit
+taken is the last one on the default branch's first-parent line whose committer date is before the
+deadline (the newest one without --deadline). Its files (no .git, no symlinks) become <out>/<name>/,
+which `python -m grader grade <out>` grades like any folder. <out>/collected.csv records, per row, the
+source, the commit hash and time, and the status.
+
+Committer dates are written by the student's machine, so a student could backdate a late commit.
+When that matters, compare with GitHub's push times (the Classroom export's submission_timestamp).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+NAME_COLUMNS = ("github_username", "roster_identifier", "student_repository_name", "name", "login")
+URL_COLUMNS = ("student_repository_url", "repository_url", "repository", "url", "repo")
+MANIFEST = "collected.csv"
+CACHE = ".repos"
+GIT_TIMEOUT = 300  # seconds per git command
+MAX_FILE_BYTES = 20 << 20  # the grader refuses bigger files anyway; don't write them
+
+
+class RosterError(ValueError):
+    """A roster that can't be read; the message names the line and what to write instead."""
+
+
+@dataclass
+class Entry:
+    name: str
+    source: str
+    commit: str = ""
+    committed: str = ""
+    status: str = "pending"
+
+
+# --------------------------------------------------------------------------- roster
+
+def _row_name(raw: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", raw.strip()).strip(".-_")
+    return name or "student"
+
+
+def _default_name(source: str) -> str:
+    last = source.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
+    return last[:-4] if last.endswith(".git") else last
+
+
+def read_roster(path: Path) -> list[Entry]:
+    """The roster's entries with unique, safe row names, in roster order."""
+    text = path.read_text(encoding="utf-8-sig")
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    header = [c.strip().lower() for c in next(csv.reader([first]))] if first else []
+    entries = []
+    if path.suffix.lower() == ".csv" or (set(header) & set(URL_COLUMNS) and "," in first):
+        rows = list(csv.DictReader(io.StringIO(text)))
+        columns = {c.strip().lower(): c for c in (rows[0].keys() if rows else header)}
+        url_col = next((columns[c] for c in URL_COLUMNS if c in columns), None)
+        if url_col is None:
+            raise RosterError(f"{path}: no repository column; a GitHub Classroom export has "
+                              f"'student_repository_url' (found: {', '.join(columns) or 'nothing'})")
+        name_cols = [columns[c] for c in NAME_COLUMNS if c in columns]
+        for number, row in enumerate(rows, start=2):
+            source = (row.get(url_col) or "").strip()
+            name = next((row[c].strip() for c in name_cols if (row.get(c) or "").strip()), "")
+            if not source:
+                entries.append(Entry(_row_name(name or f"row-{number}"), "", status="no repository (not accepted?)"))
+                continue
+            entries.append(Entry(_row_name(name or _default_name(source)), source))
+    else:
+        for number, line in enumerate(text.splitlines(), start=1):
+            words = line.split("#", 1)[0].split()
+            if not words:
+                continue
+            if len(words) > 2:
+                raise RosterError(f"{path}:{number}: expected 'URL' or 'NAME URL', got {line.strip()!r}")
+            name, source = (words if len(words) == 2 else (_default_name(words[0]), words[0]))
+            entries.append(Entry(_row_name(name), source))
+    seen: dict[str, int] = {}
+    for entry in entries:
+        base = entry.name
+        seen[base] = seen.get(base, 0) + 1
+        if seen[base] > 1:
+            entry.name = f"{base}-{seen[base]}"
+    return entries
+
+
+# --------------------------------------------------------------------------- git
+
+def _env() -> dict[str, str]:
+    # Never wait for a password on a terminal; the instructor's own git config and credentials apply.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    return {**env, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
+
+
+def _git(*args: str, cwd: Path | None = None) -> str:
+    result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, timeout=GIT_TIMEOUT, env=_env())
+    if result.returncode != 0:
+        message = result.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise RuntimeError(message[-1] if message else f"git {args[0]} failed ({result.returncode})")
+    return result.stdout.decode("utf-8", "replace")
+
+
+def _fetch(source: str, cache: Path) -> None:
+    """Clone once (bare), then fetch every branch again on later runs."""
+    if (cache / "HEAD").exists():
+        _git("--git-dir", str(cache), "fetch", "--quiet", "--prune", "origin", "+refs/heads/*:refs/heads/*")
+        # The default branch may have changed upstream; follow it.
+        try:
+            head = _git("--git-dir", str(cache), "ls-remote", "--symref", "origin", "HEAD")
+            match = re.search(r"^ref: (refs/heads/\S+)\s+HEAD", head, re.M)
+            if match:
+                _git("--git-dir", str(cache), "symbolic-ref", "HEAD", match.group(1))
+        except RuntimeError:
+            pass
+    else:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_name(cache.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        _git("clone", "--quiet", "--bare", "--no-tags", "--", source, str(tmp))
+        tmp.rename(cache)
+
+
+def _commit_at(cache: Path, deadline: str | None) -> tuple[str, str] | None:
+    args = ["--git-dir", str(cache), "rev-list", "-1", "--first-parent"]
+    if deadline:
+        args.append(f"--before={deadline}")
+    try:
+        commit = _git(*args, "HEAD", "--").strip()
+    except RuntimeError:
+        return None  # an empty repository has no HEAD commit
+    if not commit:
+        return None
+    when = _git("--git-dir", str(cache), "show", "-s", "--format=%cI", commit).strip()
+    return commit, when
+
+
+def _export(cache: Path, commit: str, target: Path) -> list[str]:
+    """Write the commit's regular files into `target` (replaced whole); returns what was skipped."""
+    data = subprocess.run(["git", "--git-dir", str(cache), "archive", "--format=tar", commit],
+                          capture_output=True, timeout=GIT_TIMEOUT, check=True, env=_env()).stdout
+    tmp = target.with_name(f".{target.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    skipped = []
+    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+        for member in archive.getmembers():
+            parts = Path(member.name).parts
+            if member.name.startswith("/") or ".." in parts or not parts:
+                skipped.append(f"{member.name} (path outside the repository)")
+            elif member.isdir():
+                (tmp / member.name).mkdir(parents=True, exist_ok=True)
+            elif not member.isfile():
+                skipped.append(f"{member.name} (not a regular file)")
+            elif member.size > MAX_FILE_BYTES:
+                skipped.append(f"{member.name} ({member.size} bytes, over the cap)")
+            else:
+                path = tmp / member.name
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_bytes(archive.extractfile(member).read())
+    if target.exists():
+        shutil.rmtree(target)
+    tmp.rename(target)
+    return skipped
+
+
+# --------------------------------------------------------------------------- entry
+
+def parse_deadline(deadline: str) -> str:
+    """ISO 8601; no time zone means UTC. Returned in the form git reads unambiguously."""
+    try:
+        when = datetime.fromisoformat(deadline.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"--deadline {deadline!r} is not an ISO time; write e.g. 2026-12-01T23:59:00+00:00") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.isoformat()
+
+
+def collect_one(entry: Entry, out: Path, deadline: str | None) -> Entry:
+    if not entry.source:
+        return entry
+    cache = out / CACHE / f"{entry.name}.git"
+    try:
+        _fetch(entry.source, cache)
+    except (RuntimeError, subprocess.TimeoutExpired) as error:
+        entry.status = f"error: {error}"
+        return entry
+    found = _commit_at(cache, deadline)
+    if found is None:
+        entry.status = "no commit before the deadline" if deadline else "empty repository"
+        shutil.rmtree(out / entry.name, ignore_errors=True)  # don't grade an older snapshot
+        return entry
+    entry.commit, entry.committed = found
+    skipped = _export(cache, entry.commit, out / entry.name)
+    entry.status = "ok" + (f"; skipped {len(skipped)}: {', '.join(skipped[:3])}" if skipped else "")
+    return entry
+
+
+def write_manifest(out: Path, entries: list[Entry]) -> Path:
+    path = out / MANIFEST
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(["name", "source", "commit", "committed", "status"])
+        for entry in sorted(entries, key=lambda e: e.name):
+            writer.writerow([entry.name, entry.source, entry.commit, entry.committed, entry.status])
+    tmp.replace(path)
+    return path
+
+
+def main(*, roster: str, out: str, deadline: str | None = None) -> int:
+    """Collect every roster entry into `out`. Exit 0 when every repository could be read, 1 when one
+    could not (the others are collected all the same), 2 for a bad roster or deadline."""
+    try:
+        entries = read_roster(Path(roster))
+        when = parse_deadline(deadline) if deadline else None
+    except (OSError, RosterError, ValueError) as error:
+        print(f"collect: {error}", file=sys.stderr)
+        return 2
+    target = Path(out)
+    target.mkdir(parents=True, exist_ok=True)
+    for entry in entries:
+        collect_one(entry, target, when)
+        shown = entry.commit[:12] if entry.commit else "-"
+        print(f"{entry.name:<24} {shown:<12} {entry.committed or '':<25} {entry.status}")
+    manifest = write_manifest(target, entries)
+    failed = [e for e in entries if e.status.startswith("error")]
+    ok = sum(e.status.startswith("ok") for e in entries)
+    print(f"{ok} of {len(entries)} collected into {target}/ (commits in {manifest})"
+          + (f"; {len(failed)} could not be read" if failed else ""))
+    return 1 if failed else 0

@@ -1,0 +1,169 @@
+"""grader/collect.py with real git on local bare repositories."""
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from grader import collect, intake
+
+JAN = "2026-01-10T12:00:00+00:00"
+FEB = "2026-02-10T12:00:00+00:00"
+MAR = "2026-03-10T12:00:00+00:00"
+
+
+def git(*args, cwd, date=None):
+    env = dict(os.environ, GIT_AUTHOR_NAME="Student", GIT_AUTHOR_EMAIL="s@example.org",
+               GIT_COMMITTER_NAME="Student", GIT_COMMITTER_EMAIL="s@example.org")
+    if date:
+        env.update(GIT_AUTHOR_DATE=date, GIT_COMMITTER_DATE=date)
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+class StudentRepo:
+    """A working copy that pushes to a bare repository (the 'remote' the roster names)."""
+
+    def __init__(self, root: Path, name: str):
+        self.bare = root / "remotes" / f"{name}.git"
+        self.work = root / "work" / name
+        self.bare.parent.mkdir(parents=True, exist_ok=True)
+        git("init", "--quiet", "--bare", "-b", "main", str(self.bare), cwd=root)
+        self.work.mkdir(parents=True)
+        git("init", "--quiet", "-b", "main", cwd=self.work)
+        git("remote", "add", "origin", str(self.bare), cwd=self.work)
+
+    def commit(self, date: str, files: dict[str, str | None], message="work") -> str:
+        for name, text in files.items():
+            path = self.work / name
+            if text is None:
+                path.unlink()
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+        git("add", "-A", cwd=self.work)
+        git("commit", "--quiet", "-m", message, cwd=self.work, date=date)
+        git("push", "--quiet", "origin", "main", cwd=self.work)
+        return git("rev-parse", "HEAD", cwd=self.work)
+
+
+@pytest.fixture
+def repos(tmp_path):
+    alice, bob = StudentRepo(tmp_path, "day13-alice"), StudentRepo(tmp_path, "day13-bob")
+    first = alice.commit(JAN, {"self_attention.py": "# v1\n", "notes.txt": "draft\n"})
+    second = alice.commit(MAR, {"self_attention.py": "# v2, after the deadline\n"})
+    bob_only = bob.commit(JAN, {"multihead.py": "# bob\n"})
+    return {"alice": alice, "bob": bob, "alice_jan": first, "alice_mar": second, "bob_jan": bob_only}
+
+
+def manifest(out: Path) -> dict[str, dict]:
+    with open(out / collect.MANIFEST, encoding="utf-8") as handle:
+        return {row["name"]: row for row in csv.DictReader(handle)}
+
+
+def test_takes_the_last_commit_before_the_deadline(repos, tmp_path):
+    roster = tmp_path / "roster.txt"
+    roster.write_text(f"# day 13\nalice {repos['alice'].bare}\n{repos['bob'].bare}   # bob, named from the URL\n")
+    out = tmp_path / "submissions"
+    assert collect.main(roster=str(roster), out=str(out), deadline=FEB) == 0
+    assert (out / "alice" / "self_attention.py").read_text() == "# v1\n"
+    assert (out / "day13-bob" / "multihead.py").read_text() == "# bob\n"
+    rows = manifest(out)
+    assert rows["alice"]["commit"] == repos["alice_jan"] and rows["alice"]["status"] == "ok"
+    assert rows["alice"]["committed"].startswith("2026-01-10T12:00:00")
+    assert rows["day13-bob"]["commit"] == repos["bob_jan"]
+    assert not (out / "alice" / ".git").exists()
+    # The folder is ready for `python -m grader grade`: exactly one submission per student.
+    assert [s.name for s in intake.discover(out)] == ["alice", "day13-bob"]
+
+
+def test_without_deadline_takes_the_newest_and_a_rerun_updates(repos, tmp_path):
+    roster = tmp_path / "roster.txt"
+    roster.write_text(f"alice {repos['alice'].bare}\n")
+    out = tmp_path / "out"
+    assert collect.main(roster=str(roster), out=str(out)) == 0
+    assert manifest(out)["alice"]["commit"] == repos["alice_mar"]
+    assert (out / "alice" / "notes.txt").exists()
+    newest = repos["alice"].commit("2026-04-01T09:00:00+00:00", {"notes.txt": None, "block.py": "# b\n"})
+    assert collect.main(roster=str(roster), out=str(out)) == 0
+    assert manifest(out)["alice"]["commit"] == newest
+    assert not (out / "alice" / "notes.txt").exists(), "a file deleted upstream must leave the snapshot"
+    assert (out / "alice" / "block.py").exists()
+
+
+def test_no_commit_before_the_deadline_leaves_no_folder(repos, tmp_path):
+    roster = tmp_path / "roster.txt"
+    roster.write_text(f"alice {repos['alice'].bare}\n")
+    out = tmp_path / "out"
+    assert collect.main(roster=str(roster), out=str(out), deadline="2025-12-31") == 0
+    assert not (out / "alice").exists()
+    assert manifest(out)["alice"]["status"] == "no commit before the deadline"
+
+
+def test_unreadable_repository_is_reported_and_the_others_collected(repos, tmp_path, capsys):
+    roster = tmp_path / "roster.txt"
+    roster.write_text(f"ghost {tmp_path / 'missing.git'}\nalice {repos['alice'].bare}\n")
+    out = tmp_path / "out"
+    assert collect.main(roster=str(roster), out=str(out), deadline=FEB) == 1
+    rows = manifest(out)
+    assert rows["ghost"]["status"].startswith("error: ") and len(rows["ghost"]["status"]) > 10
+    assert rows["alice"]["status"] == "ok"
+    assert "could not be read" in capsys.readouterr().out
+
+
+def test_classroom_export(repos, tmp_path):
+    export = tmp_path / "grades.csv"
+    export.write_text(
+        "assignment_name,assignment_url,starter_code_url,github_username,roster_identifier,"
+        "student_repository_name,student_repository_url,submission_timestamp,points_awarded,points_available\n"
+        f"day13,x,y,alice-gh,alice@uni,day13-alice-gh,{repos['alice'].bare},2026-01-10 12:00:00 UTC,0,100\n"
+        f"day13,x,y,bob-gh,bob@uni,day13-bob-gh,{repos['bob'].bare},2026-01-10 12:00:00 UTC,0,100\n"
+        "day13,x,y,,carol@uni,,,,0,100\n", encoding="utf-8")
+    out = tmp_path / "out"
+    assert collect.main(roster=str(export), out=str(out), deadline=FEB) == 0
+    rows = manifest(out)
+    assert rows["alice-gh"]["commit"] == repos["alice_jan"]
+    assert rows["bob-gh"]["commit"] == repos["bob_jan"]
+    assert rows["carol-uni"]["status"].startswith("no repository")
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".") and p.is_dir()) == ["alice-gh", "bob-gh"]
+
+
+def test_symlinks_are_not_exported(tmp_path):
+    repo = StudentRepo(tmp_path, "sneaky")
+    (repo.work).mkdir(exist_ok=True)
+    os.symlink("/etc/passwd", repo.work / "stolen.txt")
+    repo.commit(JAN, {"self_attention.py": "# ok\n"})
+    roster = tmp_path / "roster.txt"
+    roster.write_text(f"sneaky {repo.bare}\n")
+    out = tmp_path / "out"
+    assert collect.main(roster=str(roster), out=str(out)) == 0
+    assert (out / "sneaky" / "self_attention.py").exists()
+    assert not os.path.lexists(out / "sneaky" / "stolen.txt")
+    assert "stolen.txt (not a regular file)" in manifest(out)["sneaky"]["status"]
+
+
+def test_names_are_sanitised_and_unique(tmp_path):
+    roster = tmp_path / "roster.txt"
+    roster.write_text("../evil /a/x.git\nevil /b/x.git\n")
+    names = [e.name for e in collect.read_roster(roster)]
+    assert names == ["evil", "evil-2"]
+
+
+@pytest.mark.parametrize("bad, message", [("yesterday", "not an ISO time"), (None, None)])
+def test_bad_input_exits_2_with_a_reason(tmp_path, capsys, bad, message):
+    roster = tmp_path / "roster.txt"
+    if bad is None:
+        roster.write_text("one two three\n")
+        message = "expected 'URL' or 'NAME URL'"
+    else:
+        roster.write_text("alice /nowhere.git\n")
+    assert collect.main(roster=str(roster), out=str(tmp_path / "out"), deadline=bad) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_naive_deadline_means_utc():
+    assert collect.parse_deadline("2026-02-10T12:00") == "2026-02-10T12:00:00+00:00"
+    assert collect.parse_deadline("2026-02-10T12:00:00Z") == "2026-02-10T12:00:00+00:00"

@@ -1,0 +1,288 @@
+"""The students' visible tests (assignments/day13/tests/), run the way a student runs them.
+
+Each run copies the tests and pytest.ini beside a set of four files in a temporary folder and runs
+pytest there in a subprocess, so the reference, the stubs and the variants never share a process.
+"""
+import re
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ASSIGNMENT = ROOT / "assignments" / "day13"
+REFERENCE = ROOT / "solutions" / "day13"
+FILES = ("self_attention.py", "multihead.py", "positional.py", "block.py")
+PARTS = ("self_attention", "multihead", "positional", "block")
+
+
+def student_folder(tmp_path, sources):
+    """A student folder: the visible tests, pytest.ini, and `sources` ({file name: text})."""
+    folder = tmp_path / "student"
+    (folder / "tests").mkdir(parents=True)
+    for test_file in (ASSIGNMENT / "tests").glob("*.py"):
+        (folder / "tests" / test_file.name).write_bytes(test_file.read_bytes())
+    (folder / "pytest.ini").write_bytes((ASSIGNMENT / "pytest.ini").read_bytes())
+    for name, text in sources.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def from_dir(directory):
+    return {name: (directory / name).read_text(encoding="utf-8") for name in FILES}
+
+
+def run_visible(folder, *args):
+    """(exit code, {test id: (outcome, message)}) of `python -m pytest` in the student folder."""
+    report = folder / "report.xml"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={report}", *args],
+                          cwd=folder, capture_output=True, text=True, timeout=120)
+    results = {}
+    if report.exists():
+        for case in ET.parse(report).getroot().iter("testcase"):
+            test_id = f"{case.get('classname')}::{case.get('name')}"
+            outcome, message = "passed", ""
+            for child in case:
+                if child.tag in ("failure", "error", "skipped"):
+                    outcome, message = child.tag, f"{child.get('message', '')}\n{child.text or ''}"
+            results[test_id] = (outcome, message)
+    return proc.returncode, results, proc.stdout + proc.stderr
+
+
+def test_every_visible_test_file_has_one_part_marker():
+    for test_file in sorted((ASSIGNMENT / "tests").glob("test_*.py")):
+        markers = re.findall(r"^pytestmark = pytest\.mark\.(\w+)$", test_file.read_text(encoding="utf-8"), re.M)
+        assert len(markers) == 1 and markers[0] in PARTS, f"{test_file.name}: marker {markers}"
+    ini = (ASSIGNMENT / "pytest.ini").read_text(encoding="utf-8")
+    assert "--strict-markers" in ini
+    for part in PARTS:
+        assert re.search(rf"^\s+{part}:", ini, re.M), f"marker {part} is not registered in pytest.ini"
+
+
+def test_reference_passes_every_visible_test(tmp_path):
+    code, results, output = run_visible(student_folder(tmp_path, from_dir(REFERENCE)))
+    assert code == 0, output
+    assert len(results) >= 40, f"only {len(results)} visible tests ran"
+    assert {outcome for outcome, _ in results.values()} == {"passed"}, output
+    for part in PARTS:
+        assert any(f"test_{part}" in test_id for test_id in results), f"no visible test for {part}"
+
+
+def test_stubs_fail_every_test_cleanly(tmp_path):
+    """Against the stubs every test FAILS (no error, no crash), saying the task is not implemented yet."""
+    code, results, output = run_visible(student_folder(tmp_path, from_dir(ASSIGNMENT)))
+    assert code == 1, f"pytest should report failed tests (exit 1), got exit {code}\n{output}"
+    assert len(results) >= 40
+    for test_id, (outcome, message) in results.items():
+        assert outcome == "failure", f"{test_id}: {outcome}\n{message}"
+        assert "not implemented yet" in message, f"{test_id}: {message}"
+        assert re.search(r"Task \d · \S+: not implemented yet \(handout §", message), f"{test_id}: {message}"
+
+
+def test_one_part_runs_alone_with_its_marker(tmp_path):
+    code, results, output = run_visible(student_folder(tmp_path, from_dir(REFERENCE)), "-m", "multihead")
+    assert code == 0, output
+    assert results and all(test_id.startswith("tests.test_multihead::") for test_id in results), list(results)
+
+
+def test_a_file_that_does_not_import_fails_only_its_own_tests(tmp_path):
+    sources = from_dir(REFERENCE)
+    sources["positional.py"] = "import torch\ndef positional_encoding(T, d_model):\n    return torch.zeros(T, d_model\n"
+    code, results, output = run_visible(student_folder(tmp_path, sources))
+    assert code == 1, output
+    for test_id, (outcome, message) in results.items():
+        if "test_positional" in test_id:
+            assert outcome == "failure" and "positional.py does not import" in message, f"{test_id}: {message}"
+            assert "SyntaxError" in message
+        else:
+            assert outcome == "passed", f"{test_id}: {outcome}\n{message}"
+
+
+# A correct solution written differently from the reference: the recap's Wq/Wk/Wv names, einsum, a
+# hand-written softmax with -1e9 instead of -inf, a bool causal mask, a per-head loop that raises
+# AssertionError, a float64 numpy table in a non-persistent (1, max_len, d) buffer, a block that passes
+# mask= as a bool keyword, and module-level prints and seeding. Every visible test must pass.
+UNUSUAL = {
+    "self_attention.py": '''
+        import math
+        import torch
+        import torch.nn as nn
+
+        torch.manual_seed(1234)
+        print("self_attention imported")
+
+
+        def scaled_dot_product_attention(Q, K, V, mask=None):
+            scores = torch.einsum("...qd,...kd->...qk", Q, K) * (1.0 / math.sqrt(Q.shape[-1]))
+            if mask is not None:
+                scores = scores.masked_fill(~mask.bool(), -1e9)
+            scores = scores - scores.amax(dim=-1, keepdim=True)
+            e = scores.exp()
+            weights = e / e.sum(dim=-1, keepdim=True)
+            return torch.einsum("...qk,...kd->...qd", weights, V), weights
+
+
+        def causal_mask(T, device=None):
+            return torch.ones(T, T, dtype=torch.bool, device=device).tril()
+
+
+        class SelfAttention(nn.Module):
+            def __init__(self, d_model, d_k):
+                super().__init__()
+                self.Wq = nn.Linear(d_model, d_k, bias=False)
+                self.Wk = nn.Linear(d_model, d_k, bias=False)
+                self.Wv = nn.Linear(d_model, d_k, bias=False)
+                self.d_k = d_k
+
+            def forward(self, x, mask=None):
+                return scaled_dot_product_attention(self.Wq(x), self.Wk(x), self.Wv(x), mask)
+    ''',
+    "multihead.py": '''
+        import torch
+        import torch.nn as nn
+        from self_attention import scaled_dot_product_attention as attend
+
+
+        class MultiHeadAttention(nn.Module):
+            def __init__(self, d_model, n_heads):
+                super().__init__()
+                assert d_model % n_heads == 0, "n_heads must divide d_model"
+                self.h = n_heads
+                self.d_k = d_model // n_heads
+                self.qkv = nn.Linear(d_model, 3 * d_model)
+                self.out = nn.Linear(d_model, d_model)
+
+            def forward(self, x, mask=None):
+                q, k, v = self.qkv(x).split(self.h * self.d_k, dim=-1)
+                heads = []
+                for i in range(self.h):
+                    cols = slice(i * self.d_k, (i + 1) * self.d_k)
+                    m = mask
+                    if mask is not None and mask.dim() == 4:
+                        m = mask[:, min(i, mask.shape[1] - 1)]
+                    heads.append(attend(q[..., cols], k[..., cols], v[..., cols], m)[0])
+                return self.out(torch.cat(heads, dim=-1))
+    ''',
+    "positional.py": '''
+        import math
+        import numpy as np
+        import torch
+        import torch.nn as nn
+
+
+        def positional_encoding(T, d_model):
+            pos = np.arange(T)[:, None]
+            rate = np.exp(np.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
+            table = np.empty((T, d_model))
+            table[:, 0::2] = np.sin(pos * rate)
+            table[:, 1::2] = np.cos(pos * rate)
+            return torch.from_numpy(table).float()
+
+
+        class PositionalEncoding(nn.Module):
+            def __init__(self, d_model, max_len=5000):
+                super().__init__()
+                self.register_buffer("table", positional_encoding(max_len, d_model)[None], persistent=False)
+
+            def forward(self, x):
+                return x + self.table[:, : x.shape[1]]
+    ''',
+    "block.py": '''
+        import torch.nn as nn
+        import multihead
+
+
+        class TransformerBlock(nn.Module):
+            def __init__(self, d_model=64, n_heads=4, d_ff=None, pre_ln=False):
+                super().__init__()
+                self.pre_ln = bool(pre_ln)
+                self.attn = multihead.MultiHeadAttention(d_model, n_heads)
+                self.ln1 = nn.LayerNorm(d_model)
+                self.ln2 = nn.LayerNorm(d_model)
+                hidden = d_ff or 4 * d_model
+                self.ffn = nn.Sequential(nn.Linear(d_model, hidden), nn.GELU(), nn.Linear(hidden, d_model))
+
+            def _attend(self, x, mask):
+                return self.attn(x, mask=None if mask is None else mask.bool())
+
+            def forward(self, x, mask=None):
+                if not self.pre_ln:
+                    h = self.ln1(x + self._attend(x, mask))
+                    return self.ln2(h + self.ffn(h))
+                h = x + self._attend(self.ln1(x), mask)
+                return h + self.ffn(self.ln2(h))
+    ''',
+}
+
+
+def test_unusual_but_correct_solution_passes_everything(tmp_path):
+    sources = {name: textwrap.dedent(text).lstrip() for name, text in UNUSUAL.items()}
+    code, results, output = run_visible(student_folder(tmp_path, sources))
+    failed = {test_id: message for test_id, (outcome, message) in results.items() if outcome != "passed"}
+    assert code == 0 and not failed, "\n\n".join(f"{k}: {v}" for k, v in failed.items()) or output
+    assert len(results) >= 40
+
+
+# Common bugs, each one edit of the reference: (file, reference text, buggy text, part, test that
+# must fail, words its message must contain).
+BUGS = {
+    "no_scaling": ("self_attention.py", " / math.sqrt(d_k)", "", "self_attention",
+                   "test_s3_two_tokens", "√d_k"),
+    "softmax_over_columns": ("self_attention.py", "torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)",
+                             "self_attention", "test_s4_three_token_example", "dim=-1"),
+    "mask_inverted": ("self_attention.py", "mask == 0", "mask != 0", "self_attention",
+                      "test_s6_causal_mask_worked_problem", "inverted"),
+    "heads_interleaved": ("multihead.py", "t.view(B, T, self.h, self.d_k).transpose(1, 2)",
+                          "t.view(B, T, self.d_k, self.h).permute(0, 3, 1, 2)", "multihead",
+                          "test_s7_two_heads_see_their_own_features", "features i*d_k:(i+1)*d_k"),
+    "cos_in_even_features": ("positional.py", "torch.sin(angle)  # even", "torch.cos(angle)  # even", "positional",
+                        "test_s8_positions_0_and_1", "even features 2i hold sin"),
+    "pre_and_post_ln_swapped": ("block.py", "if self.pre_ln:", "if not self.pre_ln:", "block",
+                                "test_s12_wiring[post_ln]", "Post-LN (pre_ln=False)"),
+}
+
+
+# Bugs in different files share one run when no test of one part depends on another part's file
+# (the block's wiring tests use stand-ins, so a block bug never meets a self-attention bug).
+BUG_RUNS = [("no_scaling", "cos_in_even_features", "pre_and_post_ln_swapped"),
+            ("softmax_over_columns",), ("mask_inverted",), ("heads_interleaved",)]
+
+
+@pytest.fixture(scope="module")
+def bug_runs(tmp_path_factory):
+    done = {}
+
+    def run(bug):
+        group = next(g for g in BUG_RUNS if bug in g)
+        if group not in done:
+            sources = from_dir(REFERENCE)
+            for name in group:
+                file, good, bad, *_ = BUGS[name]
+                assert sources[file].count(good) == 1, f"the reference changed: update the {name} edit"
+                sources[file] = sources[file].replace(good, bad)
+            parts = " or ".join(BUGS[name][3] for name in group)
+            done[group] = run_visible(student_folder(tmp_path_factory.mktemp("bugs"), sources), "-m", parts)
+        return done[group]
+
+    return run
+
+
+def test_bug_runs_cover_every_bug_once():
+    assert sorted(name for group in BUG_RUNS for name in group) == sorted(BUGS)
+    for group in BUG_RUNS:
+        files = [BUGS[name][0] for name in group]
+        assert len(set(files)) == len(files), f"{group}: two bugs in one file would hide each other"
+
+
+@pytest.mark.parametrize("bug", sorted(BUGS))
+def test_common_bug_fails_with_section_and_hint(bug_runs, bug):
+    _, _, _, part, test_name, words = BUGS[bug]
+    code, results, output = bug_runs(bug)
+    assert code == 1, output
+    test_id = f"tests.test_{part}::{test_name}"
+    outcome, message = results[test_id]
+    assert outcome == "failure", f"{test_id} should fail for {bug}: {outcome}"
+    assert "§" in message and words in message, message

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import dataclasses
+import functools
 import html
 import io
 import json
@@ -41,6 +42,7 @@ MAX_HEATMAPS = 8  # drawn per class report; a 200-student class must not spend i
 MAX_MATRIX_SIDE = 64  # larger evidence is not a lesson-sized attention matrix: skipped
 ATTENTION_COMPONENTS = ("self_attention", "multihead")
 DIGITS = 4  # rounding of every score and evidence value written
+MAX_TEST_OUTPUT = 6000  # characters of one test's output kept: Gradescope pages stay readable
 
 
 # ---------------------------------------------------------------- atomic files
@@ -173,7 +175,7 @@ def gradescope_json(result: SubmissionResult) -> dict:
             "score": t.score,
             "max_score": t.max_score,
             "status": "passed" if t.status == "passed" else "failed",
-            "output": t.output,
+            "output": _clip(t.output),
             "visibility": t.visibility or "visible",
             "tags": [t.component],
         }
@@ -188,6 +190,12 @@ def gradescope_json(result: SubmissionResult) -> dict:
         "tests": tests,
         "extra_data": {"status": result.status, "isolation": result.isolation},
     }
+
+
+def _clip(text: str) -> str:
+    if len(text) <= MAX_TEST_OUTPUT:
+        return text
+    return text[:MAX_TEST_OUTPUT] + f"\n... ({len(text) - MAX_TEST_OUTPUT} more characters cut)"
 
 
 def _by_component(result: SubmissionResult) -> dict[str, tuple[float, float]]:
@@ -253,7 +261,7 @@ def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = N
                 continue
             out += ["", f"### ✗ {_md_inline(t.title or t.name)}", ""]
             if t.output.strip():
-                out += [_fence(t.output), ""]
+                out += [_fence(_clip(t.output)), ""]
             hint = hints.get(t.hint_id or "")
             if hint and hint not in t.output:
                 out += [f"**Hint:** {_md_inline(hint)}", ""]
@@ -275,10 +283,19 @@ def _hint_texts(rubric_path: Path | None = None) -> dict[str, str]:
     """
     path = rubric_path or Path(__file__).resolve().parent / "day13" / "rubric.toml"
     try:
-        import tomllib
+        return dict(_parse_hints(str(path), path.stat().st_mtime_ns))
+    except OSError:
+        return {}
 
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, ImportError):
+
+@functools.lru_cache(maxsize=4)
+def _parse_hints(file: str, mtime_ns: int) -> dict[str, str]:
+    """Cached per file version: a batch writes hundreds of feedback files from one rubric."""
+    import tomllib
+
+    try:
+        data = tomllib.loads(Path(file).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
         return {}
     found: dict[str, str] = {}
 

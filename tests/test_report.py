@@ -371,3 +371,12 @@ def test_merge_is_wired_to_the_command_line(tmp_path):
     report.write_submission(a, make_record("ray"))
     assert main(["merge", str(a), "--out", str(out)]) == 0
     assert (out / "grades.csv").read_text().splitlines()[1].startswith("ray,100,100,")
+
+
+def test_a_huge_test_output_is_cut_and_says_so(tmp_path):
+    record = make_record("sam")
+    record.tests[0] = _test("self_attention.sdpa_worked_example", 0, 10, "x" * 50_000)
+    report.write_submission(tmp_path, record)
+    output = json.loads((tmp_path / "sam" / "results.json").read_text())["tests"][0]["output"]
+    assert len(output) < 7000 and output.endswith("more characters cut)")
+    assert "more characters cut)" in (tmp_path / "sam" / "feedback.md").read_text()

@@ -448,10 +448,12 @@ _SVG_DRAWING = {"path", "rect", "line", "polyline", "polygon", "circle", "ellips
 
 
 def _judge_svg(name: str, data: bytes) -> str:
-    # No defusedxml here: refuse DTDs outright, so no entity can be declared, let alone expanded.
-    if re.search(rb"<!\s*(DOCTYPE|ENTITY)", data, re.IGNORECASE):
-        raise _Problem(f"{name} declares a DOCTYPE/ENTITY, which the checker does not process. Export the SVG "
-                       "again without a DOCTYPE (most editors offer 'plain SVG').")
+    # No defusedxml here, so no entity may be declared at all: an ENTITY or an internal DTD subset
+    # is refused before parsing. A plain <!DOCTYPE svg PUBLIC ...> line (matplotlib and many editors
+    # write one) is harmless: expat never fetches the external DTD.
+    if re.search(rb"<!\s*ENTITY", data, re.IGNORECASE) or re.search(rb"<!\s*DOCTYPE[^>]*\[", data, re.IGNORECASE):
+        raise _Problem(f"{name} declares XML entities (a DOCTYPE with [...] or <!ENTITY>), which the checker does "
+                       "not process. Export the SVG again as plain SVG, or save a PNG.")
     try:
         root = ET.fromstring(data)
     except ET.ParseError as error:

@@ -69,7 +69,8 @@ def draw_block_diagram(path: Path) -> None:
     ax.set_title("Transformer block (Post-LN, handout §12)\n"
                  "Pre-LN (modern LLMs): x + MHA(LN(x)), then x + FFN(LN(x))", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, metadata={"Software": None})
+    # No version stamp in a PNG, so a rebuild with the same libraries gives the same bytes.
+    fig.savefig(path, metadata={"Software": None} if Path(path).suffix == ".png" else None)
     plt.close(fig)
 
 

@@ -1,0 +1,170 @@
+"""Stage "gradescope": the autograder zip for Gradescope, and what runs inside it.
+
+    make gradescope            # -> dist/gradescope.zip  (python -m grader gradescope --out dist)
+
+The zip holds `setup.sh` (Gradescope runs it once, as root, when it builds the image), `run_autograder`
+(run for every submission), and the kit's grading engine: grader/ with the hidden graders and the
+rubric, solutions/day13/ (the reference), and pyproject.toml (the dependencies). Upload it as a
+"Zip file upload" autograder on an Ubuntu 22.04 base image.
+
+`run_autograder` grades /autograder/submission with the same engine as `python -m grader grade`:
+the submission is copied into a scratch class of one, graded in the sandbox (student code runs as an
+unprivileged uid in a child process, with whichever isolation layers the container allows; the
+results record which), and results/results.json is written in Gradescope's format. The root is
+/autograder unless AUTOGRADER_ROOT says otherwise, which is how the tests run it on a fake tree.
+If the engine itself fails, no results.json is written: Gradescope then reports an autograder
+failure to the staff instead of a zero the student did not earn.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+ROW = "submission"  # the row name of the one submission graded
+# What the autograder needs of the kit: the engine, the hidden graders, the reference, the dependencies.
+PACKAGED = ("grader", "solutions/day13", "pyproject.toml")
+SKIP_DIRS = {"__pycache__", ".pytest_cache", "templates"}
+
+SETUP_SH = """#!/usr/bin/env bash
+# Gradescope runs this once, as root, in /autograder/source, when it builds the autograder image.
+set -euo pipefail
+cd "$(dirname "$0")"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+# python3.11 is in Ubuntu 22.04 (jammy); on other bases fall back to the deadsnakes PPA.
+if ! apt-get install -y -q python3.11 python3.11-venv libseccomp2 git; then
+    apt-get install -y -q software-properties-common
+    add-apt-repository -y ppa:deadsnakes/ppa
+    apt-get update -q
+    apt-get install -y -q python3.11 python3.11-venv libseccomp2 git
+fi
+# A venv from the system interpreter stays world-readable: the sandbox drops student code to an
+# unprivileged uid, which must still be able to import the standard library.
+python3.11 -m venv /autograder/venv
+/autograder/venv/bin/pip install -q --upgrade pip
+/autograder/venv/bin/pip install -q torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+/autograder/venv/bin/pip install -q /autograder/source
+# The seccomp layer is optional: without it the sandbox runs and records that it was off.
+/autograder/venv/bin/pip install -q pyseccomp || echo "pyseccomp not installed: seccomp layer off"
+chmod -R go+rX /autograder/source /autograder/venv
+"""
+
+RUN_AUTOGRADER = """#!/usr/bin/env bash
+# Gradescope runs this for every submission: grade $ROOT/submission, write $ROOT/results/results.json.
+# AUTOGRADER_ROOT moves the tree (the kit's tests use a fake one); AUTOGRADER_PYTHON picks the interpreter.
+set -uo pipefail
+ROOT="${AUTOGRADER_ROOT:-/autograder}"
+PYTHON="${AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}"
+cd "$ROOT/source"
+exec "$PYTHON" -m grader.gradescope run --root "$ROOT"
+"""
+
+
+# --------------------------------------------------------------------------- building the zip
+
+def _packaged_files() -> list[tuple[str, Path]]:
+    files = []
+    for entry in PACKAGED:
+        path = ROOT / entry
+        if path.is_file():
+            files.append((entry, path))
+            continue
+        for found in sorted(path.rglob("*")):
+            relative = found.relative_to(ROOT)
+            if found.is_file() and not SKIP_DIRS.intersection(relative.parts) and found.suffix != ".pyc":
+                files.append((relative.as_posix(), found))
+    return files
+
+
+def build(*, out: Path) -> Path:
+    """Write <out>/gradescope.zip deterministically; returns its path."""
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / "gradescope.zip"
+    tmp = target.with_suffix(".zip.tmp")
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
+            info = zipfile.ZipInfo(name, date_time=ZIP_TIME)
+            info.compress_type, info.external_attr = zipfile.ZIP_DEFLATED, 0o755 << 16
+            archive.writestr(info, text)
+        for name, path in _packaged_files():
+            info = zipfile.ZipInfo(name, date_time=ZIP_TIME)
+            info.compress_type, info.external_attr = zipfile.ZIP_DEFLATED, 0o644 << 16
+            archive.writestr(info, path.read_bytes())
+    tmp.replace(target)
+    return target
+
+
+def main(*, out: str = "dist") -> int:
+    target = build(out=Path(out))
+    with zipfile.ZipFile(target) as archive:
+        names = archive.namelist()
+    print(f"wrote {target} ({len(names)} files, {target.stat().st_size // 1024} KiB): "
+          "setup.sh, run_autograder, grader/ (engine, hidden graders, rubric), solutions/day13/, pyproject.toml")
+    print("Upload it on Gradescope as a 'Zip file upload' autograder (base image: Ubuntu 22.04).")
+    return 0
+
+
+# --------------------------------------------------------------------------- inside Gradescope
+
+def stage_submission(submission: Path, subs: Path) -> Path:
+    """Copy Gradescope's submission folder into `subs` as one row the engine can read.
+
+    Uploads arrive as loose files, as one folder holding them, or as a single zip; a notebook
+    beside its deliverables stays in the folder (the engine grades its code cells).
+    """
+    visible = [p for p in submission.iterdir() if not p.name.startswith((".", "__MACOSX"))] if submission.is_dir() else []
+    subs.mkdir(parents=True, exist_ok=True)
+    if len(visible) == 1 and visible[0].is_file() and visible[0].suffix.lower() == ".zip":
+        target = subs / f"{ROW}.zip"
+        shutil.copyfile(visible[0], target)
+        return target
+    source = visible[0] if len(visible) == 1 and visible[0].is_dir() and not visible[0].is_symlink() else submission
+    target = subs / ROW
+    # symlinks=True copies a link as a link; the engine's intake then skips it and says so.
+    shutil.copytree(source, target, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    return target
+
+
+def run_autograder(*, root: Path, python: str = sys.executable) -> int:
+    submission, results = root / "submission", root / "results"
+    results.mkdir(parents=True, exist_ok=True)
+    if not submission.is_dir():
+        print(f"run_autograder: {submission} does not exist; Gradescope puts the upload there", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="gradescope-") as tmp:
+        subs, out = Path(tmp) / "subs", Path(tmp) / "out"
+        stage_submission(submission, subs)
+        graded = subprocess.run([python, "-m", "grader", "grade", str(subs), "--out", str(out), "--jobs", "1"],
+                                cwd=ROOT, timeout=1800)
+        produced = out / ROW / "results.json"
+        if not produced.is_file():
+            print(f"run_autograder: the engine wrote no results (exit {graded.returncode}); "
+                  "see the log above. No results.json, so Gradescope reports an autograder error.",
+                  file=sys.stderr)
+            return 1
+        tmp_result = results / "results.json.tmp"
+        shutil.copyfile(produced, tmp_result)
+        os.replace(tmp_result, results / "results.json")
+    print(f"run_autograder: wrote {results / 'results.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m grader.gradescope")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="grade <root>/submission into <root>/results/results.json")
+    run.add_argument("--root", default=os.environ.get("AUTOGRADER_ROOT", "/autograder"))
+    build_cmd = sub.add_parser("build", help="write <out>/gradescope.zip")
+    build_cmd.add_argument("--out", default="dist")
+    args = parser.parse_args()
+    if args.command == "run":
+        sys.exit(run_autograder(root=Path(args.root)))
+    sys.exit(main(out=args.out))

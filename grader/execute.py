@@ -47,8 +47,10 @@ STUDENT_MODULES = ("self_attention", "multihead", "positional", "block")
 # stand-in takes its place so that the importer is still gradable (one bug, one component).
 STANDIN_FOR = {"self_attention": "self_attention", "multihead": "multihead"}
 DEPENDS_ON = {"multihead": ("self_attention",), "block": ("multihead",)}
-# Block wiring is always graded with the grader's attention (never the student's).
-ALWAYS_STANDIN = {"block": ("multihead",)}
+# Each part is graded on its own (student-api.md): multihead.py is imported against the
+# grader's attention functions and block.py against the grader's MultiHeadAttention, so a bug
+# in one file never costs another file's points.
+ALWAYS_STANDIN = {"multihead": ("self_attention",), "block": ("multihead",)}
 
 MAX_ELEMENTS = 4_000_000  # per returned array: far above any call the graders make
 SEED = 0

@@ -1,0 +1,152 @@
+"""Assertions for the hidden tests: each failure says what was expected, what came out and where."""
+from __future__ import annotations
+
+import numpy as np
+
+from grader.day13 import tolerances as tol
+
+SMALL = 36  # arrays with at most this many elements are printed whole
+
+
+class GradeFailure(AssertionError):
+    """A hidden test's verdict: the message is shown to the student."""
+
+    def __init__(self, message: str, *, evidence: dict | None = None, error: dict | None = None):
+        super().__init__(message)
+        self.message = message
+        self.evidence = evidence
+        self.error = error  # the student's exception record, when their code raised
+
+
+# -- inputs --------------------------------------------------------------------------------
+def randn(seed: int, *shape, dtype="float32", scale=1.0) -> np.ndarray:
+    """Seeded normal numbers: one seed per input tensor, so cases never depend on order."""
+    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
+
+
+def causal(T: int, kind="float32") -> np.ndarray:
+    return np.tril(np.ones((T, T))).astype(kind)
+
+
+def padding(lengths, T: int, kind="float32") -> np.ndarray:
+    """(B, 1, 1, T): sequence b has lengths[b] real tokens, then padding."""
+    m = np.zeros((len(lengths), 1, 1, T))
+    for b, n in enumerate(lengths):
+        m[b, ..., :n] = 1
+    return m.astype(kind)
+
+
+# -- answers -------------------------------------------------------------------------------
+def ok(res, what: str):
+    """The call ran without an exception, or fail with the student's error."""
+    if res.error:
+        e = res.error
+        where = {"import": "importing your file", "construct": "constructing the module",
+                 "load": "loading the grader's weights", "forward": "running forward",
+                 "call": "calling the function", "output": "reading the result"}.get(e.get("stage"), "running")
+        text = f"{what}: {e['type']} while {where}: {e['message']}"
+        if e.get("traceback"):
+            text += f"\n{e['traceback']}"
+        raise GradeFailure(text, error=e)
+    return res
+
+
+def output(res, i: int, what: str, *, count: int | None = None) -> np.ndarray:
+    ok(res, what)
+    outs = res.outputs
+    if count is not None and len(outs) != count:
+        raise GradeFailure(f"{what}: expected {count} return value{'s' if count > 1 else ''}, got {len(outs)}"
+                           + (" (return a tuple (out, weights))" if count == 2 else ""))
+    if i >= len(outs) or outs[i].get("kind") != "tensor":
+        got = outs[i] if i < len(outs) else "nothing"
+        raise GradeFailure(f"{what}: expected a tensor, got {_kind(got)}")
+    return res.array(i)
+
+
+def _kind(desc) -> str:
+    if isinstance(desc, dict):
+        if desc.get("kind") == "value":
+            return f"{desc['type']} {desc['value']!r}"
+        return desc.get("type") or desc.get("kind", "?")
+    return str(desc)
+
+
+def dtype_of(res, i: int) -> str:
+    return res.outputs[i].get("dtype", "?")
+
+
+# -- comparisons ---------------------------------------------------------------------------
+def close(got, expected, t: tol.Tol, what: str, *, evidence: bool = False) -> None:
+    """Elementwise |got - expected| <= atol·scale + rtol·|expected| with scale = max(1, max|expected|)."""
+    expected = np.asarray(expected, dtype=np.float64)
+    got_arr = np.asarray(got)
+    if got_arr.shape != expected.shape:
+        raise GradeFailure(f"{what}: expected shape {tuple(expected.shape)}, got shape {tuple(got_arr.shape)}")
+    got64 = got_arr.astype(np.float64)
+    scale = max(1.0, float(np.nanmax(np.abs(expected))) if expected.size else 1.0)
+    bad = ~(np.abs(got64 - expected) <= t.atol * scale + t.rtol * np.abs(expected))
+    bad &= ~(np.isnan(expected) & np.isnan(got64))
+    if not bad.any():
+        return
+    raise GradeFailure(describe(got64, expected, bad, what), evidence=_evidence(got64, expected) if evidence else None)
+
+
+def describe(got: np.ndarray, expected: np.ndarray, bad: np.ndarray, what: str) -> str:
+    n_bad, n = int(bad.sum()), bad.size
+    if expected.size <= SMALL:
+        return (f"{what}: {n_bad} of {n} values differ\n"
+                f"  expected:\n{_fmt(expected)}\n  got:\n{_fmt(got)}")
+    err = np.where(np.isnan(got), np.inf, np.abs(got - expected))
+    where = np.unravel_index(int(np.argmax(err)), err.shape)
+    return (f"{what}: {n_bad} of {n} values differ (shape {tuple(expected.shape)}); "
+            f"largest error {_num(err[where])} at index {tuple(int(i) for i in where)}: "
+            f"expected {_num(expected[where])}, got {_num(got[where])}")
+
+
+def _fmt(a: np.ndarray) -> str:
+    text = np.array2string(np.asarray(a), precision=4, suppress_small=True, separator=", ")
+    return "\n".join("    " + line for line in text.splitlines())
+
+
+def _num(x) -> str:
+    return "nan" if np.isnan(x) else ("inf" if np.isinf(x) else f"{float(x):.6g}")
+
+
+def _evidence(got: np.ndarray, expected: np.ndarray) -> dict:
+    """The first (T_q, T_k) slice of a weights tensor, rounded for the report's heatmaps."""
+    while got.ndim > 2:
+        got, expected = got[0], expected[0]
+    return {"expected": np.round(expected, 4).tolist(),
+            "got": np.round(np.nan_to_num(got, nan=-1.0), 4).tolist()}
+
+
+def same_outputs(got_res, exp_res, what: str, names: tuple[str, ...], *, dtype="float32",
+                 evidence_output: int | None = None) -> None:
+    """Each named output of the student's call equals the reference's."""
+    ok(exp_res, f"reference for {what}")  # a broken reference is the grader's bug, never the student's
+    for i, name in enumerate(names):
+        expected = exp_res.array(i)
+        got = output(got_res, i, f"{what}: {name}", count=len(names))
+        close(got, expected, tol.values(dtype), f"{what}: {name}", evidence=(i == evidence_output))
+
+
+def same_grads(got_res, exp_res, what: str, names, *, dtype="float32") -> None:
+    """Every gradient the reference has, the student's call has too, and they agree."""
+    ok(exp_res, f"reference for {what}")
+    ok(got_res, what)
+    if got_res.grad_error:
+        e = got_res.grad_error
+        raise GradeFailure(f"{what}: backward failed: {e['type']}: {e['message']}"
+                           + (f"\n{e['traceback']}" if e.get("traceback") else ""), error=e)
+    for name in names:
+        expected = exp_res.grad(name)
+        got = got_res.grad(name)
+        if got is None:
+            raise GradeFailure(f"{what}: no gradient reached {name}: keep the computation inside autograd "
+                               "(no .detach(), torch.no_grad() or numpy round trip)")
+        close(got, expected, tol.grads(dtype), f"{what}: gradient of {name}")
+
+
+def check(condition: bool, message: str) -> None:
+    if not condition:
+        raise GradeFailure(message)

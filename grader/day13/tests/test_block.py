@@ -1,0 +1,119 @@
+"""Hidden tests for block.py (handout §9–§12). Points: rubric.toml [block.*].
+
+The block always runs with the grader's stand-in attention (grader/day13/standins.py) in
+place of the student's MultiHeadAttention, so a multihead bug never costs block points.
+"""
+import numpy as np
+
+from grader.day13.tests import checks as ck
+
+F32, F64 = "float32", "float64"
+
+
+def _weights(seed, d_model, d_ff=None, dtype=F32):
+    d_ff = 4 * d_model if d_ff is None else d_ff
+    s, sf = 1 / np.sqrt(d_model), 1 / np.sqrt(d_ff)
+    return {
+        "attn.proj.weight": ck.randn(seed, d_model, d_model, dtype=dtype, scale=s),
+        "attn.proj.bias": ck.randn(seed + 1, d_model, dtype=dtype, scale=0.1),
+        "ln1.weight": 1 + ck.randn(seed + 2, d_model, dtype=dtype, scale=0.2),
+        "ln1.bias": ck.randn(seed + 3, d_model, dtype=dtype, scale=0.2),
+        "ln2.weight": 1 + ck.randn(seed + 4, d_model, dtype=dtype, scale=0.2),
+        "ln2.bias": ck.randn(seed + 5, d_model, dtype=dtype, scale=0.2),
+        "ffn.0.weight": ck.randn(seed + 6, d_ff, d_model, dtype=dtype, scale=s),
+        "ffn.0.bias": ck.randn(seed + 7, d_ff, dtype=dtype, scale=0.1),
+        "ffn.2.weight": ck.randn(seed + 8, d_model, d_ff, dtype=dtype, scale=sf),
+        "ffn.2.bias": ck.randn(seed + 9, d_model, dtype=dtype, scale=0.1),
+    }
+
+
+def test_attributes(student, reference):
+    res = student.inspect("block", "TransformerBlock", [16, 4], attrs=("attn", "ln1", "ln2", "ffn"))
+    big = student.inspect("block", "TransformerBlock", [512, 8], attrs=("ffn",))
+    bert = student.inspect("block", "TransformerBlock", [768, 12], {"d_ff": 3072}, attrs=("ffn",))
+    attrs = ck.ok(res, "TransformerBlock(16, 4)").inspect["attrs"]
+    ck.check(attrs["attn"].get("kind") == "module", "TransformerBlock needs an attribute attn (its attention)")
+    for name in ("ln1", "ln2"):
+        a = attrs[name]
+        ck.check(a.get("kind") == "module" and a.get("type") == "LayerNorm",
+                 f"TransformerBlock.{name} must be an nn.LayerNorm(d_model), got {a.get('type', 'nothing')}")
+        ck.check(a.get("parameters") == {"weight": [16], "bias": [16]},
+                 f"TransformerBlock(16, 4).{name}: expected weight and bias of shape [16], got {a.get('parameters')}")
+    ffn = attrs["ffn"]
+    expected = {"0.weight": [64, 16], "0.bias": [64], "2.weight": [16, 64], "2.bias": [16]}
+    ck.check(ffn.get("kind") == "module" and ffn.get("parameters") == expected,
+             f"TransformerBlock(16, 4).ffn: expected nn.Sequential(Linear(16, 64), GELU(), Linear(64, 16)) "
+             f"with parameters {expected}, got {ffn.get('parameters')}")
+    # §9 worked problems: 2,099,712 FFN parameters for 512 -> 2048 -> 512, and 4,722,432 for 768 -> 3072 -> 768.
+    for r, label, count in ((big, "TransformerBlock(512, 8)", 2_099_712),
+                            (bert, "TransformerBlock(768, 12, d_ff=3072)", 4_722_432)):
+        p = ck.ok(r, label).inspect["attrs"]["ffn"].get("parameters", {})
+        n = sum(int(np.prod(s)) for s in p.values())
+        ck.check(n == count, f"{label}.ffn should hold {count:,} parameters (§9), got {n:,}")
+
+
+def _cases(pre_ln):
+    return [  # (what, x, weights, mask, dtype, d_ff)
+        ("B=2, T=5, d_model=16", ck.randn(1200, 2, 5, 16, scale=2.0), _weights(1201, 16), None, F32, None),
+        ("causal mask (T, T)", ck.randn(1210, 2, 6, 8, scale=2.0), _weights(1211, 8), ck.causal(6), F32, None),
+        ("T=1", ck.randn(1220, 3, 1, 8), _weights(1221, 8), None, F32, None),
+        ("float64, padding mask", ck.randn(1230, 2, 4, 8, dtype=F64), _weights(1231, 8, dtype=F64),
+         ck.padding([2, 4], 4), F64, None),
+    ]
+
+
+def _compare(student, reference, pre_ln, label):
+    pairs = []
+    for what, x, w, m, dtype, d_ff in _cases(pre_ln):
+        kw = dict(n_heads=2, pre_ln=pre_ln, d_ff=d_ff, mask=m, dtype=dtype)
+        pairs.append((what, dtype, student.block(x, w, **kw), reference.block(x, w, **kw)))
+    for what, dtype, got, exp in pairs:
+        ck.same_outputs(got, exp, f"{label} block ({what})", ("output",), dtype=dtype)
+
+
+def test_post_ln(student, reference):
+    _compare(student, reference, False, "Post-LN")
+
+
+def test_pre_ln(student, reference):
+    _compare(student, reference, True, "Pre-LN")
+
+
+def test_mask_passthrough(student, reference):
+    B, T, D, t = 2, 6, 8, 2
+    x, w = ck.randn(1300, B, T, D, scale=2.0), _weights(1301, D)
+    x2 = x.copy()
+    x2[:, t + 1:] = ck.randn(1310, B, T - t - 1, D)
+    calls = []
+    for pre_ln in (False, True):
+        kw = dict(n_heads=2, pre_ln=pre_ln)
+        name = "Pre-LN" if pre_ln else "Post-LN"
+        pad = ck.padding([3, 6], T)
+        calls.append((name, student.block(x, w, mask=pad, **kw), reference.block(x, w, mask=pad, **kw),
+                      student.block(x, w, mask=ck.causal(T), **kw), student.block(x2, w, mask=ck.causal(T), **kw)))
+    for name, got, exp, a, b in calls:
+        ck.same_outputs(got, exp, f"{name} block with a padding mask (B, 1, 1, T)", ("output",))
+        out_a = ck.output(a, 0, f"{name} block, causal mask", count=1)
+        out_b = ck.output(b, 0, f"{name} block, causal mask, later tokens changed", count=1)
+        ck.close(out_b[:, : t + 1], out_a[:, : t + 1], ck.tol.PROPERTY[F32],
+                 f"{name} block under a causal mask: outputs at positions 0..{t} changed when later tokens changed, "
+                 "so the mask did not reach the attention")
+
+
+def test_gradients(student, reference):
+    B, T, D = 2, 5, 8
+    x, w, g = ck.randn(1400, B, T, D), _weights(1401, D), ck.randn(1410, B, T, D)
+    pairs = []
+    for pre_ln in (False, True):
+        kw = dict(n_heads=2, pre_ln=pre_ln, mask=ck.causal(T), grad_out=g)
+        pairs.append(("Pre-LN" if pre_ln else "Post-LN", student.block(x, w, **kw), reference.block(x, w, **kw)))
+    for name, got, exp in pairs:
+        ck.same_grads(got, exp, f"{name} block backward (causal mask)",
+                      ("x", "ln1.weight", "ln2.bias", "ffn.0.weight", "ffn.2.bias", "attn.proj.weight"))
+
+
+def test_d_ff(student, reference):
+    x, w = ck.randn(1500, 2, 4, 8), _weights(1501, 8, d_ff=12)
+    got = student.block(x, w, n_heads=2, pre_ln=False, d_ff=12)
+    exp = reference.block(x, w, n_heads=2, pre_ln=False, d_ff=12)
+    ck.same_outputs(got, exp, "TransformerBlock(8, 2, d_ff=12)", ("output",))

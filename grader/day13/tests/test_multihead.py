@@ -1,0 +1,107 @@
+"""Hidden tests for multihead.py (handout §7). Points: rubric.toml [multihead.*]."""
+import numpy as np
+
+from grader.day13.tests import checks as ck
+
+F32, F64 = "float32", "float64"
+
+
+def _weights(seed, d_model, dtype=F32):
+    s = 1 / np.sqrt(d_model)
+    return {
+        "qkv.weight": ck.randn(seed, 3 * d_model, d_model, dtype=dtype, scale=s),
+        "qkv.bias": ck.randn(seed + 1, 3 * d_model, dtype=dtype, scale=0.1),
+        "out.weight": ck.randn(seed + 2, d_model, d_model, dtype=dtype, scale=s),
+        "out.bias": ck.randn(seed + 3, d_model, dtype=dtype, scale=0.1),
+    }
+
+
+def test_rejects_bad_heads(student, reference):
+    bad = student.inspect("multihead", "MultiHeadAttention", [10, 3])
+    good = student.inspect("multihead", "MultiHeadAttention", [12, 3])
+    e = bad.error
+    ck.check(e is not None and e.get("stage") == "construct" and e["type"] in ("ValueError", "AssertionError"),
+             "MultiHeadAttention(10, 3) must raise ValueError (or fail an assert) at construction: "
+             "10 features cannot be split into 3 equal heads"
+             + (f"; it raised {e['type']}: {e['message']}" if e else "; it raised nothing"))
+    ck.ok(good, "MultiHeadAttention(12, 3) must construct")
+
+
+def test_attributes(student, reference):
+    res = student.inspect("multihead", "MultiHeadAttention", [16, 4], attrs=("h", "d_k", "qkv", "out"))
+    big = student.inspect("multihead", "MultiHeadAttention", [512, 8], attrs=("qkv", "out"))
+    attrs = ck.ok(res, "MultiHeadAttention(16, 4)").inspect["attrs"]
+    for name, value in (("h", 4), ("d_k", 4)):
+        a = attrs[name]
+        ck.check(a.get("kind") == "value" and a.get("value") == value,
+                 f"MultiHeadAttention(16, 4).{name} must be {value}, got {a.get('value', a.get('kind'))}")
+    for name, shapes in (("qkv", {"weight": [48, 16], "bias": [48]}), ("out", {"weight": [16, 16], "bias": [16]})):
+        a = attrs[name]
+        ck.check(a.get("kind") == "module", f"MultiHeadAttention(16, 4) needs an attribute {name} (an nn.Linear)")
+        ck.check(a.get("parameters") == shapes,
+                 f"MultiHeadAttention(16, 4).{name}: expected parameters {shapes}, got {a.get('parameters')}")
+    # §7 worked problem: d_model = 512, 8 heads -> 4 x 512 x 512 = 1,048,576 projection weights.
+    attrs = ck.ok(big, "MultiHeadAttention(512, 8)").inspect["attrs"]
+    n = sum(int(np.prod(attrs[m]["parameters"].get("weight", [0]))) for m in ("qkv", "out"))
+    ck.check(n == 1_048_576, f"MultiHeadAttention(512, 8): the Q, K, V and output projections should hold "
+                             f"1,048,576 weights (§7), got {n:,}")
+
+
+REFERENCE_CASES = [  # (what, B, T, d_model, heads, dtype)
+    ("B=2, T=5, d_model=16, 4 heads", 2, 5, 16, 4, F32),
+    ("B=1, T=1, d_model=8, 2 heads", 1, 1, 8, 2, F32),
+    ("head size 1: d_model=8, 8 heads", 3, 4, 8, 8, F32),
+    ("one head: d_model=12", 2, 3, 12, 1, F32),
+    ("T=7 ≠ d_model=24, 3 heads", 2, 7, 24, 3, F32),
+    ("float64, d_model=16, 4 heads", 2, 6, 16, 4, F64),
+]
+
+
+def test_reference(student, reference):
+    pairs = []
+    for n, (what, B, T, D, h, dtype) in enumerate(REFERENCE_CASES):
+        x, w = ck.randn(700 + n, B, T, D, dtype=dtype), _weights(750 + 10 * n, D, dtype)
+        pairs.append((what, dtype, student.mha(x, w, h, dtype=dtype), reference.mha(x, w, h, dtype=dtype)))
+    for what, dtype, got, exp in pairs:
+        ck.same_outputs(got, exp, f"MultiHeadAttention ({what})", ("output",), dtype=dtype)
+
+
+def test_masks(student, reference):
+    B, T, D, h = 2, 5, 16, 4
+    x, w = ck.randn(800, B, T, D), _weights(801, D)
+    cases = [
+        ("causal (T, T) float 0/1", ck.causal(T)),
+        ("causal (T, T) bool", ck.causal(T, bool)),
+        ("padding (B, 1, 1, T) float, lengths 3 and 5", ck.padding([3, 5], T)),
+        ("padding (B, 1, 1, T) bool, lengths 5 and 2", ck.padding([5, 2], T, bool)),
+    ]
+    pairs = [(what, student.mha(x, w, h, m), reference.mha(x, w, h, m)) for what, m in cases]
+    for what, got, exp in pairs:
+        ck.same_outputs(got, exp, f"MultiHeadAttention with mask {what}", ("output",))
+
+
+def test_gradients(student, reference):
+    B, T, D, h = 2, 5, 16, 4
+    x, w, g = ck.randn(900, B, T, D), _weights(901, D), ck.randn(910, B, T, D)
+    got = student.mha(x, w, h, ck.causal(T), grad_out=g)
+    exp = reference.mha(x, w, h, ck.causal(T), grad_out=g)
+    ck.same_grads(got, exp, "MultiHeadAttention backward (causal mask)",
+                  ("x", "qkv.weight", "qkv.bias", "out.weight", "out.bias"))
+
+
+def test_properties(student, reference):
+    B, T, D, h, t = 2, 6, 16, 4, 2
+    x, w = ck.randn(1000, B, T, D), _weights(1001, D)
+    x2 = x.copy()
+    x2[:, t + 1:] = ck.randn(1010, B, T - t - 1, D)
+    perm = np.array([2, 5, 0, 4, 1, 3])
+    a = student.mha(x, w, h, ck.causal(T))
+    b = student.mha(x2, w, h, ck.causal(T))
+    plain = student.mha(x, w, h)
+    permuted = student.mha(x[:, perm], w, h)
+    p = ck.tol.PROPERTY[F32]
+    out_a, out_b = ck.output(a, 0, "causal output", count=1), ck.output(b, 0, "causal output, later tokens changed", count=1)
+    ck.close(out_b[:, : t + 1], out_a[:, : t + 1], p,
+             f"under a causal mask, outputs at positions 0..{t} must not change when later tokens change")
+    ck.close(ck.output(permuted, 0, "output for permuted tokens", count=1), ck.output(plain, 0, "output")[:, perm], p,
+             "without a mask, permuting the tokens must permute the outputs the same way")

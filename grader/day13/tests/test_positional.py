@@ -1,0 +1,57 @@
+"""Hidden tests for positional.py (handout §8). Points: rubric.toml [positional.*]."""
+import numpy as np
+
+from grader.day13 import tolerances as tol
+from grader.day13.tests import checks as ck
+
+
+def test_worked_values(student, reference):
+    res = student.positional_encoding(3, 4)
+    pe = ck.output(res, 0, "positional_encoding(3, 4)", count=1)
+    ck.check(pe.shape == (3, 4), f"positional_encoding(3, 4): expected shape (3, 4), got {pe.shape}")
+    ck.close(pe[0], [0, 1, 0, 1], tol.WORKED_3DP, "§8 position 0 (d_model = 4)")
+    ck.close(pe[1], [0.841, 0.540, 0.010, 1.000], tol.WORKED_3DP, "§8 position 1 (d_model = 4)")
+    ck.close(pe[2, :2], [0.909, -0.416], tol.WORKED_3DP, "§8 position 2, first two features (d_model = 4)")
+
+
+TABLE_CASES = [(1, 8), (50, 16), (7, 6), (5000, 64)]
+
+
+def test_table_reference(student, reference):
+    pairs = [((T, d), student.positional_encoding(T, d), reference.positional_encoding(T, d)) for T, d in TABLE_CASES]
+    for (T, d), got, exp in pairs:
+        what = f"positional_encoding({T}, {d})"
+        ck.close(ck.output(got, 0, what, count=1), ck.output(exp, 0, "reference"), tol.PE_TABLE, what)
+
+
+def test_dtype_shape(student, reference):
+    res = student.positional_encoding(10, 8)
+    pe = ck.output(res, 0, "positional_encoding(10, 8)", count=1)
+    ck.check(pe.shape == (10, 8), f"positional_encoding(10, 8): expected shape (10, 8), got {pe.shape}")
+    dtype = ck.dtype_of(res, 0)
+    ck.check(dtype == "float32", f"positional_encoding(10, 8): expected a float32 tensor, got {dtype}")
+
+
+def test_module_forward(student, reference):
+    cases = [
+        ("PositionalEncoding(16, max_len=100), B=3, T=7", ck.randn(1100, 3, 7, 16), 16, 100),
+        ("PositionalEncoding(8) (max_len 5000), B=2, T=5", ck.randn(1101, 2, 5, 8), 8, None),
+        ("PositionalEncoding(6, max_len=4), B=2, T=4 (T = max_len)", ck.randn(1102, 2, 4, 6), 6, 4),
+    ]
+    pairs = [(what, student.pe_module(x, d, n), reference.pe_module(x, d, n)) for what, x, d, n in cases]
+    for what, got, exp in pairs:
+        out = ck.output(got, 0, what, count=1)
+        ck.close(out, ck.output(exp, 0, "reference"), tol.PE_TABLE, f"{what}: x + PE[:T]")
+        dtype = ck.dtype_of(got, 0)
+        ck.check(dtype == "float32", f"{what}: a float32 x must come back float32, got {dtype}")
+
+
+def test_buffer(student, reference):
+    res = student.inspect("positional", "PositionalEncoding", [16, 50])
+    info = ck.ok(res, "PositionalEncoding(16, max_len=50)").inspect
+    params = info["parameters"]
+    ck.check(not params, f"PositionalEncoding must have no parameters (the table is fixed), found {sorted(params)}: "
+                         "use register_buffer")
+    tables = [n for n, shape in info["buffers"].items() if [s for s in shape if s != 1] == [50, 16]]
+    ck.check(bool(tables), "PositionalEncoding(16, max_len=50) must hold its (50, 16) table as a buffer; "
+                           f"buffers found: {info['buffers'] or 'none'}")

@@ -1,0 +1,189 @@
+"""Hidden tests for self_attention.py (handout §3–§6). Points: rubric.toml [self_attention.*].
+
+Each test asks all its calls first and checks afterwards, so that a failing test's recorded
+calls are complete when they are replayed on the bug catalogue.
+"""
+import numpy as np
+
+from grader.day13 import tolerances as tol
+from grader.day13.tests import checks as ck
+
+F32, F64 = "float32", "float64"
+
+
+def _weights(seed, d_model, d_k, dtype=F32):
+    scale = 1 / np.sqrt(d_model)
+    return {name: ck.randn(seed + i, d_k, d_model, dtype=dtype, scale=scale)
+            for i, name in enumerate(("W_q", "W_k", "W_v"))}
+
+
+def test_worked_values(student, reference):
+    eye2 = np.eye(2, dtype=F32)
+    V3 = np.array([[1, 2], [3, 4]], F32)
+    X4 = np.array([[1, 0], [0, 1], [1, 1]], F32)
+    # §6: d_k = 1, Q = 1 and K = [1, 2, 3] give every query the scores [1, 2, 3].
+    q1 = np.ones((3, 1), F32)
+    k1 = np.array([[1], [2], [3]], F32)
+    # §6 "A padding mask": scores [0.5, 1.0, 2.0], the third token is padding.
+    kp = np.array([[0.5], [1.0], [2.0]], F32)
+    calls = {
+        "§3": student.sdpa(eye2, eye2, V3),
+        "§4": student.sdpa(X4, X4, X4),
+        "§6 causal": student.sdpa(q1, k1, np.eye(3, dtype=F32), ck.causal(3)),
+        "§6 padding": student.sdpa(np.ones((1, 1), F32), kp, np.eye(3, dtype=F32), np.array([[1, 1, 0]], F32)),
+    }
+    r = calls["§3"]
+    ck.close(ck.output(r, 1, "§3 two tokens: weights", count=2), [[0.67, 0.33], [0.33, 0.67]], tol.WORKED_2DP,
+             "§3 two tokens: weights", evidence=True)
+    ck.close(ck.output(r, 0, "§3 two tokens: output"), [[1.66, 2.66], [2.34, 3.34]], tol.WORKED_2DP,
+             "§3 two tokens: output")
+    r = calls["§4"]
+    ck.close(ck.output(r, 1, "§4 three tokens: weights", count=2),
+             [[0.40, 0.20, 0.40], [0.20, 0.40, 0.40], [0.25, 0.25, 0.50]], tol.WORKED_2DP,
+             "§4 three tokens: weights", evidence=True)
+    ck.close(ck.output(r, 0, "§4 three tokens: output"), [[0.80, 0.60], [0.60, 0.80], [0.75, 0.75]],
+             tol.WORKED_2DP, "§4 three tokens: output")
+    ck.close(ck.output(calls["§6 causal"], 1, "§6 causal rows", count=2),
+             [[1, 0, 0], [0.269, 0.731, 0], [0.090, 0.245, 0.665]], tol.WORKED_3DP, "§6 causal mask: weights",
+             evidence=True)
+    ck.close(ck.output(calls["§6 padding"], 1, "§6 padding row", count=2), [[0.378, 0.622, 0]], tol.WORKED_3DP,
+             "§6 padding mask: weights")
+
+
+SDPA_CASES = [  # (description, Q shape, K shape, V shape, dtype)
+    ("B=2, T=5, d_k=d_v=8", (2, 5, 8), (2, 5, 8), (2, 5, 8), F32),
+    ("two leading dims, T_q=4 ≠ T_k=6, d_k=5 ≠ d_v=3", (2, 3, 4, 5), (2, 3, 6, 5), (2, 3, 6, 3), F32),
+    ("no batch dim, T=1", (1, 4), (1, 4), (1, 4), F32),
+    ("one token among many keys, d_k=1", (3, 1, 1), (3, 7, 1), (3, 7, 2), F32),
+    ("float64, B=2, h=2, T=4, d_k=6", (2, 2, 4, 6), (2, 2, 4, 6), (2, 2, 4, 6), F64),
+]
+
+
+def test_sdpa_reference(student, reference):
+    pairs = []
+    for n, (what, qs, ks, vs, dtype) in enumerate(SDPA_CASES):
+        Q, K, V = (ck.randn(100 + 10 * n + j, *s, dtype=dtype, scale=1.5) for j, s in enumerate((qs, ks, vs)))
+        pairs.append((what, dtype, student.sdpa(Q, K, V), reference.sdpa(Q, K, V)))
+    for what, dtype, got, exp in pairs:
+        ck.same_outputs(got, exp, f"scaled_dot_product_attention ({what})", ("out", "weights"), dtype=dtype,
+                        evidence_output=1)
+
+
+def _mask_cases():
+    B, T, d = 2, 5, 4
+    Q, K, V = (ck.randn(200 + j, B, T, d) for j in range(3))
+    Q4, K4, V4 = (ck.randn(210 + j, B, 2, T, d) for j in range(3))
+    return [
+        ("causal (T, T) float 0/1", Q, K, V, ck.causal(T)),
+        ("causal (T, T) bool", Q, K, V, ck.causal(T, bool)),
+        ("padding (B, 1, 1, T) float, lengths 3 and 5, 2 heads", Q4, K4, V4, ck.padding([3, 5], T)),
+        ("padding (B, 1, 1, T) bool, lengths 1 and 4, 2 heads", Q4, K4, V4, ck.padding([1, 4], T, bool)),
+        ("causal and padding combined, (B, 1, T, T)", Q4, K4, V4,
+         (ck.causal(T)[None, None] * ck.padding([2, 5], T)).astype(np.float32)),
+    ]
+
+
+def test_sdpa_masks(student, reference):
+    pairs = [(what, student.sdpa(Q, K, V, m), reference.sdpa(Q, K, V, m)) for what, Q, K, V, m in _mask_cases()]
+    for what, got, exp in pairs:
+        ck.same_outputs(got, exp, f"scaled_dot_product_attention with mask {what}", ("out", "weights"),
+                        evidence_output=1)
+
+
+def test_sdpa_properties(student, reference):
+    B, T, d = 2, 6, 4
+    Q, K, V = (ck.randn(300 + j, B, T, d, scale=1.5) for j in range(3))
+    # Changing tokens after position t must not change what position t sees under a causal mask.
+    t = 2
+    K2, V2 = K.copy(), V.copy()
+    K2[:, t + 1:] = ck.randn(310, B, T - t - 1, d)
+    V2[:, t + 1:] = ck.randn(311, B, T - t - 1, d)
+    perm = np.array([3, 0, 5, 1, 4, 2])
+    pad = ck.padding([4, 2], T)[:, 0]  # (B, 1, T)
+    plain = student.sdpa(Q, K, V)
+    causal_a = student.sdpa(Q, K, V, ck.causal(T))
+    causal_b = student.sdpa(Q, K2, V2, ck.causal(T))
+    permuted = student.sdpa(Q[:, perm], K[:, perm], V[:, perm])
+    padded = student.sdpa(Q, K, V, pad)
+
+    p32 = tol.PROPERTY[F32]
+    w = ck.output(plain, 1, "weights without a mask", count=2)
+    ck.close(w.sum(-1), np.ones((B, T)), p32, "each row of the weights must sum to 1 (no mask)")
+    wp = ck.output(padded, 1, "weights with a padding mask", count=2)
+    ck.close(wp.sum(-1), np.ones((B, T)), p32, "each row of the weights must sum to 1 (padding mask)")
+    blocked = np.broadcast_to(pad == 0, wp.shape)
+    ck.check(bool(np.all(wp[blocked] == 0)),
+             f"blocked positions must get exactly 0 weight; largest blocked weight: {float(np.abs(wp[blocked]).max()):.3g}")
+    out_a = ck.output(causal_a, 0, "causal output", count=2)
+    out_b = ck.output(causal_b, 0, "causal output after changing later tokens", count=2)
+    ck.close(out_b[:, : t + 1], out_a[:, : t + 1], p32,
+             f"under a causal mask, outputs at positions 0..{t} must not change when later tokens change")
+    out = ck.output(plain, 0, "output without a mask")
+    ck.close(ck.output(permuted, 0, "output for permuted tokens", count=2), out[:, perm], p32,
+             "without a mask, permuting the tokens must permute the outputs the same way")
+
+
+def test_sdpa_gradients(student, reference):
+    B, h, T, d = 2, 2, 5, 4
+    Q, K, V = (ck.randn(400 + j, B, h, T, d) for j in range(3))
+    g_out, g_w = ck.randn(410, B, h, T, d), ck.randn(411, B, h, T, T)
+    cases = [
+        ("no mask, gradient through out and weights", None, (g_out, g_w)),
+        ("causal mask, gradient through out", ck.causal(T), (g_out, None)),
+    ]
+    pairs = [(what, student.sdpa(Q, K, V, m, grad_out=g), reference.sdpa(Q, K, V, m, grad_out=g))
+             for what, m, g in cases]
+    for what, got, exp in pairs:
+        ck.same_grads(got, exp, f"scaled_dot_product_attention backward ({what})", ("Q", "K", "V"))
+
+
+def test_causal_mask(student, reference):
+    results = [(T, student.causal_mask(T)) for T in (1, 4, 7)]
+    results.append((3, student.causal_mask(3, device="cpu")))
+    for T, res in results:
+        m = ck.output(res, 0, f"causal_mask({T})", count=1)
+        ck.check(m.shape == (T, T), f"causal_mask({T}): expected shape ({T}, {T}), got {m.shape}")
+        allowed = m != 0
+        expected = np.tril(np.ones((T, T), bool))
+        if not np.array_equal(allowed, expected):
+            raise ck.GradeFailure(
+                f"causal_mask({T}): expected 1 on and below the diagonal, 0 above\n  expected:\n"
+                f"{ck._fmt(expected.astype(int))}\n  got:\n{ck._fmt(np.asarray(m, dtype=float))}")
+        if m.dtype != bool:
+            ck.check(bool(np.all((m == 0) | (m == 1))), f"causal_mask({T}): entries must be 0 or 1 (or bool)")
+
+
+def test_module_worked_values(student, reference):
+    X4 = np.array([[[1, 0], [0, 1], [1, 1]]], F32)
+    eye = {name: np.eye(2, dtype=F32) for name in ("W_q", "W_k", "W_v")}
+    res = student.self_attention(X4, eye)
+    ck.close(ck.output(res, 1, "SelfAttention(2, 2), identity weights, §4 X: weights", count=2)[0],
+             [[0.40, 0.20, 0.40], [0.20, 0.40, 0.40], [0.25, 0.25, 0.50]], tol.WORKED_2DP,
+             "SelfAttention with identity weights on §4's X: weights", evidence=True)
+    ck.close(ck.output(res, 0, "SelfAttention output")[0], [[0.80, 0.60], [0.60, 0.80], [0.75, 0.75]],
+             tol.WORKED_2DP, "SelfAttention with identity weights on §4's X: output")
+
+
+def _module_cases():
+    return [  # (what, x, weights, mask, dtype)
+        ("d_model=6, d_k=4, B=2, T=5", ck.randn(500, 2, 5, 6), _weights(501, 6, 4), None, F32),
+        ("d_model=4, d_k=8, causal mask", ck.randn(510, 3, 4, 4), _weights(511, 4, 8), ck.causal(4), F32),
+        ("T=1", ck.randn(520, 2, 1, 8), _weights(521, 8, 8), None, F32),
+        ("float64, padding mask (B, 1, T)", ck.randn(530, 2, 5, 6, dtype=F64), _weights(531, 6, 3, F64),
+         ck.padding([2, 5], 5)[:, 0], F64),
+    ]
+
+
+def test_module_reference(student, reference):
+    pairs = [(what, dtype, student.self_attention(x, w, m, dtype=dtype), reference.self_attention(x, w, m, dtype=dtype))
+             for what, x, w, m, dtype in _module_cases()]
+    for what, dtype, got, exp in pairs:
+        ck.same_outputs(got, exp, f"SelfAttention ({what})", ("out", "weights"), dtype=dtype, evidence_output=1)
+
+
+def test_module_gradients(student, reference):
+    x, w = ck.randn(600, 2, 5, 6), _weights(601, 6, 4)
+    g = (ck.randn(610, 2, 5, 4), ck.randn(611, 2, 5, 5))
+    got = student.self_attention(x, w, ck.causal(5), grad_out=g)
+    exp = reference.self_attention(x, w, ck.causal(5), grad_out=g)
+    ck.same_grads(got, exp, "SelfAttention backward (causal mask)", ("x", "W_q", "W_k", "W_v"))

@@ -1,0 +1,223 @@
+"""Scoring: run the hidden tests for one submission and turn them into a SubmissionResult.
+
+SECRET: this module (and what it imports: the reference, the rubric, the bug catalogue)
+must never be loaded in a process that forks student code (docs/architecture.md).
+
+grade_submission runs grader/day13/tests/test_*.py with a tiny in-process runner (no pytest
+start-up per submission): each `test_*` function gets the fixtures `student` (the adapter over
+the submission's transport) and `reference` (the adapter over solutions/day13, shared and
+cached across the batch). Points, titles and hints come from grader/day13/rubric.toml.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import tomllib
+from collections import defaultdict
+from functools import lru_cache
+from pathlib import Path
+
+from grader.day13 import catalogue
+from grader.day13.adapter import Adapter, InProcessTransport
+from grader.day13.tests.checks import GradeFailure
+from grader.records import COMPONENTS, SubmissionResult, TestResult
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS = ROOT / "solutions" / "day13"
+RUBRIC = Path(__file__).resolve().parent / "day13" / "rubric.toml"
+CODE_COMPONENTS = ("self_attention", "multihead", "positional", "block")
+FILE_OF = {c: f"{c}.py" for c in CODE_COMPONENTS}
+FORBIDDEN_NAMES = ("scaled_dot_product_attention", "multi_head_attention_forward", "MultiheadAttention",
+                   "Transformer", "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
+                   "TransformerDecoder")
+
+
+# -- rubric and tests ------------------------------------------------------------------------
+@lru_cache(maxsize=4)
+def _load_rubric(path: str) -> dict:
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+def load_rubric(path=None) -> dict:
+    return _load_rubric(str(path or RUBRIC))
+
+
+@lru_cache(maxsize=1)
+def hidden_tests() -> tuple:
+    """(component, test id, function) in a fixed order: components as in records.COMPONENTS, tests in file order."""
+    found = []
+    for component in CODE_COMPONENTS:
+        module = importlib.import_module(f"grader.day13.tests.test_{component}")
+        for name, fn in vars(module).items():
+            if name.startswith("test_") and inspect.isfunction(fn) and fn.__module__ == module.__name__:
+                found.append((component, name[len("test_"):], fn))
+    return tuple(found)
+
+
+_reference: Adapter | None = None
+
+
+def reference_adapter() -> Adapter:
+    """The reference, in this process, with results cached by call for the whole batch."""
+    global _reference
+    if _reference is None:
+        _reference = Adapter(InProcessTransport(SOLUTIONS), cache={})
+    return _reference
+
+
+# -- forbidden APIs: the static layer ---------------------------------------------------------
+def static_forbidden(directory: Path) -> dict[str, set[str]]:
+    """file name -> forbidden torch APIs its source names (F.scaled_dot_product_attention, nn.Transformer...)."""
+    found: dict[str, set[str]] = {}
+    for path in sorted(Path(directory).glob("*.py")):
+        if path.is_symlink():
+            continue
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+        except (SyntaxError, ValueError):
+            continue
+        torch_aliases = {"torch", "F", "nn", "functional"}
+        names = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] == "torch":
+                        torch_aliases.add((alias.asname or alias.name).split(".")[0])
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
+                for alias in node.names:
+                    if alias.name in FORBIDDEN_NAMES:
+                        names.add(alias.name)
+                    torch_aliases.add(alias.asname or alias.name)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_NAMES and _root(node) in torch_aliases:
+                names.add(node.attr)
+        if names:
+            found[path.name] = names
+    return found
+
+
+def _root(node) -> str | None:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _forbidden_by_component(runtime: dict[str, set], static: dict[str, set]) -> dict[str, set]:
+    """Who pays for a forbidden call: the file that names it; at run time, the part whose test saw it.
+
+    A runtime sighting is not charged to a part whose own file is clean when the static scan
+    finds the name in another part's file (a block importing a multihead that uses
+    nn.MultiheadAttention must not lose block points).
+    """
+    blamed = {c: set(static.get(FILE_OF[c], ())) for c in CODE_COMPONENTS}
+    elsewhere = {n for f, names in static.items() for n in names}
+    for component, names in runtime.items():
+        own = static.get(FILE_OF[component], set())
+        for name in names:
+            if name in own or name not in elsewhere:
+                blamed[component].add(name)
+    return blamed
+
+
+# -- grading ----------------------------------------------------------------------------------
+def grade_submission(*, name: str, directory: Path, transport, rubric_path=None) -> SubmissionResult:
+    """Grade one submission whose code `transport` executes; deterministic for a given submission."""
+    rubric = load_rubric(rubric_path)
+    reference = reference_adapter()
+    student = Adapter(transport, record=True)
+    outcomes = []  # (component, test id, failure or None, calls)
+    runtime = defaultdict(set)
+    for component, test_id, fn in hidden_tests():
+        student.current_test = f"{component}.{test_id}"
+        start = len(student.calls)
+        failure = None
+        try:
+            fn(student, reference)
+        except GradeFailure as f:
+            failure = f
+        except Exception as exc:  # a hidden test tripping on a strange answer: the student gets the benefit of a clear reason
+            failure = GradeFailure(f"the grader could not check this answer ({type(exc).__name__}: {exc}); "
+                                   "check the return types and shapes against the contract")
+        calls = student.calls[start:]
+        for c in calls:
+            runtime[component] |= set(c.result.forbidden)
+        outcomes.append((component, test_id, failure, calls))
+
+    static = static_forbidden(Path(directory))
+    blamed = _forbidden_by_component(runtime, static)
+    result = SubmissionResult(submission=name)
+    import_errors = set()
+    for component, test_id, failure, calls in outcomes:
+        entry = rubric.get(component, {}).get(test_id)
+        if entry is None:
+            continue  # a test without rubric points is not graded
+        rid = f"{component}.{test_id}"
+        title = entry.get("title", rid)
+        points = float(entry.get("points", 0))
+        for c in calls:
+            err = c.result.error
+            if err and err.get("stage") == "import" and "module" in c.header:
+                import_errors.add(f"{c.header['module']}.py")
+        if blamed[component]:
+            names = ", ".join(sorted(blamed[component]))
+            text = rubric["meta"]["forbidden_message"].format(names=names)
+            bug = catalogue.identify_forbidden(component, blamed[component])
+            result.tests.append(TestResult(name=rid, component=component, score=0.0, max_score=points,
+                                           status="failed", output=text, hint_id=bug, title=title))
+            continue
+        if failure is None:
+            result.tests.append(TestResult(name=rid, component=component, score=points, max_score=points,
+                                           status="passed", output="", title=title))
+            continue
+        bug = catalogue.identify(component, rid, calls) if not _is_import(failure) else None
+        hint = rubric.get("hints", {}).get(bug, {}).get("text") if bug else None
+        text = failure.message
+        if hint:
+            text += f"\n\nLikely misconception: {hint}"
+        else:
+            text += f"\n\nHint ({entry.get('section', '')}): {entry.get('hint', '')}".replace(" ()", "")
+        result.tests.append(TestResult(name=rid, component=component, score=0.0, max_score=points,
+                                       status="failed", output=text, hint_id=bug, title=title))
+        if not result.evidence and failure.evidence:
+            result.evidence = {"test": rid, **failure.evidence}
+
+    result.tests.extend(_deliverables(Path(directory), rubric))
+    if import_errors:
+        result.status = "import-error: " + ", ".join(sorted(import_errors))
+        result.notes.append("could not import " + ", ".join(sorted(import_errors))
+                            + "; only the tests that need these files lost points")
+    return result
+
+
+def _is_import(failure: GradeFailure) -> bool:
+    return bool(failure.error and failure.error.get("stage") == "import")
+
+
+def _deliverables(directory: Path, rubric: dict) -> list[TestResult]:
+    """The deliverables component, from grader.deliverables.run_checks (skipped until it exists)."""
+    try:
+        deliverables = importlib.import_module("grader.deliverables")
+        run_checks = deliverables.run_checks
+    except (ImportError, AttributeError):
+        return []
+    table = rubric.get("deliverables", {})
+    tests = []
+    for check in run_checks(directory):
+        entry = table.get(check.id)
+        if entry is None:
+            continue
+        points = float(entry.get("points", 0))
+        passed = bool(check.passed)
+        message = str(check.message or "")
+        if not passed and entry.get("hint"):
+            message += f"\n\nHint: {entry['hint']}"
+        tests.append(TestResult(name=f"deliverables.{check.id}", component="deliverables",
+                                score=points if passed else 0.0, max_score=points,
+                                status="passed" if passed else "failed", output=message if not passed else "",
+                                title=entry.get("title", check.id)))
+    return tests
+
+
+assert set(CODE_COMPONENTS) < set(COMPONENTS)

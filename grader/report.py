@@ -93,6 +93,11 @@ def _rounded(obj):
     return str(obj)
 
 
+def _short(x: float) -> str:
+    """A class mean: one decimal is enough to read."""
+    return _number(round(float(x), 1))
+
+
 def _number(x: float) -> str:
     """A score as a person writes it: 30, 12.5, 0.3333."""
     text = f"{round(float(x), DIGITS):.{DIGITS}f}".rstrip("0").rstrip(".")
@@ -217,9 +222,13 @@ def _fence(text: str) -> str:
 
 
 def _md_inline(text: str) -> str:
-    """One line of untrusted text, shown literally in Markdown."""
+    """One line of untrusted text, shown literally in Markdown.
+
+    Escapes what could make markup of it (links, images, HTML, code, emphasis, table cells,
+    headings); an intraword `_` is left alone, CommonMark never reads it as emphasis.
+    """
     text = " ".join(str(text).split())
-    for ch in "\\`*_[]<>|#!":
+    for ch in "\\`*[]<|#":
         text = text.replace(ch, "\\" + ch)
     return text
 
@@ -259,7 +268,7 @@ def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = N
         for t in tests:
             if t.status == "passed":
                 continue
-            out += ["", f"### ✗ {_md_inline(t.title or t.name)}", ""]
+            out += ([] if out[-1] == "" else [""]) + [f"### ✗ {_md_inline(t.title or t.name)}", ""]
             if t.output.strip():
                 out += [_fence(_clip(t.output)), ""]
             hint = hints.get(t.hint_id or "")
@@ -583,7 +592,7 @@ def _heatmap(plt, entry: dict, path: Path) -> None:
 def summary_markdown(stats: dict, plots: dict, problems: list[str]) -> str:
     top = stats["max_total"]
     out = ["# Day 13 · Attention & Transformers: class summary", ""]
-    out.append(f"{stats['n']} submissions graded. Mean {_number(stats['mean'])} / {_number(top)}, "
+    out.append(f"{stats['n']} submissions graded. Mean {_short(stats['mean'])} / {_number(top)}, "
                f"median {_number(stats['median'])}, lowest {_number(stats['min'])}, highest {_number(stats['max'])}.")
     out.append("")
     if problems:
@@ -593,7 +602,7 @@ def summary_markdown(stats: dict, plots: dict, problems: list[str]) -> str:
         out += [f"![score histogram]({plots['histogram']})", ""]
     out += ["## Mean per component", "", "| component | mean | out of |", "| --- | ---: | ---: |"]
     for c, (mean, possible) in stats["component_means"].items():
-        out.append(f"| {c} | {_number(mean)} | {_number(possible)} |")
+        out.append(f"| {c} | {_short(mean)} | {_number(possible)} |")
     out += ["", "## Pass rate per test", ""]
     if "pass_rates" in plots:
         out += [f"![pass rates]({plots['pass_rates']})", ""]
@@ -618,7 +627,7 @@ def summary_markdown(stats: dict, plots: dict, problems: list[str]) -> str:
             out += [f"({missing} more not drawn; each student's feedback.md has the numbers.)", ""]
     else:
         out += ["No failing attention test left weights to show.", ""]
-    out += ["## Faults and non-ok statuses", ""]
+    out += ["## Faults and notes", ""]
     if stats["faults"]:
         for name, status, notes in stats["faults"]:
             out.append(f"- **{_md_inline(name)}**: {_md_inline(status)}")
@@ -643,7 +652,7 @@ def report_html(stats: dict, plots: dict, problems: list[str]) -> str:
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            "<title>Day 13 class report</title>", f"<style>{_CSS}</style></head><body>",
            "<h1>Day 13 · Attention &amp; Transformers: class report</h1>",
-           f"<p>{stats['n']} submissions. Mean {_number(stats['mean'])} / {_number(top)}, median "
+           f"<p>{stats['n']} submissions. Mean {_short(stats['mean'])} / {_number(top)}, median "
            f"{_number(stats['median'])}, lowest {_number(stats['min'])}, highest {_number(stats['max'])}.</p>"]
     if problems:
         out.append('<p class="bad">Records that could not be read (missing from grades.csv):</p><ul>')
@@ -658,7 +667,7 @@ def report_html(stats: dict, plots: dict, problems: list[str]) -> str:
     out += ["</table>", "<h2>Mean per component</h2>",
             "<table><tr><th>component</th><th>mean</th><th>out of</th></tr>"]
     for c, (mean, possible) in stats["component_means"].items():
-        out.append(f'<tr><td>{c}</td><td class="n">{_number(mean)}</td><td class="n">{_number(possible)}</td></tr>')
+        out.append(f'<tr><td>{c}</td><td class="n">{_short(mean)}</td><td class="n">{_number(possible)}</td></tr>')
     out += ["</table>", "<h2>Pass rate per test</h2>"]
     if "pass_rates" in plots:
         out.append(f'<img src="{e(plots["pass_rates"])}" alt="pass rate per test">')
@@ -686,7 +695,7 @@ def report_html(stats: dict, plots: dict, problems: list[str]) -> str:
             out.append(f"<p>{missing} more not drawn; each student's feedback.md has the numbers.</p>")
     else:
         out.append("<p>No failing attention test left weights to show.</p>")
-    out.append("<h2>Faults and non-ok statuses</h2>")
+    out.append("<h2>Faults and notes</h2>")
     if stats["faults"]:
         out.append("<ul>")
         for name, status, notes in stats["faults"]:

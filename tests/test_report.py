@@ -282,7 +282,7 @@ def test_summary_and_report_show_histogram_pass_rates_misconceptions_heatmaps(gr
     assert "| `missing_sqrt_dk` | 2 |" in summary  # Adam and carol, counted once each
     assert report._md_inline(HINT) in summary and report.html.escape(HINT) in page
     assert "| `self_attention.sdpa_worked_example` | self_attention | 3 / 5 | 60% |" in summary
-    assert "**bob\\_timeout**: timeout" in summary and "<b>bob_timeout</b>: timeout" in page
+    assert "**bob_timeout**: timeout" in summary and "<b>bob_timeout</b>: timeout" in page
 
 
 def test_heatmap_only_for_failing_attention_tests():
@@ -380,3 +380,13 @@ def test_a_huge_test_output_is_cut_and_says_so(tmp_path):
     output = json.loads((tmp_path / "sam" / "results.json").read_text())["tests"][0]["output"]
     assert len(output) < 7000 and output.endswith("more characters cut)")
     assert "more characters cut)" in (tmp_path / "sam" / "feedback.md").read_text()
+
+
+def test_student_text_cannot_make_links_or_html_in_the_markdown(tmp_path):
+    report.write_submission(tmp_path, make_record("[click](http:evil)", status="crashed",
+                                                  notes=["![x](http:evil) <b>loud</b> | cell"]))
+    report.write_class(tmp_path)
+    for text in ((tmp_path / "summary.md").read_text(),
+                 (tmp_path / "[click](http:evil)" / "feedback.md").read_text()):
+        assert "[click](http:evil)" not in text and "\\[click\\](http:evil)" in text
+        assert "![x](http:evil)" not in text and "\\<b>loud\\</b> \\| cell" in text

@@ -542,7 +542,9 @@ def _write_plots(out_dir: Path, records: list[SubmissionResult], stats: dict) ->
         fig.subplots_adjust(left=0.36, right=0.97, top=1 - 0.35 / height, bottom=0.45 / height)
         ax.barh(range(len(names)), rates, color=["#55a868" if r >= 50 else "#c44e52" for r in rates])
         for y, (rate, count) in enumerate(zip(rates, counts)):
-            ax.text(min(rate, 88) + 1, y, count, va="center", fontsize=7)
+            inside = rate > 85  # no room to the right of a long bar: write on it
+            ax.text(rate - 1 if inside else rate + 1, y, count, va="center", fontsize=7,
+                    ha="right" if inside else "left", color="white" if inside else "black")
         ax.set_yticks(range(len(names)), names, fontsize=7, parse_math=False)
         ax.set_xlim(0, 100)
         ax.set_xlabel("% of submissions passing")
@@ -581,7 +583,8 @@ def _heatmap(plt, entry: dict, path: Path) -> None:
                         color="white" if value < (low + high) / 2 else "black")
     fig.colorbar(image, cax=fig.add_axes((0.89, 0.16, 0.02, 0.68)), label="attention weight")
     # Untrusted text: parse_math=False so "$...$" in a name is never fed to mathtext.
-    fig.suptitle(f"{entry['submission']}: {entry['title']}"[:90], parse_math=False)
+    title = f"{entry['submission']}: {entry['test'] or entry['title']}"
+    fig.suptitle(title if len(title) <= 80 else title[:79] + "…", fontsize=10, parse_math=False)
     _save(fig, path)
     plt.close(fig)
 

@@ -607,29 +607,61 @@ def handout_fingerprints(handout: str) -> list[int]:
     return sorted(prints)
 
 
-def write_fingerprints(handout_path: Path, out: Path = FINGERPRINTS) -> int:
-    """Write `out` from the handout; returns the number of fingerprints."""
-    text = Path(handout_path).read_text(encoding="utf-8")
-    prints = handout_fingerprints(text)
-    blob = base64.b64encode(b"".join(p.to_bytes(_HASH_BYTES, "big") for p in prints)).decode()
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    header = (f"# Fingerprints of the Day 13 handout's word {NGRAM}-grams for the README copy check.\n"
-              f"# Made by `python grader/deliverables.py --build-fingerprints {Path(handout_path).name}`; "
-              "do not edit by hand.\n"
-              f"# n={NGRAM} hash=blake2b-{_HASH_BYTES * 8} count={len(prints)} handout-sha256={digest}\n")
-    body = "\n".join(blob[i:i + 76] for i in range(0, len(blob), 76))
-    Path(out).write_text(header + body + "\n", encoding="utf-8")
-    return len(prints)
+def text_fingerprints(text: str) -> list[int]:
+    """Sorted fingerprints of every word n-gram of `text`."""
+    words = [w for w, _, _ in _words(unicodedata.normalize("NFKC", text))]
+    return sorted({_fingerprint(words[i:i + NGRAM]) for i in range(len(words) - NGRAM + 1)})
 
 
-def load_fingerprints(path: Path = FINGERPRINTS) -> set[int] | None:
-    """The shipped fingerprints, or None when the file is not there (the copy check is then skipped)."""
+def _default_assignment_readme() -> Path:
+    return Path(__file__).resolve().parent.parent / "assignments" / "day13" / "README.md"
+
+
+def write_fingerprints(handout_path: Path, out: Path = FINGERPRINTS, assignment_readme: Path | None = None) -> int:
+    """Write `out`: the handout's n-grams (the copy check) and the assignment README's (the README a
+    student finds in the folder, which is not their own). Returns the number of handout fingerprints."""
+    handout = Path(handout_path).read_text(encoding="utf-8")
+    readme_path = Path(assignment_readme) if assignment_readme else _default_assignment_readme()
+    readme = readme_path.read_text(encoding="utf-8") if readme_path.is_file() else ""
+    sections = {"handout": handout_fingerprints(handout), "assignment-readme": text_fingerprints(readme)}
+    lines = [f"# Fingerprints (blake2b-{_HASH_BYTES * 8} of word {NGRAM}-grams) for the README checks of grader/deliverables.py.",
+             f"# Made by `python grader/deliverables.py --build-fingerprints {Path(handout_path).name}`; do not edit by hand.",
+             f"# handout-sha256={hashlib.sha256(handout.encode()).hexdigest()[:16]}"]
+    for section, prints in sections.items():
+        blob = base64.b64encode(b"".join(p.to_bytes(_HASH_BYTES, "big") for p in prints)).decode()
+        lines.append(f"@{section} count={len(prints)}")
+        lines += [blob[i:i + 76] for i in range(0, len(blob), 76)]
+    Path(out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return len(sections["handout"])
+
+
+def load_fingerprints(path: Path = FINGERPRINTS, section: str = "handout") -> set[int] | None:
+    """One section of the shipped fingerprints, or None when the file is not there (that check is
+    then skipped, and the message says so)."""
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except OSError:
         return None
-    raw = base64.b64decode("".join(line for line in lines if not line.startswith("#")))
+    chunks, current = [], None
+    for line in lines:
+        if line.startswith("@"):
+            current = line[1:].split()[0]
+        elif current == section and not line.startswith("#"):
+            chunks.append(line.strip())
+    raw = base64.b64decode("".join(chunks))
     return {int.from_bytes(raw[i:i + _HASH_BYTES], "big") for i in range(0, len(raw), _HASH_BYTES)}
+
+
+def _matched_runs(words: list[tuple[str, int, int]], prints: set[int]) -> list[tuple[int, int]]:
+    """(first word, last word) of each stretch of `words` covered by n-grams found in `prints`."""
+    runs: list[tuple[int, int]] = []
+    for i in range(len(words) - NGRAM + 1):
+        if _fingerprint([w for w, _, _ in words[i:i + NGRAM]]) in prints:
+            if runs and i <= runs[-1][1] + 1:
+                runs[-1] = (runs[-1][0], i + NGRAM - 1)
+            else:
+                runs.append((i, i + NGRAM - 1))
+    return runs
 
 
 def copied_passages(text: str, prints: set[int]) -> list[str]:
@@ -637,28 +669,43 @@ def copied_passages(text: str, prints: set[int]) -> list[str]:
     NGRAM words or more."""
     text = unicodedata.normalize("NFKC", text)
     words = _words(text)
-    hits = [i for i in range(len(words) - NGRAM + 1) if _fingerprint([w for w, _, _ in words[i:i + NGRAM]]) in prints]
-    runs: list[tuple[int, int]] = []
-    for i in hits:
-        if runs and i <= runs[-1][1] + 1:
-            runs[-1] = (runs[-1][0], i)
-        else:
-            runs.append((i, i))
-    passages = [" ".join(text[words[a][1]:words[b + NGRAM - 1][2]].split()) for a, b in runs]
+    passages = [" ".join(text[words[a][1]:words[b][2]].split()) for a, b in _matched_runs(words, prints)]
     return sorted(passages, key=len, reverse=True)
 
 
+def _without_assignment_readme(text: str, prints: set[int] | None) -> tuple[str, int]:
+    """`text` minus the passages it shares with the assignment's own README (the instructions a
+    student finds in the folder), and how many words were removed. A student who kept the
+    instructions and added their own explanation is judged on their explanation alone."""
+    if not prints:
+        return text, 0
+    text = unicodedata.normalize("NFKC", text)
+    words = _words(text)
+    kept, last, removed = [], 0, 0
+    for a, b in _matched_runs(words, prints):
+        kept.append(text[last:words[a][1]])
+        kept.append("\n\n")  # a removed passage also ends the sentence before it
+        last = words[b][2]
+        removed += b - a + 1
+    kept.append(text[last:])
+    return "".join(kept), removed
+
+
 def _judge_readme(name: str, data: bytes) -> str:
-    text = _text(name, data)
+    text, kept_instructions = _without_assignment_readme(_text(name, data), load_fingerprints(section="assignment-readme"))
     prose = _prose(text)
     problems = []
     sentences = _sentences(prose)
+    n_words = len([w for w in prose.split() if re.search(r"[^\W_]", w)])
+    if kept_instructions and n_words < MIN_README_WORDS // 3:
+        raise _Problem(f"{name} is still the assignment's README (the instructions). Replace it with your own: "
+                       "Query, Key and Value explained in your own words, about 80 words or more.")
     unexplained = [term for term in ("Query", "Key", "Value") if not _explains(term, sentences)]
     if unexplained:
-        problems.append(f"{' and '.join(unexplained)} {'is' if len(unexplained) == 1 else 'are'} not explained: for each "
+        listed = ", ".join(unexplained[:-1]) + (" and " if len(unexplained) > 1 else "") + unexplained[-1]
+        problems.append(f"{listed} {'is' if len(unexplained) == 1 else 'are'} not explained: for each "
                         "of Query, Key and Value write a sentence or two, in your own words, on what it is for "
                         "(what a token looks for, what it offers to be matched, what it passes on).")
-    n_words = len([w for w in prose.split() if re.search(r"[^\W_]", w)])
     if n_words < MIN_README_WORDS:
         problems.append(f"it has {n_words} words of prose (code blocks not counted); write at least about 80.")
     prints = load_fingerprints()
@@ -668,10 +715,12 @@ def _judge_readme(name: str, data: bytes) -> str:
         more = f" (and {len(copied) - 1} more passage(s))" if len(copied) > 1 else ""
         problems.append(f"it repeats the handout word for word: \"{shown}\"{more}. Explain Q, K and V in your own "
                         "words; quoting the handout's example sentences is fine.")
+    kept = (f" ({kept_instructions} words of the assignment's own README, the instructions, were left out: "
+            "only your own text counts)") if kept_instructions else ""
     if problems:
-        raise _Problem(f"{name}: " + " Also, ".join(problems))
+        raise _Problem(f"{name}: " + " Also, ".join(problems) + kept)
     note = "" if prints is not None else " (copy check skipped: handout_ngrams.txt is not next to the checker)"
-    return f"{name}: Query, Key and Value explained in {n_words} words of your own{note}."
+    return f"{name}: Query, Key and Value explained in {n_words} words of your own{kept}{note}."
 
 
 def check_readme(root: str) -> Check:
@@ -739,9 +788,11 @@ def _cli(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Check the Day 13 deliverables of a submission folder.")
     parser.add_argument("submission", nargs="?", default=".", help="the folder to check (default: here)")
     parser.add_argument("--build-fingerprints", metavar="HANDOUT", help="rewrite handout_ngrams.txt from the handout")
+    parser.add_argument("--assignment-readme", metavar="README", default=None,
+                        help="with --build-fingerprints: the student folder's README (default: assignments/day13/README.md)")
     args = parser.parse_args(argv)
     if args.build_fingerprints:
-        count = write_fingerprints(Path(args.build_fingerprints))
+        count = write_fingerprints(Path(args.build_fingerprints), assignment_readme=args.assignment_readme)
         print(f"wrote {FINGERPRINTS} ({count} fingerprints)")
         return 0
     return main(submission=args.submission)

@@ -23,6 +23,7 @@ from grader.deliverables import run_checks
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = ROOT / "solutions" / "day13"
+ASSIGNMENT_README = ROOT / "assignments" / "day13" / "README.md"
 DELIVERABLES = ("attention_heatmap.png", "attention_weights.npy", "analysis.md", "transformer_block.png", "README.md")
 HANDOUT_CANDIDATES = (ROOT.parent / "shared" / "handout" / "day13-attention-transformers.txt",
                       Path("/work/shared/handout/day13-attention-transformers.txt"))
@@ -482,20 +483,44 @@ def test_short_readme_is_rejected(sub):
     assert not result.passed and "words of prose" in result.message
 
 
+REBUILD = ("run `python grader/deliverables.py --build-fingerprints ../shared/handout/day13-attention-transformers.txt` "
+           "and commit grader/handout_ngrams.txt")
+
+
 def test_shipped_fingerprints_match_the_handout(tmp_path):
     text = handout_text()
     handout = tmp_path / "day13-attention-transformers.txt"
     handout.write_text(text, encoding="utf-8")
     rebuilt = tmp_path / "handout_ngrams.txt"
     deliverables.write_fingerprints(handout, rebuilt)
-    assert deliverables.load_fingerprints(rebuilt) == deliverables.load_fingerprints(), (
-        "grader/handout_ngrams.txt is stale: run `python grader/deliverables.py --build-fingerprints "
-        "../shared/handout/day13-attention-transformers.txt` and commit it")
+    assert deliverables.load_fingerprints(rebuilt) == deliverables.load_fingerprints(), f"stale: {REBUILD}"
+
+
+def test_shipped_fingerprints_still_recognise_the_assignment_readme():
+    # Not equality: a small later edit of the instructions must not break the build, and the
+    # check only needs to recognise most of them.
+    current = set(deliverables.text_fingerprints(ASSIGNMENT_README.read_text(encoding="utf-8")))
+    shipped = deliverables.load_fingerprints(section="assignment-readme")
+    assert len(current & shipped) >= 0.9 * len(current), f"assignments/day13/README.md changed a lot: {REBUILD}"
+
+
+def test_the_assignment_readme_left_in_place_is_not_the_students(sub):
+    shutil.copy(ASSIGNMENT_README, sub / "README.md")
+    result = check(sub, "readme")
+    assert not result.passed and "still the assignment's README" in result.message
+
+
+def test_instructions_kept_above_an_own_explanation_are_ignored(sub):
+    write(sub, "README.md", ASSIGNMENT_README.read_text(encoding="utf-8") + "\n## My notes\n\n" + README_OK)
+    result = check(sub, "readme")
+    assert result.passed and "were left out" in result.message
+    write(sub, "README.md", ASSIGNMENT_README.read_text(encoding="utf-8") + "\n## My notes\n\nQuery asks, key answers.\n")
+    assert not check(sub, "readme").passed
 
 
 def test_readme_copy_check_is_skipped_not_failed_without_fingerprints(sub, monkeypatch, tmp_path):
     monkeypatch.setattr(deliverables, "FINGERPRINTS", tmp_path / "absent.txt")
-    monkeypatch.setattr(deliverables.load_fingerprints, "__defaults__", (tmp_path / "absent.txt",))
+    monkeypatch.setattr(deliverables.load_fingerprints, "__defaults__", (tmp_path / "absent.txt", "handout"))
     result = check(sub, "readme")
     assert result.passed and "copy check skipped" in result.message
 

@@ -12,13 +12,15 @@ rewritten at the end of every run.
 """
 from __future__ import annotations
 
+import ctypes
 import json
+import multiprocessing
 import os
 import queue
 import re
+import signal
 import sys
 import tempfile
-import threading
 import time
 import traceback
 from pathlib import Path
@@ -107,53 +109,108 @@ def is_complete(folder: Path) -> bool:
 
 
 def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: int, scorer: str) -> list[str]:
+    """Grade `todo` with `jobs` worker processes, one sandbox slot each.
+
+    Workers are processes, not threads: the scorer keeps per-submission state in module globals, and
+    two submissions graded in one process at once could change each other's results.
+    """
     zygote.wait_ready()
-    import importlib
-
-    from grader import report
-    score = importlib.import_module(scorer)  # secret from here on: the zygote is already running
-
     work = Path(tempfile.mkdtemp(prefix="day13-scratch-"))
     # Traversable but not listable, so a sandbox uid reaches its own copy and cannot find others.
     os.chmod(work, 0o711)
-    pending: queue.Queue = queue.Queue()
-    for sub in todo:
-        pending.put(sub)
     progress = Progress(len(todo))
     faults: list[str] = []
-    lock = threading.Lock()
-
-    def worker(slot: int) -> None:
-        while True:
-            try:
-                sub = pending.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                result = grade_one(sub, slot=slot, work=work, zygote=zygote, config=config, score=score)
-            except Exception:  # the engine's own fault: record it for this row only
-                tb = traceback.format_exc(limit=-3)
-                with lock:
-                    faults.append(f"{sub.name}: {tb.strip().splitlines()[-1]}")
-                result = SubmissionResult(submission=sub.name, status="engine-error",
-                                          notes=[f"the grading engine failed on this submission: {tb[-600:]}"])
-            try:
-                report.write_submission(out, result)
-            except Exception as exc:
-                with lock:
-                    faults.append(f"{sub.name}: could not write its results ({type(exc).__name__}: {exc})")
-                continue
-            with lock:
-                progress.step(sub.name, result)
-
-    threads = [threading.Thread(target=worker, args=(slot,), daemon=True) for slot in range(jobs)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    try:
+        if jobs == 1:
+            grader = _Worker(0, out=out, work=work, zygote=zygote, config=config, scorer=scorer)
+            for sub in todo:
+                summary = grader.grade(sub)
+                _account(summary, progress, faults)
+        else:
+            _grade_in_processes(todo, out=out, work=work, zygote=zygote, config=config, jobs=jobs,
+                                scorer=scorer, progress=progress, faults=faults)
+    finally:
+        intake.remove(work)
     progress.finish()
-    intake.remove(work)
     return faults
+
+
+def _account(summary, progress, faults) -> None:
+    name, total, max_total, status, fault = summary
+    if fault:
+        faults.append(f"{name}: {fault}")
+    progress.step(name, total, max_total, status)
+
+
+def _grade_in_processes(todo, *, out, work, zygote, config, jobs, scorer, progress, faults) -> None:
+    ctx = multiprocessing.get_context("fork")  # this process holds nothing secret yet, and no threads
+    tasks, results = ctx.Queue(), ctx.Queue()
+    for i in range(len(todo)):
+        tasks.put(i)
+    for _ in range(jobs):
+        tasks.put(None)
+    procs = [ctx.Process(target=_worker_main, args=(slot, todo, tasks, results),
+                         kwargs=dict(out=out, work=work, zygote=zygote, config=config, scorer=scorer), daemon=True)
+             for slot in range(jobs)]
+    for p in procs:
+        p.start()
+    pending = {s.name for s in todo}
+    while pending:
+        try:
+            summary = results.get(timeout=1.0)
+        except queue.Empty:
+            if not any(p.is_alive() for p in procs):
+                for name in sorted(pending):
+                    faults.append(f"{name}: a grading worker died before grading it; run again to resume")
+                break
+            continue
+        pending.discard(summary[0])
+        _account(summary, progress, faults)
+    for p in procs:
+        p.join(timeout=10)
+        if p.is_alive():
+            p.kill()
+            p.join()
+
+
+def _worker_main(slot, todo, tasks, results, **kwargs) -> None:
+    # If the batch process is killed, its workers go too (resume picks up from the records).
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    grader = _Worker(slot, **kwargs)
+    while (i := tasks.get()) is not None:
+        results.put(grader.grade(todo[i]))
+
+
+class _Worker:
+    """Grades submissions one at a time through one sandbox slot; imports the scorer lazily."""
+
+    def __init__(self, slot, *, out, work, zygote, config, scorer):
+        import importlib
+
+        import torch
+
+        torch.set_num_threads(1)  # two workers on two cores: no oversubscription
+        from grader import report
+
+        self.slot, self.out, self.work, self.zygote, self.config = slot, out, work, zygote, config
+        self.report = report
+        self.score = importlib.import_module(scorer)  # secret from here on: the zygote is already running
+
+    def grade(self, sub) -> tuple:
+        fault = None
+        try:
+            result = grade_one(sub, slot=self.slot, work=self.work, zygote=self.zygote, config=self.config,
+                               score=self.score)
+        except Exception:  # the engine's own fault: it costs this row only
+            tb = traceback.format_exc(limit=-3)
+            fault = tb.strip().splitlines()[-1]
+            result = SubmissionResult(submission=sub.name, status="engine-error",
+                                      notes=[f"the grading engine failed on this submission: {tb[-600:]}"])
+        try:
+            self.report.write_submission(self.out, result)
+        except Exception as exc:
+            fault = f"could not write its results ({type(exc).__name__}: {exc})"
+        return sub.name, result.total, result.max_total, result.status, fault
 
 
 def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConfig, score) -> SubmissionResult:
@@ -202,9 +259,9 @@ class Progress:
         self.tty = self.stream.isatty()
         self.start = time.monotonic()
 
-    def step(self, name: str, result: SubmissionResult) -> None:
+    def step(self, name: str, total: float, max_total: float, status: str) -> None:
         self.done += 1
-        line = f"{name}: {result.total:g}/{result.max_total:g} ({result.status})"
+        line = f"{name}: {total:g}/{max_total:g} ({status})"
         if self.tty:
             width = 30
             filled = width * self.done // max(self.total, 1)

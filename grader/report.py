@@ -32,6 +32,7 @@ import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
+from urllib.parse import quote
 
 from grader.records import COMPONENTS, SubmissionResult, TestResult
 
@@ -665,7 +666,7 @@ def report_html(stats: dict, plots: dict, problems: list[str]) -> str:
     out += ["<h2>Scores</h2>", "<table><tr><th>submission</th><th>total</th><th>status</th></tr>"]
     for name, total, max_total, status in stats["rows"]:
         cls = "" if status == "ok" else ' class="bad"'
-        out.append(f"<tr><td><a href=\"{e(name)}/feedback.md\">{e(name)}</a></td>"
+        out.append(f"<tr><td><a href=\"{e(quote(name))}/feedback.md\">{e(name)}</a></td>"
                    f"<td class=\"n\">{_number(total)} / {_number(max_total)}</td><td{cls}>{e(status)}</td></tr>")
     out += ["</table>", "<h2>Mean per component</h2>",
             "<table><tr><th>component</th><th>mean</th><th>out of</th></tr>"]

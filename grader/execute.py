@@ -180,6 +180,7 @@ def _standin_module(name: str) -> types.ModuleType:
     elif name == "self_attention":
         module.scaled_dot_product_attention = standins.scaled_dot_product_attention
         module.causal_mask = standins.causal_mask
+        module.SelfAttention = standins.StandInSelfAttention
     return module
 
 

@@ -1,0 +1,163 @@
+"""`python -m grader killrate`: how well the hidden graders separate right from wrong.
+
+Grades, in this process (trusted code only):
+- every bug-catalogue mutant: it is "killed" when it loses points in its own component and in
+  no other, fails the test the catalogue names, and that test's feedback names the entry's hint;
+- every correct implementation in tests/fixtures/correct/: a "false failure" is any code test
+  it does not pass.
+Prints both figures (used in README.md) and returns 1 when either is not perfect.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from grader.day13 import catalogue
+from grader.day13.adapter import Adapter, InProcessTransport
+
+ROOT = Path(__file__).resolve().parents[2]
+VARIANTS = ROOT / "tests" / "fixtures" / "correct"
+CODE = ("self_attention", "multihead", "positional", "block")
+
+
+@dataclass
+class MutantVerdict:
+    bug: catalogue.Bug
+    scores: dict
+    failed: dict  # rubric id -> hint id
+    killed: bool
+    reason: str
+
+
+def _no_deliverables(fn):
+    """Grade code only: mutants and variants carry no deliverables worth checking here."""
+    from grader import score
+
+    saved = score._deliverables
+    score._deliverables = lambda directory, rubric: []
+    try:
+        return fn()
+    finally:
+        score._deliverables = saved
+
+
+def grade(directory: Path, name: str):
+    from grader.score import grade_submission
+
+    return _no_deliverables(lambda: grade_submission(name=name, directory=Path(directory),
+                                                     transport=InProcessTransport(directory)))
+
+
+def full_marks() -> dict:
+    from grader.score import load_rubric
+
+    rubric = load_rubric()
+    return {c: float(sum(t["points"] for t in rubric[c].values())) for c in CODE}
+
+
+def judge_mutant(bug: catalogue.Bug, full: dict | None = None) -> MutantVerdict:
+    full = full or full_marks()
+    result = grade(catalogue.mutant_dir(bug.id), bug.id)
+    scores = result.component_scores()
+    failed = {t.name: t.hint_id for t in result.tests if t.status == "failed"}
+    others = [c for c in CODE if c != bug.component and scores[c] != full[c]]
+    if others:
+        reason = f"also lost points in {', '.join(others)}"
+    elif bug.test not in failed:
+        reason = f"passed {bug.test}"
+    elif failed[bug.test] != bug.id:
+        reason = f"{bug.test} named {failed[bug.test]} instead"
+    else:
+        reason = ""
+    return MutantVerdict(bug, scores, failed, not reason, reason)
+
+
+def variants() -> list[Path]:
+    return sorted(p for p in VARIANTS.iterdir() if p.is_dir()) if VARIANTS.exists() else []
+
+
+def false_failures(directory: Path) -> list[str]:
+    result = grade(directory, directory.name)
+    return [t.name for t in result.tests if t.component in CODE and t.status != "passed"]
+
+
+def measure_spread() -> dict:
+    """Largest difference between each correct variant and the reference on the hidden tests' own calls.
+
+    Returns kind -> (spread, where); spread is |got - expected| / max(1, max|expected|).
+    """
+    from grader.score import hidden_tests, reference_adapter
+
+    reference = reference_adapter()
+    spread: dict[str, tuple[float, str]] = {}
+    for folder in variants():
+        student = Adapter(InProcessTransport(folder), record=True)
+        for component, test_id, fn in hidden_tests():
+            student.current_test = f"{component}.{test_id}"
+            try:
+                fn(student, reference)
+            except AssertionError:
+                pass
+        for call in student.calls:
+            expected = reference.call(call.header, call.arrays)
+            got = call.result
+            if got.error or expected.error:
+                continue
+            dtype = call.header.get("dtype") or str(next(iter(call.arrays.values())).dtype) if call.arrays else "float32"
+            is_pe = call.header.get("module") == "positional"
+            for i in range(min(len(got.outputs), len(expected.outputs))):
+                a, b = got.array(i), expected.array(i)
+                if a is None or b is None or a.shape != b.shape or b.dtype == bool:
+                    continue
+                kind = f"positional {b.dtype}" if is_pe else f"outputs {dtype}"
+                _note(spread, kind, a, b, f"{folder.name}: {call.result.request}")
+            for name in (expected.header.get("grads") or {}):
+                a, b = got.grad(name), expected.grad(name)
+                if a is not None and b is not None and a.shape == b.shape:
+                    _note(spread, f"gradients {dtype}", a, b, f"{folder.name}: {call.result.request}, d/d{name}")
+    return spread
+
+
+def _note(spread, kind, a, b, where):
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    finite = np.isfinite(b) & np.isfinite(a)
+    if not finite.any():
+        return
+    scale = max(1.0, float(np.abs(b[finite]).max()))
+    value = float(np.abs(a[finite] - b[finite]).max()) / scale
+    if value >= spread.get(kind, (-1.0, ""))[0]:
+        spread[kind] = (value, where)
+
+
+def main() -> int:
+    start = time.perf_counter()
+    full = full_marks()
+    verdicts = [judge_mutant(bug, full) for bug in catalogue.BUGS]
+    killed = sum(v.killed for v in verdicts)
+    print(f"Bug catalogue: {len(verdicts)} mutants")
+    for v in verdicts:
+        mark = "killed " if v.killed else "SURVIVED"
+        lost = full[v.bug.component] - v.scores[v.bug.component]
+        print(f"  {mark} {v.bug.id:28s} {v.bug.component:15s} -{lost:g} pts  {v.reason}")
+    folders = variants()
+    failures = {f.name: false_failures(f) for f in folders}
+    n_tests = sum(len(full_tests) for full_tests in [_code_tests()])
+    print(f"Correct implementations: {len(folders)}")
+    for name, failed in failures.items():
+        print(f"  {'full marks' if not failed else 'FALSE FAILURES: ' + ', '.join(failed):s}  {name}")
+    total_false = sum(len(f) for f in failures.values())
+    print()
+    print(f"Kill rate: {killed}/{len(verdicts)} = {100 * killed / max(1, len(verdicts)):.1f}% "
+          "(each mutant loses points in its own component only, fails its named test and gets its hint)")
+    print(f"False failures: {total_false} of {len(folders) * n_tests} code tests on {len(folders)} correct implementations")
+    print(f"({time.perf_counter() - start:.1f} s)")
+    return 0 if killed == len(verdicts) and total_false == 0 else 1
+
+
+def _code_tests() -> list[str]:
+    from grader.score import hidden_tests
+
+    return [f"{c}.{t}" for c, t, _ in hidden_tests()]

@@ -25,6 +25,7 @@ from matplotlib.patches import FancyBboxPatch  # noqa: E402
 from PIL import Image  # noqa: E402
 
 DEMO = Path(__file__).resolve().parent / "class"
+ZIP_SOURCE = Path(__file__).resolve().parent / "zip_source"  # kim's text files; not a submission
 SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions" / "day13"
 ZIP_TIME = (2026, 11, 27, 23, 58, 0)  # handed in two minutes before a midnight deadline
 
@@ -140,8 +141,8 @@ def reference_code(module: str) -> str:
 def write_zip() -> None:
     """kim hands in a zip of her folder `day13/`: reference-quality code, no block diagram."""
     files = {f"day13/{m}.py": reference_code(m) for m in ("self_attention", "multihead", "positional", "block")}
-    files["day13/README.md"] = (DEMO.parent / "zip_source" / "README.md").read_text()
-    files["day13/analysis.md"] = (DEMO.parent / "zip_source" / "analysis.md").read_text()
+    files["day13/README.md"] = (ZIP_SOURCE / "README.md").read_text()
+    files["day13/analysis.md"] = (ZIP_SOURCE / "analysis.md").read_text()
     weights = attention_weights("She poured water into the glass", 14)
     files["day13/attention_heatmap.png"] = heatmap("She poured water into the glass", weights, "viridis")
     with zipfile.ZipFile(DEMO / "kim_zip.zip", "w", zipfile.ZIP_DEFLATED) as archive:

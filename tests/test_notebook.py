@@ -188,3 +188,61 @@ def test_real_nbgrader_generate_and_autograde(tmp_path, source_nb, rubric):
     assert scores["filled"] == pytest.approx(max_score)
     assert scores["blank"] == 0
     assert scores["partial"] == pytest.approx(max_score - points["block"])
+
+
+# --------------------------------------------------------------------------- the kit's own grader
+
+def _filled(student_nb, source_nb, edit=lambda code: code):
+    """The student notebook with the reference typed into its solution cells (and magics on top)."""
+    reference = {gid: "\n".join(l for l in c.source.split("\n") if "SOLUTION" not in l)
+                 for gid, c in _cells(source_nb, "solution").items()}
+    nb = nbformat.from_dict(json.loads(json.dumps(student_nb)))
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in reference:
+            cell.source = edit(reference[grade_id])
+    magic = nbformat.v4.new_code_cell("%matplotlib inline\n!pip install -q torch\nimport math")
+    magic.id = "magics"
+    nb.cells.insert(1, magic)
+    return nb, {gid.removeprefix("solution_"): edit(code) for gid, code in reference.items()}
+
+
+def test_notebook_and_py_files_get_the_same_score(tmp_path, student_nb, source_nb):
+    """The same code, once as day13.ipynb and once as the four .py files, graded by the kit's engine.
+
+    The code has a classic bug (no 1/sqrt(d_k)), so the scores compared are partial and itemised;
+    the notebook also carries IPython magics, which must cost nothing.
+    """
+    subs = tmp_path / "subs"
+    deliverables = [p for p in notebook.SOLUTIONS.iterdir() if p.is_file() and p.suffix != ".py"]
+    no_scale = lambda code: code.replace("/ math.sqrt(d_k)", "")  # noqa: E731 - a classic bug
+    for label, edit in (("noscale", no_scale),):
+        nb, modules = _filled(student_nb, source_nb, edit)
+        for form in ("nb", "py"):
+            folder = subs / f"{label}-{form}"
+            folder.mkdir(parents=True)
+            for path in deliverables:
+                shutil.copyfile(path, folder / path.name)
+            if form == "nb":
+                notebook.write(nb, folder / "day13.ipynb")
+            else:
+                for module, code in modules.items():
+                    # The .py files import what the notebook's setup cell imported, and their siblings.
+                    imports = "import math\nimport torch\nimport torch.nn as nn\n"
+                    siblings = "".join(f"from {m} import *\n" for m in notebook.MODULES[:notebook.MODULES.index(module)])
+                    (folder / f"{module}.py").write_text(imports + siblings + code + "\n", encoding="utf-8")
+    out = tmp_path / "out"
+    run = subprocess.run([sys.executable, "-m", "grader", "grade", str(subs), "--out", str(out), "--jobs", "2"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+
+    def scores(row):
+        results = json.loads((out / row / "results.json").read_text(encoding="utf-8"))
+        return results["score"], {t["name"]: (t["score"], t["status"]) for t in results["tests"]}
+
+    total, tests = scores("noscale-nb")
+    assert (total, tests) == scores("noscale-py")
+    passed = [name for name, (_, status) in tests.items() if status == "passed"]
+    failed = [name for name, (_, status) in tests.items() if status == "failed"]
+    assert passed and failed, "the bug must cost some tests and leave others: a real, partial score"
+    assert any("positional" in name for name in passed)

@@ -69,7 +69,7 @@ def test_s6_padding_mask_your_turn(self_attention, check):
     Q = torch.ones(1, 1)
     K = torch.tensor([[0.5], [1.0], [2.0]])
     V = torch.eye(3)
-    mask = torch.tensor([1.0, 1.0, 0.0])  # broadcasts over the one query
+    mask = torch.tensor([[1.0, 1.0, 0.0]])  # (T_q, T_k) = (1, 3): the last key is padding
     _, weights = check.pair(self_attention.scaled_dot_product_attention(Q, K, V, mask),
                             "scaled_dot_product_attention(Q, K, V, mask)")
     check.close(weights, [[0.378, 0.622, 0.0]], "§6 padding mask: attention weights", decimals=3, hint=MASK_HINT)

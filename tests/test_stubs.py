@@ -43,7 +43,9 @@ def test_no_solution_line_reaches_assignments():
 
 
 def _assignment_files():
-    return sorted(p for p in ASSIGNMENT_DIR.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    # Caches (__pycache__, .pytest_cache) are written by test runs and never shipped.
+    return sorted(p for p in ASSIGNMENT_DIR.rglob("*") if p.is_file()
+                  and not any(part == "__pycache__" or part.startswith(".") for part in p.relative_to(ASSIGNMENT_DIR).parts))
 
 
 @pytest.mark.parametrize("solution,stub", PAIRS, ids=[s.name for s, _ in PAIRS])

@@ -38,7 +38,8 @@ from grader.records import COMPONENTS, SubmissionResult, TestResult
 
 RECORD_VERSION = 1
 GRADES_COLUMNS = ("submission", "total", "max_total", *COMPONENTS, "status")
-PLOTS = "plots"
+PLOTS = "_plots"  # intake never names a submission with a leading "_", so no student folder can clash
+CLASS_FILES = ("grades.csv", "summary.md", "report.html", PLOTS)
 MAX_HEATMAPS = 8  # drawn per class report; a 200-student class must not spend its time plotting
 MAX_MATRIX_SIDE = 64  # larger evidence is not a lesson-sized attention matrix: skipped
 ATTENTION_COMPONENTS = ("self_attention", "multihead")
@@ -110,11 +111,12 @@ def _number(x: float) -> str:
 
 def _check_name(name: str) -> str:
     """A submission name becomes a folder under OUT: refuse anything that could escape it."""
-    if (not isinstance(name, str) or not name or name in (".", "..") or name.startswith(".")
-            or "/" in name or "\\" in name or "\x00" in name):
+    if (not isinstance(name, str) or not name or name.startswith((".", "_"))
+            or "/" in name or "\\" in name or "\x00" in name or name.lower() in CLASS_FILES):
         raise ValueError(
             f"submission name {name!r} cannot be used as a folder under the output directory; "
-            "the intake stage must give every submission a plain, non-hidden name"
+            "the intake stage must give every submission a plain name that starts with a letter or digit "
+            f"and is none of {', '.join(CLASS_FILES)}"
         )
     return name
 
@@ -139,7 +141,7 @@ def load_records(out_dir: Path) -> tuple[list[SubmissionResult], list[str]]:
     """Every complete record under out_dir, sorted by name, and the folders that could not be read."""
     records, problems = [], []
     for path in sorted(Path(out_dir).glob("*/record.json")):
-        if path.parent.name.startswith(".") or path.is_symlink():
+        if path.parent.name.startswith((".", "_")) or path.is_symlink():
             continue
         try:
             records.append(record_from_json(json.loads(path.read_text(encoding="utf-8"))))
@@ -733,8 +735,8 @@ def merge(*, shards: list[str], out: str) -> int:
                   "`grade --shard K/N` runs", file=sys.stderr)
             return 2
         for folder in sorted(p for p in shard_dir.iterdir() if p.is_dir() and not p.is_symlink()):
-            if folder.name.startswith(".") or folder.name == PLOTS:
-                continue
+            if folder.name.startswith((".", "_")):
+                continue  # temp folders and the shard's own plots
             record = folder / "record.json"
             if not record.is_file():
                 incomplete.append(f"{shard}/{folder.name}")

@@ -141,7 +141,7 @@ def test_record_json_round_trips_to_the_same_record(graded):
 
 
 def test_unsafe_submission_names_are_refused(tmp_path):
-    for name in ("../escape", "a/b", ".hidden", ""):
+    for name in ("../escape", "a/b", ".hidden", "", "_plots", "grades.csv"):
         with pytest.raises(ValueError, match="cannot be used as a folder"):
             report.write_submission(tmp_path, make_record(name))
     assert list(tmp_path.iterdir()) == []
@@ -273,7 +273,7 @@ def test_summary_and_report_show_histogram_pass_rates_misconceptions_heatmaps(gr
     summary = (graded / "summary.md").read_text()
     page = (graded / "report.html").read_text()
     images = re.findall(r'src="([^"]+\.png)"', page)
-    assert "plots/histogram.png" in images and "plots/pass_rates.png" in images
+    assert "_plots/histogram.png" in images and "_plots/pass_rates.png" in images
     heatmaps = [i for i in images if "heatmap-" in i]
     assert len(heatmaps) == 1 and "Adam" in heatmaps[0]  # carol's evidence is garbage: skipped, no crash
     for rel in images:

@@ -200,6 +200,8 @@ def _sniff(data: bytes) -> str:
             return kind
     if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
         return "a WebP image"
+    if head[4:8] == b"ftyp" and head[8:12] in (b"heic", b"heix", b"mif1", b"msf1", b"avif"):
+        return "a HEIC/AVIF photo (export it as JPEG or PNG)"
     if head.lstrip().lower().startswith((b"<?xml", b"<svg")):
         return "an SVG/XML file"
     try:
@@ -309,7 +311,8 @@ def _npy_array(name: str, data: bytes) -> np.ndarray:
 
     if not data.startswith(b"\x93NUMPY"):
         raise _Problem(f"{name} is not a .npy file: it is {_sniff(data)}. Save the matrix with "
-                       "np.save('attention_weights.npy', weights), or run `make heatmap`.")
+                       "np.save('attention_weights.npy', weights) (torch.save and pickle write other formats), "
+                       "or run `make heatmap`.")
     stream = io.BytesIO(data)
     try:
         version = npy_format.read_magic(stream)
@@ -391,10 +394,14 @@ def _text(name: str, data: bytes) -> str:
 _HEADING = re.compile(r"^\s{0,3}(#{1,6}(\s|$)|([-*_]\s*){3,}$|={3,}$|-{3,}$)")
 # A token in quotes: straight or curly, single or double, or `code`. An apostrophe inside a word
 # (didn't, model's) is not an opening quote, hence the look-behind.
-_QUOTED = re.compile(r"""(?<![\w])(?:"[^"\n]{1,40}"|'[^'\s][^'\n]{0,39}'|“[^”\n]{1,40}”|‘[^’\n]{1,40}’|`[^`\n]{1,40}`)""")
-_DECIMAL = re.compile(r"(?<![\w.])(\d*\.\d+)(?![\w.]*\d)|(?<![\w.])(\d{1,3}(?:\.\d+)?)\s?%")
+_QUOTED = re.compile(r"""(?<![\w])(?:"[^"\n]{1,40}"|'[^'\s][^'\n]{0,39}'|“[^”\n]{1,40}”|‘[^’\n]{1,40}’|`[^`\n]{1,40}`"""
+                     r"""|«[^»\n]{1,40}»|„[^“”\n]{1,40}[“”]|‚[^‘’\n]{1,40}[‘’])""")
+_DECIMAL = re.compile(r"(?<![\w.,])(\d*\.\d+|[01],\d+)(?![\w.,]*\d)|(?<![\w.])(\d{1,3}(?:\.\d+)?)\s?%")
 _WHERE = re.compile(r"\b(layer|head|heads|layers)\b|\bL\d+\s*H\d+\b", re.IGNORECASE)
-_ARBITRARY = re.compile(r"\b(untrained|not trained|random(ly)?|arbitrary|meaningless|no meaning|initiali[sz]ed)\b",
+# Where the weights came from: untrained/random (the §5 note), or the student's own toy training or
+# hand-set Q/K (option B), which is as good as naming a layer and head.
+_ARBITRARY = re.compile(r"\b(untrained|not trained|without training|before training|no training|random(ly)?|arbitrary|"
+                        r"meaningless|no meaning|not meaningful|initiali[sz]ed|not learn(ed|t)|trained|hand-?set)\b",
                         re.IGNORECASE)
 
 
@@ -403,7 +410,7 @@ def _weights_quoted(text: str) -> list[str]:
     found = []
     for match in _DECIMAL.finditer(text):
         if match.group(1) is not None:
-            if 0 <= float(match.group(1)) <= 1:
+            if 0 <= float(match.group(1).replace(",", ".")) <= 1:  # 0,42 is a decimal comma
                 found.append(match.group(1))
         elif 0 <= float(match.group(2)) <= 100:
             found.append(match.group(0))
@@ -504,10 +511,12 @@ def _judge_pdf(name: str, data: bytes) -> str:
     if b"%%EOF" not in data[-2048:]:
         raise _Problem(f"{name} is cut short (no %%EOF at the end). Export the PDF again.")
     marks = _pdf_marks(data)
-    if marks < 4 or len(data) < 1500:
+    scanned = re.search(rb"/Subtype\s*/Image", data) is not None  # a scan or photo placed on the page
+    if (marks < 4 and not scanned) or len(data) < 1500:
         raise _Problem(f"{name} looks blank ({len(data)} bytes, {marks} drawing operations). Draw the block: attention, "
                        "add & norm, feed-forward, with the shapes.")
-    return f"{name}: a PDF with {marks} drawing operations (structure checked; not rendered)."
+    what = "an embedded image" if scanned and marks < 4 else f"{marks} drawing operations"
+    return f"{name}: a PDF with {what} (structure checked; not rendered)."
 
 
 def _judge_raster_diagram(name: str, data: bytes) -> str:
@@ -562,21 +571,40 @@ def _prose(text: str) -> str:
     return _CODE.sub(" ", text)
 
 
+_HEADING_LINE = re.compile(r"^\s{0,3}#{1,6}\s+(.*)$", re.MULTILINE)
+
+
 def _sentences(text: str) -> list[str]:
-    return [s for s in re.split(r"(?<=[.!?])\s+|\n\s*\n|\n\s*[-*+]\s|\n\s*#+\s|\n\s*\d+[.)]\s", text) if s.strip()]
+    return [s for s in re.split(r"(?<=[.!?])\s+|\n\s*\n|\n\s*[-*+]\s|\n\s*\d+[.)]\s", text) if s.strip()]
 
 
-def _explains(term: str, sentences: list[str]) -> bool:
-    """A sentence that names `term` and says something about it: at least six other words."""
-    pattern = _TERMS[term]
-    for sentence in sentences:
-        hits = [m for m in pattern.finditer(sentence) if len(m.group(0)) > 1 or m.group(0) == _SINGLE_LETTER[term]]
-        if not hits:
-            continue
-        others = [w for w in re.findall(r"[^\W_]+", sentence) if not _ANY_TERM.fullmatch(w)]
-        if len(others) >= 6:
-            return True
-    return False
+def _names(term: str, text: str) -> bool:
+    return any(len(m.group(0)) > 1 or m.group(0) == _SINGLE_LETTER[term] for m in _TERMS[term].finditer(text))
+
+
+def _explained_terms(prose: str) -> set[str]:
+    """The terms among Query, Key and Value that the README explains.
+
+    A body sentence explains a term when it names it and has at least four other words
+    ("Value: what a token hands over" does, "Value: TODO" does not). A heading is not a sentence,
+    but a heading naming one term ("## Value") lends it to the first paragraph under it when that
+    paragraph has four words or more. A title naming all three explains none of them by itself.
+    """
+    explained = set()
+    parts = _HEADING_LINE.split(prose)  # [body, heading, body, heading, body, ...]
+    for n in range(0, len(parts), 2):
+        body = parts[n]
+        heading = parts[n - 1] if n else ""
+        in_heading = [term for term in _TERMS if _names(term, heading)]
+        first_paragraph = next((p for p in re.split(r"\n\s*\n", body) if p.strip()), "")
+        body_words = [w for w in re.findall(r"[^\W_]+", first_paragraph) if not _ANY_TERM.fullmatch(w)]
+        if len(in_heading) == 1 and len(body_words) >= 4:
+            explained.add(in_heading[0])
+        for sentence in _sentences(body):
+            others = [w for w in re.findall(r"[^\W_]+", sentence) if not _ANY_TERM.fullmatch(w)]
+            if len(others) >= 4:
+                explained |= {term for term in _TERMS if _names(term, sentence)}
+    return explained
 
 
 def _words(text: str) -> list[tuple[str, int, int]]:
@@ -695,12 +723,12 @@ def _judge_readme(name: str, data: bytes) -> str:
     text, kept_instructions = _without_assignment_readme(_text(name, data), load_fingerprints(section="assignment-readme"))
     prose = _prose(text)
     problems = []
-    sentences = _sentences(prose)
     n_words = len([w for w in prose.split() if re.search(r"[^\W_]", w)])
     if kept_instructions and n_words < MIN_README_WORDS // 3:
         raise _Problem(f"{name} is still the assignment's README (the instructions). Replace it with your own: "
                        "Query, Key and Value explained in your own words, about 80 words or more.")
-    unexplained = [term for term in ("Query", "Key", "Value") if not _explains(term, sentences)]
+    explained = _explained_terms(prose)
+    unexplained = [term for term in _TERMS if term not in explained]
     if unexplained:
         listed = ", ".join(unexplained[:-1]) + (" and " if len(unexplained) > 1 else "") + unexplained[-1]
         problems.append(f"{listed} {'is' if len(unexplained) == 1 else 'are'} not explained: for each "

@@ -218,6 +218,12 @@ def test_pickle_inside_npy_is_rejected_without_unpickling(sub, tmp_path):
     assert not marker.exists()
 
 
+def test_torch_save_is_told_to_use_np_save(sub):
+    (sub / "attention_weights.npy").write_bytes(b"PK\x03\x04" + b"\x00" * 100)  # torch.save writes a zip
+    result = check(sub, "heatmap_weights")
+    assert not result.passed and "torch.save" in result.message and "np.save" in result.message
+
+
 def test_raw_pickle_named_npy_is_rejected(sub, tmp_path):
     marker = tmp_path / "unpickled"
     (sub / "attention_weights.npy").write_bytes(pickle.dumps(_Payload(str(marker))))
@@ -303,6 +309,9 @@ def test_analysis_needs_a_head_or_the_untrained_note(sub):
     # double quotes, weight 1.0, random-weights note, Windows line endings
     'Random untrained weights: the pattern is arbitrary.\r\n"The" attends to "mat" with 1.0.\r\n'
     'Rows sum to one.\r\n"cat" is ignored.\r\n',
+    # guillemets, a decimal comma, option B (own toy training) instead of a layer/head
+    "J'ai entraîné le modèle (trained on a toy task).\n«sat» regarde «cat» avec 0,93.\n"
+    "«on» regarde «sat».\nLe premier mot se regarde lui-même.\n",
 ])
 def test_unusual_but_valid_analyses_are_accepted(sub, text):
     (sub / "analysis.md").unlink()
@@ -415,6 +424,14 @@ def test_truncated_or_fake_pdf_is_rejected(sub, vector_diagrams):
     assert "not a PDF" in check(sub, "diagram").message
 
 
+def test_scanned_drawing_saved_as_pdf_is_accepted(sub, tmp_path):
+    scan = tmp_path / "scan.pdf"
+    line_drawing().save(scan)  # Pillow writes one page holding the picture as an image XObject
+    use_diagram(sub, "transformer_block.pdf", scan.read_bytes())
+    result = check(sub, "diagram")
+    assert result.passed and "embedded image" in result.message
+
+
 def test_any_valid_candidate_passes(sub):
     (sub / "transformer_block.jpg").write_text("not an image")  # a broken extra file costs nothing
     assert check(sub, "diagram").passed
@@ -474,6 +491,24 @@ def test_readme_with_no_explanation_of_value_is_rejected(sub):
     write(sub, "README.md", text)
     result = check(sub, "readme")
     assert not result.passed and "Value is not explained" in result.message
+
+
+def test_terse_bullet_readme_is_accepted(sub):
+    text = ("# Q, K, V\n\n- **Query**: what a token is searching for.\n- **Key**: how a token can be found.\n"
+            "- **Value**: what a token hands over.\n\n" + "I wrote these notes after implementing attention. " * 8)
+    write(sub, "README.md", text)
+    result = check(sub, "readme")
+    assert result.passed, result.message
+
+
+def test_readme_with_one_heading_per_term_is_accepted(sub):
+    text = ("# My README\n\n## Query\nIt is what the current token is trying to find.\n\n## Key\n"
+            "Each token's label, compared with the queries by a dot product.\n\n## Value\n"
+            "The content that actually gets mixed into the output.\n\n"
+            + "Attention blends the values with softmax weights, one row per token. " * 5)
+    write(sub, "README.md", text)
+    result = check(sub, "readme")
+    assert result.passed, result.message
 
 
 def test_short_readme_is_rejected(sub):

@@ -390,3 +390,20 @@ def test_student_text_cannot_make_links_or_html_in_the_markdown(tmp_path):
                  (tmp_path / "[click](http:evil)" / "feedback.md").read_text()):
         assert "[click](http:evil)" not in text and "\\[click\\](http:evil)" in text
         assert "![x](http:evil)" not in text and "\\<b>loud\\</b> \\| cell" in text
+
+
+def test_an_empty_output_folder_still_gets_class_files(tmp_path):
+    report.write_class(tmp_path)
+    assert (tmp_path / "grades.csv").read_text() == ",".join(report.GRADES_COLUMNS) + "\n"
+    assert "0 submissions graded" in (tmp_path / "summary.md").read_text()
+    assert (tmp_path / "report.html").read_text().startswith("<!DOCTYPE html>")
+
+
+def test_merge_into_one_of_the_shards(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    report.write_submission(a, make_record("tia"))
+    report.write_submission(b, make_record("uma", buggy=True))
+    assert report.merge(shards=[str(a), str(b)], out=str(a)) == 0
+    rows = (a / "grades.csv").read_text().splitlines()
+    assert [r.split(",")[0] for r in rows[1:]] == ["tia", "uma"]
+    assert (b / "uma" / "record.json").is_file()  # the other shard is copied, not moved

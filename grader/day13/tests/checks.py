@@ -116,8 +116,8 @@ def _evidence(got: np.ndarray, expected: np.ndarray) -> dict:
     """The first (T_q, T_k) slice of a weights tensor, rounded for the report's heatmaps."""
     while got.ndim > 2:
         got, expected = got[0], expected[0]
-    return {"expected": np.round(expected, 4).tolist(),
-            "got": np.round(np.nan_to_num(got, nan=-1.0), 4).tolist()}
+    got = np.where(np.isfinite(got), got, -1.0)  # nan/inf cannot go to JSON: shown as -1, outside [0, 1]
+    return {"expected": np.round(expected, 4).tolist(), "got": np.round(got, 4).tolist()}
 
 
 def same_outputs(got_res, exp_res, what: str, names: tuple[str, ...], *, dtype="float32",

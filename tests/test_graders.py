@@ -1,0 +1,248 @@
+"""Proofs for the hidden graders (issue 3): kill rate 100 %, false failures 0, reference full,
+stubs zero, deterministic, one bug costs one component. Everything here is our own trusted code,
+graded in-process (tests/test_sandbox*.py covers the sandboxed path)."""
+from __future__ import annotations
+
+import json
+import shutil
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader import score
+from grader.day13 import catalogue, killrate, tolerances
+from grader.day13.adapter import InProcessTransport
+
+torch.set_num_threads(1)
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS = ROOT / "solutions" / "day13"
+STUBS = ROOT / "assignments" / "day13"
+CODE = killrate.CODE
+BUG_IDS = [b.id for b in catalogue.BUGS]
+VARIANTS = killrate.variants()
+
+
+@lru_cache(maxsize=None)
+def verdict(bug_id: str) -> killrate.MutantVerdict:
+    return killrate.judge_mutant(catalogue.BY_ID[bug_id])
+
+
+def code_scores(result) -> dict:
+    scores = result.component_scores()
+    return {c: scores[c] for c in CODE}
+
+
+# -- the catalogue itself ----------------------------------------------------------------------
+def test_catalogue_has_at_least_25_distinct_bugs_over_every_component():
+    assert len(BUG_IDS) >= 25
+    assert len(set(BUG_IDS)) == len(BUG_IDS)
+    for component in CODE:
+        assert sum(b.component == component for b in catalogue.BUGS) >= 5, component
+
+
+@pytest.mark.parametrize("bug_id", BUG_IDS)
+def test_patch_text_occurs_exactly_once_and_changes_the_code(bug_id):
+    bug = catalogue.BY_ID[bug_id]
+    mutated = catalogue.apply(bug)  # raises if a find text is missing or ambiguous
+    changed = {f for f in mutated if mutated[f] != (SOLUTIONS / f).read_text()}
+    assert changed == {f for f, _, _ in bug.patches}
+
+
+def test_a_stale_patch_is_reported_not_ignored():
+    stale = catalogue.Bug("x.stale", "self_attention", "self_attention.worked_values",
+                          (("self_attention.py", "no such line\n", ""),))
+    with pytest.raises(ValueError, match="occurs 0 times"):
+        catalogue.apply(stale)
+
+
+def test_every_entry_names_a_real_test_and_has_a_hint_and_no_hint_is_orphaned():
+    rubric = score.load_rubric()
+    tests = {f"{c}.{t}" for c, t, _ in score.hidden_tests()}
+    for bug in catalogue.BUGS:
+        assert bug.test in tests, bug.id
+        assert bug.test.split(".")[0] == bug.component, bug.id
+        text = rubric["hints"].get(bug.id, {}).get("text", "")
+        assert "§" in text, f"{bug.id}: the hint must name the handout section"
+    assert set(rubric["hints"]) == set(BUG_IDS)
+
+
+# -- kill rate ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("bug_id", BUG_IDS)
+def test_mutant_loses_points_in_its_own_component_only_and_gets_its_hint(bug_id):
+    v = verdict(bug_id)
+    assert v.killed, f"{bug_id}: {v.reason}; failed: {v.failed}"
+    full = killrate.full_marks()
+    assert v.scores[v.bug.component] < full[v.bug.component]
+    for c in CODE:
+        if c != v.bug.component:
+            assert v.scores[c] == full[c]
+
+
+def test_feedback_of_a_mutant_shows_expected_got_hint_and_evidence():
+    result = killrate.grade(catalogue.mutant_dir("sa.no_scale"), "sa.no_scale")
+    failed = {t.name: t for t in result.tests if t.status == "failed"}
+    worked = failed["self_attention.worked_values"]
+    hint = score.load_rubric()["hints"]["sa.no_scale"]["text"]
+    assert "expected" in worked.output and "got" in worked.output and hint in worked.output
+    assert worked.hint_id == "sa.no_scale" and worked.score == 0
+    assert result.evidence["test"] == "self_attention.worked_values"
+    assert result.evidence["expected"][0] == [0.67, 0.33] and result.evidence["got"][0][0] > 0.7
+
+
+def test_large_arrays_are_summarised_with_the_worst_index():
+    result = killrate.grade(catalogue.mutant_dir("pe.base_1000"), "pe.base_1000")
+    table = next(t for t in result.tests if t.name == "positional.table_reference")
+    assert "largest error" in table.output and "at index (" in table.output
+
+
+# -- correct implementations ----------------------------------------------------------------------
+def test_there_are_at_least_eight_correct_variants():
+    assert len(VARIANTS) >= 8
+
+
+@pytest.mark.parametrize("folder", VARIANTS, ids=[v.name for v in VARIANTS])
+def test_correct_variant_gets_full_marks_on_every_code_test(folder):
+    assert killrate.false_failures(folder) == []
+
+
+def test_tolerances_sit_well_above_the_measured_spread_of_correct_variants():
+    spread = killrate.measure_spread()
+    limits = {"outputs float32": tolerances.values("float32").atol, "outputs float64": tolerances.values("float64").atol,
+              "gradients float32": tolerances.grads("float32").atol, "positional float32": tolerances.PE_TABLE.atol}
+    for kind, limit in limits.items():
+        assert kind in spread, f"nothing measured for {kind}"
+        assert spread[kind][0] * 5 <= limit, f"{kind}: spread {spread[kind]} too close to {limit}"
+
+
+# -- reference, stubs, determinism ------------------------------------------------------------------
+def test_reference_gets_every_code_point():
+    result = killrate.grade(SOLUTIONS, "reference")
+    assert code_scores(result) == killrate.full_marks()
+    assert all(t.status == "passed" for t in result.tests)
+    assert result.status == "ok" and result.evidence == {}
+
+
+def test_stubs_get_zero_code_points():
+    if not (STUBS / "self_attention.py").exists():
+        pytest.skip("assignments/day13 has not been generated yet (python -m grader stubs)")
+    result = killrate.grade(STUBS, "stubs")
+    assert sum(code_scores(result).values()) == 0
+    assert any("NotImplementedError" in t.output for t in result.tests)
+
+
+def test_grading_twice_gives_identical_results():
+    def once(folder):
+        r = killrate.grade(folder, "twice")
+        return json.dumps([t.to_json() for t in r.tests], sort_keys=True), json.dumps(r.evidence), r.status
+
+    for folder in (catalogue.mutant_dir("mh.interleaved_heads"), catalogue.mutant_dir("sa.biased_projections"),
+                   VARIANTS[0]):
+        assert once(folder) == once(folder)
+
+
+def test_rubric_totals_and_one_entry_per_hidden_test():
+    rubric = score.load_rubric()
+    totals = {c: sum(t["points"] for t in rubric[c].values()) for c in CODE}
+    assert totals == {"self_attention": 30, "multihead": 25, "positional": 15, "block": 20}
+    if "deliverables" in rubric:
+        assert sum(t["points"] for t in rubric["deliverables"].values()) == 10
+    tests = {(c, t) for c, t, _ in score.hidden_tests()}
+    assert tests == {(c, t) for c in CODE for t in rubric[c]}
+    for c in CODE:
+        assert sum(1 for comp, _ in tests if comp == c) >= 4, f"{c} needs several weighted tests"
+
+
+# -- one bug, one component ----------------------------------------------------------------------------
+def _copy_reference(tmp_path) -> Path:
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    for p in SOLUTIONS.glob("*.py"):
+        shutil.copyfile(p, sub / p.name)
+    return sub
+
+
+def test_a_file_that_fails_to_import_costs_only_its_own_tests(tmp_path):
+    sub = _copy_reference(tmp_path)
+    (sub / "multihead.py").write_text("class MultiHeadAttention(:\n")
+    result = killrate.grade(sub, "broken")
+    full = killrate.full_marks()
+    assert code_scores(result) == {**full, "multihead": 0.0}
+    assert result.status == "import-error: multihead.py"
+    assert all("SyntaxError" in t.output for t in result.tests if t.component == "multihead")
+
+    (sub / "multihead.py").write_text((SOLUTIONS / "multihead.py").read_text())
+    (sub / "self_attention.py").write_text("raise RuntimeError('half-written file')\n")
+    result = killrate.grade(sub, "broken2")
+    assert code_scores(result) == {**full, "self_attention": 0.0}
+
+
+def test_forbidden_call_costs_that_part_with_a_reason_and_nothing_else(tmp_path):
+    sub = _copy_reference(tmp_path)
+    text = (sub / "block.py").read_text()
+    text = text.replace("        self.attn = MultiHeadAttention(d_model, n_heads)\n",
+                        "        self.attn = MultiHeadAttention(d_model, n_heads)\n"
+                        "        self.spare = nn.MultiheadAttention(d_model, n_heads)\n")
+    (sub / "block.py").write_text(text)
+    result = killrate.grade(sub, "forbidden")
+    assert code_scores(result) == {**killrate.full_marks(), "block": 0.0}
+    block = [t for t in result.tests if t.component == "block"]
+    assert all("MultiheadAttention" in t.output and "point of Day 13" in t.output for t in block)
+
+
+def test_forbidden_sdpa_mutant_is_named():
+    v = verdict("sa.torch_sdpa")
+    assert v.scores["self_attention"] == 0 and set(v.failed.values()) == {"sa.torch_sdpa"}
+
+
+def test_static_scan_finds_library_attention_but_not_the_students_own_function(tmp_path):
+    (tmp_path / "self_attention.py").write_text(
+        "import torch.nn.functional as F\n"
+        "def scaled_dot_product_attention(Q, K, V, mask=None):\n    return F.scaled_dot_product_attention(Q, K, V)\n")
+    (tmp_path / "multihead.py").write_text(
+        "from self_attention import scaled_dot_product_attention\nx = scaled_dot_product_attention\n")
+    (tmp_path / "block.py").write_text("from torch.nn import TransformerEncoderLayer as L\n")
+    (tmp_path / "positional.py").write_text("import torch as t\nm = t.nn.MultiheadAttention\n")
+    found = score.static_forbidden(tmp_path)
+    assert found == {"self_attention.py": {"scaled_dot_product_attention"}, "block.py": {"TransformerEncoderLayer"},
+                     "positional.py": {"MultiheadAttention"}}
+
+
+def test_reference_results_are_cached_across_submissions():
+    ref = score.reference_adapter()
+    killrate.grade(SOLUTIONS, "warm")
+    size = len(ref.cache)
+    killrate.grade(VARIANTS[0], "again")
+    assert len(ref.cache) == size > 0
+
+
+def test_grade_submission_accepts_any_transport_with_call():
+    calls = []
+
+    class Recording:
+        def __init__(self):
+            self.inner = InProcessTransport(SOLUTIONS)
+
+        def call(self, header, arrays):
+            calls.append(header["op"])
+            return self.inner.call(header, arrays)
+
+    result = score.grade_submission(name="x", directory=SOLUTIONS, transport=Recording())
+    assert {"function", "module", "inspect"} <= set(calls)
+    assert code_scores(result) == killrate.full_marks()
+
+
+def test_a_transport_timeout_becomes_a_failed_test_with_the_reason():
+    class Hanging:
+        def call(self, header, arrays):
+            if header.get("module") == "positional":
+                return {"error": {"type": "Timeout", "message": "the call took longer than 5 s"}, "forbidden": []}, {}
+            return InProcessTransport.call(self.inner, header, arrays)
+
+    hanging = Hanging()
+    hanging.inner = InProcessTransport(SOLUTIONS)
+    result = killrate._no_deliverables(lambda: score.grade_submission(name="t", directory=SOLUTIONS, transport=hanging))
+    assert code_scores(result) == {**killrate.full_marks(), "positional": 0.0}
+    assert all("Timeout" in t.output for t in result.tests if t.component == "positional")

@@ -5,7 +5,7 @@ Per submission (`write_submission`), in <out>/<submission>/:
     feedback.md    what passed, what failed, expected vs got, hints, faults; by component
     record.json    the whole SubmissionResult, so the class files and `merge` never re-grade
 For the class (`write_class`), from every <out>/*/record.json:
-    grades.csv, summary.md, report.html, and the PNGs they show under <out>/plots/
+    grades.csv, summary.md, report.html, and the PNGs they show under <out>/_plots/
 
 Every file is written atomically (temp file in the same folder, then os.replace), and
 record.json last: a folder with a record.json is complete, which is what resume relies on.
@@ -346,7 +346,7 @@ def _hint_from_output(output: str) -> str:
 
 
 def write_class(out_dir: Path) -> None:
-    """grades.csv, summary.md, report.html and plots/ from every <out>/*/record.json."""
+    """grades.csv, summary.md, report.html and _plots/ from every <out>/*/record.json."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     records, problems = load_records(out_dir)
@@ -385,11 +385,9 @@ def class_stats(records: list[SubmissionResult], hints: dict[str, str]) -> dict:
             row["graded"] += 1
             row["passed"] += t.status == "passed"
             if t.status != "passed" and t.hint_id:
-                m = misconceptions.setdefault(t.hint_id, {"hint_id": t.hint_id, "submissions": [],
-                                                          "tests": Counter(), "text": ""})
-                if r.submission not in m["submissions"]:
+                m = misconceptions.setdefault(t.hint_id, {"hint_id": t.hint_id, "submissions": [], "text": ""})
+                if r.submission not in m["submissions"]:  # one student failing three tests counts once
                     m["submissions"].append(r.submission)
-                m["tests"][t.name] += 1
                 m["text"] = m["text"] or hints.get(t.hint_id) or _hint_from_output(t.output)
     ranked = sorted(misconceptions.values(), key=lambda m: (-len(m["submissions"]), m["hint_id"]))
     component_means = {}

@@ -106,9 +106,15 @@ def summary_markdown(result: dict) -> str:
     failing = [t for t in result["tests"] if t["status"] != "pass"]
     if failing:
         lines += ["", "### To fix", ""]
+        # Tests of one part that fail for the same reason (a stub, say) are shown once.
+        groups: dict[tuple[str, str], list[str]] = {}
         for test in failing:
-            message = (test["message"] or "failed").strip().replace("\n", "\n  > ")
-            lines.append(f"- **{test['name']}**\n  > {message}")
+            part, _, name = test["name"].partition(": ")
+            groups.setdefault((part, (test["message"] or "failed").strip()), []).append(name)
+        for (part, message), names in groups.items():
+            shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+            quoted = message.replace("\n", "\n  > ")
+            lines.append(f"- **{part}**: {shown}\n  > {quoted}")
     else:
         lines += ["", "Everything visible passes. Push your deliverables too; the hidden tests check more cases."]
     return "\n".join(lines) + "\n"

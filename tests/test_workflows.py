@@ -81,7 +81,7 @@ def test_student_workflow_structure():
     assert reporter["env"][f"{runner.upper()}_RESULTS"] == "${{ steps.%s.outputs.result }}" % feedback["id"]
 
 
-def test_instructor_workflow_collects_grades_shards_and_merges():
+def test_instructor_workflow_collects_grades_shards_and_merges(monkeypatch):
     data = _load(INSTRUCTOR)
     jobs = data["jobs"]
     assert list(jobs) == ["collect", "grade", "merge"]
@@ -90,7 +90,7 @@ def test_instructor_workflow_collects_grades_shards_and_merges():
     assert shards == list(range(1, int(data["env"]["SHARDS"]) + 1)), "matrix and SHARDS must agree"
     values = {"inputs.roster": "roster.txt", "inputs.deadline": "2026-12-01T23:59:00+00:00",
               "matrix.shard": "2", "secrets.CLASSROOM_TOKEN": "token"}
-    os.environ["SHARDS"] = str(data["env"]["SHARDS"])
+    monkeypatch.setenv("SHARDS", str(data["env"]["SHARDS"]))
     parsed = {}
     for name, job in jobs.items():
         for step in job["steps"]:

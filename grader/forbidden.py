@@ -49,7 +49,8 @@ def recording():
     try:
         yield seen
     finally:
-        _recorders.remove(seen)
+        # by identity: two recorders holding the same names compare equal
+        del _recorders[next(i for i, r in enumerate(_recorders) if r is seen)]
 
 
 def _wrap_function(original, name):

@@ -1,0 +1,188 @@
+"""The call executor (grader/execute.py) and the forbidden-API hooks (grader/forbidden.py)."""
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from grader import forbidden
+from grader.execute import ModuleLoader, execute, to_numpy
+
+torch.set_num_threads(1)
+
+ROOT = Path(__file__).resolve().parents[1]
+SOLUTIONS = ROOT / "solutions" / "day13"
+RECAP = ROOT / "tests" / "fixtures" / "correct" / "recap_where"
+
+
+def sub(tmp_path, **files) -> Path:
+    """A submission folder: the reference with some files replaced."""
+    folder = tmp_path / "sub"
+    folder.mkdir(parents=True, exist_ok=True)
+    for p in SOLUTIONS.glob("*.py"):
+        shutil.copyfile(p, folder / p.name)
+    for name, text in files.items():
+        (folder / f"{name}.py").write_text(text)
+    return folder
+
+
+def call_sdpa(loader, Q, mask=None, grad=False):
+    arrays = {"Q": Q}
+    args = [{"array": "Q"}] * 3
+    if mask is not None:
+        arrays["m"] = mask
+        args = args + [{"array": "m"}]
+    header = {"op": "function", "module": "self_attention", "name": "scaled_dot_product_attention", "args": args}
+    if grad:
+        arrays["g"] = np.ones_like(Q)
+        header.update(grad_wrt=["Q"], grad_out={"0": "g"})
+    return execute(header, arrays, loader=loader)
+
+
+def test_function_call_returns_plain_arrays_dtypes_and_gradients():
+    loader = ModuleLoader(SOLUTIONS, isolated=True)
+    Q = np.random.default_rng(0).standard_normal((2, 3, 4)).astype("float32")
+    h, a = call_sdpa(loader, Q, grad=True)
+    assert h["error"] is None and h["forbidden"] == [] and h["grad_error"] is None
+    assert [o["dtype"] for o in h["outputs"]] == ["float32", "float32"]
+    assert a["out0"].shape == (2, 3, 4) and a["out1"].shape == (2, 3, 3)
+    np.testing.assert_allclose(a["out1"].sum(-1), 1, atol=1e-6)
+    assert h["grads"] == {"Q": "grad:Q"} and a["grad:Q"].shape == Q.shape
+    assert all(type(v) is np.ndarray for v in a.values())
+
+
+def test_module_call_loads_weights_through_either_spelling_and_seeds_nothing_it_should_not():
+    x = np.random.default_rng(1).standard_normal((2, 4, 6)).astype("float32")
+    w = {n: np.random.default_rng(i).standard_normal((3, 6)).astype("float32") for i, n in enumerate("qkv")}
+    results = []
+    for folder in (SOLUTIONS, RECAP):
+        header = {"op": "module", "module": "self_attention", "cls": "SelfAttention", "init": [6, 3],
+                  "params": [{"name": f"W_{n}", "paths": [f"W_{n}.weight", f"W{n}.weight"], "array": n} for n in "qkv"],
+                  "args": [{"array": "x"}]}
+        h, a = execute(header, {"x": x, **w}, loader=ModuleLoader(folder, isolated=True))
+        assert h["error"] is None, h["error"]
+        results.append(a["out0"])
+    np.testing.assert_allclose(results[0], results[1], atol=1e-6)
+
+
+def test_a_parameter_of_the_wrong_shape_is_reported_with_its_path():
+    header = {"op": "module", "module": "self_attention", "cls": "SelfAttention", "init": [6, 3],
+              "params": [{"name": "W_q", "paths": ["W_q.weight"], "array": "w"}], "args": [{"array": "x"}]}
+    h, _ = execute(header, {"x": np.zeros((1, 2, 6), "float32"), "w": np.zeros((6, 6), "float32")},
+                   loader=ModuleLoader(SOLUTIONS, isolated=True))
+    assert h["error"]["type"] == "GraderCallError" and "W_q.weight" in h["error"]["message"]
+    assert "(3, 6)" in h["error"]["message"]
+
+
+def test_inspect_lists_parameters_buffers_and_attributes():
+    loader = ModuleLoader(SOLUTIONS, isolated=True)
+    h, _ = execute({"op": "inspect", "module": "positional", "cls": "PositionalEncoding", "init": [8, 20],
+                    "attrs": [{"name": "pe", "paths": ["pe"]}, {"name": "nope", "paths": ["nope"]}]}, {}, loader=loader)
+    info = h["inspect"]
+    assert info["parameters"] == {} and info["buffers"] == {"pe": [20, 8]}
+    assert info["attrs"]["pe"] == {"path": "pe", "type": "Tensor", "kind": "tensor", "shape": [20, 8], "is_parameter": False}
+    assert info["attrs"]["nope"]["kind"] == "missing"
+
+
+def test_import_failure_is_cached_and_costs_only_its_module(tmp_path):
+    folder = sub(tmp_path, positional="import torch\ndef positional_encoding(T, d_model:\n")
+    loader = ModuleLoader(folder, isolated=True)
+    for _ in range(2):
+        h, _ = execute({"op": "function", "module": "positional", "name": "positional_encoding", "args": [3, 4]}, {},
+                       loader=loader)
+        assert h["error"]["type"] == "SyntaxError" and h["error"]["stage"] == "import"
+    h, _ = call_sdpa(loader, np.eye(2, dtype="float32"))
+    assert h["error"] is None
+    assert list(loader.errors) == ["positional"]
+
+
+def test_multihead_and_block_run_against_stand_ins_when_their_dependencies_are_broken(tmp_path):
+    folder = sub(tmp_path, self_attention="raise ImportError('half done')\n", multihead="def broken(:\n")
+    loader = ModuleLoader(folder, isolated=True)
+    x = np.random.default_rng(2).standard_normal((1, 3, 8)).astype("float32")
+    h, _ = execute({"op": "module", "module": "multihead", "cls": "MultiHeadAttention", "init": [8, 2],
+                    "args": [{"array": "x"}]}, {"x": x}, loader=loader)
+    assert h["error"]["stage"] == "import" and h["error"]["type"] == "SyntaxError"
+    folder2 = sub(tmp_path / "b", self_attention="raise ImportError('half done')\n")
+    loader2 = ModuleLoader(folder2, isolated=True)
+    h, a = execute({"op": "module", "module": "multihead", "cls": "MultiHeadAttention", "init": [8, 2],
+                    "args": [{"array": "x"}]}, {"x": x}, loader=loader2)
+    assert h["error"] is None and a["out0"].shape == (1, 3, 8)
+    h, a = execute({"op": "module", "module": "block", "cls": "TransformerBlock", "init": [8, 2],
+                    "standins": {"attn": "attention"}, "args": [{"array": "x"}]}, {"x": x}, loader=loader)
+    assert h["error"] is None and a["out0"].shape == (1, 3, 8)
+
+
+def test_isolated_loaders_coexist_and_leave_sys_modules_clean(tmp_path):
+    before = {n for n in ("self_attention", "multihead", "positional", "block") if n in sys.modules}
+    broken = sub(tmp_path, self_attention=(SOLUTIONS / "self_attention.py").read_text().replace(
+        "/ math.sqrt(d_k)", ""))
+    good, bad = ModuleLoader(SOLUTIONS, isolated=True), ModuleLoader(broken, isolated=True)
+    X = np.array([[1, 0], [0, 1], [1, 1]], "float32")
+    w_good = call_sdpa(good, X)[1]["out1"]
+    w_bad = call_sdpa(bad, X)[1]["out1"]
+    assert np.round(w_good[0, 0], 2) == 0.40 and np.round(w_bad[0, 0], 2) == 0.42
+    after = {n for n in ("self_attention", "multihead", "positional", "block") if n in sys.modules}
+    assert after == before
+    assert not list(SOLUTIONS.glob("__pycache__"))
+
+
+def test_forbidden_calls_are_recorded_at_run_time_per_submission(tmp_path):
+    folder = sub(tmp_path, self_attention=(SOLUTIONS / "self_attention.py").read_text().replace(
+        "    out = weights @ V  # (..., T_q, d_v)\n",
+        "    from torch.nn.functional import scaled_dot_product_attention as f\n    out = f(Q, K, V)\n"))
+    cheat, clean = ModuleLoader(folder, isolated=True), ModuleLoader(SOLUTIONS, isolated=True)
+    Q = np.eye(3, dtype="float32")[None]
+    h, a = call_sdpa(cheat, Q)
+    assert h["error"] is None and h["forbidden_call"] == ["scaled_dot_product_attention"]
+    assert h["forbidden"] == ["scaled_dot_product_attention"]
+    h, _ = call_sdpa(clean, Q)
+    assert h["forbidden"] == [] and h["forbidden_call"] == []
+    assert forbidden.is_installed()
+
+
+def test_forbidden_classes_are_recorded_on_construction_and_subclassing():
+    forbidden.install()
+
+    class Mine(torch.nn.MultiheadAttention):
+        pass
+
+    with forbidden.recording() as seen:
+        Mine(4, 2)
+        torch.nn.TransformerEncoderLayer(4, 2, dim_feedforward=8)
+    assert {"MultiheadAttention", "TransformerEncoderLayer"} <= seen
+
+
+def test_student_exceptions_even_system_exit_become_error_records(tmp_path):
+    folder = sub(tmp_path, positional="import sys\ndef positional_encoding(T, d_model):\n    sys.exit(3)\n")
+    h, _ = execute({"op": "function", "module": "positional", "name": "positional_encoding", "args": [3, 4]}, {},
+                   loader=ModuleLoader(folder, isolated=True))
+    assert h["error"]["type"] == "SystemExit" and h["error"]["stage"] == "call"
+    assert 'File "positional.py", line 3' in h["error"]["traceback"]
+    assert "execute.py" not in h["error"]["traceback"]
+
+
+def test_odd_outputs_are_described_or_converted_never_trusted(tmp_path):
+    class Sub(torch.Tensor):
+        pass
+
+    half = torch.ones(2, 2, dtype=torch.float16)
+    assert to_numpy(half).dtype == np.float32
+    assert type(to_numpy(torch.ones(3).as_subclass(Sub))) is np.ndarray
+    with pytest.raises(TypeError, match="float32 or float64"):
+        to_numpy(torch.ones(2, dtype=torch.complex64))
+    folder = sub(tmp_path, positional="def positional_encoding(T, d_model):\n    return T, None, [1], 'x'\n")
+    h, a = execute({"op": "function", "module": "positional", "name": "positional_encoding", "args": [3, 4]}, {},
+                   loader=ModuleLoader(folder, isolated=True))
+    assert [o["kind"] for o in h["outputs"]] == ["value", "none", "other", "other"] and a == {}
+
+
+def test_a_detached_output_reports_missing_gradients_instead_of_raising(tmp_path):
+    folder = sub(tmp_path, self_attention=(SOLUTIONS / "self_attention.py").read_text().replace(
+        "    return out, weights\n", "    return out.detach(), weights.detach()\n"))
+    h, a = call_sdpa(ModuleLoader(folder, isolated=True), np.eye(2, dtype="float32"), grad=True)
+    assert h["error"] is None and h["grad_error"]["type"] == "NoGradient" and h["grads"] == {"Q": None}

@@ -42,8 +42,11 @@ KIT_ROOT = Path(__file__).resolve().parent.parent
 
 # Linux constants (include/uapi); same values on x86_64 and aarch64.
 CLONE_NEWNET, CLONE_NEWPID, CLONE_THREAD = 0x40000000, 0x20000000, 0x00010000
-PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 1, 38, 36
 SYS_LANDLOCK = {"create": 444, "add_rule": 445, "restrict": 446}
+# Exit statuses the child uses for limits it hit (a student's os._exit could fake them, but only to
+# describe its own failure differently).
+EXIT_FILE_LIMIT, EXIT_CPU_LIMIT = 213, 214
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,9 @@ class Zygote:
                 "fds": [s.fileno() for s in theirs], "config": asdict(config)}
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "OMP_", "MKL_"))}
         # One intra-op thread: a forked child of a process whose thread pool started would hang.
-        env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1",
+        # MALLOC_ARENA_MAX: each thread's 64 MB malloc arena would count against RLIMIT_AS.
+        env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1", MALLOC_ARENA_MAX="2",
+                   MPLBACKEND="Agg",
                    PYTHONPATH=os.pathsep.join([str(KIT_ROOT), *extra_path]))
         self.process = subprocess.Popen(
             [sys.executable, "-s", "-m", "grader.sandbox", json.dumps(spec)],
@@ -317,6 +322,9 @@ class SandboxTransport:
             if "sandbox_exit" in hello:
                 self._child = child
                 return self._classify_exit(hello["sandbox_exit"])
+            if "setup_error" in hello:
+                self._child = child
+                return self._fault("Crashed", f"the sandbox could not set up the process: {hello['setup_error']}")
             child.layers = dict(hello["hello"]["layers"])
         except (TimeoutError, protocol.ProtocolError, OSError, KeyError, TypeError, ValueError) as exc:
             child.kill()
@@ -335,15 +343,15 @@ class SandboxTransport:
         code = info.get("code") if isinstance(info, dict) else None
         if not isinstance(code, int):
             return self._fault("Crashed", "the process ended")
+        if code in (EXIT_FILE_LIMIT, -signal.SIGXFSZ):
+            return self._fault("Crashed", f"wrote more than {self.config.max_file_bytes >> 20} MB "
+                                          "(printed output or files); the process was stopped")
+        if code in (EXIT_CPU_LIMIT, -signal.SIGXCPU):
+            return self._fault("Timeout", f"used more than {self.config.cpu_seconds} s of CPU time")
         if code >= 0:
             return self._fault("Crashed", f"the student's code ended the process (exit status {code}, e.g. "
                                           "os._exit or sys.exit at import); later calls use a fresh process")
         sig = -code
-        if sig == signal.SIGXFSZ:
-            return self._fault("Crashed", f"wrote more than {self.config.max_file_bytes >> 20} MB "
-                                          "(printed output or files); the process was stopped")
-        if sig in (signal.SIGXCPU, ):
-            return self._fault("Timeout", f"used more than {self.config.cpu_seconds} s of CPU time")
         name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
         if sig == signal.SIGKILL:
             return self._fault("Crashed", "the process was killed (SIGKILL), most likely for using too much "
@@ -392,7 +400,9 @@ def _zygote_main(spec: dict) -> None:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
     _warm_up(torch)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # keepers are reaped by the kernel
+    # Orphans (a child whose keeper died first) come back to us, and the kernel reaps them all.
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
     ctrls = [socket.socket(fileno=fd) for fd in spec["fds"]]
     zygote_pid = os.getpid()
     while ctrls:
@@ -472,6 +482,9 @@ def _keeper(request, fds, ctrls, config, entry, install, libc, zygote_pid):
         os.close(go_r)
         try:
             _child(request, sock, out_fd, config, entry, install, libc, layers)
+        except BaseException as exc:  # a setup step failed: say which, rather than die silently
+            with contextlib.suppress(BaseException):
+                protocol.send_message(sock, {"setup_error": f"{type(exc).__name__}: {exc}"[:500]})
         finally:
             os._exit(70)
     os.close(go_r)
@@ -494,11 +507,20 @@ def _child(request, sock, out_fd, config, entry, install, libc, layers):
     os.dup2(out_fd, 2)
     os.close(devnull)
     os.close(out_fd)
+    # Fresh line-buffered streams on the redirected fds: nothing printed waits in a buffer.
+    sys.stdout = open(1, "w", buffering=1, closefd=False, errors="backslashreplace")
+    sys.stderr = open(2, "w", buffering=1, closefd=False, errors="backslashreplace")
+    # Python ignores SIGXFSZ, and as PID 1 of its namespace the child would ignore a default action
+    # too: a handler makes writing past RLIMIT_FSIZE (or CPU past RLIMIT_CPU) end it, as a stated fault.
+    signal.signal(signal.SIGXFSZ, lambda *_: os._exit(EXIT_FILE_LIMIT))
+    signal.signal(signal.SIGXCPU, lambda *_: os._exit(EXIT_CPU_LIMIT))
     # Nothing but stdio and the call socket stays open (no zygote control socket, no stray fd).
     keep = sock.fileno()
     os.closerange(3, keep)
     os.closerange(keep + 1, 1 << 16)
     os.chdir(scratch)
+    # Libraries that cache or write temporary files (matplotlib, tempfile) find a writable home here.
+    os.environ.update(HOME=scratch, TMPDIR=scratch, MPLCONFIGDIR=os.path.join(scratch, ".config"))
     sys.path[:] = [scratch] + [p for p in sys.path if p and Path(p).resolve() != KIT_ROOT]
     layers["rlimits"] = "rlimits" in config.layers and _set_rlimits(config, uid)
     layers["uid"] = False

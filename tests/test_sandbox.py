@@ -1,0 +1,254 @@
+"""grader/sandbox.py: the child answers like the in-process executor, and every fault becomes a
+stated error while the next call is served by a fresh child, with no process left behind."""
+import dataclasses
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+from engine_helpers import KIT, descendants, make_submission, processes_of  # noqa: E402
+
+from grader.execute import ModuleLoader, execute  # noqa: E402
+from grader.sandbox import (SandboxConfig, SandboxTransport, Zygote, is_root, prepare_scratch,  # noqa: E402
+                            slot_uid)
+
+# Its own uids, so a grading run elsewhere on the machine cannot look like a leftover of ours.
+CONFIG = SandboxConfig(call_timeout=1.5, spawn_timeout=10, cpu_seconds=4, max_file_bytes=4 << 20, uid_base=64900)
+SLOTS = 2
+SANDBOX_UIDS = range(CONFIG.uid_base, CONFIG.uid_base + SLOTS)
+
+
+@pytest.fixture(scope="module")
+def zygote():
+    z = Zygote(slots=SLOTS, config=CONFIG)
+    z.wait_ready()
+    yield z
+    z.close()
+    assert descendants(os.getpid()) == []
+
+
+@pytest.fixture
+def transport(zygote):
+    opened = []
+    # Like run.py's scratch root: traversable by the sandbox uids (pytest's tmp_path is not).
+    work = Path(tempfile.mkdtemp(prefix="day13-test-sandbox-"))
+    os.chmod(work, 0o711)
+
+    def make(files, *, reference=False, slot=0, config=CONFIG):
+        scratch = make_submission(work / f"sub{len(opened)}", files, reference=reference)
+        prepare_scratch(scratch, slot_uid(CONFIG, slot))
+        t = SandboxTransport(zygote=zygote, slot=slot, scratch=scratch, config=config)
+        opened.append(t)
+        return t
+
+    yield make
+    for t in opened:
+        t.close()
+    shutil.rmtree(work)
+    assert processes_of(SANDBOX_UIDS) == []
+    assert descendants(zygote.process.pid) == []
+
+
+def gone(pid, wait=2.0):
+    """The process has exited and been reaped (a zombie is only waiting for that)."""
+    end = time.monotonic() + wait
+    while time.monotonic() < end:
+        if not os.path.exists(f"/proc/{pid}"):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def fn(name, module="hostile", args=()):
+    return {"op": "function", "module": module, "name": name, "args": list(args)}
+
+
+def test_child_answers_exactly_like_the_in_process_executor(transport):
+    t = transport({}, reference=True)
+    rng = np.random.default_rng(1)
+    arrays = {n: rng.standard_normal((2, 4, 8)).astype(np.float32) for n in "QKV"}
+    header = {"op": "function", "module": "self_attention", "name": "scaled_dot_product_attention",
+              "args": [{"array": "Q"}, {"array": "K"}, {"array": "V"}]}
+    got_h, got = t.call(header, arrays)
+    want_h, want = execute(header, arrays, loader=ModuleLoader(KIT / "solutions" / "day13", isolated=True))
+    assert got_h == want_h
+    assert set(got) == set(want) == {"out0", "out1"}
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k])
+    assert t.faults == []
+    if is_root():
+        assert t.isolation == {"pidns": True, "netns": True, "rlimits": True, "uid": True,
+                               "landlock": t.isolation["landlock"], "seccomp": True}
+        assert t.isolation["landlock"] >= 1
+    else:
+        assert t.isolation["rlimits"] is True
+
+
+def test_identity_and_confinement_of_the_child(transport):
+    t = transport({"hostile.py": """
+        import os, torch
+        def uid():
+            return torch.tensor([os.getuid(), os.getpid()])
+        def read_kit():
+            return open(os.environ.get("KIT", "/") + "/grader/records.py").read()
+        def write_outside():
+            open("/tmp/day13-sandbox-escape", "w").write("x")
+        def write_inside():
+            open("scratch_file.txt", "w").write("x")
+            return torch.tensor([len(open("scratch_file.txt").read())])
+        def tcp():
+            import socket
+            socket.create_connection(("127.0.0.1", 9), timeout=1)
+    """.replace('os.environ.get("KIT", "/")', repr(str(KIT)))})
+    h, a = t.call(fn("uid"), {})
+    if is_root():
+        assert a["out0"].tolist() == [CONFIG.uid_base, 1]  # PID 1 of its own namespace
+    for name, kind in [("read_kit", "PermissionError"), ("write_outside", "PermissionError"),
+                       ("tcp", "PermissionError")]:
+        h, _ = t.call(fn(name), {})
+        assert h["error"]["type"] == kind, (name, h["error"])
+    assert not Path("/tmp/day13-sandbox-escape").exists()
+    h, a = t.call(fn("write_inside"), {})
+    assert h["error"] is None and a["out0"].tolist() == [1]
+    assert t.faults == []  # plain exceptions are the student's errors, not sandbox faults
+
+
+def test_timeout_kills_and_the_next_call_gets_a_fresh_child(transport):
+    t = transport({"hostile.py": """
+        import torch
+        def spin():
+            while True:
+                pass
+        def ok():
+            return torch.ones(2)
+    """})
+    start = time.monotonic()
+    h, a = t.call(fn("spin"), {})
+    assert h["error"]["type"] == "Timeout" and "1.5 s" in h["error"]["message"] and a == {}
+    assert time.monotonic() - start < CONFIG.call_timeout + 3
+    h, a = t.call(fn("ok"), {})
+    assert h["error"] is None and a["out0"].tolist() == [1.0, 1.0]
+    assert t.fault_types == ["Timeout"]
+
+
+@pytest.mark.parametrize("body, kind, reason", [
+    ("os._exit(3)", "Crashed", "exit status 3"),
+    ("ctypes.string_at(0)", "Crashed", "SIGSEGV"),
+    ("torch.empty(2 ** 31)", "OutOfMemory", "ran out of memory"),
+    ("bytearray(3 << 30)", "OutOfMemory", "ran out of memory"),
+    ("while True: print('y' * (1 << 20), end='', flush=True)",
+     "Crashed", "wrote more than 4 MB"),
+])
+def test_fatal_faults_are_stated_and_recovered_from(transport, body, kind, reason):
+    t = transport({"hostile.py": f"""
+        import os, ctypes, torch
+        def bad():
+            {body}
+        def ok():
+            return torch.zeros(1)
+    """})
+    h, _ = t.call(fn("bad"), {})
+    assert h["error"]["type"] == kind and reason in h["error"]["message"], h
+    h, a = t.call(fn("ok"), {})
+    assert h["error"] is None and a["out0"].tolist() == [0.0]
+    assert len(t.faults) == 1 and reason in t.faults[0]
+
+
+def test_garbage_on_the_socket_is_a_protocol_error(transport):
+    t = transport({"hostile.py": """
+        import os, stat, time
+        def forge():
+            for fd in range(3, 64):
+                try:
+                    if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                        os.write(fd, b"\\xff" * 64)
+                except OSError:
+                    pass
+            time.sleep(30)
+    """})
+    h, _ = t.call(fn("forge"), {})
+    assert h["error"]["type"] == "ProtocolError" and "cap" in h["error"]["message"]
+
+
+def test_a_module_that_keeps_killing_its_child_at_import_fails_fast(transport):
+    t = transport({"hostile.py": "import os\nos._exit(9)\ndef f():\n    pass\n",
+                   "fine.py": "import torch\ndef f():\n    return torch.ones(1)\n"})
+    for _ in range(2):
+        h, _ = t.call(fn("f"), {})
+        assert h["error"]["type"] == "Crashed" and "exit status 9" in h["error"]["message"]
+    start = time.monotonic()
+    h, _ = t.call(fn("f"), {})
+    assert time.monotonic() - start < 0.05  # no new child was started
+    assert "not retried" in h["error"]["message"]
+    assert len(t.faults) == 2
+    h, a = t.call(fn("f", module="fine"), {})  # other modules still work
+    assert h["error"] is None and a["out0"].tolist() == [1.0]
+
+
+def test_submission_budget_stops_a_slow_submission(transport):
+    t = transport({"hostile.py": "import time\ndef nap():\n    time.sleep(5)\n"},
+                  config=dataclasses.replace(CONFIG, call_timeout=0.5, submission_budget=1.0))
+    kinds = [t.call(fn("nap"), {})[0]["error"]["type"] for _ in range(4)]
+    assert kinds == ["Timeout"] * 4
+    assert "time budget" in t.call(fn("nap", module="other"), {})[0]["error"]["message"]
+
+
+def test_output_is_captured_and_bounded(transport):
+    t = transport({"hostile.py": """
+        import torch
+        print("hello from the student")
+        def f():
+            print("inside f")
+            return torch.ones(1)
+    """})
+    assert t.call(fn("f"), {})[0]["error"] is None
+    assert t.output_tail() == "hello from the student\ninside f\n"
+
+
+def test_close_leaves_no_process(transport, zygote):
+    t = transport({"hostile.py": """
+        import threading, time, torch
+        def threads():
+            for _ in range(4):
+                threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+            return torch.ones(1)
+    """})
+    assert t.call(fn("threads"), {})[0]["error"] is None
+    child = t._child
+    assert os.path.exists(f"/proc/{child.pid}")
+    t.close()
+    assert gone(child.pid) and gone(child.keeper_pid)
+    assert descendants(zygote.process.pid) == []
+
+
+def test_no_network_even_to_loopback(transport):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(0.3)
+    port = listener.getsockname()[1]
+    t = transport({"hostile.py": f"""
+        import socket
+        def call_home():
+            socket.create_connection(("127.0.0.1", {port}), timeout=1).sendall(b"answers?")
+    """})
+    h, _ = t.call(fn("call_home"), {})
+    assert h["error"]["type"] == "PermissionError"
+    with pytest.raises(socket.timeout):
+        listener.accept()
+    listener.close()
+
+
+def test_a_setup_failure_is_reported_with_its_cause(zygote):
+    t = SandboxTransport(zygote=zygote, slot=0, scratch=Path("/nonexistent/day13"), config=CONFIG)
+    with t:
+        h, _ = t.call(fn("f"), {})
+    assert h["error"]["type"] == "Crashed" and "could not set up" in h["error"]["message"]
+    assert "FileNotFoundError" in h["error"]["message"]

@@ -67,7 +67,6 @@ def test_s3_attention_for_two_tokens(ref):
     Q = K = torch.eye(2)
     V = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
     out, weights = ref.self_attention.scaled_dot_product_attention(Q, K, V)
-    assert round(1 / math.sqrt(2), 3) == 0.707  # step 2: the scaled diagonal
     assert_printed(weights, 3, [[0.670, 0.330], [0.330, 0.670]])  # step 3
     assert_printed(weights, 2, [[0.67, 0.33], [0.33, 0.67]])  # the printed check
     assert_printed(out, 2, [[1.66, 2.66], [2.34, 3.34]])  # step 4
@@ -115,7 +114,6 @@ def test_s6_padding_mask_your_turn(ref):
     _, weights = ref.self_attention.scaled_dot_product_attention(
         torch.ones(1, 1), torch.tensor([[0.5], [1.0], [2.0]]), torch.eye(3), torch.tensor([1, 1, 0]))
     assert_printed(weights, 3, [[0.378, 0.622, 0.0]])
-    assert round(math.exp(0.5), 3) == 1.649 and round(math.exp(1.0), 3) == 2.718  # step 2
 
 
 def test_s7_head_size_and_parameters(ref):

@@ -167,3 +167,24 @@ def test_s17_task3_causal_weights_are_lower_triangular(self_attention, check):
     future = weights.triu(1)
     assert torch.all(future == 0), f"§6: weights above the diagonal must be exactly 0, got\n{weights[0]}\n{MASK_HINT}"
     check.close(weights.sum(-1), torch.ones(2, 6), "§6: rows must still sum to 1 after masking", hint=ROWS_HINT)
+
+
+def test_s3_gradients_reach_Q_K_and_V(self_attention):
+    """§3: W_q, W_k and W_v are learned by backprop, so gradients must flow back to Q, K and V (masked too)."""
+    Q, K, V = (torch.randn(2, 4, 3, dtype=torch.float64, requires_grad=True) for _ in range(3))
+    mask = torch.tril(torch.ones(4, 4, dtype=torch.float64))
+
+    def out_and_weights(Q, K, V):
+        out, weights = self_attention.scaled_dot_product_attention(Q, K, V, mask)
+        return out, weights
+
+    hint = ("keep every step in torch so autograd can follow it: no .detach(), no .numpy() round trip, "
+            "no torch.no_grad(), and no in-place change of a tensor backward still needs.")
+    try:
+        ok = torch.autograd.gradcheck(out_and_weights, (Q, K, V), eps=1e-6, atol=1e-5)
+    except Exception as error:  # gradcheck raises with the first wrong Jacobian entry
+        if isinstance(error, NotImplementedError):
+            raise
+        pytest.fail(f"§3: the gradients of your attention are wrong or missing: {type(error).__name__}: "
+                    f"{str(error)[:300]}\nHint: {hint}", pytrace=False)
+    assert ok, f"§3: gradcheck failed. Hint: {hint}"

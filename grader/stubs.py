@@ -54,7 +54,7 @@ def _regions(lines: list[str]) -> list[tuple[int, int, re.Match]]:
                 raise MarkerError(f"line {n + 1}: END SOLUTION without a BEGIN SOLUTION above it")
             regions.append((open_at, n, match))
             open_at = None
-        elif "BEGIN SOLUTION" in line:
+        elif line.lstrip().startswith("#") and "BEGIN SOLUTION" in line:
             raise MarkerError(f"line {n + 1}: write the marker as '# BEGIN SOLUTION (Task N · name)'")
     if open_at is not None:
         raise MarkerError(f"line {open_at + 1}: BEGIN SOLUTION is never closed; add '# END SOLUTION'")

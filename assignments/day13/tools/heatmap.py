@@ -7,7 +7,7 @@
 
 Writes attention_heatmap.png and attention_weights.npy into your folder (the deliverables the
 checker looks for). The sentence is split into words and punctuation; each word gets a fixed toy
-embedding (the same word always gets the same vector) plus the sinusoidal position of §8.
+embedding (the same word always gets the same vector) plus a fixed vector for its position.
 
 Modes (handout §5, "Analyzing one sentence"):
   random   your SelfAttention with its initial random weights (seed 0). The pattern is arbitrary:
@@ -54,24 +54,19 @@ def word_vector(word: str, d_model: int):
     return torch.randn(d_model, generator=torch.Generator().manual_seed(seed))  # (d_model,)
 
 
-def sinusoidal_positions(T: int, d_model: int):
-    """PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(same) (§8), computed here so that
-    make heatmap does not depend on your positional.py."""
+def position_vectors(T: int, d_model: int):
+    """A fixed random vector per position, so the same word at two places embeds differently.
+    (Not the sinusoidal table of §8: that one is yours to write in positional.py.)"""
     import torch
 
-    pos = torch.arange(T, dtype=torch.float32).unsqueeze(1)  # (T, 1)
-    i = torch.arange(0, d_model, 2, dtype=torch.float32)  # (d_model/2,)
-    angle = pos / 10000 ** (i / d_model)  # (T, d_model/2)
-    pe = torch.zeros(T, d_model)
-    pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle)
-    return pe  # (T, d_model)
+    return torch.stack([word_vector(f"<position {t}>", d_model) for t in range(T)]) * 0.5  # (T, d_model)
 
 
 def toy_embeddings(tokens: list[str], d_model: int = D_MODEL):
     import torch
 
     words = torch.stack([word_vector(t, d_model) for t in tokens])  # (T, d_model)
-    return (words + sinusoidal_positions(len(tokens), d_model)).unsqueeze(0)  # (1, T, d_model)
+    return (words + position_vectors(len(tokens), d_model)).unsqueeze(0)  # (1, T, d_model)
 
 
 # --------------------------------------------------------------------------- the student's module

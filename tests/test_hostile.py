@@ -1,0 +1,255 @@
+"""Hostile submissions, graded in one batch beside honest ones (tests/fixtures/hostile/).
+
+Each test asserts the score (a cheat scores exactly what the same bug scores without the cheat; a
+fault costs only the component it hits), the stated reason, that the honest siblings graded in
+the same batch are unaffected, and that no process is left over.
+"""
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+from engine_helpers import KIT, REFERENCE, descendants, make_submission, processes_of  # noqa: E402
+
+from grader import run  # noqa: E402
+from grader.sandbox import SandboxConfig  # noqa: E402
+
+HOSTILE = Path(__file__).parent / "fixtures" / "hostile"
+CODE = ("self_attention", "multihead", "positional", "block")
+CONFIG = SandboxConfig(call_timeout=2.0, cpu_seconds=6, max_file_bytes=8 << 20, uid_base=64800)
+JOBS = 2
+SANDBOX_UIDS = range(CONFIG.uid_base, CONFIG.uid_base + JOBS)
+HONEST = ("aaa_reference", "zzz_reference")
+
+
+def _render(text: str, values: dict) -> str:
+    def include(m):
+        return (HOSTILE / m.group(1)).resolve().read_text()
+    text = re.sub(r"^# @@INCLUDE (\S+)$", include, text, flags=re.M)
+    for key, value in values.items():
+        text = text.replace(f"@@{key}@@", str(value))
+    return text
+
+
+def build_class(root: Path, values: dict) -> Path:
+    subs = root / "submissions"
+    for name in HONEST:
+        make_submission(subs / name)
+    for case in sorted(p for p in HOSTILE.iterdir() if p.is_dir()):
+        folder = make_submission(subs / case.name)
+        for f in case.iterdir():
+            if f.name == "symlinks.txt":
+                for line in f.read_text().splitlines():
+                    link, target = (s.strip() for s in _render(line, values).split("->"))
+                    (folder / link).unlink(missing_ok=True)
+                    (folder / link).symlink_to(target)
+            else:
+                (folder / f.name).write_text(_render(f.read_text(), values))
+    return subs
+
+
+class Listener:
+    """A TCP listener on loopback that records whether anything connected."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(4)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self._stop = False
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    def _accept(self):
+        while not self._stop:
+            try:
+                conn, _ = self.sock.accept()
+                self.connections += 1
+                conn.close()
+            except OSError:
+                pass
+
+    def close(self):
+        self._stop = True
+        self._thread.join()
+        self.sock.close()
+
+
+@pytest.fixture(scope="module")
+def batch():
+    root = Path(tempfile.mkdtemp(prefix="day13-hostile-"))
+    out = root / "out"
+    listener = Listener()
+    subs = build_class(root, {"PORT": listener.port, "KIT": KIT, "SUBMISSIONS": root / "submissions",
+                              "OUT": out, "GRADER_PID": os.getpid()})
+    originals = {p: p.read_bytes() for p in (subs / "aaa_reference").iterdir()}
+    code = run.main(submissions=subs, out=out, jobs=JOBS, config=CONFIG)
+    listener.close()
+    records = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/record.json")}
+    yield dict(code=code, out=out, subs=subs, records=records, originals=originals, listener=listener, root=root)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def components(record) -> dict:
+    got, top = {c: 0.0 for c in CODE}, {c: 0.0 for c in CODE}
+    for t in record["tests"]:
+        if t["component"] in got:
+            got[t["component"]] += t["score"]
+            top[t["component"]] += t["max_score"]
+    return {c: (round(got[c], 4), round(top[c], 4)) for c in CODE}
+
+
+def text_of(record) -> str:
+    return "\n".join(record["notes"] + [t["output"] for t in record["tests"]] + [record["status"]])
+
+
+def check(batch, name, *, hit, like=None, reason=None):
+    """`hit` lost points (exactly as many as `like` when given), the other parts are full, the reason is stated."""
+    record = batch["records"][name]
+    comp = components(record)
+    for c in CODE:
+        if c != hit:
+            assert comp[c][0] == comp[c][1], (name, c, comp[c])
+    assert comp[hit][0] < comp[hit][1], (name, comp[hit])
+    if like is not None:
+        assert comp[hit][0] == components(batch["records"][like])[hit][0], (name, like)
+    if reason is not None:
+        assert re.search(reason, text_of(record)), (name, reason, text_of(record)[:1500])
+    siblings_unaffected(batch)
+    nothing_left()
+    return record
+
+
+def siblings_unaffected(batch):
+    a, z = (batch["records"][n] for n in HONEST)
+    for record in (a, z):
+        assert all(got == top for got, top in components(record).values()), record["submission"]
+        assert record["notes"] == [] and record["status"] == "ok"
+    assert [t for t in a["tests"]] == [t for t in z["tests"]]
+    for path, data in batch["originals"].items():
+        assert path.read_bytes() == data, f"{path} was changed"
+
+
+def nothing_left():
+    assert processes_of(SANDBOX_UIDS) == []
+    assert descendants(os.getpid()) == []
+
+
+def test_batch_completes_with_a_row_each(batch):
+    expected = set(HONEST) | {p.name for p in HOSTILE.iterdir() if p.is_dir()}
+    assert batch["code"] == 0
+    assert set(batch["records"]) == expected
+    rows = (batch["out"] / "grades.csv").read_text().splitlines()[1:]
+    assert sorted(r.split(",")[0] for r in rows) == sorted(expected)
+    nothing_left()
+
+
+@pytest.mark.parametrize("name", ["cheat_pytest", "cheat_subclass", "cheat_conftest", "cheat_results_json"])
+def test_cheats_score_exactly_like_the_same_bug_without_the_cheat(batch, name):
+    check(batch, name, hit="self_attention", like="control_no_scale")
+
+
+def test_monkeypatching_torch_and_numpy_never_gains_a_point(batch):
+    # Patching Tensor.__eq__ breaks the student's own masks too (other parts may fail), but the
+    # comparisons happen in the grader's process, so nothing can score above the honest bug.
+    cheat, control = (batch["records"][n] for n in ("cheat_monkeypatch", "control_no_scale"))
+    for c in CODE:
+        assert components(cheat)[c][0] <= components(control)[c][0], c
+    assert components(cheat)["self_attention"][0] < components(cheat)["self_attention"][1]
+    siblings_unaffected(batch)
+    nothing_left()
+
+
+def test_printing_passed_changes_nothing(batch):
+    record = check(batch, "cheat_print_passed", hit="block", like="control_no_residual")
+    assert record["total"] < record["max_total"]
+
+
+def test_a_fake_results_json_is_never_picked_up(batch):
+    record = batch["records"]["cheat_results_json"]
+    results = json.loads((batch["out"] / "cheat_results_json" / "results.json").read_text())
+    assert results["score"] == record["total"] < 100
+    assert not Path("/tmp/results.json").exists()
+    check(batch, "cheat_results_json", hit="self_attention", like="control_no_scale")
+
+
+def test_os_exit_at_import(batch):
+    check(batch, "cheat_os_exit", hit="multihead", reason=r"Crashed: the student's code ended the process \(exit status 0")
+
+
+def test_sys_exit_at_import(batch):
+    check(batch, "cheat_sys_exit", hit="positional", reason=r"SystemExit")
+
+
+def test_fork_storm_is_refused(batch):
+    check(batch, "fork_storm", hit="positional", reason=r"PermissionError|Operation not permitted")
+
+
+def test_memory_grab_is_stopped(batch):
+    check(batch, "memory_grab", hit="positional", reason=r"OutOfMemory: ran out of memory \(limit 768 MB")
+
+
+def test_infinite_loop_costs_only_that_part(batch):
+    record = check(batch, "infinite_loop", hit="multihead", reason=r"Timeout: no answer within 2 s")
+    assert record["status"] == "timeout"
+
+
+def test_sleep_at_import(batch):
+    record = check(batch, "sleep_at_import", hit="block", reason=r"Timeout: no answer within 2 s")
+    assert components(record)["block"][0] == 0
+
+
+def test_no_connection_reaches_a_loopback_listener(batch):
+    check(batch, "connect_loopback", hit="self_attention", reason=r"PermissionError|Operation not permitted")
+    assert batch["listener"].connections == 0
+
+
+def test_a_sibling_cannot_be_overwritten(batch):
+    check(batch, "overwrite_sibling", hit="self_attention", reason=r"PermissionError|Permission denied")
+
+
+def test_grader_and_solutions_cannot_be_read(batch):
+    check(batch, "read_secrets", hit="self_attention", reason=r"Permission denied")
+
+
+def test_the_grader_cannot_be_killed(batch):
+    record = check(batch, "kill_parent", hit="block", reason=r"the grader is still alive")
+    assert "sent" not in re.search(r"attempts: (.*)", text_of(record)).group(1).split("\n")[0]
+
+
+def test_200_mb_of_output_is_cut_off(batch):
+    check(batch, "big_output", hit="positional", reason=r"wrote more than 8 MB")
+
+
+def test_a_symlink_out_of_the_submission_is_not_followed(batch):
+    record = check(batch, "symlink_outside", hit="self_attention",
+                   reason=r"skipped symlink self_attention.py -> .*solutions/day13/self_attention.py")
+    assert "self_attention.py is missing" in text_of(record)
+
+
+def test_the_child_finds_no_secret_in_its_heap_modules_or_files(batch):
+    record = batch["records"]["secret_scanner"]
+    assert "FOUND SECRETS" not in text_of(record)
+    assert all(got == top for got, top in components(record).values())
+
+
+def test_the_secret_scanner_would_find_secrets_in_the_grader_process(tmp_path):
+    # The scanner can fail: run in a process that has loaded the scorer, it finds the secrets.
+    code = _render((HOSTILE / "secret_scanner" / "self_attention.py").read_text(), {"KIT": KIT})
+    (tmp_path / "scanner.py").write_text(code)
+    probe = ("import sys; sys.path.insert(0, %r); import grader.score; sys.path.insert(0, %r); import scanner;"
+             "print(len(scanner.FOUND))" % (str(KIT), str(tmp_path)))
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=KIT)
+    assert out.returncode == 0, out.stderr
+    assert int(out.stdout.split()[-1]) > 0

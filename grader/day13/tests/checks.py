@@ -83,8 +83,10 @@ def close(got, expected, t: tol.Tol, what: str, *, evidence: bool = False) -> No
     if got_arr.shape != expected.shape:
         raise GradeFailure(f"{what}: expected shape {tuple(expected.shape)}, got shape {tuple(got_arr.shape)}")
     got64 = got_arr.astype(np.float64)
-    scale = max(1.0, float(np.nanmax(np.abs(expected))) if expected.size else 1.0)
-    bad = ~(np.abs(got64 - expected) <= t.atol * scale + t.rtol * np.abs(expected))
+    finite = expected[np.isfinite(expected)]
+    scale = max(1.0, float(np.abs(finite).max(initial=0.0)))
+    with np.errstate(invalid="ignore", over="ignore"):
+        bad = ~((got64 == expected) | (np.abs(got64 - expected) <= t.atol * scale + t.rtol * np.abs(expected)))
     bad &= ~(np.isnan(expected) & np.isnan(got64))
     if not bad.any():
         return
@@ -96,7 +98,8 @@ def describe(got: np.ndarray, expected: np.ndarray, bad: np.ndarray, what: str) 
     if expected.size <= SMALL:
         return (f"{what}: {n_bad} of {n} values differ\n"
                 f"  expected:\n{_fmt(expected)}\n  got:\n{_fmt(got)}")
-    err = np.where(np.isnan(got), np.inf, np.abs(got - expected))
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.where(np.isnan(got) | np.isnan(expected), np.inf, np.abs(got - expected))
     where = np.unravel_index(int(np.argmax(err)), err.shape)
     return (f"{what}: {n_bad} of {n} values differ (shape {tuple(expected.shape)}); "
             f"largest error {_num(err[where])} at index {tuple(int(i) for i in where)}: "

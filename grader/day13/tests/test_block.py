@@ -80,24 +80,33 @@ def test_pre_ln(student, reference):
 
 
 def test_mask_passthrough(student, reference):
+    """Judged by what the mask must do, not by the reference, so a wiring bug costs only the wiring tests."""
     B, T, D, t = 2, 6, 8, 2
+    lengths = [3, 6]
     x, w = ck.randn(1300, B, T, D, scale=2.0), _weights(1301, D)
-    x2 = x.copy()
-    x2[:, t + 1:] = ck.randn(1310, B, T - t - 1, D)
+    later = x.copy()
+    later[:, t + 1:] = ck.randn(1310, B, T - t - 1, D)
+    padded = x.copy()
+    padded[0, lengths[0]:] = ck.randn(1311, T - lengths[0], D)
+    pad = ck.padding(lengths, T)
     calls = []
     for pre_ln in (False, True):
         kw = dict(n_heads=2, pre_ln=pre_ln)
-        name = "Pre-LN" if pre_ln else "Post-LN"
-        pad = ck.padding([3, 6], T)
-        calls.append((name, student.block(x, w, mask=pad, **kw), reference.block(x, w, mask=pad, **kw),
-                      student.block(x, w, mask=ck.causal(T), **kw), student.block(x2, w, mask=ck.causal(T), **kw)))
-    for name, got, exp, a, b in calls:
-        ck.same_outputs(got, exp, f"{name} block with a padding mask (B, 1, 1, T)", ("output",))
+        calls.append(("Pre-LN" if pre_ln else "Post-LN",
+                      student.block(x, w, mask=ck.causal(T), **kw), student.block(later, w, mask=ck.causal(T), **kw),
+                      student.block(x, w, mask=pad, **kw), student.block(padded, w, mask=pad, **kw)))
+    p = ck.tol.PROPERTY[F32]
+    for name, a, b, c, d in calls:
         out_a = ck.output(a, 0, f"{name} block, causal mask", count=1)
         out_b = ck.output(b, 0, f"{name} block, causal mask, later tokens changed", count=1)
-        ck.close(out_b[:, : t + 1], out_a[:, : t + 1], ck.tol.PROPERTY[F32],
+        ck.close(out_b[:, : t + 1], out_a[:, : t + 1], p,
                  f"{name} block under a causal mask: outputs at positions 0..{t} changed when later tokens changed, "
                  "so the mask did not reach the attention")
+        out_c = ck.output(c, 0, f"{name} block, padding mask", count=1)
+        out_d = ck.output(d, 0, f"{name} block, padding mask, padded tokens changed", count=1)
+        ck.close(out_d[0, : lengths[0]], out_c[0, : lengths[0]], p,
+                 f"{name} block with a padding mask (B, 1, 1, T): outputs at the real tokens changed when only "
+                 "padding tokens changed, so the mask did not reach the attention")
 
 
 def test_gradients(student, reference):
@@ -113,7 +122,8 @@ def test_gradients(student, reference):
 
 
 def test_d_ff(student, reference):
-    x, w = ck.randn(1500, 2, 4, 8), _weights(1501, 8, d_ff=12)
-    got = student.block(x, w, n_heads=2, pre_ln=False, d_ff=12)
-    exp = reference.block(x, w, n_heads=2, pre_ln=False, d_ff=12)
-    ck.same_outputs(got, exp, "TransformerBlock(8, 2, d_ff=12)", ("output",))
+    res = student.inspect("block", "TransformerBlock", [8, 2], {"d_ff": 12}, attrs=("ffn",))
+    ffn = ck.ok(res, "TransformerBlock(8, 2, d_ff=12)").inspect["attrs"]["ffn"]
+    expected = {"0.weight": [12, 8], "0.bias": [12], "2.weight": [8, 12], "2.bias": [8]}
+    ck.check(ffn.get("parameters") == expected,
+             f"TransformerBlock(8, 2, d_ff=12).ffn: expected parameters {expected}, got {ffn.get('parameters')}")

@@ -425,6 +425,13 @@ def _weights_quoted(text: str) -> list[str]:
     return found
 
 
+def _listed(name: str, problems: list[str]) -> str:
+    """One problem on one line; several as a list, one per line."""
+    if len(problems) == 1:
+        return f"{name}: {problems[0]}"
+    return f"{name} needs {len(problems)} fixes:\n" + "\n".join(f"- {p}" for p in problems)
+
+
 def _judge_analysis(name: str, data: bytes) -> str:
     text = _text(name, data)
     lines = [line for line in text.split("\n") if line.strip() and not _HEADING.match(line)]
@@ -442,7 +449,7 @@ def _judge_analysis(name: str, data: bytes) -> str:
         problems.append("say which layer/head you looked at (e.g. 'head 3 of layer 5'), or, for your own untrained "
                         "SelfAttention, that random weights make the pattern arbitrary (handout §5).")
     if problems:
-        raise _Problem(f"{name}: " + " Also, ".join(problems))
+        raise _Problem(_listed(name, problems))
     return f"{name}: {len(lines)} lines, tokens and weights quoted."
 
 
@@ -754,7 +761,7 @@ def _judge_readme(name: str, data: bytes) -> str:
     kept = (f" ({kept_instructions} words of the assignment's own README, the instructions, were left out: "
             "only your own text counts)") if kept_instructions else ""
     if problems:
-        raise _Problem(f"{name}: " + " Also, ".join(problems) + kept)
+        raise _Problem(_listed(name, problems) + kept)
     note = "" if prints is not None else " (copy check skipped: handout_ngrams.txt is not next to the checker)"
     return f"{name}: Query, Key and Value explained in {n_words} words of your own{kept}{note}."
 
@@ -813,7 +820,9 @@ def main(*, submission) -> int:
         if result.passed:
             print(f"  {ok} {title}: {result.message}")
         else:
-            print(f"  {bad} {title}\n      {result.message}")
+            print(f"  {bad} {title}")
+            for line in result.message.splitlines():
+                print(f"      {line}")
     failed = sum(not r.passed for r in results)
     print("All deliverables are in place." if not failed else
           f"{failed} of {len(results)} deliverable check(s) to fix (see above), then run the check again.")

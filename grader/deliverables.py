@@ -399,7 +399,9 @@ def _text(name: str, data: bytes) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-_HEADING = re.compile(r"^\s{0,3}(#{1,6}(\s|$)|([-*_]\s*){3,}$|={3,}$|-{3,}$)")
+# Lines that are layout, not analysis: headings, rules, table rows, an embedded image, a comment.
+_NOT_A_LINE = re.compile(r"^\s{0,3}(#{1,6}(\s|$)|([-*_]\s*){3,}$|={3,}$)|^\s*(\||!\[[^\]]*\]\([^)]*\)\s*$|<!--)")
+_FENCED = re.compile(r"^\s*(```|~~~).*?(^\s*\1[^\n]*$|\Z)", re.DOTALL | re.MULTILINE)
 # A token in quotes: straight or curly, single or double, or `code`. An apostrophe inside a word
 # (didn't, model's) is not an opening quote, hence the look-behind.
 _QUOTED = re.compile(r"""(?<![\w])(?:"[^"\n]{1,40}"|'[^'\s][^'\n]{0,39}'|“[^”\n]{1,40}”|‘[^’\n]{1,40}’|`[^`\n]{1,40}`"""
@@ -434,11 +436,12 @@ def _listed(name: str, problems: list[str]) -> str:
 
 def _judge_analysis(name: str, data: bytes) -> str:
     text = _text(name, data)
-    lines = [line for line in text.split("\n") if line.strip() and not _HEADING.match(line)]
+    lines = [line for line in _FENCED.sub("", text).split("\n") if line.strip() and not _NOT_A_LINE.match(line)]
     problems = []
     low, high = ANALYSIS_LINES
     if not low <= len(lines) <= high:
-        problems.append(f"it has {len(lines)} non-empty line(s) (headings not counted); the handout asks for {low}-{high} "
+        problems.append(f"it has {len(lines)} line(s) of text (blank lines, headings, tables and images not counted); "
+                        f"the handout asks for {low}-{high} "
                         "lines: one line per observation, no hard line-wrapping inside a sentence.")
     if not _QUOTED.search(text):
         problems.append("no token is named in quotes: name the tokens you discuss, e.g. 'sat' attends to 'cat'.")

@@ -276,7 +276,7 @@ def test_analysis_in_the_handouts_style_is_accepted(sub):
 def test_one_line_analysis_is_rejected(sub):
     write(sub, "analysis.md", ANALYSIS_OK.replace("\n", " ") + "\n")
     result = check(sub, "analysis")
-    assert not result.passed and "1 non-empty line" in result.message
+    assert not result.passed and "1 line(s) of text" in result.message
 
 
 def test_analysis_without_a_weight_is_rejected(sub):
@@ -306,6 +306,10 @@ def test_analysis_needs_a_head_or_the_untrained_note(sub):
     # a heading, blank lines, curly quotes, a weight written .42, a percentage
     "# My analysis\n\nIn “it was too tired”, ‘it’ attends to ‘animal’ with .42.\n\n"
     "Head 2 of layer 1 was the clearest.\n“street” gets 7%.\nOther rows are flat.\n",
+    # the heatmap embedded, a table of weights and a comment around four lines of text
+    "![heatmap](attention_heatmap.png)\n\n| query | key | weight |\n|---|---|---|\n| sat | cat | 0.42 |\n"
+    "<!-- draft -->\n'sat' attends most to 'cat'.\nThis is head 0 of my only layer.\n'on' is spread out.\n"
+    "The rest is flat.\n",
     # double quotes, weight 1.0, random-weights note, Windows line endings
     'Random untrained weights: the pattern is arbitrary.\r\n"The" attends to "mat" with 1.0.\r\n'
     'Rows sum to one.\r\n"cat" is ignored.\r\n',
@@ -318,6 +322,12 @@ def test_unusual_but_valid_analyses_are_accepted(sub, text):
     write(sub, "Analysis.TXT", text)
     result = check(sub, "analysis")
     assert result.passed, result.message
+
+
+def test_six_lines_are_too_many(sub):
+    write(sub, "analysis.md", ANALYSIS_OK + "One more line.\nAnd another one.\n")
+    result = check(sub, "analysis")
+    assert not result.passed and "6 line(s) of text" in result.message
 
 
 def test_apostrophes_are_not_quotes(sub):
@@ -663,7 +673,7 @@ def test_main_prints_a_checklist_and_exit_code(sub, capsys):
     (sub / "analysis.md").write_text("Too short.\n")
     assert deliverables.main(submission=str(sub)) == 1
     out = capsys.readouterr().out
-    assert out.count("✓") == 4 and "✗ Sentence analysis" in out and "1 non-empty line" in out
+    assert out.count("✓") == 4 and "✗ Sentence analysis" in out and "1 line(s) of text" in out
 
 
 def test_checker_is_standalone_and_runs_from_a_copy(sub, tmp_path):

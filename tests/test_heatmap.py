@@ -132,6 +132,12 @@ def test_a_crashing_forward_is_reported_with_its_line(tmp_path):
     assert "RuntimeError" in done.stderr and "self_attention.py, line" in done.stderr
 
 
+def test_check_tool_finds_the_kit_checker_when_not_released():
+    done = subprocess.run([sys.executable, str(STUDENT / "tools" / "check.py"), str(REFERENCE)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0 and "All deliverables are in place." in done.stdout, done.stdout + done.stderr
+
+
 def test_tokenize_and_strongest_links():
     heatmap = load_tool("heatmap")
     assert heatmap.tokenize("The animal didn't cross, it was tired.") == \

@@ -185,3 +185,16 @@ def test_check_mode_reports_a_stale_stub(tmp_path, monkeypatch, capsys):
     stub.write_text(stub.read_text(encoding="utf-8") + "# hand edit\n", encoding="utf-8")
     assert stubs.main(check=True) == 1
     assert "-# hand edit" in capsys.readouterr().err  # the diff shows what regenerating would remove
+
+
+def test_student_readme_lists_every_task_and_the_forbidden_calls():
+    """The student README's task table follows the markers, so a renumbered task cannot drift from it."""
+    readme = (ASSIGNMENT_DIR / "README.md").read_text(encoding="utf-8")
+    for solution, _ in PAIRS:
+        for number, name in re.findall(r"# BEGIN SOLUTION \(Task (\d+) · ([\w.]+)\)", solution.read_text(encoding="utf-8")):
+            row = re.search(rf"^\| {number} \| `{solution.name}` \|(.*)$", readme, re.M)
+            assert row, f"README.md has no row for Task {number} in {solution.name}"
+            assert name.split(".")[0] in row.group(1), f"Task {number}: README row does not name {name}"
+    forbidden = readme[readme.index("## Not allowed"):]
+    for call in ("scaled_dot_product_attention", "nn.MultiheadAttention", "nn.Transformer"):
+        assert call in forbidden

@@ -3,6 +3,7 @@
 Each run copies the tests and pytest.ini beside a set of four files in a temporary folder and runs
 pytest there in a subprocess, so the reference, the stubs and the variants never share a process.
 """
+import os
 import re
 import subprocess
 import sys
@@ -25,7 +26,8 @@ def student_folder(tmp_path, sources):
     (folder / "tests").mkdir(parents=True)
     for test_file in (ASSIGNMENT / "tests").glob("*.py"):
         (folder / "tests" / test_file.name).write_bytes(test_file.read_bytes())
-    (folder / "pytest.ini").write_bytes((ASSIGNMENT / "pytest.ini").read_bytes())
+    for name in ("pytest.ini", "Makefile"):
+        (folder / name).write_bytes((ASSIGNMENT / name).read_bytes())
     for name, text in sources.items():
         (folder / name).write_text(text, encoding="utf-8")
     return folder
@@ -35,11 +37,19 @@ def from_dir(directory):
     return {name: (directory / name).read_text(encoding="utf-8") for name in FILES}
 
 
-def run_visible(folder, *args):
-    """(exit code, {test id: (outcome, message)}) of `python -m pytest` in the student folder."""
+def run_visible(folder, *args, make=None):
+    """(exit code, {test id: (outcome, message)}, output) of pytest in the student folder.
+
+    With make=[...] the run goes through the student Makefile (`make test ...`) instead.
+    """
     report = folder / "report.xml"
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={report}", *args],
-                          cwd=folder, capture_output=True, text=True, timeout=120)
+    options = f"-p no:cacheprovider --junitxml={report}"
+    if make is None:
+        command = [sys.executable, "-m", "pytest", *options.split(), *args]
+    else:
+        command = ["make", "--no-print-directory", "test", f"PYTHON={sys.executable}", *make]
+    proc = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTEST_ADDOPTS": options} if make is not None else None)
     results = {}
     if report.exists():
         for case in ET.parse(report).getroot().iter("testcase"):
@@ -63,7 +73,8 @@ def test_every_visible_test_file_has_one_part_marker():
 
 
 def test_reference_passes_every_visible_test(tmp_path):
-    code, results, output = run_visible(student_folder(tmp_path, from_dir(REFERENCE)))
+    """Run through the student Makefile, as `make test` in the student folder."""
+    code, results, output = run_visible(student_folder(tmp_path, from_dir(REFERENCE)), make=[])
     assert code == 0, output
     assert len(results) >= 40, f"only {len(results)} visible tests ran"
     assert {outcome for outcome, _ in results.values()} == {"passed"}, output
@@ -83,7 +94,7 @@ def test_stubs_fail_every_test_cleanly(tmp_path):
 
 
 def test_one_part_runs_alone_with_its_marker(tmp_path):
-    code, results, output = run_visible(student_folder(tmp_path, from_dir(REFERENCE)), "-m", "multihead")
+    code, results, output = run_visible(student_folder(tmp_path, from_dir(REFERENCE)), make=["PART=multihead"])
     assert code == 0, output
     assert results and all(test_id.startswith("tests.test_multihead::") for test_id in results), list(results)
 

@@ -289,6 +289,10 @@ def main(argv: list[str] | None = None) -> int:
     except HeatmapError as error:
         print(f"make heatmap: {error}", file=sys.stderr)
         return 2
+    except ImportError as error:  # torch or matplotlib missing from this Python
+        print(f"make heatmap needs torch and matplotlib ({error}). Install them as the README's set-up says, "
+              "or run make with the Python that has them: make heatmap PYTHON=.venv/bin/python", file=sys.stderr)
+        return 2
     tokens = tokenize(args.sentence)
     out = Path(args.out or folder)
     print(f"Wrote {out / 'attention_heatmap.png'} and {out / 'attention_weights.npy'} "

@@ -23,7 +23,8 @@ def test_s3_two_tokens(self_attention, check):
     out, weights = check.pair(self_attention.scaled_dot_product_attention(Q, K, V),
                               "scaled_dot_product_attention(Q, K, V)")
     unscaled = torch.softmax(Q @ K.T, dim=-1)
-    hint = SCALE_HINT if torch.allclose(weights.double(), unscaled.double(), atol=1e-3) else ""
+    unscaled_match = weights.shape == unscaled.shape and torch.allclose(weights.double(), unscaled.double(), atol=1e-3)
+    hint = SCALE_HINT if unscaled_match else ""
     check.close(weights, [[0.67, 0.33], [0.33, 0.67]], "§3 two tokens: attention weights", decimals=2, hint=hint)
     check.close(out, [[1.66, 2.66], [2.34, 3.34]], "§3 two tokens: output = weights @ V", decimals=2)
 

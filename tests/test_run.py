@@ -1,0 +1,207 @@
+"""grader/run.py: the batch runner end to end: outputs, resume after kill -9, --force, shards,
+exit codes, determinism, notebooks graded like .py files, and the CLI under `make grade`."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import nbformat
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+from engine_helpers import KIT, REFERENCE, descendants, make_submission, processes_of  # noqa: E402
+
+from grader import run  # noqa: E402
+from grader.sandbox import SandboxConfig  # noqa: E402
+
+CONFIG = SandboxConfig(call_timeout=3.0, uid_base=64700)
+UIDS = range(CONFIG.uid_base, CONFIG.uid_base + 4)
+COLUMNS = "submission,total,max_total,self_attention,multihead,positional,block,deliverables,status"
+
+
+def small_class(root: Path) -> Path:
+    subs = root / "subs"
+    make_submission(subs / "alice")
+    make_submission(subs / "bob", {"positional.py": "raise ImportError('bob broke it')\n"})
+    make_submission(subs / "carol", reference=False)  # empty: every part missing
+    with zipfile.ZipFile(subs / "dan.zip", "w") as z:
+        for f in REFERENCE.glob("*.py"):
+            z.write(f, f"dan/{f.name}")
+    return subs
+
+
+def notebook_of_reference(path: Path) -> None:
+    cells = ["%matplotlib inline\n!pip install torch"]
+    for name in ("self_attention", "positional", "multihead", "block"):
+        src = (REFERENCE / f"{name}.py").read_text()
+        cells.append("\n".join(l for l in src.splitlines() if not l.startswith(("from multihead", "from self_att"))))
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    nbformat.write(nb, str(path))
+
+
+def rows(out: Path) -> list[str]:
+    return (out / "grades.csv").read_text().splitlines()
+
+
+def record(out: Path, name: str) -> dict:
+    return json.loads((out / name / "record.json").read_text())
+
+
+def no_leftovers():
+    assert processes_of(UIDS) == []
+    assert descendants(os.getpid()) == []
+
+
+@pytest.fixture(scope="module")
+def graded():
+    root = Path(tempfile.mkdtemp(prefix="day13-run-"))
+    subs = small_class(root)
+    notebook_of_reference(subs / "erin.ipynb")
+    out = root / "out"
+    code = run.main(submissions=subs, out=out, jobs=2, config=CONFIG)
+    yield root, subs, out, code
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_every_output_is_written_in_a_stable_order(graded):
+    root, subs, out, code = graded
+    assert code == 0
+    lines = rows(out)
+    assert lines[0] == COLUMNS
+    assert [l.split(",")[0] for l in lines[1:]] == ["alice", "bob", "carol", "dan", "erin"]
+    for name in ("alice", "bob", "carol", "dan", "erin"):
+        for f in ("results.json", "feedback.md", "record.json"):
+            assert (out / name / f).is_file()
+    for f in ("report.html", "summary.md"):
+        assert (out / f).is_file()
+    no_leftovers()
+
+
+def test_faults_cost_only_their_part_and_are_stated(graded):
+    root, subs, out, code = graded
+    alice, bob, carol = (record(out, n) for n in ("alice", "bob", "carol"))
+    scores = {r["submission"]: {t["name"]: t["score"] for t in r["tests"]} for r in (alice, bob, carol)}
+    for test, score in scores["bob"].items():
+        if test.startswith("positional."):
+            assert score == 0
+        elif not test.startswith("deliverables."):
+            assert score == scores["alice"][test], test
+    assert "bob broke it" in json.dumps(bob)
+    assert carol["total"] == 0 and "missing" in json.dumps(carol)
+    assert alice["isolation"]["scratch_copy"] is True
+    if os.geteuid() == 0:
+        assert all(alice["isolation"][k] for k in ("pidns", "netns", "uid", "landlock", "seccomp", "rlimits"))
+
+
+def test_zip_and_notebook_score_like_the_same_py_files(graded):
+    root, subs, out, code = graded
+    code_parts = lambda r: {t["name"]: t["score"] for t in r["tests"] if not t["name"].startswith("deliverables.")}
+    alice = code_parts(record(out, "alice"))
+    assert code_parts(record(out, "dan")) == alice
+    assert code_parts(record(out, "erin")) == alice
+    assert "graded the code cells of erin.ipynb" in record(out, "erin")["notes"]
+
+
+def test_rerun_skips_graded_and_force_regrades_byte_identically(graded):
+    root, subs, out, code = graded
+    before = {p: p.read_bytes() for p in out.glob("*/results.json")}
+    stamp = (out / "alice" / "record.json").stat().st_mtime_ns
+    assert run.main(submissions=subs, out=out, jobs=1, config=CONFIG) == 0
+    assert (out / "alice" / "record.json").stat().st_mtime_ns == stamp  # skipped
+    assert run.main(submissions=subs, out=out, jobs=2, force=True, config=CONFIG) == 0
+    assert (out / "alice" / "record.json").stat().st_mtime_ns != stamp  # regraded
+    for path, data in before.items():
+        old, new = json.loads(data), json.loads(path.read_bytes())
+        old.pop("execution_time"), new.pop("execution_time")
+        assert old == new, path
+    no_leftovers()
+
+
+def test_resume_after_kill_9_loses_and_duplicates_nothing(tmp_path):
+    subs = tmp_path / "subs"
+    for i in range(6):
+        make_submission(subs / f"s{i}", {"multihead.py": "import time\ntime.sleep(0.6)\n"
+                                         + (REFERENCE / "multihead.py").read_text()})
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "grader", "grade", str(subs), "--out", str(out), "--jobs", "2"]
+    proc = subprocess.Popen(cmd, cwd=KIT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(list(out.glob("*/record.json"))) < 2:
+        time.sleep(0.05)
+    family = descendants(proc.pid)  # workers, zygote, keepers, student children
+    proc.kill()  # only the batch process: the rest must follow it on their own
+    proc.wait()
+    done_before = len(list(out.glob("*/record.json")))
+    assert 2 <= done_before < 6 and len(family) >= 3
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in family):
+        time.sleep(0.05)
+    assert [p for p in family if os.path.exists(f"/proc/{p}")] == []
+    rerun = subprocess.run(cmd, cwd=KIT, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert f"{done_before} already graded" in rerun.stdout
+    names = [l.split(",")[0] for l in rows(out)[1:]]
+    assert names == [f"s{i}" for i in range(6)]
+    assert all(record(out, n)["status"] == "ok" for n in names)
+
+
+def test_shards_partition_the_class_and_merge_equals_one_run(graded, tmp_path):
+    root, subs, out, code = graded
+    shard_outs = []
+    for k in (1, 2):
+        shard_out = tmp_path / f"shard{k}"
+        assert run.main(submissions=subs, out=shard_out, jobs=1, shard=f"{k}/2", config=CONFIG) == 0
+        shard_outs.append(shard_out)
+    names = [sorted(p.parent.name for p in o.glob("*/record.json")) for o in shard_outs]
+    assert names == [["alice", "carol", "erin"], ["bob", "dan"]]
+    from grader import report
+    merged = tmp_path / "merged"
+    assert report.merge(shards=[str(o) for o in shard_outs], out=str(merged)) == 0
+    assert rows(merged) == rows(out)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(shard="3/2"), "--shard"),
+    (dict(shard="x"), "--shard"),
+    (dict(jobs=0), "--jobs"),
+])
+def test_usage_errors_exit_2_with_a_hint(tmp_path, capsys, kwargs, message):
+    (tmp_path / "subs").mkdir()
+    assert run.main(submissions=tmp_path / "subs", out=tmp_path / "out", **kwargs) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_missing_submissions_folder_exits_2(tmp_path, capsys):
+    assert run.main(submissions=tmp_path / "nope", out=tmp_path / "out") == 2
+    assert "folder of submissions" in capsys.readouterr().err
+
+
+def test_an_engine_fault_on_one_submission_exits_1_and_keeps_the_others(graded, tmp_path, monkeypatch):
+    root, subs, out, code = graded
+    real = run.grade_one
+
+    def flaky(sub, **kw):
+        if sub.name == "bob":
+            raise RuntimeError("engine bug for bob")
+        return real(sub, **kw)
+
+    monkeypatch.setattr(run, "grade_one", flaky)
+    out2 = tmp_path / "out"
+    assert run.main(submissions=subs, out=out2, jobs=1, config=CONFIG) == 1
+    assert record(out2, "bob")["status"] == "engine-error"
+    assert "engine bug for bob" in " ".join(record(out2, "bob")["notes"])
+    assert record(out2, "alice")["total"] == record(out, "alice")["total"]
+
+
+def test_progress_is_plain_lines_off_a_terminal(graded, tmp_path, capsys):
+    root, subs, out, code = graded
+    assert run.main(submissions=subs, out=tmp_path / "o", jobs=1, shard="2/2", config=CONFIG) == 0
+    text = capsys.readouterr().out
+    assert "graded 1/2 bob: " in text and "graded 2/2 dan: " in text and "\r" not in text
+    assert "grades.csv" in text

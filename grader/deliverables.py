@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import codecs
 import hashlib
 import io
 import os
@@ -205,8 +206,9 @@ def _sniff(data: bytes) -> str:
     if head.lstrip().lower().startswith((b"<?xml", b"<svg")):
         return "an SVG/XML file"
     try:
-        data[:2048].decode("utf-8")
-        return "a text file"
+        # Incremental: a multi-byte character cut at byte 2048 is not a decoding error.
+        text = codecs.getincrementaldecoder("utf-8")().decode(data[:2048], final=False)
+        return "a text file" if "\x00" not in text else "an unknown binary file"
     except UnicodeDecodeError:
         return "an unknown binary file"
 

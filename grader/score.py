@@ -171,10 +171,13 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None)
             result.tests.append(TestResult(name=rid, component=component, score=points, max_score=points,
                                            status="passed", output="", title=title))
             continue
-        bug = catalogue.identify(component, rid, calls) if not _is_import(failure) else None
+        unfinished = bool(failure.error and failure.error.get("type") == "NotImplementedError")
+        bug = None if _is_import(failure) or unfinished else catalogue.identify(component, rid, calls)
         hint = rubric.get("hints", {}).get(bug, {}).get("text") if bug else None
         text = failure.message
-        if hint:
+        if unfinished:
+            text += f"\n\nThis part is not written yet: replace the `raise NotImplementedError` with your code ({entry.get('section', 'see the handout')})."
+        elif hint:
             text += f"\n\nLikely misconception: {hint}"
         else:
             text += f"\n\nHint ({entry.get('section', '')}): {entry.get('hint', '')}".replace(" ()", "")

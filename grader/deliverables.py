@@ -818,6 +818,10 @@ def _symbols() -> tuple[str, str]:
 def main(*, submission) -> int:
     """Print a checklist for one submission folder. Exit code 0 when every check passes, else 1."""
     ok, bad = _symbols()
+    if not os.path.isdir(submission):
+        hint = " Unzip it first and point the checker at the folder." if str(submission).lower().endswith(".zip") else ""
+        print(f"{bad} {submission} is not a folder.{hint}")
+        return 1
     results = run_checks(submission)
     print(f"Deliverables in {submission}:")
     for result in results:

@@ -676,6 +676,11 @@ def test_main_prints_a_checklist_and_exit_code(sub, capsys):
     assert out.count("✓") == 4 and "✗ Sentence analysis" in out and "1 line(s) of text" in out
 
 
+def test_main_on_a_zip_says_to_unzip(tmp_path, capsys):
+    assert deliverables.main(submission=str(tmp_path / "alice.zip")) == 1
+    assert "Unzip it first" in capsys.readouterr().out
+
+
 def test_checker_is_standalone_and_runs_from_a_copy(sub, tmp_path):
     tree = ast.parse((ROOT / "grader" / "deliverables.py").read_text(encoding="utf-8"))
     imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)

@@ -49,7 +49,10 @@ ROW_SUM_TOLERANCE = 1e-3
 ANALYSIS_LINES = (4, 5)
 # The issue asks for "at least about 80 words"; a few words short is still a real explanation.
 MIN_README_WORDS = 75
-NGRAM = 8  # words shared in a row with the handout that count as copying
+NGRAM = 8  # fingerprinted run length, in words of two or more characters
+# A copied passage is a shared run of at least this many such words: one short sentence that
+# happens to match ("Every row sums to 1 because of the softmax", 8 words) is not copying.
+MIN_COPIED_WORDS = 10
 FINGERPRINTS = Path(__file__).with_name("handout_ngrams.txt")
 _HASH_BYTES = 6
 
@@ -714,10 +717,11 @@ def _matched_runs(words: list[tuple[str, int, int]], prints: set[int]) -> list[t
 
 def copied_passages(text: str, prints: set[int]) -> list[str]:
     """Passages of `text` (the student's own words, longest first) that repeat the handout for
-    NGRAM words or more."""
+    MIN_COPIED_WORDS words or more."""
     text = unicodedata.normalize("NFKC", text)
     words = _words(text)
-    passages = [" ".join(text[words[a][1]:words[b][2]].split()) for a, b in _matched_runs(words, prints)]
+    passages = [" ".join(text[words[a][1]:words[b][2]].split()) for a, b in _matched_runs(words, prints)
+                if b - a + 1 >= MIN_COPIED_WORDS]
     return sorted(passages, key=len, reverse=True)
 
 

@@ -485,6 +485,14 @@ def test_copy_check_finds_a_passage_lifted_from_anywhere_in_the_handout():
             assert deliverables.copied_passages(f"My words first. {passage} My words after.", prints), passage
 
 
+def test_one_short_matching_sentence_is_not_copying(sub):
+    sentence = "Every row sums to 1 because of the softmax."
+    assert sentence in handout_text()
+    write(sub, "README.md", README_OK + "\n" + sentence + "\n")
+    result = check(sub, "readme")
+    assert result.passed, result.message
+
+
 def test_quoting_the_handouts_example_sentence_or_code_is_not_copying(sub):
     text = (README_OK + "\nFor example in “The animal didn’t cross the street because it was too tired” the "
             "query of it should match the key of animal.\n\n```python\n"

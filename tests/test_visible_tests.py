@@ -262,6 +262,10 @@ BUGS = {
                           "test_s7_two_heads_see_their_own_features", "features i*d_k:(i+1)*d_k"),
     "cos_in_even_features": ("positional.py", "torch.sin(angle)  # even", "torch.cos(angle)  # even", "positional",
                         "test_s8_positions_0_and_1", "even features 2i hold sin"),
+    "library_attention": ("self_attention.py", "weights = torch.softmax(scores, dim=-1)",
+                          "weights = torch.softmax(scores, dim=-1)\n"
+                          "    torch.nn.functional.scaled_dot_product_attention(Q, K, V)", "self_attention",
+                          "test_s3_two_tokens", "not allowed"),
     "pre_and_post_ln_swapped": ("block.py", "if self.pre_ln:", "if not self.pre_ln:", "block",
                                 "test_s12_wiring[post_ln]", "Post-LN (pre_ln=False)"),
 }
@@ -270,7 +274,7 @@ BUGS = {
 # Bugs in different files share one run when no test of one part depends on another part's file
 # (the block's wiring tests use stand-ins, so a block bug never meets a self-attention bug).
 BUG_RUNS = [("no_scaling", "cos_in_even_features", "pre_and_post_ln_swapped"),
-            ("softmax_over_columns",), ("mask_inverted",), ("heads_interleaved",)]
+            ("softmax_over_columns",), ("mask_inverted",), ("heads_interleaved",), ("library_attention",)]
 
 
 @pytest.fixture(scope="module")

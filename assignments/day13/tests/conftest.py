@@ -4,6 +4,7 @@ Each test gets your module through a fixture (`self_attention`, `multihead`, `po
 so a file that does not import yet fails only the tests that need it, with the import error shown.
 A task you have not written yet (the stub raises NotImplementedError) shows up as one short failure.
 """
+import functools
 import importlib
 import sys
 import traceback
@@ -15,6 +16,28 @@ import torch
 STUDENT_DIR = Path(__file__).resolve().parents[1]
 if str(STUDENT_DIR) not in sys.path:
     sys.path.insert(0, str(STUDENT_DIR))
+
+
+# Library attention is not allowed (README, "Not allowed"). It is watched from here, before your files
+# are imported, so that every use is seen however it was imported; the graders do the same.
+_library_attention_used = set()
+
+
+def _watch(owner, attribute, name):
+    original = getattr(owner, attribute)
+
+    @functools.wraps(original)
+    def watched(*args, **kwargs):
+        _library_attention_used.add(name)
+        return original(*args, **kwargs)
+
+    setattr(owner, attribute, watched)
+
+
+_watch(torch.nn.functional, "scaled_dot_product_attention", "torch.nn.functional.scaled_dot_product_attention")
+for _cls in ("MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerEncoderLayer",
+             "TransformerDecoder", "TransformerDecoderLayer"):
+    _watch(getattr(torch.nn, _cls), "__init__", f"torch.nn.{_cls}")
 
 
 class _DoesNotImport:
@@ -59,12 +82,20 @@ def block():
 
 @pytest.hookimpl(wrapper=True)
 def pytest_pyfunc_call(pyfuncitem):
+    _library_attention_used.clear()
     try:
-        return (yield)
+        outcome = yield
     except NotImplementedError as error:
         message = str(error) or "a task this test needs is not implemented yet"
+        message += "\nWrite that task in your file, then run `make test` again."
+    else:
+        if not _library_attention_used:
+            return outcome
+        message = (f"your code used {', '.join(sorted(_library_attention_used))}, which is not allowed: computing "
+                   "attention yourself is the point of Day 13, and the graders take this part's points for it. "
+                   "Write the matrix products and the softmax yourself (handout §5, §7).")
     # Failing outside the except block keeps the report to one line, without the chained traceback.
-    pytest.fail(f"{message}\nWrite that task in your file, then run `make test` again.", pytrace=False)
+    pytest.fail(message, pytrace=False)
 
 
 class Check:

@@ -105,20 +105,12 @@ def _root(node) -> str | None:
 
 
 def _forbidden_by_component(runtime: dict[str, set], static: dict[str, set]) -> dict[str, set]:
-    """Who pays for a forbidden call: the file that names it; at run time, the part whose test saw it.
+    """Who pays for a forbidden API: the part whose file names it, and the part whose test ran it.
 
-    A runtime sighting is not charged to a part whose own file is clean when the static scan
-    finds the name in another part's file (a block importing a multihead that uses
-    nn.MultiheadAttention must not lose block points).
+    Run-time sightings are precise because each part runs against the grader's stand-ins for
+    the other parts (grader/execute.py), so a block never runs the student's multihead.
     """
-    blamed = {c: set(static.get(FILE_OF[c], ())) for c in CODE_COMPONENTS}
-    elsewhere = {n for f, names in static.items() for n in names}
-    for component, names in runtime.items():
-        own = static.get(FILE_OF[component], set())
-        for name in names:
-            if name in own or name not in elsewhere:
-                blamed[component].add(name)
-    return blamed
+    return {c: set(static.get(FILE_OF[c], ())) | set(runtime.get(c, ())) for c in CODE_COMPONENTS}
 
 
 # -- grading ----------------------------------------------------------------------------------

@@ -246,3 +246,17 @@ def test_a_transport_timeout_becomes_a_failed_test_with_the_reason():
     result = killrate._no_deliverables(lambda: score.grade_submission(name="t", directory=SOLUTIONS, transport=hanging))
     assert code_scores(result) == {**killrate.full_marks(), "positional": 0.0}
     assert all("Timeout" in t.output for t in result.tests if t.component == "positional")
+
+
+def test_forbidden_use_hidden_in_a_helper_module_is_caught_at_run_time(tmp_path):
+    sub = _copy_reference(tmp_path)
+    (sub / "helpers.py").write_text("import torch.nn.functional as F\n"
+                                    "def attend(Q, K, V):\n    return F.scaled_dot_product_attention(Q, K, V)\n")
+    text = (sub / "self_attention.py").read_text().replace(
+        "    out = weights @ V  # (..., T_q, d_v)\n",
+        "    out = attend(Q, K, V) if mask is None else weights @ V\n").replace(
+        "import torch.nn as nn\n", "import torch.nn as nn\n\nfrom helpers import attend\n")
+    (sub / "self_attention.py").write_text(text)
+    assert score.static_forbidden(sub) == {"helpers.py": {"scaled_dot_product_attention"}}
+    result = killrate.grade(sub, "helper")
+    assert code_scores(result) == {**killrate.full_marks(), "self_attention": 0.0}

@@ -24,6 +24,7 @@ import json
 import os
 import resource
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -400,6 +401,13 @@ def _zygote_main(spec: dict) -> None:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
     _warm_up(torch)
+    _warm_up_executor(entry)
+    # Everything alive now is shared with every child: frozen, the collector never walks (and so
+    # never writes to, copying on write) those pages in a child.
+    import gc
+
+    gc.collect()
+    gc.freeze()
     # Orphans (a child whose keeper died first) come back to us, and the kernel reaps them all.
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
@@ -453,6 +461,59 @@ def _warm_up(torch) -> None:
         y = layers(y) + torch.cat([torch.sin(pos), torch.cos(pos)], dim=-1).repeat(1, 1)
         y.backward(torch.ones_like(y))
     torch.manual_seed(0)
+
+
+_WARM_UP_MODULE = """
+import torch
+import torch.nn as nn
+
+
+class Net(nn.Module):
+    def __init__(self, d, h):
+        super().__init__()
+        self.lin, self.ln, self.h = nn.Linear(d, d), nn.LayerNorm(d), h
+
+    def forward(self, x, mask=None):
+        return self.ln(self.lin(x))
+
+
+def f(x, mask=None):
+    return torch.softmax(x @ x.transpose(-2, -1), dim=-1), x * 2
+
+
+def boom(x):
+    raise ValueError("warm-up")
+"""
+
+
+def _warm_up_executor(entry) -> None:
+    """Run each kind of call once through the executor on a throwaway generic module (not the
+    assignment), so its code paths, error formatting and torch's are warm in every child."""
+    import numpy as np
+
+    folder = tempfile.mkdtemp(prefix="day13-zygote-")
+    try:
+        Path(folder, "zygote_warmup.py").write_text(_WARM_UP_MODULE)
+        loader = entry.ModuleLoader(folder, isolated=True)
+        for dtype in ("float32", "float64"):
+            x = np.ones((2, 3, 4), dtype=dtype)
+            calls = [
+                ({"op": "function", "module": "zygote_warmup", "name": "f", "args": [{"array": "x"}],
+                  "grad_wrt": ["x"], "grad_out": {"0": "g"}}, {"x": x, "g": np.ones((2, 3, 3), dtype)}),
+                ({"op": "function", "module": "zygote_warmup", "name": "boom", "args": [{"array": "x"}]}, {"x": x}),
+                ({"op": "module", "module": "zygote_warmup", "cls": "Net", "init": [4, 2], "dtype": dtype,
+                  "params": [{"name": "lin.weight", "paths": ["lin.weight"], "array": "w"}],
+                  "args": [{"array": "x"}], "grad_wrt": ["x"], "grad_params": True, "grad_out": {"0": "x"}},
+                 {"x": x, "w": np.eye(4, dtype=dtype)}),
+                ({"op": "inspect", "module": "zygote_warmup", "cls": "Net", "init": [4, 2],
+                  "attrs": [{"name": "lin", "paths": ["lin"]}, {"name": "h", "paths": ["h"]}]}, {}),
+            ]
+            for header, arrays in calls:
+                entry.execute(header, arrays, loader=loader)
+    except Exception:  # a warm-up is an optimisation: never a reason not to start
+        pass
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _keeper(request, fds, ctrls, config, entry, install, libc, zygote_pid):

@@ -1,0 +1,142 @@
+"""`make bench`: grade a synthetic class of 200 and compare with a bare `python -c "import torch"`.
+
+Everything is measured in the same run, on this machine, with every isolation layer the machine
+allows (the layers are printed). Targets (issue 4): per submission below 0.1x a bare torch import,
+200 submissions on 2 cores in under 20 s start-up included, under 768 MB per submission.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+KIT = Path(__file__).resolve().parent.parent
+REFERENCE = KIT / "solutions" / "day13"
+
+# A few classic bugs, so the class is not all full marks (failing tests cost the scorer more).
+MUTANTS = {
+    "no_scale": ("self_attention.py", "/ math.sqrt(d_k)", ""),
+    "pe_swapped": ("positional.py", "pe[:, 0::2] = torch.sin(angle)", "pe[:, 0::2] = torch.cos(angle)"),
+    "no_residual": ("block.py", "x = self.ln1(x + self.attn(x, mask))", "x = self.ln1(self.attn(x, mask))"),
+    "mask_ignored": ("self_attention.py", 'scores = scores.masked_fill(mask == 0, float("-inf"))', "pass"),
+}
+
+
+def build_class(root: Path, n: int, mutants_every: int = 25) -> dict:
+    """n submissions: reference copies, and every `mutants_every`-th one a mutant (cycling)."""
+    counts = {"reference": 0, "mutant": 0}
+    names = list(MUTANTS)
+    for i in range(n):
+        folder = root / f"student_{i:03d}"
+        shutil.copytree(REFERENCE, folder, ignore=shutil.ignore_patterns("__pycache__"))
+        if i % mutants_every == mutants_every - 1:
+            file, old, new = MUTANTS[names[(i // mutants_every) % len(names)]]
+            text = (folder / file).read_text()
+            assert old in text, f"mutant pattern {old!r} no longer in {file}: update grader/bench.py"
+            (folder / file).write_text(text.replace(old, new))
+            counts["mutant"] += 1
+        else:
+            counts["reference"] += 1
+    return counts
+
+
+def torch_import_seconds(repeats: int = 3) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import torch"], check=True)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def peak_rss_of_one_submission(folder: Path) -> tuple[float, dict]:
+    """Grade one submission through the sandbox and read the child's peak RSS (VmHWM) before it ends."""
+    from grader.sandbox import DEFAULT_CONFIG, SandboxTransport, Zygote, prepare_scratch, slot_uid
+
+    work = Path(tempfile.mkdtemp(prefix="day13-bench-rss-"))
+    os.chmod(work, 0o711)
+    scratch = work / "s"
+    shutil.copytree(folder, scratch)
+    prepare_scratch(scratch, slot_uid(DEFAULT_CONFIG, 0))
+    with Zygote(slots=1) as zygote:
+        from grader import score
+
+        transport = SandboxTransport(zygote=zygote, slot=0, scratch=scratch)
+        try:
+            score.grade_submission(name="rss", directory=scratch, transport=transport)
+            status = Path(f"/proc/{transport._child.pid}/status").read_text()
+            peak_kb = int(next(l for l in status.splitlines() if l.startswith("VmHWM:")).split()[1])
+            layers = dict(transport.isolation)
+        finally:
+            transport.close()
+    shutil.rmtree(work, ignore_errors=True)
+    return peak_kb / 1024, layers
+
+
+def main(*, n: int = 200, jobs: int | None = None, keep: bool = False) -> int:
+    jobs = jobs or os.cpu_count() or 1
+    root = Path(tempfile.mkdtemp(prefix="day13-bench-"))
+    subs, out = root / "class", root / "out"
+    subs.mkdir()
+    counts = build_class(subs, n)
+    print(f"Day 13 grading benchmark: {n} submissions ({counts['reference']} reference copies, "
+          f"{counts['mutant']} mutants), {os.cpu_count()} cores, --jobs {jobs}", flush=True)
+
+    torch_s = torch_import_seconds()
+    print(f"bare `python -c \"import torch\"`: {torch_s:.2f} s (median of 3)", flush=True)
+
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "grader", "grade", str(subs), "--out", str(out),
+                           "--jobs", str(jobs)], cwd=KIT, capture_output=True, text=True)
+    total = time.perf_counter() - start
+    if proc.returncode != 0:
+        print(proc.stdout[-2000:], proc.stderr[-2000:], sep="\n")
+        print(f"grading failed with exit code {proc.returncode}")
+        return 1
+    records = [json.loads(p.read_text()) for p in sorted(out.glob("*/record.json"))]
+    per_sub = [r["execution_time"] for r in records]
+    mean = statistics.mean(per_sub)
+    throughput = total * jobs / n
+    full = sum(1 for r in records if _code_score(r) == _code_max(r))
+    rss_mb, layers = peak_rss_of_one_submission(subs / "student_000")
+
+    print(f"graded {len(records)} records ({full} with every code test passed)")
+    print(f"total for the class (python -m grader grade, start-up included): {total:.1f} s "
+          f"[target < 20 s: {'met' if total < 20 else 'NOT met'}]")
+    print(f"mean wall per submission (copy, sandbox, hidden tests, results): {mean * 1000:.0f} ms "
+          f"= {mean / torch_s:.3f}x a bare torch import [target < 0.1x: {'met' if mean / torch_s < 0.1 else 'NOT met'}]")
+    print(f"  median {statistics.median(per_sub) * 1000:.0f} ms, max {max(per_sub) * 1000:.0f} ms; "
+          f"class throughput: {throughput * 1000:.0f} ms of one core per submission "
+          f"= {throughput / torch_s:.3f}x")
+    print(f"peak RSS of one submission's process: {rss_mb:.0f} MB "
+          f"[target < 768 MB: {'met' if rss_mb < 768 else 'NOT met'}]")
+    print(f"isolation layers active: {', '.join(k for k, v in sorted(layers.items()) if v) or 'none'}")
+    if keep:
+        print(f"class and outputs kept in {root}")
+    else:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+def _code_score(record: dict) -> float:
+    return round(sum(t["score"] for t in record["tests"] if t["component"] != "deliverables"), 4)
+
+
+def _code_max(record: dict) -> float:
+    return round(sum(t["max_score"] for t in record["tests"] if t["component"] != "deliverables"), 4)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m grader.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=200, help="submissions in the synthetic class")
+    parser.add_argument("--jobs", type=int, default=None)
+    parser.add_argument("--keep", action="store_true", help="keep the class and outputs for inspection")
+    args = parser.parse_args()
+    sys.exit(main(n=args.n, jobs=args.jobs, keep=args.keep))

@@ -260,3 +260,11 @@ def test_forbidden_use_hidden_in_a_helper_module_is_caught_at_run_time(tmp_path)
     assert score.static_forbidden(sub) == {"helpers.py": {"scaled_dot_product_attention"}}
     result = killrate.grade(sub, "helper")
     assert code_scores(result) == {**killrate.full_marks(), "self_attention": 0.0}
+
+
+def test_a_float32_detour_inside_a_float64_call_is_not_a_wrong_answer(tmp_path):
+    sub = _copy_reference(tmp_path)
+    text = (sub / "self_attention.py").read_text().replace(
+        "    d_k = Q.size(-1)\n", "    d_k = Q.size(-1)\n    Q, K, V = Q.float(), K.float(), V.float()\n")
+    (sub / "self_attention.py").write_text(text)
+    assert killrate.false_failures(sub) == []

@@ -85,10 +85,12 @@ def _mask_cases():
 
 def test_sdpa_masks(student, reference):
     """Masking judged against the student's own unmasked weights, so a scaling bug costs only the tests about scaling."""
-    calls = [(what, m, V, student.sdpa(Q, K, V), student.sdpa(Q, K, V, m)) for what, Q, K, V, m in _mask_cases()]
-    for what, m, V, plain, masked in calls:
+    calls = [(what, m, Q, K, V, student.sdpa(Q, K, V), student.sdpa(Q, K, V, m)) for what, Q, K, V, m in _mask_cases()]
+    for what, m, Q, K, V, plain, masked in calls:
         label = f"scaled_dot_product_attention with mask {what}"
         w = ck.output(plain, 1, f"{label} (the same call without the mask)", count=2)
+        shape = Q.shape[:-1] + K.shape[-2:-1]
+        ck.check(w.shape == shape, f"{label}: weights must have shape (..., T_q, T_k) = {shape}, got {w.shape}")
         wm = ck.output(masked, 1, f"{label}: weights", count=2)
         out = ck.output(masked, 0, f"{label}: out")
         ck.check(wm.shape == w.shape, f"{label}: weights of shape {wm.shape}, but {w.shape} without the mask")
@@ -121,6 +123,7 @@ def test_sdpa_properties(student, reference):
     w = ck.output(plain, 1, "weights without a mask", count=2)
     ck.close(w.sum(-1), np.ones((B, T)), p32, "each row of the weights must sum to 1 (no mask)")
     wp = ck.output(padded, 1, "weights with a padding mask", count=2)
+    ck.check(wp.shape == (B, T, T), f"weights with a padding mask: expected shape {(B, T, T)}, got {wp.shape}")
     ck.close(wp.sum(-1), np.ones((B, T)), p32, "each row of the weights must sum to 1 (padding mask)")
     blocked = np.broadcast_to(pad == 0, wp.shape)
     ck.check(bool(np.all(wp[blocked] == 0)),

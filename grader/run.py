@@ -104,17 +104,19 @@ def is_complete(folder: Path) -> bool:
         data = json.loads((folder / "record.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
+    # An engine fault is ours, not the student's: such a row is graded again.
     return isinstance(data, dict) and data.get("submission") == folder.name and \
-        all((folder / f).is_file() for f in ("results.json", "feedback.md"))
+        data.get("status") != "engine-error" and all((folder / f).is_file() for f in ("results.json", "feedback.md"))
 
 
 def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: int, scorer: str) -> list[str]:
     """Grade `todo` with `jobs` worker processes, one sandbox slot each.
 
     Workers are processes, not threads: the scorer keeps per-submission state in module globals, and
-    two submissions graded in one process at once could change each other's results.
+    two submissions graded in one process at once could change each other's results. They are forked
+    while the zygote is still importing torch, so both start-ups overlap; each waits for the zygote
+    on its own control socket before its first submission.
     """
-    zygote.wait_ready()
     work = Path(tempfile.mkdtemp(prefix="day13-scratch-"))
     # Traversable but not listable, so a sandbox uid reaches its own copy and cannot find others.
     os.chmod(work, 0o711)
@@ -122,6 +124,7 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
     faults: list[str] = []
     try:
         if jobs == 1:
+            zygote.wait_ready()
             grader = _Worker(0, out=out, work=work, zygote=zygote, config=config, scorer=scorer)
             for sub in todo:
                 summary = grader.grade(sub)

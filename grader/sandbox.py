@@ -99,6 +99,10 @@ def prepare_scratch(path: Path, uid: int | None) -> None:
 # --------------------------------------------------------------------------- grader side
 
 
+class SandboxUnavailable(RuntimeError):
+    """The zygote is not running: an engine fault, never blamed on a submission."""
+
+
 class Zygote:
     """A fresh interpreter that imports torch once and forks one child per request.
 
@@ -129,32 +133,32 @@ class Zygote:
         )
         for s in theirs:
             s.close()
-        self._ready = False
+        self._ready: set[int] = set()
         self._lock = threading.Lock()
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        """Block until the zygote has imported everything (it answers its first message)."""
+    def wait_ready(self, slot: int = 0, timeout: float = 60.0) -> None:
+        """Block until the zygote has imported everything (it answers a ping on `slot`'s socket)."""
         with self._lock:
-            if self._ready:
+            if slot in self._ready:
                 return
-            ctrl = self._ctrl[0]
+            ctrl = self._ctrl[slot]
             ctrl.settimeout(timeout)
             try:
                 socket.send_fds(ctrl, [b'{"ping": 1}'], [])
                 msg = ctrl.recv(4096)
             except (OSError, socket.timeout) as exc:
-                raise RuntimeError(f"the sandbox zygote did not start ({exc}); run "
-                                   "`python -m grader.sandbox --check` to see why") from None
+                raise SandboxUnavailable(f"the sandbox zygote did not start ({exc}); run "
+                                         "`python -m grader.sandbox --check` to see why") from None
             finally:
                 ctrl.settimeout(None)
             if not msg:
-                raise RuntimeError("the sandbox zygote exited while starting; run "
-                                   "`python -m grader.sandbox --check` to see why")
-            self._ready = True
+                raise SandboxUnavailable("the sandbox zygote exited while starting; run "
+                                         "`python -m grader.sandbox --check` to see why")
+            self._ready.add(slot)
 
     def spawn(self, slot: int, *, scratch: Path, output_fd: int) -> "Child":
         """Fork a child for `slot`, confined to `scratch`, writing its stdout/stderr to output_fd."""
-        self.wait_ready()
+        self.wait_ready(slot)
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             request = {"scratch": str(scratch), "uid": slot_uid(self.config, slot)}
@@ -165,6 +169,9 @@ class Zygote:
                 msg, fds, _, _ = socket.recv_fds(ctrl, 4096, 2)
             finally:
                 ctrl.settimeout(None)
+        except OSError as exc:
+            mine.close()
+            raise SandboxUnavailable(f"the sandbox zygote is not answering ({exc})") from None
         except BaseException:
             mine.close()
             raise
@@ -172,7 +179,7 @@ class Zygote:
             theirs.close()
         if not msg:
             mine.close()
-            raise RuntimeError("the sandbox zygote is gone")
+            raise SandboxUnavailable("the sandbox zygote is gone")
         reply = json.loads(msg)
         return Child(sock=mine, keeper_pidfd=fds[0] if fds else -1, keeper_pid=reply.get("pid", -1))
 
@@ -310,10 +317,8 @@ class SandboxTransport:
     def _spawn(self):
         self._output.truncate(0)
         self._output.seek(0)
-        try:
-            child = self.zygote.spawn(self.slot, scratch=self.scratch, output_fd=self._output.fileno())
-        except (OSError, RuntimeError, socket.timeout) as exc:
-            return self._fault("Crashed", f"the sandbox could not start a process: {exc}")
+        # SandboxUnavailable propagates: a dead zygote is the engine's fault, not the submission's.
+        child = self.zygote.spawn(self.slot, scratch=self.scratch, output_fd=self._output.fileno())
         deadline = time.monotonic() + self.config.spawn_timeout
         try:
             hello, _ = protocol.recv_message(child.sock, deadline=deadline)  # from the keeper

@@ -197,6 +197,12 @@ def test_an_engine_fault_on_one_submission_exits_1_and_keeps_the_others(graded, 
     assert record(out2, "bob")["status"] == "engine-error"
     assert "engine bug for bob" in " ".join(record(out2, "bob")["notes"])
     assert record(out2, "alice")["total"] == record(out, "alice")["total"]
+    # The engine's fault is not the student's: the next run grades bob again, and only bob.
+    monkeypatch.setattr(run, "grade_one", real)
+    stamp = (out2 / "alice" / "record.json").stat().st_mtime_ns
+    assert run.main(submissions=subs, out=out2, jobs=1, config=CONFIG) == 0
+    assert record(out2, "bob")["status"] != "engine-error"
+    assert (out2 / "alice" / "record.json").stat().st_mtime_ns == stamp
 
 
 def test_progress_is_plain_lines_off_a_terminal(graded, tmp_path, capsys):

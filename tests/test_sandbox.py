@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from engine_helpers import KIT, descendants, make_submission, processes_of  # noqa: E402
 
 from grader.execute import ModuleLoader, execute  # noqa: E402
-from grader.sandbox import (SandboxConfig, SandboxTransport, Zygote, is_root, prepare_scratch,  # noqa: E402
-                            slot_uid)
+from grader.sandbox import (SandboxConfig, SandboxTransport, SandboxUnavailable, Zygote, is_root,  # noqa: E402
+                            prepare_scratch, slot_uid)
 
 # Its own uids, so a grading run elsewhere on the machine cannot look like a leftover of ours.
 CONFIG = SandboxConfig(call_timeout=1.5, spawn_timeout=10, cpu_seconds=4, max_file_bytes=4 << 20, uid_base=64900)
@@ -252,3 +252,16 @@ def test_a_setup_failure_is_reported_with_its_cause(zygote):
         h, _ = t.call(fn("f"), {})
     assert h["error"]["type"] == "Crashed" and "could not set up" in h["error"]["message"]
     assert "FileNotFoundError" in h["error"]["message"]
+
+
+def test_a_dead_zygote_is_an_engine_fault_not_the_submissions(tmp_path):
+    z = Zygote(slots=1, config=CONFIG)
+    z.wait_ready()
+    z.process.kill()
+    z.process.wait()
+    t = SandboxTransport(zygote=z, slot=0, scratch=tmp_path, config=CONFIG)
+    with pytest.raises(SandboxUnavailable, match="zygote"):
+        t.call(fn("f"), {})
+    assert t.faults == []
+    t.close()
+    z.close()

@@ -18,15 +18,8 @@ VENV_BIN = Path(sys.executable).parent
 
 
 @pytest.fixture(scope="module")
-def rubric(tmp_path_factory) -> Path:
-    """The kit's rubric; while it has not landed, a small stand-in with the same shape."""
-    if notebook.RUBRIC.exists():
-        return notebook.RUBRIC
-    path = tmp_path_factory.mktemp("rubric") / "rubric.toml"
-    path.write_text("[self_attention.sdpa]\npoints = 6\n[self_attention.module]\npoints = 4\n"
-                    "[multihead.forward]\npoints = 8\n[positional.table]\npoints = 5\n"
-                    "[block.wiring]\npoints = 7\n[deliverables.readme]\npoints = 2\n", encoding="utf-8")
-    return path
+def rubric() -> Path:
+    return notebook.RUBRIC
 
 
 @pytest.fixture(scope="module")

@@ -173,11 +173,20 @@ def _projected(x, w):
 
 
 def test_module_worked_values(student, reference):
-    """§4 through SelfAttention; a module that wires the student's own attention correctly passes too."""
+    """The contract's attributes, then §4 through SelfAttention; a module that wires the student's
+    own attention correctly passes too."""
     X4 = np.array([[[1, 0], [0, 1], [1, 1]]], F32)
     eye = {name: np.eye(2, dtype=F32) for name in ("W_q", "W_k", "W_v")}
+    shape = student.inspect("self_attention", "SelfAttention", [6, 4], attrs=("W_q", "W_k", "W_v", "d_k"))
     res = student.self_attention(X4, eye)
     own = student.sdpa(X4, X4, X4)
+    attrs = ck.ok(shape, "SelfAttention(6, 4)").inspect["attrs"]
+    for name in ("W_q", "W_k", "W_v"):
+        a = attrs[name]
+        ck.check(a.get("kind") == "module" and a.get("parameters") == {"weight": [4, 6]},
+                 f"SelfAttention(6, 4).{name} (or {name.replace('_', '')}) must be nn.Linear(6, 4, bias=False); "
+                 f"found {a.get('type', 'nothing')} with parameters {a.get('parameters')}")
+    ck.check(attrs["d_k"].get("value") == 4, f"SelfAttention(6, 4).d_k must be 4, got {attrs['d_k'].get('value', 'nothing')}")
     what = "SelfAttention(2, 2), identity weights, §4 X"
     got_w = ck.output(res, 1, f"{what}: weights", count=2)
     got_out = ck.output(res, 0, f"{what}: output")

@@ -30,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import itertools
-import os
+import math
 import sys
 import threading
 import traceback
@@ -265,6 +265,10 @@ def _describe(value, name: str, arrays: dict) -> dict:
     if value is None:
         return {"kind": "none"}
     if isinstance(value, (bool, int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            value = repr(value)  # strict JSON has no nan/inf
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**53:
+            value = repr(value)[:40]
         return {"kind": "value", "type": type(value).__name__, "value": value}
     return {"kind": "other", "type": type(value).__name__[:60]}
 

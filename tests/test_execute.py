@@ -1,6 +1,7 @@
 """The call executor (grader/execute.py) and the forbidden-API hooks (grader/forbidden.py)."""
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -175,10 +176,11 @@ def test_odd_outputs_are_described_or_converted_never_trusted(tmp_path):
     assert type(to_numpy(torch.ones(3).as_subclass(Sub))) is np.ndarray
     with pytest.raises(TypeError, match="float32 or float64"):
         to_numpy(torch.ones(2, dtype=torch.complex64))
-    folder = sub(tmp_path, positional="def positional_encoding(T, d_model):\n    return T, None, [1], 'x'\n")
+    folder = sub(tmp_path, positional="def positional_encoding(T, d_model):\n    return T, None, [1], 'x', float('nan')\n")
     h, a = execute({"op": "function", "module": "positional", "name": "positional_encoding", "args": [3, 4]}, {},
                    loader=ModuleLoader(folder, isolated=True))
-    assert [o["kind"] for o in h["outputs"]] == ["value", "none", "other", "other"] and a == {}
+    assert [o["kind"] for o in h["outputs"]] == ["value", "none", "other", "other", "value"] and a == {}
+    json.dumps(h, allow_nan=False)  # strict JSON, whatever the student returned
 
 
 def test_a_detached_output_reports_missing_gradients_instead_of_raising(tmp_path):

@@ -268,3 +268,12 @@ def test_a_float32_detour_inside_a_float64_call_is_not_a_wrong_answer(tmp_path):
         "    d_k = Q.size(-1)\n", "    d_k = Q.size(-1)\n    Q, K, V = Q.float(), K.float(), V.float()\n")
     (sub / "self_attention.py").write_text(text)
     assert killrate.false_failures(sub) == []
+
+
+def test_killrate_command_prints_both_figures(monkeypatch, capsys):
+    monkeypatch.setattr(catalogue, "BUGS", (catalogue.BY_ID["sa.no_scale"], catalogue.BY_ID["blk.relu"]))
+    monkeypatch.setattr(killrate, "variants", lambda: VARIANTS[:1])
+    assert killrate.main() == 0
+    out = capsys.readouterr().out
+    assert "Kill rate: 2/2 = 100.0%" in out
+    assert f"False failures: 0 of {len(score.hidden_tests())} code tests on 1 correct implementations" in out

@@ -277,3 +277,12 @@ def test_killrate_command_prints_both_figures(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "Kill rate: 2/2 = 100.0%" in out
     assert f"False failures: 0 of {len(score.hidden_tests())} code tests on 1 correct implementations" in out
+
+
+def test_every_mutant_that_changes_numbers_lands_far_outside_its_tolerance():
+    for bug in catalogue.BUGS:
+        effect = killrate.mutant_effect(bug)
+        if effect < 1e-6:
+            continue  # caught by an error, a missing gradient, a dtype or forbidden use (see the kill tests)
+        limit = tolerances.PE_TABLE.atol if bug.component == "positional" else tolerances.values("float32").atol
+        assert effect >= 10 * limit, f"{bug.id}: moves the numbers by only {effect:.2e}, tolerance {limit:.1e}"

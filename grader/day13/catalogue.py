@@ -112,7 +112,7 @@ BUGS: tuple[Bug, ...] = (
                  '            scores = scores.masked_fill(mask == 0, float("-inf"))\n'
                  "        ctx = torch.softmax(scores, dim=-1) @ v\n")),
     _b("mh.split_without_transpose", "multihead", "reference",
-       (MH, SPLIT, "        q, k, v = [t.view(B, self.h, T, self.d_k) for t in (q, k, v)]\n")),
+       (MH, SPLIT, "        q, k, v = [t.reshape(B, self.h, T, self.d_k) for t in (q, k, v)]\n")),
     _b("mh.heads_not_transposed", "multihead", "reference",
        (MH, SPLIT, "        q, k, v = [t.view(B, T, self.h, self.d_k) for t in (q, k, v)]  # (B, T, h, d_k)\n"),
        (MH, CONCAT, "        ctx = ctx.contiguous().view(B, T, D)\n")),

@@ -121,6 +121,30 @@ def measure_spread() -> dict:
     return spread
 
 
+def mutant_effect(bug: catalogue.Bug) -> float:
+    """How far a mutant's numbers land from the reference on its named test's calls (same scale as
+    measure_spread); 0 when it is caught by an error, a missing gradient, a dtype or forbidden use."""
+    from grader.score import hidden_tests, reference_adapter
+
+    reference = reference_adapter()
+    test = {f"{c}.{t}": fn for c, t, fn in hidden_tests()}[bug.test]
+    student = Adapter(catalogue.transport(bug.id), record=True)
+    try:
+        test(student, reference)
+    except AssertionError:
+        pass
+    found: dict = {}
+    for call in student.calls:
+        expected, got = reference.call(call.header, call.arrays), call.result
+        if got.error or expected.error:
+            continue
+        for i in range(min(len(got.outputs), len(expected.outputs))):
+            a, b = got.array(i), expected.array(i)
+            if a is not None and b is not None and a.shape == b.shape and b.dtype != bool:
+                _note(found, "effect", a, b, "")
+    return found.get("effect", (0.0, ""))[0]
+
+
 def _input_dtype(arrays: dict) -> str:
     floats = [str(a.dtype) for a in arrays.values() if a.dtype.kind == "f"]
     return floats[0] if floats else "float32"

@@ -20,8 +20,11 @@ hidden tests' own calls. Measured on torch 2.13.0 CPU, 2026-11-29:
 
 Each tolerance below sits about 100x above the spread of its kind (5x for the table, whose
 spread is set by float32 itself), so false failures stay at 0, and far below the effect of the
-smallest catalogued bug: tests/test_graders.py grades every mutant and proves it still fails
-its named test (the kill rate, `python -m grader killrate`).
+smallest catalogued bug that changes numbers: pe.base_1000 moves the table by 4.3e-2 and
+sa.divide_by_dk the weights by 5.2e-2 (29x and 2600x their tolerances); the other mutants move
+the numbers more, or are caught by an error, a missing gradient, a dtype or forbidden use.
+tests/test_graders.py re-measures these margins and grades every mutant (the kill rate,
+`python -m grader killrate`).
 """
 from __future__ import annotations
 

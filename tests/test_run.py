@@ -211,3 +211,20 @@ def test_progress_is_plain_lines_off_a_terminal(graded, tmp_path, capsys):
     text = capsys.readouterr().out
     assert "graded 1/2 bob: " in text and "graded 2/2 dan: " in text and "\r" not in text
     assert "grades.csv" in text
+
+
+def test_progress_is_a_bar_on_a_terminal():
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    stream = Terminal()
+    bar = run.Progress(4, stream=stream)
+    bar.step("alice", 100, 100, "ok")
+    bar.step("bob", 36.5, 100, "timeout")
+    bar.finish()
+    text = stream.getvalue()
+    assert "\r[###############...............] 2/4 bob: 36.5/100 (timeout)" in text
+    assert text.endswith("graded 2 submission(s) in 0.0 s\n")

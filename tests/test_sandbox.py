@@ -265,3 +265,16 @@ def test_a_dead_zygote_is_an_engine_fault_not_the_submissions(tmp_path):
     assert t.faults == []
     t.close()
     z.close()
+
+
+def test_without_root_layers_the_child_still_grades_and_says_which_layers_were_off():
+    # A laptop: no namespaces and no uid drop; Landlock, seccomp and rlimits work unprivileged.
+    laptop = dataclasses.replace(CONFIG, layers=("rlimits", "landlock", "seccomp"))
+    work = Path(tempfile.mkdtemp(prefix="day13-test-laptop-"))
+    scratch = make_submission(work / "s", {}, reference=True)
+    with Zygote(slots=1, config=laptop) as z, SandboxTransport(zygote=z, slot=0, scratch=scratch) as t:
+        h, a = t.call({"op": "function", "module": "self_attention", "name": "causal_mask", "args": [3]}, {})
+        assert h["error"] is None and a["out0"].tolist() == [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
+        assert t.isolation["pidns"] is False and t.isolation["netns"] is False and t.isolation["uid"] is False
+        assert t.isolation["rlimits"] is True and t.isolation["seccomp"] is True
+    shutil.rmtree(work)

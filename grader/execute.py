@@ -113,6 +113,31 @@ class ModuleLoader:
         self.modules[name] = module
         return module
 
+    @contextlib.contextmanager
+    def active(self):
+        """While student code runs: an isolated submission sees its own modules under their plain
+        names, so an import inside a function body finds its sibling, not another submission's."""
+        if not self.isolated:
+            yield
+            return
+        with _IMPORT_LOCK:
+            local = {p.stem for p in self.directory.glob("*.py")} | set(self.modules)
+            saved = {n: sys.modules.pop(n) for n in list(local) if n in sys.modules}
+            sys.modules.update(self.modules)
+            sys.path.insert(0, str(self.directory))
+            dont_write = sys.dont_write_bytecode
+            sys.dont_write_bytecode = True
+            try:
+                yield
+            finally:
+                sys.dont_write_bytecode = dont_write
+                sys.path.remove(str(self.directory))
+                for n in local:
+                    m = sys.modules.pop(n, None)
+                    if m is not None and n not in self.modules and _is_from(m, self.directory):
+                        self.modules[n] = m
+                sys.modules.update(saved)
+
     # -- importing ----------------------------------------------------------------------
     def _import(self, name: str, stand_ins: dict) -> types.ModuleType:
         if not (self.directory / f"{name}.py").exists():
@@ -286,7 +311,7 @@ def execute(header: dict, arrays: dict, *, loader: ModuleLoader) -> tuple[dict, 
     out_arrays: dict = {}
     op = header.get("op")
     try:
-        with forbidden.recording() as seen:
+        with forbidden.recording() as seen, loader.active():
             try:
                 if op == "function":
                     _run_function(header, arrays, loader, out_header, out_arrays)

@@ -89,6 +89,7 @@ def main(*, n: int = 200, jobs: int | None = None, keep: bool = False) -> int:
     print(f"Day 13 grading benchmark: {n} submissions ({counts['reference']} reference copies, "
           f"{counts['mutant']} mutants), {os.cpu_count()} cores, --jobs {jobs}", flush=True)
 
+    load_before = os.getloadavg()[0]
     torch_s = torch_import_seconds()
     print(f"bare `python -c \"import torch\"`: {torch_s:.2f} s (median of 3)", flush=True)
 
@@ -103,7 +104,8 @@ def main(*, n: int = 200, jobs: int | None = None, keep: bool = False) -> int:
     records = [json.loads(p.read_text()) for p in sorted(out.glob("*/record.json"))]
     per_sub = [r["execution_time"] for r in records]
     mean = statistics.mean(per_sub)
-    throughput = total * jobs / n
+    cores = os.cpu_count() or 1
+    throughput = total * min(jobs, cores) / n
     full = sum(1 for r in records if _code_score(r) == _code_max(r))
     rss_mb, layers = peak_rss_of_one_submission(subs / "student_000")
 
@@ -115,6 +117,8 @@ def main(*, n: int = 200, jobs: int | None = None, keep: bool = False) -> int:
     print(f"  median {statistics.median(per_sub) * 1000:.0f} ms, max {max(per_sub) * 1000:.0f} ms; "
           f"class throughput: {throughput * 1000:.0f} ms of one core per submission "
           f"= {throughput / torch_s:.3f}x")
+    print(f"machine load (1-min average) before/after: {load_before:.1f}/{os.getloadavg()[0]:.1f} "
+          f"on {cores} cores (other work on the machine slows every number above)")
     print(f"peak RSS of one submission's process: {rss_mb:.0f} MB "
           f"[target < 768 MB: {'met' if rss_mb < 768 else 'NOT met'}]")
     print(f"isolation layers active: {', '.join(k for k, v in sorted(layers.items()) if v) or 'none'}")

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import itertools
 import math
 import sys
 import threading
@@ -43,20 +42,15 @@ import torch
 from grader import forbidden
 
 STUDENT_MODULES = ("self_attention", "multihead", "positional", "block")
-# Sibling modules a student file may import; when one fails to import, the grader's
-# stand-in takes its place so that the importer is still gradable (one bug, one component).
-STANDIN_FOR = {"self_attention": "self_attention", "multihead": "multihead"}
-DEPENDS_ON = {"multihead": ("self_attention",), "block": ("multihead",)}
-# Each part is graded on its own (student-api.md): multihead.py is imported against the
-# grader's attention functions and block.py against the grader's MultiHeadAttention, so a bug
-# in one file never costs another file's points.
+# Each part is graded on its own (student-api.md, "One bug costs one component"): multihead.py
+# is imported against the grader's attention functions and block.py against the grader's
+# MultiHeadAttention, so a bug (or a failed import) in one file never costs another file's points.
 ALWAYS_STANDIN = {"multihead": ("self_attention",), "block": ("multihead",)}
 
 MAX_ELEMENTS = 4_000_000  # per returned array: far above any call the graders make
 SEED = 0
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _IMPORT_LOCK = threading.RLock()
-_counter = itertools.count()
 
 
 class GraderCallError(Exception):
@@ -67,8 +61,8 @@ class ModuleLoader:
     """Imports a submission's modules by plain name and remembers import failures.
 
     isolated=False (the sandboxed child): the submission's folder is on sys.path and modules
-    are imported normally. isolated=True (grader process, trusted code only): modules are
-    imported under private names and removed from sys.modules afterwards, so several
+    are imported normally. isolated=True (grader process, trusted code only): the modules live
+    in this loader and sys.modules is left as it was found (see `active`), so several
     submissions (reference, mutants, variants) coexist in one process.
     """
 
@@ -78,7 +72,6 @@ class ModuleLoader:
         self.modules: dict[str, types.ModuleType] = {}
         self.errors: dict[str, dict] = {}
         self.forbidden_seen: set[str] = set()
-        self._tag = f"_grader_sub{next(_counter)}"
         forbidden.install()
 
     # -- public -------------------------------------------------------------------------
@@ -88,17 +81,7 @@ class ModuleLoader:
             return self.modules[name]
         if name in self.errors:
             raise _ImportFailure(name, self.errors[name])
-        stand_ins = {}
-        for dep in ALWAYS_STANDIN.get(name, ()):
-            stand_ins[dep] = _standin_module(dep)
-        for dep in DEPENDS_ON.get(name, ()):
-            if dep in stand_ins or not (self.directory / f"{dep}.py").exists():
-                continue
-            try:
-                self.load(dep)
-            except ImportError:
-                if dep in STANDIN_FOR:
-                    stand_ins[dep] = _standin_module(dep)
+        stand_ins = {dep: _standin_module(dep) for dep in ALWAYS_STANDIN.get(name, ())}
         try:
             with forbidden.recording() as seen:
                 try:

@@ -598,6 +598,9 @@ def _child(request, sock, out_fd, config, entry, install, libc, layers):
     # Re-armed after the uid change (which clears it): if the keeper dies, so do we.
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     layers["landlock"] = "landlock" in config.layers and _landlock(libc, scratch) or 0
+    if layers["landlock"]:
+        # Landlock only allows: if the kit sits inside an allowed folder, its files stay readable.
+        layers["landlock_hides_kit"] = not any(_contains(p, KIT_ROOT) for p in read_only_paths())
     layers["seccomp"] = "seccomp" in config.layers and _seccomp()
     if install is not None:
         install()
@@ -673,6 +676,11 @@ def read_only_paths(scratch: str | None = None) -> list[str]:
              "/sys/devices/system/cpu"}  # torch reads the CPU topology lazily
     paths.update(os.path.dirname(p) for p in sys.path if p.endswith("site-packages"))
     return sorted(p for p in paths if p and os.path.exists(p) and not _under(p, KIT_ROOT, allow=sys.prefix))
+
+
+def _contains(folder: str, path: Path) -> bool:
+    real = Path(folder).resolve()
+    return real == path or real in path.parents
 
 
 def _under(path: str, root: Path, allow: str) -> bool:

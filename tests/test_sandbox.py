@@ -85,7 +85,7 @@ def test_child_answers_exactly_like_the_in_process_executor(transport):
     assert t.faults == []
     if is_root():
         assert t.isolation == {"pidns": True, "netns": True, "rlimits": True, "uid": True,
-                               "landlock": t.isolation["landlock"], "seccomp": True}
+                               "landlock": t.isolation["landlock"], "landlock_hides_kit": True, "seccomp": True}
         assert t.isolation["landlock"] >= 1
     else:
         assert t.isolation["rlimits"] is True

@@ -27,7 +27,8 @@ from pathlib import Path
 
 from grader import intake
 from grader.records import SubmissionResult
-from grader.sandbox import DEFAULT_CONFIG, SandboxConfig, SandboxTransport, Zygote, is_root, prepare_scratch, slot_uid
+from grader.sandbox import (DEFAULT_CONFIG, SandboxConfig, SandboxTransport, Zygote, is_root, mount_quota,
+                            prepare_scratch, slot_uid, unmount_quota)
 
 EXIT_OK, EXIT_ENGINE_FAULT, EXIT_USAGE = 0, 1, 2
 
@@ -120,6 +121,11 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
     work = Path(tempfile.mkdtemp(prefix="day13-scratch-"))
     # Traversable but not listable, so a sandbox uid reaches its own copy and cannot find others.
     os.chmod(work, 0o711)
+    quotas = []
+    for slot in range(jobs):
+        (work / f"slot{slot}").mkdir(mode=0o711)
+        if mount_quota(work / f"slot{slot}", config):
+            quotas.append(work / f"slot{slot}")
     progress = Progress(len(todo))
     faults: list[str] = []
     try:
@@ -133,6 +139,8 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
             _grade_in_processes(todo, out=out, work=work, zygote=zygote, config=config, jobs=jobs,
                                 scorer=scorer, progress=progress, faults=faults)
     finally:
+        for folder in quotas:
+            unmount_quota(folder)
         intake.remove(work)
     progress.finish()
     return faults
@@ -219,7 +227,8 @@ class _Worker:
 def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConfig, score) -> SubmissionResult:
     """Copy, sandbox and grade one submission; every fault becomes part of its result."""
     start = time.monotonic()
-    scratch = Path(tempfile.mkdtemp(prefix="s", dir=work))
+    slot_dir = work / f"slot{slot}"
+    scratch = Path(tempfile.mkdtemp(prefix="s", dir=slot_dir if slot_dir.is_dir() else work))
     try:
         taken = intake.materialise(sub, scratch)
         prepare_scratch(scratch, slot_uid(config, slot))
@@ -237,7 +246,8 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
         result.status = _STATUS[fault_types[0]]
     elif sub.kind == "symlink" or (sub.kind != "folder" and taken.files == 0):
         result.status = "no-files"
-    isolation.update(scratch_copy=True, fresh_process_per_submission=True)
+    isolation.update(scratch_copy=True, fresh_process_per_submission=True,
+                     scratch_quota_mb=(config.scratch_quota_bytes >> 20) if os.path.ismount(slot_dir) else False)
     result.isolation = dict(sorted(isolation.items()))
     result.execution_time = round(time.monotonic() - start, 3)
     return result

@@ -65,7 +65,8 @@ class SandboxConfig:
     output_tail_bytes: int = 2000  # how much of the child's output is quoted in notes
     uid_base: int = 64000  # worker slot k runs as uid/gid uid_base + k when the grader is root
     fatal_faults_per_module: int = 2  # after this many deaths on first use of a module, fail it fast
-    layers: tuple[str, ...] = ("pidns", "netns", "rlimits", "uid", "landlock", "seccomp")
+    scratch_quota_bytes: int = 128 << 20  # a tmpfs per worker slot (as root): a disk-filling loop stops here
+    layers: tuple[str, ...] = ("pidns", "netns", "rlimits", "uid", "landlock", "seccomp", "quota")
 
 
 DEFAULT_CONFIG = SandboxConfig()
@@ -94,6 +95,20 @@ def prepare_scratch(path: Path, uid: int | None) -> None:
             os.lchown(os.path.join(dirpath, name), uid, uid)
     os.lchown(path, uid, uid)
     os.chmod(path, 0o700)
+
+
+def mount_quota(folder: Path, config: SandboxConfig) -> bool:
+    """Mount a size-limited tmpfs on `folder` (root only): scratch copies made inside it cannot fill the disk."""
+    if not (is_root() and "quota" in config.layers):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    options = f"size={config.scratch_quota_bytes},mode=0711".encode()
+    return libc.mount(b"tmpfs", str(folder).encode(), b"tmpfs", 0, options) == 0
+
+
+def unmount_quota(folder: Path) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.umount2(str(folder).encode(), 2)  # MNT_DETACH: never blocks on a busy mount
 
 
 # --------------------------------------------------------------------------- grader side

@@ -232,6 +232,12 @@ def test_200_mb_of_output_is_cut_off(batch):
     check(batch, "big_output", hit="positional", reason=r"wrote more than 8 MB")
 
 
+def test_filling_the_disk_stops_at_the_scratch_quota(batch):
+    record = check(batch, "disk_filler", hit="positional", reason=r"No space left on device|File too large")
+    if os.geteuid() == 0:
+        assert record["isolation"]["scratch_quota_mb"] == CONFIG.scratch_quota_bytes >> 20
+
+
 def test_a_symlink_out_of_the_submission_is_not_followed(batch):
     record = check(batch, "symlink_outside", hit="self_attention",
                    reason=r"skipped symlink self_attention.py -> .*solutions/day13/self_attention.py")

@@ -53,6 +53,19 @@ POST2 = "            x = self.ln2(x + self.ffn(x))  # (B, T, d_model)\n"
 PRE1 = "            x = x + self.attn(self.ln1(x), mask)  # (B, T, d_model)\n"
 PRE2 = "            x = x + self.ffn(self.ln2(x))  # (B, T, d_model)\n"
 
+
+MH_INLINE_IMPORT = (MH, "import torch.nn as nn\n", "import math\n\nimport torch\nimport torch.nn as nn\n")
+
+
+def _mh_inline(scale: str, dim: str):
+    """multihead.py with the attention written inline (as the handout's §7 code does), with a bug in it."""
+    return (MH_INLINE_IMPORT,
+            (MH, CTX, f"        scores = q @ k.transpose(-2, -1){scale}  # (B, h, T, T)\n"
+                      "        if mask is not None:\n"
+                      '            scores = scores.masked_fill(mask == 0, float("-inf"))\n'
+                      f"        ctx = torch.softmax(scores, dim={dim}) @ v\n"))
+
+
 BUGS: tuple[Bug, ...] = (
     # ------------------------------------------------------------------ self_attention.py
     _b("sa.no_scale", "self_attention", "worked_values",
@@ -105,12 +118,9 @@ BUGS: tuple[Bug, ...] = (
                  "        Q, K, V, attn_mask=None if mask is None else mask != 0)\n"),
        forbidden=("scaled_dot_product_attention",)),
     # ------------------------------------------------------------------ multihead.py
-    _b("mh.sqrt_d_model", "multihead", "reference",
-       (MH, "import torch.nn as nn\n", "import math\n\nimport torch\nimport torch.nn as nn\n"),
-       (MH, CTX, "        scores = q @ k.transpose(-2, -1) / math.sqrt(D)  # (B, h, T, T)\n"
-                 "        if mask is not None:\n"
-                 '            scores = scores.masked_fill(mask == 0, float("-inf"))\n'
-                 "        ctx = torch.softmax(scores, dim=-1) @ v\n")),
+    _b("mh.sqrt_d_model", "multihead", "reference", *_mh_inline(" / math.sqrt(D)", "-1")),
+    _b("mh.no_scale", "multihead", "reference", *_mh_inline("", "-1")),
+    _b("mh.softmax_over_heads", "multihead", "reference", *_mh_inline(" / math.sqrt(self.d_k)", "1")),
     _b("mh.split_without_transpose", "multihead", "reference",
        (MH, SPLIT, "        q, k, v = [t.reshape(B, self.h, T, self.d_k) for t in (q, k, v)]\n")),
     _b("mh.heads_not_transposed", "multihead", "reference",
@@ -149,6 +159,8 @@ BUGS: tuple[Bug, ...] = (
        (PE, "    angle = pos / (10000 ** (two_i / d_model))", "    angle = pos / (1000 ** (two_i / d_model))")),
     _b("pe.all_sine", "positional", "worked_values",
        (PE, PE_ODD, "    pe[:, 1::2] = torch.sin(angle)\n")),
+    _b("pe.positions_from_one", "positional", "worked_values",
+       (PE, "    pos = torch.arange(T, dtype=torch.float32)", "    pos = torch.arange(1, T + 1, dtype=torch.float32)")),
     _b("pe.parameter", "positional", "buffer",
        (PE, '        self.register_buffer("pe", positional_encoding(max_len, d_model))',
         "        self.pe = nn.Parameter(positional_encoding(max_len, d_model), requires_grad=False)")),
@@ -177,6 +189,9 @@ BUGS: tuple[Bug, ...] = (
     _b("blk.shared_layernorm", "block", "post_ln",
        (BL, "        self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)",
         "        self.ln1 = self.ln2 = nn.LayerNorm(d_model)")),
+    _b("blk.ffn_reads_block_input", "block", "post_ln",
+       (BL, POST1, "            h = self.ln1(x + self.attn(x, mask))\n"),
+       (BL, POST2, "            x = self.ln2(h + self.ffn(x))\n")),
     _b("blk.d_ff_ignored", "block", "d_ff",
        (BL, "        d_ff = 4 * d_model if d_ff is None else d_ff", "        d_ff = 4 * d_model")),
     _b("blk.mask_dropped", "block", "mask_passthrough",

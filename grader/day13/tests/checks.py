@@ -97,7 +97,7 @@ def describe(got: np.ndarray, expected: np.ndarray, bad: np.ndarray, what: str) 
     n_bad, n = int(bad.sum()), bad.size
     if expected.size <= SMALL:
         return (f"{what}: {n_bad} of {n} values differ\n"
-                f"  expected:\n{_fmt(expected)}\n  got:\n{_fmt(got)}")
+                f"  expected:\n{fmt(expected)}\n  got:\n{fmt(got)}")
     with np.errstate(invalid="ignore", over="ignore"):
         err = np.where(np.isnan(got) | np.isnan(expected), np.inf, np.abs(got - expected))
     where = np.unravel_index(int(np.argmax(err)), err.shape)
@@ -106,7 +106,7 @@ def describe(got: np.ndarray, expected: np.ndarray, bad: np.ndarray, what: str) 
             f"expected {_num(expected[where])}, got {_num(got[where])}")
 
 
-def _fmt(a: np.ndarray) -> str:
+def fmt(a: np.ndarray) -> str:
     text = np.array2string(np.asarray(a), precision=4, suppress_small=True, separator=", ")
     return "\n".join("    " + line for line in text.splitlines())
 

@@ -5,6 +5,7 @@ place of the student's MultiHeadAttention, so a multihead bug never costs block 
 """
 import numpy as np
 
+from grader.day13 import tolerances as tol
 from grader.day13.tests import checks as ck
 
 F32, F64 = "float32", "float64"
@@ -95,7 +96,7 @@ def test_mask_passthrough(student, reference):
         calls.append(("Pre-LN" if pre_ln else "Post-LN",
                       student.block(x, w, mask=ck.causal(T), **kw), student.block(later, w, mask=ck.causal(T), **kw),
                       student.block(x, w, mask=pad, **kw), student.block(padded, w, mask=pad, **kw)))
-    p = ck.tol.PROPERTY[F32]
+    p = tol.PROPERTY[F32]
     for name, a, b, c, d in calls:
         out_a = ck.output(a, 0, f"{name} block, causal mask", count=1)
         out_b = ck.output(b, 0, f"{name} block, causal mask, later tokens changed", count=1)

@@ -1,6 +1,7 @@
 """Hidden tests for multihead.py (handout §7). Points: rubric.toml [multihead.*]."""
 import numpy as np
 
+from grader.day13 import tolerances as tol
 from grader.day13.tests import checks as ck
 
 F32, F64 = "float32", "float64"
@@ -99,7 +100,7 @@ def test_properties(student, reference):
     b = student.mha(x2, w, h, ck.causal(T))
     plain = student.mha(x, w, h)
     permuted = student.mha(x[:, perm], w, h)
-    p = ck.tol.PROPERTY[F32]
+    p = tol.PROPERTY[F32]
     out_a, out_b = ck.output(a, 0, "causal output", count=1), ck.output(b, 0, "causal output, later tokens changed", count=1)
     ck.close(out_b[:, : t + 1], out_a[:, : t + 1], p,
              f"under a causal mask, outputs at positions 0..{t} must not change when later tokens change")

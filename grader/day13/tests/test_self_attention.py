@@ -162,7 +162,7 @@ def test_causal_mask(student, reference):
         if not np.array_equal(allowed, expected):
             raise ck.GradeFailure(
                 f"causal_mask({T}): expected 1 on and below the diagonal, 0 above\n  expected:\n"
-                f"{ck._fmt(expected.astype(int))}\n  got:\n{ck._fmt(np.asarray(m, dtype=float))}")
+                f"{ck.fmt(expected.astype(int))}\n  got:\n{ck.fmt(np.asarray(m, dtype=float))}")
         if m.dtype != bool:
             ck.check(bool(np.all((m == 0) | (m == 1))), f"causal_mask({T}): entries must be 0 or 1 (or bool)")
 

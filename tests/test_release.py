@@ -151,3 +151,20 @@ def test_release_with_the_reference_dropped_in_passes_every_visible_test(unpacke
     failed = [(name, message) for name, message in cases if message]
     assert code == 0 and not failed, failed[:5]
     assert len(cases) >= 10
+
+
+def test_student_tools_work_from_the_release_alone(unpacked, tmp_path):
+    """`make heatmap` and `make check` use the copies in tools/, not the kit's grader/."""
+    folder = tmp_path / "day13"
+    shutil.copytree(unpacked, folder)
+    for module in notebook.MODULES:
+        shutil.copyfile(release.SOLUTIONS / f"{module}.py", folder / f"{module}.py")
+    make = ["make", f"PYTHON={sys.executable}"]
+    heatmap = subprocess.run(make + ["heatmap"], cwd=folder, capture_output=True, text=True, timeout=300)
+    assert heatmap.returncode == 0, heatmap.stdout + heatmap.stderr
+    assert (folder / "attention_heatmap.png").stat().st_size > 1000
+    check = subprocess.run(make + ["check"], cwd=folder, capture_output=True, text=True, timeout=300)
+    lines = check.stdout.splitlines()
+    assert any(line.strip().startswith("✓ Attention heatmap") for line in lines), check.stdout
+    assert any(line.strip().startswith("✗ Sentence analysis") for line in lines), check.stdout
+    assert check.returncode != 0  # the analysis, diagram and README are still missing

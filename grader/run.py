@@ -118,9 +118,11 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
     while the zygote is still importing torch, so both start-ups overlap; each waits for the zygote
     on its own control socket before its first submission.
     """
-    work = Path(tempfile.mkdtemp(prefix="day13-scratch-"))
+    clean_stale_scratch()
+    work = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
     # Traversable but not listable, so a sandbox uid reaches its own copy and cannot find others.
     os.chmod(work, 0o711)
+    (work / "owner").write_text(_process_identity(os.getpid()))
     quotas = []
     for slot in range(jobs):
         (work / f"slot{slot}").mkdir(mode=0o711)
@@ -144,6 +146,37 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
         intake.remove(work)
     progress.finish()
     return faults
+
+
+SCRATCH_PREFIX = "day13-scratch-"
+
+
+def _process_identity(pid: int) -> str:
+    """pid and start time: a pid alone may have been reused by the time someone checks it."""
+    try:
+        start = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+    return f"{pid} {start}"
+
+
+def clean_stale_scratch() -> None:
+    """Remove the scratch folders (and unmount the quota tmpfs) of runs that were killed (kill -9)."""
+    for folder in Path(tempfile.gettempdir()).glob(SCRATCH_PREFIX + "*"):
+        try:
+            owner = (folder / "owner").read_text()
+        except OSError:  # being created right now, or left by a kit without owner files long ago
+            if time.time() - folder.stat().st_mtime < 3600:
+                continue
+            owner = ""
+        pid = owner.split()[0] if owner.split() else ""
+        if pid.isdigit() and _process_identity(int(pid)) == owner:
+            continue  # a run still in progress
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            mount_point = line.split()[4]
+            if mount_point.startswith(str(folder) + "/"):
+                unmount_quota(Path(mount_point))
+        intake.remove(folder)
 
 
 def _account(summary, progress, faults) -> None:

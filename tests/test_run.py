@@ -143,8 +143,12 @@ def test_resume_after_kill_9_loses_and_duplicates_nothing(tmp_path):
     while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in family):
         time.sleep(0.05)
     assert [p for p in family if os.path.exists(f"/proc/{p}")] == []
+    stale = [l.split()[4] for l in Path("/proc/self/mountinfo").read_text().splitlines() if run.SCRATCH_PREFIX in l]
     rerun = subprocess.run(cmd, cwd=KIT, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr
+    # The killed run's scratch quota mounts are cleaned up by the next run.
+    mounts = Path("/proc/self/mountinfo").read_text()
+    assert [m for m in stale if m in mounts] == []
     assert f"{done_before} already graded" in rerun.stdout
     names = [l.split(",")[0] for l in rows(out)[1:]]
     assert names == [f"s{i}" for i in range(6)]

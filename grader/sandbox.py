@@ -136,7 +136,9 @@ class Zygote:
             theirs.append(other)
         spec = {"entry": entry, "install": install, "preload": list(preload),
                 "fds": [s.fileno() for s in theirs], "config": asdict(config)}
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "OMP_", "MKL_"))}
+        # A minimal environment: the grader's (CI tokens, credentials) must never reach student code,
+        # whose error messages end up in its feedback.
+        env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "TZ") if k in os.environ}
         # One intra-op thread: a forked child of a process whose thread pool started would hang.
         # MALLOC_ARENA_MAX: each thread's 64 MB malloc arena would count against RLIMIT_AS.
         env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1", MALLOC_ARENA_MAX="2",

@@ -94,7 +94,12 @@ def batch():
     subs = build_class(root, {"PORT": listener.port, "KIT": KIT, "SUBMISSIONS": root / "submissions",
                               "OUT": out, "GRADER_PID": os.getpid()})
     originals = {p: p.read_bytes() for p in (subs / "aaa_reference").iterdir()}
-    code = run.main(submissions=subs, out=out, jobs=JOBS, config=CONFIG)
+    # Like a CI token in the instructor's environment: it must not reach student code.
+    os.environ["DAY13_TEST_SECRET_TOKEN"] = "ghp_not_for_students"
+    try:
+        code = run.main(submissions=subs, out=out, jobs=JOBS, config=CONFIG)
+    finally:
+        del os.environ["DAY13_TEST_SECRET_TOKEN"]
     listener.close()
     records = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/record.json")}
     yield dict(code=code, out=out, subs=subs, records=records, originals=originals, listener=listener, root=root)
@@ -244,7 +249,7 @@ def test_a_symlink_out_of_the_submission_is_not_followed(batch):
     assert "self_attention.py is missing" in text_of(record)
 
 
-def test_the_child_finds_no_secret_in_its_heap_modules_or_files(batch):
+def test_the_child_finds_no_secret_in_its_heap_modules_files_or_environment(batch):
     record = batch["records"]["secret_scanner"]
     assert "FOUND SECRETS" not in text_of(record)
     assert all(got == top for got, top in components(record).values())
@@ -255,7 +260,8 @@ def test_the_secret_scanner_would_find_secrets_in_the_grader_process(tmp_path):
     code = _render((HOSTILE / "secret_scanner" / "self_attention.py").read_text(), {"KIT": KIT})
     (tmp_path / "scanner.py").write_text(code)
     probe = ("import sys; sys.path.insert(0, %r); import grader.score; sys.path.insert(0, %r); import scanner;"
-             "print(len(scanner.FOUND))" % (str(KIT), str(tmp_path)))
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=KIT)
+             "print(sorted({f.split(':')[0] for f in scanner.FOUND}))" % (str(KIT), str(tmp_path)))
+    env = dict(os.environ, DAY13_TEST_SECRET_TOKEN="x")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=KIT, env=env)
     assert out.returncode == 0, out.stderr
-    assert int(out.stdout.split()[-1]) > 0
+    assert out.stdout.split("\n")[-2] == "['environment', 'file', 'heap', 'module', 'proc']"

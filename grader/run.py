@@ -52,6 +52,8 @@ def main(*, submissions, out, jobs=None, force=False, shard=None, config: Sandbo
         print(f"grade: {exc}", file=sys.stderr)
         return EXIT_USAGE
     out = Path(out)
+    # An output folder inside the submissions folder is not a student.
+    subs = [s for s in subs if not _contains(s.source, out)]
     subs = [s for i, s in enumerate(subs) if i % shard_n == shard_k - 1]
     todo = [s for s in subs if force or not is_complete(out / s.name)]
     skipped = len(subs) - len(todo)
@@ -80,6 +82,11 @@ def main(*, submissions, out, jobs=None, force=False, shard=None, config: Sandbo
     print(f"results: {out / 'grades.csv'}, {out / 'report.html'}, {out / 'summary.md'}; "
           f"per submission: {out}/<name>/feedback.md", flush=True)
     return EXIT_ENGINE_FAULT if faults else EXIT_OK
+
+
+def _contains(folder: Path, path: Path) -> bool:
+    folder, path = folder.absolute(), path.absolute()
+    return folder == path or folder in path.parents
 
 
 def parse_shard(shard) -> tuple[int, int]:

@@ -232,3 +232,13 @@ def test_progress_is_a_bar_on_a_terminal():
     text = stream.getvalue()
     assert "\r[###############...............] 2/4 bob: 36.5/100 (timeout)" in text
     assert text.endswith("graded 2 submission(s) in 0.0 s\n")
+
+
+def test_an_output_folder_inside_the_submissions_is_not_graded_as_a_student(tmp_path):
+    subs = tmp_path / "subs"
+    make_submission(subs / "alice")
+    out = subs / "zz_results"
+    assert run.main(submissions=subs, out=out, jobs=1, config=CONFIG) == 0
+    assert [l.split(",")[0] for l in rows(out)[1:]] == ["alice"]
+    assert run.main(submissions=subs, out=out, jobs=1, config=CONFIG) == 0  # and not on a rerun either
+    assert [l.split(",")[0] for l in rows(out)[1:]] == ["alice"]

@@ -304,8 +304,7 @@ class SandboxTransport:
     # -- internals
 
     def _call(self, module, header, arrays):
-        fresh = self._child is None
-        if fresh:
+        if self._child is None:
             fault = self._spawn()
             if fault is not None:
                 return self._after_fatal(module, fault, first_use=True), {}
@@ -313,6 +312,8 @@ class SandboxTransport:
         first_use = module not in child.served
         deadline = time.monotonic() + self.config.call_timeout
         try:
+            # A child that never reads must not block the send either (a call bigger than the socket buffer).
+            child.sock.settimeout(self.config.call_timeout)
             protocol.send_message(child.sock, header, arrays)
             reply, out = protocol.recv_message(child.sock, deadline=deadline)
         except TimeoutError:

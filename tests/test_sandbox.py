@@ -278,3 +278,19 @@ def test_without_root_layers_the_child_still_grades_and_says_which_layers_were_o
         assert t.isolation["pidns"] is False and t.isolation["netns"] is False and t.isolation["uid"] is False
         assert t.isolation["rlimits"] is True and t.isolation["seccomp"] is True
     shutil.rmtree(work)
+
+
+def test_a_child_that_stops_reading_cannot_block_a_large_call(transport):
+    # The student's code replaces the child's receive loop by a sleep, then the grader sends 16 MB.
+    t = transport({"hostile.py": """
+        import time
+        import grader.protocol
+        def stop_reading():
+            grader.protocol.recv_message = lambda *a, **k: time.sleep(600)
+    """})
+    assert t.call(fn("stop_reading"), {})[0]["error"] is None
+    big = {"x": np.zeros((4, 1024, 1024), dtype=np.float32)}  # far more than a socket buffer holds
+    start = time.monotonic()
+    h, _ = t.call(fn("stop_reading") | {"args": [{"array": "x"}]}, big)
+    assert h["error"]["type"] == "Timeout"
+    assert time.monotonic() - start < 2 * CONFIG.call_timeout + 2

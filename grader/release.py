@@ -19,8 +19,11 @@ import hashlib
 import json
 import shutil
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
+
+import nbformat
 
 from grader import notebook, stubs
 
@@ -59,7 +62,7 @@ def _copy_tree(source: Path, target: Path) -> None:
 def feedback_points() -> dict[str, float]:
     """Points per part for the feedback on push, summed from the rubric (where points live)."""
     totals = notebook.component_points()
-    rubric = notebook.tomllib.loads(notebook.RUBRIC.read_text(encoding="utf-8"))
+    rubric = tomllib.loads(notebook.RUBRIC.read_text(encoding="utf-8"))
     totals["deliverables"] = round(sum(float(entry.get("points", 0)) for entry in
                                        rubric.get("deliverables", {}).values() if isinstance(entry, dict)), 4)
     return totals
@@ -107,7 +110,7 @@ def leaks(folder: Path) -> list[str]:
             found.append(f"{relative}: is the hidden grader file {hidden_files[digest]}")
         text = data.decode("utf-8", errors="replace")
         if path.suffix == ".ipynb":
-            text = notebook.code_of(notebook.nbformat.reads(text, as_version=4))
+            text = notebook.code_of(nbformat.reads(text, as_version=4))
         for marker in ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS"):
             if marker in text:
                 found.append(f"{relative}: holds a '{marker}' marker")

@@ -6,10 +6,12 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 import xml.etree.ElementTree as ET
 import zipfile
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from grader import notebook, release, stubs
@@ -64,7 +66,7 @@ def test_no_solution_line_hidden_grader_or_reference_output(built):
     for name, data in contents.items():
         text = data.decode("utf-8", errors="replace")
         if name.endswith(".ipynb"):
-            text = notebook.code_of(notebook.nbformat.reads(text, as_version=4))
+            text = notebook.code_of(nbformat.reads(text, as_version=4))
         squeezed = "".join(text.split())
         leaked = [line for line in lines if "".join(line.split()) in squeezed]
         assert not leaked, f"{name} holds solution code: {leaked[:3]}"
@@ -104,7 +106,7 @@ def test_a_leaking_assignment_folder_is_refused(tmp_path, monkeypatch, capsys):
 
 def test_feedback_points_come_from_the_rubric(built):
     points = json.loads((built / "day13" / "tools" / "points.json").read_text(encoding="utf-8"))
-    rubric = notebook.tomllib.loads(notebook.RUBRIC.read_text(encoding="utf-8"))
+    rubric = tomllib.loads(notebook.RUBRIC.read_text(encoding="utf-8"))
     for part, value in points.items():
         assert value == pytest.approx(sum(e["points"] for e in rubric[part].values() if "points" in e))
 

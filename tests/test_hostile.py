@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
-from engine_helpers import KIT, REFERENCE, descendants, make_submission, processes_of  # noqa: E402
+from engine_helpers import KIT, REFERENCE, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
 
 from grader import run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
 HOSTILE = Path(__file__).parent / "fixtures" / "hostile"
 CODE = ("self_attention", "multihead", "positional", "block")
-CONFIG = SandboxConfig(call_timeout=2.0, cpu_seconds=6, max_file_bytes=8 << 20, uid_base=64800)
+CONFIG = SandboxConfig(call_timeout=2.0, cpu_seconds=6, max_file_bytes=8 << 20, uid_base=uid_base_for_tests(1))
 JOBS = 2
 SANDBOX_UIDS = range(CONFIG.uid_base, CONFIG.uid_base + JOBS)
 HONEST = ("aaa_reference", "zzz_reference")
@@ -147,8 +147,8 @@ def siblings_unaffected(batch):
 
 
 def nothing_left():
-    assert processes_of(SANDBOX_UIDS) == []
-    assert descendants(os.getpid()) == []
+    assert settled(lambda: processes_of(SANDBOX_UIDS)) == []
+    assert settled(lambda: descendants(os.getpid())) == []
 
 
 def test_batch_completes_with_a_row_each(batch):

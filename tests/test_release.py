@@ -170,3 +170,26 @@ def test_student_tools_work_from_the_release_alone(unpacked, tmp_path):
     assert any(line.strip().startswith("✓ Attention heatmap") for line in lines), check.stdout
     assert any(line.strip().startswith("✗ Sentence analysis") for line in lines), check.stdout
     assert check.returncode != 0  # the analysis, diagram and README are still missing
+
+
+def test_prefer_notebook_drops_only_untouched_stubs(built, tmp_path):
+    """A repository from the release where the student worked in day13.ipynb: the stubs must not be graded."""
+    folder = tmp_path / "repo"
+    shutil.copytree(built / "day13", folder)
+    stub = folder / "positional.py"
+    stub.write_bytes(stub.read_bytes().replace(b"\n", b"\r\n"))  # a Windows checkout is still the stub
+    assert release.prefer_notebook(folder) == sorted(f"{m}.py" for m in notebook.MODULES)
+    assert not any((folder / f"{m}.py").exists() for m in notebook.MODULES)
+    assert (folder / "day13.ipynb").exists() and (folder / "tests").is_dir()
+
+    worked = tmp_path / "worked"
+    shutil.copytree(built / "day13", worked)
+    with open(worked / "block.py", "a", encoding="utf-8") as handle:
+        handle.write("\n# my own helper\n")
+    assert release.prefer_notebook(worked) == []  # any .py of the student's own: the .py files are graded
+    assert (worked / "self_attention.py").exists()
+
+    no_notebook = tmp_path / "plain"
+    shutil.copytree(built / "day13", no_notebook)
+    (no_notebook / "day13.ipynb").unlink()
+    assert release.prefer_notebook(no_notebook) == []

@@ -14,12 +14,12 @@ import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
-from engine_helpers import KIT, REFERENCE, descendants, make_submission, processes_of  # noqa: E402
+from engine_helpers import KIT, REFERENCE, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
 
 from grader import run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
-CONFIG = SandboxConfig(call_timeout=3.0, uid_base=64700)
+CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(2))
 UIDS = range(CONFIG.uid_base, CONFIG.uid_base + 4)
 COLUMNS = "submission,total,max_total,self_attention,multihead,positional,block,deliverables,status"
 
@@ -54,8 +54,8 @@ def record(out: Path, name: str) -> dict:
 
 
 def no_leftovers():
-    assert processes_of(UIDS) == []
-    assert descendants(os.getpid()) == []
+    assert settled(lambda: processes_of(UIDS)) == []
+    assert settled(lambda: descendants(os.getpid())) == []
 
 
 @pytest.fixture(scope="module")

@@ -13,14 +13,15 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
-from engine_helpers import KIT, descendants, make_submission, processes_of  # noqa: E402
+from engine_helpers import KIT, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
 
 from grader.execute import ModuleLoader, execute  # noqa: E402
 from grader.sandbox import (SandboxConfig, SandboxTransport, SandboxUnavailable, Zygote, is_root,  # noqa: E402
                             prepare_scratch, slot_uid)
 
 # Its own uids, so a grading run elsewhere on the machine cannot look like a leftover of ours.
-CONFIG = SandboxConfig(call_timeout=1.5, spawn_timeout=10, cpu_seconds=4, max_file_bytes=4 << 20, uid_base=64900)
+CONFIG = SandboxConfig(call_timeout=1.5, spawn_timeout=10, cpu_seconds=4, max_file_bytes=4 << 20,
+                       uid_base=uid_base_for_tests(0))
 SLOTS = 2
 SANDBOX_UIDS = range(CONFIG.uid_base, CONFIG.uid_base + SLOTS)
 
@@ -31,7 +32,7 @@ def zygote():
     z.wait_ready()
     yield z
     z.close()
-    assert descendants(os.getpid()) == []
+    assert settled(lambda: descendants(os.getpid())) == []
 
 
 @pytest.fixture
@@ -52,8 +53,8 @@ def transport(zygote):
     for t in opened:
         t.close()
     shutil.rmtree(work)
-    assert processes_of(SANDBOX_UIDS) == []
-    assert descendants(zygote.process.pid) == []
+    assert settled(lambda: processes_of(SANDBOX_UIDS)) == []
+    assert settled(lambda: descendants(zygote.process.pid)) == []
 
 
 def gone(pid, wait=2.0):
@@ -225,7 +226,7 @@ def test_close_leaves_no_process(transport, zygote):
     assert os.path.exists(f"/proc/{child.pid}")
     t.close()
     assert gone(child.pid) and gone(child.keeper_pid)
-    assert descendants(zygote.process.pid) == []
+    assert settled(lambda: descendants(zygote.process.pid)) == []
 
 
 def test_no_network_even_to_loopback(transport):

@@ -177,3 +177,30 @@ def test_student_workflow_on_a_sample_submission(released, tmp_path):
         assert all(t["message"] for t in checks if t["status"] == "fail")
     assert f"**{sum(t['score'] for t in result['tests']):g} / {result['max_score']:g}**" in summary
     assert "| self_attention |" in summary and "passed" in stdout
+
+
+def test_student_workflow_on_a_notebook_submission(released, tmp_path):
+    """The student worked in day13.ipynb (block left undone) and left the .py stubs as released."""
+    import nbformat
+
+    folder = tmp_path / "notebook"
+    shutil.copytree(released, folder)
+    source = notebook.build(student=False)
+    reference = {c.metadata["nbgrader"]["grade_id"]: "\n".join(l for l in c.source.split("\n") if "SOLUTION" not in l)
+                 for c in source.cells if c.metadata.get("nbgrader", {}).get("solution")}
+    nb = nbformat.read(folder / "day13.ipynb", as_version=4)
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in reference and grade_id != "solution_block":
+            cell.source = reference[grade_id]
+    nb.cells[1].source = "%matplotlib inline\n" + nb.cells[1].source
+    nbformat.write(nb, folder / "day13.ipynb")
+    result, summary, stdout = _run_student_workflow(folder)
+    points = json.loads((folder / "tools" / "points.json").read_text(encoding="utf-8"))
+    scores = _by_part(result)
+    assert "feedback from the notebook's test cells" in stdout
+    for part in ("self_attention", "multihead", "positional"):
+        assert scores[part] == pytest.approx(points[part]), (part, scores)
+    assert scores["block"] == 0
+    (block,) = [t for t in result["tests"] if t["name"].startswith("block")]
+    assert "Task 7" in block["message"] and "not implemented yet" in block["message"]

@@ -12,7 +12,9 @@ For each repository, a bare clone is kept in <out>/.repos/<name>.git and fetched
 run (real git, so any URL git can read works, with the instructor's own credentials). The commit
 taken is the last one on the default branch's first-parent line whose committer date is before the
 deadline (the newest one without --deadline). Its files (no .git, no symlinks) become <out>/<name>/,
-which `python -m grader grade <out>` grades like any folder. <out>/collected.csv records, per row, the
+which `python -m grader grade <out>` grades like any folder. A student who worked in day13.ipynb
+and left the released .py stubs untouched gets those stubs left out of the snapshot, so the engine
+grades the notebook (grader.release.prefer_notebook). <out>/collected.csv records, per row, the
 source, the commit hash and time, and the status.
 
 Committer dates are written by the student's machine, so a student could backdate a late commit.
@@ -212,7 +214,12 @@ def collect_one(entry: Entry, out: Path, deadline: str | None) -> Entry:
         return entry
     entry.commit, entry.committed = found
     skipped = _export(cache, entry.commit, out / entry.name)
+    from grader.release import prefer_notebook
+
+    removed = prefer_notebook(out / entry.name)
     entry.status = "ok" + (f"; skipped {len(skipped)}: {', '.join(skipped[:3])}" if skipped else "")
+    if removed:
+        entry.status += f"; notebook submission (removed the untouched stubs {', '.join(removed)})"
     return entry
 
 

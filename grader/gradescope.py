@@ -130,6 +130,11 @@ def stage_submission(submission: Path, subs: Path) -> Path:
     target = subs / ROW
     # symlinks=True copies a link as a link; the engine's intake then skips it and says so.
     shutil.copytree(source, target, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    from grader.release import prefer_notebook
+
+    removed = prefer_notebook(target)
+    if removed:
+        print(f"run_autograder: grading the notebook; the untouched stubs {', '.join(removed)} were left out")
     return target
 
 

@@ -68,12 +68,49 @@ def feedback_points() -> dict[str, float]:
     return totals
 
 
+def stub_texts() -> dict[str, str]:
+    """file name -> the stub a student gets, generated from the reference."""
+    return {solution.name: stubs.make_stub(solution.read_text(encoding="utf-8"))
+            for solution, _ in stubs.stub_pairs() if solution.parent == SOLUTIONS}
+
+
+def _digest(text: str) -> str:
+    # Line endings may change on a student's machine; the content is what counts.
+    return hashlib.sha256(text.replace("\r\n", "\n").encode("utf-8")).hexdigest()
+
+
+def prefer_notebook(folder: Path) -> list[str]:
+    """Make a notebook submission out of a repository that still holds the untouched .py stubs.
+
+    A student who worked in day13.ipynb leaves the released stubs beside it; the engine grades the
+    .py files whenever they exist, so it would grade the stubs. When a notebook sits at the top of
+    `folder` and every contract .py there is byte for byte the released stub (line endings aside),
+    those stubs carry no work of the student's: they are removed so the notebook is graded.
+    Returns the names removed (none when any .py holds the student's own code).
+    """
+    if not any(p.suffix.lower() == ".ipynb" and p.is_file() for p in folder.iterdir()):
+        return []
+    wanted = {name: _digest(text) for name, text in stub_texts().items()}
+    present = [folder / name for name in wanted if (folder / name).is_file() and not (folder / name).is_symlink()]
+    if not present:
+        return []
+    for path in present:
+        try:
+            if _digest(path.read_text(encoding="utf-8")) != wanted[path.name]:
+                return []
+        except (OSError, UnicodeDecodeError):
+            return []
+    for path in present:
+        path.unlink()
+    return sorted(p.name for p in present)
+
+
 def _write_student_files(day: Path) -> None:
     _copy_tree(ASSIGNMENT, day)
     # The stubs come from the one source of truth, whatever state assignments/ is in.
-    for solution, _ in stubs.stub_pairs():
-        if solution.parent == SOLUTIONS:
-            (day / solution.name).write_text(stubs.make_stub(solution.read_text(encoding="utf-8")), encoding="utf-8")
+    texts = stub_texts()
+    for name, text in texts.items():
+        (day / name).write_text(text, encoding="utf-8")
     tools = day / "tools"
     tools.mkdir(exist_ok=True)
     shutil.copyfile(CHECKER, tools / "deliverables.py")
@@ -82,7 +119,12 @@ def _write_student_files(day: Path) -> None:
     shutil.copyfile(TEMPLATES / "ci_feedback.py", tools / "ci_feedback.py")
     (tools / "points.json").write_text(json.dumps(feedback_points(), indent=1, sort_keys=True) + "\n",
                                        encoding="utf-8")
-    notebook.write(notebook.build(student=True), day / "day13.ipynb")
+    # So the feedback script can tell a notebook student (stubs untouched) from a .py one.
+    student_nb = notebook.build(student=True)
+    released = {n: _digest(t) for n, t in texts.items()}
+    released["day13.ipynb:code"] = _digest(notebook.code_of(student_nb))
+    (tools / "stubs.json").write_text(json.dumps(released, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    notebook.write(student_nb, day / "day13.ipynb")
     workflows = day / ".github" / "workflows"
     workflows.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(TEMPLATES / "autograde.yml", workflows / "autograde.yml")

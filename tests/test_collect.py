@@ -167,3 +167,19 @@ def test_bad_input_exits_2_with_a_reason(tmp_path, capsys, bad, message):
 def test_naive_deadline_means_utc():
     assert collect.parse_deadline("2026-02-10T12:00") == "2026-02-10T12:00:00+00:00"
     assert collect.parse_deadline("2026-02-10T12:00:00Z") == "2026-02-10T12:00:00+00:00"
+
+
+def test_a_notebook_student_keeps_the_stubs_and_gets_the_notebook_graded(tmp_path):
+    """Released stubs left untouched beside day13.ipynb: the snapshot drops them, so intake grades the notebook."""
+    from grader import release
+
+    repo = StudentRepo(tmp_path, "nb-student")
+    files = dict(release.stub_texts())
+    files["day13.ipynb"] = '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}\n'
+    repo.commit(JAN, files)
+    roster = tmp_path / "roster.txt"
+    roster.write_text(f"nb {repo.bare}\n")
+    out = tmp_path / "out"
+    assert collect.main(roster=str(roster), out=str(out)) == 0
+    assert sorted(p.name for p in (out / "nb").iterdir()) == ["day13.ipynb"]
+    assert "notebook submission" in manifest(out)["nb"]["status"]

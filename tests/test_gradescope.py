@@ -123,3 +123,16 @@ def test_engine_failure_writes_no_results(tmp_path, capsys):
 
 def test_missing_submission_folder(tmp_path):
     assert gradescope.run_autograder(root=tmp_path / "nowhere") == 2
+
+
+def test_stage_submission_grades_the_notebook_over_untouched_stubs(tmp_path):
+    from grader import release
+
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    for name, text in release.stub_texts().items():
+        (submission / name).write_text(text, encoding="utf-8")
+    (submission / "day13.ipynb").write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}\n')
+    staged = gradescope.stage_submission(submission, tmp_path / "subs")
+    assert _files(staged) == ["day13.ipynb"]
+    assert len(list(submission.glob("*.py"))) == 4, "Gradescope's own copy is left as it was"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -93,10 +94,14 @@ def main(*, n: int = 200, jobs: int | None = None, keep: bool = False) -> int:
     torch_s = torch_import_seconds()
     print(f"bare `python -c \"import torch\"`: {torch_s:.2f} s (median of 3)", flush=True)
 
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "grader", "grade", str(subs), "--out", str(out),
                            "--jobs", str(jobs)], cwd=KIT, capture_output=True, text=True)
     total = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU of the whole process tree (grader, workers, zygote, every child): other load does not inflate it.
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         print(proc.stdout[-2000:], proc.stderr[-2000:], sep="\n")
         print(f"grading failed with exit code {proc.returncode}")
@@ -117,6 +122,8 @@ def main(*, n: int = 200, jobs: int | None = None, keep: bool = False) -> int:
     print(f"  median {statistics.median(per_sub) * 1000:.0f} ms, max {max(per_sub) * 1000:.0f} ms; "
           f"class throughput: {throughput * 1000:.0f} ms of one core per submission "
           f"= {throughput / torch_s:.3f}x")
+    print(f"CPU time of the whole run: {cpu:.1f} s = {cpu / n * 1000:.0f} ms per submission; on {cores} idle "
+          f"cores the class would take about {cpu / cores:.1f} s")
     print(f"machine load (1-min average) before/after: {load_before:.1f}/{os.getloadavg()[0]:.1f} "
           f"on {cores} cores (other work on the machine slows every number above)")
     print(f"peak RSS of one submission's process: {rss_mb:.0f} MB "

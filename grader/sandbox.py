@@ -431,9 +431,10 @@ def _zygote_main(spec: dict) -> None:
 
     gc.collect()
     gc.freeze()
-    # Orphans (a child whose keeper died first) come back to us, and the kernel reaps them all.
+    # Orphans (a child whose keeper died first) come back to us. Every child is reaped with wait(),
+    # not auto-reaped, so its CPU time is counted (getrusage of whoever waits for the zygote).
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    signal.signal(signal.SIGCHLD, _reap_children)
     ctrls = [socket.socket(fileno=fd) for fd in spec["fds"]]
     zygote_pid = os.getpid()
     while ctrls:
@@ -451,18 +452,33 @@ def _zygote_main(spec: dict) -> None:
             if "ping" in request:
                 ctrl.send(b"pong")
                 continue
+            # No reaping between fork and pidfd_open: the pid must still be the keeper's.
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
             pid = os.fork()
             if pid == 0:
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
                 try:
                     _keeper(request, fds, ctrls, config, entry, install, libc, zygote_pid)
                 finally:
                     os._exit(70)
             pidfd = os.pidfd_open(pid)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
             with contextlib.suppress(OSError):
                 socket.send_fds(ctrl, [json.dumps({"pid": pid}).encode()], [pidfd])
             os.close(pidfd)
             for fd in fds:
                 os.close(fd)
+
+
+def _reap_children(*_) -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
 
 
 def _warm_up(torch) -> None:

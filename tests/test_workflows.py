@@ -34,10 +34,11 @@ def _commands(step: dict) -> list[str]:
     return [line.strip() for line in step.get("run", "").replace("\\\n", " ").splitlines() if line.strip()]
 
 
-def _grader_args(command: str, values: dict[str, str]) -> list[str] | None:
+def _grader_args(command: str, values: dict[str, str], env: dict[str, str]) -> list[str] | None:
     """The arguments after `python -m grader`, with ${{ }} and $VARS replaced by sample values."""
-    command = EXPRESSION.sub(lambda m: values[m.group(1)], command)
-    words = [os.path.expandvars(w) for w in shlex.split(command)]
+    expand = lambda text: EXPRESSION.sub(lambda m: values[m.group(1)], str(text))  # noqa: E731
+    variables = {name: expand(value) for name, value in env.items()}
+    words = [re.sub(r"\$\{?(\w+)\}?", lambda m: variables[m.group(1)], expand(w)) for w in shlex.split(command)]
     if words[:3] != ["python", "-m", "grader"]:
         return None
     return words[3:]
@@ -81,7 +82,7 @@ def test_student_workflow_structure():
     assert reporter["env"][f"{runner.upper()}_RESULTS"] == "${{ steps.%s.outputs.result }}" % feedback["id"]
 
 
-def test_instructor_workflow_collects_grades_shards_and_merges(monkeypatch):
+def test_instructor_workflow_collects_grades_shards_and_merges():
     data = _load(INSTRUCTOR)
     jobs = data["jobs"]
     assert list(jobs) == ["collect", "grade", "merge"]
@@ -90,12 +91,13 @@ def test_instructor_workflow_collects_grades_shards_and_merges(monkeypatch):
     assert shards == list(range(1, int(data["env"]["SHARDS"]) + 1)), "matrix and SHARDS must agree"
     values = {"inputs.roster": "roster.txt", "inputs.deadline": "2026-12-01T23:59:00+00:00",
               "matrix.shard": "2", "secrets.CLASSROOM_TOKEN": "token"}
-    monkeypatch.setenv("SHARDS", str(data["env"]["SHARDS"]))
     parsed = {}
     for name, job in jobs.items():
         for step in job["steps"]:
+            assert "${{" not in step.get("run", ""), f"{step.get('name')}: pass expressions through env"
+            env = {**data["env"], **job.get("env", {}), **step.get("env", {})}
             for command in _commands(step):
-                args = _grader_args(command, values)
+                args = _grader_args(command, values, env)
                 if args is not None:
                     parsed[name] = build_parser().parse_args(args)  # exits (fails the test) on a bad command
     assert parsed["collect"].command == "collect" and parsed["collect"].deadline == values["inputs.deadline"]

@@ -178,6 +178,10 @@ def build(*, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     day = out / LESSON
     if day.exists():
+        if not (day / "tools" / "points.json").is_file():
+            # Never delete a folder this command did not make (say `--out assignments` by mistake).
+            raise FileExistsError(f"{day} exists and is not a release made by `make release`; "
+                                  "choose another --out or remove it yourself")
         shutil.rmtree(day)
     day.mkdir()
     _write_student_files(day)
@@ -194,6 +198,9 @@ def build(*, out: Path) -> Path:
 def main(*, out: str = "dist") -> int:
     try:
         day = build(out=Path(out))
+    except FileExistsError as error:
+        print(f"release refused: {error}", file=sys.stderr)
+        return 2
     except LeakError as error:
         print(f"release refused: {error}\nFix the file named above, then run `make release` again.",
               file=sys.stderr)

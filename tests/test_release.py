@@ -193,3 +193,12 @@ def test_prefer_notebook_drops_only_untouched_stubs(built, tmp_path):
     shutil.copytree(built / "day13", no_notebook)
     (no_notebook / "day13.ipynb").unlink()
     assert release.prefer_notebook(no_notebook) == []
+
+
+def test_release_never_replaces_a_folder_it_did_not_make(tmp_path, capsys):
+    precious = tmp_path / "day13"
+    precious.mkdir()
+    (precious / "notes.txt").write_text("mine\n")
+    assert release.main(out=str(tmp_path)) == 2
+    assert (precious / "notes.txt").read_text() == "mine\n"
+    assert "not a release" in capsys.readouterr().err

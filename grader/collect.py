@@ -245,6 +245,11 @@ def main(*, roster: str, out: str, deadline: str | None = None) -> int:
         print(f"collect: {error}", file=sys.stderr)
         return 2
     target = Path(out)
+    if target.is_dir() and any(target.iterdir()) and not (target / MANIFEST).is_file():
+        # Snapshots replace folders by name: never do that in a folder a collection did not make.
+        print(f"collect: {target} holds files but no {MANIFEST}; collect into a new or empty folder",
+              file=sys.stderr)
+        return 2
     target.mkdir(parents=True, exist_ok=True)
     for entry in entries:
         collect_one(entry, target, when)

@@ -183,3 +183,14 @@ def test_a_notebook_student_keeps_the_stubs_and_gets_the_notebook_graded(tmp_pat
     assert collect.main(roster=str(roster), out=str(out)) == 0
     assert sorted(p.name for p in (out / "nb").iterdir()) == ["day13.ipynb"]
     assert "notebook submission" in manifest(out)["nb"]["status"]
+
+
+def test_never_collects_into_a_folder_it_did_not_make(repos, tmp_path, capsys):
+    out = tmp_path / "kit"
+    (out / "alice").mkdir(parents=True)
+    (out / "alice" / "precious.txt").write_text("keep\n")
+    roster = tmp_path / "roster.txt"
+    roster.write_text(f"alice {repos['alice'].bare}\n")
+    assert collect.main(roster=str(roster), out=str(out)) == 2
+    assert (out / "alice" / "precious.txt").read_text() == "keep\n"
+    assert "collect into a new or empty folder" in capsys.readouterr().err

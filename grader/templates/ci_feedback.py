@@ -11,6 +11,9 @@ runner format to --output ($GITHUB_OUTPUT): a line `result=<base64 JSON>` holdin
 {"version": 1, "status", "max_score", "tests": [{"name", "status", "score", "message"}]},
 which classroom-resources/autograding-grading-reporter reads from FEEDBACK_RESULTS.
 
+If you work in day13.ipynb and leave the .py files as released, the feedback comes from the
+notebook's test cells instead (tools/stubs.json tells the released files from yours).
+
 These points come from the visible tests only. They are feedback, not your grade: your
 grade comes from the instructor's hidden tests, which never live in your repository.
 """

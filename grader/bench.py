@@ -57,28 +57,52 @@ def torch_import_seconds(repeats: int = 3) -> float:
     return statistics.median(times)
 
 
-def peak_rss_of_one_submission(folder: Path) -> tuple[float, dict]:
-    """Grade one submission through the sandbox and read the child's peak RSS (VmHWM) before it ends."""
+def one_submission_breakdown(folder: Path, repeats: int = 4) -> dict:
+    """Grade one submission a few times through the sandbox (the grader side warms up on the first)
+    and split the last run's wall time: child start-up, calls (the child's work plus the round
+    trips), and the grader's own work; read the child's peak RSS (VmHWM) before it ends."""
     from grader.sandbox import DEFAULT_CONFIG, SandboxTransport, Zygote, prepare_scratch, slot_uid
 
-    work = Path(tempfile.mkdtemp(prefix="day13-bench-rss-"))
+    work = Path(tempfile.mkdtemp(prefix="day13-bench-one-"))
     os.chmod(work, 0o711)
-    scratch = work / "s"
-    shutil.copytree(folder, scratch)
-    prepare_scratch(scratch, slot_uid(DEFAULT_CONFIG, 0))
     with Zygote(slots=1) as zygote:
         from grader import score
 
-        transport = SandboxTransport(zygote=zygote, slot=0, scratch=scratch)
-        try:
-            score.grade_submission(name="rss", directory=scratch, transport=transport)
-            status = Path(f"/proc/{transport._child.pid}/status").read_text()
-            peak_kb = int(next(l for l in status.splitlines() if l.startswith("VmHWM:")).split()[1])
-            layers = dict(transport.isolation)
-        finally:
-            transport.close()
+        for i in range(repeats):
+            scratch = work / f"s{i}"
+            shutil.copytree(folder, scratch)
+            prepare_scratch(scratch, slot_uid(DEFAULT_CONFIG, 0))
+            transport = SandboxTransport(zygote=zygote, slot=0, scratch=scratch)
+            timing = {"calls": 0, "in_calls": 0.0, "spawn": 0.0}
+            call, spawn = transport.call, transport._spawn
+
+            def timed_call(header, arrays, call=call, timing=timing):
+                start = time.perf_counter()
+                try:
+                    return call(header, arrays)
+                finally:
+                    timing["calls"] += 1
+                    timing["in_calls"] += time.perf_counter() - start
+
+            def timed_spawn(spawn=spawn, timing=timing):
+                start = time.perf_counter()
+                try:
+                    return spawn()
+                finally:
+                    timing["spawn"] += time.perf_counter() - start
+
+            transport.call, transport._spawn = timed_call, timed_spawn
+            start = time.perf_counter()
+            try:
+                score.grade_submission(name="one", directory=scratch, transport=transport)
+                timing["total"] = time.perf_counter() - start
+                status = Path(f"/proc/{transport._child.pid}/status").read_text()
+                timing["peak_mb"] = int(next(l for l in status.splitlines() if l.startswith("VmHWM:")).split()[1]) / 1024
+                timing["layers"] = dict(transport.isolation)
+            finally:
+                transport.close()
     shutil.rmtree(work, ignore_errors=True)
-    return peak_kb / 1024, layers
+    return timing
 
 
 def main(*, n: int = 200, jobs: int | None = None, keep: bool = False) -> int:
@@ -112,7 +136,8 @@ def main(*, n: int = 200, jobs: int | None = None, keep: bool = False) -> int:
     cores = os.cpu_count() or 1
     throughput = total * min(jobs, cores) / n
     full = sum(1 for r in records if _code_score(r) == _code_max(r))
-    rss_mb, layers = peak_rss_of_one_submission(subs / "student_000")
+    one = one_submission_breakdown(subs / "student_000")
+    rss_mb, layers = one["peak_mb"], one["layers"]
 
     print(f"graded {len(records)} records ({full} with every code test passed)")
     print(f"total for the class (python -m grader grade, start-up included): {total:.1f} s "
@@ -126,6 +151,11 @@ def main(*, n: int = 200, jobs: int | None = None, keep: bool = False) -> int:
           f"cores the class would take about {cpu / cores:.1f} s")
     print(f"machine load (1-min average) before/after: {load_before:.1f}/{os.getloadavg()[0]:.1f} "
           f"on {cores} cores (other work on the machine slows every number above)")
+    grader_side = one["total"] - one["in_calls"]
+    print(f"one submission on its own: {one['total'] * 1000:.0f} ms = child start-up {one['spawn'] * 1000:.0f} ms "
+          f"(isolation included) + {one['calls']} calls {(one['in_calls'] - one['spawn']) * 1000:.0f} ms "
+          f"(the child's work and the round trips) + the grader's own work {grader_side * 1000:.0f} ms "
+          f"(hidden tests, reference, catalogue, deliverables)")
     print(f"peak RSS of one submission's process: {rss_mb:.0f} MB "
           f"[target < 768 MB: {'met' if rss_mb < 768 else 'NOT met'}]")
     print(f"isolation layers active: {', '.join(k for k, v in sorted(layers.items()) if v) or 'none'}")

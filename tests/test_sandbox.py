@@ -295,3 +295,15 @@ def test_a_child_that_stops_reading_cannot_block_a_large_call(transport):
     h, _ = t.call(fn("stop_reading") | {"args": [{"array": "x"}]}, big)
     assert h["error"]["type"] == "Timeout"
     assert time.monotonic() - start < 2 * CONFIG.call_timeout + 2
+
+
+def test_seeding_is_unchanged_when_absent_device_stacks_are_skipped():
+    import subprocess
+    code = ("import torch, traceback\n"
+            "from grader.sandbox import skip_absent_device_seed_stacks\n"
+            "torch.manual_seed(3); a = torch.rand(3)\n"
+            "skip_absent_device_seed_stacks(torch)\n"
+            "torch.manual_seed(3); b = torch.rand(3)\n"
+            "print(torch.equal(a, b), torch.cuda.is_available() or torch.cuda.traceback is not traceback)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=KIT, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["True", "True"], out.stderr

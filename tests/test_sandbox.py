@@ -307,3 +307,27 @@ def test_seeding_is_unchanged_when_absent_device_stacks_are_skipped():
             "print(torch.equal(a, b), torch.cuda.is_available() or torch.cuda.traceback is not traceback)\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=KIT, capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["True", "True"], out.stderr
+
+
+def test_seccomp_refuses_processes_exec_inet_sockets_and_signals_but_not_threads(transport):
+    t = transport({"hostile.py": """
+        import os, socket, threading
+        def probe():
+            out = []
+            for name, attempt in [("fork", os.fork), ("inet", lambda: socket.socket(socket.AF_INET)),
+                                  ("kill", lambda: os.kill(2, 9)), ("exec", lambda: os.execv("/bin/true", ["true"]))]:
+                try:
+                    attempt()
+                    out.append(name + " allowed")
+                except OSError as e:
+                    out.append(f"{name} errno {e.errno}")
+            t = threading.Thread(target=out.append, args=("thread ran",))
+            t.start()
+            t.join()
+            raise RuntimeError("; ".join(out))
+    """})
+    h, _ = t.call(fn("probe"), {})
+    if t.isolation.get("seccomp"):
+        assert h["error"]["message"] == "fork errno 1; inet errno 1; kill errno 1; exec errno 1; thread ran"
+    else:
+        pytest.skip("seccomp is not available here")

@@ -38,11 +38,11 @@ class UsageError(ValueError):
 
 
 def main(*, submissions, out, jobs=None, force=False, shard=None, config: SandboxConfig | None = None,
-         zygote_options: dict | None = None, scorer: str = "grader.score") -> int:
+         scorer: str = "grader.score") -> int:
     """Grade every submission under `submissions` into `out`. Returns 0, 1 (engine fault) or 2 (usage).
 
-    `config`, `zygote_options` and `scorer` exist for the engine's own tests (short limits, a stand-in
-    scorer); the command line always uses the defaults.
+    `config` and `scorer` exist for the engine's own tests (short limits, a stand-in scorer); the
+    command line always uses the defaults.
     """
     try:
         shard_k, shard_n = parse_shard(shard)
@@ -68,7 +68,7 @@ def main(*, submissions, out, jobs=None, force=False, shard=None, config: Sandbo
     if todo:
         config = config or DEFAULT_CONFIG
         # Started first: nothing secret has been imported by this process yet.
-        zygote = Zygote(slots=min(jobs, len(todo)), config=config, **(zygote_options or {}))
+        zygote = Zygote(slots=min(jobs, len(todo)), config=config)
         try:
             faults = _grade_all(todo, out=out, zygote=zygote, config=config, jobs=min(jobs, len(todo)),
                                 scorer=scorer)
@@ -77,8 +77,14 @@ def main(*, submissions, out, jobs=None, force=False, shard=None, config: Sandbo
     from grader import report
 
     report.write_class(out)
+    # The same engine fault on every row (e.g. a sandbox that cannot start) is said once.
+    causes: dict[str, list[str]] = {}
     for fault in faults:
-        print(f"engine fault: {fault}", file=sys.stderr)
+        name, _, cause = fault.partition(": ")
+        causes.setdefault(cause, []).append(name)
+    for cause, names in causes.items():
+        who = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        print(f"engine fault ({who}): {cause}; run the same command again to regrade them", file=sys.stderr)
     print(f"results: {out / 'grades.csv'}, {out / 'report.html'}, {out / 'summary.md'}; "
           f"per submission: {out}/<name>/feedback.md", flush=True)
     return EXIT_ENGINE_FAULT if faults else EXIT_OK

@@ -186,7 +186,7 @@ def test_missing_submissions_folder_exits_2(tmp_path, capsys):
     assert "folder of submissions" in capsys.readouterr().err
 
 
-def test_an_engine_fault_on_one_submission_exits_1_and_keeps_the_others(graded, tmp_path, monkeypatch):
+def test_an_engine_fault_on_one_submission_exits_1_and_keeps_the_others(graded, tmp_path, monkeypatch, capsys):
     root, subs, out, code = graded
     real = run.grade_one
 
@@ -198,6 +198,7 @@ def test_an_engine_fault_on_one_submission_exits_1_and_keeps_the_others(graded, 
     monkeypatch.setattr(run, "grade_one", flaky)
     out2 = tmp_path / "out"
     assert run.main(submissions=subs, out=out2, jobs=1, config=CONFIG) == 1
+    assert "engine fault (bob): RuntimeError: engine bug for bob; run the same command again" in capsys.readouterr().err
     assert record(out2, "bob")["status"] == "engine-error"
     assert "engine bug for bob" in " ".join(record(out2, "bob")["notes"])
     assert record(out2, "alice")["total"] == record(out, "alice")["total"]

@@ -63,7 +63,7 @@ class SandboxConfig:
     max_open_files: int = 64
     max_file_bytes: int = 32 << 20  # RLIMIT_FSIZE: caps files *and* the captured stdout/stderr
     max_processes: int = 256  # RLIMIT_NPROC for the slot's own uid (threads count too)
-    output_tail_bytes: int = 2000  # how much of the child's output is quoted in notes
+    output_tail_bytes: int = 2000  # output_tail() length; kept out of results (paths in it vary by run)
     uid_base: int = 64000  # worker slot k runs as uid/gid uid_base + k when the grader is root
     fatal_faults_per_module: int = 2  # after this many deaths on first use of a module, fail it fast
     scratch_quota_bytes: int = 128 << 20  # a tmpfs per worker slot (as root): a disk-filling loop stops here
@@ -286,9 +286,6 @@ class SandboxTransport:
         n = min(size, self.config.output_tail_bytes)
         data = os.pread(self._output.fileno(), n, size - n) if n else b""
         return data.decode("utf-8", "replace")
-
-    def output_size(self) -> int:
-        return os.fstat(self._output.fileno()).st_size
 
     def close(self) -> None:
         if self._child is not None:
@@ -728,7 +725,7 @@ def landlock_abi(libc=None) -> int:
     return max(abi, 0)
 
 
-def read_only_paths(scratch: str | None = None) -> list[str]:
+def read_only_paths() -> list[str]:
     """What a child may read: the interpreter, the libraries, a minimal /etc, a few devices."""
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
              "/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/localtime", "/etc/nsswitch.conf",

@@ -199,7 +199,10 @@ class Zygote:
             mine.close()
             raise SandboxUnavailable("the sandbox zygote is gone")
         reply = json.loads(msg)
-        return Child(sock=mine, keeper_pidfd=fds[0] if fds else -1, keeper_pid=reply.get("pid", -1))
+        child = Child(sock=mine, keeper_pidfd=fds[0] if fds else -1, keeper_pid=reply.get("pid", -1))
+        if child.keeper_pidfd < 0:
+            child.starts[child.keeper_pid] = _start_time(child.keeper_pid)
+        return child
 
     def close(self) -> None:
         for s in self._ctrl:
@@ -228,20 +231,53 @@ class Child:
     pidfd: int = -1
     layers: dict = field(default_factory=dict)
     served: set = field(default_factory=set)  # modules this child has already answered calls into
+    starts: dict = field(default_factory=dict)  # pid -> start time, checked before a kill by pid
 
     def kill(self) -> None:
         """SIGKILL the child and its keeper, and wait until both are gone (bounded)."""
-        for fd in (self.pidfd, self.keeper_pidfd):
-            if fd >= 0:
-                with contextlib.suppress(ProcessLookupError, OSError):
+        targets = [(self.pidfd, self.pid), (self.keeper_pidfd, self.keeper_pid)]
+        for fd, pid in targets:
+            with contextlib.suppress(ProcessLookupError, OSError):
+                if fd >= 0:
                     signal.pidfd_send_signal(fd, signal.SIGKILL)
-        for fd in (self.pidfd, self.keeper_pidfd):
+                elif pid > 0 and _start_time(pid) == self.starts.get(pid):  # no pidfd: never a reused pid
+                    os.kill(pid, signal.SIGKILL)
+        for fd, pid in targets:
             if fd >= 0:
                 # A pidfd becomes readable when its process has exited.
                 select.select([fd], [], [], 5.0)
                 os.close(fd)
+            elif pid > 0 and _start_time(pid) == self.starts.get(pid):
+                _wait_gone(pid, 5.0)
         self.pidfd = self.keeper_pidfd = -1
         self.sock.close()
+
+
+def _wait_gone(pid: int, timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return
+        if state in ("Z", "X"):
+            return
+        time.sleep(0.01)
+
+
+def _start_time(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _pidfd_open(pid: int) -> int:
+    """A pidfd, or -1 where the kernel (< 5.3) or a container's seccomp profile has none."""
+    try:
+        return os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        return -1
 
 
 class SandboxTransport:
@@ -339,7 +375,9 @@ class SandboxTransport:
         try:
             hello, _ = protocol.recv_message(child.sock, deadline=deadline)  # from the keeper
             child.pid = int(hello["spawned"])
-            child.pidfd = os.pidfd_open(child.pid)
+            child.pidfd = _pidfd_open(child.pid)
+            if child.pidfd < 0:
+                child.starts[child.pid] = _start_time(child.pid)
             hello, _ = protocol.recv_message(child.sock, deadline=deadline)  # from the child
             if "sandbox_exit" in hello:
                 self._child = child
@@ -464,11 +502,12 @@ def _zygote_main(spec: dict) -> None:
                     _keeper(request, fds, ctrls, config, entry, install, libc, zygote_pid)
                 finally:
                     os._exit(70)
-            pidfd = os.pidfd_open(pid)
+            pidfd = _pidfd_open(pid)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
             with contextlib.suppress(OSError):
-                socket.send_fds(ctrl, [json.dumps({"pid": pid}).encode()], [pidfd])
-            os.close(pidfd)
+                socket.send_fds(ctrl, [json.dumps({"pid": pid}).encode()], [pidfd] if pidfd >= 0 else [])
+            if pidfd >= 0:
+                os.close(pidfd)
             for fd in fds:
                 os.close(fd)
 

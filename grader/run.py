@@ -37,12 +37,10 @@ class UsageError(ValueError):
     pass
 
 
-def main(*, submissions, out, jobs=None, force=False, shard=None, config: SandboxConfig | None = None,
-         scorer: str = "grader.score") -> int:
+def main(*, submissions, out, jobs=None, force=False, shard=None, config: SandboxConfig | None = None) -> int:
     """Grade every submission under `submissions` into `out`. Returns 0, 1 (engine fault) or 2 (usage).
 
-    `config` and `scorer` exist for the engine's own tests (short limits, a stand-in scorer); the
-    command line always uses the defaults.
+    `config` exists for the engine's own tests (short limits); the command line uses the defaults.
     """
     try:
         shard_k, shard_n = parse_shard(shard)
@@ -70,8 +68,7 @@ def main(*, submissions, out, jobs=None, force=False, shard=None, config: Sandbo
         # Started first: nothing secret has been imported by this process yet.
         zygote = Zygote(slots=min(jobs, len(todo)), config=config)
         try:
-            faults = _grade_all(todo, out=out, zygote=zygote, config=config, jobs=min(jobs, len(todo)),
-                                scorer=scorer)
+            faults = _grade_all(todo, out=out, zygote=zygote, config=config, jobs=min(jobs, len(todo)))
         finally:
             zygote.close()
     from grader import report
@@ -123,7 +120,7 @@ def is_complete(folder: Path) -> bool:
         data.get("status") != "engine-error" and all((folder / f).is_file() for f in ("results.json", "feedback.md"))
 
 
-def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: int, scorer: str) -> list[str]:
+def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: int) -> list[str]:
     """Grade `todo` with `jobs` worker processes, one sandbox slot each.
 
     Workers are processes, not threads: the scorer keeps per-submission state in module globals, and
@@ -145,14 +142,15 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
     faults: list[str] = []
     try:
         if jobs == 1:
-            zygote.wait_ready()
-            grader = _Worker(0, out=out, work=work, zygote=zygote, config=config, scorer=scorer)
+            # The zygote is a separate interpreter, already started: importing the scorer here while it
+            # loads torch overlaps both start-ups and cannot reach it.
+            grader = _Worker(0, out=out, work=work, zygote=zygote, config=config)
             for sub in todo:
                 summary = grader.grade(sub)
                 _account(summary, progress, faults)
         else:
             _grade_in_processes(todo, out=out, work=work, zygote=zygote, config=config, jobs=jobs,
-                                scorer=scorer, progress=progress, faults=faults)
+                                progress=progress, faults=faults)
     finally:
         for folder in quotas:
             unmount_quota(folder)
@@ -199,7 +197,7 @@ def _account(summary, progress, faults) -> None:
     progress.step(name, total, max_total, status)
 
 
-def _grade_in_processes(todo, *, out, work, zygote, config, jobs, scorer, progress, faults) -> None:
+def _grade_in_processes(todo, *, out, work, zygote, config, jobs, progress, faults) -> None:
     ctx = multiprocessing.get_context("fork")  # this process holds nothing secret yet, and no threads
     tasks, results = ctx.Queue(), ctx.Queue()
     for i in range(len(todo)):
@@ -207,7 +205,7 @@ def _grade_in_processes(todo, *, out, work, zygote, config, jobs, scorer, progre
     for _ in range(jobs):
         tasks.put(None)
     procs = [ctx.Process(target=_worker_main, args=(slot, todo, tasks, results),
-                         kwargs=dict(out=out, work=work, zygote=zygote, config=config, scorer=scorer), daemon=True)
+                         kwargs=dict(out=out, work=work, zygote=zygote, config=config), daemon=True)
              for slot in range(jobs)]
     for p in procs:
         p.start()
@@ -241,7 +239,7 @@ def _worker_main(slot, todo, tasks, results, **kwargs) -> None:
 class _Worker:
     """Grades submissions one at a time through one sandbox slot; imports the scorer lazily."""
 
-    def __init__(self, slot, *, out, work, zygote, config, scorer):
+    def __init__(self, slot, *, out, work, zygote, config):
         import importlib
 
         import torch
@@ -252,7 +250,7 @@ class _Worker:
 
         self.slot, self.out, self.work, self.zygote, self.config = slot, out, work, zygote, config
         self.report = report
-        self.score = importlib.import_module(scorer)  # secret from here on: the zygote is already running
+        self.score = importlib.import_module("grader.score")  # secret from here on: the zygote already runs
 
     def grade(self, sub) -> tuple:
         fault = None

@@ -31,6 +31,11 @@ PARAM_PATHS = {
     "qkv.bias": ("qkv.bias",),
     "out.weight": ("out.weight", "W_o.weight", "Wo.weight", "W_O.weight"),
     "out.bias": ("out.bias", "W_o.bias", "Wo.bias", "W_O.bias"),
+    # The FFN's second Linear: index 2 in the contract's Sequential(Linear, GELU, Linear); index 3
+    # when a student adds a Dropout (inactive in eval mode: still correct); index 1 when the GELU is
+    # missing, so that bug costs the numeric tests it breaks rather than every block test.
+    "ffn.2.weight": ("ffn.2.weight", "ffn.3.weight", "ffn.1.weight"),
+    "ffn.2.bias": ("ffn.2.bias", "ffn.3.bias", "ffn.1.bias"),
 }
 ATTR_PATHS = {"W_q": ("W_q", "Wq"), "W_k": ("W_k", "Wk"), "W_v": ("W_v", "Wv"), "out": ("out", "W_o", "Wo", "W_O")}
 

@@ -182,7 +182,7 @@ BUGS: tuple[Bug, ...] = (
        (BL, PRE2, "            x = self.ffn(self.ln2(x))\n")),
     _b("blk.relu", "block", "post_ln",
        (BL, "            nn.GELU(),\n", "            nn.ReLU(),\n")),
-    _b("blk.no_activation", "block", "attributes",
+    _b("blk.no_activation", "block", "post_ln",
        (BL, "            nn.GELU(),\n", "")),
     _b("blk.norm_inside_residual", "block", "post_ln",
        (BL, POST1, "            x = x + self.ln1(self.attn(x, mask))\n")),

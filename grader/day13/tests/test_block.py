@@ -42,9 +42,10 @@ def test_attributes(student, reference):
                  f"TransformerBlock(16, 4).{name}: expected weight and bias of shape [16], got {a.get('parameters')}")
     ffn = attrs["ffn"]
     expected = {"0.weight": [64, 16], "0.bias": [64], "2.weight": [16, 64], "2.bias": [16]}
-    ck.check(ffn.get("kind") == "module" and ffn.get("parameters") == expected,
+    got = ffn.get("parameters") or {}
+    ck.check(ffn.get("kind") == "module" and _same_shapes(got, expected),
              f"TransformerBlock(16, 4).ffn: expected nn.Sequential(Linear(16, 64), GELU(), Linear(64, 16)) "
-             f"with parameters {expected}, got {ffn.get('parameters')}")
+             f"with parameters {expected}, got {got}")
     # §9 worked problems: 2,099,712 FFN parameters for 512 -> 2048 -> 512, and 4,722,432 for 768 -> 3072 -> 768.
     for r, label, count in ((big, "TransformerBlock(512, 8)", 2_099_712),
                             (bert, "TransformerBlock(768, 12, d_ff=3072)", 4_722_432)):
@@ -126,5 +127,10 @@ def test_d_ff(student, reference):
     res = student.inspect("block", "TransformerBlock", [8, 2], {"d_ff": 12}, attrs=("ffn",))
     ffn = ck.ok(res, "TransformerBlock(8, 2, d_ff=12)").inspect["attrs"]["ffn"]
     expected = {"0.weight": [12, 8], "0.bias": [12], "2.weight": [8, 12], "2.bias": [8]}
-    ck.check(ffn.get("parameters") == expected,
+    ck.check(_same_shapes(ffn.get("parameters") or {}, expected),
              f"TransformerBlock(8, 2, d_ff=12).ffn: expected parameters {expected}, got {ffn.get('parameters')}")
+
+
+def _same_shapes(got: dict, expected: dict) -> bool:
+    """Parameter shapes as a multiset: a Dropout inside the Sequential shifts the indices and is still correct."""
+    return sorted(map(tuple, got.values())) == sorted(map(tuple, expected.values()))

@@ -249,7 +249,15 @@ _ASSIGNED_MAGIC = re.compile(r"^(\s*[A-Za-z_][\w\s,]*=\s*)[%!]")
 
 
 def _maybe_convert_notebook(dest: Path, intake: Intake) -> None:
-    """If the copy has a notebook and none of the contract .py files, generate them from it."""
+    """If the copy has a notebook and none of the contract .py files, generate them from it.
+
+    The released stubs left untouched beside a notebook carry no work of the student's: they are
+    dropped first, or a student who worked only in day13.ipynb would be graded on the stubs."""
+    from grader.release import prefer_notebook  # reads the reference: grader side only, never the child
+
+    dropped = prefer_notebook(dest)
+    if dropped:
+        intake.notes.append(f"{', '.join(dropped)} were the untouched stubs: the notebook was graded instead")
     if any((dest / f"{m}.py").exists() for m in CONTRACT_MODULES):
         return
     notebooks = sorted(dest.glob("*.ipynb"))

@@ -216,6 +216,22 @@ def test_folder_with_py_files_keeps_them_over_a_notebook(tmp_path):
     assert result.notebook is None and (dest / "self_attention.py").read_text() == "REAL = 1\n"
 
 
+def test_untouched_stubs_beside_a_notebook_make_way_for_it(tmp_path):
+    # A student who worked only in day13.ipynb still has the released stubs in the repository.
+    from grader.release import stub_texts
+
+    sub = tmp_path / "subs" / "nb_student"
+    sub.mkdir(parents=True)
+    for name, text in stub_texts().items():
+        (sub / name).write_text(text)
+    _notebook(sub / "day13.ipynb", reference_notebook_cells())
+    dest = tmp_path / "scratch"
+    result = materialise(discover(tmp_path / "subs")[0], dest)
+    assert result.notebook == "day13.ipynb"
+    assert "NotImplementedError" not in (dest / "self_attention.py").read_text()
+    assert any("untouched stubs" in note for note in result.notes)
+
+
 def test_damaged_notebook_is_a_note(tmp_path):
     subs = tmp_path / "subs"
     subs.mkdir()

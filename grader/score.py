@@ -21,6 +21,7 @@ from pathlib import Path
 from grader.day13 import catalogue
 from grader.day13.adapter import Adapter, InProcessTransport
 from grader.day13.tests.checks import GradeFailure
+from grader.intake import NOTEBOOK_MODULE
 from grader.records import COMPONENTS, SubmissionResult, TestResult
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,24 +79,65 @@ def static_forbidden(directory: Path) -> dict[str, set[str]]:
             tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
-        torch_aliases = {"torch", "F", "nn", "functional"}
-        names = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.name.split(".")[0] == "torch":
-                        torch_aliases.add((alias.asname or alias.name).split(".")[0])
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
-                for alias in node.names:
-                    if alias.name in FORBIDDEN_NAMES:
-                        names.add(alias.name)
-                    torch_aliases.add(alias.asname or alias.name)
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_NAMES and _root(node) in torch_aliases:
-                names.add(node.attr)
+        if path.stem == NOTEBOOK_MODULE:
+            # A notebook's cells are strings inside the generated module: scan each cell and blame
+            # the contract file whose names that cell defines.
+            for cell in _notebook_cells(tree):
+                names = _forbidden_in(cell)
+                for file in {CONTRACT_FILE_OF[n] for n in _defined_names(cell) if n in CONTRACT_FILE_OF} if names else ():
+                    found.setdefault(file, set()).update(names)
+            continue
+        names = _forbidden_in(tree)
         if names:
-            found[path.name] = names
+            found.setdefault(path.name, set()).update(names)
     return found
+
+
+# Which contract file each graded name belongs to (student-api.md), for notebook cells.
+CONTRACT_FILE_OF = {"scaled_dot_product_attention": "self_attention.py", "causal_mask": "self_attention.py",
+                    "SelfAttention": "self_attention.py", "MultiHeadAttention": "multihead.py",
+                    "positional_encoding": "positional.py", "PositionalEncoding": "positional.py",
+                    "TransformerBlock": "block.py"}
+
+
+def _forbidden_in(tree) -> set[str]:
+    torch_aliases = {"torch", "F", "nn", "functional"}
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "torch":
+                    torch_aliases.add((alias.asname or alias.name).split(".")[0])
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
+            for alias in node.names:
+                if alias.name in FORBIDDEN_NAMES:
+                    names.add(alias.name)
+                torch_aliases.add(alias.asname or alias.name)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_NAMES and _root(node) in torch_aliases:
+            names.add(node.attr)
+    return names
+
+
+def _notebook_cells(tree) -> list:
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "CELLS" for t in node.targets):
+            try:
+                cells = ast.literal_eval(node.value)
+            except (ValueError, SyntaxError, RecursionError, MemoryError):
+                return []
+            parsed = []
+            for source in cells if isinstance(cells, list) else ():
+                try:
+                    parsed.append(ast.parse(source))
+                except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
+                    continue
+            return parsed
+    return []
+
+
+def _defined_names(tree) -> set[str]:
+    return {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
 
 
 def _root(node) -> str | None:

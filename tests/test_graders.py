@@ -210,6 +210,18 @@ def test_static_scan_finds_library_attention_but_not_the_students_own_function(t
                      "positional.py": {"MultiheadAttention"}}
 
 
+def test_static_scan_reads_notebook_cells_and_blames_the_part_a_cell_defines(tmp_path):
+    from grader.intake import NOTEBOOK_MODULE, notebook_module_source
+
+    cells = ["import torch.nn as nn",
+             "class MultiHeadAttention(nn.Module):\n    def __init__(self, d, h):\n"
+             "        super().__init__()\n        self.m = nn.MultiheadAttention(d, h)\n",
+             "def positional_encoding(T, d):\n    return None\n",
+             "%matplotlib inline"]  # a cell that doesn't parse is skipped, not a crash
+    (tmp_path / f"{NOTEBOOK_MODULE}.py").write_text(notebook_module_source("day13.ipynb", cells))
+    assert score.static_forbidden(tmp_path) == {"multihead.py": {"MultiheadAttention"}}
+
+
 def test_reference_results_are_cached_across_submissions():
     ref = score.reference_adapter()
     killrate.grade(SOLUTIONS, "warm")

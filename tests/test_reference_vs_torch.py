@@ -7,39 +7,15 @@
 Masks: ours block where the entry is 0. F.scaled_dot_product_attention's bool mask is True = allowed;
 nn.MultiheadAttention's and nn.TransformerEncoderLayer's bool masks are True = blocked.
 """
-import importlib
-import sys
 import zlib
-from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-REFERENCE_DIR = Path(__file__).resolve().parents[1] / "solutions" / "day13"
-STUDENT_MODULES = ("self_attention", "multihead", "positional", "block")
 DTYPES = [torch.float32, torch.float64]
 ATOL = {torch.float32: 2e-5, torch.float64: 1e-10}
-
-
-def load_reference():
-    """Import the reference modules without leaving them in sys.modules, where a student's could be."""
-    saved = {name: sys.modules.pop(name) for name in STUDENT_MODULES if name in sys.modules}
-    sys.path.insert(0, str(REFERENCE_DIR))
-    try:
-        return SimpleNamespace(**{name: importlib.import_module(name) for name in STUDENT_MODULES})
-    finally:
-        sys.path.remove(str(REFERENCE_DIR))
-        for name in STUDENT_MODULES:
-            sys.modules.pop(name, None)
-        sys.modules.update(saved)
-
-
-@pytest.fixture(scope="module")
-def ref():
-    return load_reference()
 
 
 def _seed(*parts):

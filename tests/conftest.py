@@ -1,0 +1,29 @@
+"""Fixtures shared by the kit's tests."""
+import importlib
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+REFERENCE_DIR = Path(__file__).resolve().parents[1] / "solutions" / "day13"
+STUDENT_MODULES = ("self_attention", "multihead", "positional", "block")
+
+
+def load_reference():
+    """Import the reference modules without leaving them in sys.modules, where a student's could be."""
+    saved = {name: sys.modules.pop(name) for name in STUDENT_MODULES if name in sys.modules}
+    sys.path.insert(0, str(REFERENCE_DIR))
+    try:
+        return SimpleNamespace(**{name: importlib.import_module(name) for name in STUDENT_MODULES})
+    finally:
+        sys.path.remove(str(REFERENCE_DIR))
+        for name in STUDENT_MODULES:
+            sys.modules.pop(name, None)
+        sys.modules.update(saved)
+
+
+@pytest.fixture(scope="session")
+def ref():
+    """The reference modules (solutions/day13), as a namespace: ref.self_attention, ref.multihead, ..."""
+    return load_reference()

@@ -28,12 +28,14 @@ gradient reached that input) and a "grad_error" when backward itself raised.
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import math
 import sys
 import threading
 import traceback
 import types
+import weakref
 from pathlib import Path
 
 import numpy as np
@@ -74,9 +76,13 @@ class ModuleLoader:
     submissions (reference, mutants, variants) coexist in one process.
     """
 
-    def __init__(self, directory, *, isolated: bool):
+    def __init__(self, directory, *, isolated: bool, meta_inspect: bool = False):
         self.directory = Path(directory).resolve()
         self.isolated = isolated
+        # `inspect` calls build the module on the meta device first (see _inspect_on_meta). Only the
+        # sandboxed child turns this on: it alone can be replaced by a fresh process when that
+        # attempt may have left something behind.
+        self.meta_inspect = meta_inspect
         self.modules: dict[str, types.ModuleType] = {}
         self.errors: dict[str, dict] = {}
         self.forbidden_seen: set[str] = set()
@@ -444,20 +450,141 @@ def _finish(header, result, wrt, tensors, loader, out_header, out_arrays):
 
 
 def _run_inspect(header, loader, out_header):
+    if loader.meta_inspect and not header.get("no_meta"):
+        record = _inspect_on_meta(header, loader)
+        if record is _TAINTED:
+            # The child may now hold something built on the meta device (a cache, a module imported
+            # meanwhile): the transport answers this call again from a fresh child, on CPU.
+            out_header["retry_without_meta"] = True
+            return
+        if record is not None:
+            out_header["inspect"] = record
+            return
     obj = _construct(header, loader)
     with _stage("inspect", loader):
-        params = {n: list(p.shape) for n, p in obj.named_parameters()}
-        buffers = {n: list(b.shape) for n, b in obj.named_buffers()}
-        attrs = {}
-        for spec in header.get("attrs", []):
-            attrs[spec["name"]] = _inspect_attr(obj, spec["paths"])
-        out_header["inspect"] = {
-            "type": type(obj).__name__,
-            "parameters": params,
-            "trainable": {n: bool(p.requires_grad) for n, p in obj.named_parameters()},
-            "buffers": buffers,
-            "attrs": attrs,
-        }
+        out_header["inspect"] = _inspect_record(obj, header)
+
+
+def _inspect_record(obj, header) -> dict:
+    attrs = {}
+    for spec in header.get("attrs", []):
+        attrs[spec["name"]] = _inspect_attr(obj, spec["paths"])
+    return {
+        "type": type(obj).__name__,
+        "parameters": {n: list(p.shape) for n, p in obj.named_parameters()},
+        "trainable": {n: bool(p.requires_grad) for n, p in obj.named_parameters()},
+        "buffers": {n: list(b.shape) for n, b in obj.named_buffers()},
+        "attrs": attrs,
+    }
+
+
+# -- inspect on the meta device ----------------------------------------------------------------
+# An inspect call reports shapes, types and plain attribute values only, never tensor values.
+# Built on CPU, MultiHeadAttention(512, 8) and the 768x3072 feed-forward cost ~45 ms of kaiming
+# initialisation and ~30 MB of fresh pages per submission; on the meta device they cost nothing.
+# The meta answer is used only when it must equal the CPU one:
+#   - no torch call raised during the build, even one the code caught (values are unknown on meta:
+#     .item(), bool(), numpy(), mixing with CPU tensors all raise), and the build and the record
+#     raised nothing; otherwise the call is answered exactly as before, on CPU;
+#   - nothing built on meta outlived the call (a cache, an lru_cache'd table, a class attribute);
+#     otherwise later calls of this child could see meta tensors, so the call is answered from a
+#     fresh child. No module may be imported during the build (its globals would be built on
+#     meta): an import is refused, and the call is answered from a fresh child too.
+_TAINTED = object()
+_META = torch.device("meta")
+# Only torch.empty goes to meta: it is what nn.Linear, nn.LayerNorm and nn.Parameter allocate with, and
+# on meta its initialisation is free. Everything else stays on CPU (a positional table built with
+# arange is small), because many ops on meta run Python decompositions that import torch._dynamo.
+_FACTORIES = frozenset({torch.empty})
+
+
+class _OnMeta(torch.overrides.TorchFunctionMode):
+    """torch.empty without a device makes meta tensors; remembers whether any torch call raised.
+
+    Not `with torch.device("meta")`: its first use imports torch._dynamo and sympy (~1 s and ~100 MB
+    in every child, against an address-space limit)."""
+
+    def __init__(self):
+        super().__init__()
+        self.raised = False
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if func in _FACTORIES and kwargs.get("device") is None:
+            kwargs["device"] = _META
+        try:
+            return func(*args, **kwargs)
+        except BaseException:
+            self.raised = True
+            raise
+
+
+def _inspect_on_meta(header, loader):
+    """The inspect record built on the meta device, None to build on CPU instead, or _TAINTED."""
+    try:
+        cls = getattr(loader.load(header["module"]), header["cls"], None)  # imported outside meta
+    except BaseException as exc:  # a student's code may raise SystemExit and friends
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return None  # the CPU path reports it (import failures are remembered, not retried)
+    if cls is None:
+        return None
+    modules = set(sys.modules)
+    collecting = gc.isenabled()
+    gc.disable()  # so everything the build makes stays in generation 0 for the leak check
+    mode, no_imports = _OnMeta(), _NoImports()
+    record = None
+    sys.meta_path.insert(0, no_imports)
+    try:
+        try:
+            with mode:
+                obj = cls(*header.get("init", []), **header.get("init_kwargs", {}))
+                if isinstance(obj, torch.nn.Module):
+                    record = _inspect_record(obj, header)
+        except BaseException as exc:  # answered on CPU, where it raises again and is reported as before
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            record = None
+        obj = None
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(no_imports)
+        tainted = bool(set(sys.modules) - modules or no_imports.refused) or _meta_tensors_alive()
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(no_imports)
+        if collecting:
+            gc.enable()
+    if tainted:
+        return _TAINTED
+    return None if mode.raised else record
+
+
+class _NoImports:
+    """A sys.meta_path entry that refuses every import not done yet, and remembers which."""
+
+    def __init__(self):
+        self.refused: list[str] = []
+
+    def find_spec(self, name, path=None, target=None):
+        self.refused.append(name)
+        raise ModuleNotFoundError(f"no new import while the grader inspects a module's shapes ({name})", name=name)
+
+
+def _meta_tensors_alive() -> bool:
+    """Whether a meta tensor made since the last collection is still referenced."""
+    try:
+        young = [weakref.ref(o) for o in gc.get_objects(0) if issubclass(type(o), torch.Tensor) and _is_meta(o)]
+        if not young:
+            return False
+        gc.collect(0)  # a module that refers to itself is garbage, not a leak
+        return any(ref() is not None for ref in young)
+    except Exception:
+        return True
+
+
+def _is_meta(t) -> bool:
+    with torch._C.DisableTorchFunctionSubclass():
+        return bool(torch.Tensor.is_meta.__get__(t))
 
 
 def _inspect_attr(obj, paths) -> dict:

@@ -298,6 +298,7 @@ class SandboxTransport:
         self._import_faults: dict[str, int] = {}
         self._condemned: dict[str, dict] = {}
         self._spent = 0.0
+        self._no_meta = False  # set once a child had to answer an inspect again on CPU
         self._output = tempfile.TemporaryFile()  # unnamed: nothing else can open it
 
     # -- public
@@ -309,6 +310,8 @@ class SandboxTransport:
         if self._spent >= self.config.submission_budget:
             return self._fault("Timeout", f"the submission used up its {self.config.submission_budget:g} s "
                                           "time budget; remaining calls were not run", record=False), {}
+        if self._no_meta and isinstance(header, dict) and header.get("op") == "inspect":
+            header = dict(header, no_meta=True)
         start = time.monotonic()
         try:
             return self._call(module, header, arrays)
@@ -364,6 +367,15 @@ class SandboxTransport:
                 "OutOfMemory", f"ran out of memory (limit {self.config.memory_bytes >> 20} MB per submission)"
                                f": {str(error.get('message', ''))[:200]}"), first_use), {}
         child.served.add(module)
+        if isinstance(reply, dict) and reply.pop("retry_without_meta", False) \
+                and isinstance(header, dict) and not header.get("no_meta"):
+            # The child built an inspected module on the meta device and something of it outlived the
+            # call (grader/execute.py, _inspect_on_meta): answer from a fresh child that builds on CPU,
+            # as every later inspect of this submission will. Not a fault of the submission.
+            self._no_meta = True
+            child.kill()
+            self._child = None
+            return self._call(module, dict(header, no_meta=True), arrays)
         return reply, out
 
     def _spawn(self):
@@ -593,7 +605,9 @@ def _warm_up_executor(entry) -> None:
     folder = tempfile.mkdtemp(prefix="day13-zygote-")
     try:
         Path(folder, "zygote_warmup.py").write_text(_WARM_UP_MODULE)
-        loader = entry.ModuleLoader(folder, isolated=True)
+        # meta_inspect: whatever torch loads lazily for an inspect built on the meta device is loaded
+        # here once, not in every child (where a module imported during that build forces a retry).
+        loader = entry.ModuleLoader(folder, isolated=True, meta_inspect=True)
         for dtype in ("float32", "float64"):
             x = np.ones((2, 3, 4), dtype=dtype)
             calls = [
@@ -700,7 +714,7 @@ def _child(request, sock, out_fd, config, entry, install, libc, layers):
     layers["seccomp"] = "seccomp" in config.layers and _seccomp(libc, program)
     if install is not None:
         install()
-    loader = entry.ModuleLoader(scratch, isolated=False)
+    loader = entry.ModuleLoader(scratch, isolated=False, meta_inspect=True)
     protocol.send_message(sock, {"hello": {"layers": layers}})
     _serve(sock, entry.execute, loader)
 

@@ -188,3 +188,92 @@ def test_a_detached_output_reports_missing_gradients_instead_of_raising(tmp_path
         "    return out, weights\n", "    return out.detach(), weights.detach()\n"))
     h, a = call_sdpa(ModuleLoader(folder, isolated=True), np.eye(2, dtype="float32"), grad=True)
     assert h["error"] is None and h["grad_error"]["type"] == "NoGradient" and h["grads"] == {"Q": None}
+
+
+# -- inspect on the meta device (the sandboxed child's loader has meta_inspect=True) ---------------
+INSPECTS = [
+    ("multihead", "MultiHeadAttention", [512, 8], {}, ("qkv", "out", "h", "d_k")),
+    ("multihead", "MultiHeadAttention", [10, 3], {}, ()),  # raises at construction
+    ("block", "TransformerBlock", [768, 12], {"d_ff": 3072}, ("attn", "ln1", "ffn")),
+    ("positional", "PositionalEncoding", [16, 50], {}, ()),
+    ("self_attention", "SelfAttention", [6, 4], {}, ("W_q", "d_k")),
+]
+
+
+def inspect_call(module, cls, init, init_kwargs=None, attrs=()):
+    return {"op": "inspect", "module": module, "cls": cls, "init": init, "init_kwargs": init_kwargs or {},
+            "attrs": [{"name": a, "paths": [a]} for a in attrs]}
+
+
+@pytest.mark.parametrize("folder", [SOLUTIONS, *sorted((ROOT / "tests" / "fixtures" / "correct").iterdir())],
+                         ids=lambda p: p.name)
+def test_inspect_on_meta_answers_exactly_like_cpu(folder):
+    on_meta = ModuleLoader(folder, isolated=True, meta_inspect=True)
+    on_cpu = ModuleLoader(folder, isolated=True)
+    for spec in INSPECTS:
+        header = inspect_call(*spec)
+        assert execute(header, {}, loader=on_meta) == execute(header, {}, loader=on_cpu)
+
+
+def test_inspect_on_meta_falls_back_to_cpu_for_code_that_needs_values(tmp_path, monkeypatch):
+    # .item() in __init__, and a caught error: both answered on CPU, exactly as without meta.
+    folder = sub(tmp_path, multihead='''
+import torch, torch.nn as nn
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, n_heads):
+        super().__init__()
+        self.qkv, self.out = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)
+        self.h = int(torch.tensor(n_heads).item())
+        try:
+            self.d_k = int(self.qkv.weight.shape[0] // 3 // self.qkv.weight.new_tensor(n_heads).item())
+        except Exception:
+            self.d_k = -1
+''')
+    from grader import execute as ex
+
+    built = []
+    real = ex._inspect_on_meta
+    monkeypatch.setattr(ex, "_inspect_on_meta", lambda h, l: built.append(real(h, l)) or built[-1])
+    header = inspect_call("multihead", "MultiHeadAttention", [16, 4], attrs=("h", "d_k"))
+    got = execute(header, {}, loader=ModuleLoader(folder, isolated=True, meta_inspect=True))
+    assert built == [None]  # the meta build was not used
+    assert got == execute(header, {}, loader=ModuleLoader(folder, isolated=True))
+    assert got[0]["inspect"]["attrs"]["d_k"]["value"] == 4
+
+
+@pytest.mark.parametrize("body", [
+    # a table cached across instances (an lru_cache) would hold a meta tensor for later calls
+    '''
+import functools, torch, torch.nn as nn
+@functools.lru_cache(maxsize=None)
+def table(d):
+    return torch.empty(4, d).fill_(0.5)
+class PositionalEncoding(nn.Module):
+    def __init__(self, d_model, max_len=5000):
+        super().__init__()
+        self.register_buffer("pe", table(d_model))
+''',
+    # a module imported during the build would keep meta globals
+    '''
+import torch.nn as nn
+class PositionalEncoding(nn.Module):
+    def __init__(self, d_model, max_len=5000):
+        super().__init__()
+        import helper_never_imported_before
+        self.register_buffer("pe", helper_never_imported_before.table(d_model))
+''',
+])
+def test_inspect_on_meta_asks_for_a_fresh_child_when_something_could_outlive_the_call(tmp_path, body):
+    folder = sub(tmp_path, positional=body, helper_never_imported_before='''
+import torch
+BASE = torch.empty(3).fill_(1.0)
+def table(d):
+    return torch.zeros(4, d) + BASE.sum()
+''')
+    header = inspect_call("positional", "PositionalEncoding", [8])
+    got, _ = execute(header, {}, loader=ModuleLoader(folder, isolated=True, meta_inspect=True))
+    assert got.get("retry_without_meta") is True and "inspect" not in got
+    # the same call marked no_meta (what the transport resends to a fresh child) is built on CPU
+    fresh = ModuleLoader(folder, isolated=True, meta_inspect=True)
+    got, _ = execute(dict(header, no_meta=True), {}, loader=fresh)
+    assert got["inspect"]["buffers"] == {"pe": [4, 8]} and "retry_without_meta" not in got

@@ -344,3 +344,33 @@ def test_without_pidfds_the_child_is_still_killed_by_pid(transport, monkeypatch)
     h, _ = t.call(fn("spin"), {})
     assert h["error"]["type"] == "Timeout"
     assert gone(pid)
+
+
+def test_an_inspect_whose_meta_build_outlives_the_call_is_answered_by_a_fresh_child(transport):
+    # The table is cached across instances: built on the meta device it would poison later calls.
+    t = transport({"positional.py": '''
+        import functools, torch, torch.nn as nn
+        @functools.lru_cache(maxsize=None)
+        def table(d):
+            return torch.empty(4, d).fill_(0.5)
+        class PositionalEncoding(nn.Module):
+            def __init__(self, d_model, max_len=5000):
+                super().__init__()
+                self.register_buffer("pe", table(d_model))
+            def forward(self, x):
+                return x + self.pe[: x.size(1)]
+        '''}, reference=True)
+    spawns, spawn = [], t._spawn
+    t._spawn = lambda: spawns.append(1) or spawn()
+    inspect = {"op": "inspect", "module": "positional", "cls": "PositionalEncoding", "init": [8], "attrs": []}
+    h, _ = t.call(inspect, {})
+    assert h["error"] is None and h["inspect"]["buffers"] == {"pe": [4, 8]} and "retry_without_meta" not in h
+    assert len(spawns) == 2  # the first child built on meta and was replaced
+    forward = {"op": "module", "module": "positional", "cls": "PositionalEncoding", "init": [8], "dtype": "float32",
+               "params": [], "args": [{"array": "x"}]}
+    h, a = t.call(forward, {"x": np.zeros((1, 3, 8), np.float32)})
+    assert h["error"] is None
+    np.testing.assert_array_equal(a["out0"], np.full((1, 3, 8), 0.5, np.float32))
+    h, _ = t.call(inspect, {})  # later inspects of this submission are built on CPU from the start
+    assert h["inspect"]["buffers"] == {"pe": [4, 8]} and len(spawns) == 2
+    assert t.faults == [] and t.fault_types == []

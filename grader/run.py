@@ -12,6 +12,7 @@ rewritten at the end of every run.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import multiprocessing
@@ -124,9 +125,10 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
     """Grade `todo` with `jobs` worker processes, one sandbox slot each.
 
     Workers are processes, not threads: the scorer keeps per-submission state in module globals, and
-    two submissions graded in one process at once could change each other's results. They are forked
-    while the zygote is still importing torch, so both start-ups overlap; each waits for the zygote
-    on its own control socket before its first submission.
+    two submissions graded in one process at once could change each other's results. This process
+    loads torch, the scorer and the reference's answers once (_preload) while the zygote is still
+    importing torch, then forks the workers, which inherit them; each waits for the zygote on its
+    own control socket before its first submission.
     """
     clean_stale_scratch()
     work = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
@@ -198,7 +200,8 @@ def _account(summary, progress, faults) -> None:
 
 
 def _grade_in_processes(todo, *, out, work, zygote, config, jobs, progress, faults) -> None:
-    ctx = multiprocessing.get_context("fork")  # this process holds nothing secret yet, and no threads
+    _preload()
+    ctx = multiprocessing.get_context("fork")  # no thread pool yet (one intra-op thread, see _preload)
     tasks, results = ctx.Queue(), ctx.Queue()
     for i in range(len(todo)):
         tasks.put(i)
@@ -236,21 +239,48 @@ def _worker_main(slot, todo, tasks, results, **kwargs) -> None:
         results.put(grader.grade(todo[i]))
 
 
+def _preload():
+    """Import torch and the scorer and run the hidden tests once on the reference, in this process.
+
+    Called before the workers are forked, so each inherits all of it instead of importing torch
+    and filling the reference's cache on its own (~1.5 s of CPU per worker, at the start, while
+    the zygote is importing torch too). Secret from here on: the zygote already runs, and it is a
+    separate interpreter. One intra-op thread before any op: a forked worker must not inherit a
+    thread pool (it would hang in it), and two workers on two cores must not oversubscribe.
+    Returns the scorer and the report module; done once per process (a forked worker has it).
+    """
+    global _preloaded
+    if _preloaded is not None:
+        return _preloaded
+    import importlib
+
+    import torch
+
+    torch.set_num_threads(1)
+    skip_absent_device_seed_stacks(torch)  # the reference and mutants run here too
+    from grader import report
+
+    score = importlib.import_module("grader.score")
+    from grader.day13.adapter import InProcessTransport
+
+    # The reference answers every call the hidden tests make; its cache is shared by every submission.
+    # Only a warm-up: if it fails, each submission fills what it needs (and reports what goes wrong).
+    with contextlib.suppress(Exception):
+        score.grade_submission(name="reference", directory=score.SOLUTIONS,
+                               transport=InProcessTransport(score.SOLUTIONS))
+    _preloaded = score, report
+    return _preloaded
+
+
+_preloaded = None
+
+
 class _Worker:
     """Grades submissions one at a time through one sandbox slot; imports the scorer lazily."""
 
     def __init__(self, slot, *, out, work, zygote, config):
-        import importlib
-
-        import torch
-
-        torch.set_num_threads(1)  # two workers on two cores: no oversubscription
-        skip_absent_device_seed_stacks(torch)  # the reference and mutants run here too
-        from grader import report
-
         self.slot, self.out, self.work, self.zygote, self.config = slot, out, work, zygote, config
-        self.report = report
-        self.score = importlib.import_module("grader.score")  # secret from here on: the zygote already runs
+        self.score, self.report = _preload()  # already done (and inherited) when workers are forked
 
     def grade(self, sub) -> tuple:
         fault = None

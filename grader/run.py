@@ -212,6 +212,10 @@ def _grade_in_processes(todo, *, out, work, zygote, config, jobs, progress, faul
              for slot in range(jobs)]
     for p in procs:
         p.start()
+    # The class report's plotting library (~0.3 s) loads now, while the workers wait for the zygote,
+    # rather than after the last row, when nothing else runs beside it.
+    with contextlib.suppress(Exception):
+        _preload()[1]._pyplot()
     pending = {s.name for s in todo}
     while pending:
         try:

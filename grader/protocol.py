@@ -78,10 +78,20 @@ def encode(header: dict, arrays: dict[str, np.ndarray] | None = None) -> list:
 
 
 def send_message(sock: socket.socket, header: dict, arrays: dict[str, np.ndarray] | None = None) -> None:
-    """Send one message; blocks until every byte is handed to the kernel."""
-    for part in encode(header, arrays):
-        if len(part):
-            sock.sendall(part)
+    """Send one message; blocks until every byte is handed to the kernel.
+
+    One sendmsg for all the parts (gathered, not copied) rather than a send per part: the peer,
+    blocked in recv, wakes once per message instead of once per part (~100 messages a submission)."""
+    parts = [memoryview(part).cast("B") for part in encode(header, arrays) if len(part)]
+    while parts:
+        sent = sock.sendmsg(parts[:_MAX_PARTS])
+        while parts and sent >= len(parts[0]):  # a partial send: drop what went, resend the rest
+            sent -= len(parts.pop(0))
+        if sent:
+            parts[0] = parts[0][sent:]
+
+
+_MAX_PARTS = 1000  # below IOV_MAX (1024 on Linux)
 
 
 def recv_message(sock: socket.socket, *, limits: Limits = DEFAULT_LIMITS,

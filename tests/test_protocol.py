@@ -171,3 +171,22 @@ def test_deadline_raises_timeout_for_a_silent_peer(pair):
     with pytest.raises(TimeoutError):
         recv_message(b, deadline=start + 0.2)
     assert time.monotonic() - start < 2
+
+
+def test_a_message_larger_than_the_socket_buffer_arrives_whole_in_order():
+    # sendmsg then sends part of it at a time: what is left must follow, nothing twice or lost.
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    rng = np.random.default_rng(0)
+    arrays = {f"a{i}": rng.standard_normal((257 + i, 33)).astype(np.float32) for i in range(5)}
+    arrays["empty"] = np.zeros((0, 3), np.float64)
+    sender = threading.Thread(target=send_message, args=(a, {"k": 1}, arrays))
+    sender.start()
+    time.sleep(0.05)  # let the sender fill the buffer and block first
+    header, got = recv_message(b, deadline=time.monotonic() + 10)
+    sender.join()
+    assert header == {"k": 1} and list(got) == list(arrays)
+    for name in arrays:
+        np.testing.assert_array_equal(got[name], arrays[name])
+    a.close()
+    b.close()

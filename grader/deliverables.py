@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import base64
 import codecs
+import functools
 import hashlib
 import io
 import os
@@ -695,6 +696,17 @@ def load_fingerprints(path: Path = FINGERPRINTS, section: str = "handout") -> se
     """One section of the shipped fingerprints, or None when the file is not there (that check is
     then skipped, and the message says so)."""
     try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    # Parsed once per version of the file, not twice per README checked (~1 ms each).
+    prints = _parse_fingerprints(os.fspath(path), section, st.st_mtime_ns, st.st_size)
+    return None if prints is None else set(prints)
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_fingerprints(path: str, section: str, mtime_ns: int, size: int) -> frozenset[int] | None:
+    try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except OSError:
         return None
@@ -705,7 +717,7 @@ def load_fingerprints(path: Path = FINGERPRINTS, section: str = "handout") -> se
         elif current == section and not line.startswith("#"):
             chunks.append(line.strip())
     raw = base64.b64decode("".join(chunks))
-    return {int.from_bytes(raw[i:i + _HASH_BYTES], "big") for i in range(0, len(raw), _HASH_BYTES)}
+    return frozenset(int.from_bytes(raw[i:i + _HASH_BYTES], "big") for i in range(0, len(raw), _HASH_BYTES))
 
 
 def _matched_runs(words: list[tuple[str, int, int]], prints: set[int]) -> list[tuple[int, int]]:

@@ -28,8 +28,8 @@ from pathlib import Path
 
 from grader import intake
 from grader.records import SubmissionResult
-from grader.sandbox import (DEFAULT_CONFIG, SandboxConfig, SandboxTransport, Zygote, is_root, mount_quota,
-                            prepare_scratch, skip_absent_device_seed_stacks, slot_uid, unmount_quota)
+from grader.sandbox import (DEFAULT_CONFIG, SandboxConfig, SandboxTransport, SandboxUnavailable, Zygote, is_root,
+                            mount_quota, prepare_scratch, skip_absent_device_seed_stacks, slot_uid, unmount_quota)
 
 EXIT_OK, EXIT_ENGINE_FAULT, EXIT_USAGE = 0, 1, 2
 
@@ -285,6 +285,9 @@ class _Worker:
     def __init__(self, slot, *, out, work, zygote, config):
         self.slot, self.out, self.work, self.zygote, self.config = slot, out, work, zygote, config
         self.score, self.report = _preload()  # already done (and inherited) when workers are forked
+        # The zygote's start-up is the run's, not the first submission's: its execution_time starts after.
+        with contextlib.suppress(SandboxUnavailable):  # then each row says so, as an engine fault
+            zygote.wait_ready(slot)
 
     def grade(self, sub) -> tuple:
         fault = None

@@ -253,6 +253,8 @@ def _maybe_convert_notebook(dest: Path, intake: Intake) -> None:
 
     The released stubs left untouched beside a notebook carry no work of the student's: they are
     dropped first, or a student who worked only in day13.ipynb would be graded on the stubs."""
+    if not any(p.suffix.lower() == ".ipynb" for p in dest.iterdir()):
+        return  # no notebook: nothing to do, and no import of grader.release (nbformat: ~1 s per worker)
     from grader.release import prefer_notebook  # reads the reference: grader side only, never the child
 
     dropped = prefer_notebook(dest)

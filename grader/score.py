@@ -76,7 +76,13 @@ def static_forbidden(directory: Path) -> dict[str, set[str]]:
         if path.is_symlink() or not path.is_file() or path.stat().st_size > 1_000_000:
             continue  # the run-time hooks still watch whatever this layer skips
         try:
-            tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
+            source = path.read_text(encoding="utf-8", errors="replace")
+            # In ASCII source every identifier is spelled out, so a file whose text holds no forbidden
+            # name names none: no parse (~2 ms a file). Non-ASCII text (NFKC folds other characters
+            # into identifiers) and the notebook module (cells are string literals) are always parsed.
+            if path.stem != NOTEBOOK_MODULE and source.isascii() and not any(n in source for n in FORBIDDEN_NAMES):
+                continue
+            tree = ast.parse(source)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             continue
         if path.stem == NOTEBOOK_MODULE:

@@ -109,8 +109,12 @@ CONTRACT_FILE_OF = {"scaled_dot_product_attention": "self_attention.py", "causal
 def _forbidden_in(tree) -> set[str]:
     torch_aliases = {"torch", "F", "nn", "functional"}
     names = set()
+    attributes = []  # judged once every alias is known: one walk of the tree instead of two
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.Attribute):
+            if node.attr in FORBIDDEN_NAMES:
+                attributes.append(node)
+        elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name.split(".")[0] == "torch":
                     torch_aliases.add((alias.asname or alias.name).split(".")[0])
@@ -119,8 +123,8 @@ def _forbidden_in(tree) -> set[str]:
                 if alias.name in FORBIDDEN_NAMES:
                     names.add(alias.name)
                 torch_aliases.add(alias.asname or alias.name)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_NAMES and _root(node) in torch_aliases:
+    for node in attributes:
+        if _root(node) in torch_aliases:
             names.add(node.attr)
     return names
 

@@ -31,6 +31,7 @@ DTYPES = {
     "int32": np.dtype("<i4"),
 }
 _PREFIX = struct.Struct(">I")
+_WIRE_NAMES = {dtype: name for name, dtype in DTYPES.items()}  # exactly these dtypes, byte order included
 
 
 class ProtocolError(ValueError):
@@ -69,9 +70,14 @@ def encode(header: dict, arrays: dict[str, np.ndarray] | None = None) -> list:
         if not isinstance(name, str):
             raise TypeError(f"array names must be str, got {name!r}")
         array = np.asarray(array)
-        wire = _wire_dtype(array.dtype, name)
-        data = np.require(array, dtype=wire, requirements="C")  # keeps 0-d arrays 0-d
-        specs.append({"name": name, "dtype": _dtype_name(wire), "shape": list(data.shape), "nbytes": data.nbytes})
+        wire_name = _WIRE_NAMES.get(array.dtype)
+        if wire_name is not None and array.flags.c_contiguous:
+            data = array  # already what goes on the wire (the usual case): skip the conversions below
+        else:
+            wire = _wire_dtype(array.dtype, name)
+            data = np.require(array, dtype=wire, requirements="C")  # keeps 0-d arrays 0-d
+            wire_name = _dtype_name(wire)
+        specs.append({"name": name, "dtype": wire_name, "shape": list(data.shape), "nbytes": data.nbytes})
         payload.append(memoryview(data).cast("B") if data.nbytes else b"")
     body = json.dumps({"header": header, "arrays": specs}, separators=(",", ":")).encode("utf-8")
     return [_PREFIX.pack(len(body)), body, *payload]

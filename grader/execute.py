@@ -507,16 +507,26 @@ class _OnMeta(torch.overrides.TorchFunctionMode):
     def __init__(self):
         super().__init__()
         self.raised = False
+        self.made: list = []  # weak references to the meta tensors torch calls returned
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
         if func in _FACTORIES and kwargs.get("device") is None:
             kwargs["device"] = _META
         try:
-            return func(*args, **kwargs)
+            result = func(*args, **kwargs)
         except BaseException:
             self.raised = True
             raise
+        for value in result if isinstance(result, (tuple, list)) else (result,):
+            if isinstance(value, torch.Tensor) and _is_meta(value):
+                self.made.append(weakref.ref(value))
+        return result
+
+    def outlived(self) -> bool:
+        """Whether a meta tensor a torch call returned is still referenced (found even if the code
+        under the build moved it out of generation 0, e.g. by calling gc.collect())."""
+        return any(ref() is not None for ref in self.made)
 
 
 def _inspect_on_meta(header, loader):
@@ -550,7 +560,7 @@ def _inspect_on_meta(header, loader):
         obj = None
         with contextlib.suppress(ValueError):
             sys.meta_path.remove(no_imports)
-        tainted = len(sys.modules) != modules or bool(no_imports.refused) or _meta_tensors_alive()
+        tainted = len(sys.modules) != modules or bool(no_imports.refused) or _meta_tensors_alive() or mode.outlived()
     finally:
         with contextlib.suppress(ValueError):
             sys.meta_path.remove(no_imports)

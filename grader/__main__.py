@@ -64,5 +64,23 @@ def main(argv: list[str] | None = None) -> int:
     return args.run(args)
 
 
+def _exit_now(code: int) -> None:
+    """End the process once a command is done: exit handlers run (temporary folders, logging,
+    multiprocessing), output is flushed, and the interpreter's teardown of torch and matplotlib
+    (~0.6 s of freeing objects nothing will use) is skipped. Every result file is already written,
+    synced and closed (report.write_atomic)."""
+    import atexit
+    import os
+
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _args = build_parser().parse_args()
+    _code = _args.run(_args)
+    if _args.command == "grade":
+        _exit_now(_code)
+    sys.exit(_code)

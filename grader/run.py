@@ -280,7 +280,7 @@ _preloaded = None
 
 
 class _Worker:
-    """Grades submissions one at a time through one sandbox slot; imports the scorer lazily."""
+    """Grades submissions one at a time through one sandbox slot, with the scorer from _preload."""
 
     def __init__(self, slot, *, out, work, zygote, config):
         self.slot, self.out, self.work, self.zygote, self.config = slot, out, work, zygote, config

@@ -131,7 +131,7 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
     own control socket before its first submission.
     """
     clean_stale_scratch()
-    work = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
+    work = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=scratch_base()))
     # Traversable but not listable, so a sandbox uid reaches its own copy and cannot find others.
     os.chmod(work, 0o711)
     (work / "owner").write_text(_process_identity(os.getpid()))
@@ -173,9 +173,27 @@ def _process_identity(pid: int) -> str:
     return f"{pid} {start}"
 
 
+def scratch_base() -> Path:
+    """Where the scratch copies go: the temporary folder, unless the sandbox's unprivileged uid could
+    not reach it (TMPDIR under a 0700 folder such as pytest's or /root's). Then every student would
+    lose every point to "file not found", so a reachable system folder is used instead."""
+    base = Path(tempfile.gettempdir()).resolve()
+    if os.geteuid() != 0 or _others_may_enter(base):
+        return base
+    for candidate in (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm")):
+        if candidate.is_dir() and _others_may_enter(candidate.resolve()):
+            return candidate.resolve()
+    raise RuntimeError(f"no temporary folder that the sandbox's unprivileged uid can enter ({base} is not): "
+                       "set TMPDIR to a folder whose every parent is world-executable (chmod o+x)")
+
+
+def _others_may_enter(folder: Path) -> bool:
+    return all(p.stat().st_mode & 0o001 for p in (folder, *folder.parents))
+
+
 def clean_stale_scratch() -> None:
     """Remove the scratch folders (and unmount the quota tmpfs) of runs that were killed (kill -9)."""
-    for folder in Path(tempfile.gettempdir()).glob(SCRATCH_PREFIX + "*"):
+    for folder in scratch_base().glob(SCRATCH_PREFIX + "*"):
         try:
             owner = (folder / "owner").read_text()
         except OSError:  # being created right now, or left by a kit without owner files long ago
@@ -239,8 +257,13 @@ def _worker_main(slot, todo, tasks, results, **kwargs) -> None:
     # If the batch process is killed, its workers go too (resume picks up from the records).
     ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
     grader = _Worker(slot, **kwargs)
-    while (i := tasks.get()) is not None:
-        results.put(grader.grade(todo[i]))
+    try:
+        while (i := tasks.get()) is not None:
+            results.put(grader.grade(todo[i]))
+    finally:
+        from grader.day13 import catalogue  # already loaded by the scorer: no import cost here
+
+        catalogue.cleanup()  # a worker ends with os._exit: its atexit handlers never run
 
 
 def _preload():

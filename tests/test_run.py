@@ -243,3 +243,36 @@ def test_an_output_folder_inside_the_submissions_is_not_graded_as_a_student(tmp_
     assert [l.split(",")[0] for l in rows(out)[1:]] == ["alice"]
     assert run.main(submissions=subs, out=out, jobs=1, config=CONFIG) == 0  # and not on a rerun either
     assert [l.split(",")[0] for l in rows(out)[1:]] == ["alice"]
+
+
+def test_a_batch_leaves_no_mutant_folders_behind(tmp_path):
+    # A failing test replays the student's calls on catalogue mutants built in temporary folders;
+    # the workers end with os._exit (no atexit), so they must remove those folders themselves.
+    subs = tmp_path / "subs"
+    for name in ("p", "q"):
+        make_submission(subs / name, {"self_attention.py": (REFERENCE / "self_attention.py").read_text()
+                                      .replace("/ math.sqrt(d_k)", "")})
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    cmd = [sys.executable, "-m", "grader", "grade", str(subs), "--out", str(tmp_path / "out"), "--jobs", "2"]
+    done = subprocess.run(cmd, cwd=KIT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TMPDIR": str(tmp)})
+    assert done.returncode == 0, done.stderr
+    assert "sa.no_scale" in (tmp_path / "out" / "p" / "record.json").read_text()  # the mutants were used
+    assert sorted(p.name for p in tmp.glob("day13-mutants-*")) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root drops to a sandbox uid that may be locked out")
+def test_scratch_moves_out_of_a_temporary_folder_the_sandbox_uid_cannot_enter(tmp_path, monkeypatch):
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    base = run.scratch_base()
+    assert base != private and all(p.stat().st_mode & 0o001 for p in (base, *base.parents))
+    open_to_all = Path(tempfile.mkdtemp(dir="/tmp", prefix="day13-open-"))  # /tmp is world-enterable
+    try:
+        os.chmod(open_to_all, 0o711)
+        monkeypatch.setattr(tempfile, "tempdir", str(open_to_all))
+        assert run.scratch_base() == open_to_all.resolve()
+    finally:
+        open_to_all.rmdir()

@@ -11,6 +11,7 @@ the component; a mutant whose answers match the student's names the misconceptio
 from __future__ import annotations
 
 import atexit
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -218,16 +219,17 @@ def apply(bug: Bug, source_dir: Path = SOLUTIONS) -> dict[str, str]:
 
 
 _root: Path | None = None
+_root_pid: int | None = None  # the process that made _root: only it removes the folder
 _transports: dict[str, InProcessTransport] = {}
 _adapters: dict[str, Adapter] = {}
 
 
 def mutant_dir(bug_id: str) -> Path:
     """A folder holding the mutant submission of `bug_id` (built once per process)."""
-    global _root
+    global _root, _root_pid
     if _root is None:
-        _root = Path(tempfile.mkdtemp(prefix="day13-mutants-"))
-        atexit.register(shutil.rmtree, _root, True)
+        _root, _root_pid = Path(tempfile.mkdtemp(prefix="day13-mutants-")), os.getpid()
+        atexit.register(cleanup)
     folder = _root / bug_id
     if not folder.exists():
         folder.mkdir()
@@ -237,6 +239,17 @@ def mutant_dir(bug_id: str) -> Path:
         for name, text in apply(BY_ID[bug_id]).items():
             (folder / name).write_text(text)
     return folder
+
+
+def cleanup() -> None:
+    """Remove this process's mutant folders. A multiprocessing worker ends with os._exit, which
+    skips atexit, so the grading engine's workers call this themselves before they return."""
+    global _root, _root_pid
+    if _root is not None and _root_pid == os.getpid():
+        shutil.rmtree(_root, ignore_errors=True)
+        _root = _root_pid = None
+        _transports.clear()
+        _adapters.clear()
 
 
 def transport(bug_id: str) -> InProcessTransport:

@@ -313,15 +313,21 @@ def _judge_heatmap(name: str, data: bytes) -> str:
     return f"{name}: a {width}x{height} PNG with {colours} colours."
 
 
+def _judged(check_id: str, title: str, root: str, names, missing_hint: str, max_bytes: int, judge) -> Check:
+    """The first readable file of `names`, judged: a passed Check with the judge's message, or a
+    failed one saying what is missing or wrong (every problem is a _Problem, never a crash)."""
+    try:
+        _, message = _first_readable(root, names, missing_hint, max_bytes, judge)
+        return Check(check_id, True, message, title)
+    except _Problem as problem:
+        return Check(check_id, False, str(problem), title)
+
+
 def check_heatmap(root: str) -> Check:
     title = "Attention heatmap (attention_heatmap.png)"
-    try:
-        _, message = _first_readable(root, HEATMAP_NAMES, "Run `make heatmap`, or save your plot of the attention "
-                                     "weights with plt.savefig('attention_heatmap.png') (handout §5).",
-                                     MAX_IMAGE_BYTES, _judge_heatmap)
-        return Check("heatmap_png", True, message, title)
-    except _Problem as problem:
-        return Check("heatmap_png", False, str(problem), title)
+    return _judged("heatmap_png", title, root, HEATMAP_NAMES, "Run `make heatmap`, or save your plot of the attention "
+                   "weights with plt.savefig('attention_heatmap.png') (handout §5).",
+                   MAX_IMAGE_BYTES, _judge_heatmap)
 
 
 def _npy_array(name: str, data: bytes) -> np.ndarray:
@@ -390,11 +396,7 @@ def check_weights(root: str) -> Check:
                          "`make heatmap` saves it next to the heatmap.", title)
         return Check("heatmap_weights", False, "No heatmap and no attention_weights.npy. Run `make heatmap`: it saves both.",
                      title)
-    try:
-        _, message = _first_readable(root, WEIGHTS_NAMES, "", MAX_NPY_BYTES, _judge_weights)
-        return Check("heatmap_weights", True, message, title)
-    except _Problem as problem:
-        return Check("heatmap_weights", False, str(problem), title)
+    return _judged("heatmap_weights", title, root, WEIGHTS_NAMES, "", MAX_NPY_BYTES, _judge_weights)
 
 
 # --------------------------------------------------------------------------- text
@@ -469,12 +471,8 @@ def _judge_analysis(name: str, data: bytes) -> str:
 
 def check_analysis(root: str) -> Check:
     title = "Sentence analysis (analysis.md, 4-5 lines)"
-    try:
-        _, message = _first_readable(root, ANALYSIS_NAMES, "Write 4-5 lines about one sentence's heatmap in analysis.md "
-                                     "(handout §5).", MAX_TEXT_BYTES, _judge_analysis)
-        return Check("analysis", True, message, title)
-    except _Problem as problem:
-        return Check("analysis", False, str(problem), title)
+    return _judged("analysis", title, root, ANALYSIS_NAMES, "Write 4-5 lines about one sentence's heatmap in analysis.md "
+                   "(handout §5).", MAX_TEXT_BYTES, _judge_analysis)
 
 
 # --------------------------------------------------------------------------- diagram
@@ -573,13 +571,9 @@ def _judge_diagram(name: str, data: bytes) -> str:
 
 def check_diagram(root: str) -> Check:
     title = "Transformer block diagram (transformer_block.png/.jpg/.svg/.pdf)"
-    try:
-        _, message = _first_readable(root, DIAGRAM_NAMES, "Draw the Transformer block (attention, add & norm, "
-                                     "feed-forward, with the shapes: handout §12) and save it as transformer_block.png "
-                                     "(a photo of a paper drawing is fine as .jpg).", MAX_IMAGE_BYTES, _judge_diagram)
-        return Check("diagram", True, message, title)
-    except _Problem as problem:
-        return Check("diagram", False, str(problem), title)
+    return _judged("diagram", title, root, DIAGRAM_NAMES, "Draw the Transformer block (attention, add & norm, "
+                   "feed-forward, with the shapes: handout §12) and save it as transformer_block.png "
+                   "(a photo of a paper drawing is fine as .jpg).", MAX_IMAGE_BYTES, _judge_diagram)
 
 
 # --------------------------------------------------------------------------- README
@@ -794,12 +788,8 @@ def _judge_readme(name: str, data: bytes) -> str:
 
 def check_readme(root: str) -> Check:
     title = "README: Query, Key and Value in your own words"
-    try:
-        _, message = _first_readable(root, README_NAMES, "Write README.md explaining Query, Key and Value in your own "
-                                     "words (about 80 words or more).", MAX_TEXT_BYTES, _judge_readme)
-        return Check("readme", True, message, title)
-    except _Problem as problem:
-        return Check("readme", False, str(problem), title)
+    return _judged("readme", title, root, README_NAMES, "Write README.md explaining Query, Key and Value in your own "
+                   "words (about 80 words or more).", MAX_TEXT_BYTES, _judge_readme)
 
 
 # --------------------------------------------------------------------------- entry points

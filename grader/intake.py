@@ -143,14 +143,8 @@ def _copy_file(src: Path, dest: Path, intake: Intake, limits: IntakeLimits, rel:
     except OSError as exc:
         intake.notes.append(f"skipped {rel}: {exc.strerror}")
         return
-    with os.fdopen(fd, "rb") as fin, open(dest, "wb") as fout:
-        copied = _copy_capped(fin, fout, limits.max_file_bytes)
-    if copied is None:
-        dest.unlink()
-        intake.notes.append(f"skipped {rel}: larger than {limits.max_file_bytes >> 20} MB")
-        return
-    intake.files += 1
-    intake.bytes += copied
+    with os.fdopen(fd, "rb") as fin:
+        _store(fin, dest, limits.max_file_bytes, intake, f"skipped {rel}: larger than {limits.max_file_bytes >> 20} MB")
 
 
 def _room_for(intake: Intake, limits: IntakeLimits, size: int, rel: str) -> bool:
@@ -168,14 +162,22 @@ def _room_for(intake: Intake, limits: IntakeLimits, size: int, rel: str) -> bool
     return True
 
 
-def _copy_capped(fin, fout, cap: int) -> int | None:
+def _store(fin, dest: Path, cap: int, intake: Intake, refusal: str) -> None:
+    """Copy at most `cap` bytes of `fin` to `dest` and count the file; past the cap, remove the
+    partial copy and note `refusal` instead (a lying size header cannot inflate past the cap)."""
     total = 0
-    while chunk := fin.read(1 << 20):
-        total += len(chunk)
-        if total > cap:
-            return None
-        fout.write(chunk)
-    return total
+    with open(dest, "wb") as fout:
+        while chunk := fin.read(1 << 20):
+            total += len(chunk)
+            if total > cap:
+                break
+            fout.write(chunk)
+    if total > cap:
+        dest.unlink()
+        intake.notes.append(refusal)
+        return
+    intake.files += 1
+    intake.bytes += total
 
 
 # --------------------------------------------------------------------------- zips
@@ -232,14 +234,9 @@ def _extract_member(archive, member, prefix, dest, intake, limits) -> None:
     target = dest.joinpath(*parts)
     target.parent.mkdir(parents=True, exist_ok=True)
     # Read at most the cap, whatever the header declared: a lying header cannot inflate past it.
-    with archive.open(member) as fin, open(target, "wb") as fout:
-        copied = _copy_capped(fin, fout, min(limits.max_file_bytes, limits.max_total_bytes - intake.bytes))
-    if copied is None:
-        target.unlink()
-        intake.notes.append(f"refused zip entry {name!r}: it unpacks past the size cap")
-        return
-    intake.files += 1
-    intake.bytes += copied
+    with archive.open(member) as fin:
+        _store(fin, target, min(limits.max_file_bytes, limits.max_total_bytes - intake.bytes), intake,
+               f"refused zip entry {name!r}: it unpacks past the size cap")
 
 
 # --------------------------------------------------------------------------- notebooks

@@ -5,15 +5,20 @@ Process tree (as root; without root the layers that need it are skipped and reco
     grader ──spawns──► zygote  (fresh interpreter: torch, numpy, grader.protocol/execute/forbidden,
                           │      grader.day13.standins; nothing else. Its heap has no hidden test,
                           │      no reference, no expected output to find.)
-                          └─fork─► keeper  (unshares a PID and a network namespace, reports the exit)
-                                     └─fork─► student child = PID 1 of its namespace
-                                              rlimits, uid drop, Landlock, seccomp, then
-                                              a loop: recv call ─► execute() ─► send result
+                          └─fork─► student child = PID 1 of a new PID namespace, in a new network
+                                   namespace; rlimits, uid drop, Landlock, seccomp, then
+                                   a loop: recv call ─► execute() ─► send result
+
+One fork per child: the zygote unshares a PID namespace just for that fork and steps back into
+its own right after, so the child is PID 1 of a fresh namespace without an intermediate process
+(a second fork and exit of a torch-sized process cost ~10 ms of CPU per submission). The zygote
+is the child's parent: it reaps it and tells the grader how it ended ({"sandbox_exit": ...} on the
+call socket, whose other end it keeps until then).
 
 The grader talks to each student child over its own socket (grader/protocol.py frames, no pickle).
-The zygote hands the grader a pidfd for the keeper and for the child, so the grader can kill them
-with no pid-reuse race and know when they are gone. Killing the child (PID 1 of its namespace)
-kills everything it started; the keeper dies with it, and both die if the zygote or grader dies.
+The zygote hands the grader a pidfd for the child, so the grader can kill it with no pid-reuse
+race and know when it is gone. Killing the child (PID 1 of its namespace) kills everything it
+started, and it dies if the zygote dies.
 """
 from __future__ import annotations
 
@@ -199,9 +204,9 @@ class Zygote:
             mine.close()
             raise SandboxUnavailable("the sandbox zygote is gone")
         reply = json.loads(msg)
-        child = Child(sock=mine, keeper_pidfd=fds[0] if fds else -1, keeper_pid=reply.get("pid", -1))
-        if child.keeper_pidfd < 0:
-            child.starts[child.keeper_pid] = _start_time(child.keeper_pid)
+        child = Child(sock=mine, pid=int(reply.get("pid", -1)), pidfd=fds[0] if fds else -1)
+        if child.pidfd < 0 and child.pid > 0:
+            child.starts[child.pid] = _start_time(child.pid)
         return child
 
     def close(self) -> None:
@@ -225,8 +230,6 @@ class Child:
     """One live student child as the grader sees it."""
 
     sock: socket.socket
-    keeper_pidfd: int
-    keeper_pid: int
     pid: int = -1  # host pid of the student child (PID 1 of its own namespace)
     pidfd: int = -1
     layers: dict = field(default_factory=dict)
@@ -234,22 +237,20 @@ class Child:
     starts: dict = field(default_factory=dict)  # pid -> start time, checked before a kill by pid
 
     def kill(self) -> None:
-        """SIGKILL the child and its keeper, and wait until both are gone (bounded)."""
-        targets = [(self.pidfd, self.pid), (self.keeper_pidfd, self.keeper_pid)]
-        for fd, pid in targets:
-            with contextlib.suppress(ProcessLookupError, OSError):
-                if fd >= 0:
-                    signal.pidfd_send_signal(fd, signal.SIGKILL)
-                elif pid > 0 and _start_time(pid) == self.starts.get(pid):  # no pidfd: never a reused pid
-                    os.kill(pid, signal.SIGKILL)
-        for fd, pid in targets:
+        """SIGKILL the child and wait until it is gone (bounded)."""
+        fd, pid = self.pidfd, self.pid
+        with contextlib.suppress(ProcessLookupError, OSError):
             if fd >= 0:
-                # A pidfd becomes readable when its process has exited.
-                select.select([fd], [], [], 5.0)
-                os.close(fd)
-            elif pid > 0 and _start_time(pid) == self.starts.get(pid):
-                _wait_gone(pid, 5.0)
-        self.pidfd = self.keeper_pidfd = -1
+                signal.pidfd_send_signal(fd, signal.SIGKILL)
+            elif pid > 0 and _start_time(pid) == self.starts.get(pid):  # no pidfd: never a reused pid
+                os.kill(pid, signal.SIGKILL)
+        if fd >= 0:
+            # A pidfd becomes readable when its process has exited.
+            select.select([fd], [], [], 5.0)
+            os.close(fd)
+        elif pid > 0 and _start_time(pid) == self.starts.get(pid):
+            _wait_gone(pid, 5.0)
+        self.pidfd = -1
         self.sock.close()
 
 
@@ -385,12 +386,7 @@ class SandboxTransport:
         child = self.zygote.spawn(self.slot, scratch=self.scratch, output_fd=self._output.fileno())
         deadline = time.monotonic() + self.config.spawn_timeout
         try:
-            hello, _ = protocol.recv_message(child.sock, deadline=deadline)  # from the keeper
-            child.pid = int(hello["spawned"])
-            child.pidfd = _pidfd_open(child.pid)
-            if child.pidfd < 0:
-                child.starts[child.pid] = _start_time(child.pid)
-            hello, _ = protocol.recv_message(child.sock, deadline=deadline)  # from the child
+            hello, _ = protocol.recv_message(child.sock, deadline=deadline)
             if "sandbox_exit" in hello:
                 self._child = child
                 return self._classify_exit(hello["sandbox_exit"])
@@ -483,15 +479,27 @@ def _zygote_main(spec: dict) -> None:
 
     gc.collect()
     gc.freeze()
-    # Orphans (a child whose keeper died first) come back to us. Every child is reaped with wait(),
-    # not auto-reaped, so its CPU time is counted (getrusage of whoever waits for the zygote).
+    # The zygote reaps every child itself, with wait(), so each child's CPU time is counted (getrusage
+    # of whoever waits for the zygote); as a subreaper it also gets anything a child left behind.
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    signal.signal(signal.SIGCHLD, _reap_children)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)  # a SIGCHLD wakes the select below
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    own_pidns = _own_pid_namespace() if "pidns" in config.layers and is_root() else -1
     ctrls = [socket.socket(fileno=fd) for fd in spec["fds"]]
+    live: dict[int, int] = {}  # pid -> the zygote's end of that child's call socket (for its exit report)
     zygote_pid = os.getpid()
     while ctrls:
-        ready, _, _ = select.select(ctrls, [], [])
+        ready, _, _ = select.select([*ctrls, wake_r], [], [])
+        if wake_r in ready:
+            with contextlib.suppress(OSError):
+                os.read(wake_r, 512)
+            _reap(live)
         for ctrl in ready:
+            if ctrl == wake_r:
+                continue
             try:
                 msg, fds, _, _ = socket.recv_fds(ctrl, 4096, 2)
             except OSError:
@@ -504,24 +512,82 @@ def _zygote_main(spec: dict) -> None:
             if "ping" in request:
                 ctrl.send(b"pong")
                 continue
-            # No reaping between fork and pidfd_open: the pid must still be the keeper's.
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD})
-            pid = os.fork()
-            if pid == 0:
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
-                try:
-                    _keeper(request, fds, ctrls, config, entry, install, libc, zygote_pid)
-                finally:
-                    os._exit(70)
-            pidfd = _pidfd_open(pid)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGCHLD})
+            pid, pidfd = _fork_child(request, fds, ctrls, config, entry, install, libc, own_pidns, zygote_pid)
             with contextlib.suppress(OSError):
                 socket.send_fds(ctrl, [json.dumps({"pid": pid}).encode()], [pidfd] if pidfd >= 0 else [])
             if pidfd >= 0:
                 os.close(pidfd)
-            for fd in fds:
-                os.close(fd)
+            sock_fd, out_fd = fds
+            os.close(out_fd)
+            if pid > 0:
+                live[pid] = sock_fd  # kept until the child is reaped, then closed
+            else:
+                os.close(sock_fd)  # the grader sees the connection close: "failed to start"
+        _reap(live)  # a child may have ended between two selects without its SIGCHLD waking us yet
+
+
+def _own_pid_namespace() -> int:
+    try:
+        return os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return -1
+
+
+def _fork_child(request, fds, ctrls, config, entry, install, libc, own_pidns, zygote_pid) -> tuple[int, int]:
+    """Fork one student child; returns (pid, pidfd), or (-1, -1) if the fork failed.
+
+    For a new PID namespace the zygote unshares one just for this fork: the child it forks next is
+    PID 1 there. Right after, setns() puts the zygote's later children back into its own namespace."""
+    pidns = own_pidns >= 0 and libc.unshare(CLONE_NEWPID) == 0
+    try:
+        pid = os.fork()
+    except OSError:
+        pid = -1
+    if pid == 0:
+        try:
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            if not pidns and os.getppid() != zygote_pid:
+                os._exit(71)  # the zygote died before the line above: nobody would stop us
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            for c in ctrls:
+                c.close()
+            sock_fd, out_fd = fds
+            sock = socket.socket(fileno=sock_fd)
+            # A network namespace applies at once to whoever unshares it: the child takes its own.
+            netns = "netns" in config.layers and is_root() and libc.unshare(CLONE_NEWNET) == 0
+            layers = {"pidns": pidns, "netns": netns}
+            try:
+                _child(request, sock, out_fd, config, entry, install, libc, layers)
+            except BaseException as exc:  # a setup step failed: say which, rather than die silently
+                with contextlib.suppress(BaseException):
+                    protocol.send_message(sock, {"setup_error": f"{type(exc).__name__}: {exc}"[:500]})
+        finally:
+            os._exit(70)
+    if pidns and libc.setns(own_pidns, CLONE_NEWPID) != 0:
+        # Every later child would land in this one's namespace (and fail once it is gone): stop, so
+        # the grader reports an engine fault instead of grading with a broken sandbox.
+        os._exit(72)
+    return pid, (_pidfd_open(pid) if pid > 0 else -1)
+
+
+def _reap(live: dict[int, int]) -> None:
+    """Reap every ended child; tell the grader how each student child ended, on its call socket."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        sock_fd = live.pop(pid, None)
+        if sock_fd is None:
+            continue  # something a child left behind, or a child whose report went already
+        frame = protocol.encode({"sandbox_exit": {"code": os.waitstatus_to_exitcode(status)}})
+        with contextlib.suppress(OSError), socket.socket(fileno=sock_fd) as sock:
+            # Never block the zygote: a child that filled the socket loses its exit report, and the
+            # grader then sees the connection close instead.
+            sock.sendmsg([memoryview(part).cast("B") for part in frame if len(part)], [], socket.MSG_DONTWAIT)
 
 
 def skip_absent_device_seed_stacks(torch) -> None:
@@ -541,16 +607,6 @@ def skip_absent_device_seed_stacks(torch) -> None:
             continue
         if absent and getattr(device, "traceback", None) is traceback:
             device.traceback = types.SimpleNamespace(format_stack=lambda *args, **kwargs: [])
-
-
-def _reap_children(*_) -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def _warm_up(torch) -> None:
@@ -629,49 +685,6 @@ def _warm_up_executor(entry) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _keeper(request, fds, ctrls, config, entry, install, libc, zygote_pid):
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != zygote_pid:
-        os._exit(71)
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    for c in ctrls:
-        c.close()
-    sock_fd, out_fd = fds
-    sock = socket.socket(fileno=sock_fd)
-    layers = {}
-    flags = 0
-    if "pidns" in config.layers and is_root():
-        flags |= CLONE_NEWPID
-    if "netns" in config.layers and is_root():
-        flags |= CLONE_NEWNET
-    if flags and libc.unshare(flags) != 0:
-        flags = 0
-    layers["pidns"] = bool(flags & CLONE_NEWPID)
-    layers["netns"] = bool(flags & CLONE_NEWNET)
-    go_r, go_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(go_w)
-        os.read(go_r, 1)  # wait until the keeper has told the grader our pid
-        os.close(go_r)
-        try:
-            _child(request, sock, out_fd, config, entry, install, libc, layers)
-        except BaseException as exc:  # a setup step failed: say which, rather than die silently
-            with contextlib.suppress(BaseException):
-                protocol.send_message(sock, {"setup_error": f"{type(exc).__name__}: {exc}"[:500]})
-        finally:
-            os._exit(70)
-    os.close(go_r)
-    os.close(out_fd)
-    protocol.send_message(sock, {"spawned": pid})
-    os.write(go_w, b"x")
-    os.close(go_w)
-    _, status = os.waitpid(pid, 0)
-    with contextlib.suppress(OSError):
-        protocol.send_message(sock, {"sandbox_exit": {"code": os.waitstatus_to_exitcode(status)}})
-    os._exit(0)
-
-
 def _child(request, sock, out_fd, config, entry, install, libc, layers):
     scratch = request["scratch"]
     uid = request.get("uid")
@@ -703,7 +716,7 @@ def _child(request, sock, out_fd, config, entry, install, libc, layers):
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
         layers["uid"] = True
-    # Re-armed after the uid change (which clears it): if the keeper dies, so do we.
+    # Re-armed after the uid change (which clears it): if the zygote dies, so do we.
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     layers["landlock"] = "landlock" in config.layers and _landlock(libc, scratch) or 0
     if layers["landlock"]:

@@ -134,7 +134,7 @@ def test_resume_after_kill_9_loses_and_duplicates_nothing(tmp_path):
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(list(out.glob("*/record.json"))) < 2:
         time.sleep(0.05)
-    family = descendants(proc.pid)  # workers, zygote, keepers, student children
+    family = descendants(proc.pid)  # workers, zygote, student children
     proc.kill()  # only the batch process: the rest must follow it on their own
     proc.wait()
     done_before = len(list(out.glob("*/record.json")))

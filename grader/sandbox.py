@@ -626,7 +626,9 @@ def _warm_up(torch) -> None:
         y = (w @ a).transpose(1, 2).contiguous().view(2, 3, 8) + torch.einsum("bij,bjk->bik", b, c.transpose(1, 2)).sum()
         pos = torch.arange(3, dtype=dtype).unsqueeze(1) / (10000 ** (torch.arange(0, 8, 2, dtype=dtype) / 8))
         y = layers(y) + torch.cat([torch.sin(pos), torch.cos(pos)], dim=-1).repeat(1, 1)
-        y.backward(torch.ones_like(y))
+        # A scalar, as the executor differentiates: backward(gradient) on a tensor would import
+        # torch.fx's symbolic shapes and sympy (~0.3 s, ~34 MB that every fork would copy for nothing).
+        (y * torch.ones_like(y)).sum().backward()
     torch.manual_seed(0)
 
 

@@ -4,6 +4,7 @@ import dataclasses
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -382,3 +383,16 @@ def test_an_inspect_whose_meta_build_outlives_the_call_is_answered_by_a_fresh_ch
     h, _ = t.call(inspect, {})  # later inspects of this submission are built on CPU from the start
     assert h["inspect"]["buffers"] == {"pe": [4, 8]} and len(spawns) == 2
     assert t.faults == [] and t.fault_types == []
+
+
+def test_the_zygote_warm_up_loads_nothing_a_child_would_not_use():
+    # Every module the zygote holds is copied (page tables) into each child and torn down after it.
+    # backward(gradient) on a tensor, for one, pulls in torch.fx's symbolic shapes and sympy (~34 MB).
+    probe = ("import sys, torch\n"
+             "from grader import sandbox, execute\n"
+             "before = set(sys.modules)\n"
+             "sandbox._warm_up(torch)\n"
+             "sandbox._warm_up_executor(execute)\n"
+             "print(sorted(m for m in set(sys.modules) - before if not m.startswith(('zygote_warmup', 'grader'))))\n")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=KIT, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

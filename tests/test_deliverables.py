@@ -360,6 +360,38 @@ def test_blank_diagram_is_rejected(sub):
     assert not result.passed and "blank" in result.message
 
 
+def transparent_canvas(size=(800, 600), seed=0) -> Image.Image:
+    """Fully transparent, with random colours under the zero alpha (what a viewer never shows)."""
+    noise = np.random.default_rng(seed).integers(0, 256, size=(size[1], size[0], 4), dtype=np.uint8)
+    noise[..., 3] = 0
+    return Image.fromarray(noise, "RGBA")
+
+
+def test_a_drawing_on_a_transparent_background_is_judged_as_shown_on_white(sub):
+    canvas = transparent_canvas()
+    (sub / "transformer_block.png").write_bytes(png_bytes(canvas))
+    result = check(sub, "diagram")
+    assert not result.passed and "blank" in result.message  # the colours under alpha 0 do not count
+    ImageDraw.Draw(canvas).rectangle((100, 100, 700, 500), outline=(0, 0, 0, 255), width=3)
+    (sub / "transformer_block.png").write_bytes(png_bytes(canvas))
+    result = check(sub, "diagram")
+    assert result.passed, result.message
+
+
+@pytest.mark.parametrize("size", [(300, 300), (750, 950), (1600, 1200)])
+def test_pixel_statistics_of_a_translucent_picture_equal_those_of_it_composited_on_white(size):
+    rng = np.random.default_rng(1)
+    pixels = rng.integers(0, 256, size=(size[1], size[0], 4), dtype=np.uint8)
+    pixels[..., 3] = np.linspace(0, 255, size[0], dtype=np.uint8)  # alpha from clear to opaque
+    pixels[: size[1] // 3] = (255, 255, 255, 0)  # a clear band: white once composited
+    image = Image.fromarray(pixels, "RGBA")
+    on_white = Image.alpha_composite(Image.new("RGBA", size, "white"), image).convert("RGB")
+    ink, colours = deliverables._pixel_stats(image)
+    ink_white, colours_white = deliverables._pixel_stats(on_white)
+    # Averaging and compositing commute exactly; only integer rounding may differ (by one level).
+    assert abs(ink - ink_white) < 2e-3 and abs(colours - colours_white) <= max(2, colours_white // 50)
+
+
 def test_thin_pen_drawing_photographed_as_jpeg_is_accepted(sub):
     (sub / "transformer_block.png").unlink()
     (sub / "Transformer_Block.JPG").write_bytes(png_bytes(line_drawing(), "JPEG"))

@@ -114,9 +114,14 @@ def recv_message(sock: socket.socket, *, limits: Limits = DEFAULT_LIMITS,
         raise ProtocolError(f"header of {length} bytes is over the {limits.max_header_bytes}-byte cap")
     header, specs = _parse_header(_recv_exact(sock, length, deadline), limits)
     arrays = {}
-    for name, dtype, shape, nbytes in specs:
-        raw = _recv_exact(sock, nbytes, deadline)
-        arrays[name] = np.frombuffer(raw, dtype=dtype).reshape(shape)
+    if specs:
+        # The arrays follow each other: one read for all of them (their total is capped by _parse_header).
+        raw = _recv_exact(sock, sum(spec[3] for spec in specs), deadline)
+        offset = 0
+        for name, dtype, shape, nbytes in specs:
+            array = np.frombuffer(raw, dtype=dtype, count=nbytes // dtype.itemsize, offset=offset).reshape(shape)
+            arrays[name] = array if array.flags.aligned else array.copy()  # e.g. a float after 3 bools
+            offset += nbytes
     return header, arrays
 
 
@@ -165,12 +170,9 @@ def _check_spec(spec, limits: Limits):
         raise ProtocolError(f"bad array name {str(name)[:40]!r}")
     if not isinstance(dtype, str) or dtype not in DTYPES:
         raise ProtocolError(f"array {name!r}: dtype {str(dtype)[:20]!r} is not one of {', '.join(DTYPES)}")
-    # bool is a subclass of int in Python: reject it explicitly as a dimension or byte count.
-    def is_count(v):
-        return isinstance(v, int) and not isinstance(v, bool) and v >= 0
-    if not isinstance(shape, list) or len(shape) > limits.max_ndim or not all(is_count(d) for d in shape):
+    if not isinstance(shape, list) or len(shape) > limits.max_ndim or not all(map(_is_count, shape)):
         raise ProtocolError(f"array {name!r}: shape must be a list of at most {limits.max_ndim} non-negative ints")
-    if not is_count(nbytes):
+    if not _is_count(nbytes):
         raise ProtocolError(f"array {name!r}: nbytes must be a non-negative int")
     wire = DTYPES[dtype]
     if math.prod(shape) * wire.itemsize != nbytes:
@@ -178,6 +180,11 @@ def _check_spec(spec, limits: Limits):
     if nbytes > limits.max_total_bytes:
         raise ProtocolError(f"array {name!r} of {nbytes} bytes is over the {limits.max_total_bytes}-byte cap")
     return name, wire, tuple(shape), nbytes
+
+
+def _is_count(v) -> bool:
+    # type() rather than isinstance: bool is a subclass of int, and True is no dimension or byte count.
+    return type(v) is int and v >= 0
 
 
 def _recv_exact(sock: socket.socket, n: int, deadline: float | None, at_boundary: bool = False) -> bytearray:

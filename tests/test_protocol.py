@@ -56,6 +56,7 @@ def test_round_trip_every_dtype_and_shape(pair):
         assert got[name].shape == want.shape
         assert got[name].dtype.kind == want.dtype.kind
         np.testing.assert_array_equal(got[name], want)
+        assert got[name].flags.aligned  # the arrays share one read buffer; a float after 9 bools is copied
     assert got["big_endian"].dtype == np.dtype("<f4")
 
 

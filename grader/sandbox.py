@@ -479,6 +479,7 @@ def _zygote_main(spec: dict) -> None:
 
     gc.collect()
     gc.freeze()
+    _huge_pages(libc)
     # The zygote reaps every child itself, with wait(), so each child's CPU time is counted (getrusage
     # of whoever waits for the zygote); as a subreaper it also gets anything a child left behind.
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -524,6 +525,36 @@ def _zygote_main(spec: dict) -> None:
             else:
                 os.close(sock_fd)  # the grader sees the connection close: "failed to start"
         _reap(live)  # a child may have ended between two selects without its SIGCHLD waking us yet
+
+
+MADV_HUGEPAGE, MADV_COLLAPSE, HUGE_PAGE = 14, 25, 2 << 20
+
+
+def _huge_pages(libc) -> int:
+    """Back the zygote's anonymous memory (~150 MB, mostly torch's) with 2 MB pages; returns bytes.
+
+    fork() copies one page-table entry per 4 KB page of it for every child, and the child's exit
+    frees them: ~37,000 entries, ~7 ms of CPU per child. With huge pages that is ~75 entries. A
+    child writing to a shared huge page copies only the 4 KB it writes (the kernel splits the
+    mapping), so what children copy is unchanged. Best effort: a kernel without MADV_COLLAPSE
+    (< 6.1) or with transparent huge pages off refuses, and nothing else changes."""
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    done = 0
+    try:
+        maps = Path("/proc/self/maps").read_text().splitlines()
+    except OSError:
+        return 0
+    for line in maps:
+        fields = line.split()
+        # Private, writable, anonymous (no file, or the brk heap): the memory fork copies entries for.
+        if len(fields) < 5 or fields[1][:2] != "rw" or fields[1][3] != "p" or (len(fields) > 5 and fields[5] != "[heap]"):
+            continue
+        low, high = (int(x, 16) for x in fields[0].split("-"))
+        low, high = -(-low // HUGE_PAGE) * HUGE_PAGE, high // HUGE_PAGE * HUGE_PAGE
+        if high > low and libc.madvise(low, high - low, MADV_HUGEPAGE) == 0 \
+                and libc.madvise(low, high - low, MADV_COLLAPSE) == 0:
+            done += high - low
+    return done
 
 
 def _own_pid_namespace() -> int:

@@ -396,3 +396,14 @@ def test_the_zygote_warm_up_loads_nothing_a_child_would_not_use():
              "print(sorted(m for m in set(sys.modules) - before if not m.startswith(('zygote_warmup', 'grader'))))\n")
     out = subprocess.run([sys.executable, "-c", probe], cwd=KIT, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_zygote_memory_is_in_huge_pages_where_the_kernel_offers_them(zygote):
+    # Fewer page-table entries to copy at each fork and to free at each exit (grader/sandbox.py, _huge_pages).
+    enabled = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    release = tuple(int(x) for x in os.uname().release.split(".")[:2] if x.isdigit())
+    if not enabled.exists() or "[never]" in enabled.read_text() or release < (6, 1):
+        pytest.skip("no transparent huge pages or no MADV_COLLAPSE (Linux 6.1) here")
+    rollup = Path(f"/proc/{zygote.process.pid}/smaps_rollup").read_text()
+    huge_kb = int(next(line for line in rollup.splitlines() if line.startswith("AnonHugePages:")).split()[1])
+    assert huge_kb >= 32 * 1024

@@ -664,21 +664,58 @@ def _warm_up(torch) -> None:
 
 
 _WARM_UP_MODULE = """
+import math
+
 import torch
 import torch.nn as nn
 
 
-class Net(nn.Module):
+def attend(Q, K, V, mask=None):
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.size(-1))
+    if mask is not None:
+        scores = scores.masked_fill(mask == 0, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ V, weights
+
+
+def table(T, d):
+    position = torch.arange(T, dtype=torch.float32).unsqueeze(1)
+    rate = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d))
+    t = torch.zeros(T, d)
+    t[:, 0::2] = torch.sin(position * rate)
+    t[:, 1::2] = torch.cos(position * rate)
+    return t
+
+
+class Heads(nn.Module):
     def __init__(self, d, h):
         super().__init__()
-        self.lin, self.ln, self.h = nn.Linear(d, d), nn.LayerNorm(d), h
+        self.h, self.d_k = h, d // h
+        self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
 
     def forward(self, x, mask=None):
-        return self.ln(self.lin(x))
+        B, T, d = x.shape
+        q, k, v = self.qkv(x).view(B, T, 3, self.h, self.d_k).permute(2, 0, 3, 1, 4).unbind(0)
+        ctx, _ = attend(q, k, v, mask)
+        return self.out(ctx.transpose(1, 2).contiguous().reshape(B, T, d))
 
 
-def f(x, mask=None):
-    return torch.softmax(x @ x.transpose(-2, -1), dim=-1), x * 2
+class Net(nn.Module):
+    def __init__(self, d, h, d_ff=None, pre=False):
+        super().__init__()
+        self.h, self.pre = h, pre
+        self.attn = Heads(d, h)
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.ffn = nn.Sequential(nn.Linear(d, d_ff or 4 * d), nn.GELU(), nn.Linear(d_ff or 4 * d, d), nn.Dropout(0.1))
+        self.register_buffer("pe", table(16, d))
+
+    def forward(self, x, mask=None):
+        x = x + self.pe[: x.size(1)].to(x.dtype)
+        if self.pre:
+            x = x + self.attn(self.ln1(x), mask)
+            return x + self.ffn(self.ln2(x))
+        x = self.ln1(x + self.attn(x, mask))
+        return self.ln2(x + self.ffn(x))
 
 
 def boom(x):
@@ -687,8 +724,9 @@ def boom(x):
 
 
 def _warm_up_executor(entry) -> None:
-    """Run each kind of call once through the executor on a throwaway generic module (not the
-    assignment), so its code paths, error formatting and torch's are warm in every child."""
+    """Run each kind of call once through the executor on a throwaway generic module (a small
+    attention network, not the assignment: nothing here knows a test or an answer), so the code
+    paths of the executor, the stand-ins and torch's kernels are warm in every child (~10 ms a child)."""
     import numpy as np
 
     folder = tempfile.mkdtemp(prefix="day13-zygote-")
@@ -697,21 +735,46 @@ def _warm_up_executor(entry) -> None:
         # meta_inspect: whatever torch loads lazily for an inspect built on the meta device is loaded
         # here once, not in every child (where a module imported during that build forces a retry).
         loader = entry.ModuleLoader(folder, isolated=True, meta_inspect=True)
+        def numbers(*shape, dtype):  # varied values without numpy.random (a module no child needs)
+            return np.sin(np.arange(np.prod(shape)) * 0.7).reshape(shape).astype(dtype)
+
         for dtype in ("float32", "float64"):
-            x = np.ones((2, 3, 4), dtype=dtype)
-            calls = [
-                ({"op": "function", "module": "zygote_warmup", "name": "f", "args": [{"array": "x"}],
-                  "grad_wrt": ["x"], "grad_out": {"0": "g"}}, {"x": x, "g": np.ones((2, 3, 3), dtype)}),
+            x = numbers(2, 5, 8, dtype=dtype)
+            q = numbers(2, 2, 5, 4, dtype=dtype)
+            g = np.ones((2, 2, 5, 4), dtype)
+            causal = np.tril(np.ones((5, 5), dtype))
+            padding = np.ones((2, 1, 1, 5), dtype=bool)
+            padding[1, ..., 3:] = False
+            weights = {"ln1.weight": np.ones(8, dtype), "ffn.0.weight": numbers(32, 8, dtype=dtype),
+                       "attn.proj.weight": np.eye(8, dtype=dtype)}
+            params = [{"name": n, "paths": [n], "array": f"p{i}"} for i, n in enumerate(weights)]
+            net = {f"p{i}": w for i, w in enumerate(weights.values())}
+            calls = []
+            for mask in (None, causal, padding, causal.astype(bool), causal.astype(np.int64)):
+                arrays = {"Q": q, "K": q, "V": q, "g": g} | ({} if mask is None else {"mask": mask})
+                calls.append(({"op": "function", "module": "zygote_warmup", "name": "attend",
+                               "args": [{"array": n} for n in ("Q", "K", "V", "mask") if n in arrays],
+                               "grad_wrt": ["Q", "K", "V"], "grad_out": {"0": "g"}}, arrays))
+                for pre in (False, True):
+                    calls.append(({"op": "module", "module": "zygote_warmup", "cls": "Net", "init": [8, 2],
+                                   "init_kwargs": {"pre": pre}, "dtype": dtype, "standins": {"attn": "attention"},
+                                   "params": params, "args": [{"array": "x"}] + ([] if mask is None else [{"array": "mask"}]),
+                                   "grad_wrt": ["x"], "grad_params": True, "grad_out": {"0": "x"}},
+                                  {"x": x, **net, **({} if mask is None else {"mask": mask})}))
+            calls += [
+                ({"op": "function", "module": "zygote_warmup", "name": "table", "args": [12, 6]}, {}),
                 ({"op": "function", "module": "zygote_warmup", "name": "boom", "args": [{"array": "x"}]}, {"x": x}),
-                ({"op": "module", "module": "zygote_warmup", "cls": "Net", "init": [4, 2], "dtype": dtype,
-                  "params": [{"name": "lin.weight", "paths": ["lin.weight"], "array": "w"}],
-                  "args": [{"array": "x"}], "grad_wrt": ["x"], "grad_params": True, "grad_out": {"0": "x"}},
-                 {"x": x, "w": np.eye(4, dtype=dtype)}),
-                ({"op": "inspect", "module": "zygote_warmup", "cls": "Net", "init": [4, 2],
-                  "attrs": [{"name": "lin", "paths": ["lin"]}, {"name": "h", "paths": ["h"]}]}, {}),
+                ({"op": "module", "module": "zygote_warmup", "cls": "Heads", "init": [8, 2], "dtype": dtype,
+                  "params": [{"name": "out.weight", "paths": ["out.weight", "W_o.weight"], "array": "w"}],
+                  "args": [{"array": "x"}, {"array": "mask"}]}, {"x": x, "w": np.eye(8, dtype=dtype), "mask": causal}),
             ]
             for header, arrays in calls:
                 entry.execute(header, arrays, loader=loader)
+        for init in ([8, 2], [512, 8]):
+            entry.execute({"op": "inspect", "module": "zygote_warmup", "cls": "Net", "init": init,
+                           "attrs": [{"name": "ffn", "paths": ["ffn"]}, {"name": "h", "paths": ["h"]},
+                                     {"name": "pe", "paths": ["pe"]}, {"name": "W_q", "paths": ["W_q", "Wq"]}]},
+                          {}, loader=loader)
     except Exception:  # a warm-up is an optimisation: never a reason not to start
         pass
     finally:

@@ -75,14 +75,14 @@ def one_submission_breakdown(folder: Path, repeats: int = 4) -> dict:
             prepare_scratch(scratch, slot_uid(DEFAULT_CONFIG, 0))
             transport = SandboxTransport(zygote=zygote, slot=0, scratch=scratch)
             timing = {"calls": 0, "in_calls": 0.0, "spawn": 0.0}
-            call, spawn = transport.call, transport._spawn
+            call_many, spawn = transport.call_many, transport._spawn
 
-            def timed_call(header, arrays, call=call, timing=timing):
+            def timed_call_many(calls, call_many=call_many, timing=timing):
                 start = time.perf_counter()
                 try:
-                    return call(header, arrays)
+                    return call_many(calls)
                 finally:
-                    timing["calls"] += 1
+                    timing["calls"] += len(calls)
                     timing["in_calls"] += time.perf_counter() - start
 
             def timed_spawn(spawn=spawn, timing=timing):
@@ -92,7 +92,7 @@ def one_submission_breakdown(folder: Path, repeats: int = 4) -> dict:
                 finally:
                     timing["spawn"] += time.perf_counter() - start
 
-            transport.call, transport._spawn = timed_call, timed_spawn
+            transport.call_many, transport._spawn = timed_call_many, timed_spawn
             start = time.perf_counter()
             try:
                 score.grade_submission(name="one", directory=scratch, transport=transport)

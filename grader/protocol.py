@@ -84,11 +84,16 @@ def encode(header: dict, arrays: dict[str, np.ndarray] | None = None) -> list:
 
 
 def send_message(sock: socket.socket, header: dict, arrays: dict[str, np.ndarray] | None = None) -> None:
-    """Send one message; blocks until every byte is handed to the kernel.
+    """Send one message; blocks until every byte is handed to the kernel."""
+    send_parts(sock, encode(header, arrays))
+
+
+def send_parts(sock: socket.socket, parts: list) -> None:
+    """Send encoded parts (of one or more messages, see `encode`); blocks until all are handed over.
 
     One sendmsg for all the parts (gathered, not copied) rather than a send per part: the peer,
     blocked in recv, wakes once per message instead of once per part (~100 messages a submission)."""
-    parts = [memoryview(part).cast("B") for part in encode(header, arrays) if len(part)]
+    parts = [memoryview(part).cast("B") for part in parts if len(part)]
     while parts:
         sent = sock.sendmsg(parts[:_MAX_PARTS])
         while parts and sent >= len(parts[0]):  # a partial send: drop what went, resend the rest

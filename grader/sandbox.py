@@ -37,6 +37,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections import deque
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -304,20 +305,86 @@ class SandboxTransport:
 
     # -- public
 
+    # Requests sent ahead of the answers stay under this many bytes: far below a socket's buffer, so
+    # sending ahead never waits for a child that is busy writing answers nobody reads yet.
+    PIPELINE_BYTES = 64 << 10
+
     def call(self, header: dict, arrays: dict[str, np.ndarray]) -> tuple[dict, dict[str, np.ndarray]]:
-        module = str(header.get("module", "")) if isinstance(header, dict) else ""
-        if module in self._condemned:
-            return dict(self._condemned[module]), {}
-        if self._spent >= self.config.submission_budget:
-            return self._fault("Timeout", f"the submission used up its {self.config.submission_budget:g} s "
-                                          "time budget; remaining calls were not run", record=False), {}
-        if self._no_meta and isinstance(header, dict) and header.get("op") == "inspect":
-            header = dict(header, no_meta=True)
-        start = time.monotonic()
-        try:
-            return self._call(module, header, arrays)
-        finally:
-            self._spent += time.monotonic() - start
+        return self.call_many([(header, arrays)])[0]
+
+    def call_many(self, calls: list[tuple[dict, dict]]) -> list[tuple[dict, dict]]:
+        """The answers to several calls, in order, exactly as if they were made one at a time.
+
+        Requests go ahead to the child and the answers come back in order, each within its own
+        time limit, counted from when the child could start on it: the child goes from one call to
+        the next without waiting for the grader, and neither side sleeps and wakes once per call.
+        A fault answers the call that met it; calls sent after it go again, to a fresh child. An
+        answer that needs no child (a condemned module, a used-up budget) is given only when no
+        call is in flight, since a call ahead may still condemn the module or use up the budget."""
+        answers: list = [None] * len(calls)
+        todo = deque(range(len(calls)))  # not sent to the current child yet
+        flight: deque = deque()  # (index, module, header as sent, bytes, sent at), in the order answered
+        flight_bytes = 0
+        answered_at = 0.0  # when the child last answered: it starts on the next call then
+        while todo or flight:
+            while todo:
+                i = todo[0]
+                header, arrays = calls[i]
+                module = str(header.get("module", "")) if isinstance(header, dict) else ""
+                if not flight:
+                    early = self._answer_without_child(module)
+                    if early is None and self._child is None:
+                        start = time.monotonic()
+                        fault = self._spawn()
+                        self._spent += time.monotonic() - start
+                        if fault is not None:
+                            early = self._after_fatal(module, fault, first_use=True), {}
+                    if early is not None:
+                        answers[i] = early
+                        todo.popleft()
+                        continue
+                if self._no_meta and isinstance(header, dict) and header.get("op") == "inspect":
+                    header = dict(header, no_meta=True)
+                parts = protocol.encode(header, arrays)
+                size = sum(len(part) for part in parts)
+                if flight and flight_bytes + size > self.PIPELINE_BYTES:
+                    break
+                sent_at = time.monotonic()
+                try:
+                    # A child that never reads must not block the send either (a call bigger than the socket buffer).
+                    self._child.sock.settimeout(self.config.call_timeout)
+                    protocol.send_parts(self._child.sock, parts)
+                except (TimeoutError, OSError) as exc:
+                    if flight:
+                        break  # the child is stuck on, or died in, a call ahead: its answer says which
+                    todo.popleft()
+                    answers[i] = self._send_failed(module, exc, first_use=module not in self._child.served)
+                    continue
+                todo.popleft()
+                flight.append((i, module, header, size, sent_at))
+                flight_bytes += size
+            if not flight:
+                continue
+            i, module, sent_header, size, sent_at = flight.popleft()
+            flight_bytes -= size
+            if self._spent >= self.config.submission_budget:
+                # Used up by the calls ahead: this one and those behind it are answered without the child.
+                self._stop_child()
+                todo.extendleft(reversed([i] + [entry[0] for entry in flight]))
+                flight.clear()
+                flight_bytes = 0
+                continue
+            start = max(sent_at, answered_at)
+            answer, retry = self._receive(module, sent_header, deadline=start + self.config.call_timeout)
+            answered_at = time.monotonic()
+            self._spent += answered_at - start
+            if answer is not None:
+                answers[i] = answer
+            if self._child is None:  # replaced: what was in flight goes again, to the next child
+                todo.extendleft(reversed(([i] if retry else []) + [entry[0] for entry in flight]))
+                flight.clear()
+                flight_bytes = 0
+        return answers
 
     def output_tail(self) -> str:
         """The last bytes the student's code printed (stdout and stderr together)."""
@@ -341,32 +408,41 @@ class SandboxTransport:
 
     # -- internals
 
-    def _call(self, module, header, arrays):
-        if self._child is None:
-            fault = self._spawn()
-            if fault is not None:
-                return self._after_fatal(module, fault, first_use=True), {}
+    def _answer_without_child(self, module):
+        if module in self._condemned:
+            return dict(self._condemned[module]), {}
+        if self._spent >= self.config.submission_budget:
+            return self._fault("Timeout", f"the submission used up its {self.config.submission_budget:g} s "
+                                          "time budget; remaining calls were not run", record=False), {}
+        return None
+
+    def _send_failed(self, module, exc, first_use):
+        if isinstance(exc, TimeoutError):
+            fault = self._fault("Timeout", f"no answer within {self.config.call_timeout:g} s (an infinite loop, "
+                                           "a sleep, or very slow code); the process was stopped")
+        else:
+            fault = self._death_or_protocol(exc)
+        return self._after_fatal(module, fault, first_use), {}
+
+    def _receive(self, module, header, *, deadline):
+        """(answer, retry) for the oldest call in flight; after a fault or a retry, self._child is None."""
         child = self._child
         first_use = module not in child.served
-        deadline = time.monotonic() + self.config.call_timeout
         try:
-            # A child that never reads must not block the send either (a call bigger than the socket buffer).
-            child.sock.settimeout(self.config.call_timeout)
-            protocol.send_message(child.sock, header, arrays)
             reply, out = protocol.recv_message(child.sock, deadline=deadline)
         except TimeoutError:
-            return self._after_fatal(module, self._fault(
+            return (self._after_fatal(module, self._fault(
                 "Timeout", f"no answer within {self.config.call_timeout:g} s (an infinite loop, a sleep, "
-                           "or very slow code); the process was stopped"), first_use), {}
+                           "or very slow code); the process was stopped"), first_use), {}), False
         except (protocol.ProtocolError, OSError) as exc:
-            return self._after_fatal(module, self._death_or_protocol(exc), first_use), {}
+            return (self._after_fatal(module, self._death_or_protocol(exc), first_use), {}), False
         if "sandbox_exit" in reply:
-            return self._after_fatal(module, self._classify_exit(reply["sandbox_exit"]), first_use), {}
+            return (self._after_fatal(module, self._classify_exit(reply["sandbox_exit"]), first_use), {}), False
         error = reply.get("error") if isinstance(reply, dict) else None
         if isinstance(error, dict) and _is_out_of_memory(error):
-            return self._after_fatal(module, self._fault(
+            return (self._after_fatal(module, self._fault(
                 "OutOfMemory", f"ran out of memory (limit {self.config.memory_bytes >> 20} MB per submission)"
-                               f": {str(error.get('message', ''))[:200]}"), first_use), {}
+                               f": {str(error.get('message', ''))[:200]}"), first_use), {}), False
         child.served.add(module)
         if isinstance(reply, dict) and reply.pop("retry_without_meta", False) \
                 and isinstance(header, dict) and not header.get("no_meta"):
@@ -374,10 +450,14 @@ class SandboxTransport:
             # call (grader/execute.py, _inspect_on_meta): answer from a fresh child that builds on CPU,
             # as every later inspect of this submission will. Not a fault of the submission.
             self._no_meta = True
-            child.kill()
+            self._stop_child()
+            return None, True
+        return (reply, out), False
+
+    def _stop_child(self) -> None:
+        if self._child is not None:
+            self._child.kill()
             self._child = None
-            return self._call(module, dict(header, no_meta=True), arrays)
-        return reply, out
 
     def _spawn(self):
         self._output.truncate(0)

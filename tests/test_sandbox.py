@@ -202,6 +202,66 @@ def test_submission_budget_stops_a_slow_submission(transport):
     assert "time budget" in t.call(fn("nap", module="other"), {})[0]["error"]["message"]
 
 
+# -- batches: calls sent ahead of the answers (SandboxTransport.call_many) ------------------------
+BATCH_MODULE = {"hostile.py": """
+    import os, time, torch
+    def ok(x):
+        return x * 2
+    def spin(x):
+        while True:
+            pass
+    def die(x):
+        os._exit(4)
+    def nap(x):
+        time.sleep(5)
+"""}
+
+
+def batch_call(name, x, module="hostile"):
+    return {"op": "function", "module": module, "name": name, "args": [{"array": "x"}]}, {"x": x}
+
+
+def test_a_batch_is_answered_in_order_as_single_calls_would_be(transport):
+    t = transport(BATCH_MODULE)
+    # ~40 KB per call: only a few fit in flight at once, so sending and reading interleave.
+    xs = [np.full((100, 100), i, dtype=np.float32) for i in range(12)]
+    answers = t.call_many([batch_call("ok", x) for x in xs])
+    assert [a["out0"][0, 0] for _, a in answers] == [2.0 * i for i in range(12)]
+    assert all(h["error"] is None for h, _ in answers) and t.faults == []
+
+
+@pytest.mark.parametrize("bad, kind", [("spin", "Timeout"), ("die", "Crashed")])
+def test_a_fault_in_a_batch_costs_only_the_call_that_met_it(transport, bad, kind):
+    t = transport(BATCH_MODULE)
+    x = np.ones(3, dtype=np.float32)
+    answers = t.call_many([batch_call("ok", x), batch_call(bad, x), batch_call("ok", x), batch_call("ok", x)])
+    kinds = [h["error"]["type"] if h["error"] else None for h, _ in answers]
+    assert kinds == [None, kind, None, None]
+    assert [a["out0"].tolist() for _, a in answers if a] == [[2.0] * 3] * 3
+    assert t.fault_types == [kind]  # the calls after it were answered by a fresh child, not failed
+
+
+def test_a_module_that_kills_its_child_at_import_is_condemned_within_a_batch(transport):
+    t = transport({"hostile.py": "import os\nos._exit(9)\ndef f(x):\n    pass\n",
+                   "fine.py": "def f(x):\n    return x + 1\n"})
+    x = np.zeros(2, dtype=np.float32)
+    answers = t.call_many([batch_call("f", x)] * 3 + [batch_call("f", x, module="fine")])
+    messages = [h["error"]["message"] if h["error"] else None for h, _ in answers]
+    assert all("exit status 9" in m for m in messages[:3]) and "not retried" in messages[2]
+    assert messages[3] is None and answers[3][1]["out0"].tolist() == [1.0, 1.0]
+    assert len(t.faults) == 2
+
+
+def test_the_submission_budget_holds_for_a_batch(transport):
+    t = transport(BATCH_MODULE, config=dataclasses.replace(CONFIG, call_timeout=0.5, submission_budget=1.0))
+    x = np.ones(1, dtype=np.float32)
+    start = time.monotonic()
+    answers = t.call_many([batch_call("nap", x)] * 5 + [batch_call("ok", x, module="other")])
+    assert time.monotonic() - start < 2 * CONFIG.call_timeout + 3
+    assert [h["error"]["type"] for h, _ in answers] == ["Timeout"] * 6
+    assert "time budget" in answers[-1][0]["error"]["message"]
+
+
 def test_output_is_captured_and_bounded(transport):
     t = transport({"hostile.py": """
         import torch

@@ -6,7 +6,7 @@ grader/execute.py) and send it through a transport:
 
 - `InProcessTransport(directory)` runs the executor in this process on trusted code only
   (the reference, catalogue mutants, our correct variants);
-- the engine's `SandboxTransport` (grader/run.py) runs it in the sandboxed child on student code.
+- the engine's `SandboxTransport` (grader/sandbox.py) runs it in the sandboxed child on student code.
 
 The adapter records every call with the student's answer, so that grader/score.py can replay
 the calls of a failing test on the bug-catalogue mutants and name the misconception.
@@ -50,17 +50,35 @@ class InProcessTransport:
     def call(self, header: dict, arrays: dict) -> tuple[dict, dict]:
         return execute(header, arrays, loader=self.loader)
 
+    def call_many(self, calls: list[tuple[dict, dict]]) -> list[tuple[dict, dict]]:
+        return [self.call(header, arrays) for header, arrays in calls]
+
     def close(self) -> None:
         pass
 
 
-@dataclass
 class Result:
-    """A submission's answer to one call."""
+    """A submission's answer to one call; in a batch, filled in when the batch is sent (on first use)."""
 
-    header: dict
-    arrays: dict
-    request: str = ""  # what was asked, in words, for feedback
+    def __init__(self, header: dict | None = None, arrays: dict | None = None, request: str = "", *, send=None):
+        self._header, self._arrays = header, arrays
+        self.request = request  # what was asked, in words, for feedback
+        self._send = send  # sends the batch this answer belongs to, while it is pending
+
+    def fill(self, header: dict, arrays: dict) -> None:
+        self._header, self._arrays, self._send = header, arrays, None
+
+    @property
+    def header(self) -> dict:
+        if self._send is not None:
+            self._send()
+        return self._header
+
+    @property
+    def arrays(self) -> dict:
+        if self._send is not None:
+            self._send()
+        return self._arrays
 
     @property
     def error(self) -> dict | None:
@@ -112,20 +130,31 @@ def call_key(header: dict, arrays: dict) -> str:
 
 @dataclass
 class Adapter:
-    """Builds calls for the hidden tests; one per submission (or the reference)."""
+    """Builds calls for the hidden tests; one per submission (or the reference).
+
+    batch=True (a submission's adapter): calls are not sent when made but together, when one of
+    their answers is first read or at `send()`; a hidden test asks all its calls before it checks
+    any, so each test's calls go to the sandboxed child as one pipelined batch."""
 
     transport: object
     cache: dict | None = None  # call key -> Result (the reference shares one across a batch)
     record: bool = False
+    batch: bool = False
     calls: list = field(default_factory=list)
     current_test: str = ""
+    _pending: list = field(default_factory=list)  # (header, arrays, Result) not sent yet
 
     # -- plumbing ---------------------------------------------------------------------
     def call(self, header: dict, arrays: dict, request: str = "") -> Result:
         arrays = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
+        if self.batch:  # sent later: the caller may change its arrays meanwhile
+            arrays = {k: v.copy() for k, v in arrays.items()}
         key = call_key(header, arrays) if self.cache is not None else None
         if key is not None and key in self.cache:
             result = self.cache[key]
+        elif self.batch:
+            result = Result(request=request, send=self.send)
+            self._pending.append((header, arrays, result))
         else:
             h, a = self.transport.call(header, arrays)
             result = Result(h, a, request)
@@ -134,6 +163,16 @@ class Adapter:
         if self.record:
             self.calls.append(Recorded(self.current_test, header, arrays, result))
         return result
+
+    def send(self) -> None:
+        """Send the pending calls as one batch and fill in their answers."""
+        pending, self._pending = self._pending, []
+        if pending:
+            requests = [(header, arrays) for header, arrays, _ in pending]
+            call_many = getattr(self.transport, "call_many", None)  # any transport with call() will do
+            answers = call_many(requests) if call_many else [self.transport.call(h, a) for h, a in requests]
+            for (_, _, result), (h, a) in zip(pending, answers):
+                result.fill(h, a)
 
     # -- self_attention.py -------------------------------------------------------------
     def sdpa(self, Q, K, V, mask=None, *, grad_out=None) -> Result:

@@ -24,6 +24,7 @@ import io
 import os
 import re
 import stat
+import struct
 import sys
 import unicodedata
 import xml.etree.ElementTree as ET
@@ -45,6 +46,10 @@ MAX_PDF_INFLATED = 16 * 2**20  # total bytes inflated from PDF content streams
 
 MIN_HEATMAP_SIDE = 300
 MIN_DIAGRAM_SIDE = 100
+# Not blank: at least this many colours, each on >= 0.05 % of the picture, and this share of
+# pixels clearly unlike the background (a heatmap is a range of colours; a diagram a few lines).
+HEATMAP_COLOURS, HEATMAP_INK = 3, 0.02
+DIAGRAM_COLOURS, DIAGRAM_INK = 2, 0.0005
 MIN_TOKENS = 4
 ROW_SUM_TOLERANCE = 1e-3
 ANALYSIS_LINES = (4, 5)
@@ -220,11 +225,11 @@ def _sniff(data: bytes) -> str:
 # --------------------------------------------------------------------------- images
 
 
-def _decode_image(name: str, data: bytes, formats: tuple[str, ...]):
-    """Decode with Pillow (verify, then a full load); any failure is a _Problem."""
+def _decode_image(name: str, data: bytes, formats: tuple[str, ...], *, load: bool = True):
+    """Open with Pillow and verify the structure; decode the pixels too unless load=False (then
+    `_load_pixels` does it, if they are needed). Any failure is a _Problem."""
     from PIL import Image
 
-    what = " or ".join(formats)
     try:
         # MAX_PIXELS is below Pillow's own decompression-bomb limit, so the header check comes first.
         with Image.open(io.BytesIO(data), formats=list(formats)) as probe:
@@ -236,18 +241,30 @@ def _decode_image(name: str, data: bytes, formats: tuple[str, ...]):
         image = Image.open(io.BytesIO(data), formats=list(formats))
         if image.format == "JPEG":
             image.draft("RGB", (2048, 2048))  # decode big photos at a reduced scale
-        image.load()
-        return image
     except _Problem:
         raise
     except Exception as error:  # Pillow raises many types for broken files; all mean the same here
-        kind = _sniff(data)
-        if kind in ("a PNG image", "a JPEG image") and kind.split()[1] in formats:
-            why = f"it starts like {kind} but is damaged or cut short ({type(error).__name__}: {str(error)[:80]})"
-        else:
-            why = f"it is {kind}, not {what}"
-        raise _Problem(f"{name} could not be opened as {what}: {why}. Export the image again "
-                       "(e.g. plt.savefig) and check that it opens in an image viewer.") from None
+        raise _unreadable(name, data, formats, error) from None
+    return _load_pixels(name, data, formats, image) if load else image
+
+
+def _load_pixels(name: str, data: bytes, formats: tuple[str, ...], image):
+    try:
+        image.load()
+    except Exception as error:
+        raise _unreadable(name, data, formats, error) from None
+    return image
+
+
+def _unreadable(name: str, data: bytes, formats: tuple[str, ...], error: Exception) -> _Problem:
+    what = " or ".join(formats)
+    kind = _sniff(data)
+    if kind in ("a PNG image", "a JPEG image") and kind.split()[1] in formats:
+        why = f"it starts like {kind} but is damaged or cut short ({type(error).__name__}: {str(error)[:80]})"
+    else:
+        why = f"it is {kind}, not {what}"
+    return _Problem(f"{name} could not be opened as {what}: {why}. Export the image again "
+                    "(e.g. plt.savefig) and check that it opens in an image viewer.")
 
 
 def _to_rgb(image):
@@ -264,17 +281,20 @@ def _to_rgb(image):
     return image.convert("RGB")
 
 
+def _reduction(size: tuple[int, int]) -> int:
+    """The box size that brings a picture down to <= 512 px a side."""
+    return max(1, -(-max(size) // 512))
+
+
 def _pixel_stats(image) -> tuple[float, int]:
     """(ink, colours): the share of pixels clearly unlike the background colour, and how many
     colours cover a visible share of the picture. Box-averaged down to <= 512 px a side (a 1-pixel
     pen line in a 1600-pixel scan still stands out), so noise in a photo of blank paper does not."""
     from PIL import Image, ImageChops
 
-    small = _small_rgb(image)
+    small = _small_rgb(image, _reduction(image.size))
     rgb = np.asarray(small).reshape(-1, 3)  # (pixels, 3) uint8
-    top = (rgb >> 4).astype(np.int32)  # 4 bits per channel
-    codes = (top[:, 0] << 8) | (top[:, 1] << 4) | top[:, 2]  # the same codes as top @ [256, 16, 1], faster
-    counts = np.bincount(codes, minlength=4096)
+    codes, counts = _colour_bins(rgb)
     # The mean colour of the most common code. Integer sums channel by channel: the same value as
     # rgb[mask].mean(axis=0) (float64 sums of integers this small are exact) at a tenth of the time.
     mask = codes == counts.argmax()
@@ -287,11 +307,17 @@ def _pixel_stats(image) -> tuple[float, int]:
     return ink, colours
 
 
-def _small_rgb(image):
-    """The picture in RGB, box-averaged to <= 512 px a side, composited on white where transparent."""
+def _colour_bins(rgb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each pixel's colour bin (4 bits per channel) and the pixel count of each of the 4096 bins."""
+    top = (rgb >> 4).astype(np.int32)
+    codes = (top[:, 0] << 8) | (top[:, 1] << 4) | top[:, 2]  # the same codes as top @ [256, 16, 1], faster
+    return codes, np.bincount(codes, minlength=4096)
+
+
+def _small_rgb(image, factor: int):
+    """The picture in RGB, box-averaged by `factor`, composited on white where transparent."""
     from PIL import Image, ImageChops
 
-    factor = max(1, -(-max(image.size) // 512))
     if image.mode == "RGBA" and image.getchannel("A").getextrema()[0] == 255:
         image = image.convert("RGB")  # opaque, as matplotlib saves a figure: the alpha band says nothing
     if image.mode == "RGBA":
@@ -311,6 +337,59 @@ def _small_rgb(image):
     return small.reduce(factor) if factor > 1 else small
 
 
+def _drawn_in_the_top_quarter(data: bytes, size: tuple[int, int], min_colours: int, min_ink: float) -> bool:
+    """Whether the top quarter of a PNG alone proves the whole picture is not blank (then the rest
+    is never decoded: decoding is most of a deliverables check). False means "not proven", not blank.
+
+    The top rows, reduced with the whole picture's box size, are exactly the top of the whole
+    reduced picture, so a colour's pixel count there is a lower bound of its count in the whole.
+    Enough colours then means enough colours. For ink: two colours whose pixels differ by more than
+    80 in one channel cannot both be within 40 of the background, whatever colour it turns out to
+    be, so the smaller of the two counts is a lower bound of the ink."""
+    width, height = size
+    factor = _reduction(size)
+    rows = height // 4 // factor * factor
+    strip = _png_rows(data, rows) if rows else None
+    if strip is None:
+        return False
+    pixels = -(-width // factor) * -(-height // factor)  # of the whole reduced picture
+    _, counts = _colour_bins(np.asarray(_small_rgb(strip, factor)).reshape(-1, 3))
+    if int((counts >= max(1, 0.0005 * pixels)).sum()) < min_colours:
+        return False
+    big = np.nonzero(counts >= max(1, min_ink * pixels))[0]
+    levels = np.stack([big >> 8, (big >> 4) & 15, big & 15], axis=1)  # (bins, 3) of 16 levels each
+    # Bins 6 levels apart hold pixels at least 6 * 16 - 15 = 81 apart.
+    return len(big) >= 2 and bool((levels.max(axis=0) - levels.min(axis=0) >= 6).any())
+
+
+def _png_rows(data: bytes, rows: int):
+    """The first `rows` rows of an 8-bit RGB or RGBA PNG without interlacing, decoding only those;
+    None for any other PNG (the caller then decodes the whole picture)."""
+    from PIL import Image
+
+    header, compressed, at = None, [], 8
+    while at + 8 <= len(data):
+        length, kind = struct.unpack(">I4s", data[at:at + 8])
+        if kind == b"IHDR" and length >= 13:
+            header = struct.unpack(">IIBBBBB", data[at + 8:at + 21])
+        elif kind == b"IDAT":
+            compressed.append(data[at + 8:at + 8 + length])
+        elif kind == b"IEND":
+            break
+        at += 12 + length
+    if header is None or not compressed:
+        return None
+    width, height, depth, colour, _, _, interlace = header
+    mode = {2: "RGB", 6: "RGBA"}.get(colour)
+    if depth != 8 or mode is None or interlace or not 0 < rows <= height:
+        return None
+    try:
+        # Pillow's PNG ("zip") decoder stops once the rows asked for are complete.
+        return Image.frombytes(mode, (width, rows), b"".join(compressed), "zip", mode)
+    except Exception:
+        return None
+
+
 # --------------------------------------------------------------------------- heatmap
 
 
@@ -318,18 +397,19 @@ def _judge_heatmap(name: str, data: bytes) -> str:
     if not data.startswith(b"\x89PNG\r\n\x1a\n"):
         raise _Problem(f"{name} is not a PNG: it is {_sniff(data)}. Save the figure as PNG, e.g. "
                        "plt.savefig('attention_heatmap.png'), or run `make heatmap`.")
-    image = _decode_image(name, data, ("PNG",))
+    image = _decode_image(name, data, ("PNG",), load=False)
     width, height = image.size
     if min(width, height) < MIN_HEATMAP_SIDE:
         raise _Problem(f"{name} is {width}x{height} pixels, too small to read the token labels; it must be at least "
                        f"{MIN_HEATMAP_SIDE}x{MIN_HEATMAP_SIDE}. Save with a larger figure or dpi, e.g. "
                        "plt.figure(figsize=(6, 5)) and plt.savefig(..., dpi=100).")
-    ink, colours = _pixel_stats(image)
-    if colours < 3 or ink < 0.02:
-        raise _Problem(f"{name} looks blank: {colours} colour(s), and {ink:.1%} of it differs from the background. "
-                       "A heatmap shows a range of weights: plot the T x T matrix with plt.imshow(weights, cmap='viridis') "
-                       "and add plt.colorbar() before saving.")
-    return f"{name}: a {width}x{height} PNG with {colours} colours."
+    if not _drawn_in_the_top_quarter(data, image.size, HEATMAP_COLOURS, HEATMAP_INK):
+        ink, colours = _pixel_stats(_load_pixels(name, data, ("PNG",), image))
+        if colours < HEATMAP_COLOURS or ink < HEATMAP_INK:
+            raise _Problem(f"{name} looks blank: {colours} colour(s), and {ink:.1%} of it differs from the background. "
+                           "A heatmap shows a range of weights: plot the T x T matrix with plt.imshow(weights, cmap='viridis') "
+                           "and add plt.colorbar() before saving.")
+    return f"{name}: a {width}x{height} PNG."
 
 
 def _judged(check_id: str, title: str, root: str, names, missing_hint: str, max_bytes: int, judge) -> Check:
@@ -566,13 +646,15 @@ def _judge_pdf(name: str, data: bytes) -> str:
 
 
 def _judge_raster_diagram(name: str, data: bytes) -> str:
-    image = _decode_image(name, data, ("PNG", "JPEG"))
+    image = _decode_image(name, data, ("PNG", "JPEG"), load=False)
     width, height = image.size
     if min(width, height) < MIN_DIAGRAM_SIDE:
         raise _Problem(f"{name} is {width}x{height} pixels, too small to read; save it at least "
                        f"{MIN_DIAGRAM_SIDE} pixels on each side.")
-    ink, colours = _pixel_stats(image)
-    if colours < 2 or ink < 0.0005:
+    if data.startswith(b"\x89PNG") and _drawn_in_the_top_quarter(data, image.size, DIAGRAM_COLOURS, DIAGRAM_INK):
+        return f"{name}: a {width}x{height} PNG image."
+    ink, colours = _pixel_stats(_load_pixels(name, data, ("PNG", "JPEG"), image))
+    if colours < DIAGRAM_COLOURS or ink < DIAGRAM_INK:
         raise _Problem(f"{name} looks blank (almost all one colour). Draw the block: attention, add & norm, "
                        "feed-forward, with the shapes; a clear photo of a paper drawing is fine.")
     kind = "PNG" if data.startswith(b"\x89PNG") else "JPEG"

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tomllib
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -390,6 +391,73 @@ def test_pixel_statistics_of_a_translucent_picture_equal_those_of_it_composited_
     ink_white, colours_white = deliverables._pixel_stats(on_white)
     # Averaging and compositing commute exactly; only integer rounding may differ (by one level).
     assert abs(ink - ink_white) < 2e-3 and abs(colours - colours_white) <= max(2, colours_white // 50)
+
+
+def sample_pictures() -> dict[str, Image.Image]:
+    """Pictures near and far from the blank thresholds, content at the top, at the bottom or nowhere."""
+    rng = np.random.default_rng(7)
+    pictures = {"reference heatmap": Image.open(REFERENCE / "attention_heatmap.png"),
+                "reference diagram": Image.open(REFERENCE / "transformer_block.png"),
+                "blank": Image.new("RGB", (800, 600), "white"),
+                "faint noise": Image.fromarray((250 + rng.integers(0, 6, (600, 800, 3))).astype(np.uint8)),
+                "transparent": transparent_canvas()}
+    for where, box in (("top", (50, 20, 750, 120)), ("bottom", (50, 480, 750, 580))):
+        for width in (1, 3, 40):
+            image = Image.new("RGB", (800, 600), "white")
+            ImageDraw.Draw(image).rectangle(box, outline="black", width=width)
+            pictures[f"{where} frame {width}px"] = image
+    grey = Image.new("RGB", (800, 600), (128, 128, 128))  # two colours only 40 apart: no ink at all
+    ImageDraw.Draw(grey).rectangle((480, 0, 799, 599), fill=(168, 168, 168))
+    pictures["close greys"] = grey
+    halves = Image.new("RGB", (800, 600), "white")  # exactly two colours: ink, but too few for a heatmap
+    ImageDraw.Draw(halves).rectangle((0, 0, 399, 599), fill="black")
+    pictures["black and white halves"] = halves
+    colours = Image.new("RGBA", (640, 640), (255, 255, 255, 0))
+    for i in range(8):
+        ImageDraw.Draw(colours).rectangle((80 * i, 0, 80 * i + 79, 639), fill=(30 * i, 255 - 30 * i, 128, 255))
+    pictures["colour stripes on transparent"] = colours
+    return pictures
+
+
+@pytest.mark.parametrize("colours, ink, usual", [
+    (deliverables.HEATMAP_COLOURS, deliverables.HEATMAP_INK, "reference heatmap"),
+    (deliverables.DIAGRAM_COLOURS, deliverables.DIAGRAM_INK, "reference diagram")])
+def test_the_top_quarter_shortcut_never_passes_a_picture_the_whole_picture_would_fail(colours, ink, usual):
+    proven = []
+    for label, picture in sample_pictures().items():
+        data = png_bytes(picture)
+        if deliverables._drawn_in_the_top_quarter(data, picture.size, colours, ink):
+            whole_ink, whole_colours = deliverables._pixel_stats(Image.open(io.BytesIO(data)))
+            assert whole_colours >= colours and whole_ink >= ink, label
+            proven.append(label)
+    assert usual in proven  # the usual case takes the shortcut
+    assert not {"blank", "faint noise", "transparent", "close greys"} & set(proven)
+
+
+def test_a_diagram_drawn_only_at_the_bottom_is_decoded_whole_and_accepted(sub):
+    image = Image.new("RGB", (800, 600), "white")
+    ImageDraw.Draw(image).rectangle((50, 480, 750, 580), outline="black", width=3)
+    (sub / "transformer_block.png").write_bytes(png_bytes(image))
+    assert check(sub, "diagram").passed
+
+
+@pytest.mark.parametrize("convert", [lambda im: im.convert("P"), lambda im: im.convert("I;16"),
+                                     lambda im: im.convert("L")])
+def test_pngs_the_shortcut_does_not_read_are_judged_whole(sub, convert):
+    image = Image.new("RGB", (800, 600), "white")
+    ImageDraw.Draw(image).rectangle((50, 40, 750, 580), outline="black", width=3)
+    (sub / "transformer_block.png").write_bytes(png_bytes(convert(image)))
+    assert check(sub, "diagram").passed
+    (sub / "transformer_block.png").write_bytes(png_bytes(convert(Image.new("RGB", (800, 600), "white"))))
+    assert "blank" in check(sub, "diagram").message
+
+
+def test_the_shortcut_leaves_interlaced_pngs_to_the_whole_decode():
+    data = bytearray((REFERENCE / "attention_heatmap.png").read_bytes())
+    assert deliverables._png_rows(bytes(data), 10) is not None
+    data[28] = 1  # IHDR's interlace byte (Pillow cannot write an interlaced PNG), with its CRC redone
+    data[29:33] = zlib.crc32(bytes(data[12:29])).to_bytes(4, "big")
+    assert deliverables._png_rows(bytes(data), 10) is None
 
 
 def test_thin_pen_drawing_photographed_as_jpeg_is_accepted(sub):

@@ -88,8 +88,11 @@ def static_forbidden(directory: Path) -> dict[str, set[str]]:
         if path.stem == NOTEBOOK_MODULE:
             # A notebook's cells are strings inside the generated module: scan each cell and blame
             # the contract file whose names that cell defines.
-            for cell in _notebook_cells(tree):
-                names = _forbidden_in(cell)
+            cells = _notebook_cells(tree)
+            # Cells share one namespace: an alias imported in one cell is the same name in the next.
+            aliases = set().union(*(_torch_aliases(cell) for cell in cells))
+            for cell in cells:
+                names = _forbidden_in(cell, aliases)
                 for file in {CONTRACT_FILE_OF[n] for n in _defined_names(cell) if n in CONTRACT_FILE_OF} if names else ():
                     found.setdefault(file, set()).update(names)
             continue
@@ -106,27 +109,37 @@ CONTRACT_FILE_OF = {"scaled_dot_product_attention": "self_attention.py", "causal
                     "TransformerBlock": "block.py"}
 
 
-def _forbidden_in(tree) -> set[str]:
-    torch_aliases = {"torch", "F", "nn", "functional"}
+def _forbidden_in(tree, aliases=()) -> set[str]:
+    """Forbidden APIs the code names: imported by name from torch, or reached as an attribute of
+    a torch alias (`torch`, `F`, `nn`, `functional`, what it imports torch as, and `aliases`)."""
+    torch_aliases = {"torch", "F", "nn", "functional", *aliases}
     names = set()
     attributes = []  # judged once every alias is known: one walk of the tree instead of two
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute):
             if node.attr in FORBIDDEN_NAMES:
                 attributes.append(node)
-        elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.split(".")[0] == "torch":
-                    torch_aliases.add((alias.asname or alias.name).split(".")[0])
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
-            for alias in node.names:
-                if alias.name in FORBIDDEN_NAMES:
-                    names.add(alias.name)
-                torch_aliases.add(alias.asname or alias.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            torch_aliases |= _aliases_of(node)
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
+                names |= {alias.name for alias in node.names if alias.name in FORBIDDEN_NAMES}
     for node in attributes:
         if _root(node) in torch_aliases:
             names.add(node.attr)
     return names
+
+
+def _torch_aliases(tree) -> set[str]:
+    return set().union(*(_aliases_of(node) for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))))
+
+
+def _aliases_of(node) -> set[str]:
+    """The names an import statement binds to torch or to something inside it."""
+    if isinstance(node, ast.Import):
+        return {(alias.asname or alias.name).split(".")[0] for alias in node.names if alias.name.split(".")[0] == "torch"}
+    if (node.module or "").split(".")[0] == "torch":
+        return {alias.asname or alias.name for alias in node.names}
+    return set()
 
 
 def _notebook_cells(tree) -> list:

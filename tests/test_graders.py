@@ -222,6 +222,16 @@ def test_static_scan_reads_notebook_cells_and_blames_the_part_a_cell_defines(tmp
     assert score.static_forbidden(tmp_path) == {"multihead.py": {"MultiheadAttention"}}
 
 
+def test_static_scan_knows_a_torch_alias_imported_in_an_earlier_notebook_cell(tmp_path):
+    from grader.intake import NOTEBOOK_MODULE, notebook_module_source
+
+    cells = ["import torch.nn.functional as G",
+             "def scaled_dot_product_attention(Q, K, V, mask=None):\n"
+             "    return G.scaled_dot_product_attention(Q, K, V), None\n"]
+    (tmp_path / f"{NOTEBOOK_MODULE}.py").write_text(notebook_module_source("day13.ipynb", cells))
+    assert score.static_forbidden(tmp_path) == {"self_attention.py": {"scaled_dot_product_attention"}}
+
+
 def test_reference_results_are_cached_across_submissions():
     ref = score.reference_adapter()
     killrate.grade(SOLUTIONS, "warm")

@@ -276,3 +276,41 @@ def test_scratch_moves_out_of_a_temporary_folder_the_sandbox_uid_cannot_enter(tm
         assert run.scratch_base() == open_to_all.resolve()
     finally:
         open_to_all.rmdir()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("runuser"), reason="needs root to run the grader as another user")
+def test_without_root_the_engine_grades_alike_with_the_layers_it_has():
+    # An instructor's laptop: no namespaces, no uid drop; Landlock, seccomp and rlimits still apply,
+    # each record says which layers were on, the grades are the root run's, and nothing is left.
+    tmp_path = Path(tempfile.mkdtemp(prefix="day13-nonroot-"))  # pytest's own folder is root's only
+    subs = tmp_path / "subs"
+    make_submission(subs / "alice")
+    make_submission(subs / "bob", {"positional.py": "raise ImportError('bob broke it')\n"})
+    make_submission(subs / "eve", {"block.py": "import os\nos.kill(os.getppid(), 9)\n"})
+    out = tmp_path / "out"
+    for folder in (tmp_path, out):
+        folder.mkdir(exist_ok=True)
+        os.chmod(folder, 0o777)
+    for path in subs.rglob("*"):
+        os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    os.chmod(subs, 0o755)
+    cmd = ["runuser", "-u", "nobody", "--", sys.executable, "-m", "grader", "grade", str(subs), "--out", str(out),
+           "--jobs", "2"]
+    done = subprocess.run(cmd, cwd=KIT, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "HOME": str(tmp_path), "TMPDIR": str(tmp_path)})
+    assert done.returncode == 0, done.stdout + done.stderr
+    def parts(name):
+        scores = {}
+        for t in record(out, name)["tests"]:
+            scores[t["component"]] = scores.get(t["component"], 0) + t["score"]
+        return scores
+
+    full = {"self_attention": 30, "multihead": 25, "positional": 15, "block": 20}
+    assert {c: parts("alice")[c] for c in full} == full
+    assert {c: parts("bob")[c] for c in full} == {**full, "positional": 0}
+    assert {c: parts("eve")[c] for c in full} == {**full, "block": 0}  # killing its parent killed only itself
+    layers = record(out, "alice")["isolation"]
+    assert layers["pidns"] is False and layers["netns"] is False and layers["uid"] is False
+    assert layers["rlimits"] is True
+    assert settled(lambda: [p for p in descendants(os.getpid())]) == []
+    shutil.rmtree(tmp_path, ignore_errors=True)

@@ -370,17 +370,15 @@ class SandboxTransport:
             if self._spent >= self.config.submission_budget:
                 # Used up by the calls ahead: this one and those behind it are answered without the child.
                 self._stop_child()
-                todo.extendleft(reversed([i] + [entry[0] for entry in flight]))
-                flight.clear()
-                flight_bytes = 0
-                continue
-            start = max(sent_at, answered_at)
-            answer, retry = self._receive(module, sent_header, deadline=start + self.config.call_timeout)
-            answered_at = time.monotonic()
-            self._spent += answered_at - start
+                answer, retry = None, True
+            else:
+                start = max(sent_at, answered_at)
+                answer, retry = self._receive(module, sent_header, deadline=start + self.config.call_timeout)
+                answered_at = time.monotonic()
+                self._spent += answered_at - start
             if answer is not None:
                 answers[i] = answer
-            if self._child is None:  # replaced: what was in flight goes again, to the next child
+            if self._child is None:  # stopped or replaced: what was in flight goes again, to the next child
                 todo.extendleft(reversed(([i] if retry else []) + [entry[0] for entry in flight]))
                 flight.clear()
                 flight_bytes = 0
@@ -417,12 +415,12 @@ class SandboxTransport:
         return None
 
     def _send_failed(self, module, exc, first_use):
-        if isinstance(exc, TimeoutError):
-            fault = self._fault("Timeout", f"no answer within {self.config.call_timeout:g} s (an infinite loop, "
-                                           "a sleep, or very slow code); the process was stopped")
-        else:
-            fault = self._death_or_protocol(exc)
+        fault = self._timed_out() if isinstance(exc, TimeoutError) else self._death_or_protocol(exc)
         return self._after_fatal(module, fault, first_use), {}
+
+    def _timed_out(self) -> dict:
+        return self._fault("Timeout", f"no answer within {self.config.call_timeout:g} s (an infinite loop, a sleep, "
+                                      "or very slow code); the process was stopped")
 
     def _receive(self, module, header, *, deadline):
         """(answer, retry) for the oldest call in flight; after a fault or a retry, self._child is None."""
@@ -431,9 +429,7 @@ class SandboxTransport:
         try:
             reply, out = protocol.recv_message(child.sock, deadline=deadline)
         except TimeoutError:
-            return (self._after_fatal(module, self._fault(
-                "Timeout", f"no answer within {self.config.call_timeout:g} s (an infinite loop, a sleep, "
-                           "or very slow code); the process was stopped"), first_use), {}), False
+            return (self._after_fatal(module, self._timed_out(), first_use), {}), False
         except (protocol.ProtocolError, OSError) as exc:
             return (self._after_fatal(module, self._death_or_protocol(exc), first_use), {}), False
         if "sandbox_exit" in reply:
@@ -574,12 +570,10 @@ def _zygote_main(spec: dict) -> None:
     zygote_pid = os.getpid()
     while ctrls:
         ready, _, _ = select.select([*ctrls, wake_r], [], [])
-        if wake_r in ready:
-            with contextlib.suppress(OSError):
-                os.read(wake_r, 512)
-            _reap(live)
         for ctrl in ready:
-            if ctrl == wake_r:
+            if ctrl is wake_r:
+                with contextlib.suppress(OSError):
+                    os.read(wake_r, 512)  # only a wake-up: the reaping is below
                 continue
             try:
                 msg, fds, _, _ = socket.recv_fds(ctrl, 4096, 2)
@@ -604,14 +598,14 @@ def _zygote_main(spec: dict) -> None:
                 live[pid] = sock_fd  # kept until the child is reaped, then closed
             else:
                 os.close(sock_fd)  # the grader sees the connection close: "failed to start"
-        _reap(live)  # a child may have ended between two selects without its SIGCHLD waking us yet
+        _reap(live)  # after every wake-up: a SIGCHLD, or a child that ended while we were busy
 
 
 MADV_HUGEPAGE, MADV_COLLAPSE, HUGE_PAGE = 14, 25, 2 << 20
 
 
-def _huge_pages(libc) -> int:
-    """Back the zygote's anonymous memory (~150 MB, mostly torch's) with 2 MB pages; returns bytes.
+def _huge_pages(libc) -> None:
+    """Back the zygote's anonymous memory (~150 MB, mostly torch's) with 2 MB pages.
 
     fork() copies one page-table entry per 4 KB page of it for every child, and the child's exit
     frees them: ~37,000 entries, ~7 ms of CPU per child. With huge pages that is ~75 entries. A
@@ -619,11 +613,10 @@ def _huge_pages(libc) -> int:
     mapping), so what children copy is unchanged. Best effort: a kernel without MADV_COLLAPSE
     (< 6.1) or with transparent huge pages off refuses, and nothing else changes."""
     libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    done = 0
     try:
         maps = Path("/proc/self/maps").read_text().splitlines()
     except OSError:
-        return 0
+        return
     for line in maps:
         fields = line.split()
         # Private, writable, anonymous (no file, or the brk heap): the memory fork copies entries for.
@@ -631,10 +624,8 @@ def _huge_pages(libc) -> int:
             continue
         low, high = (int(x, 16) for x in fields[0].split("-"))
         low, high = -(-low // HUGE_PAGE) * HUGE_PAGE, high // HUGE_PAGE * HUGE_PAGE
-        if high > low and libc.madvise(low, high - low, MADV_HUGEPAGE) == 0 \
-                and libc.madvise(low, high - low, MADV_COLLAPSE) == 0:
-            done += high - low
-    return done
+        if high > low and libc.madvise(low, high - low, MADV_HUGEPAGE) == 0:
+            libc.madvise(low, high - low, MADV_COLLAPSE)
 
 
 def _own_pid_namespace() -> int:
@@ -694,11 +685,11 @@ def _reap(live: dict[int, int]) -> None:
         sock_fd = live.pop(pid, None)
         if sock_fd is None:
             continue  # something a child left behind, or a child whose report went already
-        frame = protocol.encode({"sandbox_exit": {"code": os.waitstatus_to_exitcode(status)}})
         with contextlib.suppress(OSError), socket.socket(fileno=sock_fd) as sock:
             # Never block the zygote: a child that filled the socket loses its exit report, and the
             # grader then sees the connection close instead.
-            sock.sendmsg([memoryview(part).cast("B") for part in frame if len(part)], [], socket.MSG_DONTWAIT)
+            sock.setblocking(False)
+            protocol.send_message(sock, {"sandbox_exit": {"code": os.waitstatus_to_exitcode(status)}})
 
 
 def skip_absent_device_seed_stacks(torch) -> None:
@@ -739,7 +730,7 @@ def _warm_up(torch) -> None:
         y = layers(y) + torch.cat([torch.sin(pos), torch.cos(pos)], dim=-1).repeat(1, 1)
         # A scalar, as the executor differentiates: backward(gradient) on a tensor would import
         # torch.fx's symbolic shapes and sympy (~0.3 s, ~34 MB that every fork would copy for nothing).
-        (y * torch.ones_like(y)).sum().backward()
+        y.sum().backward()
     torch.manual_seed(0)
 
 

@@ -15,6 +15,7 @@ import importlib
 import inspect
 import tomllib
 from collections import defaultdict
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -87,16 +88,17 @@ def static_forbidden(directory: Path) -> dict[str, set[str]]:
             continue
         if path.stem == NOTEBOOK_MODULE:
             # A notebook's cells are strings inside the generated module: scan each cell and blame
-            # the contract file whose names that cell defines.
-            cells = _notebook_cells(tree)
-            # Cells share one namespace: an alias imported in one cell is the same name in the next.
-            aliases = set().union(*(_torch_aliases(cell) for cell in cells))
-            for cell in cells:
-                names = _forbidden_in(cell, aliases)
+            # the contract file whose names that cell defines. Cells share one namespace, so an
+            # alias imported in one cell is judged in all of them.
+            cells = [(cell, _torch_uses(cell)) for cell in _notebook_cells(tree)]
+            aliases = set().union(*(uses.aliases for _, uses in cells))
+            for cell, uses in cells:
+                names = uses.forbidden(aliases)
                 for file in {CONTRACT_FILE_OF[n] for n in _defined_names(cell) if n in CONTRACT_FILE_OF} if names else ():
                     found.setdefault(file, set()).update(names)
             continue
-        names = _forbidden_in(tree)
+        uses = _torch_uses(tree)
+        names = uses.forbidden(uses.aliases)
         if names:
             found.setdefault(path.name, set()).update(names)
     return found
@@ -109,28 +111,33 @@ CONTRACT_FILE_OF = {"scaled_dot_product_attention": "self_attention.py", "causal
                     "TransformerBlock": "block.py"}
 
 
-def _forbidden_in(tree, aliases=()) -> set[str]:
-    """Forbidden APIs the code names: imported by name from torch, or reached as an attribute of
-    a torch alias (`torch`, `F`, `nn`, `functional`, what it imports torch as, and `aliases`)."""
-    torch_aliases = {"torch", "F", "nn", "functional", *aliases}
-    names = set()
-    attributes = []  # judged once every alias is known: one walk of the tree instead of two
+@dataclass
+class _TorchUses:
+    """What one walk of a syntax tree finds: the names it binds to torch, the roots of its
+    attributes named like a forbidden API (`F` in `F.scaled_dot_product_attention`), and the
+    forbidden APIs it imports by name from torch."""
+
+    aliases: set
+    roots: list
+    imported: set
+
+    def forbidden(self, aliases) -> set[str]:
+        """The forbidden APIs used, with `aliases` (and the usual torch, F, nn, functional) as torch."""
+        torch_names = {"torch", "F", "nn", "functional", *aliases}
+        return self.imported | {attr for root, attr in self.roots if root in torch_names}
+
+
+def _torch_uses(tree) -> _TorchUses:
+    uses = _TorchUses(set(), [], set())
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute):
             if node.attr in FORBIDDEN_NAMES:
-                attributes.append(node)
+                uses.roots.append((_root(node), node.attr))
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            torch_aliases |= _aliases_of(node)
+            uses.aliases |= _aliases_of(node)
             if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
-                names |= {alias.name for alias in node.names if alias.name in FORBIDDEN_NAMES}
-    for node in attributes:
-        if _root(node) in torch_aliases:
-            names.add(node.attr)
-    return names
-
-
-def _torch_aliases(tree) -> set[str]:
-    return set().union(*(_aliases_of(node) for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))))
+                uses.imported |= {alias.name for alias in node.names if alias.name in FORBIDDEN_NAMES}
+    return uses
 
 
 def _aliases_of(node) -> set[str]:

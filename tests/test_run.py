@@ -312,5 +312,5 @@ def test_without_root_the_engine_grades_alike_with_the_layers_it_has():
     layers = record(out, "alice")["isolation"]
     assert layers["pidns"] is False and layers["netns"] is False and layers["uid"] is False
     assert layers["rlimits"] is True
-    assert settled(lambda: [p for p in descendants(os.getpid())]) == []
+    assert settled(lambda: descendants(os.getpid())) == []
     shutil.rmtree(tmp_path, ignore_errors=True)

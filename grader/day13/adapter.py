@@ -70,15 +70,16 @@ class Result:
 
     @property
     def header(self) -> dict:
-        if self._send is not None:
-            self._send()
-        return self._header
+        return self._answer()[0]
 
     @property
     def arrays(self) -> dict:
+        return self._answer()[1]
+
+    def _answer(self) -> tuple[dict, dict]:
         if self._send is not None:
             self._send()
-        return self._arrays
+        return self._header, self._arrays
 
     @property
     def error(self) -> dict | None:

@@ -314,3 +314,23 @@ def test_without_root_the_engine_grades_alike_with_the_layers_it_has():
     assert layers["rlimits"] is True
     assert settled(lambda: descendants(os.getpid())) == []
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_every_correct_variant_gets_full_code_marks_through_the_sandbox(tmp_path):
+    # The in-process graders already give them full marks (test_graders.py); this proves the engine
+    # (sandbox, pipelined batches, stand-ins) adds no false "wrong" on the way.
+    from grader.day13 import killrate
+
+    subs = tmp_path / "subs"
+    for folder in killrate.variants():
+        shutil.copytree(folder, subs / folder.name)
+    out = tmp_path / "out"
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG) == 0
+    full = {"self_attention": 30, "multihead": 25, "positional": 15, "block": 20}
+    for folder in killrate.variants():
+        scores = {c: 0.0 for c in full}
+        for t in record(out, folder.name)["tests"]:
+            if t["component"] in full:
+                scores[t["component"]] += t["score"]
+        assert scores == full, folder.name
+    no_leftovers()

@@ -62,7 +62,7 @@ MIN_COPIED_WORDS = 10
 FINGERPRINTS = Path(__file__).with_name("handout_ngrams.txt")
 _HASH_BYTES = 6
 
-# Accepted names (matched case-insensitively), in order of preference (student-api.md "Deliverables").
+# Accepted names (matched case-insensitively), in order of preference (assignments/day13/CONTRACT.md, "The other deliverables").
 HEATMAP_NAMES = ("attention_heatmap.png",)
 WEIGHTS_NAMES = ("attention_weights.npy",)
 ANALYSIS_NAMES = ("analysis.md", "analysis.txt")

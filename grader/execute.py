@@ -44,7 +44,7 @@ import torch
 from grader import forbidden
 
 STUDENT_MODULES = ("self_attention", "multihead", "positional", "block")
-# Each part is graded on its own (student-api.md, "One bug costs one component"): multihead.py
+# Each part is graded on its own (assignments/day13/CONTRACT.md, "One bug costs one part"): multihead.py
 # is imported against the grader's attention functions and block.py against the grader's
 # MultiHeadAttention, so a bug (or a failed import) in one file never costs another file's points.
 ALWAYS_STANDIN = {"multihead": ("self_attention",), "block": ("multihead",)}
@@ -644,4 +644,4 @@ def _find_tensor(obj, paths, cls_name) -> torch.Tensor:
             return value
     raise GraderCallError(
         f"{cls_name} has no tensor at {' or '.join(paths)}: the contract's attribute names let the "
-        "grader load fixed weights (see student-api.md)")
+        "grader load fixed weights (see assignments/day13/CONTRACT.md)")

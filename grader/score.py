@@ -104,7 +104,7 @@ def static_forbidden(directory: Path) -> dict[str, set[str]]:
     return found
 
 
-# Which contract file each graded name belongs to (student-api.md), for notebook cells.
+# Which contract file each graded name belongs to (assignments/day13/CONTRACT.md), for notebook cells.
 CONTRACT_FILE_OF = {"scaled_dot_product_attention": "self_attention.py", "causal_mask": "self_attention.py",
                     "SelfAttention": "self_attention.py", "MultiHeadAttention": "multihead.py",
                     "positional_encoding": "positional.py", "PositionalEncoding": "positional.py",

@@ -22,7 +22,7 @@ import numpy as np
 
 from grader.execute import ModuleLoader, execute
 
-# Parameter names the contract allows, most usual first (student-api.md).
+# Parameter names the contract allows, most usual first (assignments/day13/CONTRACT.md).
 PARAM_PATHS = {
     "W_q": ("W_q.weight", "Wq.weight"),
     "W_k": ("W_k.weight", "Wk.weight"),

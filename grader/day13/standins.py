@@ -1,7 +1,7 @@
 """Grader stand-ins: small, known modules that take the place of a student's part.
 
 The block is graded with StandInAttention in place of the student's MultiHeadAttention, so a
-bug in multihead.py never costs block points (student-api.md, "One bug costs one component").
+bug in multihead.py never costs block points (assignments/day13/CONTRACT.md, "One bug costs one part").
 The stand-in is a real attention (so the block's mask pass-through changes its output) with
 one grader-loaded projection. When a student's self_attention.py fails to import, its
 multihead.py is imported against the stand-in functions below instead.

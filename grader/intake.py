@@ -2,11 +2,18 @@
 
 Nothing here runs student code. A scratch copy holds regular files only: a symlink is never
 followed out of a submission (it is skipped and the skip is noted), file count and size are
-capped, zip entries that climb out of the copy or would inflate past the caps are refused.
-A notebook becomes importable as the four contract modules, so it is graded like .py files.
+capped, zip entries that climb out of the copy or would inflate past the caps are refused, and
+a path deeper or longer than the caps is skipped with a note. A notebook becomes importable as
+the four contract modules, so it is graded like .py files.
+
+Every name here was chosen by a student: it is data wherever it goes. A row name is a plain
+file name made from it; two entries whose row names would collide both get a suffix made from
+their own name (never one at the other's expense) and both are flagged; notes show names with
+escapes for what is not printable text; generated code holds a name only as a string literal.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -15,6 +22,8 @@ import stat
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+
+from grader.report import CLASS_FILES  # the class files beside the row folders: no row is named like one
 
 CONTRACT_MODULES = ("self_attention", "multihead", "positional", "block")
 NOTEBOOK_MODULE = "_day13_notebook"
@@ -27,6 +36,11 @@ class IntakeLimits:
     max_file_bytes: int = 20 << 20
     max_total_bytes: int = 60 << 20
     max_zip_ratio: int = 200  # uncompressed / compressed, for entries over 1 MB
+    # The released assignment is flat; a student's own folders add a level or two. Deeper or longer
+    # paths are skipped (with a note) before anything is created, so the scratch copy stays far from
+    # the kernel's limits (255 bytes a name, 4096 a path) and no walk over it recurses deeply.
+    max_depth: int = 16  # folder levels below the submission's top
+    max_path_chars: int = 240  # characters of a path inside the submission
 
 
 DEFAULT_LIMITS = IntakeLimits()
@@ -37,6 +51,7 @@ class Submission:
     name: str  # the row name: sanitised, unique
     source: Path  # the folder, .zip or .ipynb as found
     kind: str  # "folder" | "zip" | "notebook" | "symlink"
+    flags: tuple[str, ...] = ()  # why the row name is not the entry's own name, in words
 
 
 @dataclass
@@ -67,13 +82,87 @@ def discover(folder: Path) -> list[Submission]:
             found.append((entry.name[:-4], Path(entry.path), "zip"))
         elif entry.is_file(follow_symlinks=False) and entry.name.lower().endswith(".ipynb"):
             found.append((entry.name[:-6], Path(entry.path), "notebook"))
-    names: set[str] = set()
-    result = []
-    for raw, path, kind in found:
-        name = unique_name(sanitise(raw), names)
-        names.add(name)
-        result.append(Submission(name=name, source=path, kind=kind))
-    return result
+    named = row_names([(raw, path.name, _label(path.name, kind)) for raw, path, kind in found])
+    return [Submission(name=name, source=path, kind=kind, flags=flags)
+            for (_, path, kind), (name, flags) in zip(found, named)]
+
+
+def row_names(entries: list[tuple[str, str, str]]) -> list[tuple[str, tuple[str, ...]]]:
+    """(row name, flags) for each (stem, entry name, label) of one class folder, in the same order.
+
+    A row name is the sanitised stem. Stems whose row names would be equal (ignoring case, so the
+    output folders do not collide on a case-insensitive filesystem either) are a collision: an
+    entry whose stem is already a plain name keeps it if it is the only one, every other gets a
+    suffix made from its own entry name, so which entry gets which row never depends on the order
+    or the presence of the others. A name that sanitising changed is flagged; so is a collision,
+    on every entry in it.
+    """
+    plain = [sanitise(stem) for stem, _, _ in entries]
+    groups: dict[str, list[int]] = {}
+    for i, name in enumerate(plain):
+        groups.setdefault(name.lower(), []).append(i)
+    names: list[str | None] = [None] * len(entries)
+    flags: list[list[str]] = [[] for _ in entries]
+    for key, members in groups.items():
+        unchanged = [i for i in members if entries[i][0] == plain[i]]
+        keeper = unchanged[0] if len(unchanged) == 1 and key not in CLASS_FILES else None
+        for i in members:
+            names[i] = plain[i] if i == keeper or (len(members) == 1 and key not in CLASS_FILES) \
+                else f"{plain[i]}-{_digest(entries[i][1])}"
+    taken = {n.lower() for n in names if n}
+    # A suffixed name that another entry already has as its plain name: a longer suffix.
+    for i, name in enumerate(names):
+        if name != plain[i] and sum(n.lower() == name.lower() for n in names) > 1:
+            longer = f"{plain[i]}-{_digest(entries[i][1], 16)}"
+            names[i] = unique_name(longer, taken - {name.lower()})
+            taken.add(names[i].lower())
+    labels = [label for _, _, label in entries]
+    for key, members in groups.items():
+        if len(members) > 1:
+            who = ", ".join(f"{labels[i]!r} as {names[i]}" for i in members)
+            for i in members:
+                flags[i].append(f"row names collided: {who} would all be named {plain[i]}; each has its own row")
+        elif key in CLASS_FILES:
+            i = members[0]
+            flags[i].append(f"row name {names[i]}: {labels[i]!r} is named like a class file of the output folder")
+    for i, (stem, _, _) in enumerate(entries):
+        if stem != plain[i] and len(groups[plain[i].lower()]) == 1:
+            flags[i].append(f"row name {names[i]}: the submitted name {labels[i]!r} is not a plain file name")
+    return [(name, tuple(flag)) for name, flag in zip(names, flags)]
+
+
+def _digest(text: str, length: int = 6) -> str:
+    return hashlib.sha256(os.fsencode(text)).hexdigest()[:length]
+
+
+def source_label(sub: Submission) -> str:
+    """The entry a row came from, as text: the file name, or the folder name with a trailing /."""
+    return _label(sub.source.name, sub.kind)
+
+
+def _label(entry: str, kind: str) -> str:
+    return printable(entry) + ("/" if kind == "folder" else "")
+
+
+def printable(name: str) -> str:
+    """A name as text any file, page or terminal can hold: a byte that was not UTF-8 (which
+    os.fsdecode keeps as a lone surrogate) and a control or format character become escapes."""
+    out = []
+    for ch in name:
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif ch.isprintable():
+            out.append(ch)
+        else:
+            out.append(ch.encode("unicode_escape", "backslashreplace").decode("ascii"))
+    return "".join(out)
+
+
+def _shown(path: str, limit: int = 120) -> str:
+    """A path for a note: printable, and shortened in the middle when long."""
+    text = printable(path)
+    return text if len(text) <= limit else f"{text[:limit // 2]}…{text[-limit // 3:]} ({len(text)} characters)"
 
 
 def sanitise(raw: str) -> str:
@@ -82,7 +171,7 @@ def sanitise(raw: str) -> str:
 
 
 def unique_name(name: str, taken: set[str]) -> str:
-    # Case-insensitive, so the output folders do not collide on a case-insensitive filesystem either.
+    """`name`, or `name-2`, `name-3`... whichever is first not in `taken` (compared ignoring case)."""
     lower = {t.lower() for t in taken}
     candidate, k = name, 2
     while candidate.lower() in lower:
@@ -96,7 +185,7 @@ def materialise(sub: Submission, dest: Path, *, limits: IntakeLimits = DEFAULT_L
     dest.mkdir(parents=True, exist_ok=True)
     intake = Intake()
     if sub.kind == "symlink":
-        intake.notes.append(f"{sub.source.name} is a symlink; the engine never follows a symlink out of a "
+        intake.notes.append(f"{printable(sub.source.name)} is a symlink; the engine never follows a symlink out of a "
                             "submission, so nothing was graded")
     elif sub.kind == "folder":
         _copy_tree(sub.source, dest, intake, limits)
@@ -111,26 +200,39 @@ def materialise(sub: Submission, dest: Path, *, limits: IntakeLimits = DEFAULT_L
 # --------------------------------------------------------------------------- folders
 
 
-def _copy_tree(src: Path, dest: Path, intake: Intake, limits: IntakeLimits, rel: str = "") -> None:
+def _copy_tree(src: Path, dest: Path, intake: Intake, limits: IntakeLimits, rel: str = "", depth: int = 0) -> None:
     try:
         entries = sorted(os.scandir(src), key=lambda e: e.name)
     except OSError as exc:
-        intake.notes.append(f"could not read {rel or '.'}: {exc.strerror}")
+        intake.notes.append(f"could not read {_shown(rel) or '.'}: {exc.strerror}")
         return
     for entry in entries:
         path = f"{rel}{entry.name}"
         if entry.is_symlink():
             target = os.readlink(entry.path)
-            intake.notes.append(f"skipped symlink {path} -> {target} (symlinks are never followed)")
+            intake.notes.append(f"skipped symlink {_shown(path)} -> {_shown(target)} (symlinks are never followed)")
         elif entry.is_dir(follow_symlinks=False):
-            if entry.name in SKIPPED_DIRS:
+            if entry.name in SKIPPED_DIRS or _over_caps(path, depth + 1, intake, limits, "folder "):
                 continue
             (dest / entry.name).mkdir(exist_ok=True)
-            _copy_tree(Path(entry.path), dest / entry.name, intake, limits, rel=path + "/")
+            _copy_tree(Path(entry.path), dest / entry.name, intake, limits, rel=path + "/", depth=depth + 1)
         elif entry.is_file(follow_symlinks=False):
-            _copy_file(Path(entry.path), dest / entry.name, intake, limits, rel=path)
+            if not _over_caps(path, depth, intake, limits):
+                _copy_file(Path(entry.path), dest / entry.name, intake, limits, rel=path)
         else:
-            intake.notes.append(f"skipped {path}: not a regular file")
+            intake.notes.append(f"skipped {_shown(path)}: not a regular file")
+
+
+def _over_caps(path: str, depth: int, intake: Intake, limits: IntakeLimits, what: str = "") -> bool:
+    """Note and refuse a path `depth` folder levels deep that is deeper or longer than the caps."""
+    if depth > limits.max_depth:
+        intake.notes.append(f"skipped {what}{_shown(path)}: more than {limits.max_depth} levels deep")
+        return True
+    if len(path) > limits.max_path_chars or any(len(os.fsencode(part)) > 255 for part in path.split("/")):
+        intake.notes.append(f"skipped {what}{_shown(path)}: its path is too long (over {limits.max_path_chars} "
+                            "characters, or a name over 255 bytes)")
+        return True
+    return False
 
 
 def _copy_file(src: Path, dest: Path, intake: Intake, limits: IntakeLimits, rel: str | None = None) -> None:
@@ -141,10 +243,11 @@ def _copy_file(src: Path, dest: Path, intake: Intake, limits: IntakeLimits, rel:
     try:
         fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as exc:
-        intake.notes.append(f"skipped {rel}: {exc.strerror}")
+        intake.notes.append(f"skipped {_shown(rel)}: {exc.strerror}")
         return
     with os.fdopen(fd, "rb") as fin:
-        _store(fin, dest, limits.max_file_bytes, intake, f"skipped {rel}: larger than {limits.max_file_bytes >> 20} MB")
+        _store(fin, dest, limits.max_file_bytes, intake,
+               f"skipped {_shown(rel)}: larger than {limits.max_file_bytes >> 20} MB")
 
 
 def _room_for(intake: Intake, limits: IntakeLimits, size: int, rel: str) -> bool:
@@ -154,10 +257,10 @@ def _room_for(intake: Intake, limits: IntakeLimits, size: int, rel: str) -> bool
             intake.files += 1  # note once
         return False
     if size > limits.max_file_bytes:
-        intake.notes.append(f"skipped {rel}: larger than {limits.max_file_bytes >> 20} MB")
+        intake.notes.append(f"skipped {_shown(rel)}: larger than {limits.max_file_bytes >> 20} MB")
         return False
     if intake.bytes + size > limits.max_total_bytes:
-        intake.notes.append(f"skipped {rel}: the submission is over {limits.max_total_bytes >> 20} MB in total")
+        intake.notes.append(f"skipped {_shown(rel)}: the submission is over {limits.max_total_bytes >> 20} MB in total")
         return False
     return True
 
@@ -187,13 +290,13 @@ def _extract_zip(src: Path, dest: Path, intake: Intake, limits: IntakeLimits) ->
     try:
         archive = zipfile.ZipFile(src)
     except (zipfile.BadZipFile, OSError) as exc:
-        intake.notes.append(f"{src.name} is not a readable zip file ({exc}); nothing was graded")
+        intake.notes.append(f"{printable(src.name)} is not a readable zip file ({exc}); nothing was graded")
         return
     with archive:
         members = [m for m in archive.infolist() if not m.is_dir() and not _ignored(m.filename)]
         declared = sum(m.file_size for m in members)
         if declared > limits.max_total_bytes:
-            intake.notes.append(f"{src.name} would unpack to {declared >> 20} MB, over the "
+            intake.notes.append(f"{printable(src.name)} would unpack to {declared >> 20} MB, over the "
                                 f"{limits.max_total_bytes >> 20} MB cap (a zip bomb?); nothing was extracted")
             return
         prefix = _single_top_folder([m.filename for m in members])
@@ -217,16 +320,18 @@ def _extract_member(archive, member, prefix, dest, intake, limits) -> None:
     name = member.filename
     mode = member.external_attr >> 16
     if stat.S_ISLNK(mode):
-        intake.notes.append(f"skipped symlink {name} in the zip (symlinks are never followed)")
+        intake.notes.append(f"skipped symlink {_shown(name)} in the zip (symlinks are never followed)")
         return
     rel = name[len(prefix):] if prefix and name.startswith(prefix) else name
     parts = PurePosixPath(rel).parts
     if ("\\" in rel or not parts or rel.startswith("/") or ".." in parts or ":" in parts[0]):
-        intake.notes.append(f"refused zip entry {name!r}: its path leaves the submission")
+        intake.notes.append(f"refused zip entry {_shown(name)}: its path leaves the submission")
+        return
+    if _over_caps(rel, len(parts) - 1, intake, limits, "zip entry "):
         return
     if member.compress_size and member.file_size > (1 << 20) and \
             member.file_size / member.compress_size > limits.max_zip_ratio:
-        intake.notes.append(f"refused zip entry {name!r}: compressed {member.file_size // member.compress_size}:1 "
+        intake.notes.append(f"refused zip entry {_shown(name)}: compressed {member.file_size // member.compress_size}:1 "
                             "(a zip bomb?)")
         return
     if not _room_for(intake, limits, member.file_size, rel):
@@ -236,7 +341,7 @@ def _extract_member(archive, member, prefix, dest, intake, limits) -> None:
     # Read at most the cap, whatever the header declared: a lying header cannot inflate past it.
     with archive.open(member) as fin:
         _store(fin, target, min(limits.max_file_bytes, limits.max_total_bytes - intake.bytes), intake,
-               f"refused zip entry {name!r}: it unpacks past the size cap")
+               f"refused zip entry {_shown(name)}: it unpacks past the size cap")
 
 
 # --------------------------------------------------------------------------- notebooks
@@ -264,17 +369,18 @@ def _maybe_convert_notebook(dest: Path, intake: Intake) -> None:
         return
     preferred = [n for n in notebooks if n.name == "day13.ipynb"]
     notebook = (preferred or notebooks)[0]
+    label = printable(notebook.name)
     try:
         cells = notebook_code_cells(notebook)
     except Exception as exc:  # nbformat raises several kinds for a damaged file
-        intake.notes.append(f"could not read the notebook {notebook.name} ({type(exc).__name__}: {exc})"[:300])
+        intake.notes.append(f"could not read the notebook {label} ({type(exc).__name__}: {exc})"[:300])
         return
-    (dest / f"{NOTEBOOK_MODULE}.py").write_text(notebook_module_source(notebook.name, cells), encoding="utf-8")
+    (dest / f"{NOTEBOOK_MODULE}.py").write_text(notebook_module_source(label, cells), encoding="utf-8")
     for module in CONTRACT_MODULES:
-        (dest / f"{module}.py").write_text(contract_module_source(notebook.name, module), encoding="utf-8")
-    intake.notebook = notebook.name
+        (dest / f"{module}.py").write_text(contract_module_source(label, module), encoding="utf-8")
+    intake.notebook = label
     if len(notebooks) > 1:
-        intake.notes.append(f"several notebooks: graded {notebook.name}")
+        intake.notes.append(f"several notebooks: graded {label}")
 
 
 def notebook_code_cells(path: Path) -> list[str]:
@@ -315,17 +421,21 @@ SIBLING_IMPORTS = {"multihead": ("self_attention", "scaled_dot_product_attention
 
 
 def notebook_module_source(notebook_name: str, cells: list[str]) -> str:
-    """The notebook's cells and a function that runs them, each under try/except, in a namespace."""
+    """The notebook's cells and a function that runs them, each under try/except, in a namespace.
+
+    The notebook's name is the student's: it appears only as a string literal (repr), never as text
+    pasted into the source, where a quote in it would end the string and change the code."""
     return (
-        f'"""Generated from {notebook_name}: every code cell, in order. A cell that raises is\n'
-        'recorded and skipped, so one bad cell does not lose the definitions of later ones."""\n'
+        '"""Generated from the notebook named in NOTEBOOK: every code cell, in order. A cell that\n'
+        'raises is recorded and skipped, so one bad cell does not lose the definitions of later ones."""\n'
         "import traceback as _traceback\n\n"
+        f"NOTEBOOK = {notebook_name!r}\n"
         f"CELLS = {json.dumps(cells, ensure_ascii=True, indent=0)}\n\n\n"
         "def run_cells(namespace):\n"
         "    errors = namespace.setdefault('_CELL_ERRORS', [])\n"
         "    for i, source in enumerate(CELLS, 1):\n"
         "        try:\n"
-        f"            exec(compile(source, '{notebook_name} cell ' + str(i), 'exec'), namespace)\n"
+        "            exec(compile(source, f'{NOTEBOOK} cell {i}', 'exec'), namespace)\n"
         "        except BaseException as exc:  # SystemExit too: a later cell may define what is graded\n"
         "            errors.append((i, _traceback.format_exception_only(type(exc), exc)[-1].strip()))\n"
     )
@@ -333,7 +443,7 @@ def notebook_module_source(notebook_name: str, cells: list[str]) -> str:
 
 def contract_module_source(notebook_name: str, module: str) -> str:
     """A contract module made of the notebook's definitions (run in this module's own namespace)."""
-    text = (f'"""Generated from {notebook_name}: the names its code cells define."""\n'
+    text = (f"# Generated from a notebook ({NOTEBOOK_MODULE}.NOTEBOOK): the names its code cells define.\n"
             f"from {NOTEBOOK_MODULE} import run_cells as _run_cells\n\n"
             "_run_cells(globals())\n")
     if module in SIBLING_IMPORTS:

@@ -37,6 +37,7 @@ class SubmissionResult:
     submission: str  # row name: folder name, zip name without .zip, notebook stem
     tests: list[TestResult] = field(default_factory=list)
     status: str = "ok"  # "ok", or a short reason: "timeout", "crashed", "import-error: multihead.py", ...
+    source: str = ""  # the folder, .zip or .ipynb the row came from, as named in the class folder
     notes: list[str] = field(default_factory=list)  # faults stated in words (timeouts, crashes, symlinks)
     isolation: dict = field(default_factory=dict)  # which sandbox layers were active, e.g. {"netns": True}
     execution_time: float = 0.0  # seconds, excluded from determinism checks

@@ -37,7 +37,7 @@ from urllib.parse import quote
 from grader.records import COMPONENTS, SubmissionResult, TestResult
 
 RECORD_VERSION = 1
-GRADES_COLUMNS = ("submission", "total", "max_total", *COMPONENTS, "status")
+GRADES_COLUMNS = ("submission", "total", "max_total", *COMPONENTS, "status", "source")
 PLOTS = "_plots"  # intake never names a submission with a leading "_", so no student folder can clash
 CLASS_FILES = ("grades.csv", "summary.md", "report.html", PLOTS)
 MAX_HEATMAPS = 8  # drawn per class report; a 200-student class must not spend its time plotting
@@ -364,12 +364,12 @@ def grades_csv(records: list[SubmissionResult]) -> str:
     for r in sorted(records, key=lambda r: r.submission):
         parts = r.component_scores()
         writer.writerow([_cell(r.submission), _number(r.total), _number(r.max_total),
-                         *(_number(parts.get(c, 0.0)) for c in COMPONENTS), _cell(r.status)])
+                         *(_number(parts.get(c, 0.0)) for c in COMPONENTS), _cell(r.status), _cell(r.source)])
     return buffer.getvalue()
 
 
 def _cell(text: str) -> str:
-    """A spreadsheet runs a cell starting with = + - @ as a formula: a folder name must not."""
+    """A spreadsheet runs a cell starting with = + - @ as a formula: a file or folder name must not."""
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
@@ -410,7 +410,16 @@ def class_stats(records: list[SubmissionResult], hints: dict[str, str]) -> dict:
         "faults": [(r.submission, r.status, list(r.notes)) for r in records if r.status != "ok" or r.notes],
         "heatmaps": _heatmap_candidates(records),
         "rows": [(r.submission, r.total, r.max_total, r.status) for r in records],
+        "renamed": [(r.submission, r.source) for r in records if r.source and _stem(r.source) != r.submission],
     }
+
+
+def _stem(source: str) -> str:
+    """The name a row would have if its source's name were used as it is."""
+    for end in ("/", ".zip", ".ipynb"):
+        if source.lower().endswith(end):
+            return source[: -len(end)]
+    return source
 
 
 # ---------------------------------------------------------------- evidence -> heatmaps
@@ -631,6 +640,11 @@ def summary_markdown(stats: dict, plots: dict, problems: list[str]) -> str:
             out += [f"({missing} more not drawn; each student's feedback.md has the numbers.)", ""]
     else:
         out += ["No failing attention test left weights to show.", ""]
+    if stats.get("renamed"):
+        out += ["## Rows not named as submitted", "",
+                "Sanitised or colliding names (each row's notes say why); `source` in grades.csv has them all.", "",
+                "| row | submitted as |", "| --- | --- |"]
+        out += [f"| {_md_inline(name)} | {_md_inline(source)} |" for name, source in stats["renamed"]] + [""]
     out += ["## Faults and notes", ""]
     if stats["faults"]:
         for name, status, notes in stats["faults"]:
@@ -699,6 +713,12 @@ def report_html(stats: dict, plots: dict, problems: list[str]) -> str:
             out.append(f"<p>{missing} more not drawn; each student's feedback.md has the numbers.</p>")
     else:
         out.append("<p>No failing attention test left weights to show.</p>")
+    if stats.get("renamed"):
+        out += ["<h2>Rows not named as submitted</h2>",
+                "<p>Sanitised or colliding names (each row's notes say why); <code>source</code> in grades.csv "
+                "has them all.</p>", "<table><tr><th>row</th><th>submitted as</th></tr>"]
+        out += [f"<tr><td>{e(name)}</td><td><code>{e(source)}</code></td></tr>" for name, source in stats["renamed"]]
+        out.append("</table>")
     out.append("<h2>Faults and notes</h2>")
     if stats["faults"]:
         out.append("<ul>")

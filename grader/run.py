@@ -54,7 +54,7 @@ def main(*, submissions, out, jobs=None, force=False, shard=None, config: Sandbo
     # An output folder inside the submissions folder is not a student.
     subs = [s for s in subs if not _contains(s.source, out)]
     subs = [s for i, s in enumerate(subs) if i % shard_n == shard_k - 1]
-    todo = [s for s in subs if force or not is_complete(out / s.name)]
+    todo = [s for s in subs if force or not is_complete(out / s.name, source=intake.source_label(s))]
     skipped = len(subs) - len(todo)
     out.mkdir(parents=True, exist_ok=True)
     if is_root():
@@ -110,14 +110,17 @@ def parse_jobs(jobs) -> int:
     return int(jobs)
 
 
-def is_complete(folder: Path) -> bool:
-    """A submission counts as graded when its record.json (written last, atomically) parses."""
+def is_complete(folder: Path, *, source: str | None = None) -> bool:
+    """A submission counts as graded when its record.json (written last, atomically) parses, and
+    it was graded from `source` (a row name that passed to another entry is graded again)."""
     try:
         data = json.loads((folder / "record.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
+    if not isinstance(data, dict) or source is not None and data.get("source", "") not in ("", source):
+        return False
     # An engine fault is ours, not the student's: such a row is graded again.
-    return isinstance(data, dict) and data.get("submission") == folder.name and \
+    return data.get("submission") == folder.name and \
         data.get("status") != "engine-error" and all((folder / f).is_file() for f in ("results.json", "feedback.md"))
 
 
@@ -320,8 +323,8 @@ class _Worker:
         except Exception:  # the engine's own fault: it costs this row only
             tb = traceback.format_exc(limit=-3)
             fault = tb.strip().splitlines()[-1]
-            result = SubmissionResult(submission=sub.name, status="engine-error",
-                                      notes=[f"the grading engine failed on this submission: {tb[-600:]}"])
+            result = SubmissionResult(submission=sub.name, status="engine-error", source=intake.source_label(sub),
+                                      notes=[*sub.flags, f"the grading engine failed on this submission: {tb[-600:]}"])
         try:
             self.report.write_submission(self.out, result)
         except Exception as exc:
@@ -343,8 +346,8 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
             isolation = dict(transport.isolation)
     finally:
         intake.remove(scratch)
-    result.submission = sub.name
-    result.notes = _dedupe(list(taken.notes) + list(result.notes) + faults)
+    result.submission, result.source = sub.name, intake.source_label(sub)
+    result.notes = _dedupe(list(sub.flags) + list(taken.notes) + list(result.notes) + faults)
     if taken.notebook:
         result.notes.insert(0, f"graded the code cells of {taken.notebook}")
     if fault_types and result.status in ("ok", "", None):

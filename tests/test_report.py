@@ -27,7 +27,7 @@ def _test(name, score, max_score, output="", hint_id=None, title=""):
                       hint_id=hint_id, title=title or name)
 
 
-def make_record(name, *, buggy=False, status="ok", notes=(), execution_time=0.5, evidence=None):
+def make_record(name, *, buggy=False, status="ok", notes=(), execution_time=0.5, evidence=None, source=None):
     """A plausible record: the full rubric shape, with an unscaled-attention bug when `buggy`."""
     sdpa_out = ""
     if buggy:
@@ -46,15 +46,16 @@ def make_record(name, *, buggy=False, status="ok", notes=(), execution_time=0.5,
         _test("deliverables.readme", 4, 4),
         _test("deliverables.heatmap_png", 0 if buggy else 6, 6, "attention_heatmap.png is blank" if buggy else ""),
     ]
+    source = f"{name}/" if source is None else source
     if evidence is None and buggy:
         evidence = {"test": "self_attention.sdpa_worked_example", "expected": EXPECTED_W, "got": UNSCALED_W}
-    return SubmissionResult(submission=name, tests=tests, status=status, notes=list(notes),
+    return SubmissionResult(submission=name, tests=tests, status=status, notes=list(notes), source=source,
                             isolation={"netns": True, "uid": True}, execution_time=execution_time,
                             evidence=evidence or {})
 
 
 CLASS = [
-    make_record("zoe"),
+    make_record("zoe", source="zoe.zip"),
     make_record("Adam", buggy=True),
     make_record("bob_timeout", status="timeout", notes=["multihead.py: forward ran past the 2 s limit"]),
     make_record("carol", buggy=True, evidence={"x": "not a matrix", "y": [[1, 2], [3]]}),
@@ -84,20 +85,33 @@ def test_grades_csv_has_the_agreed_columns_one_row_each_sorted_by_name(graded):
     with open(graded / "grades.csv", newline="") as f:
         rows = list(csv.reader(f))
     assert rows[0] == ["submission", "total", "max_total", "self_attention", "multihead",
-                       "positional", "block", "deliverables", "status"]
+                       "positional", "block", "deliverables", "status", "source"]
     assert [r[0] for r in rows[1:]] == sorted(r.submission for r in CLASS)
     by_name = {r[0]: r for r in rows[1:]}
-    assert by_name["Adam"] == ["Adam", "69", "100", "5", "25", "15", "20", "4", "ok"]
-    assert by_name["zoe"] == ["zoe", "100", "100", "30", "25", "15", "20", "10", "ok"]
-    assert by_name["bob_timeout"][-1] == "timeout"
+    assert by_name["Adam"] == ["Adam", "69", "100", "5", "25", "15", "20", "4", "ok", "Adam/"]
+    assert by_name["zoe"] == ["zoe", "100", "100", "30", "25", "15", "20", "10", "ok", "zoe.zip"]
+    assert by_name["bob_timeout"][rows[0].index("status")] == "timeout"
     # Component columns always add up to the total.
     for row in rows[1:]:
         assert sum(float(x) for x in row[3:8]) == pytest.approx(float(row[1]))
 
 
 def test_grades_csv_defuses_spreadsheet_formulas_in_names():
-    text = report.grades_csv([make_record("=HYPERLINK(1)")])
-    assert "\n'=HYPERLINK(1)," in text
+    text = report.grades_csv([make_record("=HYPERLINK(1)", source="@SUM(1).zip")])
+    assert "\n'=HYPERLINK(1)," in text and text.endswith(",ok,'@SUM(1).zip\n")
+
+
+def test_rows_not_named_as_submitted_are_listed_in_the_class_report(tmp_path):
+    records = [make_record("ann_lee"), make_record("Ann_Lee-4871ff", source="Ann Lee.zip"),
+               make_record("x", source="<i>x|y</i>.ipynb")]
+    for r in records:
+        report.write_submission(tmp_path, r)
+    report.write_class(tmp_path)
+    summary = (tmp_path / "summary.md").read_text()
+    html = (tmp_path / "report.html").read_text()
+    assert "| Ann_Lee-4871ff | Ann Lee.zip |" in summary and "\\<i>x\\|y\\</i>.ipynb" in summary
+    assert "<td>Ann_Lee-4871ff</td><td><code>Ann Lee.zip</code></td>" in html and "&lt;i&gt;x|y" in html
+    assert "| ann_lee |" not in summary and "<td>ann_lee</td><td><code>" not in html
 
 
 # ---------------------------------------------------------------- results.json

@@ -21,7 +21,7 @@ from grader.sandbox import SandboxConfig  # noqa: E402
 
 CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(2))
 UIDS = range(CONFIG.uid_base, CONFIG.uid_base + 4)
-COLUMNS = "submission,total,max_total,self_attention,multihead,positional,block,deliverables,status"
+COLUMNS = "submission,total,max_total,self_attention,multihead,positional,block,deliverables,status,source"
 
 
 def small_class(root: Path) -> Path:

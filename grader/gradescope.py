@@ -14,6 +14,12 @@ results record which), and results/results.json is written in Gradescope's forma
 /autograder unless AUTOGRADER_ROOT says otherwise, which is how the tests run it on a fake tree.
 If the engine itself fails, no results.json is written: Gradescope then reports an autograder
 failure to the staff instead of a zero the student did not earn.
+
+The kit in /autograder/source holds the hidden graders and the reference, so root owns it and nobody
+else may read it: setup.sh sets that when the image is built, and run_autograder sets it again before
+every submission (a container without Landlock would otherwise leave the student's uid only the file
+modes between its code and the answers). Student code needs nothing from there: it imports torch from
+the world-readable venv, and the sandbox's zygote, which runs as root, has loaded the engine's part.
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import textwrap
 import zipfile
 from pathlib import Path
 
@@ -54,7 +61,10 @@ python3.11 -m venv /autograder/venv
 /autograder/venv/bin/pip install -q /autograder/source
 # The seccomp layer is optional: without it the sandbox runs and records that it was off.
 /autograder/venv/bin/pip install -q pyseccomp || echo "pyseccomp not installed: seccomp layer off"
-chmod -R go+rX /autograder/source /autograder/venv
+# Student code runs as an unprivileged uid: it may read the venv (torch) but never the kit, which holds
+# the hidden graders and the reference. Modes, not only Landlock: some kernels have no Landlock.
+chmod -R go+rX /autograder/venv
+@@PROTECT_KIT@@
 """
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
@@ -64,8 +74,21 @@ set -uo pipefail
 ROOT="${AUTOGRADER_ROOT:-/autograder}"
 PYTHON="${AUTOGRADER_PYTHON:-$ROOT/venv/bin/python}"
 cd "$ROOT/source"
+# Again before every submission: whatever changed the image since setup.sh, the sandbox's uids must not
+# read the hidden graders or the reference. Without root (a local try-out) there is no other uid to fear.
+if [ "$(id -u)" -eq 0 ]; then
+@@PROTECT_KIT_INDENTED@@
+fi
 exec "$PYTHON" -m grader.gradescope run --root "$ROOT"
 """
+
+# Root owns every file of the kit and nobody else may read, write or enter any of it. Symlinks are not
+# followed (-P): a link in the tree must not hand its target's ownership to root or change its mode.
+PROTECT_KIT = """KIT="$(pwd -P)"
+chown -R -P 0:0 "$KIT" || { echo "could not give $KIT to root" >&2; exit 1; }
+chmod -R go-rwx "$KIT" || { echo "could not make $KIT private to root" >&2; exit 1; }"""
+SETUP_SH = SETUP_SH.replace("@@PROTECT_KIT@@", PROTECT_KIT)
+RUN_AUTOGRADER = RUN_AUTOGRADER.replace("@@PROTECT_KIT_INDENTED@@", textwrap.indent(PROTECT_KIT, "    "))
 
 
 # --------------------------------------------------------------------------- building the zip

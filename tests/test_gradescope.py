@@ -7,12 +7,16 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from grader import gradescope
+sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+from engine_helpers import make_submission, uid_base_for_tests  # noqa: E402
+
+from grader import gradescope, run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "day13"
@@ -136,3 +140,118 @@ def test_stage_submission_grades_the_notebook_over_untouched_stubs(tmp_path):
     staged = gradescope.stage_submission(submission, tmp_path / "subs")
     assert _files(staged) == ["day13.ipynb"]
     assert len(list(submission.glob("*.py"))) == 4, "Gradescope's own copy is left as it was"
+
+
+# ---------------------------------------------------------------- the kit is private to root
+
+PROBE = '''
+import os as _os
+
+# A student who has read the grader: try every secret of the autograder image before anything else.
+for _path in {secrets!r}:
+    try:
+        if _os.path.isdir(_path):
+            _os.listdir(_path)
+        else:
+            with open(_path, "rb") as _f:
+                _f.read(1)
+    except OSError:
+        continue
+    raise ImportError("read a secret: " + _path)
+'''
+WITHOUT_LANDLOCK = '''
+import sys
+import grader
+from grader import run
+from grader.sandbox import DEFAULT_CONFIG, SandboxConfig
+
+print("engine:", grader.__file__)
+layers = tuple(layer for layer in DEFAULT_CONFIG.layers if layer != "landlock")
+config = SandboxConfig(layers=layers, uid_base=int(sys.argv[3]))
+sys.exit(run.main(submissions=sys.argv[1], out=sys.argv[2], jobs=1, config=config))
+'''
+
+
+def _secrets(source: Path) -> list[Path]:
+    hidden = source / "grader" / "day13"
+    return [hidden, hidden / "rubric.toml", hidden / "catalogue.py", sorted((hidden / "tests").glob("test_*.py"))[0],
+            source / "solutions" / "day13" / "self_attention.py", source / "grader" / "score.py"]
+
+
+def _readable_by(uid: int, path: Path) -> bool:
+    probe = ("import os, sys; p = sys.argv[1]\n"
+             "os.listdir(p) if os.path.isdir(p) else open(p, 'rb').read(1)")
+    done = subprocess.run([sys.executable, "-c", probe, str(path)], user=uid, group=uid, extra_groups=[],
+                          capture_output=True, text=True, timeout=120)
+    return done.returncode == 0
+
+
+def _grade_without_landlock(root: Path, tag: str, probe: str, uid_base: int) -> dict:
+    subs, out = root / f"subs-{tag}", root / f"out-{tag}"
+    make_submission(subs / "aaa_honest")
+    make_submission(subs / "probe", {"self_attention.py": probe + (REFERENCE / "self_attention.py").read_text()})
+    done = subprocess.run([sys.executable, "-c", WITHOUT_LANDLOCK, str(subs), str(out), str(uid_base)],
+                          cwd=root / "source", capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert f"engine: {root / 'source' / 'grader'}" in done.stdout, "the packaged engine graded, not the kit's"
+    return {name: json.loads((out / name / "record.json").read_text()) for name in ("aaa_honest", "probe")}
+
+
+def _code_points(record: dict) -> float:
+    return sum(t["score"] for t in record["tests"] if t["component"] != "deliverables")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only a root grader runs student code as another uid")
+def test_without_landlock_the_student_uid_cannot_read_the_hidden_graders_or_the_reference(built):
+    uid_base = uid_base_for_tests(3) + 2  # test_names.py uses the two below
+    # Laid out as in Gradescope's image, under a folder everyone may enter (pytest's own is 0700, which
+    # would hide the tree whatever the kit's modes are).
+    root = Path(tempfile.mkdtemp(prefix="day13-autograder-", dir=run.scratch_base()))
+    try:
+        os.chmod(root, 0o755)
+        (root / "source").mkdir()
+        with zipfile.ZipFile(built) as archive:
+            archive.extractall(root / "source")
+        secrets = _secrets(root / "source")
+        probe = PROBE.format(secrets=[str(p) for p in secrets])
+
+        # Before: the files are world-readable, as unzipped, so the probe can see them (it is no blind test).
+        assert all(_readable_by(uid_base, p) for p in secrets)
+        before = _grade_without_landlock(root, "before", probe, uid_base)
+        assert before["probe"]["isolation"]["uid"] is True and not before["probe"]["isolation"]["landlock"]
+        assert "read a secret" in json.dumps(before["probe"]["notes"] + [t["output"] for t in before["probe"]["tests"]])
+        assert _code_points(before["aaa_honest"]) == 90
+
+        # Gradescope's run: run_autograder makes the kit root's alone, then grades (with Landlock if any).
+        (root / "submission").mkdir()
+        for name in CODE:
+            shutil.copyfile(REFERENCE / name, root / "submission" / name)
+        (root / "submission" / "self_attention.py").write_text(probe + (REFERENCE / "self_attention.py").read_text())
+        env = dict(os.environ, AUTOGRADER_ROOT=str(root), AUTOGRADER_PYTHON=sys.executable)
+        done = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True,
+                              text=True, timeout=900)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        results = json.loads((root / "results" / "results.json").read_text())
+        code = [t for t in results["tests"] if "deliverables" not in t["tags"]]
+        assert code and all(t["status"] == "passed" for t in code), results["output"]
+        for path in [root / "source", *(root / "source").rglob("*")]:
+            info = path.lstat()
+            assert info.st_uid == 0 and info.st_gid == 0 and info.st_mode & 0o077 == 0, (path, oct(info.st_mode))
+        assert not any(_readable_by(uid_base, p) for p in secrets)
+
+        # After: the same probe, Landlock still off, finds nothing, and grading works as before.
+        after = _grade_without_landlock(root, "after", probe, uid_base)
+        assert not after["probe"]["isolation"]["landlock"]
+        assert "read a secret" not in json.dumps(after["probe"])
+        assert _code_points(after["probe"]) == _code_points(after["aaa_honest"]) == 90
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_both_scripts_make_the_kit_private_to_root():
+    for script in (gradescope.SETUP_SH, gradescope.RUN_AUTOGRADER):
+        assert 'chown -R -P 0:0 "$KIT"' in script and 'chmod -R go-rwx "$KIT"' in script
+    assert "go+rX /autograder/source" not in gradescope.SETUP_SH
+    # setup.sh opens the venv to everyone (torch) only before it closes the kit.
+    setup = gradescope.SETUP_SH
+    assert setup.index("chmod -R go+rX /autograder/venv") < setup.index("chmod -R go-rwx")

@@ -54,6 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--deadline", default=None, help="ISO time: take the last commit before it")
     p.set_defaults(run=lambda a: _call("collect", "main", roster=a.roster, out=a.out, deadline=a.deadline))
 
+    p = sub.add_parser("similarity", help="compare every pair of submissions (code, README/analysis, pictures)")
+    p.add_argument("submissions", help="folder holding one entry per student")
+    p.add_argument("--out", required=True, help="folder for similarity.csv and similarity.html")
+    p.add_argument("--lesson", default=None, help="the lesson folder's name (default: the only one)")
+    p.add_argument("--jobs", type=int, default=None, help="parallel readers (default: number of cores)")
+    p.set_defaults(run=lambda a: _call("similarity", "main", submissions=a.submissions, out=a.out,
+                                       lesson=a.lesson, jobs=a.jobs))
+
     p = sub.add_parser("killrate", help="grade every bug-catalogue mutant and correct variant; print the rates")
     p.set_defaults(run=lambda a: _call("day13.killrate", "main"))
     return parser

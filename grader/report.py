@@ -354,7 +354,9 @@ def write_class(out_dir: Path) -> None:
     stats = class_stats(records, _hint_texts())
     plots = _write_plots(out_dir, records, stats)
     write_atomic(out_dir / "summary.md", summary_markdown(stats, plots, problems))
-    write_atomic(out_dir / "report.html", report_html(stats, plots, problems))
+    from grader import similarity  # its section reads OUT/similarity.csv, written by `grade` or `similarity`
+
+    write_atomic(out_dir / "report.html", report_html(stats, plots, problems, [similarity.report_section(out_dir)]))
 
 
 def grades_csv(records: list[SubmissionResult]) -> str:
@@ -664,7 +666,8 @@ td.n{text-align:right}img{max-width:100%}code{background:#f4f4f4;padding:0 .2em}
 .bad{color:#b00}figure{display:inline-block;margin:.5em}figcaption{font-size:.85em}"""
 
 
-def report_html(stats: dict, plots: dict, problems: list[str]) -> str:
+def report_html(stats: dict, plots: dict, problems: list[str], sections: list[str] = ()) -> str:
+    """The class report; `sections` are ready-made HTML sections appended at the end."""
     e = html.escape  # every student-derived string goes through this
     top = stats["max_total"]
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
@@ -728,6 +731,7 @@ def report_html(stats: dict, plots: dict, problems: list[str]) -> str:
         out.append("</ul>")
     else:
         out.append("<p>None.</p>")
+    out += sections
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 

@@ -74,6 +74,8 @@ def main(*, submissions, out, jobs=None, force=False, shard=None, config: Sandbo
             zygote.close()
     from grader import report
 
+    if shard_n == 1:
+        _similarity(subs, out, jobs)
     report.write_class(out)
     # The same engine fault on every row (e.g. a sandbox that cannot start) is said once.
     causes: dict[str, list[str]] = {}
@@ -86,6 +88,22 @@ def main(*, submissions, out, jobs=None, force=False, shard=None, config: Sandbo
     print(f"results: {out / 'grades.csv'}, {out / 'report.html'}, {out / 'summary.md'}; "
           f"per submission: {out}/<name>/feedback.md", flush=True)
     return EXIT_ENGINE_FAULT if faults else EXIT_OK
+
+
+def _similarity(subs, out: Path, jobs: int) -> None:
+    """The class similarity report (OUT/similarity.csv, .html): evidence for a person, never a grade,
+    so a failure here is said and grading still succeeds. A shard sees only its slice of the class:
+    after `merge`, run `python -m grader similarity` on the whole folder instead."""
+    from grader import similarity
+
+    try:
+        base = similarity.load_base(similarity.default_lesson(), released_notebook_code=similarity.released_notebook_code())
+        rows = similarity.run(subs=subs, out=out, base=base, jobs=jobs)
+        flagged = sum(r.flagged for r in rows)
+        print(f"similarity: {flagged} flagged row(s) in {out / 'similarity.html'}", flush=True)
+    except Exception as exc:  # never costs a grade
+        print(f"similarity report not written ({type(exc).__name__}: {exc}); run "
+              f"`python -m grader similarity SUBMISSIONS --out {out}` to retry", file=sys.stderr)
 
 
 def _contains(folder: Path, path: Path) -> bool:

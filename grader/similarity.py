@@ -1,0 +1,937 @@
+"""Class similarity report: which submissions share code, text or pictures beyond what every student shares.
+
+    python -m grader similarity SUBMISSIONS --out DIR      # DIR/similarity.csv and DIR/similarity.html
+
+Evidence for a person to read, never a grade: nothing here touches a record or grades.csv.
+
+**Code** is compared the way MOSS does it (Schleimer, Wilkerson and Aiken, "Winnowing", SIGMOD 2003):
+each file is cut into tokens with comments and docstrings dropped, every identifier replaced by one
+symbol and every string literal by another, so renaming, reformatting and comment edits change
+nothing; the hashes of every run of CODE_K tokens are winnowed (the smallest hash of each window of
+CODE_WINDOW) into a submission's fingerprints, a set, so reordering functions changes nothing either.
+Base code is removed before anything is compared: every k-gram of the released student folder
+(stubs, visible tests, tools, notebook) and of the handout's own code blocks (`base` data file).
+
+**Text** (README, analysis) is compared by word TEXT_N-grams after the words every student may
+share are removed: passages of the handout (grader/handout_ngrams.txt, the same fingerprints the
+README check uses), of the assignment's own README, the handout's example sentences and the lines
+the kit's heatmap tool prints (`base` data file).
+
+**Images** (heatmap, raster diagram) are compared by a perceptual hash (the signs of the lowest
+16x16 DCT frequencies of a 64x64 grey thumbnail, as pHash does), which survives re-encoding and resizing.
+An image within BASE_IMAGE_BITS of a picture the kit's heatmap tool makes the same way for every
+student (its default sentence, each mode, on the reference) is not evidence. SVG and PDF diagrams
+are compared byte for byte.
+
+Only pairs that share fingerprints are looked at (an inverted index), so a class of 500 costs
+seconds; the detailed view (which lines, which words) is drawn for flagged pairs only. Every
+student file is read through grader/intake.py's capped scratch copy and then capped again here.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import csv
+import hashlib
+import html
+import io
+import json
+import keyword
+import multiprocessing
+import os
+import re
+import sys
+import tempfile
+import unicodedata
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from grader import deliverables, intake
+
+KIT = Path(__file__).resolve().parent.parent
+
+# ---- thresholds (documented in README.md, "Similarity"): a pair is flagged on one kind when its score
+# reaches the threshold and it shares at least the minimum of evidence.
+CODE_K = 20  # tokens per k-gram: one typical statement and a half
+CODE_WINDOW = 6  # winnowing window: any run of CODE_K + CODE_WINDOW - 1 shared tokens is always seen
+CODE_THRESHOLD = 0.5  # shared fingerprints / the smaller submission's fingerprints
+CODE_MIN_SHARED = 12
+TEXT_N = 6  # words per n-gram
+TEXT_THRESHOLD = 0.5
+TEXT_MIN_SHARED = 8
+IMAGE_FLAG_BITS = 32  # perceptual hashes (256 bits) this close or closer are the same picture
+BASE_IMAGE_BITS = 32
+REPORT_FLOOR = 0.2  # rows below this score on a kind are left out of similarity.csv
+# A fingerprint found in more submissions than this is common code (MOSS's -m): it joins no pair.
+COMMON_MIN, COMMON_SHARE = 20, 0.1
+
+# ---- caps on what is read from one submission (the intake caps come first)
+MAX_CODE_BYTES = 200 << 10  # all code files of one submission together
+MAX_NOTEBOOK_BYTES = 4 << 20
+MAX_TEXT_CHARS = 64 << 10
+MAX_SHOWN_LINES = 400  # per side in the detailed view
+
+CSV_COLUMNS = ("a", "b", "kind", "score", "flagged", "detail")
+KINDS = ("code", "text", "image")
+
+
+# =========================================================================== code fingerprints
+
+_CODE_TOKEN = re.compile(r"""
+    (?P<string>(?:[rRbBuUfF]{1,2})?(?:\"\"\"[\s\S]*?(?:\"\"\"|\Z)|'''[\s\S]*?(?:'''|\Z)|"(?:\\.|[^"\\\n])*"?|'(?:\\.|[^'\\\n])*'?))
+  | (?P<comment>\#[^\n]*)
+  | (?P<space>[^\S\n]+|\\\n)
+  | (?P<newline>\n)
+  | (?P<name>[^\W\d]\w*)
+  | (?P<number>\d[\w.]*(?:[eE][-+]?\d+)?)
+  | (?P<op>\*\*=?|//=?|->|<<=?|>>=?|[-+*/%@&|^<>=!:]=|\.\.\.|[^\s\w])
+""", re.VERBOSE)
+_KEPT_NAMES = frozenset(keyword.kwlist) | {"self", "super"}
+_CLOSERS = {")", "]", "}"}
+
+
+def code_tokens(source: str) -> tuple[list[str], list[int]]:
+    """The normalised tokens of Python source and the line of each. Never raises: text that is not
+    Python (a damaged cell, the handout's prose) still becomes tokens, just less meaningful ones.
+
+    Identifiers become `N` (keywords and `self` stay), string literals `S`, comments vanish, a
+    docstring (a string that is a whole statement) vanishes, numbers stay as written, layout and a
+    trailing comma before a closing bracket are dropped."""
+    tokens: list[str] = []
+    lines: list[int] = []
+    line, depth = 1, 0
+    statement_start = True
+    docstring_at: int | None = None  # where a string that may be a whole statement starts
+    for match in _CODE_TOKEN.finditer(source):
+        kind = match.lastgroup
+        text = match.group(0)
+        if kind == "space" or kind == "comment":
+            line += text.endswith("\n")  # a backslash continuation
+            continue
+        if kind == "newline":
+            line += 1
+            if depth == 0:
+                if docstring_at is not None:
+                    del tokens[docstring_at:], lines[docstring_at:]
+                    docstring_at = None
+                statement_start = True
+            continue
+        if kind == "op" and text == ";" and depth == 0:
+            if docstring_at is not None:
+                del tokens[docstring_at:], lines[docstring_at:]
+                docstring_at = None
+            statement_start = True
+            continue
+        if kind == "string":
+            if statement_start:
+                docstring_at = len(tokens)
+            tokens.append("S")
+            lines.append(line)
+            line += text.count("\n")
+            statement_start = False
+            continue
+        docstring_at = None
+        if kind == "name":
+            tokens.append(text if text in _KEPT_NAMES else "N")
+        elif kind == "op":
+            if text in _CLOSERS:
+                depth = max(0, depth - 1)
+                if tokens and tokens[-1] == ",":
+                    tokens.pop(), lines.pop()
+            elif text in ("(", "[", "{"):
+                depth += 1
+            tokens.append(text)
+        else:
+            tokens.append(text)
+        lines.append(line)
+        statement_start = kind == "op" and text == ":" and depth == 0
+    if docstring_at is not None:
+        del tokens[docstring_at:], lines[docstring_at:]
+    return tokens, lines
+
+
+_TOKEN_IDS: dict[str, int] = {}
+_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _kgram_hashes(tokens: list[str], k: int) -> np.ndarray:
+    """A 64-bit hash of every run of k tokens (stable across processes and runs: no salted hash())."""
+    if len(tokens) < k:
+        return np.zeros(0, dtype=np.uint64)
+    ids = np.fromiter((_TOKEN_IDS.setdefault(t, zlib.crc32(t.encode()) | 1) for t in tokens),
+                      dtype=np.uint64, count=len(tokens))
+    n = len(tokens) - k + 1
+    hashes = np.zeros(n, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(k):
+            hashes = hashes * _MULTIPLIER + ids[j:j + n]
+        hashes ^= hashes >> np.uint64(29)
+    return hashes
+
+
+def _winnow(hashes: np.ndarray, window: int) -> np.ndarray:
+    """Indexes of the winnowed hashes: the rightmost smallest of every window of `window` hashes."""
+    if len(hashes) <= window:
+        return np.array([int(np.argmin(hashes))]) if len(hashes) else np.zeros(0, dtype=np.int64)
+    windows = np.lib.stride_tricks.sliding_window_view(hashes, window)
+    rightmost = window - 1 - np.argmin(windows[:, ::-1], axis=1)
+    return np.unique(rightmost + np.arange(len(windows)))
+
+
+def base_code_hashes(sources: list[str]) -> set[int]:
+    """Every k-gram hash of code every student has (not winnowed: all of it is base)."""
+    base: set[int] = set()
+    for source in sources:
+        base.update(int(h) for h in _kgram_hashes(code_tokens(source)[0], CODE_K))
+    return base
+
+
+# =========================================================================== text fingerprints
+
+def _words(text: str) -> list[tuple[str, int, int]]:
+    return deliverables._words(unicodedata.normalize("NFKC", text))
+
+
+def _hash_words(words: list[str]) -> int:
+    return int.from_bytes(hashlib.blake2b(" ".join(words).encode(), digest_size=8).digest(), "big")
+
+
+def _covered(words: list[tuple[str, int, int]], n: int, prints: set[int] | frozenset[int], hasher) -> np.ndarray:
+    """Which words lie inside an n-gram whose fingerprint is in `prints`."""
+    covered = np.zeros(len(words), dtype=bool)
+    if not prints:
+        return covered
+    plain = [w for w, _, _ in words]
+    for i in range(len(words) - n + 1):
+        if hasher(plain[i:i + n]) in prints:
+            covered[i:i + n] = True
+    return covered
+
+
+@dataclass
+class TextBase:
+    """What every student may write the same way: handout passages (deliverables' 8-grams), the
+    assignment README's, the handout's example sentences and the kit tool's printed lines."""
+
+    handout: frozenset[int] = frozenset()  # deliverables.NGRAM-grams, deliverables' hash
+    short: frozenset[int] = frozenset()  # SHORT_N-grams of example sentences and tool output
+    note: str = ""
+
+
+SHORT_N = 3
+
+
+def text_grams(text: str, base: TextBase) -> tuple[dict[int, tuple[int, int]], list[tuple[str, int, int]]]:
+    """{fingerprint: (first word, last word)} of the TEXT_N-grams of `text` that touch no base word."""
+    words = _words(text[:MAX_TEXT_CHARS])
+    base_words = _covered(words, deliverables.NGRAM, base.handout, deliverables._fingerprint)
+    base_words |= _covered(words, SHORT_N, base.short, _hash_words)
+    grams: dict[int, tuple[int, int]] = {}
+    plain = [w for w, _, _ in words]
+    for i in range(len(words) - TEXT_N + 1):
+        if not base_words[i:i + TEXT_N].any():
+            grams.setdefault(_hash_words(plain[i:i + TEXT_N]), (i, i + TEXT_N - 1))
+    return grams, words
+
+
+def short_text_hashes(texts: list[str]) -> set[int]:
+    prints: set[int] = set()
+    for text in texts:
+        plain = [w for w, _, _ in _words(text)]
+        prints.update(_hash_words(plain[i:i + SHORT_N]) for i in range(len(plain) - SHORT_N + 1))
+    return prints
+
+
+# =========================================================================== image hashes
+
+def _dct_matrix(n: int) -> np.ndarray:
+    k = np.arange(n)[:, None]
+    return np.cos(np.pi * (2 * np.arange(n)[None, :] + 1) * k / (2 * n))
+
+
+HASH_SIDE, HASH_LOW = 64, 16  # a 64x64 grey thumbnail; its 16x16 lowest frequencies make the 256 bits
+HASH_BITS = HASH_LOW * HASH_LOW
+_DCT = _dct_matrix(HASH_SIDE)
+
+
+def image_hash(data: bytes) -> int | None:
+    """The perceptual hash of a picture (256 bits: the signs of its lowest DCT frequencies against
+    their median, as pHash does, on a finer grid because every heatmap of the kit's tool shares its
+    frame and colour bar); None when it is not a picture Pillow reads within the checker's pixel cap.
+    Transparent pixels are composited on white first."""
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as probe:
+            width, height = probe.size
+            if width * height > deliverables.MAX_PIXELS or width < 8 or height < 8:
+                return None
+            if probe.format == "JPEG":
+                probe.draft("RGB", (4 * HASH_SIDE, 4 * HASH_SIDE))
+            probe.load()
+            grey = deliverables._to_rgb(probe).convert("L")
+    except Exception:  # Pillow raises many kinds for a damaged file; all mean "not a picture"
+        return None
+    small = np.asarray(grey.resize((HASH_SIDE, HASH_SIDE), Image.Resampling.BOX), dtype=np.float64)
+    low = (_DCT @ small @ _DCT.T)[:HASH_LOW, :HASH_LOW].flatten()
+    bits = low > np.median(low[1:])  # the first coefficient is the mean brightness: left out of the median
+    return int.from_bytes(np.packbits(bits).tobytes(), "big")
+
+
+def thumbnail_uri(data: bytes, side: int = 320) -> str:
+    """A PNG re-drawn by Pillow from the student's picture, as a data: URI (nothing of the original
+    file's bytes reaches the page)."""
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            width, height = image.size
+            if width * height > deliverables.MAX_PIXELS:
+                return ""
+            if image.format == "JPEG":
+                image.draft("RGB", (side * 2, side * 2))
+            image.load()
+            rgb = deliverables._to_rgb(image)
+            rgb.thumbnail((side, side))
+            buffer = io.BytesIO()
+            rgb.save(buffer, format="PNG")
+    except Exception:
+        return ""
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+# =========================================================================== the base
+
+@dataclass
+class Base:
+    """Everything every student shares, so it is never evidence."""
+
+    code: set[int] = field(default_factory=set)
+    text: TextBase = field(default_factory=TextBase)
+    images: list[tuple[str, int]] = field(default_factory=list)  # (what, perceptual hash)
+    sources: list[str] = field(default_factory=list)  # said in the report
+
+
+BASE_FILE = "similarity_base.txt"
+
+
+def default_lesson() -> str:
+    """The lesson when there is one: the only folder under assignments/ with a grader/ folder too."""
+    lessons = sorted(p.name for p in (KIT / "assignments").iterdir()
+                     if p.is_dir() and (KIT / "grader" / p.name).is_dir()) if (KIT / "assignments").is_dir() else []
+    if len(lessons) != 1:
+        raise ValueError(f"name the lesson with --lesson (found {', '.join(lessons) or 'none'} under assignments/)")
+    return lessons[0]
+
+
+def load_base(lesson: str, *, released: Path | None = None, lesson_data: Path | None = None,
+              released_notebook_code: str | None = None) -> Base:
+    """The base of `lesson`: its released folder (assignments/<lesson>/, every .py and notebook code
+    cell), the handout fingerprints the README check ships, and the lesson's similarity_base.txt."""
+    released = released or KIT / "assignments" / lesson
+    lesson_data = lesson_data or KIT / "grader" / lesson / BASE_FILE
+    base = Base()
+    sources = []
+    for path in sorted(released.rglob("*")):
+        if path.suffix == ".py" and path.is_file():
+            sources.append(path.read_text(encoding="utf-8", errors="replace"))
+        elif path.suffix == ".ipynb" and path.is_file():
+            sources.append(_notebook_code(path.read_bytes()))
+    if released_notebook_code:
+        sources.append(released_notebook_code)
+    base.code = base_code_hashes(sources)
+    base.sources.append(f"the released student folder {released.relative_to(KIT) if released.is_relative_to(KIT) else released}"
+                        f" ({len(sources)} code files: stubs, visible tests, tools"
+                        f"{', the notebook' if released_notebook_code else ''})")
+    handout = (deliverables.load_fingerprints(section="handout") or set()) | \
+              (deliverables.load_fingerprints(section="assignment-readme") or set())
+    short: set[int] = set()
+    if lesson_data.is_file():
+        sections = _read_sections(lesson_data)
+        base.code |= {int(x, 16) for x in sections.get("handout-code", [])}
+        short |= {int(x, 16) for x in sections.get("text-short", [])}
+        for line in sections.get("images", []):
+            what, phash = line.rsplit(" ", 1)
+            base.images.append((what, int(phash, 16)))
+        base.sources.append(f"{lesson_data.name}: the handout's code ({len(sections.get('handout-code', []))} k-grams), "
+                            f"its example sentences and the heatmap tool's printed lines, "
+                            f"{len(base.images)} pictures the heatmap tool makes the same for everyone")
+    base.text = TextBase(handout=frozenset(handout), short=frozenset(short))
+    if handout:
+        base.sources.append("handout_ngrams.txt: the handout's passages and the assignment README (the README check's fingerprints)")
+    return base
+
+
+def _read_sections(path: Path) -> dict[str, list[str]]:
+    sections: dict[str, list[str]] = {}
+    current = None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        if line.startswith("@"):
+            current = line[1:].split()[0]
+            sections[current] = []
+        elif current:
+            sections[current].append(line.strip())
+    return sections
+
+
+_QUOTED = re.compile(r"“[^”]{1,400}”|\"[^\"\n]{1,400}\"")
+_CODE_LINE = re.compile(r"^\s*(def |class |return\b|import |from \S+ import|if .*:|for .*:|assert |print\(|"
+                        r"[\w.\[\], ()]+\s*[-+*/@]?=[^=]|@\w|\w[\w.]*\(.*\)\s*(#.*)?$)")
+
+
+def handout_code(handout: str) -> list[str]:
+    """The handout's code, as runs of consecutive code-looking lines (a text handout has no fences)."""
+    blocks, current = [], []
+    for line in handout.splitlines():
+        if _CODE_LINE.match(line) or (current and line.startswith((" ", "\t")) and line.strip()):
+            current.append(line)
+        elif current:
+            blocks.append("\n".join(current))
+            current = []
+    if current:
+        blocks.append("\n".join(current))
+    return [b for b in blocks if len(code_tokens(b)[0]) >= CODE_K]
+
+
+def build_base_file(*, handout: Path, out: Path, tool_outputs: list[tuple[str, bytes, str]]) -> str:
+    """Write the lesson's similarity_base.txt from the handout and the heatmap tool's outputs
+    (what, PNG bytes, printed text); only hashes are written, never the handout's text."""
+    text = Path(handout).read_text(encoding="utf-8")
+    code = sorted(base_code_hashes(handout_code(text)))
+    quotes = [m.group(0) for m in _QUOTED.finditer(unicodedata.normalize("NFKC", text))]
+    short = sorted(short_text_hashes(quotes + [printed for _, _, printed in tool_outputs]))
+    lines = ["# Base for the similarity report (grader/similarity.py): what every student shares.",
+             "# Made by `python -m grader.similarity --build-base HANDOUT`; do not edit by hand.",
+             f"# handout-sha256={hashlib.sha256(text.encode()).hexdigest()[:16]} code-k={CODE_K} text-short-n={SHORT_N}",
+             f"@handout-code count={len(code)}", *(f"{h:016x}" for h in code),
+             f"@text-short count={len(short)}", *(f"{h:016x}" for h in short),
+             f"@images count={len(tool_outputs)}"]
+    for what, png, _ in tool_outputs:
+        phash = image_hash(png)
+        if phash is not None:
+            lines.append(f"{what} {phash:064x}")
+    Path(out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return f"wrote {out}: {len(code)} code k-grams, {len(short)} short text n-grams, {len(tool_outputs)} pictures"
+
+
+# =========================================================================== one submission
+
+@dataclass
+class Features:
+    name: str
+    code: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # hash -> (file, first line, last line)
+    code_files: list[tuple[str, str]] = field(default_factory=list)  # (path, text) as read, for the detailed view
+    texts: dict[str, tuple[str, str]] = field(default_factory=dict)  # "README" -> (file name, text)
+    text_grams: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)
+    images: dict[str, tuple[str, int, str]] = field(default_factory=dict)  # "heatmap" -> (file, hash, digest)
+    image_base: dict[str, str] = field(default_factory=dict)  # "heatmap" -> which kit picture it is
+    notes: list[str] = field(default_factory=list)
+
+
+TEXTS = {"README": deliverables.README_NAMES, "analysis": deliverables.ANALYSIS_NAMES}
+IMAGES = {"heatmap": deliverables.HEATMAP_NAMES, "diagram": deliverables.DIAGRAM_NAMES}
+
+
+def _notebook_code(data: bytes) -> str:
+    """The code cells of a notebook, joined; '' for anything that is not one."""
+    try:
+        nb = json.loads(data.decode("utf-8", errors="replace"))
+        cells = nb.get("cells", []) if isinstance(nb, dict) else []
+        parts = []
+        for cell in cells:
+            if isinstance(cell, dict) and cell.get("cell_type") == "code":
+                source = cell.get("source", "")
+                parts.append("".join(source) if isinstance(source, list) else str(source))
+        return "\n\n".join(intake.neutralise_magics(p) for p in parts if isinstance(p, str))
+    except (ValueError, TypeError, AttributeError, RecursionError):
+        return ""
+
+
+def _read_capped(path: Path, cap: int) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(cap)
+
+
+def _code_files(folder: Path, generated: set[str]) -> list[tuple[str, str]]:
+    files, budget = [], MAX_CODE_BYTES
+    for path in sorted(folder.rglob("*")):
+        if budget <= 0:
+            break
+        rel = path.relative_to(folder).as_posix()
+        if rel in generated or not path.is_file() or path.is_symlink():
+            continue
+        if path.suffix == ".py":
+            text = _read_capped(path, budget).decode("utf-8", errors="replace")
+        elif path.suffix == ".ipynb":
+            text = _notebook_code(_read_capped(path, MAX_NOTEBOOK_BYTES))[:budget]
+        else:
+            continue
+        budget -= len(text.encode("utf-8", errors="replace"))
+        files.append((rel, text))
+    return files
+
+
+def features_of(folder: Path, name: str, base: Base, *, generated: set[str] = frozenset()) -> Features:
+    """The fingerprints of one submission's scratch copy (never raises on student content)."""
+    feats = Features(name=name)
+    feats.code_files = _code_files(folder, set(generated))
+    for index, (_, text) in enumerate(feats.code_files):
+        tokens, lines = code_tokens(text)
+        hashes = _kgram_hashes(tokens, CODE_K)
+        for i in _winnow(hashes, CODE_WINDOW):
+            h = int(hashes[i])
+            if h not in base.code:
+                feats.code.setdefault(h, (index, lines[i], lines[i + CODE_K - 1]))
+    root = os.fspath(folder)
+    for what, names in TEXTS.items():
+        for found in deliverables._find(root, names):
+            try:
+                raw = deliverables._read_file(root, found, deliverables.MAX_TEXT_BYTES)
+                text = deliverables._text(found, raw)
+            except (deliverables._Problem, OSError):
+                continue
+            feats.texts[what] = (found, text[:MAX_TEXT_CHARS])
+            feats.text_grams[what] = text_grams(text, base.text)[0]
+            break
+    for what, names in IMAGES.items():
+        for found in deliverables._find(root, names):
+            try:
+                raw = deliverables._read_file(root, found, deliverables.MAX_IMAGE_BYTES)
+            except (deliverables._Problem, OSError):
+                continue
+            digest = hashlib.sha256(raw).hexdigest()
+            phash = None if found.lower().endswith((".svg", ".pdf")) else image_hash(raw)
+            # A vector drawing (or a file Pillow cannot read) is compared byte for byte instead.
+            feats.images[what] = (found, phash or 0, digest if phash is None else "")
+            if phash is not None:
+                for label, base_hash in base.images:
+                    if (phash ^ base_hash).bit_count() <= BASE_IMAGE_BITS:
+                        feats.image_base[what] = label
+                        break
+            break
+    return feats
+
+
+def _extract(job) -> Features:
+    sub, base = job
+    with tempfile.TemporaryDirectory(prefix="similarity-") as scratch:
+        copy = Path(scratch) / "copy"
+        try:
+            got = intake.materialise(sub, copy)
+        except Exception as exc:  # an unreadable submission is a note, not a failed report
+            feats = Features(name=sub.name)
+            feats.notes.append(f"could not be read: {type(exc).__name__}")
+            return feats
+        generated = set()
+        if got.notebook is not None:
+            # The contract modules intake wrote from the notebook are wrappers, the same for everyone.
+            generated = {f"{intake.NOTEBOOK_MODULE}.py", *(f"{m}.py" for m in intake.CONTRACT_MODULES)}
+        return features_of(copy, sub.name, base, generated=generated)
+
+
+_WORKER_BASE: Base | None = None
+
+
+def _init_worker(base: Base) -> None:
+    global _WORKER_BASE
+    _WORKER_BASE = base
+
+
+def _extract_in_worker(sub) -> Features:
+    return _extract((sub, _WORKER_BASE))
+
+
+def extract_all(subs, base: Base, jobs: int) -> list[Features]:
+    if jobs <= 1 or len(subs) < 8:
+        return [_extract((s, base)) for s in subs]
+    context = multiprocessing.get_context("fork")
+    with context.Pool(jobs, initializer=_init_worker, initargs=(base,)) as pool:
+        return pool.map(_extract_in_worker, subs, chunksize=max(1, len(subs) // (jobs * 8)))
+
+
+# =========================================================================== pairs
+
+@dataclass
+class Row:
+    a: str
+    b: str
+    kind: str
+    score: float
+    flagged: bool
+    detail: str
+    what: str = ""  # "code", "README", "heatmap", ... (for the detailed view)
+
+
+def _shared_counts(prints: list[set[int] | dict], n: int) -> dict[tuple[int, int], int]:
+    """How many fingerprints each pair of documents shares, from an inverted index: only pairs that
+    share something are ever touched. Fingerprints in too many documents are common, not evidence."""
+    index: dict[int, list[int]] = {}
+    for i, doc in enumerate(prints):
+        for h in doc:
+            index.setdefault(h, []).append(i)
+    common = max(COMMON_MIN, int(COMMON_SHARE * n))
+    counts: dict[tuple[int, int], int] = {}
+    for holders in index.values():
+        if 1 < len(holders) <= common:
+            for x in range(len(holders)):
+                for y in range(x + 1, len(holders)):
+                    key = (holders[x], holders[y])
+                    counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _overlap_rows(feats: list[Features], kind: str, what: str, docs: list[dict], threshold: float,
+                  min_shared: int, unit: str) -> list[Row]:
+    rows = []
+    for (i, j), shared in _shared_counts(docs, len(feats)).items():
+        smaller = min(len(docs[i]), len(docs[j]))
+        score = shared / smaller if smaller else 0.0
+        if score < REPORT_FLOOR:
+            continue
+        flagged = score >= threshold and shared >= min_shared
+        detail = (f"{what}: {shared} shared {unit} = {100 * shared / len(docs[i]):.0f}% of {feats[i].name}'s, "
+                  f"{100 * shared / len(docs[j]):.0f}% of {feats[j].name}'s")
+        rows.append(Row(feats[i].name, feats[j].name, kind, round(score, 3), flagged, detail, what))
+    return rows
+
+
+def _image_rows(feats: list[Features], what: str) -> list[Row]:
+    have = [(f, f.images[what]) for f in feats if what in f.images]
+    rows = []
+    for x in range(len(have)):
+        fa, (file_a, pa, digest_a) = have[x]
+        for y in range(x + 1, len(have)):
+            fb, (file_b, pb, digest_b) = have[y]
+            if digest_a or digest_b:  # SVG/PDF: byte for byte
+                if digest_a and digest_a == digest_b:
+                    rows.append(Row(fa.name, fb.name, "image", 1.0, True, f"{what}: {file_a} and {file_b} are the same file, byte for byte", what))
+                continue
+            bits = (pa ^ pb).bit_count()
+            score = max(0.0, 1 - 2 * bits / HASH_BITS)  # unrelated pictures differ in about half the bits: 0
+            if score < REPORT_FLOOR:
+                continue
+            same = bits <= IMAGE_FLAG_BITS
+            kit = fa.image_base.get(what) if fa.image_base.get(what) == fb.image_base.get(what) else None
+            detail = f"{what}: {file_a} and {file_b}, perceptual hashes {bits} of {HASH_BITS} bits apart"
+            if same and kit:
+                detail += f"; both are {kit}, which the kit's tool draws the same for every student: not evidence"
+            rows.append(Row(fa.name, fb.name, "image", round(score, 3), same and not kit, detail, what))
+    return rows
+
+
+def compare(feats: list[Features]) -> list[Row]:
+    """Every row of similarity.csv: code, each text and each picture, pairs at or above REPORT_FLOOR."""
+    rows = _overlap_rows(feats, "code", "code", [f.code for f in feats], CODE_THRESHOLD, CODE_MIN_SHARED,
+                         "code fingerprints")
+    for what in TEXTS:
+        rows += _overlap_rows(feats, "text", what, [f.text_grams.get(what, {}) for f in feats], TEXT_THRESHOLD,
+                              TEXT_MIN_SHARED, f"{TEXT_N}-word passages")
+    for what in IMAGES:
+        rows += _image_rows(feats, what)
+    return sorted(rows, key=lambda r: (-r.flagged, -r.score, r.a, r.b, r.kind, r.what))
+
+
+def clusters(rows: list[Row]) -> list[list[str]]:
+    """Groups of three or more submissions joined by flagged pairs (any kind)."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for row in rows:
+        if row.flagged:
+            parent[find(row.a)] = find(row.b)
+    groups: dict[str, list[str]] = {}
+    for name in parent:
+        groups.setdefault(find(name), []).append(name)
+    return sorted((sorted(g) for g in groups.values() if len(g) >= 3), key=lambda g: (-len(g), g))
+
+
+# =========================================================================== output
+
+def _csv_cell(text: str) -> str:
+    # A spreadsheet runs a cell starting with = + - @ as a formula; names come from students.
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+
+
+def similarity_csv(rows: list[Row]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for r in rows:
+        writer.writerow([_csv_cell(r.a), _csv_cell(r.b), r.kind, f"{r.score:.3f}", "yes" if r.flagged else "no",
+                         _csv_cell(r.detail)])
+    return buffer.getvalue()
+
+
+def flagged_pairs(out_dir: Path, submission: str) -> list[dict]:
+    """The flagged rows of OUT/similarity.csv that involve `submission`, most similar first, each as
+    {"other", "kind", "score", "detail"}; [] when there is no report yet. For the review page."""
+    path = Path(out_dir) / "similarity.csv"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return []
+    found = []
+    for row in csv.DictReader(io.StringIO(text)):
+        if row.get("flagged") != "yes":
+            continue
+        a, b = (row.get("a") or "").removeprefix("'"), (row.get("b") or "").removeprefix("'")
+        if submission not in (a, b):
+            continue
+        try:
+            score = float(row.get("score") or 0)
+        except ValueError:
+            continue
+        found.append({"other": b if a == submission else a, "kind": row.get("kind", ""), "score": score,
+                      "detail": (row.get("detail") or "").removeprefix("'")})
+    return sorted(found, key=lambda r: (-r["score"], r["other"], r["kind"]))
+
+
+_CSS = """body{font-family:system-ui,sans-serif;margin:1.5em;max-width:110em}table{border-collapse:collapse}
+td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}.n{text-align:right}
+.pair{display:grid;grid-template-columns:1fr 1fr;gap:1em}.pair pre{background:#f7f7f7;padding:.5em;overflow:auto;
+max-height:40em;font-size:.8em;white-space:pre-wrap;word-break:break-all}mark{background:#ffd24d}
+details{margin:.5em 0;border:1px solid #ddd;padding:.4em}summary{cursor:pointer;font-weight:600}.muted{color:#666}"""
+# No script can run on the page, whatever a student wrote: everything is escaped, and the policy forbids
+# scripts, frames and any load but the data: thumbnails the report made itself.
+_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+
+
+def _code_side(feats: Features, spans: list[tuple[int, int, int]]) -> str:
+    marked: dict[int, set[int]] = {}
+    for file_index, first, last in spans:
+        marked.setdefault(file_index, set()).update(range(first, last + 1))
+    out = []
+    for index, (path, text) in enumerate(feats.code_files):
+        if index not in marked:
+            continue
+        out.append(f"<b>{html.escape(path)}</b>")
+        lines = text.split("\n")[:MAX_SHOWN_LINES]
+        body = "\n".join(f"<mark>{html.escape(line)}</mark>" if n in marked[index] else html.escape(line)
+                         for n, line in enumerate(lines, 1))
+        more = "\n…" if len(text.split("\n")) > MAX_SHOWN_LINES else ""
+        out.append(f"<pre>{body}{more}</pre>")
+    return "".join(out) or "<p class=muted>(no code)</p>"
+
+
+def _text_side(feats: Features, what: str, spans: list[tuple[int, int]], base: Base) -> str:
+    file, text = feats.texts.get(what, ("", ""))
+    words = _words(text)
+    marked = np.zeros(len(words), dtype=bool)
+    for first, last in spans:
+        marked[first:last + 1] = True
+    out, last_end, open_mark = [], 0, False
+    for i, (_, start, end) in enumerate(words):
+        out.append(html.escape(text[last_end:start]))
+        if marked[i] and not open_mark:
+            out.append("<mark>")
+            open_mark = True
+        elif not marked[i] and open_mark:
+            out.append("</mark>")
+            open_mark = False
+        out.append(html.escape(text[start:end]))
+        last_end = end
+    if open_mark:
+        out.append("</mark>")
+    out.append(html.escape(text[last_end:]))
+    return f"<b>{html.escape(file)}</b><pre>{''.join(out)}</pre>"
+
+
+def _detail_html(row: Row, by_name: dict[str, Features], base: Base, pictures: dict) -> str:
+    fa, fb = by_name[row.a], by_name[row.b]
+    if row.kind == "code":
+        shared = fa.code.keys() & fb.code.keys()
+        left = _code_side(fa, [fa.code[h] for h in shared])
+        right = _code_side(fb, [fb.code[h] for h in shared])
+    elif row.kind == "text":
+        ga, gb = fa.text_grams.get(row.what, {}), fb.text_grams.get(row.what, {})
+        shared = ga.keys() & gb.keys()
+        left = _text_side(fa, row.what, [ga[h] for h in shared], base)
+        right = _text_side(fb, row.what, [gb[h] for h in shared], base)
+    else:
+        left, right = (f"<b>{html.escape(f.images[row.what][0])}</b><br>"
+                       + (f'<img alt="" src="{pictures.get((f.name, row.what), "")}">'
+                          if pictures.get((f.name, row.what)) else "<p class=muted>(not shown)</p>")
+                       for f in (fa, fb))
+    return (f"<details><summary>{html.escape(row.a)} ↔ {html.escape(row.b)}: {row.kind} "
+            f"{row.score:.2f}</summary><p>{html.escape(row.detail)}</p><div class=pair>"
+            f"<div><h4>{html.escape(row.a)}</h4>{left}</div><div><h4>{html.escape(row.b)}</h4>{right}</div>"
+            "</div></details>")
+
+
+def thresholds_text() -> str:
+    return (f"code: at least {CODE_MIN_SHARED} shared fingerprints and {CODE_THRESHOLD:.0%} of the smaller "
+            f"submission's (k = {CODE_K} tokens, window {CODE_WINDOW}); text: at least {TEXT_MIN_SHARED} shared "
+            f"{TEXT_N}-word passages and {TEXT_THRESHOLD:.0%} of the shorter text's; image: perceptual hashes at "
+            f"most {IMAGE_FLAG_BITS} of {HASH_BITS} bits apart (SVG/PDF: the same bytes). "
+            f"A fingerprint in more than max({COMMON_MIN}, {COMMON_SHARE:.0%} of the class) submissions is common "
+            "code and joins no pair.")
+
+
+def similarity_html(rows: list[Row], feats: list[Features], base: Base, pictures: dict) -> str:
+    e = html.escape
+    flagged = [r for r in rows if r.flagged]
+    by_name = {f.name: f for f in feats}
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
+           "<title>Similarity report</title>", f"<style>{_CSS}</style></head><body>",
+           "<h1>Similarity report</h1>",
+           f"<p>{len(feats)} submissions compared; {len(flagged)} flagged pair(s) on some kind. Evidence for a "
+           "person to read, never a grade: grades.csv does not change.</p>",
+           f"<p class=muted>Flagged when: {e(thresholds_text())}</p>",
+           "<p class=muted>Not evidence (removed before comparing): " + e("; ".join(base.sources)) + ".</p>"]
+    groups = clusters(rows)
+    out.append("<h2>Clusters of three or more</h2>")
+    if groups:
+        out.append("<ul>" + "".join(f"<li>{e(', '.join(g))}</li>" for g in groups) + "</ul>")
+    else:
+        out.append("<p>None.</p>")
+    out.append("<h2>Flagged pairs, most similar first</h2>")
+    if flagged:
+        out.append("<p>Open a pair to see both sides, matching passages highlighted.</p>")
+        out += [_detail_html(r, by_name, base, pictures) for r in flagged]
+    else:
+        out.append("<p>None.</p>")
+    notes = [(f.name, n) for f in feats for n in f.notes]
+    if notes:
+        out.append("<h2>Not compared</h2><ul>" + "".join(f"<li>{e(a)}: {e(n)}</li>" for a, n in notes) + "</ul>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+def report_section(out_dir: Path) -> str:
+    """The similarity section of report.html, from OUT/similarity.csv (escaped; '' never raises)."""
+    e = html.escape
+    path = Path(out_dir) / "similarity.csv"
+    head = "<h2>Similarity (evidence for a person, not a grade)</h2>"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return head + ("<p>No similarity report: run <code>python -m grader similarity SUBMISSIONS --out "
+                       "OUT</code>.</p>")
+    rows = [r for r in csv.DictReader(io.StringIO(text)) if r.get("flagged") == "yes"]
+    if not rows:
+        return head + '<p>No flagged pair. <a href="similarity.html">similarity.html</a></p>'
+    out = [head, f'<p>{len(rows)} flagged row(s), most similar first; each opens side by side in '
+                 '<a href="similarity.html">similarity.html</a>.</p>',
+           "<table><tr><th>a</th><th>b</th><th>kind</th><th>score</th><th>detail</th></tr>"]
+    for r in rows[:50]:
+        out.append(f"<tr><td>{e(r.get('a') or '')}</td><td>{e(r.get('b') or '')}</td><td>{e(r.get('kind') or '')}</td>"
+                   f"<td class=\"n\">{e(r.get('score') or '')}</td><td>{e(r.get('detail') or '')}</td></tr>")
+    out.append("</table>")
+    if len(rows) > 50:
+        out.append(f"<p>{len(rows) - 50} more in similarity.csv.</p>")
+    return "\n".join(out)
+
+
+def run(*, subs, out: Path, base: Base, jobs: int = 1) -> list[Row]:
+    """Compare `subs` (intake.Submission) and write OUT/similarity.csv and OUT/similarity.html."""
+    from grader.report import write_atomic
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    feats = extract_all(list(subs), base, jobs)
+    rows = compare(feats)
+    pictures = {}
+    wanted = {(r.a, r.what) for r in rows if r.flagged and r.kind == "image"} | \
+             {(r.b, r.what) for r in rows if r.flagged and r.kind == "image"}
+    by_sub = {s.name: s for s in subs}
+    for name, what in sorted(wanted):
+        pictures[(name, what)] = _picture(by_sub[name], what)
+    write_atomic(out / "similarity.csv", similarity_csv(rows))
+    write_atomic(out / "similarity.html", similarity_html(rows, feats, base, pictures))
+    return rows
+
+
+def _picture(sub, what: str) -> str:
+    with tempfile.TemporaryDirectory(prefix="similarity-") as scratch:
+        copy = Path(scratch) / "copy"
+        intake.materialise(sub, copy)
+        for found in deliverables._find(os.fspath(copy), IMAGES[what]):
+            try:
+                return thumbnail_uri(deliverables._read_file(os.fspath(copy), found, deliverables.MAX_IMAGE_BYTES))
+            except (deliverables._Problem, OSError):
+                continue
+    return ""
+
+
+def released_notebook_code() -> str | None:
+    """The code cells of the notebook the release ships, when the kit can build it."""
+    try:
+        from grader import notebook
+
+        return notebook.code_of(notebook.build(student=True))
+    except Exception:
+        return None
+
+
+def main(*, submissions, out, lesson: str | None = None, jobs: int | None = None) -> int:
+    try:
+        subs = intake.discover(Path(submissions))
+        lesson = lesson or default_lesson()
+    except (OSError, ValueError) as exc:
+        print(f"similarity: {exc}", file=sys.stderr)
+        return 2
+    out_dir = Path(out)
+    subs = [s for s in subs if not _inside(s.source, out_dir)]
+    base = load_base(lesson, released_notebook_code=released_notebook_code())
+    rows = run(subs=subs, out=out_dir, base=base, jobs=jobs or os.cpu_count() or 1)
+    flagged = [r for r in rows if r.flagged]
+    print(f"compared {len(subs)} submissions: {len(flagged)} flagged row(s), {len(clusters(rows))} cluster(s) of "
+          f"three or more; {out_dir / 'similarity.csv'}, {out_dir / 'similarity.html'}")
+    return 0
+
+
+def _inside(source: Path, out: Path) -> bool:
+    try:
+        return out.resolve().is_relative_to(source.resolve())
+    except OSError:
+        return False
+
+
+def _cli(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grader.similarity")
+    parser.add_argument("--build-base", metavar="HANDOUT", required=True,
+                        help="rewrite grader/<lesson>/similarity_base.txt from the handout and the heatmap tool")
+    parser.add_argument("--lesson", default=None)
+    args = parser.parse_args(argv)
+    lesson = args.lesson or default_lesson()
+    outputs = _tool_outputs(lesson)
+    print(build_base_file(handout=Path(args.build_base), out=KIT / "grader" / lesson / BASE_FILE, tool_outputs=outputs))
+    return 0
+
+
+def _tool_outputs(lesson: str) -> list[tuple[str, bytes, str]]:
+    """The heatmap tool of the release run on the reference with its default sentence, each mode:
+    (label, PNG bytes, printed text). Trusted code only (the reference)."""
+    import contextlib
+    import importlib.util
+
+    tool = KIT / "assignments" / lesson / "tools" / "heatmap.py"
+    if not tool.is_file():
+        return []
+    spec = importlib.util.spec_from_file_location("_kit_heatmap_tool", tool)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    outputs = []
+    for mode in module.MODES:
+        with tempfile.TemporaryDirectory() as scratch:
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                module.main(["--folder", os.fspath(KIT / "solutions" / lesson), "--mode", mode, "--out", scratch])
+            png = (Path(scratch) / deliverables.HEATMAP_NAMES[0]).read_bytes()
+            outputs.append((f"make heatmap's picture of its default sentence (MODE={mode})", png, printed.getvalue()))
+    return outputs
+
+
+if __name__ == "__main__":
+    sys.exit(_cli())

@@ -1,0 +1,314 @@
+"""grader/similarity.py: copies planted among honest, independent work are flagged; honest work is not.
+
+The honest class is the correct fixtures (tests/fixtures/correct/, each with its own code, README,
+analysis, heatmap and diagram) and the reference. The plants are made here from them: code renamed,
+reformatted, reordered and stripped of comments and docstrings; the same code as notebook cells and
+as a zip; a heatmap resized and re-encoded as JPEG; a README copied with a line added.
+"""
+from __future__ import annotations
+
+import ast
+import io
+import json
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from grader import intake, report, similarity
+
+ROOT = Path(__file__).resolve().parents[1]
+CORRECT = ROOT / "tests" / "fixtures" / "correct"
+REFERENCE = ROOT / "solutions" / "day13"
+# ffn_dropout is not independent of the reference: its self_attention.py, multihead.py and
+# positional.py are the reference's files line for line (comments included); only block.py is its own.
+# A detector that let it pass would let a real copy with one file changed pass too.
+DERIVED = {("ffn_dropout", "reference")}
+
+
+class _Renamer(ast.NodeTransformer):
+    """Every name the author chose gets a new one; library names (torch, nn, F, math) stay."""
+
+    KEEP = {"torch", "nn", "F", "math", "self", "super", "float", "int", "range", "len", "ValueError",
+            "NotImplementedError", "isinstance", "print", "zip", "list", "tuple", "dict", "sum", "max", "min"}
+
+    def __init__(self):
+        self.names: dict[str, str] = {}
+
+    def new(self, name: str) -> str:
+        if name in self.KEEP or name.startswith("__"):
+            return name
+        return self.names.setdefault(name, f"v{len(self.names)}_{name[::-1].lower()}x")
+
+    def visit_Name(self, node):
+        node.id = self.new(node.id)
+        return node
+
+    def visit_arg(self, node):
+        node.arg = self.new(node.arg)
+        node.annotation = None
+        return node
+
+    def visit_FunctionDef(self, node):
+        node.name = self.new(node.name)
+        body = node.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+                and isinstance(body[0].value.value, str) and len(body) > 1:
+            node.body = body[1:]  # no docstring
+        self.generic_visit(node)
+        return node
+
+    def visit_ClassDef(self, node):
+        node.name = self.new(node.name)
+        self.generic_visit(node)
+        node.body.reverse()  # methods in another order
+        return node
+
+    def visit_Attribute(self, node):
+        self.generic_visit(node)
+        if isinstance(node.value, ast.Name) and node.value.id == "self":
+            node.attr = self.new(node.attr)
+        return node
+
+    def visit_ImportFrom(self, node):
+        for alias in node.names:
+            alias.name = self.new(alias.name)
+        return node
+
+
+def disguised(source: str, seed: int) -> str:
+    """The same program, renamed, reordered, reformatted, without docstrings, with new comments."""
+    tree = _Renamer().visit(ast.parse(source))
+    top = tree.body
+    imports = [n for n in top if isinstance(n, (ast.Import, ast.ImportFrom))]
+    rest = [n for n in top if n not in imports and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+    random.Random(seed).shuffle(rest)
+    tree.body = imports + rest
+    lines = ast.unparse(ast.fix_missing_locations(tree)).split("\n")
+    out = ["# my own work, written from scratch"]
+    for n, line in enumerate(lines):
+        out.append(line)
+        if n % 5 == 4 and line.strip() and not line.rstrip().endswith((":", ",", "(", "[")):
+            out.append(" " * (len(line) - len(line.lstrip())) + "# step done")
+    return "\n".join(out) + "\n"
+
+
+def _copy_code(src: Path, dest: Path, seed: int) -> dict[str, str]:
+    dest.mkdir(parents=True)
+    files = {}
+    for path in sorted(src.glob("*.py")):
+        text = disguised(path.read_text(encoding="utf-8"), seed)
+        (dest / path.name).write_text(text, encoding="utf-8")
+        files[path.name] = text
+    return files
+
+
+def build_class(root: Path) -> dict[tuple[str, str], str]:
+    """The honest class and the plants; returns {(plant, source): kind} for every plant."""
+    for folder in sorted(CORRECT.iterdir()):
+        shutil.copytree(folder, root / folder.name)
+    shutil.copytree(REFERENCE, root / "reference", ignore=shutil.ignore_patterns("make_deliverables.py", "__pycache__"))
+    plants = {}
+    # Code: the einsum student's code, disguised every way at once.
+    _copy_code(CORRECT / "einsum", root / "zz_code_plant", seed=1)
+    plants[("einsum", "zz_code_plant")] = "code"
+    # The same kind of copy handed in as a notebook's code cells, and as a zip.
+    cells = [disguised(p.read_text(encoding="utf-8"), 2) for p in sorted((CORRECT / "uint8_bmm").glob("*.py"))]
+    notebook = {"cells": [{"cell_type": "markdown", "source": "my notebook", "metadata": {}}]
+                + [{"cell_type": "code", "source": c, "metadata": {}, "outputs": [], "execution_count": None} for c in cells],
+                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (root / "zz_notebook_plant.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
+    plants[("uint8_bmm", "zz_notebook_plant")] = "code"
+    with zipfile.ZipFile(root / "zz_zip_plant.zip", "w") as archive:
+        for path in sorted((CORRECT / "large_negative").glob("*.py")):
+            archive.writestr(f"work/{path.name}", disguised(path.read_text(encoding="utf-8"), 3))
+    plants[("large_negative", "zz_zip_plant")] = "code"
+    # A heatmap resized and re-encoded (through JPEG) from the helpers student's.
+    from PIL import Image
+
+    (root / "zz_image_plant").mkdir()
+    with Image.open(CORRECT / "helpers" / "attention_heatmap.png") as image:
+        smaller = image.convert("RGB").resize((image.width * 3 // 4, image.height * 3 // 4), Image.Resampling.LANCZOS)
+        buffer = io.BytesIO()
+        smaller.save(buffer, format="JPEG", quality=75)
+        Image.open(buffer).save(root / "zz_image_plant" / "attention_heatmap.png")
+    plants[("helpers", "zz_image_plant")] = "image"
+    # A README copied word for word, with a title of one's own.
+    (root / "zz_readme_plant").mkdir()
+    readme = (CORRECT / "head_loop" / "README.md").read_text(encoding="utf-8")
+    (root / "zz_readme_plant" / "README.md").write_text("# My README\n\n" + readme, encoding="utf-8")
+    plants[("head_loop", "zz_readme_plant")] = "text"
+    return plants
+
+
+@pytest.fixture(scope="module")
+def base():
+    return similarity.load_base("day13", released_notebook_code=similarity.released_notebook_code())
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory, base):
+    root = tmp_path_factory.mktemp("class")
+    plants = build_class(root)
+    out = tmp_path_factory.mktemp("out")
+    rows = similarity.run(subs=intake.discover(root), out=out, base=base, jobs=2)
+    return rows, plants, out
+
+
+def test_every_plant_is_flagged_with_its_kind(planted):
+    rows, plants, _ = planted
+    flagged = {(r.a, r.b, r.kind) for r in rows if r.flagged}
+    for (source, plant), kind in plants.items():
+        assert (source, plant, kind) in flagged, f"{plant} (a copy of {source}) was not flagged on {kind}"
+
+
+def test_honest_independent_work_is_not_flagged(planted):
+    rows, plants, _ = planted
+    plant_names = {p for _, p in plants}
+    wrong = [r for r in rows if r.flagged and r.a not in plant_names and r.b not in plant_names
+             and (r.a, r.b) not in DERIVED]
+    assert not wrong, "honest pairs flagged:\n" + "\n".join(f"{r.a} {r.b} {r.kind} {r.score} {r.detail}" for r in wrong)
+    # The honest pairs that come closest stay well below the thresholds.
+    honest = [r for r in rows if r.a not in plant_names and r.b not in plant_names and (r.a, r.b) not in DERIVED]
+    assert max((r.score for r in honest if r.kind == "code"), default=0) < similarity.CODE_THRESHOLD - 0.05
+    assert max((r.score for r in honest if r.kind == "text"), default=0) < similarity.TEXT_THRESHOLD - 0.1
+
+
+def test_a_plant_is_flagged_against_its_source_only(planted):
+    rows, plants, _ = planted
+    for (source, plant), kind in plants.items():
+        others = {r.a if r.b == plant else r.b for r in rows if r.flagged and plant in (r.a, r.b)}
+        # The zip and notebook plants may also match the reference-derived files they share with it.
+        assert others == {source}, f"{plant} flagged against {sorted(others)}"
+
+
+def test_derived_fixture_is_flagged_against_the_reference(planted):
+    rows, _, _ = planted
+    assert any(r.flagged and (r.a, r.b) == ("ffn_dropout", "reference") and r.kind == "code" for r in rows)
+
+
+def test_the_kit_default_heatmap_is_recognised_and_not_evidence(planted):
+    rows, _, _ = planted
+    # recap_where ran `make heatmap MODE=trained` on the default sentence, like the reference deliverable.
+    row = next(r for r in rows if (r.a, r.b) == ("recap_where", "reference") and r.kind == "image")
+    assert row.score == 1.0 and not row.flagged and "not evidence" in row.detail
+
+
+def test_csv_and_html_are_written_flagged_first_with_clusters(planted, tmp_path):
+    rows, plants, out = planted
+    text = (out / "similarity.csv").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert lines[0] == "a,b,kind,score,flagged,detail"
+    flags = [line.split(",")[4] for line in lines[1:]]
+    assert flags == sorted(flags, key=lambda f: f != "yes")
+    scores = [float(line.split(",")[3]) for line in lines[1:] if line.split(",")[4] == "yes"]
+    assert scores == sorted(scores, reverse=True)
+    assert all(0 <= float(line.split(",")[3]) <= 1 for line in lines[1:])
+    page = (out / "similarity.html").read_text(encoding="utf-8")
+    assert "<mark>" in page and "data:image/png;base64," in page and "zz_readme_plant" in page
+    three = [similarity.Row("a", "b", "code", 0.9, True, ""), similarity.Row("b", "c", "text", 0.8, True, ""),
+             similarity.Row("c", "d", "image", 0.1, False, "")]
+    assert similarity.clusters(three) == [["a", "b", "c"]]
+
+
+def test_flagged_pairs_for_the_review_page(planted):
+    _, _, out = planted
+    pairs = similarity.flagged_pairs(out, "zz_code_plant")
+    assert [p["other"] for p in pairs] == ["einsum"] and pairs[0]["kind"] == "code" and pairs[0]["score"] >= 0.5
+    assert similarity.flagged_pairs(out, "handout") == []
+    assert similarity.flagged_pairs(out / "nowhere", "einsum") == []
+
+
+def test_renaming_reformatting_reordering_and_comments_change_no_fingerprint():
+    source = (CORRECT / "einsum" / "multihead.py").read_text(encoding="utf-8")
+    tokens = similarity.code_tokens(source)[0]
+    copy = similarity.code_tokens(disguised(source, 5))[0]
+    original = set(int(h) for h in similarity._kgram_hashes(tokens, similarity.CODE_K))
+    renamed = set(int(h) for h in similarity._kgram_hashes(copy, similarity.CODE_K))
+    assert len(original & renamed) >= 0.5 * len(original)
+    plain = "def f(a, b):\n    return a + b\n"
+    noisy = 'def total(x,\n          y,):\n    """Add."""\n    # sum\n    return x + \\\n        y  # done\n'
+    assert similarity.code_tokens(plain)[0] == similarity.code_tokens(noisy)[0]
+    assert "S" not in similarity.code_tokens(noisy)[0]  # the docstring is gone
+
+
+def test_stub_code_alone_is_not_evidence(tmp_path, base):
+    for name in ("s1", "s2"):
+        shutil.copytree(ROOT / "assignments" / "day13", tmp_path / "class" / name)
+    rows = similarity.run(subs=intake.discover(tmp_path / "class"), out=tmp_path / "out", base=base, jobs=1)
+    assert not [r for r in rows if r.kind == "code" and r.score > 0]
+
+
+def test_hostile_names_and_content_are_escaped_and_no_script_runs(tmp_path, base):
+    evil = '</pre><script>alert(1)</script><img src=x onerror=alert(2)>'
+    code = (CORRECT / "einsum" / "self_attention.py").read_text(encoding="utf-8")
+    for name in ("a_<script>alert(3)</script>", "b_evil"):
+        folder = tmp_path / "class" / name
+        folder.mkdir(parents=True)
+        (folder / "self_attention.py").write_text(f"# {evil}\nX = '{evil}'\n" + code, encoding="utf-8")
+        (folder / "README.md").write_text((evil + " ") * 3 + (CORRECT / "handout" / "README.md").read_text(), encoding="utf-8")
+    similarity.run(subs=intake.discover(tmp_path / "class"), out=tmp_path / "out", base=base, jobs=1)
+    page = (tmp_path / "out" / "similarity.html").read_text(encoding="utf-8")
+    assert "<script" not in page.lower() and "onerror=" not in page.replace("onerror=alert(2)&gt;", "")
+    assert "&lt;/pre&gt;&lt;script&gt;" in page
+    assert "Content-Security-Policy" in page and "default-src 'none'" in page
+
+
+def test_huge_and_damaged_inputs_stay_within_bounds(tmp_path):
+    """A 15 MB one-line file, a notebook of a million cells, a picture that claims 10^5 x 10^5
+    pixels and a damaged zip: compared under a 1.5 GB address-space limit, in bounded time."""
+    root = tmp_path / "class"
+    big = root / "big"
+    big.mkdir(parents=True)
+    (big / "self_attention.py").write_text("x = 1; " * (15 << 20 // 7), encoding="utf-8")
+    (root / "cells.ipynb").write_text(json.dumps({"cells": [{"cell_type": "code", "source": "x = 1"}] * 1_000_000}))
+    bomb = root / "bomb"
+    bomb.mkdir()
+    import struct
+    import zlib
+
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 100_000, 100_000, 8, 2, 0, 0, 0)) + \
+        chunk(b"IDAT", zlib.compress(b"\x00" * 1000)) + chunk(b"IEND", b"")
+    (bomb / "attention_heatmap.png").write_bytes(png)
+    (root / "broken.zip").write_bytes(b"PK\x03\x04 not really a zip")
+    script = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20));"
+              "from grader import __main__ as m; sys.exit(m.main(sys.argv[1:]))")
+    done = subprocess.run([sys.executable, "-c", script, "similarity", str(root), "--out", str(tmp_path / "out"),
+                           "--jobs", "1"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (tmp_path / "out" / "similarity.csv").read_text().startswith("a,b,kind,score,flagged,detail")
+
+
+def test_report_html_gets_a_section_and_grades_csv_does_not_change(tmp_path):
+    from test_report import make_record
+
+    out = tmp_path / "out"
+    for name in ("ann", "bob"):
+        report.write_submission(out, make_record(name))
+    report.write_class(out)
+    before = (out / "grades.csv").read_bytes()
+    assert "No similarity report" in (out / "report.html").read_text(encoding="utf-8")
+    (out / "similarity.csv").write_text("a,b,kind,score,flagged,detail\nann,<b>bob</b>,code,0.900,yes,code: 50 shared\n",
+                                        encoding="utf-8")
+    report.write_class(out)
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "&lt;b&gt;bob&lt;/b&gt;" in page and 'href="similarity.html"' in page
+    assert (out / "grades.csv").read_bytes() == before
+
+
+def test_the_engine_names_no_lesson():
+    text = (ROOT / "grader" / "similarity.py").read_text(encoding="utf-8")
+    assert "day13" not in text.lower()
+
+
+def test_the_base_file_matches_the_engine_parameters():
+    header = (ROOT / "grader" / "day13" / similarity.BASE_FILE).read_text(encoding="utf-8").splitlines()[2]
+    assert f"code-k={similarity.CODE_K}" in header and f"text-short-n={similarity.SHORT_N}" in header

@@ -97,7 +97,7 @@ def _similarity(subs, out: Path, jobs: int) -> None:
     from grader import similarity
 
     try:
-        base = similarity.load_base(similarity.default_lesson(), released_notebook_code=similarity.released_notebook_code())
+        base = similarity.load_base(similarity.default_lesson(), released_notebook=similarity.released_notebook_code)
         rows = similarity.run(subs=subs, out=out, base=base, jobs=jobs)
         flagged = sum(r.flagged for r in rows)
         print(f"similarity: {flagged} flagged row(s) in {out / 'similarity.html'}", flush=True)

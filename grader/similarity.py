@@ -313,6 +313,7 @@ class Base:
     text: TextBase = field(default_factory=TextBase)
     images: list[tuple[str, int]] = field(default_factory=list)  # (what, perceptual hash)
     sources: list[str] = field(default_factory=list)  # said in the report
+    notebook: object = None  # () -> the released notebook's code cells
 
 
 BASE_FILE = "similarity_base.txt"
@@ -328,9 +329,11 @@ def default_lesson() -> str:
 
 
 def load_base(lesson: str, *, released: Path | None = None, lesson_data: Path | None = None,
-              released_notebook_code: str | None = None) -> Base:
+              released_notebook=None) -> Base:
     """The base of `lesson`: its released folder (assignments/<lesson>/, every .py and notebook code
-    cell), the handout fingerprints the README check ships, and the lesson's similarity_base.txt."""
+    cell), the handout fingerprints the README check ships, and the lesson's similarity_base.txt.
+    `released_notebook` returns the code cells of a notebook the release builds; it is called only
+    when some submission holds a notebook (building it costs seconds)."""
     released = released or KIT / "assignments" / lesson
     lesson_data = lesson_data or KIT / "grader" / lesson / BASE_FILE
     base = Base()
@@ -339,13 +342,12 @@ def load_base(lesson: str, *, released: Path | None = None, lesson_data: Path | 
         if path.suffix == ".py" and path.is_file():
             sources.append(path.read_text(encoding="utf-8", errors="replace"))
         elif path.suffix == ".ipynb" and path.is_file():
-            sources.append(_notebook_code(path.read_bytes()))
-    if released_notebook_code:
-        sources.append(released_notebook_code)
+            sources += _notebook_cells(path.read_bytes())
     base.code = base_code_hashes(sources)
+    base.notebook = released_notebook
     base.sources.append(f"the released student folder {released.relative_to(KIT) if released.is_relative_to(KIT) else released}"
                         f" ({len(sources)} code files: stubs, visible tests, tools"
-                        f"{', the notebook' if released_notebook_code else ''})")
+                        f"{', and the released notebook when a submission holds one' if released_notebook else ''})")
     handout = (deliverables.load_fingerprints(section="handout") or set()) | \
               (deliverables.load_fingerprints(section="assignment-readme") or set())
     short: set[int] = set()
@@ -431,14 +433,16 @@ class Features:
     images: dict[str, tuple[str, int, str]] = field(default_factory=dict)  # "heatmap" -> (file, hash, digest)
     image_base: dict[str, str] = field(default_factory=dict)  # "heatmap" -> which kit picture it is
     notes: list[str] = field(default_factory=list)
+    has_notebook: bool = False
 
 
 TEXTS = {"README": deliverables.README_NAMES, "analysis": deliverables.ANALYSIS_NAMES}
 IMAGES = {"heatmap": deliverables.HEATMAP_NAMES, "diagram": deliverables.DIAGRAM_NAMES}
 
 
-def _notebook_code(data: bytes) -> str:
-    """The code cells of a notebook, joined; '' for anything that is not one."""
+def _notebook_cells(data: bytes) -> list[str]:
+    """The code cells of a notebook (each on its own: no k-gram spans two cells); [] for anything
+    that is not a notebook."""
     try:
         nb = json.loads(data.decode("utf-8", errors="replace"))
         cells = nb.get("cells", []) if isinstance(nb, dict) else []
@@ -447,9 +451,9 @@ def _notebook_code(data: bytes) -> str:
             if isinstance(cell, dict) and cell.get("cell_type") == "code":
                 source = cell.get("source", "")
                 parts.append("".join(source) if isinstance(source, list) else str(source))
-        return "\n\n".join(intake.neutralise_magics(p) for p in parts if isinstance(p, str))
+        return [intake.neutralise_magics(p) for p in parts]
     except (ValueError, TypeError, AttributeError, RecursionError):
-        return ""
+        return []
 
 
 def _read_capped(path: Path, cap: int) -> bytes:
@@ -468,7 +472,13 @@ def _code_files(folder: Path, generated: set[str]) -> list[tuple[str, str]]:
         if path.suffix == ".py":
             text = _read_capped(path, budget).decode("utf-8", errors="replace")
         elif path.suffix == ".ipynb":
-            text = _notebook_code(_read_capped(path, MAX_NOTEBOOK_BYTES))[:budget]
+            for number, cell in enumerate(_notebook_cells(_read_capped(path, MAX_NOTEBOOK_BYTES)), 1):
+                if budget <= 0:
+                    break
+                cell = cell[:budget]
+                budget -= len(cell.encode("utf-8", errors="replace"))
+                files.append((f"{rel} cell {number}", cell))
+            continue
         else:
             continue
         budget -= len(text.encode("utf-8", errors="replace"))
@@ -480,6 +490,7 @@ def features_of(folder: Path, name: str, base: Base, *, generated: set[str] = fr
     """The fingerprints of one submission's scratch copy (never raises on student content)."""
     feats = Features(name=name)
     feats.code_files = _code_files(folder, set(generated))
+    feats.has_notebook = any(".ipynb cell " in path for path, _ in feats.code_files)
     for index, (_, text) in enumerate(feats.code_files):
         tokens, lines = code_tokens(text)
         hashes = _kgram_hashes(tokens, CODE_K)
@@ -840,6 +851,10 @@ def run(*, subs, out: Path, base: Base, jobs: int = 1) -> list[Row]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     feats = extract_all(list(subs), base, jobs)
+    if base.notebook is not None and any(f.has_notebook for f in feats):
+        notebook_base = base_code_hashes(base.notebook() or [])
+        for f in feats:
+            f.code = {h: where for h, where in f.code.items() if h not in notebook_base}
     rows = compare(feats)
     pictures = {}
     wanted = {(r.a, r.what) for r in rows if r.flagged and r.kind == "image"} | \
@@ -864,14 +879,15 @@ def _picture(sub, what: str) -> str:
     return ""
 
 
-def released_notebook_code() -> str | None:
-    """The code cells of the notebook the release ships, when the kit can build it."""
+def released_notebook_code() -> list[str]:
+    """The code cells of the notebook the release ships, when the kit builds one ([] otherwise).
+    Building it runs the reference (seconds), so it is asked for only when a submission has a notebook."""
     try:
         from grader import notebook
 
-        return notebook.code_of(notebook.build(student=True))
+        return [cell.source for cell in notebook.build(student=True).cells if cell.cell_type == "code"]
     except Exception:
-        return None
+        return []
 
 
 def main(*, submissions, out, lesson: str | None = None, jobs: int | None = None) -> int:
@@ -883,7 +899,7 @@ def main(*, submissions, out, lesson: str | None = None, jobs: int | None = None
         return 2
     out_dir = Path(out)
     subs = [s for s in subs if not _inside(s.source, out_dir)]
-    base = load_base(lesson, released_notebook_code=released_notebook_code())
+    base = load_base(lesson, released_notebook=released_notebook_code)
     rows = run(subs=subs, out=out_dir, base=base, jobs=jobs or os.cpu_count() or 1)
     flagged = [r for r in rows if r.flagged]
     print(f"compared {len(subs)} submissions: {len(flagged)} flagged row(s), {len(clusters(rows))} cluster(s) of "

@@ -148,7 +148,7 @@ def build_class(root: Path) -> dict[tuple[str, str], str]:
 
 @pytest.fixture(scope="module")
 def base():
-    return similarity.load_base("day13", released_notebook_code=similarity.released_notebook_code())
+    return similarity.load_base("day13", released_notebook=similarity.released_notebook_code)
 
 
 @pytest.fixture(scope="module")
@@ -312,3 +312,12 @@ def test_the_engine_names_no_lesson():
 def test_the_base_file_matches_the_engine_parameters():
     header = (ROOT / "grader" / "day13" / similarity.BASE_FILE).read_text(encoding="utf-8").splitlines()[2]
     assert f"code-k={similarity.CODE_K}" in header and f"text-short-n={similarity.SHORT_N}" in header
+
+
+def test_the_released_notebook_untouched_is_not_evidence(tmp_path, base):
+    from grader import notebook
+
+    for name in ("n1", "n2"):
+        notebook.write(notebook.build(student=True), tmp_path / "class" / f"{name}.ipynb")
+    rows = similarity.run(subs=intake.discover(tmp_path / "class"), out=tmp_path / "out", base=base, jobs=1)
+    assert not [r for r in rows if r.kind == "code" and r.flagged]

@@ -7,8 +7,10 @@ allows (the layers are printed). Targets (issue 4): per submission below 0.1x a 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
+import random
 import resource
 import shutil
 import statistics
@@ -188,10 +190,144 @@ def _code_max(record: dict) -> float:
     return round(sum(t["max_score"] for t in record["tests"] if t["component"] != "deliverables"), 4)
 
 
+# ---------------------------------------------------------------- similarity: `python -m grader.bench similarity`
+
+CORRECT = KIT / "tests" / "fixtures" / "correct"
+
+
+class _Renamer(ast.NodeTransformer):
+    """Every name the author chose gets a new one; library names (torch, nn, F, math) stay."""
+
+    KEEP = {"torch", "nn", "F", "math", "self", "super", "float", "int", "range", "len", "ValueError",
+            "NotImplementedError", "isinstance", "print", "zip", "list", "tuple", "dict", "sum", "max", "min"}
+
+    def __init__(self, seed: int):
+        self.names: dict[str, str] = {}
+        self.seed = seed
+
+    def new(self, name: str) -> str:
+        if name in self.KEEP or name.startswith("__"):
+            return name
+        return self.names.setdefault(name, f"v{self.seed}_{len(self.names)}_{name[::-1].lower()}")
+
+    def visit_Name(self, node):
+        node.id = self.new(node.id)
+        return node
+
+    def visit_arg(self, node):
+        node.arg = self.new(node.arg)
+        node.annotation = None
+        return node
+
+    def visit_FunctionDef(self, node):
+        node.name = self.new(node.name)
+        body = node.body
+        if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            node.body = body[1:]  # no docstring
+        self.generic_visit(node)
+        return node
+
+    def visit_ClassDef(self, node):
+        node.name = self.new(node.name)
+        self.generic_visit(node)
+        node.body.reverse()  # methods in another order
+        return node
+
+    def visit_Attribute(self, node):
+        self.generic_visit(node)
+        if isinstance(node.value, ast.Name) and node.value.id == "self":
+            node.attr = self.new(node.attr)
+        return node
+
+    def visit_ImportFrom(self, node):
+        for alias in node.names:
+            alias.name = self.new(alias.name)
+        return node
+
+
+def disguised(source: str, seed: int) -> str:
+    """The same program renamed, reordered, reformatted (ast.unparse), without docstrings or the
+    author's comments, with comments of its own: every disguise a copier reaches for at once."""
+    tree = _Renamer(seed).visit(ast.parse(source))
+    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    rest = [n for n in tree.body if n not in imports and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+    random.Random(seed).shuffle(rest)
+    tree.body = imports + rest
+    out = ["# my own work, written from scratch"]
+    for n, line in enumerate(ast.unparse(ast.fix_missing_locations(tree)).split("\n")):
+        out.append(line)
+        if n % 5 == 4 and line.strip() and not line.rstrip().endswith((":", ",", "(", "[")):
+            out.append(" " * (len(line) - len(line.lstrip())) + "# step done")
+    return "\n".join(out) + "\n"
+
+
+def build_similarity_class(root: Path, n: int) -> int:
+    """n submissions, each a disguised copy of one of the correct fixtures or the reference, with
+    its README and its heatmap resized: every submission is in a cluster of about n/12, which is
+    the costly case (every pair in a cluster is compared in full). Returns the number of sources."""
+    from PIL import Image
+
+    sources = sorted(CORRECT.iterdir()) + [REFERENCE]
+    for i in range(n):
+        source, rng = sources[i % len(sources)], random.Random(i)
+        folder = root / f"student_{i:03d}"
+        folder.mkdir()
+        for path in sorted(source.glob("*.py")):
+            if path.name != "make_deliverables.py":
+                (folder / path.name).write_text(disguised(path.read_text(encoding="utf-8"), i), encoding="utf-8")
+        shutil.copyfile(source / "README.md", folder / "README.md")
+        with Image.open(source / "attention_heatmap.png") as image:
+            scale = rng.uniform(0.6, 1.0)
+            image.convert("RGB").resize((int(image.width * scale), int(image.height * scale))).save(
+                folder / "attention_heatmap.png")
+    return len(sources)
+
+
+def similarity_bench(*, n: int = 500, jobs: int | None = None, keep: bool = False) -> int:
+    jobs = jobs or os.cpu_count() or 1
+    root = Path(tempfile.mkdtemp(prefix="similarity-bench-"))
+    subs, out = root / "class", root / "out"
+    subs.mkdir()
+    sources = build_similarity_class(subs, n)
+    print(f"similarity benchmark: {n} submissions, disguised copies of {sources} sources (clusters of about "
+          f"{n // sources}: every pair in a cluster is compared in full), {os.cpu_count()} cores, --jobs {jobs}",
+          flush=True)
+    load_before = os.getloadavg()[0]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "grader", "similarity", str(subs), "--out", str(out),
+                           "--jobs", str(jobs)], cwd=KIT, capture_output=True, text=True)
+    total = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if done.returncode != 0:
+        print(done.stdout[-2000:], done.stderr[-2000:], sep="\n")
+        return 1
+    rows = (out / "similarity.csv").read_text(encoding="utf-8").splitlines()[1:]
+    flagged = sum(1 for r in rows if ",yes," in r)
+    print(done.stdout.strip())
+    print(f"total (python -m grader similarity, start-up included): {total:.1f} s "
+          f"[target < 60 s for 500 on 2 cores: {'met' if total < 60 * n / 500 else 'NOT met'}]")
+    print(f"{len(rows)} rows in similarity.csv, {flagged} flagged; similarity.html "
+          f"{(out / 'similarity.html').stat().st_size / 2**20:.1f} MB")
+    print(f"CPU time of the whole run: {cpu:.1f} s; machine load (1-min average) before/after: "
+          f"{load_before:.1f}/{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    if keep:
+        print(f"class and outputs kept in {root}")
+    else:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(prog="python -m grader.bench", description=__doc__.splitlines()[0])
-    parser.add_argument("-n", type=int, default=200, help="submissions in the synthetic class")
+    parser.add_argument("mode", nargs="?", choices=("grade", "similarity"), default="grade",
+                        help="grade (default): the grading benchmark; similarity: the class similarity report")
+    parser.add_argument("-n", type=int, default=None, help="submissions in the synthetic class (200; 500 for similarity)")
     parser.add_argument("--jobs", type=int, default=None)
     parser.add_argument("--keep", action="store_true", help="keep the class and outputs for inspection")
     args = parser.parse_args()
-    sys.exit(main(n=args.n, jobs=args.jobs, keep=args.keep))
+    if args.mode == "similarity":
+        sys.exit(similarity_bench(n=args.n or 500, jobs=args.jobs, keep=args.keep))
+    sys.exit(main(n=args.n or 200, jobs=args.jobs, keep=args.keep))

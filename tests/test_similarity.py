@@ -7,11 +7,8 @@ as a zip; a heatmap resized and re-encoded as JPEG; a README copied with a line 
 """
 from __future__ import annotations
 
-import ast
 import io
 import json
-import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -21,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from grader import intake, report, similarity
+from grader.bench import disguised
 
 ROOT = Path(__file__).resolve().parents[1]
 CORRECT = ROOT / "tests" / "fixtures" / "correct"
@@ -29,73 +27,6 @@ REFERENCE = ROOT / "solutions" / "day13"
 # positional.py are the reference's files line for line (comments included); only block.py is its own.
 # A detector that let it pass would let a real copy with one file changed pass too.
 DERIVED = {("ffn_dropout", "reference")}
-
-
-class _Renamer(ast.NodeTransformer):
-    """Every name the author chose gets a new one; library names (torch, nn, F, math) stay."""
-
-    KEEP = {"torch", "nn", "F", "math", "self", "super", "float", "int", "range", "len", "ValueError",
-            "NotImplementedError", "isinstance", "print", "zip", "list", "tuple", "dict", "sum", "max", "min"}
-
-    def __init__(self):
-        self.names: dict[str, str] = {}
-
-    def new(self, name: str) -> str:
-        if name in self.KEEP or name.startswith("__"):
-            return name
-        return self.names.setdefault(name, f"v{len(self.names)}_{name[::-1].lower()}x")
-
-    def visit_Name(self, node):
-        node.id = self.new(node.id)
-        return node
-
-    def visit_arg(self, node):
-        node.arg = self.new(node.arg)
-        node.annotation = None
-        return node
-
-    def visit_FunctionDef(self, node):
-        node.name = self.new(node.name)
-        body = node.body
-        if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-                and isinstance(body[0].value.value, str) and len(body) > 1:
-            node.body = body[1:]  # no docstring
-        self.generic_visit(node)
-        return node
-
-    def visit_ClassDef(self, node):
-        node.name = self.new(node.name)
-        self.generic_visit(node)
-        node.body.reverse()  # methods in another order
-        return node
-
-    def visit_Attribute(self, node):
-        self.generic_visit(node)
-        if isinstance(node.value, ast.Name) and node.value.id == "self":
-            node.attr = self.new(node.attr)
-        return node
-
-    def visit_ImportFrom(self, node):
-        for alias in node.names:
-            alias.name = self.new(alias.name)
-        return node
-
-
-def disguised(source: str, seed: int) -> str:
-    """The same program, renamed, reordered, reformatted, without docstrings, with new comments."""
-    tree = _Renamer().visit(ast.parse(source))
-    top = tree.body
-    imports = [n for n in top if isinstance(n, (ast.Import, ast.ImportFrom))]
-    rest = [n for n in top if n not in imports and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
-    random.Random(seed).shuffle(rest)
-    tree.body = imports + rest
-    lines = ast.unparse(ast.fix_missing_locations(tree)).split("\n")
-    out = ["# my own work, written from scratch"]
-    for n, line in enumerate(lines):
-        out.append(line)
-        if n % 5 == 4 and line.strip() and not line.rstrip().endswith((":", ",", "(", "[")):
-            out.append(" " * (len(line) - len(line.lstrip())) + "# step done")
-    return "\n".join(out) + "\n"
 
 
 def _copy_code(src: Path, dest: Path, seed: int) -> dict[str, str]:

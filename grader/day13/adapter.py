@@ -143,6 +143,7 @@ class Adapter:
     batch: bool = False
     calls: list = field(default_factory=list)
     current_test: str = ""
+    memo: dict = field(default_factory=dict)  # answers the hidden tests share (a probe of the student's function)
     _pending: list = field(default_factory=list)  # (header, arrays, Result) not sent yet
 
     # -- plumbing ---------------------------------------------------------------------

@@ -58,6 +58,19 @@ PROPERTY = {
     "float32": Tol(1e-5, 1e-5, "one float32 softmax normalisation"),
     "float64": Tol(1e-10, 1e-10, "one float64 softmax normalisation"),
 }
+# "Your function reacts to its input" (checks.changed, the gate of the property and self-consistency
+# tests): two answers differ when some entry moves by more than this, relative to max(1, max|answer|).
+# Measured on the hidden tests' probes over the reference, the correct variants and every mutant that
+# keeps its points there (2026-12-01): the smallest move is 4.7e-2 (a block's outputs when its FFN
+# weights or its later tokens change), the attention probes move by 0.5 or more; a function that
+# ignores the changed input moves by exactly 0.
+DEPENDS = Tol(1e-3, 0.0, "47x below the smallest move of real answers; any rounding is far smaller")
+# "Each feature of the positional table is a wave along the positions": s[p+1] + s[p-1] = c·s[p]
+# holds within this fraction of the table's largest entry. Measured: 1.5e-5 for every correct variant
+# and positional mutant (T up to 200, d_model up to 512), 3.4e-4 for a table whose wavelengths are
+# inverted (pos · 10000^(2i/d), float32 angles near 2e4 rad; a bug that keeps the module's points);
+# random tables of any amplitude miss by 0.5 to 2.
+WAVE = Tol(1e-2, 0.0, "30x above float32 sines of large angles; random tables miss by 0.5 or more")
 # When a failing student's outputs are compared with a catalogue mutant's to name the
 # misconception, the same implementation-spread argument applies.
 MATCH = Tol(1e-4, 1e-3, "same bug, different but legitimate float32 arithmetic")

@@ -176,3 +176,97 @@ def same_grads(got_res, exp_res, what: str, names, *, dtype="float32") -> None:
 def check(condition: bool, message: str) -> None:
     if not condition:
         raise GradeFailure(message)
+
+
+
+# -- the student's own function does the work -------------------------------------------------
+# Property and self-consistency tests (rows sum to 1, masks, causality, permutation, "equals your
+# own attention") also hold for answers that compute nothing: uniform weights, zeros, the input
+# handed back, a constant table. They award points only when the answers show that the function
+# reacts to what it is given, judged here from its answers, never from anything the submission says.
+def changed(before, after) -> bool:
+    """The two answers differ by more than rounding (or one has nan or inf where the other has not)."""
+    a, b = np.asarray(before, dtype=np.float64), np.asarray(after, dtype=np.float64)
+    if a.shape != b.shape:
+        return True
+    finite = np.isfinite(a) & np.isfinite(b)
+    if not np.array_equal(finite, np.isfinite(a) | np.isfinite(b)):
+        return True  # a number on one side, nan or inf on the other
+    with np.errstate(invalid="ignore"):
+        if not np.all((a[~finite] == b[~finite]) | (np.isnan(a[~finite]) & np.isnan(b[~finite]))):
+            return True
+    scale = max(1.0, float(np.abs(a[finite]).max(initial=0.0)))
+    return bool(np.any(np.abs(a[finite] - b[finite]) > tol.DEPENDS.atol * scale))
+
+
+def require_real(reasons: list[str], what: str, fix: str) -> None:
+    """Fail with every sign that the answers compute nothing, and the formula that would."""
+    if reasons:
+        raise GradeFailure(f"{what}: these points need code that computes the answer, but "
+                           + "; ".join(reasons) + f". {fix}")
+
+
+def attention_probe(student) -> dict:
+    """Three calls of the student's scaled_dot_product_attention: fixed Q, K, V, then Q changed, then K
+    changed. Asked once per submission and kept in the adapter's memo: it is a property of the function."""
+    probe = student.memo.get("attention probe")
+    if probe is None:
+        Q, K, V = (randn(1500 + j, 2, 4, 3, scale=1.5) for j in range(3))
+        Q2, K2 = randn(1503, 2, 4, 3, scale=1.5), randn(1504, 2, 4, 3, scale=1.5)
+        probe = student.memo["attention probe"] = {
+            "base": student.sdpa(Q, K, V), "Q": student.sdpa(Q2, K, V), "K": student.sdpa(Q, K2, V)}
+    return probe
+
+
+def attention_reasons(probe: dict) -> list[str]:
+    """Signs that the probed attention computes nothing: an empty list when it reacts to Q and to K."""
+    answers = {}
+    for name, res in probe.items():
+        what = "scaled_dot_product_attention(Q, K, V), each of shape (2, 4, 3)"
+        answers[name] = (output(res, 0, what, count=2), output(res, 1, what, count=2))  # its error, if it raised
+    out, weights = answers["base"]
+    reasons = [f"its weights stayed the same when {x} changed" for x in ("Q", "K") if not changed(weights, answers[x][1])]
+    if not changed(out, answers["Q"][0]):
+        reasons.append("its output stayed the same when Q changed")
+    return reasons
+
+
+def attention_is_real(student) -> bool:
+    try:
+        return not attention_reasons(attention_probe(student))
+    except GradeFailure:
+        return False
+
+
+def require_real_attention(student, what: str) -> None:
+    require_real([f"scaled_dot_product_attention: {r}" for r in attention_reasons(attention_probe(student))], what,
+                 "The weights are softmax(Q Kᵀ / √d_k) along the keys, and the output is weights @ V (handout §3)")
+
+
+def table_reasons(table) -> list[str]:
+    """Signs that a positional table encodes nothing: it must change along the positions and across the
+    features, and each feature must be a wave along the positions, as the sine or cosine of an angle
+    proportional to the position is (whatever its wavelength or phase)."""
+    pe = np.asarray(table, dtype=np.float64)
+    if pe.ndim != 2 or not np.isfinite(pe).all():
+        return [f"the table is not a finite (T, d_model) matrix (shape {pe.shape})"]
+    reasons = []
+    if pe.shape[0] > 1 and not changed(np.repeat(pe[:1], pe.shape[0], 0), pe):
+        reasons.append("the table has the same row at every position")
+    if pe.shape[1] > 1 and not changed(np.repeat(pe[:, :1], pe.shape[1], 1), pe):
+        reasons.append("each position has the same value in every feature")
+    if pe.shape[0] >= 4 and not reasons:
+        # sin(a·p + b) and cos(a·p + b) satisfy s[p+1] + s[p-1] = 2·cos(a)·s[p] at every position p.
+        middle, sides = pe[1:-1], pe[2:] + pe[:-2]
+        norm = (middle * middle).sum(0)
+        c = np.divide((middle * sides).sum(0), norm, out=np.zeros_like(norm), where=norm > 0)
+        residual = float(np.abs(sides - c * middle).max(initial=0.0))
+        if residual > tol.WAVE.atol * float(np.abs(pe).max()):
+            reasons.append("its features are not sines or cosines of the position "
+                           f"(s[p+1] + s[p-1] = c·s[p] misses by {residual:.3g})")
+    return reasons
+
+
+def require_real_table(table, what: str) -> None:
+    require_real(table_reasons(table), what,
+                 "PE[pos, 2i] = sin(pos / 10000^(2i/d_model)) and PE[pos, 2i+1] = cos of the same angle (handout §8)")

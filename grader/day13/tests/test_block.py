@@ -82,7 +82,9 @@ def test_pre_ln(student, reference):
 
 
 def test_mask_passthrough(student, reference):
-    """Judged by what the mask must do, not by the reference, so a wiring bug costs only the wiring tests."""
+    """Judged by what the mask must do, not by the reference, so a wiring bug costs only the wiring tests;
+    worth points only for a block whose tokens see each other and whose feed-forward is used (the input
+    handed back, zeros or a per-token map keep every mask's promise)."""
     B, T, D, t = 2, 6, 8, 2
     lengths = [3, 6]
     x, w = ck.randn(1300, B, T, D, scale=2.0), _weights(1301, D)
@@ -91,12 +93,33 @@ def test_mask_passthrough(student, reference):
     padded = x.copy()
     padded[0, lengths[0]:] = ck.randn(1311, T - lengths[0], D)
     pad = ck.padding(lengths, T)
-    calls = []
+    # The probes use inputs of unit scale: at scale 2 each token's stand-in attention rests almost wholly
+    # on itself, so what the other tokens contribute would be too small to see.
+    y = ck.randn(1320, B, T, D)
+    y_later = y.copy()
+    y_later[:, t + 1:] = ck.randn(1321, B, T - t - 1, D)
+    other_ffn = {**w, **{k: v for k, v in _weights(1322, D).items() if k.startswith("ffn.")}}
+    calls, probes = [], []
     for pre_ln in (False, True):
         kw = dict(n_heads=2, pre_ln=pre_ln)
-        calls.append(("Pre-LN" if pre_ln else "Post-LN",
+        name = "Pre-LN" if pre_ln else "Post-LN"
+        calls.append((name,
                       student.block(x, w, mask=ck.causal(T), **kw), student.block(later, w, mask=ck.causal(T), **kw),
                       student.block(x, w, mask=pad, **kw), student.block(padded, w, mask=pad, **kw)))
+        probes.append((name, student.block(y, w, mask=pad, **kw), student.block(y_later, w, mask=pad, **kw),
+                       student.block(y, other_ffn, mask=pad, **kw)))
+    reasons = []
+    for name, base, moved, ffn in probes:
+        out = ck.output(base, 0, f"{name} block, padding mask", count=1)
+        out_moved = ck.output(moved, 0, f"{name} block, padding mask, later tokens changed", count=1)
+        if not ck.changed(out[1, : t + 1], out_moved[1, : t + 1]):
+            reasons.append(f"{name}: the outputs at positions 0..{t} of a sequence with no padding stayed the same "
+                           "when its later tokens changed (no token sees the others)")
+        if not ck.changed(out, ck.output(ffn, 0, f"{name} block, other feed-forward weights", count=1)):
+            reasons.append(f"{name}: the output stayed the same when the feed-forward weights changed")
+    ck.require_real(reasons, "the mask's pass-through, judged by what the mask must do",
+                    "Post-LN: x = ln1(x + attn(x, mask)); x = ln2(x + ffn(x)). "
+                    "Pre-LN: x = x + attn(ln1(x), mask); x = x + ffn(ln2(x)) (handout §12)")
     p = tol.PROPERTY[F32]
     for name, a, b, c, d in calls:
         out_a = ck.output(a, 0, f"{name} block, causal mask", count=1)

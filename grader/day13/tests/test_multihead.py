@@ -91,6 +91,8 @@ def test_gradients(student, reference):
 
 
 def test_properties(student, reference):
+    """Causality and permutation, worth points only for a layer whose tokens attend to each other
+    through queries and keys (a per-token map, zeros or the input handed back has both properties)."""
     B, T, D, h, t = 2, 6, 16, 4, 2
     x, w = ck.randn(1000, B, T, D), _weights(1001, D)
     x2 = x.copy()
@@ -100,9 +102,33 @@ def test_properties(student, reference):
     b = student.mha(x2, w, h, ck.causal(T))
     plain = student.mha(x, w, h)
     permuted = student.mha(x[:, perm], w, h)
+    later = student.mha(x2, w, h)
+    rows = {"query": slice(0, D), "key": slice(D, 2 * D)}
+    other = {part: _with_rows(w, r, 1020 + i) for i, (part, r) in enumerate(rows.items())}
+    moved = {part: student.mha(x, other[part], h) for part in rows}
     p = tol.PROPERTY[F32]
+    out = ck.output(plain, 0, "output", count=1)
+    reasons = []
+    if not ck.changed(out[:, : t + 1], ck.output(later, 0, "output, later tokens changed", count=1)[:, : t + 1]):
+        reasons.append(f"without a mask, the outputs at positions 0..{t} stayed the same when later tokens changed "
+                       "(no token attends to the others)")
+    for part in rows:
+        if not ck.changed(out, ck.output(moved[part], 0, f"output, {part} weights changed", count=1)):
+            reasons.append(f"the output stayed the same when the {part} rows of qkv changed")
+    ck.require_real(reasons, "MultiHeadAttention's causality and permutation properties",
+                    "Each head's weights are softmax(q kᵀ / √d_k) of its own queries and keys, "
+                    "applied to its values (handout §7)")
     out_a, out_b = ck.output(a, 0, "causal output", count=1), ck.output(b, 0, "causal output, later tokens changed", count=1)
     ck.close(out_b[:, : t + 1], out_a[:, : t + 1], p,
              f"under a causal mask, outputs at positions 0..{t} must not change when later tokens change")
-    ck.close(ck.output(permuted, 0, "output for permuted tokens", count=1), ck.output(plain, 0, "output")[:, perm], p,
+    ck.close(ck.output(permuted, 0, "output for permuted tokens", count=1), out[:, perm], p,
              "without a mask, permuting the tokens must permute the outputs the same way")
+
+
+def _with_rows(w: dict, rows: slice, seed: int) -> dict:
+    """The weights with one part of qkv (its query, key or value rows, weight and bias) drawn afresh."""
+    changed = dict(w)
+    for name, scale in (("qkv.weight", 1 / np.sqrt(w["qkv.weight"].shape[1])), ("qkv.bias", 0.1)):
+        changed[name] = w[name].copy()
+        changed[name][rows] = ck.randn(seed, *changed[name][rows].shape, scale=scale)
+    return changed

@@ -1,0 +1,204 @@
+"""Points need the math: skeletons (tests/fixtures/skeleton/) get the structure points only.
+
+A skeleton has the contract's functions, classes and attributes and answers with the right shapes,
+but computes nothing: uniform or seeded-random weights, zeros, its input handed back, a constant
+table, a block that returns x. The property and self-consistency tests would pass many of those
+answers; they count only when the student's own function reacts to its input (checks.py). Each
+skeleton is graded beside honest work: the reference, the correct variants and every catalogue
+mutant, whose points the gates must not change.
+"""
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+from engine_helpers import REFERENCE, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
+
+from grader import run, score  # noqa: E402
+from grader.day13 import catalogue, killrate  # noqa: E402
+from grader.day13.adapter import Adapter, InProcessTransport  # noqa: E402
+from grader.day13.tests import checks as ck  # noqa: E402
+from grader.sandbox import SandboxConfig  # noqa: E402
+
+torch.set_num_threads(1)
+
+SKELETONS = Path(__file__).parent / "fixtures" / "skeleton"
+CASES = sorted(p.name for p in SKELETONS.iterdir() if p.is_dir())
+PART_OF = {"sa": "self_attention", "mh": "multihead", "pe": "positional", "blk": "block"}
+CODE = killrate.CODE
+CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(3))
+GATE = "these points need code that computes the answer"
+
+
+def rubric() -> dict:
+    return score.load_rubric()
+
+
+def structure_tests(component: str | None = None) -> dict:
+    """rubric id -> points of every test marked structure = true (of one component, or all)."""
+    return {f"{c}.{t}": float(entry["points"]) for c in CODE if component in (None, c)
+            for t, entry in rubric()[c].items() if entry.get("structure")}
+
+
+def build(case: str, folder: Path) -> Path:
+    """The reference with the case's files on top; a whole_* case lists the part skeletons it combines."""
+    make_submission(folder)
+    parts = (SKELETONS / case / "parts.txt")
+    for part in parts.read_text().split() if parts.exists() else [case]:
+        for f in (SKELETONS / part).glob("*.py"):
+            shutil.copyfile(f, folder / f.name)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """case -> its in-process grade, graded once per module."""
+    root, done = tmp_path_factory.mktemp("skeletons"), {}
+
+    def grade(case: str):
+        if case not in done:
+            done[case] = killrate.grade(build(case, root / case), case)
+        return done[case]
+    return grade
+
+
+def passed(result) -> set[str]:
+    return {t.name for t in result.tests if t.component in CODE and t.status == "passed"}
+
+
+def code_total(result) -> float:
+    return sum(t.score for t in result.tests if t.component in CODE)
+
+
+# -- the rubric states the most a skeleton can get ----------------------------------------------
+def test_the_rubric_states_the_skeleton_maximum_and_it_stays_under_20_of_90():
+    top = sum(structure_tests().values())
+    assert rubric()["meta"]["skeleton_max"] == top < 20
+    assert sum(float(e["points"]) for c in CODE for e in rubric()[c].values()) == 90
+    assert set(structure_tests()) == {"multihead.rejects_bad_heads", "multihead.attributes", "positional.buffer",
+                                      "block.attributes", "block.d_ff"}
+
+
+def test_every_part_has_skeletons_and_there_are_whole_submission_skeletons():
+    for prefix in PART_OF:
+        assert sum(c.startswith(prefix + "_") for c in CASES) >= 5, prefix
+    assert sum(c.startswith("whole_") for c in CASES) >= 3
+
+
+# -- skeletons, in process ---------------------------------------------------------------------
+@pytest.mark.parametrize("case", [c for c in CASES if not c.startswith("whole_")])
+def test_a_part_skeleton_gets_only_that_parts_structure_points(graded, case):
+    part = PART_OF[case.split("_")[0]]
+    result = graded(case)
+    scores = result.component_scores()
+    for c in CODE:
+        if c != part:
+            assert scores[c] == killrate.full_marks()[c], (case, c)
+    mine = {t.name for t in result.tests if t.component == part}
+    assert passed(result) & mine <= set(structure_tests(part)), (case, passed(result) & mine)
+    assert scores[part] <= sum(structure_tests(part).values())
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.startswith("whole_")])
+def test_a_whole_skeleton_gets_the_structure_points_and_nothing_else(graded, case):
+    result = graded(case)
+    assert passed(result) == set(structure_tests()), case
+    assert code_total(result) == rubric()["meta"]["skeleton_max"] < 20
+
+
+def test_the_gate_says_why_the_points_are_withheld(graded):
+    result = graded("sa_uniform")
+    tests = {t.name: t for t in result.tests}
+    masks = tests["self_attention.sdpa_masks"]
+    assert masks.status == "failed" and GATE in masks.output
+    assert "weights stayed the same when Q changed" in masks.output
+    assert "weights stayed the same when K changed" in masks.output
+    assert "softmax(Q Kᵀ / √d_k)" in masks.output
+    keys_only = {t.name: t for t in graded("sa_keys_only").tests}["self_attention.sdpa_properties"]
+    assert "when Q changed" in keys_only.output and "when K changed" not in keys_only.output
+    table = {t.name: t for t in graded("pe_features_only").tests}["positional.dtype_shape"]
+    assert GATE in table.output and "same row at every position" in table.output
+    random = {t.name: t for t in graded("pe_seeded_random").tests}["positional.dtype_shape"]
+    assert "not sines or cosines of the position" in random.output
+    block = {t.name: t for t in graded("blk_attention_only").tests}["block.mask_passthrough"]
+    assert "feed-forward weights changed" in block.output and "no token sees" not in block.output
+    mha = {t.name: t for t in graded("mh_mean_pool").tests}["multihead.properties"]
+    assert "query rows of qkv" in mha.output and "key rows of qkv" in mha.output and "no token" not in mha.output
+
+
+def _without_gates(monkeypatch):
+    monkeypatch.setattr(ck, "require_real", lambda reasons, what, fix: None)
+    monkeypatch.setattr(ck, "attention_is_real", lambda student: True)
+    monkeypatch.setattr(ck, "table_reasons", lambda table: [])
+
+
+def test_without_the_gates_skeletons_would_score_again(monkeypatch, tmp_path):
+    # The gates are what withholds the points: switched off, the same skeletons pass property tests.
+    _without_gates(monkeypatch)
+    for case in ("whole_uniform", "whole_inputs", "whole_random"):
+        result = killrate.grade(build(case, tmp_path / case), case)
+        assert code_total(result) >= 30, case
+
+
+# -- honest work keeps what it had -------------------------------------------------------------
+def _verdicts(folder: Path) -> dict:
+    """rubric id -> passed, for every hidden test run on `folder` (no catalogue replay: only pass or fail)."""
+    student, reference = Adapter(InProcessTransport(folder)), score.reference_adapter()
+    verdicts = {}
+    for component, test_id, fn in score.hidden_tests():
+        try:
+            fn(student, reference)
+            verdicts[f"{component}.{test_id}"] = True
+        except AssertionError:
+            verdicts[f"{component}.{test_id}"] = False
+    return verdicts
+
+
+def test_the_gates_cost_no_catalogue_mutant_or_correct_variant_a_point(monkeypatch):
+    folders = [catalogue.mutant_dir(b.id) for b in catalogue.BUGS] + killrate.variants() + [REFERENCE]
+    gated = {f.name: _verdicts(f) for f in folders}
+    _without_gates(monkeypatch)
+    assert {f.name: _verdicts(f) for f in folders} == gated
+
+
+def test_a_real_but_buggy_attention_keeps_its_self_consistency_points(tmp_path):
+    # sa.no_scale: its own weights are wrong but real, so SelfAttention wired to them passes the
+    # module tests and its masks are judged against its own weights.
+    result = killrate.grade(catalogue.mutant_dir("sa.no_scale"), "no_scale")
+    got = passed(result)
+    for test in ("sdpa_masks", "sdpa_properties", "module_worked_values", "module_reference", "module_gradients"):
+        assert f"self_attention.{test}" in got, test
+
+
+# -- through the engine ------------------------------------------------------------------------
+def test_skeletons_graded_by_the_engine_score_as_in_process(graded, tmp_path):
+    subs = tmp_path / "subs"
+    make_submission(subs / "aaa_reference")
+    for case in CASES:
+        build(case, subs / case)
+    out = tmp_path / "out"
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG) == 0
+    records = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/record.json")}
+    assert set(records) == {"aaa_reference", *CASES}
+    full = sum(killrate.full_marks().values())
+    assert sum(t["score"] for t in records["aaa_reference"]["tests"] if t["component"] in CODE) == full
+    for case in CASES:
+        engine = {t["name"]: t["score"] for t in records[case]["tests"] if t["component"] in CODE}
+        assert engine == {t.name: t.score for t in graded(case).tests if t.component in CODE}, case
+    header, *lines = (out / "grades.csv").read_text().splitlines()
+    columns = header.split(",")
+    rows = {r.split(",")[0]: dict(zip(columns, r.split(","))) for r in lines}
+    for case in CASES:
+        code = {c: float(rows[case][c]) for c in CODE}
+        if case.startswith("whole_"):
+            assert sum(code.values()) == rubric()["meta"]["skeleton_max"], case
+        else:
+            part = PART_OF[case.split("_")[0]]
+            assert code[part] <= sum(structure_tests(part).values()), case
+    assert settled(lambda: processes_of(range(CONFIG.uid_base, CONFIG.uid_base + 2))) == []
+    assert settled(lambda: descendants(os.getpid())) == []

@@ -239,7 +239,9 @@ def attention_is_real(student) -> bool:
 
 
 def require_real_attention(student, what: str) -> None:
-    require_real([f"scaled_dot_product_attention: {r}" for r in attention_reasons(attention_probe(student))], what,
+    reasons = attention_reasons(attention_probe(student))
+    reasons[:1] = [r.replace("its ", "scaled_dot_product_attention's ", 1) for r in reasons[:1]]
+    require_real(reasons, what,
                  "The weights are softmax(Q Kᵀ / √d_k) along the keys, and the output is weights @ V (handout §3)")
 
 

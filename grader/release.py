@@ -40,7 +40,38 @@ SKIP_DIRS = {"__pycache__", ".pytest_cache", ".ipynb_checkpoints"}
 SKIP_SUFFIXES = {".pyc", ".pyo"}
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed, so the same sources give the same zip bytes
 EXECUTABLE = {"tools/ci_feedback.py"}
-GITIGNORE = "__pycache__/\n*.pyc\n.pytest_cache/\n.ipynb_checkpoints/\n"
+# The student's repository: a `git add -A` after the README's set-up must stage their work only.
+# `.venv` without a slash also matches a symlink to an environment kept elsewhere. The deliverables
+# (attention_heatmap.png, attention_weights.npy, ...) are outputs too, but they are handed in.
+GITIGNORE = """\
+# the Python environment of the README's set-up (python3 -m venv .venv), and other common names
+.venv
+venv/
+env/
+.python-version
+# caches
+__pycache__/
+*.py[cod]
+.pytest_cache/
+.ipynb_checkpoints/
+.mypy_cache/
+.ruff_cache/
+.cache/
+.ipython/
+.jupyter/
+# outputs that are not deliverables: checkpoints and training logs
+*.pt
+*.pth
+*.ckpt
+runs/
+wandb/
+lightning_logs/
+# editors and systems
+.vscode/
+.idea/
+.DS_Store
+Thumbs.db
+"""
 
 
 class LeakError(RuntimeError):

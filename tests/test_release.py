@@ -202,3 +202,63 @@ def test_release_never_replaces_a_folder_it_did_not_make(tmp_path, capsys):
     assert release.main(out=str(tmp_path)) == 2
     assert (precious / "notes.txt").read_text() == "mine\n"
     assert "not a release" in capsys.readouterr().err
+
+
+def _environment_like_the_readme(folder: Path) -> Path:
+    """`python3 -m venv .venv` plus the README's packages, as a student's machine would have them.
+
+    The packages are hard links to this kit's own environment (same torch, same multi-hundred-MB
+    libraries, no download); where the file system cannot link, each file is a sparse copy of its size.
+    """
+    venv = folder / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    source = Path(next(p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()))
+    target = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    for path in source.rglob("*"):
+        if path.is_symlink() or not path.is_file():
+            continue
+        copy = target / path.relative_to(source)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(path, copy)
+        except OSError:
+            with open(copy, "wb") as handle:
+                handle.truncate(path.stat().st_size)
+    assert max(p.stat().st_size for p in target.rglob("*") if p.is_file()) > 100 * 2**20
+    return venv
+
+
+def test_git_add_after_the_readme_set_up_stages_only_the_students_work(unpacked, tmp_path):
+    """Set up as the README says, run the tools, then `git add -A`: nothing over 1 MB, no environment, no cache."""
+    folder = tmp_path / "day13"
+    shutil.copytree(unpacked, folder)
+    venv = _environment_like_the_readme(folder)
+    for module in notebook.MODULES:
+        shutil.copyfile(release.SOLUTIONS / f"{module}.py", folder / f"{module}.py")
+    activated = dict(os.environ, PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}", VIRTUAL_ENV=str(venv))
+    activated.pop("PYTEST_ADDOPTS", None)
+    for command in (["make", "test"], ["make", "heatmap"], ["python", "tools/ci_feedback.py"]):
+        done = subprocess.run(command, cwd=folder, env=activated, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, f"{command}: {done.stdout[-2000:]}{done.stderr[-2000:]}"
+    assert (folder / ".pytest_cache").is_dir() and any(folder.rglob("__pycache__"))
+    (folder / "analysis.md").write_text("The token 'cat' attends most to 'sat' (0.41).\n", encoding="utf-8")
+
+    git = ["git", "-c", "user.name=student", "-c", "user.email=s@example.com", "-c", "init.defaultBranch=main"]
+    subprocess.run(git + ["init", "-q"], cwd=folder, check=True)
+    subprocess.run(git + ["add", "-A"], cwd=folder, check=True, timeout=300)
+    staged = subprocess.run(["git", "ls-files", "-s"], cwd=folder, check=True, capture_output=True,
+                            text=True).stdout.splitlines()
+    sizes = {}
+    for line in staged:
+        meta, name = line.split("\t", 1)
+        blob = meta.split()[1]
+        sizes[name] = int(subprocess.run(["git", "cat-file", "-s", blob], cwd=folder, check=True,
+                                         capture_output=True, text=True).stdout)
+    too_big = {name: size for name, size in sizes.items() if size > 2**20}
+    assert not too_big, f"git add -A stages {len(too_big)} files over 1 MB, such as {sorted(too_big)[:3]}"
+    unwanted = [n for n in sizes if n.startswith(".venv") or "__pycache__" in n or ".pytest_cache" in n]
+    assert not unwanted, unwanted[:5]
+    # The work itself is staged: the four files and the deliverables the tools wrote.
+    for name in [f"{m}.py" for m in notebook.MODULES] + ["attention_heatmap.png", "attention_weights.npy",
+                                                          "analysis.md", "day13.ipynb", ".gitignore"]:
+        assert name in sizes, f"{name} is not staged: the .gitignore hides the student's work"

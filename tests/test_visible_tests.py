@@ -312,3 +312,64 @@ def test_common_bug_fails_with_section_and_hint(bug_runs, bug):
     outcome, message = results[test_id]
     assert outcome == "failure", f"{test_id} should fail for {bug}: {outcome}"
     assert "§" in message and words in message, message
+
+
+def _sections(output):
+    """{test name: the lines pytest printed for its failure}."""
+    sections, name = {}, None
+    for line in output.splitlines():
+        header = re.fullmatch(r"_{3,} (\S+) _{3,}", line.strip())
+        if header:
+            name = header.group(1)
+            sections[name] = []
+        elif line.startswith("=") or line.startswith("FAILED "):
+            name = None
+        elif name:
+            sections[name].append(line)
+    return sections
+
+
+def test_failures_are_short_located_and_said_once(tmp_path):
+    """A batched K.T (a shape error deep inside torch), a merge that forgets to move the heads back
+    (module outputs that require grad), and sin/cos swapped (a 50 x 16 table): each failure is a few
+    lines with expected, got, where they differ most and a hint; the error at one line of the student's
+    code is told in full once; K.T points to the handout's section; the tests run in task order."""
+    sources = from_dir(REFERENCE)
+    edits = [("self_attention.py", "K.transpose(-2, -1)", "K.T"),
+             ("multihead.py", "ctx.transpose(1, 2).contiguous().view(B, T, D)", "ctx.contiguous().view(B, T, D)"),
+             ("positional.py", "torch.sin(angle)  # even", "torch.cos(angle)  # even"),
+             ("positional.py", "torch.cos(angle)  # odd", "torch.sin(angle)  # odd")]
+    for file, good, bad in edits:
+        assert sources[file].count(good) == 1, f"the reference changed: update the edit of {file}"
+        sources[file] = sources[file].replace(good, bad)
+    folder = student_folder(tmp_path, sources)
+    code, results, output = run_visible(folder, "-m", "self_attention or positional")
+    assert code == 1, output
+    assert "Can't call numpy()" not in output and "Traceback" not in output and "site-packages" not in output
+    sections = _sections(output)
+    assert len(sections) >= 5, output
+    for name, lines in sections.items():
+        assert len(lines) <= 12, f"{name} printed {len(lines)} lines:\n" + "\n".join(lines)
+    assert output.count('§3 "A common error and its message"') == 1, output
+    assert sum("must match the size of tensor" in line or "cannot be multiplied" in line or "batch2" in line
+               for lines in sections.values() for line in lines) == 1, output
+    told_once = [n for n, lines in sections.items() if "(as in " in "\n".join(lines)]
+    assert told_once, output
+    table = "\n".join(sections["test_table_shape_dtype_and_formula"])
+    assert "expected[" in table and "got[" in table and "largest difference at index" in table and "Hint:" in table
+
+    # Multi-head attention alone: its outputs require grad when the comparison takes them.
+    sources["self_attention.py"] = (REFERENCE / "self_attention.py").read_text(encoding="utf-8")
+    folder = student_folder(tmp_path / "mh", sources)
+    code, results, output = run_visible(folder, "-m", "multihead")
+    assert code == 1 and "Can't call numpy()" not in output, output
+    shuffled = "\n".join(_sections(output)["test_tokens_are_a_set_without_positions"])
+    assert "expected" in shuffled and "got" in shuffled and "largest difference" in shuffled and "Hint:" in shuffled
+
+
+def test_tests_run_in_task_order(tmp_path):
+    code, results, output = run_visible(student_folder(tmp_path, from_dir(REFERENCE)))
+    assert code == 0, output
+    parts = [test_id.split("::")[0].removeprefix("tests.test_") for test_id in results]
+    assert parts == sorted(parts, key=PARTS.index), parts
+    assert len(set(parts)) == 4

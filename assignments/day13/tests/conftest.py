@@ -80,26 +80,109 @@ def block():
     return _student_module("block")
 
 
+# Tests run in the order of the tasks (README), not in the alphabetical order of their files.
+PART_ORDER = ("self_attention", "multihead", "positional", "block")
+
+
+def pytest_collection_modifyitems(items):
+    def task(item):
+        return next((n for n, part in enumerate(PART_ORDER) if item.get_closest_marker(part)), len(PART_ORDER))
+
+    items.sort(key=task)  # a stable sort: within a part, the file's own order
+
+
+# A stub's NotImplementedError is shown in full once; the tests after it that need the same task say so in a line.
+# The same goes for any error raised at the same line of your code.
+_unfinished_seen = {}
+_errors_seen = {}
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_pyfunc_call(pyfuncitem):
     _library_attention_used.clear()
     try:
         outcome = yield
     except NotImplementedError as error:
-        message = str(error) or "a task this test needs is not implemented yet"
-        message += "\nWrite that task in your file, then run `make test` again."
+        message = _not_implemented(error, pyfuncitem.name)
+    except Exception as error:  # noqa: BLE001 - an error in your code becomes one short, located message
+        message = _raised_in_student_code(error, pyfuncitem.name)
+        if message is None:
+            raise
     else:
         if not _library_attention_used:
             return outcome
         message = (f"your code used {', '.join(sorted(_library_attention_used))}, which is not allowed: computing "
                    "attention yourself is the point of Day 13, and the graders take this part's points for it. "
                    "Write the matrix products and the softmax yourself (handout §5, §7).")
-    # Failing outside the except block keeps the report to one line, without the chained traceback.
+    # Failing outside the except block keeps the report to a few lines, without the chained traceback.
     pytest.fail(message, pytrace=False)
 
 
+def _not_implemented(error, test):
+    text = str(error) or "a task this test needs is not implemented yet"
+    first = _unfinished_seen.setdefault(text, test)
+    if first != test:
+        return f"{text.splitlines()[0]} (as in {first} above)"
+    return text + "\nWrite that task in your file, then run `make test` again."
+
+
+NOT_YOURS = {"tests", "tools", ".venv", "venv", "env", "site-packages"}  # folders beside your files that hold no code of yours
+
+
+def _student_frames(error):
+    """The traceback's frames that are in your files (not the tests, not torch)."""
+    frames = []
+    for frame in traceback.extract_tb(error.__traceback__):
+        path = Path(frame.filename).resolve()
+        if STUDENT_DIR in path.parents and not NOT_YOURS.intersection(path.relative_to(STUDENT_DIR).parts[:-1]):
+            frames.append(frame)
+    return frames
+
+
+def _student_line(error):
+    frames = _student_frames(error)
+    if not frames:
+        return ""
+    frame = frames[-1]
+    name = Path(frame.filename).resolve().relative_to(STUDENT_DIR)
+    return f"{name}:{frame.lineno}, in {frame.name}: {(frame.line or '').strip()}"
+
+
+MATMUL_WORDS = ("size of tensor", "batch2", "mat1 and mat2", "must match", "Expected size", "cannot be multiplied",
+                "shapes cannot", "dimension")
+
+
+def _raised_in_student_code(error, test):
+    """One short message for an exception raised in your code: what, where, and a pointer for known patterns.
+
+    None when the exception did not come from your files (then pytest reports it as usual)."""
+    frames = _student_frames(error)
+    if not frames:
+        return None
+    place = f"{type(error).__name__} at {Path(frames[-1].filename).name}:{frames[-1].lineno}"
+    first = _errors_seen.setdefault(place, test)
+    if first != test:
+        return f"your code raised {place} (as in {first} above)"
+    text = " ".join(str(error).split())
+    if len(text) > 300:
+        text = text[:300] + " ..."
+    message = f"your code raised {type(error).__name__}: {text}\n  at {_student_line(error)}"
+    if len(frames) > 1:
+        callers = ", ".join(f"{Path(f.filename).name}:{f.lineno}" for f in frames[:-1][-3:])
+        message += f"\n  called from {callers}"
+    line = frames[-1].line or ""
+    if isinstance(error, (RuntimeError, ValueError)) and any(word in str(error) for word in MATMUL_WORDS):
+        if ".T" in line.replace(" ", ""):
+            message += ("\nHint: on a batch of matrices (3 or more dimensions) .T reverses every dimension, not the "
+                        "last two; write K.transpose(-2, -1). See the handout, §3 \"A common error and its message\".")
+        elif "@" in line or "matmul" in line or "bmm" in line:
+            message += ("\nHint: the inner sizes of a matrix product must match: print the shapes of both sides. "
+                        "See the handout, §3 \"A common error and its message\".")
+    return message
+
+
 class Check:
-    """Comparisons whose failure message shows expected, got, where they differ, and a hint."""
+    """Comparisons whose failure message shows expected, got, where they differ most, and a hint."""
 
     @staticmethod
     def tensor(value, what):
@@ -117,29 +200,56 @@ class Check:
 
     def shape(self, value, expected, what):
         value = self.tensor(value, what)
-        assert tuple(value.shape) == tuple(expected), (
-            f"{what}: expected shape {tuple(expected)}, got {tuple(value.shape)}")
+        if tuple(value.shape) != tuple(expected):
+            pytest.fail(f"{what}: expected shape {tuple(expected)}, got {tuple(value.shape)}", pytrace=False)
 
     def close(self, got, expected, what, *, decimals=None, atol=1e-5, hint=""):
         """got ≈ expected; `decimals` compares at the handout's rounding (half a unit of the last place)."""
         got = self.tensor(got, what).to(torch.float64)
+        if isinstance(expected, torch.Tensor):
+            expected = expected.detach()
         expected = torch.as_tensor(expected, dtype=torch.float64)
         if decimals is not None:
             atol = 0.5 * 10 ** -decimals + 1e-9
         self.shape(got, expected.shape, what)
-        gap = (got - expected).abs()
-        bad = ~(gap <= atol)  # NaN counts as a mismatch
+        gap = (got - expected).abs().nan_to_num(nan=float("inf"))  # NaN counts as the largest gap
+        bad = ~(gap <= atol)
         if bad.any():
-            where = tuple(int(i) for i in torch.nonzero(bad)[0])
             shown = 4 if decimals is None else decimals + 1
-            message = (f"{what}\nexpected:\n{_fmt(expected, shown)}\ngot:\n{_fmt(got, shown)}\n"
-                       f"first mismatch at index {where}: expected {expected[where].item():.{shown}f}, "
-                       f"got {got[where].item():.{shown}f} (allowed gap {atol:.1g})")
-            pytest.fail(message + (f"\nHint: {hint}" if hint else ""), pytrace=False)
+            pytest.fail(f"{what}\n" + _difference(got, expected, gap, bad, atol, shown)
+                        + (f"\nHint: {hint}" if hint else ""), pytrace=False)
+
+
+SMALL = 16  # a tensor with at most this many entries is shown whole
+
+
+def _difference(got, expected, gap, bad, atol, decimals):
+    """Expected and got (whole when small, the row around the largest gap otherwise), and where they differ most."""
+    where = tuple(int(i) for i in torch.nonzero(gap == gap.max())[0])
+    lines = []
+    if expected.numel() <= SMALL:
+        lines += [f"expected:\n{_fmt(expected, decimals)}", f"got:\n{_fmt(got, decimals)}"]
+    else:
+        row = where[:-1]
+        label = "[" + ", ".join([str(i) for i in row] + [":"]) + "]"
+        lines += [f"{bad.sum().item()} of {expected.numel()} entries of a {tuple(expected.shape)} tensor differ "
+                  f"by more than {atol:.1g}; the row with the largest difference:",
+                  f"expected{label}: {_fmt_row(expected[row], where[-1], decimals)}",
+                  f"got{label}:      {_fmt_row(got[row], where[-1], decimals)}"]
+    lines.append(f"largest difference at index {where}: expected {expected[where].item():.{decimals}f}, "
+                 f"got {got[where].item():.{decimals}f} (allowed gap {atol:.1g})")
+    return "\n".join(lines)
 
 
 def _fmt(tensor, decimals):
     return str(tensor.to(torch.float64).numpy().round(decimals))
+
+
+def _fmt_row(row, column, decimals, width=8):
+    """At most `width` values of a row, around `column`."""
+    start = max(0, min(column - width // 2, row.numel() - width))
+    values = [f"{v:.{decimals}f}" for v in row[start:start + width].tolist()]
+    return ("... " if start > 0 else "") + "[" + ", ".join(values) + "]" + (" ..." if start + width < row.numel() else "")
 
 
 @pytest.fixture

@@ -28,8 +28,9 @@ from pathlib import Path
 
 from grader import intake
 from grader.records import SubmissionResult
-from grader.sandbox import (DEFAULT_CONFIG, SandboxConfig, SandboxTransport, SandboxUnavailable, Zygote, is_root,
-                            mount_quota, prepare_scratch, skip_absent_device_seed_stacks, slot_uid, unmount_quota)
+from grader.sandbox import (DEFAULT_CONFIG, SandboxConfig, SandboxRefused, SandboxTransport, SandboxUnavailable, Zygote,
+                            enterable_temp_dir, is_root, mount_quota, prepare_scratch, skip_absent_device_seed_stacks,
+                            slot_uid, unmount_quota)
 
 EXIT_OK, EXIT_ENGINE_FAULT, EXIT_USAGE = 0, 1, 2
 
@@ -70,6 +71,9 @@ def main(*, submissions, out, jobs=None, force=False, shard=None, config: Sandbo
         zygote = Zygote(slots=min(jobs, len(todo)), config=config)
         try:
             faults = _grade_all(todo, out=out, zygote=zygote, config=config, jobs=min(jobs, len(todo)))
+        except SandboxRefused as exc:
+            print(f"grade: {exc}", file=sys.stderr)
+            return EXIT_ENGINE_FAULT
         finally:
             zygote.close()
     from grader import report
@@ -164,6 +168,13 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
     progress = Progress(len(todo))
     faults: list[str] = []
     try:
+        _preload()  # while the zygote starts: it overlaps the start-up check below
+        try:
+            zygote.wait_ready(0)  # the start-up check's verdict: a refusal stops the run here
+        except SandboxRefused:
+            raise
+        except SandboxUnavailable:
+            pass  # a zygote that did not start: each row says so, as an engine fault
         if jobs == 1:
             # The zygote is a separate interpreter, already started: importing the scorer here while it
             # loads torch overlaps both start-ups and cannot reach it.
@@ -198,18 +209,7 @@ def scratch_base() -> Path:
     """Where the scratch copies go: the temporary folder, unless the sandbox's unprivileged uid could
     not reach it (TMPDIR under a 0700 folder such as pytest's or /root's). Then every student would
     lose every point to "file not found", so a reachable system folder is used instead."""
-    base = Path(tempfile.gettempdir()).resolve()
-    if os.geteuid() != 0 or _others_may_enter(base):
-        return base
-    for candidate in (Path("/tmp"), Path("/var/tmp"), Path("/dev/shm")):
-        if candidate.is_dir() and _others_may_enter(candidate.resolve()):
-            return candidate.resolve()
-    raise RuntimeError(f"no temporary folder that the sandbox's unprivileged uid can enter ({base} is not): "
-                       "set TMPDIR to a folder whose every parent is world-executable (chmod o+x)")
-
-
-def _others_may_enter(folder: Path) -> bool:
-    return all(p.stat().st_mode & 0o001 for p in (folder, *folder.parents))
+    return Path(enterable_temp_dir())
 
 
 def clean_stale_scratch() -> None:

@@ -48,7 +48,8 @@ from grader import protocol
 KIT_ROOT = Path(__file__).resolve().parent.parent
 
 # Linux constants (include/uapi); same values on x86_64 and aarch64.
-CLONE_NEWNET, CLONE_NEWPID, CLONE_THREAD = 0x40000000, 0x20000000, 0x00010000
+CLONE_NEWNET, CLONE_NEWPID, CLONE_NEWNS, CLONE_THREAD = 0x40000000, 0x20000000, 0x00020000, 0x00010000
+MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER, PR_SET_SECCOMP = 1, 38, 36, 22
 SECCOMP_MODE_FILTER = 2
 SYS_LANDLOCK = {"create": 444, "add_rule": 445, "restrict": 446}
@@ -92,6 +93,20 @@ def slot_uid(config: SandboxConfig, slot: int) -> int | None:
     return config.uid_base + slot if is_root() and "uid" in config.layers else None
 
 
+def enterable_temp_dir() -> str:
+    """The temporary folder, or a system one when the sandbox's unprivileged uid could not enter it
+    (TMPDIR under a 0700 folder such as pytest's or /root's): scratch copies must be reachable."""
+    base = os.path.realpath(tempfile.gettempdir())
+    if not is_root() or _closed_ancestor(os.path.join(base, "x")) is None:
+        return base
+    for candidate in ("/tmp", "/var/tmp", "/dev/shm"):
+        real = os.path.realpath(candidate)
+        if os.path.isdir(real) and _closed_ancestor(os.path.join(real, "x")) is None:
+            return real
+    raise RuntimeError(f"no temporary folder that the sandbox's unprivileged uid can enter ({base} is not): "
+                       "set TMPDIR to a folder whose every parent is world-executable (chmod o+x)")
+
+
 def prepare_scratch(path: Path, uid: int | None) -> None:
     """Give the scratch copy to the slot's uid (it is the only place the child may write)."""
     if uid is None:
@@ -123,6 +138,11 @@ def unmount_quota(folder: Path) -> None:
 
 class SandboxUnavailable(RuntimeError):
     """The zygote is not running: an engine fault, never blamed on a submission."""
+
+
+class SandboxRefused(SandboxUnavailable):
+    """The start-up check found that a sandboxed child could not read what it must import: grading
+    would turn the machine's fault into students' lost points, so nothing is graded."""
 
 
 class Zygote:
@@ -159,6 +179,7 @@ class Zygote:
             s.close()
         self._ready: set[int] = set()
         self._lock = threading.Lock()
+        self.view: dict = {}  # the start-up check's findings (child_view_report), once ready
 
     def wait_ready(self, slot: int = 0, timeout: float = 60.0) -> None:
         """Block until the zygote has imported everything (it answers a ping on `slot`'s socket)."""
@@ -169,7 +190,7 @@ class Zygote:
             ctrl.settimeout(timeout)
             try:
                 socket.send_fds(ctrl, [b'{"ping": 1}'], [])
-                msg = ctrl.recv(4096)
+                msg = ctrl.recv(1 << 16)
             except (OSError, socket.timeout) as exc:
                 raise SandboxUnavailable(f"the sandbox zygote did not start ({exc}); run "
                                          "`python -m grader.sandbox --check` to see why") from None
@@ -178,6 +199,9 @@ class Zygote:
             if not msg:
                 raise SandboxUnavailable("the sandbox zygote exited while starting; run "
                                          "`python -m grader.sandbox --check` to see why")
+            self.view = json.loads(msg)["view"]
+            if self.view["refused"]:
+                raise SandboxRefused(self.view["refused"])
             self._ready.add(slot)
 
     def spawn(self, slot: int, *, scratch: Path, output_fd: int) -> "Child":
@@ -544,8 +568,15 @@ def _zygote_main(spec: dict) -> None:
     for name in spec["preload"]:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
+    own_pidns = _own_pid_namespace() if "pidns" in config.layers and is_root() else -1
+    global _VIEW_PLAN
+    _VIEW_PLAN = view_plan() if slot_uid(config, 0) is not None else []
+    # Forked before the warm-up, so the check runs beside it and its child has imported less than
+    # any student child will have: what it can import, they can.
+    probe = _start_probe(config, entry, install, libc, own_pidns, lazy_imports(spec["preload"]))
     _warm_up(torch)
     _warm_up_executor(entry)
+    view = _finish_probe(probe, config)
     global _PRECOMPILED_SECCOMP
     if "seccomp" in config.layers:
         _PRECOMPILED_SECCOMP = seccomp_program(me=1)
@@ -564,7 +595,6 @@ def _zygote_main(spec: dict) -> None:
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)  # a SIGCHLD wakes the select below
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    own_pidns = _own_pid_namespace() if "pidns" in config.layers and is_root() else -1
     ctrls = [socket.socket(fileno=fd) for fd in spec["fds"]]
     live: dict[int, int] = {}  # pid -> the zygote's end of that child's call socket (for its exit report)
     zygote_pid = os.getpid()
@@ -585,7 +615,7 @@ def _zygote_main(spec: dict) -> None:
                 continue
             request = json.loads(msg)
             if "ping" in request:
-                ctrl.send(b"pong")
+                ctrl.send(json.dumps({"view": view}).encode())
                 continue
             pid, pidfd = _fork_child(request, fds, ctrls, config, entry, install, libc, own_pidns, zygote_pid)
             with contextlib.suppress(OSError):
@@ -599,6 +629,52 @@ def _zygote_main(spec: dict) -> None:
             else:
                 os.close(sock_fd)  # the grader sees the connection close: "failed to start"
         _reap(live)  # after every wake-up: a SIGCHLD, or a child that ended while we were busy
+
+
+_VIEW_PLAN: list = []  # view_plan() of this zygote: applied in each child before it drops root
+PROBE_TIMEOUT = 45.0  # wall seconds for the start-up check (within Zygote.wait_ready's 60)
+
+
+def _start_probe(config, entry, install, libc, own_pidns, imports):
+    """Fork the start-up check's child: a sandboxed child like any other, as slot 0's uid."""
+    folder = tempfile.mkdtemp(prefix="day13-probe-", dir=enterable_temp_dir())
+    os.chmod(folder, 0o711)
+    scratch = os.path.join(folder, "scratch")
+    os.mkdir(scratch)
+    uid = slot_uid(config, 0)
+    prepare_scratch(Path(scratch), uid)
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    request = {"scratch": scratch, "uid": uid, "probe": {"imports": imports}}
+    pid, pidfd = _fork_child(request, (theirs.fileno(), devnull), [], config, entry, install, libc, own_pidns,
+                             os.getpid())
+    if pidfd >= 0:
+        os.close(pidfd)
+    theirs.close()
+    os.close(devnull)
+    return {"pid": pid, "sock": mine, "folder": folder, "uid": uid, "started": time.monotonic()}
+
+
+def _finish_probe(probe, config) -> dict:
+    """The check's findings and verdict (child_view_report's shape); its child is gone afterwards."""
+    sock, pid = probe["sock"], probe["pid"]
+    try:
+        found, _ = protocol.recv_message(sock, deadline=probe["started"] + PROBE_TIMEOUT)
+    except (TimeoutError, protocol.ProtocolError, OSError) as exc:
+        found = {"error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        sock.close()
+        if pid > 0:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        shutil.rmtree(probe["folder"], ignore_errors=True)
+    return {"refused": _verdict(found, probe["uid"]), "uid": probe["uid"],
+            "covered": [cover for cover, _ in _VIEW_PLAN],
+            "bound": [where for _, entries in _VIEW_PLAN for where, _ in entries],
+            "probe": found.get("probe"), "layers": found.get("layers"),
+            "seconds": round(time.monotonic() - probe["started"], 3)}
 
 
 MADV_HUGEPAGE, MADV_COLLAPSE, HUGE_PAGE = 14, 25, 2 << 20
@@ -872,6 +948,8 @@ def _child(request, sock, out_fd, config, entry, install, libc, layers):
     keep = sock.fileno()
     os.closerange(3, keep)
     os.closerange(keep + 1, 1 << 16)
+    if _VIEW_PLAN and uid is not None:
+        _enter_view(libc, _VIEW_PLAN)
     os.chdir(scratch)
     # Libraries that cache or write temporary files (matplotlib, tempfile) find a writable home here.
     os.environ.update(HOME=scratch, TMPDIR=scratch, MPLCONFIGDIR=os.path.join(scratch, ".config"))
@@ -894,6 +972,9 @@ def _child(request, sock, out_fd, config, entry, install, libc, layers):
     layers["seccomp"] = "seccomp" in config.layers and _seccomp(libc, program)
     if install is not None:
         install()
+    if "probe" in request:  # the start-up check, run exactly where student code would run
+        protocol.send_message(sock, {"probe": _probe_child(request["probe"]["imports"]), "layers": layers})
+        os._exit(0)
     loader = entry.ModuleLoader(scratch, isolated=False, meta_inspect=True)
     protocol.send_message(sock, {"hello": {"layers": layers}})
     _serve(sock, entry.execute, loader)
@@ -978,6 +1059,174 @@ def _under(path: str, root: Path, allow: str) -> bool:
     real = Path(path).resolve()
     return (real == root or root in real.parents) and not (Path(allow).resolve() == real or
                                                             Path(allow).resolve() in real.parents)
+
+
+# -- The child's view of the machine. The child runs as an unprivileged uid: a file it cannot read is
+# a module it cannot import, and torch imports some only when an op first needs them (a correct
+# torch.broadcast_shapes loads torch.fx's symbolic shapes and sympy). A kit checked out under a folder
+# other users cannot enter (mktemp -d, a 0700 home, a Python under /root) would turn that into lost
+# points. So, as root, each child gets a private mount namespace in which a small empty tmpfs covers
+# each such folder and only what the child must read (read_only_paths) is bound back at its own path:
+# paths are unchanged, and nothing else of the private folder (the kit's grader/, hidden tests,
+# solutions/) exists there, with or without Landlock. The start-up check (_probe_child) proves the
+# result as the sandbox uid, in the sandbox, before anything is graded.
+
+
+def _others_may_enter(folder: str) -> bool:
+    try:
+        return bool(os.stat(folder).st_mode & 0o001)
+    except OSError:
+        return False
+
+
+def _closed_ancestor(path: str) -> str | None:
+    """The outermost folder above `path` that other users cannot enter, if any."""
+    parts = Path(path).parts
+    for i in range(1, len(parts)):
+        folder = os.path.join(*parts[:i])
+        if not _others_may_enter(folder):
+            return folder
+    return None
+
+
+def view_plan(paths: list[str] | None = None) -> list[tuple[str, list[tuple[str, str]]]]:
+    """[(folder to cover, [(path to bind back, its real source), ...]), ...] so that every one of
+    `paths` (default: read_only_paths()) is reachable by a uid that may only enter folders open to
+    all. Each path is bound back both where it is named and where it really is (a symlinked part)."""
+    binds: dict[str, tuple[str, str]] = {}
+    for path in paths if paths is not None else read_only_paths():
+        real = os.path.realpath(path)
+        for where in {os.path.abspath(path), real}:
+            cover = _closed_ancestor(where)
+            if cover is not None:
+                binds[where] = (cover, real)
+    plan: dict[str, list[tuple[str, str]]] = {}
+    for where in sorted(binds):
+        cover, real = binds[where]
+        outer = next((c for c in plan if _inside(cover, c)), None)
+        if outer is None:
+            plan[cover] = []
+            outer = cover
+        if not any(_inside(where, bound) for bound, _ in plan[outer]):  # a bind is recursive
+            plan[outer].append((where, real))
+    return [(cover, entries) for cover, entries in plan.items()]
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _enter_view(libc, plan) -> None:
+    """Apply view_plan() in a private mount namespace of this (root, single-threaded) child."""
+    if libc.unshare(CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
+    # Private first: nothing mounted below may propagate back to the machine's namespace.
+    _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)
+    # Opened in the new namespace (a bind's source must be in it) and before a cover hides them.
+    sources = [[os.open(real, os.O_PATH | os.O_CLOEXEC) for _, real in entries] for _, entries in plan]
+    try:
+        for (cover, entries), fds in zip(plan, sources):
+            _mount(libc, "tmpfs", cover, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,nr_inodes=256,mode=0711")
+            for (where, _), fd in zip(entries, fds):
+                parent = cover
+                for part in Path(where).relative_to(cover).parts[:-1]:
+                    parent = os.path.join(parent, part)
+                    if not os.path.isdir(parent):
+                        os.mkdir(parent)
+                        os.chmod(parent, 0o711)  # enter, not list
+                if os.path.isdir(f"/proc/self/fd/{fd}"):
+                    os.makedirs(where, exist_ok=True)
+                else:
+                    open(where, "a").close()
+                # The source was opened before the cover hid it; its fd names it still.
+                _mount(libc, f"/proc/self/fd/{fd}", where, None, MS_BIND | MS_REC)
+    finally:
+        for fds in sources:
+            for fd in fds:
+                os.close(fd)
+
+
+def _mount(libc, source, target, fstype, flags, options=None) -> None:
+    encode = lambda v: None if v is None else v.encode()  # noqa: E731
+    if libc.mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), encode(options)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {source or ''} on {target}: {os.strerror(err)}")
+
+
+def lazy_imports(preload: list[str]) -> list[str]:
+    """Modules the lesson's calls make torch import lazily, from `lazy_imports.txt` beside each
+    preloaded lesson module (grader/day13/): the start-up check imports each in a fresh child."""
+    names: list[str] = []
+    for module in preload:
+        folder = KIT_ROOT.joinpath(*module.split(".")[:-1])
+        with contextlib.suppress(OSError):
+            for line in (folder / "lazy_imports.txt").read_text(encoding="utf-8").splitlines():
+                name = line.split("#", 1)[0].strip()
+                if name and name not in names:
+                    names.append(name)
+    return names
+
+
+def _probe_child(imports: list[str]) -> dict:
+    """Run in a sandboxed child, after every layer: the files on its import path it cannot read, and
+    the lazily imported modules it cannot import. Every file is checked, not a sample: which module
+    torch loads lazily next is open-ended."""
+    import importlib
+
+    start = time.perf_counter()
+    roots = [p for p in sys.path[1:] if p and os.path.isdir(p)]  # sys.path[0] is the scratch copy
+    unreadable, seen = [], 0
+    stack = list(roots)
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            unreadable.append(folder)
+            continue
+        for entry in entries:
+            seen += 1
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+            elif not os.access(entry.path, os.R_OK) and os.path.exists(entry.path):
+                unreadable.append(entry.path)
+    interpreter = os.path.realpath(sys.executable)
+    if not os.access(interpreter, os.R_OK | os.X_OK):
+        unreadable.append(interpreter)
+    failed = {}
+    for name in imports:
+        try:
+            importlib.import_module(name)
+        except BaseException as exc:  # noqa: BLE001 - any failure is the finding
+            failed[name] = f"{type(exc).__name__}: {exc}"[:300]
+    return {"roots": roots, "files": seen, "unreadable": sorted(unreadable)[:20],
+            "unreadable_count": len(unreadable), "failed_imports": failed,
+            "seconds": round(time.perf_counter() - start, 3)}
+
+
+def _verdict(found: dict, uid) -> str:
+    """'' when the child can read and import all it must; else the one message a run prints."""
+    who = f"the sandbox's unprivileged uid ({uid})" if uid is not None else "the sandboxed child"
+    if "setup_error" in found:
+        return (f"{who} could not be started with its view of the machine ({found['setup_error']}); "
+                "run `python -m grader.sandbox --check`. Nothing was graded.")
+    if "probe" not in found:
+        return (f"{who} did not finish the start-up check ({found.get('error', 'no answer')}); "
+                "run `python -m grader.sandbox --check`. Nothing was graded.")
+    probe = found["probe"]
+    if probe["unreadable"]:
+        shown = ", ".join(probe["unreadable"][:3])
+        more = probe["unreadable_count"] - min(3, len(probe["unreadable"]))
+        folder = os.path.commonpath(probe["unreadable"]) if len(probe["unreadable"]) > 1 else probe["unreadable"][0]
+        return (f"{who} cannot read {shown}{f' and {more} more' if more > 0 else ''} on the import path of "
+                f"student code, which would fail imports that torch makes during a call. Make them readable "
+                f"to other users (`chmod -R o+rX {folder}`), or rebuild the environment (`rm -rf .venv && make "
+                "setup`); `python -m grader.sandbox --check` lists them. Nothing was graded.")
+    if probe["failed_imports"]:
+        name, error = next(iter(probe["failed_imports"].items()))
+        return (f"{who} cannot import {name} ({error}), which torch loads during this lesson's calls; "
+                "`python -m grader.sandbox --check` shows the details. Nothing was graded.")
+    return ""
 
 
 def _landlock(libc, scratch: str) -> int:
@@ -1081,9 +1330,22 @@ def _seccomp(libc=None, program: bytes | None = None) -> bool:
 
 
 def check() -> dict:
-    """Which layers work on this machine (for `python -m grader.sandbox --check`)."""
-    return {"root": is_root(), "landlock_abi": landlock_abi(),
-            "pyseccomp": _importable("pyseccomp"), "python": sys.executable}
+    """Which layers work on this machine, and the start-up check's findings, as a grading run would
+    see them (for `python -m grader.sandbox --check`)."""
+    found = {"root": is_root(), "landlock_abi": landlock_abi(),
+             "pyseccomp": _importable("pyseccomp"), "python": sys.executable}
+    start = time.monotonic()
+    try:
+        with Zygote(slots=1) as zygote:
+            try:
+                zygote.wait_ready()
+            except SandboxRefused:
+                pass
+            found["child_view"] = zygote.view or {"refused": "the sandbox zygote did not start"}
+    except SandboxUnavailable as exc:
+        found["child_view"] = {"refused": str(exc)}
+    found["zygote_start_seconds"] = round(time.monotonic() - start, 3)
+    return found
 
 
 def _importable(name: str) -> bool:
@@ -1093,6 +1355,10 @@ def _importable(name: str) -> bool:
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--check"]:
-        print(json.dumps(check(), indent=2))
+        report = check()
+        print(json.dumps(report, indent=2))
+        if report["child_view"]["refused"]:
+            print(f"\nnot ready to grade: {report['child_view']['refused']}", file=sys.stderr)
+            sys.exit(1)
     else:
         _zygote_main(json.loads(sys.argv[1]))

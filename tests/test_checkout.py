@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
-from engine_helpers import KIT, descendants, settled  # noqa: E402
+from engine_helpers import KIT, descendants, settled, uid_base_for_tests  # noqa: E402
 
 FULL = {"self_attention": 30, "multihead": 25, "positional": 15, "block": 20}
 # Ignored when copying the kit: outputs, caches, and the virtual environment (linked in separately).
@@ -54,6 +54,17 @@ def run_kit(kit, *args, timeout=600):
                           capture_output=True, text=True, timeout=timeout)
 
 
+# The engine as `python -m grader grade` runs it, with this module's own sandbox uids and a call time
+# limit generous enough for a loaded machine (a child's first broadcast_shapes imports sympy).
+GRADE = """
+import sys
+from grader import run
+from grader.sandbox import SandboxConfig
+config = SandboxConfig(call_timeout=30.0, uid_base={uid_base})
+sys.exit(run.main(submissions=sys.argv[1], out=sys.argv[2], jobs=2, config=config))
+""".format(uid_base=uid_base_for_tests(3))
+
+
 def code_scores(record):
     scores = {c: 0.0 for c in FULL}
     for t in record["tests"]:
@@ -69,11 +80,75 @@ def test_a_correct_variant_gets_full_code_marks_from_a_kit_in_a_private_folder(p
     for name in ("head_loop", "einsum"):
         shutil.copytree(KIT / "tests" / "fixtures" / "correct" / name, subs / name)
     out = tmp_path / "out"
-    done = run_kit(private_kit, "-m", "grader", "grade", str(subs), "--out", str(out), "--jobs", "2")
+    done = run_kit(private_kit, "-c", GRADE, str(subs), str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     for name in ("head_loop", "einsum"):
         record = json.loads((out / name / "record.json").read_text())
         assert code_scores(record) == FULL, (name, [t["output"][:300] for t in record["tests"] if t["score"] == 0])
         if os.geteuid() == 0:
             assert record["isolation"]["uid"] is True and record["isolation"]["landlock_hides_kit"] is True
+    assert settled(lambda: descendants(os.getpid())) == []
+
+
+def test_the_child_sees_only_what_it_must_read_of_the_private_folder(private_kit):
+    # Without Landlock too: the kit's hidden tests and reference are not in the child's view at all,
+    # while the environment it imports from is, at its usual path.
+    script = textwrap.dedent("""
+        import json, os, sys, tempfile
+        from pathlib import Path
+        from grader.sandbox import SandboxConfig, SandboxTransport, Zygote, is_root, prepare_scratch, slot_uid
+        layers = ("pidns", "netns", "rlimits", "uid", "seccomp")
+        config = SandboxConfig(call_timeout=30.0, uid_base={uid_base}, layers=layers)
+        kit = Path.cwd()
+        work = Path(tempfile.mkdtemp(prefix="day13-view-"))
+        os.chmod(work, 0o711)
+        (work / "look.py").write_text(
+            "import os, sys, torch\\n"
+            "def look(kit):\\n"
+            "    import torch.fx.experimental.symbolic_shapes\\n"
+            "    seen = [os.path.exists(os.path.join(kit, p)) for p in ('grader', 'solutions', 'grader/day13/tests', '.venv')]\\n"
+            "    return torch.tensor(seen + [os.path.isdir(sys.prefix)])\\n")
+        with Zygote(slots=1, config=config) as zygote:
+            zygote.wait_ready()
+            prepare_scratch(work, slot_uid(config, 0))
+            with SandboxTransport(zygote=zygote, slot=0, scratch=work) as t:
+                header, arrays = t.call({{"op": "function", "module": "look", "name": "look", "args": [str(kit)]}}, {{}})
+        print(json.dumps({{"error": header["error"], "seen": arrays.get("out0", []).tolist() if not header["error"] else None,
+                          "view": zygote.view, "layers": t.isolation}}))
+    """).format(uid_base=uid_base_for_tests(3))
+    done = run_kit(private_kit, "-c", script)
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["error"] is None, found
+    if os.geteuid() != 0:  # no uid drop: the child is the instructor, who may read the kit
+        assert found["view"]["covered"] == []
+        return
+    assert "landlock" not in found["layers"] or not found["layers"]["landlock"]
+    assert found["view"]["covered"] == [str(private_kit.parent)]
+    assert found["view"]["bound"] == [str(private_kit / ".venv")]
+    assert found["seen"] == [False, False, False, True, True]  # grader/, solutions/, hidden tests: absent
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root drops to a sandbox uid that a file can be hidden from")
+def test_an_unreadable_file_on_the_import_path_stops_the_run_with_one_message(private_kit, tmp_path):
+    # A package installed with umask 077, say: the start-up check finds it, the run grades nothing.
+    site = next((private_kit / ".venv" / "lib").glob("python3*/site-packages"))
+    private = site / "zz_private_pkg"
+    private.mkdir(mode=0o700)  # a new folder in the copy: no linked file changes
+    (private / "__init__.py").write_text("")
+    try:
+        subs = tmp_path / "subs"
+        shutil.copytree(KIT / "tests" / "fixtures" / "correct" / "einsum", subs / "einsum")
+        out = tmp_path / "out"
+        done = run_kit(private_kit, "-c", GRADE, str(subs), str(out))
+        assert done.returncode == 1, done.stdout + done.stderr
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1 and "Nothing was graded" in lines[0], done.stderr
+        assert str(private) in lines[0] and "chmod -R o+rX" in lines[0]
+        assert not (out / "einsum" / "record.json").exists()
+        check = run_kit(private_kit, "-m", "grader.sandbox", "--check")
+        assert check.returncode == 1
+        assert str(private) in json.loads(check.stdout)["child_view"]["refused"]
+    finally:
+        shutil.rmtree(private)
     assert settled(lambda: descendants(os.getpid())) == []

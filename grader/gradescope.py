@@ -24,6 +24,7 @@ the world-readable venv, and the sandbox's zygote, which runs as root, has loade
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -32,6 +33,8 @@ import tempfile
 import textwrap
 import zipfile
 from pathlib import Path
+
+from grader import intake
 
 ROOT = Path(__file__).resolve().parents[1]
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
@@ -137,22 +140,40 @@ def main(*, out: str = "dist") -> int:
 
 # --------------------------------------------------------------------------- inside Gradescope
 
-def stage_submission(submission: Path, subs: Path) -> Path:
+def stage_submission(submission: Path, subs: Path, notes: list[str] | None = None) -> Path:
     """Copy Gradescope's submission folder into `subs` as one row the engine can read.
 
     Uploads arrive as loose files, as one folder holding them, or as a single zip; a notebook
-    beside its deliverables stays in the folder (the engine grades its code cells).
+    beside its deliverables stays in the folder (the engine grades its code cells). The copy stops
+    one level below the intake's depth cap (the engine notes that folder as too deep) and leaves out
+    paths longer than its length cap, each with a line in `notes`, so an upload built to be deep
+    costs a note, not the run.
     """
+    notes = [] if notes is None else notes
     visible = [p for p in submission.iterdir() if not p.name.startswith((".", "__MACOSX"))] if submission.is_dir() else []
     subs.mkdir(parents=True, exist_ok=True)
-    if len(visible) == 1 and visible[0].is_file() and visible[0].suffix.lower() == ".zip":
+    if len(visible) == 1 and visible[0].is_file() and not visible[0].is_symlink() and \
+            visible[0].suffix.lower() == ".zip":
         target = subs / f"{ROW}.zip"
         shutil.copyfile(visible[0], target)
         return target
     source = visible[0] if len(visible) == 1 and visible[0].is_dir() and not visible[0].is_symlink() else submission
     target = subs / ROW
+    limits = intake.DEFAULT_LIMITS
+
+    def bounded(folder: str, names: list[str]) -> set[str]:
+        rel = os.path.relpath(folder, source)
+        depth = 0 if rel == "." else rel.count(os.sep) + 1
+        if depth > limits.max_depth:
+            return set(names)  # the folder itself is copied, empty: the intake says it was too deep
+        prefix = "" if rel == "." else rel + "/"
+        long = {n for n in names if len(prefix + n) > limits.max_path_chars}
+        notes.extend(f"skipped {intake.shown(prefix + n)}: its path is too long "
+                     f"(over {limits.max_path_chars} characters)" for n in sorted(long))
+        return long | ({".git"} & set(names))
+
     # symlinks=True copies a link as a link; the engine's intake then skips it and says so.
-    shutil.copytree(source, target, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    shutil.copytree(source, target, symlinks=True, ignore=bounded)
     from grader.release import prefer_notebook
 
     removed = prefer_notebook(target)
@@ -169,7 +190,8 @@ def run_autograder(*, root: Path, python: str = sys.executable) -> int:
         return 2
     with tempfile.TemporaryDirectory(prefix="gradescope-") as tmp:
         subs, out = Path(tmp) / "subs", Path(tmp) / "out"
-        stage_submission(submission, subs)
+        notes: list[str] = []
+        stage_submission(submission, subs, notes)
         graded = subprocess.run([python, "-m", "grader", "grade", str(subs), "--out", str(out), "--jobs", "1"],
                                 cwd=ROOT, timeout=1800)
         produced = out / ROW / "results.json"
@@ -180,6 +202,10 @@ def run_autograder(*, root: Path, python: str = sys.executable) -> int:
             return 1
         tmp_result = results / "results.json.tmp"
         shutil.copyfile(produced, tmp_result)
+        if notes:  # what the copy into the class of one left out, said where the student reads
+            data = json.loads(tmp_result.read_text(encoding="utf-8"))
+            data["output"] = data.get("output", "") + "".join(f"\n- {note}" for note in notes)
+            tmp_result.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         os.replace(tmp_result, results / "results.json")
     print(f"run_autograder: wrote {results / 'results.json'}")
     return 0

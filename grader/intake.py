@@ -159,7 +159,7 @@ def printable(name: str) -> str:
     return "".join(out)
 
 
-def _shown(path: str, limit: int = 120) -> str:
+def shown(path: str, limit: int = 120) -> str:
     """A path for a note: printable, and shortened in the middle when long."""
     text = printable(path)
     return text if len(text) <= limit else f"{text[:limit // 2]}…{text[-limit // 3:]} ({len(text)} characters)"
@@ -204,13 +204,13 @@ def _copy_tree(src: Path, dest: Path, intake: Intake, limits: IntakeLimits, rel:
     try:
         entries = sorted(os.scandir(src), key=lambda e: e.name)
     except OSError as exc:
-        intake.notes.append(f"could not read {_shown(rel) or '.'}: {exc.strerror}")
+        intake.notes.append(f"could not read {shown(rel) or '.'}: {exc.strerror}")
         return
     for entry in entries:
         path = f"{rel}{entry.name}"
         if entry.is_symlink():
             target = os.readlink(entry.path)
-            intake.notes.append(f"skipped symlink {_shown(path)} -> {_shown(target)} (symlinks are never followed)")
+            intake.notes.append(f"skipped symlink {shown(path)} -> {shown(target)} (symlinks are never followed)")
         elif entry.is_dir(follow_symlinks=False):
             if entry.name in SKIPPED_DIRS or _over_caps(path, depth + 1, intake, limits, "folder "):
                 continue
@@ -220,16 +220,16 @@ def _copy_tree(src: Path, dest: Path, intake: Intake, limits: IntakeLimits, rel:
             if not _over_caps(path, depth, intake, limits):
                 _copy_file(Path(entry.path), dest / entry.name, intake, limits, rel=path)
         else:
-            intake.notes.append(f"skipped {_shown(path)}: not a regular file")
+            intake.notes.append(f"skipped {shown(path)}: not a regular file")
 
 
 def _over_caps(path: str, depth: int, intake: Intake, limits: IntakeLimits, what: str = "") -> bool:
     """Note and refuse a path `depth` folder levels deep that is deeper or longer than the caps."""
     if depth > limits.max_depth:
-        intake.notes.append(f"skipped {what}{_shown(path)}: more than {limits.max_depth} levels deep")
+        intake.notes.append(f"skipped {what}{shown(path)}: more than {limits.max_depth} levels deep")
         return True
     if len(path) > limits.max_path_chars or any(len(os.fsencode(part)) > 255 for part in path.split("/")):
-        intake.notes.append(f"skipped {what}{_shown(path)}: its path is too long (over {limits.max_path_chars} "
+        intake.notes.append(f"skipped {what}{shown(path)}: its path is too long (over {limits.max_path_chars} "
                             "characters, or a name over 255 bytes)")
         return True
     return False
@@ -243,11 +243,11 @@ def _copy_file(src: Path, dest: Path, intake: Intake, limits: IntakeLimits, rel:
     try:
         fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as exc:
-        intake.notes.append(f"skipped {_shown(rel)}: {exc.strerror}")
+        intake.notes.append(f"skipped {shown(rel)}: {exc.strerror}")
         return
     with os.fdopen(fd, "rb") as fin:
         _store(fin, dest, limits.max_file_bytes, intake,
-               f"skipped {_shown(rel)}: larger than {limits.max_file_bytes >> 20} MB")
+               f"skipped {shown(rel)}: larger than {limits.max_file_bytes >> 20} MB")
 
 
 def _room_for(intake: Intake, limits: IntakeLimits, size: int, rel: str) -> bool:
@@ -257,10 +257,10 @@ def _room_for(intake: Intake, limits: IntakeLimits, size: int, rel: str) -> bool
             intake.files += 1  # note once
         return False
     if size > limits.max_file_bytes:
-        intake.notes.append(f"skipped {_shown(rel)}: larger than {limits.max_file_bytes >> 20} MB")
+        intake.notes.append(f"skipped {shown(rel)}: larger than {limits.max_file_bytes >> 20} MB")
         return False
     if intake.bytes + size > limits.max_total_bytes:
-        intake.notes.append(f"skipped {_shown(rel)}: the submission is over {limits.max_total_bytes >> 20} MB in total")
+        intake.notes.append(f"skipped {shown(rel)}: the submission is over {limits.max_total_bytes >> 20} MB in total")
         return False
     return True
 
@@ -320,18 +320,18 @@ def _extract_member(archive, member, prefix, dest, intake, limits) -> None:
     name = member.filename
     mode = member.external_attr >> 16
     if stat.S_ISLNK(mode):
-        intake.notes.append(f"skipped symlink {_shown(name)} in the zip (symlinks are never followed)")
+        intake.notes.append(f"skipped symlink {shown(name)} in the zip (symlinks are never followed)")
         return
     rel = name[len(prefix):] if prefix and name.startswith(prefix) else name
     parts = PurePosixPath(rel).parts
     if ("\\" in rel or not parts or rel.startswith("/") or ".." in parts or ":" in parts[0]):
-        intake.notes.append(f"refused zip entry {_shown(name)}: its path leaves the submission")
+        intake.notes.append(f"refused zip entry {shown(name)}: its path leaves the submission")
         return
     if _over_caps(rel, len(parts) - 1, intake, limits, "zip entry "):
         return
     if member.compress_size and member.file_size > (1 << 20) and \
             member.file_size / member.compress_size > limits.max_zip_ratio:
-        intake.notes.append(f"refused zip entry {_shown(name)}: compressed {member.file_size // member.compress_size}:1 "
+        intake.notes.append(f"refused zip entry {shown(name)}: compressed {member.file_size // member.compress_size}:1 "
                             "(a zip bomb?)")
         return
     if not _room_for(intake, limits, member.file_size, rel):
@@ -341,7 +341,7 @@ def _extract_member(archive, member, prefix, dest, intake, limits) -> None:
     # Read at most the cap, whatever the header declared: a lying header cannot inflate past it.
     with archive.open(member) as fin:
         _store(fin, target, min(limits.max_file_bytes, limits.max_total_bytes - intake.bytes), intake,
-               f"refused zip entry {_shown(name)}: it unpacks past the size cap")
+               f"refused zip entry {shown(name)}: it unpacks past the size cap")
 
 
 # --------------------------------------------------------------------------- notebooks

@@ -54,6 +54,8 @@ def main(*, submissions, out, jobs=None, force=False, shard=None, config: Sandbo
     out = Path(out)
     # An output folder inside the submissions folder is not a student.
     subs = [s for s in subs if not _contains(s.source, out)]
+    for moved in retire_moved_rows(out, subs):
+        print(f"grade: {moved}", flush=True)
     subs = [s for i, s in enumerate(subs) if i % shard_n == shard_k - 1]
     todo = [s for s in subs if force or not is_complete(out / s.name, source=intake.source_label(s))]
     skipped = len(subs) - len(todo)
@@ -130,6 +132,29 @@ def parse_jobs(jobs) -> int:
     if int(jobs) < 1:
         raise UsageError(f"--jobs {jobs} must be at least 1")
     return int(jobs)
+
+
+def retire_moved_rows(out: Path, subs) -> list[str]:
+    """Remove the row folders whose record came from an entry that has another row name now.
+
+    A row name moves when a later upload collides with a renamed entry (`Ann Lee.zip` was `Ann_Lee`
+    until `ann_lee/` arrived): the old folder would stay in the gradebook as a second row of that
+    entry. Only folders whose record.json names a current entry are touched."""
+    rows = {intake.source_label(s): s.name for s in subs}
+    current = {s.name for s in subs}
+    said = []
+    for record in sorted(Path(out).glob("*/record.json")):
+        folder = record.parent
+        if folder.name.startswith((".", "_")) or folder.is_symlink() or folder.name in current:
+            continue  # a current row: graded again if its record came from another entry (is_complete)
+        try:
+            source = json.loads(record.read_text(encoding="utf-8")).get("source")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(source, str) and source in rows:
+            intake.remove(folder)
+            said.append(f"row {folder.name} of {source} is now {rows[source]}: the old folder was removed")
+    return said
 
 
 def is_complete(folder: Path, *, source: str | None = None) -> bool:

@@ -16,7 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from engine_helpers import make_submission, uid_base_for_tests  # noqa: E402
 
-from grader import gradescope, run  # noqa: E402
+from grader import gradescope, intake, run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "solutions" / "day13"
@@ -255,3 +255,26 @@ def test_both_scripts_make_the_kit_private_to_root():
     # setup.sh opens the venv to everyone (torch) only before it closes the kit.
     setup = gradescope.SETUP_SH
     assert setup.index("chmod -R go+rX /autograder/venv") < setup.index("chmod -R go-rwx")
+
+
+def test_a_deep_or_long_upload_is_staged_bounded_and_noted(tmp_path):
+    submission = tmp_path / "submission"
+    submission.mkdir()
+    for name in CODE:
+        shutil.copyfile(REFERENCE / name, submission / name)
+    fd = os.open(submission, os.O_RDONLY)
+    for _ in range(300):  # deeper than copytree's recursion or the intake's cap would allow
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(fd)
+    (submission / ("n" * 250 + ".py")).write_text("x = 1\n")
+    notes: list[str] = []
+    staged = gradescope.stage_submission(submission, tmp_path / "subs", notes)
+    deepest = max(len(p.relative_to(staged).parts) for p in staged.rglob("*"))
+    assert deepest == intake.DEFAULT_LIMITS.max_depth + 1
+    assert len(notes) == 1 and "too long" in notes[0]
+    taken = intake.materialise(intake.discover(tmp_path / "subs")[0], tmp_path / "scratch")
+    assert any("levels deep" in n for n in taken.notes)
+    assert sorted(p.name for p in (tmp_path / "scratch").glob("*.py")) == sorted(CODE)

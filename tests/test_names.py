@@ -283,6 +283,25 @@ def test_rows_keep_their_names_when_a_colliding_upload_arrives_later(tmp_path):
     assert not run.is_complete(out / "Bo_Li", source="bo li/")
 
 
+def test_a_row_that_moved_leaves_no_second_row_behind(tmp_path, capsys):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    make_submission(subs / "bo")
+    reference_zip(subs / "Ann Lee.zip")
+    config = SandboxConfig(call_timeout=3.0, uid_base=CONFIG.uid_base)
+    assert run.main(submissions=subs, out=out, jobs=1, config=config) == 0
+    assert (out / "Ann_Lee" / "record.json").is_file()
+    make_submission(subs / "ann_lee")  # arrives late; its name is already plain
+    assert run.main(submissions=subs, out=out, jobs=1, config=config) == 0
+    said = capsys.readouterr().out
+    assert "row Ann_Lee of Ann Lee.zip is now Ann_Lee-" in said and "1 already graded" in said
+    with open(out / "grades.csv", newline="") as f:
+        rows = {row["source"]: row for row in csv.DictReader(f)}
+    assert sorted(rows) == ["Ann Lee.zip", "ann_lee/", "bo/"]
+    assert rows["ann_lee/"]["submission"] == "ann_lee" and rows["Ann Lee.zip"]["submission"].startswith("Ann_Lee-")
+    assert all(float(row["total"]) == CODE_POINTS for row in rows.values())
+    assert not (out / "Ann_Lee").exists()
+
+
 # ---------------------------------------------------------------- intake on its own
 
 

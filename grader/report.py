@@ -39,7 +39,8 @@ from grader.records import COMPONENTS, SubmissionResult, TestResult
 RECORD_VERSION = 1
 GRADES_COLUMNS = ("submission", "total", "max_total", *COMPONENTS, "status", "source")
 PLOTS = "_plots"  # intake never names a submission with a leading "_", so no student folder can clash
-CLASS_FILES = ("grades.csv", "summary.md", "report.html", PLOTS)
+# Every file a run writes beside the row folders: intake never gives a row one of these names.
+CLASS_FILES = ("grades.csv", "summary.md", "report.html", "similarity.csv", "similarity.html", PLOTS)
 MAX_HEATMAPS = 8  # drawn per class report; a 200-student class must not spend its time plotting
 MAX_MATRIX_SIDE = 64  # larger evidence is not a lesson-sized attention matrix: skipped
 ATTENTION_COMPONENTS = ("self_attention", "multihead")

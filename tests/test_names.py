@@ -320,6 +320,17 @@ def test_row_names_do_not_depend_on_the_other_entries(tmp_path):
     assert discover(alone)[0].name == "Ann_Lee"
 
 
+def test_no_row_is_named_like_a_class_file(tmp_path):
+    from grader.report import CLASS_FILES
+
+    for name in CLASS_FILES:
+        make_submission(tmp_path / name.upper(), reference=False)
+    subs = discover(tmp_path)
+    assert len(subs) == len([n for n in CLASS_FILES if not n.startswith("_")])
+    for sub in subs:
+        assert sub.name.lower() not in CLASS_FILES and sub.flags, sub
+
+
 @pytest.mark.parametrize("name", [APOSTROPHE_NB, QUOTES_NB, NEWLINE_NB, "tab\there.ipynb", "back\\slash'.ipynb",
                                   "'''.ipynb", '""".ipynb', "ü\u202eevil.ipynb"])
 def test_a_notebook_name_never_becomes_source_text(tmp_path, name):

@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from engine_helpers import REFERENCE, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
 
 from grader import intake, run  # noqa: E402
+from grader.report import CLASS_FILES  # noqa: E402
 from grader.intake import IntakeLimits, discover, materialise  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
@@ -257,7 +258,7 @@ def test_no_name_reached_a_shell_or_left_the_output_folder(batch):
     assert sorted(p.name for p in root.iterdir()) == ["out", "submissions"]
     for path in batch["out"].iterdir():
         assert not path.is_symlink()
-        assert path.name in ("grades.csv", "summary.md", "report.html", "_plots") or \
+        assert path.name in CLASS_FILES or \
             (path / "record.json").is_file(), path
     assert settled(lambda: processes_of(range(CONFIG.uid_base, CONFIG.uid_base + JOBS))) == []
     assert settled(lambda: descendants(os.getpid())) == []
@@ -321,8 +322,6 @@ def test_row_names_do_not_depend_on_the_other_entries(tmp_path):
 
 
 def test_no_row_is_named_like_a_class_file(tmp_path):
-    from grader.report import CLASS_FILES
-
     for name in CLASS_FILES:
         make_submission(tmp_path / name.upper(), reference=False)
     subs = discover(tmp_path)

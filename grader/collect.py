@@ -14,14 +14,21 @@ taken is the last one on the default branch's first-parent line whose committer 
 deadline (the newest one without --deadline). Its files (no .git, no symlinks) become <out>/<name>/,
 which `python -m grader grade <out>` grades like any folder. A student who worked in day13.ipynb
 and left the released .py stubs untouched gets those stubs left out of the snapshot, so the engine
-grades the notebook (grader.release.prefer_notebook). <out>/collected.csv records, per row, the
+grades the notebook (grader.stubs.prefer_notebook). <out>/collected.csv records, per row, the
 source, the commit hash and time, and the status.
 
 Committer dates are written by the student's machine, so a student could backdate a late commit.
 When that matters, compare with GitHub's push times (the Classroom export's submission_timestamp).
+
+A repository is student data: its tree is walked folder by folder and its files streamed to disk, and a
+repository over a cap (files, bytes, folder depth; see MAX_*) is reported and left out while the
+others are collected, so a few kilobytes of repeated tree references cannot make collect expand
+billions of files. collect needs the standard library and git only (the instructor workflow runs it
+on a bare Python), and a collection that stopped half-way can be run again into the same folder.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import os
@@ -29,7 +36,7 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
+import traceback
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -40,6 +47,16 @@ MANIFEST = "collected.csv"
 CACHE = ".repos"
 GIT_TIMEOUT = 300  # seconds per git command
 MAX_FILE_BYTES = 20 << 20  # the grader refuses bigger files anyway; don't write them
+# One student's snapshot. A Day-13 repository holds a few dozen files and a few MB; these leave
+# room for datasets and images while keeping a hostile repository from filling the disk or memory.
+MAX_ENTRIES = 20_000  # files and folders
+MAX_TOTAL_BYTES = 500 << 20  # of file content written
+MAX_DEPTH = 32  # folder levels
+CHUNK = 1 << 20  # bytes copied at a time
+
+
+class OverCap(RuntimeError):
+    """A repository over one of the snapshot caps; the message says which."""
 
 
 class RosterError(ValueError):
@@ -143,46 +160,140 @@ def _fetch(source: str, cache: Path) -> None:
 
 
 def _commit_at(cache: Path, deadline: str | None) -> tuple[str, str] | None:
-    args = ["--git-dir", str(cache), "rev-list", "-1", "--first-parent"]
+    """The commit to take and its committer time, in one `rev-list` that never diffs: `git show`
+    compares a root commit with the empty tree, which on a tree of repeated subtrees never ends."""
+    args = ["--git-dir", str(cache), "rev-list", "-1", "--first-parent", "--format=%cI"]
     if deadline:
         args.append(f"--before={deadline}")
     try:
-        commit = _git(*args, "HEAD", "--").strip()
+        lines = _git(*args, "HEAD", "--").split()
     except RuntimeError:
         return None  # an empty repository has no HEAD commit
-    if not commit:
+    if len(lines) != 3 or lines[0] != "commit":
         return None
-    when = _git("--git-dir", str(cache), "show", "-s", "--format=%cI", commit).strip()
-    return commit, when
+    return lines[1], lines[2]
+
+
+class _Objects:
+    """One `git cat-file --batch-command` for a whole snapshot: an object's type and size are asked
+    first, and its bytes read only when they are under the cap, a chunk at a time."""
+
+    def __init__(self, cache: Path):
+        self.process = subprocess.Popen(["git", "--git-dir", str(cache), "cat-file", "--batch-command"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL, env=_env())
+
+    def _ask(self, command: str, oid: str) -> tuple[str, int]:
+        self.process.stdin.write(f"{command} {oid}\n".encode())
+        self.process.stdin.flush()
+        words = self.process.stdout.readline().decode("ascii", "replace").split()
+        if len(words) != 3 or not words[2].isdigit():
+            raise OverCap(f"an object git cannot read ({oid})")
+        return words[1], int(words[2])
+
+    def info(self, oid: str) -> tuple[str, int]:
+        return self._ask("info", oid)
+
+    def read(self, oid: str, sink=None) -> bytes:
+        """The object's bytes, returned (small trees) or written to `sink` (files)."""
+        _, size = self._ask("contents", oid)
+        parts, left = [], size
+        while left:
+            chunk = self.process.stdout.read(min(CHUNK, left))
+            if not chunk:
+                raise OverCap(f"git stopped while sending {oid}")
+            left -= len(chunk)
+            if sink is None:
+                parts.append(chunk)
+            else:
+                sink.write(chunk)
+        self.process.stdout.read(1)  # the newline after the contents
+        return b"".join(parts)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.process.stdin.close()
+        self.process.kill()
+        self.process.wait()
+        self.process.stdout.close()
+
+
+def _tree_entries(raw: bytes, oid_bytes: int):
+    """(mode, name, hex oid) of a raw tree object: `<mode> <name>\\0<oid>` repeated."""
+    at = 0
+    while at < len(raw):
+        space = raw.index(b" ", at)
+        nul = raw.index(b"\0", space)
+        yield raw[at:space].decode("ascii"), raw[space + 1:nul], raw[nul + 1:nul + 1 + oid_bytes].hex()
+        at = nul + 1 + oid_bytes
 
 
 def _export(cache: Path, commit: str, target: Path) -> list[str]:
-    """Write the commit's regular files into `target` (replaced whole); returns what was skipped."""
-    data = subprocess.run(["git", "--git-dir", str(cache), "archive", "--format=tar", commit],
-                          capture_output=True, timeout=GIT_TIMEOUT, check=True, env=_env()).stdout
-    tmp = target.with_name(f".{target.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    skipped = []
-    with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-        for member in archive.getmembers():
-            parts = Path(member.name).parts
-            if member.name.startswith("/") or ".." in parts or not parts:
-                skipped.append(f"{member.name} (path outside the repository)")
-            elif member.isdir():
-                (tmp / member.name).mkdir(parents=True, exist_ok=True)
-            elif not member.isfile():
-                skipped.append(f"{member.name} (not a regular file)")
-            elif member.size > MAX_FILE_BYTES:
-                skipped.append(f"{member.name} ({member.size} bytes, over the cap)")
-            else:
-                path = tmp / member.name
+    """Write the commit's regular files into `target` (replaced whole); returns what was skipped.
+
+    The tree is walked by hand, folder by folder, counting as it goes: `git archive` (and `git
+    show`) would first walk a tree of repeated subtrees to its end, which never comes. The plan
+    (paths and object ids, MAX_ENTRIES at most) is complete and within every cap before a file is
+    written; file bytes are streamed to disk. The snapshot is built beside `target` and only
+    replaces it once complete."""
+    objects = _Objects(cache)
+    try:
+        files, skipped = _plan(objects, _git("--git-dir", str(cache), "rev-parse", f"{commit}^{{tree}}").strip())
+        tmp = target.with_name(f".{target.name}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        try:
+            for relative, oid in files:
+                path = tmp.joinpath(*relative)
                 path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(archive.extractfile(member).read())
+                with open(path, "wb") as handle:
+                    objects.read(oid, handle)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    finally:
+        objects.close()
     if target.exists():
         shutil.rmtree(target)
     tmp.rename(target)
     return skipped
+
+
+def _plan(objects: _Objects, root: str) -> tuple[list[tuple[tuple[str, ...], str]], list[str]]:
+    """The files to write as (path parts, blob id), and what is skipped; OverCap past a cap."""
+    files: list[tuple[tuple[str, ...], str]] = []
+    skipped: list[str] = []
+    entries = written = 0
+    pending = [((), root)]
+    while pending:
+        folder, oid = pending.pop()
+        kind, size = objects.info(oid)
+        if kind != "tree" or size > MAX_FILE_BYTES:
+            raise OverCap(f"a folder git cannot list ({'/'.join(folder) or 'top'})")
+        for mode, raw_name, child in _tree_entries(objects.read(oid), len(oid) // 2):
+            entries += 1
+            if entries > MAX_ENTRIES:
+                raise OverCap(f"more than {MAX_ENTRIES} files and folders")
+            name = raw_name.decode("utf-8", "replace")
+            shown = "/".join((*folder, name))
+            if name in ("", ".", "..") or name.lower() == ".git" or "/" in name or "\0" in name:
+                skipped.append(f"{shown} (a name no folder may hold)")
+            elif mode == "40000":
+                if len(folder) + 1 > MAX_DEPTH:
+                    raise OverCap(f"folders more than {MAX_DEPTH} levels deep ({shown[:80]}...)")
+                pending.append(((*folder, name), child))
+            elif mode not in ("100644", "100755"):
+                skipped.append(f"{shown} (not a regular file)")
+            else:
+                _, size = objects.info(child)
+                if size > MAX_FILE_BYTES:
+                    skipped.append(f"{shown} ({size} bytes, over the cap)")
+                    continue
+                written += size
+                if written > MAX_TOTAL_BYTES:
+                    raise OverCap(f"more than {MAX_TOTAL_BYTES >> 20} MB of files")
+                files.append(((*folder, name), child))
+    return sorted(files), skipped
 
 
 # --------------------------------------------------------------------------- entry
@@ -213,8 +324,14 @@ def collect_one(entry: Entry, out: Path, deadline: str | None) -> Entry:
         shutil.rmtree(out / entry.name, ignore_errors=True)  # don't grade an older snapshot
         return entry
     entry.commit, entry.committed = found
-    skipped = _export(cache, entry.commit, out / entry.name)
-    from grader.release import prefer_notebook
+    try:
+        skipped = _export(cache, entry.commit, out / entry.name)
+    except (OverCap, ValueError) as error:  # ValueError: a tree object that does not parse
+        entry.status = f"error: skipped, the repository has {error}" if isinstance(error, OverCap) \
+            else f"error: skipped, git gave a folder listing that does not parse ({error})"
+        shutil.rmtree(out / entry.name, ignore_errors=True)  # never grade a partial or older snapshot
+        return entry
+    from grader.stubs import prefer_notebook
 
     removed = prefer_notebook(out / entry.name)
     entry.status = "ok" + (f"; skipped {len(skipped)}: {', '.join(skipped[:3])}" if skipped else "")
@@ -251,8 +368,15 @@ def main(*, roster: str, out: str, deadline: str | None = None) -> int:
               file=sys.stderr)
         return 2
     target.mkdir(parents=True, exist_ok=True)
+    # The manifest comes first: a run stopped half-way leaves a folder that a rerun recognises as its own.
+    write_manifest(target, entries)
     for entry in entries:
-        collect_one(entry, target, when)
+        try:
+            collect_one(entry, target, when)
+        except Exception as error:  # one repository's surprise never stops the others
+            entry.status = f"error: {type(error).__name__}: {error}"
+            traceback.print_exc(limit=-2, file=sys.stderr)
+        write_manifest(target, entries)
         shown = entry.commit[:12] if entry.commit else "-"
         print(f"{entry.name:<24} {shown:<12} {entry.committed or '':<25} {entry.status}")
     manifest = write_manifest(target, entries)

@@ -26,6 +26,7 @@ from pathlib import Path
 import nbformat
 
 from grader import notebook, stubs
+from grader.stubs import _digest
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSON = "day13"
@@ -101,39 +102,12 @@ def feedback_points() -> dict[str, float]:
 
 def stub_texts() -> dict[str, str]:
     """file name -> the stub a student gets, generated from the reference."""
-    return {solution.name: stubs.make_stub(solution.read_text(encoding="utf-8"))
-            for solution, _ in stubs.stub_pairs() if solution.parent == SOLUTIONS}
-
-
-def _digest(text: str) -> str:
-    # Line endings may change on a student's machine; the content is what counts.
-    return hashlib.sha256(text.replace("\r\n", "\n").encode("utf-8")).hexdigest()
+    return stubs.stub_texts(LESSON)
 
 
 def prefer_notebook(folder: Path) -> list[str]:
-    """Make a notebook submission out of a repository that still holds the untouched .py stubs.
-
-    A student who worked in day13.ipynb leaves the released stubs beside it; the engine grades the
-    .py files whenever they exist, so it would grade the stubs. When a notebook sits at the top of
-    `folder` and every contract .py there is byte for byte the released stub (line endings aside),
-    those stubs carry no work of the student's: they are removed so the notebook is graded.
-    Returns the names removed (none when any .py holds the student's own code).
-    """
-    if not any(p.suffix.lower() == ".ipynb" and p.is_file() for p in folder.iterdir()):
-        return []
-    wanted = {name: _digest(text) for name, text in stub_texts().items()}
-    present = [folder / name for name in wanted if (folder / name).is_file() and not (folder / name).is_symlink()]
-    if not present:
-        return []
-    for path in present:
-        try:
-            if _digest(path.read_text(encoding="utf-8")) != wanted[path.name]:
-                return []
-        except (OSError, UnicodeDecodeError):
-            return []
-    for path in present:
-        path.unlink()
-    return sorted(p.name for p in present)
+    """Drop the untouched released stubs beside a notebook (see grader.stubs.prefer_notebook)."""
+    return stubs.prefer_notebook(folder, stub_texts())
 
 
 def _write_student_files(day: Path) -> None:

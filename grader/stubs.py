@@ -19,6 +19,7 @@ docstring of the function or class the region belongs to.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import re
 import sys
 from pathlib import Path
@@ -128,6 +129,44 @@ def stub_pairs(solutions: Path = SOLUTIONS, assignments: Path = ASSIGNMENTS) -> 
         if "BEGIN SOLUTION" in solution.read_text(encoding="utf-8"):
             pairs.append((solution, assignments / solution.parent.name / solution.name))
     return pairs
+
+
+def stub_texts(lesson: str | None = None) -> dict[str, str]:
+    """file name -> the stub a student gets, generated from the reference (one lesson, or all)."""
+    return {solution.name: make_stub(solution.read_text(encoding="utf-8"))
+            for solution, _ in stub_pairs() if lesson is None or solution.parent.name == lesson}
+
+
+def _digest(text: str) -> str:
+    # Line endings may change on a student's machine; the content is what counts.
+    return hashlib.sha256(text.replace("\r\n", "\n").encode("utf-8")).hexdigest()
+
+
+def prefer_notebook(folder: Path, texts: dict[str, str] | None = None) -> list[str]:
+    """Make a notebook submission out of a repository that still holds the untouched .py stubs.
+
+    A student who worked in day13.ipynb leaves the released stubs beside it; the engine grades the
+    .py files whenever they exist, so it would grade the stubs. When a notebook sits at the top of
+    `folder` and every contract .py there is byte for byte the released stub (line endings aside),
+    those stubs carry no work of the student's: they are removed so the notebook is graded.
+    Returns the names removed (none when any .py holds the student's own code). Standard library
+    only: `collect` runs it on a bare Python.
+    """
+    if not any(p.suffix.lower() == ".ipynb" and p.is_file() for p in folder.iterdir()):
+        return []
+    wanted = {name: _digest(text) for name, text in (stub_texts() if texts is None else texts).items()}
+    present = [folder / name for name in wanted if (folder / name).is_file() and not (folder / name).is_symlink()]
+    if not present:
+        return []
+    for path in present:
+        try:
+            if _digest(path.read_text(encoding="utf-8")) != wanted[path.name]:
+                return []
+        except (OSError, UnicodeDecodeError):
+            return []
+    for path in present:
+        path.unlink()
+    return sorted(p.name for p in present)
 
 
 def main(*, check: bool = False) -> int:

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import csv
 import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -194,3 +196,169 @@ def test_never_collects_into_a_folder_it_did_not_make(repos, tmp_path, capsys):
     assert collect.main(roster=str(roster), out=str(out)) == 2
     assert (out / "alice" / "precious.txt").read_text() == "keep\n"
     assert "collect into a new or empty folder" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- hostile repositories
+
+
+def _tree_bomb(root: Path, name: str, fanout: int, levels: int) -> Path:
+    """A bare repository of a few KB whose one commit holds fanout**levels files: each level is a tree
+    naming the level below `fanout` times (git stores the subtree once)."""
+    bare = root / "remotes" / f"{name}.git"
+    git("init", "--quiet", "--bare", "-b", "main", str(bare), cwd=root)
+    gd = ["--git-dir", str(bare)]
+    blob = subprocess.run(["git", *gd, "hash-object", "-w", "--stdin"], input=b"x\n", capture_output=True,
+                          check=True).stdout.decode().strip()
+    entries = "".join(f"100644 blob {blob}\tf{i}\n" for i in range(fanout))
+    tree = subprocess.run(["git", *gd, "mktree"], input=entries.encode(), capture_output=True,
+                          check=True).stdout.decode().strip()
+    for _ in range(levels - 1):
+        entries = "".join(f"040000 tree {tree}\td{i}\n" for i in range(fanout))
+        tree = subprocess.run(["git", *gd, "mktree"], input=entries.encode(), capture_output=True,
+                              check=True).stdout.decode().strip()
+    commit = git(*gd, "commit-tree", tree, "-m", "bomb", cwd=root, date=JAN)
+    git(*gd, "update-ref", "refs/heads/main", commit, cwd=root)
+    return bare
+
+
+def _deep_tree(root: Path, name: str, depth: int) -> Path:
+    """One file `depth` folders down."""
+    bare = root / "remotes" / f"{name}.git"
+    git("init", "--quiet", "--bare", "-b", "main", str(bare), cwd=root)
+    gd = ["--git-dir", str(bare)]
+    blob = subprocess.run(["git", *gd, "hash-object", "-w", "--stdin"], input=b"deep\n", capture_output=True,
+                          check=True).stdout.decode().strip()
+    entry = f"100644 blob {blob}\tself_attention.py\n"
+    for _ in range(depth):
+        tree = subprocess.run(["git", *gd, "mktree"], input=entry.encode(), capture_output=True,
+                              check=True).stdout.decode().strip()
+        entry = f"040000 tree {tree}\td\n"
+    tree = subprocess.run(["git", *gd, "mktree"], input=entry.encode(), capture_output=True,
+                          check=True).stdout.decode().strip()
+    commit = git(*gd, "commit-tree", tree, "-m", "deep", cwd=root, date=JAN)
+    git(*gd, "update-ref", "refs/heads/main", commit, cwd=root)
+    return bare
+
+
+def _collect_limited(roster: Path, out: Path) -> tuple[int, str, int]:
+    """collect in its own process under an address-space limit (git inherits it), so a regression
+    that expands a bomb in memory fails this test instead of taking the machine down. Git maps its
+    packs into a large address space it never touches, hence a limit of 3 GB on the address space and
+    the measure that matters, the peak resident memory of collect and of every git it ran (MB)."""
+    script = ("import resource, sys\n"
+              "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
+              "from grader import collect\n"
+              f"code = collect.main(roster={str(roster)!r}, out={str(out)!r})\n"
+              "peak = max(resource.getrusage(who).ru_maxrss for who in "
+              "(resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))\n"
+              "print(f'peak-rss-kb {peak}')\n"
+              "sys.exit(code)\n")
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=600)
+    peak = int(done.stdout.rsplit("peak-rss-kb ", 1)[1].split()[0]) if "peak-rss-kb" in done.stdout else -1
+    return done.returncode, done.stdout + done.stderr, peak >> 10
+
+
+def test_a_tree_bomb_is_reported_and_skipped_beside_honest_repositories(repos, tmp_path):
+    bomb = _tree_bomb(tmp_path, "bomb", fanout=10, levels=9)  # 10**9 files, a few KB on disk
+    deep = _deep_tree(tmp_path, "deep", depth=collect.MAX_DEPTH + 5)
+    packed = sum(f.stat().st_size for f in bomb.rglob("*") if f.is_file())
+    assert packed < 200_000
+    roster = tmp_path / "roster.txt"
+    roster.write_text(f"alice {repos['alice'].bare}\nbomb {bomb}\ndeep {deep}\nbob {repos['bob'].bare}\n")
+    out = tmp_path / "out"
+    code, printed, peak_mb = _collect_limited(roster, out)
+    assert code == 1, printed
+    assert 0 < peak_mb < 500, f"collect or git used {peak_mb} MB"
+    rows = manifest(out)
+    assert rows["bomb"]["status"] == f"error: skipped, the repository has more than {collect.MAX_ENTRIES} files and folders"
+    assert rows["deep"]["status"].startswith(f"error: skipped, the repository has folders more than {collect.MAX_DEPTH}")
+    assert rows["alice"]["status"] == "ok" and rows["bob"]["status"] == "ok"
+    assert (out / "alice" / "self_attention.py").read_text() == "# v2, after the deadline\n"
+    assert not (out / "bomb").exists() and not (out / "deep").exists()
+    assert not list(out.glob(".*.tmp")), "the partial snapshot is removed"
+    assert [s.name for s in intake.discover(out)] == ["alice", "bob"]
+
+
+def test_a_bomb_that_replaces_a_good_snapshot_leaves_no_old_files(repos, tmp_path):
+    """The folder of a repository that turned hostile since the last run is removed, not left stale."""
+    roster = tmp_path / "roster.txt"
+    roster.write_text(f"alice {repos['alice'].bare}\n")
+    out = tmp_path / "out"
+    assert collect.main(roster=str(roster), out=str(out)) == 0
+    bomb = _tree_bomb(tmp_path, "bomb", fanout=10, levels=6)
+    git("push", "--quiet", "--force", str(repos["alice"].bare), "refs/heads/main:refs/heads/main", cwd=bomb)
+    code, printed, _ = _collect_limited(roster, out)
+    assert code == 1, printed
+    assert manifest(out)["alice"]["status"].startswith("error: skipped")
+    assert not (out / "alice").exists()
+
+
+def test_a_collect_that_stopped_half_way_can_run_again_into_the_same_folder(repos, tmp_path, monkeypatch):
+    roster = tmp_path / "roster.txt"
+    roster.write_text(f"alice {repos['alice'].bare}\nbob {repos['bob'].bare}\n")
+    out = tmp_path / "out"
+    real = collect.collect_one
+
+    def dies_on_bob(entry, *args):
+        if entry.name == "bob":
+            raise KeyboardInterrupt  # the run is stopped half-way (Ctrl-C, a cancelled CI job)
+        return real(entry, *args)
+
+    monkeypatch.setattr(collect, "collect_one", dies_on_bob)
+    with pytest.raises(KeyboardInterrupt):
+        collect.main(roster=str(roster), out=str(out))
+    assert (out / "alice").is_dir() and not (out / "bob").exists()
+    monkeypatch.setattr(collect, "collect_one", real)
+    assert collect.main(roster=str(roster), out=str(out)) == 0
+    assert {r["name"]: r["status"] for r in manifest(out).values()} == {"alice": "ok", "bob": "ok"}
+
+
+def test_one_repository_failing_unexpectedly_does_not_stop_the_others(repos, tmp_path, monkeypatch):
+    roster = tmp_path / "roster.txt"
+    roster.write_text(f"alice {repos['alice'].bare}\nbob {repos['bob'].bare}\n")
+    real = collect._export
+
+    def broken_for_alice(cache, commit, target):
+        if target.name == "alice":
+            raise OSError("disk trouble")
+        return real(cache, commit, target)
+
+    monkeypatch.setattr(collect, "_export", broken_for_alice)
+    out = tmp_path / "out"
+    assert collect.main(roster=str(roster), out=str(out)) == 1
+    rows = manifest(out)
+    assert rows["alice"]["status"] == "error: OSError: disk trouble" and rows["bob"]["status"] == "ok"
+
+
+def test_collect_runs_on_a_bare_python_as_the_instructor_workflow_does(repos, tmp_path):
+    """The shipped workflow's collect step, run as written in a virtual environment with nothing
+    installed (no nbformat, no torch, not even pip): the kit's checkout and git are all it has."""
+    import shlex
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    workflow = yaml.safe_load((root / "grader" / "templates" / "instructor-grade.yml").read_text())
+    step = next(s for s in workflow["jobs"]["collect"]["steps"] if "grader collect" in s.get("run", ""))
+    venv = tmp_path / "bare"
+    base = Path(getattr(sys, "_base_executable", sys.executable))
+    subprocess.run([str(base), "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    probe = subprocess.run([str(python), "-c", "import nbformat"], capture_output=True)
+    assert probe.returncode != 0, "the bare environment must not see the kit's packages"
+    checkout = tmp_path / "checkout"
+    shutil.copytree(root / "grader", checkout / "grader", ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in ("solutions", "assignments"):
+        shutil.copytree(root / folder, checkout / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (checkout / "roster.txt").write_text(f"alice {repos['alice'].bare}\nbob {repos['bob'].bare}\n")
+    env = {**{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")},
+           "PATH": f"{venv / 'bin'}:{os.environ['PATH']}", "ROSTER": "roster.txt", "DEADLINE": FEB,
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    command = step["run"]
+    assert shlex.split(command)[:3] == ["python", "-m", "grader"]
+    done = subprocess.run(["bash", "-c", command], cwd=checkout, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (checkout / "submissions" / "alice" / "self_attention.py").read_text() == "# v1\n"
+    assert manifest(checkout / "submissions")["bob"]["status"] == "ok"

@@ -95,7 +95,7 @@ def row_names(entries: list[tuple[str, str, str]]) -> list[tuple[str, tuple[str,
     entry whose stem is already a plain name keeps it if it is the only one, every other gets a
     suffix made from its own entry name, so which entry gets which row never depends on the order
     or the presence of the others. A name that sanitising changed is flagged; so is a collision,
-    on every entry in it.
+    on every entry in it. Every flag starts with "row name ": the class report lists those rows.
     """
     plain = [sanitise(stem) for stem, _, _ in entries]
     groups: dict[str, list[int]] = {}
@@ -119,9 +119,12 @@ def row_names(entries: list[tuple[str, str, str]]) -> list[tuple[str, tuple[str,
     labels = [label for _, _, label in entries]
     for key, members in groups.items():
         if len(members) > 1:
-            who = ", ".join(f"{labels[i]!r} as {names[i]}" for i in members)
+            # Said to this entry's own student too, so it names no classmate; the class report lists them.
             for i in members:
-                flags[i].append(f"row names collided: {who} would all be named {plain[i]}; each has its own row")
+                others = f"{len(members) - 1} other submission{'s' if len(members) > 2 else ''}"
+                kept = " (this one keeps it: its name was already plain)" if names[i] == plain[i] else ""
+                flags[i].append(f"row name {names[i]}: {labels[i]!r} and {others} would all be named "
+                                f"{plain[i]}; each has its own row{kept}")
         elif key in CLASS_FILES:
             i = members[0]
             flags[i].append(f"row name {names[i]}: {labels[i]!r} is named like a class file of the output folder")

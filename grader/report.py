@@ -413,8 +413,13 @@ def class_stats(records: list[SubmissionResult], hints: dict[str, str]) -> dict:
         "faults": [(r.submission, r.status, list(r.notes)) for r in records if r.status != "ok" or r.notes],
         "heatmaps": _heatmap_candidates(records),
         "rows": [(r.submission, r.total, r.max_total, r.status) for r in records],
-        "renamed": [(r.submission, r.source) for r in records if r.source and _stem(r.source) != r.submission],
+        "renamed": [(r.submission, r.source, next((n for n in r.notes if n.startswith(NAME_FLAG)), ""))
+                    for r in records if r.source and _stem(r.source) != r.submission
+                    or any(n.startswith(NAME_FLAG) for n in r.notes)],
     }
+
+
+NAME_FLAG = "row name "  # how intake's notes about a row's name begin (sanitised, collided, reserved)
 
 
 def _stem(source: str) -> str:
@@ -644,10 +649,11 @@ def summary_markdown(stats: dict, plots: dict, problems: list[str]) -> str:
     else:
         out += ["No failing attention test left weights to show.", ""]
     if stats.get("renamed"):
-        out += ["## Rows not named as submitted", "",
-                "Sanitised or colliding names (each row's notes say why); `source` in grades.csv has them all.", "",
-                "| row | submitted as |", "| --- | --- |"]
-        out += [f"| {_md_inline(name)} | {_md_inline(source)} |" for name, source in stats["renamed"]] + [""]
+        out += ["## Row names to check", "",
+                "Names changed to be filesystem-safe, or that would have collided; `source` in grades.csv has every row's.",
+                "", "| row | submitted as | why |", "| --- | --- | --- |"]
+        out += [f"| {_md_inline(name)} | {_md_inline(source)} | {_md_inline(why)} |"
+                for name, source, why in stats["renamed"]] + [""]
     out += ["## Faults and notes", ""]
     if stats["faults"]:
         for name, status, notes in stats["faults"]:
@@ -718,10 +724,11 @@ def report_html(stats: dict, plots: dict, problems: list[str], sections: list[st
     else:
         out.append("<p>No failing attention test left weights to show.</p>")
     if stats.get("renamed"):
-        out += ["<h2>Rows not named as submitted</h2>",
-                "<p>Sanitised or colliding names (each row's notes say why); <code>source</code> in grades.csv "
-                "has them all.</p>", "<table><tr><th>row</th><th>submitted as</th></tr>"]
-        out += [f"<tr><td>{e(name)}</td><td><code>{e(source)}</code></td></tr>" for name, source in stats["renamed"]]
+        out += ["<h2>Row names to check</h2>",
+                "<p>Names changed to be filesystem-safe, or that would have collided; <code>source</code> in "
+                "grades.csv has every row's.</p>", "<table><tr><th>row</th><th>submitted as</th><th>why</th></tr>"]
+        out += [f"<tr><td>{e(name)}</td><td><code>{e(source)}</code></td><td>{e(why)}</td></tr>"
+                for name, source, why in stats["renamed"]]
         out.append("</table>")
     out.append("<h2>Faults and notes</h2>")
     if stats["faults"]:

@@ -179,10 +179,13 @@ def test_a_junk_zip_never_takes_a_classmates_row(batch):
     assert code_points(records["ann_lee"]) == CODE_POINTS
     junk = by_source["Ann Lee.zip"]
     assert junk["submission"].lower() != "ann_lee" and code_points(junk) == 0
-    # Both are flagged, each naming the other.
-    for record in (records["ann_lee"], junk):
-        flagged = [n for n in record["notes"] if "collided" in n]
-        assert flagged and "Ann Lee.zip" in flagged[0] and "ann_lee/" in flagged[0], record["notes"]
+    # Both are flagged; neither student's feedback names the other.
+    for record, own, other in ((records["ann_lee"], "ann_lee/", "Ann Lee.zip"), (junk, "Ann Lee.zip", "ann_lee/")):
+        flagged = [n for n in record["notes"] if "each has its own row" in n]
+        assert flagged and own in flagged[0] and other not in json.dumps(record), record["notes"]
+    # The class report lists both, with their sources.
+    summary = (batch["out"] / "summary.md").read_text(encoding="utf-8")
+    assert "| ann_lee | ann_lee/ |" in summary and f"| {junk['submission']} | Ann Lee.zip |" in summary
 
 
 def test_names_that_sanitise_alike_get_two_flagged_rows(batch):
@@ -190,7 +193,7 @@ def test_names_that_sanitise_alike_get_two_flagged_rows(batch):
     accented, bang = by_source[NFC + "/"], by_source["Jos!/"]
     assert accented["submission"] != bang["submission"]
     assert code_points(accented) == code_points(bang) == CODE_POINTS
-    assert all(any("collided" in n for n in r["notes"]) for r in (accented, bang))
+    assert all(any("each has its own row" in n for n in r["notes"]) for r in (accented, bang))
     # The same name decomposed (e + combining accent) sanitises differently: its own row, flagged as renamed.
     decomposed = by_source[NFD + "/"]
     assert decomposed["submission"] not in (accented["submission"], bang["submission"])

@@ -111,6 +111,10 @@ def test_rows_not_named_as_submitted_are_listed_in_the_class_report(tmp_path):
     html = (tmp_path / "report.html").read_text()
     assert "| Ann_Lee-4871ff | Ann Lee.zip |" in summary and "\\<i>x\\|y\\</i>.ipynb" in summary
     assert "<td>Ann_Lee-4871ff</td><td><code>Ann Lee.zip</code></td>" in html and "&lt;i&gt;x|y" in html
+    # A row that kept its name but was flagged by intake (a collision) is listed too, with the reason.
+    flagged = make_record("bo", notes=["row name bo: 'bo/' and 1 other submission would all be named bo"])
+    stats = report.class_stats([flagged], {})
+    assert stats["renamed"] == [("bo", "bo/", flagged.notes[0])]
     assert "| ann_lee |" not in summary and "<td>ann_lee</td><td><code>" not in html
 
 

@@ -67,6 +67,8 @@ python3.11 -m venv /autograder/venv
 # Student code runs as an unprivileged uid: it may read the venv (torch) but never the kit, which holds
 # the hidden graders and the reference. Modes, not only Landlock: some kernels have no Landlock.
 chmod -R go+rX /autograder/venv
+# By its path: Gradescope also runs copies of these scripts from /autograder, which holds the venv.
+KIT=/autograder/source
 @@PROTECT_KIT@@
 """
 
@@ -80,6 +82,7 @@ cd "$ROOT/source"
 # Again before every submission: whatever changed the image since setup.sh, the sandbox's uids must not
 # read the hidden graders or the reference. Without root (a local try-out) there is no other uid to fear.
 if [ "$(id -u)" -eq 0 ]; then
+    KIT="$ROOT/source"
 @@PROTECT_KIT_INDENTED@@
 fi
 exec "$PYTHON" -m grader.gradescope run --root "$ROOT"
@@ -87,8 +90,7 @@ exec "$PYTHON" -m grader.gradescope run --root "$ROOT"
 
 # Root owns every file of the kit and nobody else may read, write or enter any of it. Symlinks are not
 # followed (-P): a link in the tree must not hand its target's ownership to root or change its mode.
-PROTECT_KIT = """KIT="$(pwd -P)"
-chown -R -P 0:0 "$KIT" || { echo "could not give $KIT to root" >&2; exit 1; }
+PROTECT_KIT = """chown -R -P 0:0 "$KIT" || { echo "could not give $KIT to root" >&2; exit 1; }
 chmod -R go-rwx "$KIT" || { echo "could not make $KIT private to root" >&2; exit 1; }"""
 SETUP_SH = SETUP_SH.replace("@@PROTECT_KIT@@", PROTECT_KIT)
 RUN_AUTOGRADER = RUN_AUTOGRADER.replace("@@PROTECT_KIT_INDENTED@@", textwrap.indent(PROTECT_KIT, "    "))

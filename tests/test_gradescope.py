@@ -249,8 +249,10 @@ def test_without_landlock_the_student_uid_cannot_read_the_hidden_graders_or_the_
 
 
 def test_both_scripts_make_the_kit_private_to_root():
-    for script in (gradescope.SETUP_SH, gradescope.RUN_AUTOGRADER):
+    for script, kit in ((gradescope.SETUP_SH, "KIT=/autograder/source"), (gradescope.RUN_AUTOGRADER, 'KIT="$ROOT/source"')):
         assert 'chown -R -P 0:0 "$KIT"' in script and 'chmod -R go-rwx "$KIT"' in script
+        # Named by path, never by where the script runs: Gradescope runs copies from /autograder too.
+        assert script.index(kit) < script.index('chown -R -P 0:0 "$KIT"') and "pwd" not in script
     assert "go+rX /autograder/source" not in gradescope.SETUP_SH
     # setup.sh opens the venv to everyone (torch) only before it closes the kit.
     setup = gradescope.SETUP_SH

@@ -658,23 +658,27 @@ def _start_probe(config, entry, install, libc, own_pidns, imports):
 def _finish_probe(probe, config) -> dict:
     """The check's findings and verdict (child_view_report's shape); its child is gone afterwards."""
     sock, pid = probe["sock"], probe["pid"]
+    waited = time.monotonic()
     try:
         found, _ = protocol.recv_message(sock, deadline=probe["started"] + PROBE_TIMEOUT)
     except (TimeoutError, protocol.ProtocolError, OSError) as exc:
         found = {"error": f"{type(exc).__name__}: {exc}"}
     finally:
         sock.close()
+        cpu = None
         if pid > 0:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+                usage = os.wait4(pid, 0)[2]
+                cpu = round(usage.ru_utime + usage.ru_stime, 3)
         shutil.rmtree(probe["folder"], ignore_errors=True)
     return {"refused": _verdict(found, probe["uid"]), "uid": probe["uid"],
             "covered": [cover for cover, _ in _VIEW_PLAN],
             "bound": [where for _, entries in _VIEW_PLAN for where, _ in entries],
             "probe": found.get("probe"), "layers": found.get("layers"),
-            "seconds": round(time.monotonic() - probe["started"], 3)}
+            "seconds": round(time.monotonic() - probe["started"], 3), "cpu_seconds": cpu,
+            "zygote_waited_seconds": round(time.monotonic() - waited, 3)}
 
 
 MADV_HUGEPAGE, MADV_COLLAPSE, HUGE_PAGE = 14, 25, 2 << 20
@@ -1187,7 +1191,8 @@ def _probe_child(imports: list[str]) -> dict:
         for entry in entries:
             seen += 1
             if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
+                if entry.name != "__pycache__":  # an unreadable .pyc only means its source is compiled again
+                    stack.append(entry.path)
             elif not os.access(entry.path, os.R_OK) and os.path.exists(entry.path):
                 unreadable.append(entry.path)
     interpreter = os.path.realpath(sys.executable)

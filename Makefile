@@ -1,13 +1,15 @@
 # Instructor / CI entry points. Each target sets up the virtual environment first,
 # so on a fresh clone `make grade` and `make test` need nothing installed by hand.
 SHELL := /bin/bash
-# Debian's interpreter is world-readable; the sandbox drops to an unprivileged uid
-# that must still be able to import the standard library (see docs/architecture.md).
-PYTHON_BASE ?= $(shell test -x /usr/bin/python3.11 && echo /usr/bin/python3.11 || command -v python3.11 || command -v python3)
+# A supported Python (3.11-3.13), preferring one every user can read: the sandbox's unprivileged uid
+# imports the standard library from it (.ci/pick-python says what to install when there is none).
+PYTHON_BASE ?= $(shell .ci/pick-python 2>/dev/null)
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
-FIND_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
+WHEELS ?= /opt/wheels
+FIND_LINKS := $(if $(wildcard $(WHEELS)),--find-links $(WHEELS),)
+TORCH := 2.13.0
 
 SUBMISSIONS ?= demo/class
 OUT ?= out/demo
@@ -17,9 +19,20 @@ JOBS ?=
 
 setup: $(STAMP)
 
+# umask 022: the sandbox's unprivileged uid must be able to read every installed file.
 $(STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON_BASE) -m venv $(VENV)
-	$(PY) -m pip install -q $(FIND_LINKS) ".[dev]"
+	@test -x $(PY) || test -n "$(PYTHON_BASE)" || .ci/pick-python
+	@test -x $(PY) || (umask 022 && $(PYTHON_BASE) -m venv $(VENV))
+	@# On Linux x86_64, PyPI's torch is a multi-GB CUDA build: install only a CPU wheel found locally.
+	@tag=$$($(PY) -c 'import sys; print("cp%d%d" % sys.version_info[:2])'); \
+	if [ "$$(uname -sm)" = "Linux x86_64" ] && ! $(PY) -c 'import torch' 2>/dev/null && \
+	   ! ls $(WHEELS)/torch-$(TORCH)+cpu-$$tag-*.whl >/dev/null 2>&1; then \
+	  echo "make setup: no CPU build of torch $(TORCH) for $$tag in $(WHEELS), and PyPI's Linux build is the" \
+	       "multi-GB CUDA one. Either build .venv from Python 3.11 (rm -rf $(VENV) && make setup" \
+	       "PYTHON_BASE=/usr/bin/python3.11), or first install torch's CPU wheel for this Python:" \
+	       "$(PY) -m pip install torch==$(TORCH) --index-url <PyTorch's CPU-only index, from the install" \
+	       "selector on PyTorch's website>, then run make setup again." >&2; exit 1; fi
+	umask 022 && $(PY) -m pip install -q $(FIND_LINKS) ".[dev]"
 	@rm -f $(VENV)/.installed-* && touch $@
 
 test: $(STAMP)

@@ -72,7 +72,8 @@ def discover(folder: Path) -> list[Submission]:
                                  "one sub-folder, .zip or .ipynb per student")
     found = []
     for entry in sorted(os.scandir(folder), key=lambda e: e.name):
-        if entry.name.startswith(".") or entry.name.startswith("_"):
+        # Hidden entries and the junk of archivers (__MACOSX) are nobody's; `_final.zip` is a student's.
+        if entry.name.startswith(".") or entry.name in SKIPPED_DIRS:
             continue
         if entry.is_symlink():
             found.append((entry.name, Path(entry.path), "symlink"))

@@ -324,13 +324,24 @@ def test_row_names_do_not_depend_on_the_other_entries(tmp_path):
     assert discover(alone)[0].name == "Ann_Lee"
 
 
+def test_a_leading_underscore_is_a_student_not_junk(tmp_path):
+    make_submission(tmp_path / "_final", reference=False)
+    reference_zip(tmp_path / "__draft__.zip")
+    make_submission(tmp_path / "__MACOSX", reference=False)
+    (tmp_path / ".DS_Store").write_text("junk")
+    subs = {intake.source_label(s): s for s in discover(tmp_path)}
+    assert sorted(subs) == ["__draft__.zip", "_final/"]
+    assert subs["_final/"].name == "final" and subs["_final/"].flags
+    assert not subs["__draft__.zip"].name.startswith("_")
+
+
 def test_no_row_is_named_like_a_class_file(tmp_path):
     for name in CLASS_FILES:
         make_submission(tmp_path / name.upper(), reference=False)
     subs = discover(tmp_path)
-    assert len(subs) == len([n for n in CLASS_FILES if not n.startswith("_")])
+    assert len(subs) == len(CLASS_FILES)
     for sub in subs:
-        assert sub.name.lower() not in CLASS_FILES and sub.flags, sub
+        assert sub.name.lower() not in CLASS_FILES and not sub.name.startswith(("_", ".")) and sub.flags, sub
 
 
 @pytest.mark.parametrize("name", [APOSTROPHE_NB, QUOTES_NB, NEWLINE_NB, "tab\there.ipynb", "back\\slash'.ipynb",

@@ -14,7 +14,8 @@ import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
-from engine_helpers import KIT, REFERENCE, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
+from engine_helpers import (KIT, REFERENCE, descendants, in_kit_view, make_submission, processes_of, settled,  # noqa: E402
+                            uid_base_for_tests)
 
 from grader import run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
@@ -294,8 +295,9 @@ def test_without_root_the_engine_grades_alike_with_the_layers_it_has():
     for path in subs.rglob("*"):
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
     os.chmod(subs, 0o755)
-    cmd = ["runuser", "-u", "nobody", "--", sys.executable, "-m", "grader", "grade", str(subs), "--out", str(out),
-           "--jobs", "2"]
+    # From a checkout nobody may enter too: the kit is shown to it in a private mount namespace.
+    cmd = in_kit_view(["runuser", "-u", "nobody", "--", sys.executable, "-m", "grader", "grade", str(subs),
+                       "--out", str(out), "--jobs", "2"])
     done = subprocess.run(cmd, cwd=KIT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "HOME": str(tmp_path), "TMPDIR": str(tmp_path)})
     assert done.returncode == 0, done.stdout + done.stderr

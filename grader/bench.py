@@ -102,6 +102,7 @@ def one_submission_breakdown(folder: Path, repeats: int = 4) -> dict:
                 status = Path(f"/proc/{transport._child.pid}/status").read_text()
                 timing["peak_mb"] = int(next(l for l in status.splitlines() if l.startswith("VmHWM:")).split()[1]) / 1024
                 timing["layers"] = dict(transport.isolation)
+                timing["view"] = dict(zygote.view)
             finally:
                 transport.close()
     shutil.rmtree(work, ignore_errors=True)
@@ -175,6 +176,11 @@ def main(*, n: int = 200, jobs: int | None = None, keep: bool = False) -> int:
     print(f"peak RSS of one submission's process: {rss_mb:.0f} MB "
           f"[target < 768 MB: {'met' if rss_mb < 768 else 'NOT met'}]")
     print(f"isolation layers active: {', '.join(k for k, v in sorted(layers.items()) if v) or 'none'}")
+    view = one["view"]
+    print(f"start-up check of the child's view: {view['cpu_seconds']:.2f} s of CPU in its child "
+          f"({view['probe']['files']} files on the import path, {view['probe']['seconds']:.2f} s with the lazy imports), "
+          f"of which the zygote's start-up waited {view['zygote_waited_seconds']:.2f} s; folders covered for the "
+          f"child: {', '.join(view['covered']) or 'none'}")
     if keep:
         print(f"class and outputs kept in {root}")
     else:

@@ -179,7 +179,7 @@ class Zygote:
             s.close()
         self._ready: set[int] = set()
         self._lock = threading.Lock()
-        self.view: dict = {}  # the start-up check's findings (child_view_report), once ready
+        self.view: dict = {}  # the start-up check's findings and verdict, once ready
 
     def wait_ready(self, slot: int = 0, timeout: float = 60.0) -> None:
         """Block until the zygote has imported everything (it answers a ping on `slot`'s socket)."""
@@ -576,7 +576,7 @@ def _zygote_main(spec: dict) -> None:
     probe = _start_probe(config, entry, install, libc, own_pidns, lazy_imports(spec["preload"]))
     _warm_up(torch)
     _warm_up_executor(entry)
-    view = _finish_probe(probe, config)
+    view = _finish_probe(probe)
     global _PRECOMPILED_SECCOMP
     if "seccomp" in config.layers:
         _PRECOMPILED_SECCOMP = seccomp_program(me=1)
@@ -637,7 +637,7 @@ PROBE_TIMEOUT = 45.0  # wall seconds for the start-up check (within Zygote.wait_
 
 def _start_probe(config, entry, install, libc, own_pidns, imports):
     """Fork the start-up check's child: a sandboxed child like any other, as slot 0's uid."""
-    folder = tempfile.mkdtemp(prefix="day13-probe-", dir=enterable_temp_dir())
+    folder = tempfile.mkdtemp(prefix="sandbox-check-", dir=enterable_temp_dir())
     os.chmod(folder, 0o711)
     scratch = os.path.join(folder, "scratch")
     os.mkdir(scratch)
@@ -655,8 +655,8 @@ def _start_probe(config, entry, install, libc, own_pidns, imports):
     return {"pid": pid, "sock": mine, "folder": folder, "uid": uid, "started": time.monotonic()}
 
 
-def _finish_probe(probe, config) -> dict:
-    """The check's findings and verdict (child_view_report's shape); its child is gone afterwards."""
+def _finish_probe(probe) -> dict:
+    """The check's findings and verdict (what Zygote.view holds); its child is gone afterwards."""
     sock, pid = probe["sock"], probe["pid"]
     waited = time.monotonic()
     try:

@@ -41,6 +41,7 @@ MAX_NPY_BYTES = 9 * 2**20  # a 1024 x 1024 float64 matrix plus its header
 MAX_TOKENS = 1024
 MAX_TEXT_BYTES = 256 * 2**10
 MAX_SVG_BYTES = 5 * 2**20
+MAX_SVG_TAGS = 200_000  # a drawn diagram has hundreds; matplotlib's busiest figures tens of thousands
 MAX_PDF_BYTES = 20 * 2**20
 MAX_PDF_INFLATED = 16 * 2**20  # total bytes inflated from PDF content streams
 
@@ -349,7 +350,7 @@ def _drawn_in_the_top_quarter(data: bytes, size: tuple[int, int], min_colours: i
     width, height = size
     factor = _reduction(size)
     rows = height // 4 // factor * factor
-    strip = _png_rows(data, rows) if rows else None
+    strip = _png_rows(data, size, rows) if rows else None
     if strip is None:
         return False
     pixels = -(-width // factor) * -(-height // factor)  # of the whole reduced picture
@@ -362,15 +363,21 @@ def _drawn_in_the_top_quarter(data: bytes, size: tuple[int, int], min_colours: i
     return len(big) >= 2 and bool((levels.max(axis=0) - levels.min(axis=0) >= 6).any())
 
 
-def _png_rows(data: bytes, rows: int):
+def _png_rows(data: bytes, size: tuple[int, int], rows: int):
     """The first `rows` rows of an 8-bit RGB or RGBA PNG without interlacing, decoding only those;
-    None for any other PNG (the caller then decodes the whole picture)."""
+    None for any other PNG (the caller then decodes the whole picture).
+
+    `size` is what Pillow read from the header and the caller checked against MAX_PIXELS: the one
+    trusted size. The PNG's own first chunk must say the same, and a second IHDR (which Pillow never
+    reads) refuses the shortcut: nothing is ever allocated from a size that was not checked."""
     from PIL import Image
 
     header, compressed, at = None, [], 8
     while at + 8 <= len(data):
         length, kind = struct.unpack(">I4s", data[at:at + 8])
-        if kind == b"IHDR" and length >= 13:
+        if kind == b"IHDR":
+            if header is not None or at != 8 or length != 13:
+                return None
             header = struct.unpack(">IIBBBBB", data[at + 8:at + 21])
         elif kind == b"IDAT":
             compressed.append(data[at + 8:at + 8 + length])
@@ -381,7 +388,7 @@ def _png_rows(data: bytes, rows: int):
         return None
     width, height, depth, colour, _, _, interlace = header
     mode = {2: "RGB", 6: "RGBA"}.get(colour)
-    if depth != 8 or mode is None or interlace or not 0 < rows <= height:
+    if (width, height) != tuple(size) or depth != 8 or mode is None or interlace or not 0 < rows <= height:
         return None
     try:
         # Pillow's PNG ("zip") decoder stops once the rows asked for are complete.
@@ -508,7 +515,15 @@ def _text(name: str, data: bytes) -> str:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         text = data.decode("cp1252", errors="replace")  # an editor's legacy encoding: still the student's words
-    return text.replace("\r\n", "\n").replace("\r", "\n")
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    # Blank lines hold nothing a check reads, but the patterns below that allow spaces and newlines
+    # at a line start (^\s*) would rescan a long run of them from every line in it: with the run
+    # reduced to one empty line, every text check is linear in the text.
+    return _BLANK_RUN.sub("\n\n", _SPACES_LINE.sub("", text))
+
+
+_SPACES_LINE = re.compile(r"^[^\S\n]+$", re.MULTILINE)
+_BLANK_RUN = re.compile(r"\n{3,}")
 
 
 # Lines that are layout, not analysis: headings, rules, table rows, an embedded image, a comment.
@@ -580,13 +595,34 @@ def check_analysis(root: str) -> Check:
 _SVG_DRAWING = {"path", "rect", "line", "polyline", "polygon", "circle", "ellipse", "text", "image", "use"}
 
 
+def _declares_entities(data: bytes) -> bool:
+    """An <!ENTITY, or a DOCTYPE with an internal subset ("[" before its ">").
+
+    One scan: DOCTYPEs that share the same next ">" share one look for "[" (a pattern like
+    <!DOCTYPE[^>]*\[ would scan to the end from each of many DOCTYPEs that never close)."""
+    if re.search(rb"<!\s*ENTITY", data, re.IGNORECASE):
+        return True
+    covered = -1
+    for doctype in re.finditer(rb"<!\s*DOCTYPE", data, re.IGNORECASE):
+        if doctype.start() < covered:
+            continue  # its ">" is the one the previous DOCTYPE's look reached: already searched
+        close = data.find(b">", doctype.end())
+        covered = len(data) if close < 0 else close
+        if data.find(b"[", doctype.end(), covered) >= 0:
+            return True
+    return False
+
+
 def _judge_svg(name: str, data: bytes) -> str:
     # No defusedxml here, so no entity may be declared at all: an ENTITY or an internal DTD subset
     # is refused before parsing. A plain <!DOCTYPE svg PUBLIC ...> line (matplotlib and many editors
     # write one) is harmless: expat never fetches the external DTD.
-    if re.search(rb"<!\s*ENTITY", data, re.IGNORECASE) or re.search(rb"<!\s*DOCTYPE[^>]*\[", data, re.IGNORECASE):
+    if _declares_entities(data):
         raise _Problem(f"{name} declares XML entities (a DOCTYPE with [...] or <!ENTITY>), which the checker does "
                        "not process. Export the SVG again as plain SVG, or save a PNG.")
+    if data.count(b"<") > MAX_SVG_TAGS:  # parsing that many (nested) elements takes seconds and ~0.5 GB
+        raise _Problem(f"{name} has more than {MAX_SVG_TAGS:,} elements, far more than a diagram of the block "
+                       "needs. Simplify the drawing, or save it as a PNG.")
     try:
         root = ET.fromstring(data)
     except ET.ParseError as error:
@@ -692,6 +728,10 @@ _ANY_TERM = re.compile(r"\b(quer(y|ies)|keys?|values?|[QKV])\b", re.IGNORECASE)
 
 def _prose(text: str) -> str:
     """The README without code blocks, inline code and HTML comments: code is not prose."""
+    # An "<!--" after the last "-->" starts no comment; left as it is, each would make the pattern
+    # scan to the end of the text for a "-->" (quadratic in a text of many of them).
+    last = text.rfind("-->")
+    text = text[:last + 1] + text[last + 1:].replace("<!--", "<! --") if last >= 0 else text.replace("<!--", "<! --")
     return _CODE.sub(" ", text)
 
 
@@ -913,6 +953,9 @@ def run_checks(directory) -> list[Check]:
     for check_id, check in CHECKS:
         try:
             results.append(check(root))
+        except MemoryError:  # under a memory limit (a grading run sets one): a file built to need more
+            results.append(Check(check_id, False, "checking this file needed more memory than the checker may "
+                                 "use. Save a smaller, ordinary file (fewer pixels, plain text).", check_id))
         except Exception as error:  # a checker bug must cost neither the student nor the batch
             results.append(Check(check_id, False, f"the checker failed on this item ({type(error).__name__}: "
                                  f"{str(error)[:120]}). This is a checker bug: tell your instructor.", check_id))

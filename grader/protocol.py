@@ -42,6 +42,15 @@ class ConnectionClosed(ProtocolError):
     """The peer closed the connection (at a frame boundary or inside one)."""
 
 
+class OversizedFrame(ProtocolError):
+    """A well-formed frame that declares more than the caps allow (`declared`: its size in bytes,
+    header and arrays together, as far as it could be read before refusing it)."""
+
+    def __init__(self, message: str, declared: int):
+        super().__init__(message)
+        self.declared = declared
+
+
 @dataclass(frozen=True)
 class Limits:
     """Caps checked on receipt, before any memory is allocated for the arrays."""
@@ -112,11 +121,18 @@ def recv_message(sock: socket.socket, *, limits: Limits = DEFAULT_LIMITS,
     `deadline` is a time.monotonic() value; past it, TimeoutError is raised (the caller decides
     what to do with a peer that is too slow). A bad frame raises ProtocolError.
     """
+    return recv_frame(sock, limits=limits, deadline=deadline)[:2]
+
+
+def recv_frame(sock: socket.socket, *, limits: Limits = DEFAULT_LIMITS,
+               deadline: float | None = None) -> tuple[dict, dict[str, np.ndarray], int]:
+    """`recv_message`, plus the frame's size on the wire (for a caller that caps a running total)."""
     if deadline is None:
         sock.settimeout(None)
     (length,) = _PREFIX.unpack(_recv_exact(sock, _PREFIX.size, deadline, at_boundary=True))
     if length > limits.max_header_bytes:
-        raise ProtocolError(f"header of {length} bytes is over the {limits.max_header_bytes}-byte cap")
+        raise OversizedFrame(f"header of {length} bytes is over the {limits.max_header_bytes}-byte cap",
+                             _PREFIX.size + length)
     header, specs = _parse_header(_recv_exact(sock, length, deadline), limits)
     arrays = {}
     if specs:
@@ -127,7 +143,7 @@ def recv_message(sock: socket.socket, *, limits: Limits = DEFAULT_LIMITS,
             array = np.frombuffer(raw, dtype=dtype, count=nbytes // dtype.itemsize, offset=offset).reshape(shape)
             arrays[name] = array if array.flags.aligned else array.copy()  # e.g. a float after 3 bools
             offset += nbytes
-    return header, arrays
+    return header, arrays, _PREFIX.size + length + sum(spec[3] for spec in specs)
 
 
 def _wire_dtype(dtype: np.dtype, name: str) -> np.dtype:
@@ -153,21 +169,23 @@ def _parse_header(body: bytes, limits: Limits):
     if not isinstance(header, dict) or not isinstance(declared, list):
         raise ProtocolError("'header' must be an object and 'arrays' a list")
     if len(declared) > limits.max_arrays:
-        raise ProtocolError(f"{len(declared)} arrays declared, over the cap of {limits.max_arrays}")
+        raise OversizedFrame(f"{len(declared)} arrays declared, over the cap of {limits.max_arrays}",
+                             _PREFIX.size + len(body))
     specs, names, total = [], set(), 0
     for spec in declared:
-        name, dtype, shape, nbytes = _check_spec(spec, limits)
+        name, dtype, shape, nbytes = _check_spec(spec, limits, len(body))
         if name in names:
             raise ProtocolError(f"array {name!r} declared twice")
         names.add(name)
         total += nbytes
         if total > limits.max_total_bytes:
-            raise ProtocolError(f"arrays total more than the {limits.max_total_bytes}-byte cap")
+            raise OversizedFrame(f"arrays total more than the {limits.max_total_bytes}-byte cap",
+                                 _PREFIX.size + len(body) + total)
         specs.append((name, dtype, shape, nbytes))
     return header, specs
 
 
-def _check_spec(spec, limits: Limits):
+def _check_spec(spec, limits: Limits, header_bytes: int):
     if not isinstance(spec, dict) or set(spec) != {"name", "dtype", "shape", "nbytes"}:
         raise ProtocolError("each array spec must have exactly name, dtype, shape and nbytes")
     name, dtype, shape, nbytes = spec["name"], spec["dtype"], spec["shape"], spec["nbytes"]
@@ -183,7 +201,8 @@ def _check_spec(spec, limits: Limits):
     if math.prod(shape) * wire.itemsize != nbytes:
         raise ProtocolError(f"array {name!r}: shape {shape} of {dtype} is not {nbytes} bytes")
     if nbytes > limits.max_total_bytes:
-        raise ProtocolError(f"array {name!r} of {nbytes} bytes is over the {limits.max_total_bytes}-byte cap")
+        raise OversizedFrame(f"array {name!r} of {nbytes} bytes is over the {limits.max_total_bytes}-byte cap",
+                             _PREFIX.size + header_bytes + nbytes)
     return name, wire, tuple(shape), nbytes
 
 

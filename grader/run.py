@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import json
 import multiprocessing
 import os
 import queue
 import re
 import signal
+import stat
 import sys
 import tempfile
 import time
@@ -27,6 +29,7 @@ import traceback
 from pathlib import Path
 
 from grader import intake
+from grader.checker import LimitedChecker
 from grader.records import SubmissionResult
 from grader.sandbox import (DEFAULT_CONFIG, SandboxConfig, SandboxRefused, SandboxTransport, SandboxUnavailable, Zygote,
                             enterable_temp_dir, is_root, mount_quota, prepare_scratch, skip_absent_device_seed_stacks,
@@ -185,11 +188,8 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
     # Traversable but not listable, so a sandbox uid reaches its own copy and cannot find others.
     os.chmod(work, 0o711)
     (work / "owner").write_text(_process_identity(os.getpid()))
-    quotas = []
     for slot in range(jobs):
         (work / f"slot{slot}").mkdir(mode=0o711)
-        if mount_quota(work / f"slot{slot}", config):
-            quotas.append(work / f"slot{slot}")
     progress = Progress(len(todo))
     faults: list[str] = []
     try:
@@ -204,16 +204,18 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
             # The zygote is a separate interpreter, already started: importing the scorer here while it
             # loads torch overlaps both start-ups and cannot reach it.
             grader = _Worker(0, out=out, work=work, zygote=zygote, config=config)
-            for sub in todo:
-                summary = grader.grade(sub)
-                _account(summary, progress, faults)
+            try:
+                for sub in todo:
+                    summary = grader.grade(sub)
+                    _account(summary, progress, faults)
+            finally:
+                grader.checker.close()
         else:
             _grade_in_processes(todo, out=out, work=work, zygote=zygote, config=config, jobs=jobs,
                                 progress=progress, faults=faults)
     finally:
-        for folder in quotas:
-            unmount_quota(folder)
-        intake.remove(work)
+        _unmount_under(work)
+        remove_tree(work)
     progress.finish()
     return faults
 
@@ -249,11 +251,81 @@ def clean_stale_scratch() -> None:
         pid = owner.split()[0] if owner.split() else ""
         if pid.isdigit() and _process_identity(int(pid)) == owner:
             continue  # a run still in progress
-        for line in Path("/proc/self/mountinfo").read_text().splitlines():
-            mount_point = line.split()[4]
-            if mount_point.startswith(str(folder) + "/"):
-                unmount_quota(Path(mount_point))
-        intake.remove(folder)
+        _unmount_under(folder)
+        remove_tree(folder)
+
+
+def _unmount_under(folder: Path) -> None:
+    """Unmount the scratch tmpfs mounts under `folder`, deepest first."""
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return
+    # mountinfo escapes spaces and the like in octal (\040); scratch paths hold none.
+    points = [line.split()[4] for line in lines]
+    for mount_point in sorted((p for p in points if p.startswith(str(folder) + "/")), key=len, reverse=True):
+        unmount_quota(Path(mount_point))
+
+
+def remove_tree(path: Path) -> bool:
+    """Delete `path` and everything under it, whatever a student's process left there; True if all went.
+
+    No recursion and no path that grows with the depth: the folder is first renamed into a holding
+    folder beside it (so its name is free at once), then each folder met is moved up into the holding
+    folder before it is emptied, so a tree 10,000 levels deep is 10,000 shallow folders. Folders a
+    process made unreadable or read-only (chmod 000) get their owner's rights back first; the grader
+    is that owner, or root."""
+    path = Path(path)
+    try:
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            os.unlink(path)
+            return True
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    holding = Path(tempfile.mkdtemp(prefix=".discard-", dir=path.parent))
+    try:
+        _own(path)
+        os.rename(path, holding / "0")
+    except OSError:
+        os.rmdir(holding)
+        return False
+    top = os.open(holding, os.O_RDONLY | os.O_DIRECTORY)
+    pending, moved = ["0"], 0
+    try:
+        while pending:
+            name = pending.pop()
+            with contextlib.suppress(OSError):
+                _own(name, top)
+                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=top)
+                try:
+                    for entry in list(os.scandir(fd)):
+                        with contextlib.suppress(OSError):
+                            if entry.is_dir(follow_symlinks=False):
+                                moved += 1
+                                _own(entry.name, fd)  # renaming a folder rewrites its "..": it must be writable
+                                os.rename(entry.name, str(moved), src_dir_fd=fd, dst_dir_fd=top)
+                                pending.append(str(moved))
+                            else:
+                                os.unlink(entry.name, dir_fd=fd)
+                finally:
+                    os.close(fd)
+                os.rmdir(name, dir_fd=top)
+    finally:
+        os.close(top)
+    try:
+        os.rmdir(holding)
+    except OSError:
+        return False
+    return True
+
+
+def _own(name, dir_fd=None) -> None:
+    """Give a folder its owner's full rights back (root needs none: it is never refused)."""
+    if os.geteuid() != 0:
+        with contextlib.suppress(OSError):
+            os.chmod(name, 0o700, dir_fd=dir_fd)
 
 
 def _account(summary, progress, faults) -> None:
@@ -307,6 +379,7 @@ def _worker_main(slot, todo, tasks, results, **kwargs) -> None:
         while (i := tasks.get()) is not None:
             results.put(grader.grade(todo[i]))
     finally:
+        grader.checker.close()
         from grader.day13 import catalogue  # already loaded by the scorer: no import cost here
 
         catalogue.cleanup()  # a worker ends with os._exit: its atexit handlers never run
@@ -354,6 +427,8 @@ class _Worker:
     def __init__(self, slot, *, out, work, zygote, config):
         self.slot, self.out, self.work, self.zygote, self.config = slot, out, work, zygote, config
         self.score, self.report = _preload()  # already done (and inherited) when workers are forked
+        limits = self.score.load_limits().get("deliverables", {})
+        self.checker = LimitedChecker(memory_bytes=limits.get("memory_bytes", 1 << 30), seconds=limits.get("seconds", 30))
         # The zygote's start-up is the run's, not the first submission's: its execution_time starts after.
         with contextlib.suppress(SandboxUnavailable):  # then each row says so, as an engine fault
             zygote.wait_ready(slot)
@@ -362,12 +437,16 @@ class _Worker:
         fault = None
         try:
             result = grade_one(sub, slot=self.slot, work=self.work, zygote=self.zygote, config=self.config,
-                               score=self.score)
-        except Exception:  # the engine's own fault: it costs this row only
+                               score=self.score, checker=self.checker)
+        except Exception as exc:  # the engine's own fault: it costs this row only
             tb = traceback.format_exc(limit=-3)
             fault = tb.strip().splitlines()[-1]
+            print(f"engine fault on {sub.name}:\n{tb}", file=sys.stderr, flush=True)  # the instructor's console
+            # The student's feedback says what failed, never where: no path of this machine.
             result = SubmissionResult(submission=sub.name, status="engine-error", source=intake.source_label(sub),
-                                      notes=[*sub.flags, f"the grading engine failed on this submission: {tb[-600:]}"])
+                                      notes=[*sub.flags, f"the grading engine failed on this submission "
+                                             f"({type(exc).__name__}: {_without_paths(str(exc))[:300]}); this is not "
+                                             "your code's fault, and the next grading run grades it again"])
         try:
             self.report.write_submission(self.out, result)
         except Exception as exc:
@@ -375,20 +454,38 @@ class _Worker:
         return sub.name, result.total, result.max_total, result.status, fault
 
 
-def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConfig, score) -> SubmissionResult:
-    """Copy, sandbox and grade one submission; every fault becomes part of its result."""
+def _without_paths(text: str) -> str:
+    """`text` with every absolute path replaced by its last part (`/home/x/kit/grader/run.py` -> `…/run.py`)."""
+    return re.sub(r"(?<![\w.~])(?:[A-Za-z]:)?[/\\][^\s'\"]*[/\\]([^\s/\\'\"]*)", r"…/\1", text)
+
+
+def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConfig, score,
+              checker=None) -> SubmissionResult:
+    """Copy, sandbox and grade one submission; every fault becomes part of its result.
+
+    The scratch copy is fresh for every submission, whatever the one before left in the slot: as
+    root, the slot gets a new tmpfs (the quota) for each submission and loses it after, so nothing a
+    child wrote there (a full quota, a deep tree, folders it locked) outlives its submission;
+    otherwise the copy is removed with remove_tree. `checker` runs the deliverables checks
+    (grader/checker.py); without one they run in this process."""
     start = time.monotonic()
+    config = with_lesson_limits(config, score.load_limits())
     slot_dir = work / f"slot{slot}"
+    quota = slot_dir.is_dir() and mount_quota(slot_dir, config)
     scratch = Path(tempfile.mkdtemp(prefix="s", dir=slot_dir if slot_dir.is_dir() else work))
     try:
         taken = intake.materialise(sub, scratch)
         prepare_scratch(scratch, slot_uid(config, slot))
         with SandboxTransport(zygote=zygote, slot=slot, scratch=scratch, config=config) as transport:
-            result = score.grade_submission(name=sub.name, directory=scratch, transport=transport)
+            result = score.grade_submission(name=sub.name, directory=scratch, transport=transport,
+                                            check_deliverables=checker.run_checks if checker else None)
             fault_types, faults = list(transport.fault_types), list(transport.faults)
             isolation = dict(transport.isolation)
     finally:
-        intake.remove(scratch)
+        if quota:
+            unmount_quota(slot_dir)  # the whole tmpfs goes, whatever is in it
+        else:
+            remove_tree(scratch)
     result.submission, result.source = sub.name, intake.source_label(sub)
     result.notes = _dedupe(list(sub.flags) + list(taken.notes) + list(result.notes) + faults)
     if taken.notebook:
@@ -398,14 +495,21 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
     elif sub.kind == "symlink" or (sub.kind != "folder" and taken.files == 0):
         result.status = "no-files"
     isolation.update(scratch_copy=True, fresh_process_per_submission=True,
-                     scratch_quota_mb=(config.scratch_quota_bytes >> 20) if os.path.ismount(slot_dir) else False)
+                     scratch_quota_mb=(config.scratch_quota_bytes >> 20) if quota else False)
     result.isolation = dict(sorted(isolation.items()))
     result.execution_time = round(time.monotonic() - start, 3)
     return result
 
 
-_STATUS = {"Timeout": "timeout", "Crashed": "crashed", "OutOfMemory": "out-of-memory",
-           "ProtocolError": "protocol-error"}
+def with_lesson_limits(config: SandboxConfig, limits: dict) -> SandboxConfig:
+    """`config` with the reply caps of the lesson's limits (a cap a test set itself is kept)."""
+    replies = limits.get("replies", {})
+    return dataclasses.replace(config, reply_bytes=config.reply_bytes or int(replies.get("call_bytes", 0)),
+                               replies_bytes=config.replies_bytes or int(replies.get("submission_bytes", 0)))
+
+
+_STATUS = {"Timeout": "timeout", "Budget": "time-budget", "Crashed": "crashed", "OutOfMemory": "out-of-memory",
+           "ProtocolError": "protocol-error", "OversizedReply": "oversized-reply"}
 
 
 def _dedupe(notes: list[str]) -> list[str]:

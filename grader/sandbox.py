@@ -74,6 +74,10 @@ class SandboxConfig:
     uid_base: int = 64000  # worker slot k runs as uid/gid uid_base + k when the grader is root
     fatal_faults_per_module: int = 2  # after this many deaths on first use of a module, fail it fast
     scratch_quota_bytes: int = 128 << 20  # a tmpfs per worker slot (as root): a disk-filling loop stops here
+    # What the child may send back, header and arrays together; 0 keeps the protocol's own caps. A
+    # grading run takes both from the lesson's data (`limits.toml` beside its rubric).
+    reply_bytes: int = 0  # one call's answer
+    replies_bytes: int = 0  # all the answers of one submission (the grader keeps them until it is scored)
     layers: tuple[str, ...] = ("pidns", "netns", "rlimits", "uid", "landlock", "seccomp", "quota")
 
 
@@ -111,10 +115,20 @@ def prepare_scratch(path: Path, uid: int | None) -> None:
     """Give the scratch copy to the slot's uid (it is the only place the child may write)."""
     if uid is None:
         return
-    # The parent only needs to be traversable, not listable, by the sandbox uid.
-    for dirpath, dirnames, filenames in os.walk(path):
-        for name in dirnames + filenames:
-            os.lchown(os.path.join(dirpath, name), uid, uid)
+    # The parent only needs to be traversable, not listable, by the sandbox uid. A stack, not
+    # os.walk (which recurses once per folder level): a deep tree costs no Python recursion.
+    folders = [os.fspath(path)]
+    while folders:
+        folder = folders.pop()
+        try:
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    with contextlib.suppress(OSError):  # e.g. a path too long: that entry stays root's
+                        os.lchown(entry.path, uid, uid)
+                        if entry.is_dir(follow_symlinks=False):
+                            folders.append(entry.path)
+        except OSError:
+            continue
     os.lchown(path, uid, uid)
     os.chmod(path, 0o700)
 
@@ -324,6 +338,8 @@ class SandboxTransport:
         self._import_faults: dict[str, int] = {}
         self._condemned: dict[str, dict] = {}
         self._spent = 0.0
+        self._received = 0  # bytes of every answer so far, counted against config.replies_bytes
+        self._replies_full = False  # set once an answer would have passed config.replies_bytes
         self._no_meta = False  # set once a child had to answer an inspect again on CPU
         self._output = tempfile.TemporaryFile()  # unnamed: nothing else can open it
 
@@ -434,9 +450,35 @@ class SandboxTransport:
         if module in self._condemned:
             return dict(self._condemned[module]), {}
         if self._spent >= self.config.submission_budget:
-            return self._fault("Timeout", f"the submission used up its {self.config.submission_budget:g} s "
-                                          "time budget; remaining calls were not run", record=False), {}
+            message = (f"the submission used up its {self.config.submission_budget:g} s time budget; "
+                       "remaining calls were not run")
+            if "Budget" not in self.fault_types:  # said once, and the run's status says "time-budget"
+                self.faults.append(f"Timeout: {message}")
+                self.fault_types.append("Budget")
+            return self._fault("Timeout", message, record=False), {}
+        if self._replies_full:
+            return self._fault("OversizedReply", f"the submission's answers passed the "
+                                                 f"{_mb(self.config.replies_bytes)} the grader keeps for one "
+                                                 "submission; remaining calls were not run", record=False), {}
         return None
+
+    def _reply_limits(self) -> protocol.Limits:
+        """The caps for the next answer: one call's, and what is left of the submission's."""
+        cap = self.config.reply_bytes or protocol.DEFAULT_LIMITS.max_total_bytes
+        if self.config.replies_bytes:
+            cap = max(0, min(cap, self.config.replies_bytes - self._received))
+        return protocol.Limits(max_header_bytes=min(cap, protocol.DEFAULT_LIMITS.max_header_bytes), max_total_bytes=cap)
+
+    def _oversized(self, exc: "protocol.OversizedFrame") -> dict:
+        if self.config.reply_bytes and exc.declared > self.config.reply_bytes:
+            return self._fault("OversizedReply", f"one answer was over the {_mb(self.config.reply_bytes)} a call may "
+                                                 f"send back (this assignment's answers are far smaller): {exc}")
+        if self.config.replies_bytes and self._received + exc.declared > self.config.replies_bytes:
+            self._replies_full = True
+            return self._fault("OversizedReply", f"the submission's answers passed the "
+                                                 f"{_mb(self.config.replies_bytes)} the grader keeps for one "
+                                                 f"submission: {exc}")
+        return self._fault("OversizedReply", f"the process answered with a message over the protocol's caps ({exc})")
 
     def _send_failed(self, module, exc, first_use):
         fault = self._timed_out() if isinstance(exc, TimeoutError) else self._death_or_protocol(exc)
@@ -451,13 +493,23 @@ class SandboxTransport:
         child = self._child
         first_use = module not in child.served
         try:
-            reply, out = protocol.recv_message(child.sock, deadline=deadline)
+            reply, out, size = protocol.recv_frame(child.sock, limits=self._reply_limits(), deadline=deadline)
         except TimeoutError:
             return (self._after_fatal(module, self._timed_out(), first_use), {}), False
+        except protocol.OversizedFrame as exc:
+            return (self._after_fatal(module, self._oversized(exc), first_use), {}), False
         except (protocol.ProtocolError, OSError) as exc:
             return (self._after_fatal(module, self._death_or_protocol(exc), first_use), {}), False
+        self._received += size
         if "sandbox_exit" in reply:
             return (self._after_fatal(module, self._classify_exit(reply["sandbox_exit"]), first_use), {}), False
+        problem = reply_problem(reply, out)
+        if problem:
+            # Student code can write to its own end of the socket: a reply the executor never writes is
+            # the submission's fault. The stream can no longer be trusted, so the child goes.
+            return (self._after_fatal(module, self._fault(
+                "ProtocolError", f"the process sent an answer the grader's executor never writes "
+                                 f"(forged or damaged: {problem})"), first_use), {}), False
         error = reply.get("error") if isinstance(reply, dict) else None
         if isinstance(error, dict) and _is_out_of_memory(error):
             return (self._after_fatal(module, self._fault(
@@ -486,7 +538,8 @@ class SandboxTransport:
         child = self.zygote.spawn(self.slot, scratch=self.scratch, output_fd=self._output.fileno())
         deadline = time.monotonic() + self.config.spawn_timeout
         try:
-            hello, _ = protocol.recv_message(child.sock, deadline=deadline)
+            # Sent by the grader's own code before any student code runs: small, whatever the caps.
+            hello, _ = protocol.recv_message(child.sock, limits=_HELLO_LIMITS, deadline=deadline)
             if "sandbox_exit" in hello:
                 self._child = child
                 return self._classify_exit(hello["sandbox_exit"])
@@ -544,6 +597,63 @@ class SandboxTransport:
                                          "not retried)")
                 self._condemned[module] = condemned
         return header
+
+
+_HELLO_LIMITS = protocol.Limits(max_header_bytes=1 << 16, max_arrays=0, max_total_bytes=0)
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:g} MB"
+
+
+def reply_problem(header: dict, arrays: dict) -> str | None:
+    """What is wrong with a call's answer, by the shape grader/execute.py gives it; None if nothing.
+
+    Every field the scorer reads is checked for its type (and every array it names for being
+    there), so a forged or damaged answer is refused here, as the submission's fault, instead of
+    tripping the scorer later. Keys this check does not know pass through untouched."""
+    def error_problem(key):
+        value = header.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, dict) or not all(isinstance(value.get(k), str) for k in ("type", "message")) \
+                or not all(isinstance(value.get(k, ""), str) for k in ("traceback", "stage")):
+            return f"{key!r} is not an error record"
+        return None
+
+    def names_array(value):
+        return isinstance(value, str) and value in arrays
+
+    for key in ("error", "grad_error"):
+        if problem := error_problem(key):
+            return problem
+    outputs = header.get("outputs", [])
+    if not isinstance(outputs, list):
+        return "'outputs' is not a list"
+    for i, desc in enumerate(outputs):
+        kind = desc.get("kind") if isinstance(desc, dict) else None
+        if kind == "tensor":
+            if not names_array(desc.get("array")) or not isinstance(desc.get("dtype", ""), str):
+                return f"output {i} names no array that came with the answer"
+        elif kind == "value":
+            if not isinstance(desc.get("type"), str) or not isinstance(desc.get("value"), (bool, int, float, str)):
+                return f"output {i} is not a plain value"
+        elif kind not in ("none", "other", "missing") or not isinstance(desc.get("type", ""), str):
+            return f"output {i} is not an output record"
+    grads = header.get("grads", {})
+    if not isinstance(grads, dict) or not all(v is None or names_array(v) for v in grads.values()):
+        return "'grads' does not name arrays that came with the answer"
+    for key in ("forbidden", "forbidden_call"):
+        names = header.get(key, [])
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            return f"{key!r} is not a list of names"
+    inspect = header.get("inspect", {})
+    if not isinstance(inspect, dict) or not all(isinstance(inspect.get(k, {}), dict)
+                                                for k in ("parameters", "trainable", "buffers", "attrs")):
+        return "'inspect' is not an inspection record"
+    if not isinstance(header.get("retry_without_meta", False), bool):
+        return "'retry_without_meta' is not a flag"
+    return None
 
 
 def _is_out_of_memory(error: dict) -> bool:

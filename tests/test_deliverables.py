@@ -454,10 +454,11 @@ def test_pngs_the_shortcut_does_not_read_are_judged_whole(sub, convert):
 
 def test_the_shortcut_leaves_interlaced_pngs_to_the_whole_decode():
     data = bytearray((REFERENCE / "attention_heatmap.png").read_bytes())
-    assert deliverables._png_rows(bytes(data), 10) is not None
+    size = Image.open(io.BytesIO(bytes(data))).size
+    assert deliverables._png_rows(bytes(data), size, 10) is not None
     data[28] = 1  # IHDR's interlace byte (Pillow cannot write an interlaced PNG), with its CRC redone
     data[29:33] = zlib.crc32(bytes(data[12:29])).to_bytes(4, "big")
-    assert deliverables._png_rows(bytes(data), 10) is None
+    assert deliverables._png_rows(bytes(data), size, 10) is None
 
 
 def test_thin_pen_drawing_photographed_as_jpeg_is_accepted(sub):

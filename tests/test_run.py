@@ -144,16 +144,41 @@ def test_resume_after_kill_9_loses_and_duplicates_nothing(tmp_path):
     while time.monotonic() < deadline and any(os.path.exists(f"/proc/{p}") for p in family):
         time.sleep(0.05)
     assert [p for p in family if os.path.exists(f"/proc/{p}")] == []
-    stale = [l.split()[4] for l in Path("/proc/self/mountinfo").read_text().splitlines() if run.SCRATCH_PREFIX in l]
+    # The killed run's scratch folder (its owner file names the killed process); another grading run
+    # on this machine may have its own, live, and the next run must leave that one alone.
+    killed = [f for f in run.scratch_base().glob(run.SCRATCH_PREFIX + "*")
+              if _read(f / "owner").split()[:1] == [str(proc.pid)]]
+    assert len(killed) == 1
     rerun = subprocess.run(cmd, cwd=KIT, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr
-    # The killed run's scratch quota mounts are cleaned up by the next run.
-    mounts = Path("/proc/self/mountinfo").read_text()
-    assert [m for m in stale if m in mounts] == []
+    # The killed run's scratch folder and any quota mount left in it are cleaned up by the next run.
+    mounts = [l.split()[4] for l in Path("/proc/self/mountinfo").read_text().splitlines()]
+    assert [m for m in mounts if m.startswith(str(killed[0]) + "/")] == []
+    assert not killed[0].exists()
     assert f"{done_before} already graded" in rerun.stdout
     names = [l.split(",")[0] for l in rows(out)[1:]]
     assert names == [f"s{i}" for i in range(6)]
     assert all(record(out, n)["status"] == "ok" for n in names)
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+def test_a_run_leaves_the_scratch_of_a_live_run_alone(tmp_path):
+    # Another grading run on this machine (a live process owns it): the stale-scratch clean-up skips it.
+    base = run.scratch_base()
+    live = Path(tempfile.mkdtemp(prefix=run.SCRATCH_PREFIX, dir=base))
+    try:
+        (live / "owner").write_text(run._process_identity(os.getpid()))
+        (live / "slot0" / "s1").mkdir(parents=True)
+        run.clean_stale_scratch()
+        assert (live / "slot0" / "s1").is_dir()
+    finally:
+        run.remove_tree(live)
 
 
 def test_shards_partition_the_class_and_merge_equals_one_run(graded, tmp_path):
@@ -336,3 +361,53 @@ def test_every_correct_variant_gets_full_code_marks_through_the_sandbox(tmp_path
                 scores[t["component"]] += t["score"]
         assert scores == full, folder.name
     no_leftovers()
+
+
+def _poisoned_tree(root: Path, depth: int) -> None:
+    """What a child may leave in its scratch: a very deep chain of folders, folders it locked (000),
+    read-only files, a symlink out. Built with fd-relative calls (a 10,000-deep path is too long to name)."""
+    root.mkdir()
+    (root / "outside").symlink_to("/")
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    for i in range(depth):
+        os.mkdir("d", dir_fd=fd)
+        with open(os.open("f", os.O_WRONLY | os.O_CREAT, 0o400, dir_fd=fd), "w") as f:
+            f.write("x")
+        child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    os.close(fd)
+    for locked in (root / "d" / "d", root / "d", root):  # deepest first: a locked folder hides what is under it
+        os.chmod(locked / "d", 0o000)
+
+
+REMOVE_AS_OWNER = """
+import os, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from tests.test_run import _poisoned_tree
+from grader.run import remove_tree
+root = Path(sys.argv[1]) / "scratch"
+_poisoned_tree(root, 10_000)
+print(remove_tree(root), os.path.lexists(root), os.listdir(sys.argv[1]))
+"""
+
+
+@pytest.mark.parametrize("as_root", [True, False])
+def test_remove_tree_takes_a_10000_deep_locked_tree_without_recursion(tmp_path, as_root):
+    # Without root the grader and the child share a uid: locked folders are the owner's to unlock.
+    if as_root and os.geteuid() != 0:
+        pytest.skip("needs root")
+    # On a tmpfs, as the scratch copies are when the grader runs as root (and a disk is far slower).
+    holder = Path(tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else "/tmp", prefix="day13-remove-"))
+    try:
+        kwargs = {}
+        if os.geteuid() == 0 and not as_root:
+            os.chown(holder, 65534, 65534)
+            kwargs = dict(user=65534, group=65534, extra_groups=[])
+        out = subprocess.run([sys.executable, "-c", REMOVE_AS_OWNER, str(holder), str(KIT)], capture_output=True,
+                             text=True, timeout=600, cwd=holder, **kwargs)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert out.stdout.split() == ["True", "False", "[]"]
+    finally:
+        run.remove_tree(holder)

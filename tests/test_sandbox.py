@@ -1,6 +1,7 @@
 """grader/sandbox.py: the child answers like the in-process executor, and every fault becomes a
 stated error while the next call is served by a fresh child, with no process left behind."""
 import dataclasses
+import json
 import os
 import shutil
 import socket
@@ -176,7 +177,82 @@ def test_garbage_on_the_socket_is_a_protocol_error(transport):
             time.sleep(30)
     """})
     h, _ = t.call(fn("forge"), {})
-    assert h["error"]["type"] == "ProtocolError" and "cap" in h["error"]["message"]
+    # 0xffffffff read as a header length: over the cap, refused before anything is allocated.
+    assert h["error"]["type"] == "OversizedReply" and "cap" in h["error"]["message"]
+
+
+FORGER = """
+    import json, os, stat, struct, torch
+
+    def _socket():
+        return next(fd for fd in range(3, 64) if _is_socket(fd))
+
+    def _is_socket(fd):
+        try:
+            return stat.S_ISSOCK(os.fstat(fd).st_mode)
+        except OSError:
+            return False
+
+    def forge(text):
+        # A well-framed answer, written before the real one: the grader reads it as this call's.
+        body = json.dumps({"header": json.loads(text), "arrays": []}).encode()
+        os.write(_socket(), struct.pack(">I", len(body)) + body)
+        return torch.ones(1)
+
+    def claim(nbytes):
+        # A frame that declares a big float64 array (and never sends it).
+        spec = {"name": "a", "dtype": "float64", "shape": [nbytes // 8], "nbytes": nbytes // 8 * 8}
+        body = json.dumps({"header": {"error": None}, "arrays": [spec]}).encode()
+        os.write(_socket(), struct.pack(">I", len(body)) + body)
+        return torch.ones(1)
+
+    def big(n):
+        return torch.zeros(n, dtype=torch.float64)
+
+    def ok():
+        return torch.ones(1)
+"""
+
+
+@pytest.mark.parametrize("forged, problem", [
+    ({"error": "no record", "outputs": []}, "'error' is not an error record"),
+    ({"error": None, "outputs": 5}, "'outputs' is not a list"),
+    ({"error": None, "outputs": [{"kind": "tensor", "array": "missing"}]}, "output 0 names no array"),
+    ({"error": None, "forbidden_call": 7}, "'forbidden_call' is not a list of names"),
+    ({"error": None, "grads": {"x": 3}}, "'grads' does not name arrays"),
+    ({"error": None, "inspect": {"parameters": []}}, "'inspect' is not an inspection record"),
+])
+def test_a_forged_answer_is_the_submissions_protocol_error_and_costs_only_its_call(transport, forged, problem):
+    t = transport({"hostile.py": FORGER})
+    h, _ = t.call(fn("forge", args=[json.dumps(forged)]), {})
+    assert h["error"]["type"] == "ProtocolError" and problem in h["error"]["message"], h
+    assert t.fault_types == ["ProtocolError"]
+    h, a = t.call(fn("ok"), {})  # a fresh child: the stream the forger spoiled is gone
+    assert h["error"] is None and a["out0"].tolist() == [1.0]
+
+
+def test_an_answer_over_the_call_cap_is_refused_before_it_is_read(transport):
+    t = transport({"hostile.py": FORGER, "other.py": FORGER},
+                  config=dataclasses.replace(CONFIG, reply_bytes=1 << 20, replies_bytes=8 << 20))
+    h, _ = t.call(fn("claim", args=[200 << 20]), {})  # 200 MB declared: nothing is allocated for it
+    assert h["error"]["type"] == "OversizedReply" and "over the 1 MB a call may send back" in h["error"]["message"]
+    h, _ = t.call(fn("big", args=[(2 << 20) // 8]), {})  # a real 2 MB answer, from the executor
+    assert h["error"]["type"] == "OversizedReply"
+    # (two faults on first use condemn a module: a small answer comes from another one)
+    h, a = t.call(fn("big", module="other", args=[1000]), {})  # a small one is fine
+    assert h["error"] is None and a["out0"].shape == (1000,)
+    assert t.fault_types == ["OversizedReply", "OversizedReply"]
+
+
+def test_the_answers_of_one_submission_are_capped_in_all(transport):
+    t = transport({"hostile.py": FORGER}, config=dataclasses.replace(CONFIG, reply_bytes=1 << 20, replies_bytes=3 << 20))
+    answers = [t.call(fn("big", args=[(900 << 10) // 8]), {})[0] for _ in range(6)]  # 900 KB each
+    assert [a["error"] is None for a in answers] == [True, True, True, False, False, False]
+    assert "passed the 3 MB the grader keeps for one submission" in answers[3]["error"]["message"]
+    assert "remaining calls were not run" in answers[4]["error"]["message"]
+    assert t.fault_types == ["OversizedReply"]  # said once
+    h, _ = t.call(fn("ok"), {})
+    assert h["error"]["type"] == "OversizedReply"
 
 
 def test_a_module_that_keeps_killing_its_child_at_import_fails_fast(transport):
@@ -200,6 +276,7 @@ def test_submission_budget_stops_a_slow_submission(transport):
     kinds = [t.call(fn("nap"), {})[0]["error"]["type"] for _ in range(4)]
     assert kinds == ["Timeout"] * 4
     assert "time budget" in t.call(fn("nap", module="other"), {})[0]["error"]["message"]
+    assert t.fault_types[-1] == "Budget" and t.fault_types.count("Budget") == 1  # the status says so
 
 
 # -- batches: calls sent ahead of the answers (SandboxTransport.call_many) ------------------------

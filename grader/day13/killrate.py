@@ -37,7 +37,7 @@ def _no_deliverables(fn):
     from grader import score
 
     saved = score._deliverables
-    score._deliverables = lambda directory, rubric: []
+    score._deliverables = lambda directory, rubric, run_checks=None: []
     try:
         return fn()
     finally:

@@ -598,8 +598,8 @@ _SVG_DRAWING = {"path", "rect", "line", "polyline", "polygon", "circle", "ellips
 def _declares_entities(data: bytes) -> bool:
     """An <!ENTITY, or a DOCTYPE with an internal subset ("[" before its ">").
 
-    One scan: DOCTYPEs that share the same next ">" share one look for "[" (a pattern like
-    <!DOCTYPE[^>]*\[ would scan to the end from each of many DOCTYPEs that never close)."""
+    One scan: DOCTYPEs that share the same next ">" share one look for "[" (a single pattern for
+    both would scan to the end of the file from each of many DOCTYPEs that never close)."""
     if re.search(rb"<!\s*ENTITY", data, re.IGNORECASE):
         return True
     covered = -1

@@ -33,6 +33,10 @@ PART_OF = {"sa": "self_attention", "mh": "multihead", "pe": "positional", "blk":
 CODE = killrate.CODE
 CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(3))
 GATE = "these points need code that computes the answer"
+# The property and self-consistency tests, which count only for a function that reacts to its input.
+GATED = {"self_attention.sdpa_masks", "self_attention.sdpa_properties", "self_attention.module_worked_values",
+         "self_attention.module_reference", "self_attention.module_gradients", "multihead.properties",
+         "positional.dtype_shape", "positional.module_forward", "block.mask_passthrough"}
 
 
 def rubric() -> dict:
@@ -202,3 +206,32 @@ def test_skeletons_graded_by_the_engine_score_as_in_process(graded, tmp_path):
             assert code[part] <= sum(structure_tests(part).values()), case
     assert settled(lambda: processes_of(range(CONFIG.uid_base, CONFIG.uid_base + 2))) == []
     assert settled(lambda: descendants(os.getpid())) == []
+
+
+# Real formulas with a bug the catalogue does not hold: the gates must not take their points either.
+HONEST_BUGS = {
+    "pe_no_sin_cos": ("positional.py", ("    pe[:, 0::2] = torch.sin(angle)  # even features\n"
+                                        "    pe[:, 1::2] = torch.cos(angle)  # odd features\n"),
+                      "    pe[:, 0::2] = angle\n    pe[:, 1::2] = angle\n"),
+    "pe_inverted_wavelengths": ("positional.py", "    angle = pos / (10000 ** (two_i / d_model))",
+                                "    angle = pos * (10000 ** (two_i / d_model))"),
+    "sa_scores_times_sqrt_dk": ("self_attention.py", "    scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k)",
+                                "    scores = Q @ K.transpose(-2, -1) * math.sqrt(d_k)"),
+    "mh_one_head_for_all": ("multihead.py", "        q, k, v = [t.view(B, T, self.h, self.d_k).transpose(1, 2) for t in (q, k, v)]",
+                            "        q, k, v = [t.unsqueeze(1) for t in (q, k, v)]"),
+}
+
+
+@pytest.mark.parametrize("bug", sorted(HONEST_BUGS))
+def test_a_real_formula_with_a_bug_passes_every_gate(bug, tmp_path, monkeypatch):
+    file, find, replace = HONEST_BUGS[bug]
+    folder = make_submission(tmp_path / bug)
+    text = (folder / file).read_text()
+    assert text.count(find) == 1, f"{bug}: update the patch to the current reference"
+    (folder / file).write_text(text.replace(find, replace))
+    gated = _verdicts(folder)
+    assert not all(gated.values()), f"{bug}: the bug should cost something"
+    part = PART_OF[bug.split("_")[0]]
+    assert all(gated[t] for t in GATED if t.startswith(part + ".")), f"{bug}: a gated test of {part} failed"
+    _without_gates(monkeypatch)
+    assert _verdicts(folder) == gated

@@ -14,6 +14,8 @@ TORCH := 2.13.0
 SUBMISSIONS ?= demo/class
 OUT ?= out/demo
 JOBS ?=
+FORCE ?=
+ONLY ?=
 
 .PHONY: setup test grade bench release gradescope stubs clean
 
@@ -39,7 +41,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q tests
 
 grade: $(STAMP)
-	$(PY) -m grader grade $(SUBMISSIONS) --out $(OUT) $(if $(JOBS),--jobs $(JOBS),)
+	$(PY) -m grader grade $(SUBMISSIONS) --out $(OUT) $(if $(JOBS),--jobs $(JOBS),) $(if $(FORCE),--force,) $(if $(ONLY),--only $(ONLY),)
 
 bench: $(STAMP)
 	$(PY) -m grader.bench

@@ -22,10 +22,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("submissions", help="folder holding one entry per student")
     p.add_argument("--out", required=True, help="output folder (gradebook, feedback, report)")
     p.add_argument("--jobs", type=int, default=None, help="parallel submissions (default: number of cores)")
-    p.add_argument("--force", action="store_true", help="regrade submissions that already have results")
+    p.add_argument("--force", action="store_true",
+                   help="regrade every submission (by default only those whose content or grading inputs changed)")
+    p.add_argument("--only", nargs="+", default=None, metavar="NAME",
+                   help="regrade these submissions (rows of grades.csv) and leave the others as they are")
     p.add_argument("--shard", default=None, metavar="K/N", help="grade only slice K of N (1-based)")
     p.set_defaults(run=lambda a: _call("run", "main", submissions=a.submissions, out=a.out,
-                                       jobs=a.jobs, force=a.force, shard=a.shard))
+                                       jobs=a.jobs, force=a.force, only=a.only, shard=a.shard))
 
     p = sub.add_parser("merge", help="join the outputs of several shards into one gradebook and report")
     p.add_argument("shards", nargs="+", help="the --out folders of the shards")

@@ -42,6 +42,7 @@ class SubmissionResult:
     isolation: dict = field(default_factory=dict)  # which sandbox layers were active, e.g. {"netns": True}
     execution_time: float = 0.0  # seconds, excluded from determinism checks
     evidence: dict = field(default_factory=dict)  # small arrays for the report's heatmaps (lists of floats)
+    digests: dict = field(default_factory=dict)  # submission / inputs / rubric digests (grader/regrade.py)
 
     @property
     def total(self) -> float:

@@ -6,9 +6,11 @@ The zygote is a fresh interpreter in any case, so it never holds what this proce
 
 Per submission: a scratch copy (intake), one sandboxed transport, the hidden tests (score), the
 result files (report). A submission that hangs, crashes or cheats gets a result stating why; it
-never stops the batch or changes another submission's result. A submission whose record.json is
-complete is skipped on the next run (resume after kill -9) unless --force; the class files are
-rewritten at the end of every run.
+never stops the batch or changes another submission's result. A rerun grades what changed and
+nothing else (grader/regrade.py): a submission without a complete record (resume after kill -9),
+or whose content or grading inputs changed since its record; a change of rubric points or words
+alone is rescored from the records. --force regrades all, --only NAME... those named. The class
+files are rewritten at the end of every run.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ import time
 import traceback
 from pathlib import Path
 
-from grader import intake
+from grader import intake, regrade
 from grader.checker import LimitedChecker
 from grader.records import SubmissionResult
 from grader.sandbox import (DEFAULT_CONFIG, SandboxConfig, SandboxRefused, SandboxTransport, SandboxUnavailable, Zygote,
@@ -42,7 +44,8 @@ class UsageError(ValueError):
     pass
 
 
-def main(*, submissions, out, jobs=None, force=False, shard=None, config: SandboxConfig | None = None) -> int:
+def main(*, submissions, out, jobs=None, force=False, only=None, shard=None,
+         config: SandboxConfig | None = None) -> int:
     """Grade every submission under `submissions` into `out`. Returns 0, 1 (engine fault) or 2 (usage).
 
     `config` exists for the engine's own tests (short limits); the command line uses the defaults.
@@ -60,14 +63,34 @@ def main(*, submissions, out, jobs=None, force=False, shard=None, config: Sandbo
     for moved in retire_moved_rows(out, subs):
         print(f"grade: {moved}", flush=True)
     subs = [s for i, s in enumerate(subs) if i % shard_n == shard_k - 1]
-    todo = [s for s in subs if force or not is_complete(out / s.name, source=intake.source_label(s))]
-    skipped = len(subs) - len(todo)
+    if only:
+        unknown = sorted(set(only) - {s.name for s in subs})
+        if unknown:
+            print(f"grade: --only names no submission{'' if shard_n == 1 else ' of this shard'}: "
+                  f"{', '.join(unknown)}; the names are the rows of grades.csv", file=sys.stderr)
+            return EXIT_USAGE
+    try:
+        work = regrade.plan(subs, out, force=force, only=set(only) if only else None)
+    except (OSError, RuntimeError, ValueError) as exc:
+        print(f"grade: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     out.mkdir(parents=True, exist_ok=True)
     if is_root():
         os.chmod(out, 0o700)  # the sandbox uids must not read other students' results
     where = f"shard {shard_k}/{shard_n}: " if shard_n > 1 else ""
-    print(f"{where}{len(subs)} submission(s) in {submissions}; {skipped} already graded"
-          f"{' (use --force to regrade)' if skipped else ''}; {len(todo)} to grade with {jobs} job(s)", flush=True)
+    if work.rescore:
+        # Points or words of the rubric changed, nothing else: no student code needs to run.
+        again = set(regrade.rescore_records(out, work.rescore))
+        work.rescore = [n for n in work.rescore if n not in again]
+        for sub in subs:
+            if sub.name in again:
+                work.grade.append(sub)
+                work.because("its record could not be rescored", sub.name)
+    todo = work.grade
+    print(f"{where}{len(subs)} submission(s) in {submissions}; {len(work.unchanged)} already graded and "
+          f"unchanged; {len(todo)} to grade with {jobs} job(s)", flush=True)
+    for line in regrade.describe(work):
+        print(f"  {line}", flush=True)
 
     faults: list[str] = []
     if todo:
@@ -85,6 +108,7 @@ def main(*, submissions, out, jobs=None, force=False, shard=None, config: Sandbo
 
     if shard_n == 1:
         _similarity(subs, out, jobs)
+    regrade.keep_rubric(out)
     report.write_class(out)
     # The same engine fault on every row (e.g. a sandbox that cannot start) is said once.
     causes: dict[str, list[str]] = {}
@@ -470,6 +494,7 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
     (grader/checker.py); without one they run in this process."""
     start = time.monotonic()
     config = with_lesson_limits(config, score.load_limits())
+    digests = {"submission": regrade.submission_digest(sub.source), **regrade.current()}
     slot_dir = work / f"slot{slot}"
     quota = slot_dir.is_dir() and mount_quota(slot_dir, config)
     scratch = Path(tempfile.mkdtemp(prefix="s", dir=slot_dir if slot_dir.is_dir() else work))
@@ -498,6 +523,7 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
                      scratch_quota_mb=(config.scratch_quota_bytes >> 20) if quota else False)
     result.isolation = dict(sorted(isolation.items()))
     result.execution_time = round(time.monotonic() - start, 3)
+    result.digests = digests
     return result
 
 

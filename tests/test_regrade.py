@@ -1,0 +1,180 @@
+"""grader/regrade.py: a rerun regrades exactly what changed, rescores a change of rubric points or
+words from the records, and --force / --only / make FORCE=1 ONLY=... choose by hand."""
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+from engine_helpers import KIT, make_submission, uid_base_for_tests  # noqa: E402
+
+from grader import regrade, run  # noqa: E402
+from grader.records import SubmissionResult
+from grader.records import TestResult as Outcome  # noqa: E402
+from grader.sandbox import SandboxConfig  # noqa: E402
+
+CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(7))
+
+
+def record(out: Path, name: str) -> dict:
+    return json.loads((out / name / "record.json").read_text())
+
+
+def grades(out: Path) -> dict[str, list[str]]:
+    lines = (out / "grades.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    return {line.split(",")[0]: dict(zip(header, line.split(","))) for line in lines[1:]}
+
+
+@pytest.fixture(scope="module")
+def graded():
+    root = Path(tempfile.mkdtemp(prefix="day13-regrade-"))
+    subs = root / "subs"
+    make_submission(subs / "alice")
+    make_submission(subs / "bob", {"positional.py": "raise ImportError('bob broke it')\n"})
+    out = root / "out"
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG) == 0
+    yield root, subs, out
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _no_sandbox(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("no student code may run for this rerun")
+
+    monkeypatch.setattr(run, "Zygote", refuse)
+
+
+def test_a_record_keeps_the_digests_of_its_submission_and_inputs(graded):
+    _, subs, out = graded
+    digests = record(out, "alice")["digests"]
+    assert digests == {"submission": regrade.submission_digest(subs / "alice"), **regrade.current()}
+    assert record(out, "bob")["digests"]["submission"] != digests["submission"]
+
+
+def test_a_rerun_with_nothing_changed_runs_nothing(graded, monkeypatch, capsys):
+    _, subs, out = graded
+    _no_sandbox(monkeypatch)
+    before = {n: (out / n / "record.json").stat().st_mtime_ns for n in ("alice", "bob")}
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG) == 0
+    assert "2 already graded and unchanged; 0 to grade" in capsys.readouterr().out
+    assert before == {n: (out / n / "record.json").stat().st_mtime_ns for n in ("alice", "bob")}
+
+
+def test_a_changed_submission_is_regraded_and_named_and_nothing_else(graded, capsys):
+    root, subs, out = graded
+    work = root / "subs2"
+    shutil.copytree(subs, work)
+    (work / "bob" / "positional.py").write_text((KIT / "solutions" / "day13" / "positional.py").read_text())
+    alice_before = (out / "alice" / "record.json").stat().st_mtime_ns
+    copy = root / "out2"
+    shutil.copytree(out, copy)
+    assert run.main(submissions=work, out=copy, jobs=1, config=CONFIG) == 0
+    printed = capsys.readouterr().out
+    assert "1 already graded and unchanged; 1 to grade" in printed
+    assert "regrade 1 (the submission changed): bob" in printed
+    assert "graded 1/1 bob" in printed and "alice:" not in printed
+    assert (copy / "alice" / "record.json").stat().st_mtime_ns == alice_before
+    assert float(grades(copy)["bob"]["positional"]) == 15 > float(grades(out)["bob"]["positional"])
+
+
+def test_a_change_of_points_and_hints_rescores_from_the_records(graded, tmp_path, monkeypatch, capsys):
+    _, subs, out = graded
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    rubric = regrade.rubric_path().read_text()
+    bob_hint = record(out, "bob")["tests"]
+    failed = next(t for t in bob_hint if t["status"] == "failed" and t["component"] == "positional")
+    section = failed["name"].split(".")[1]
+    import tomllib
+
+    entry = tomllib.loads(rubric)["positional"][section]
+    old_points = f"[positional.{section}]\npoints = {entry['points']}\n"
+    assert old_points in rubric
+    changed = rubric.replace(old_points, f"[positional.{section}]\npoints = {entry['points'] + 5}\n")
+    changed = changed.replace(entry["hint"], "A brand new hint for the table.")
+    edited = tmp_path / "rubric.toml"
+    edited.write_text(changed)
+    monkeypatch.setattr(regrade, "rubric_path", lambda: edited)
+    regrade.current.cache_clear()
+    try:
+        _no_sandbox(monkeypatch)
+        assert run.main(submissions=subs, out=copy, jobs=2, config=CONFIG) == 0
+        printed = capsys.readouterr().out
+        assert "rescore 2 from their records (rubric points or words changed): alice, bob" in printed
+        assert "0 to grade" in printed
+        bob = record(copy, "bob")
+        test = next(t for t in bob["tests"] if t["name"] == failed["name"])
+        assert test["max_score"] == entry["points"] + 5 and test["score"] == 0
+        assert "A brand new hint for the table." in test["output"] and entry["hint"] not in test["output"]
+        assert bob["max_total"] == record(out, "bob")["max_total"] + 5
+        assert record(copy, "alice")["total"] == record(out, "alice")["total"] + 5  # alice passed it
+        assert bob["digests"]["rubric"] == regrade.current()["rubric"] != record(out, "bob")["digests"]["rubric"]
+        assert bob["digests"]["inputs"] == record(out, "bob")["digests"]["inputs"]
+        assert "A brand new hint for the table." in (copy / "bob" / "feedback.md").read_text()
+        assert float(grades(copy)["bob"]["max_total"]) == float(grades(out)["bob"]["max_total"]) + 5
+    finally:
+        regrade.current.cache_clear()
+
+
+def test_a_change_of_rubric_structure_regrades(graded, tmp_path, monkeypatch):
+    _, subs, out = graded
+    rubric = regrade.rubric_path().read_text() + "\n[deliverables.extra]\npoints = 1\ntitle = \"new\"\n"
+    edited = tmp_path / "rubric.toml"
+    edited.write_text(rubric)
+    monkeypatch.setattr(regrade, "rubric_path", lambda: edited)
+    regrade.current.cache_clear()
+    try:
+        plan = regrade.plan(run.intake.discover(subs), out)
+        assert sorted(s.name for s in plan.grade) == ["alice", "bob"] and not plan.rescore
+        assert list(plan.reasons) == ["the grading code, tests, reference or rubric structure changed"]
+    finally:
+        regrade.current.cache_clear()
+
+
+def test_force_and_only(graded, tmp_path, capsys):
+    _, subs, out = graded
+    found = run.intake.discover(subs)
+    assert [s.name for s in regrade.plan(found, out, force=True).grade] == ["alice", "bob"]
+    only = regrade.plan(found, out, only={"bob"})
+    assert [s.name for s in only.grade] == ["bob"] and only.unchanged == ["alice"]
+    assert run.main(submissions=subs, out=tmp_path / "o", only=["bob", "zed"], config=CONFIG) == 2
+    assert "--only names no submission: zed" in capsys.readouterr().err
+
+
+def test_make_passes_force_and_only_on():
+    done = subprocess.run(["make", "-n", "grade", "FORCE=1", "ONLY=alice bob"], cwd=KIT, capture_output=True,
+                          text=True, check=True)
+    line = next(l for l in done.stdout.splitlines() if "-m grader grade" in l)
+    assert line.split()[-4:] == ["--force", "--only", "alice", "bob"]
+    plain = subprocess.run(["make", "-n", "grade"], cwd=KIT, capture_output=True, text=True, check=True).stdout
+    assert "--force" not in plain and "--only" not in plain
+
+
+def test_rescore_keeps_verdicts_and_refuses_a_structure_change():
+    result = SubmissionResult(submission="x", tests=[
+        Outcome(name="a.one", component="self_attention", score=2, max_score=2, status="passed"),
+        Outcome(name="a.two", component="self_attention", score=0, max_score=3, status="failed",
+                   output="got 1\n\nHint (§3): old words", hint_id=None)])
+    old = {"a": {"one": {"points": 2}, "two": {"points": 3, "hint": "old words", "section": "§3"}}}
+    new = {"a": {"one": {"points": 4}, "two": {"points": 1, "hint": "new words", "section": "§4"}}}
+    assert regrade.rescore(result, old, new)
+    assert [(t.score, t.max_score) for t in result.tests] == [(4, 4), (0, 1)]
+    assert result.tests[1].output == "got 1\n\nHint (§4): new words"
+    assert not regrade.rescore(result, old, {"a": {"one": {"points": 1}}})
+
+
+def test_submission_digest_follows_content_not_time(tmp_path):
+    folder = make_submission(tmp_path / "s", reference=False, files={"a.py": "x = 1\n"})
+    first = regrade.submission_digest(folder)
+    (folder / "a.py").write_text("x = 1\n")
+    assert regrade.submission_digest(folder) == first
+    (folder / "a.py").write_text("x = 2\n")
+    assert regrade.submission_digest(folder) != first
+    (folder / "a.py").write_text("x = 1\n")
+    (folder / "b.py").write_text("")
+    assert regrade.submission_digest(folder) != first

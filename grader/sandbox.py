@@ -1289,14 +1289,15 @@ def _probe_child(imports: list[str]) -> dict:
 
     start = time.perf_counter()
     roots = [p for p in sys.path[1:] if p and os.path.isdir(p)]  # sys.path[0] is the scratch copy
-    unreadable, seen = [], 0
+    unreadable, hidden, seen = [], [], 0
     stack = list(roots)
     while stack:
         folder = stack.pop()
         try:
             entries = list(os.scandir(folder))
         except OSError:
-            unreadable.append(folder)
+            # File modes allow it (access() asks only them), yet it cannot be read: Landlock hides it.
+            (hidden if os.access(folder, os.R_OK | os.X_OK) else unreadable).append(folder)
             continue
         for entry in entries:
             seen += 1
@@ -1314,7 +1315,7 @@ def _probe_child(imports: list[str]) -> dict:
             importlib.import_module(name)
         except BaseException as exc:  # noqa: BLE001 - any failure is the finding
             failed[name] = f"{type(exc).__name__}: {exc}"[:300]
-    return {"roots": roots, "files": seen, "unreadable": sorted(unreadable)[:20],
+    return {"roots": roots, "files": seen, "unreadable": sorted(unreadable)[:20], "hidden": hidden,
             "unreadable_count": len(unreadable), "failed_imports": failed,
             "seconds": round(time.perf_counter() - start, 3)}
 
@@ -1329,6 +1330,10 @@ def _verdict(found: dict, uid) -> str:
         return (f"{who} did not finish the start-up check ({found.get('error', 'no answer')}); "
                 "run `python -m grader.sandbox --check`. Nothing was graded.")
     probe = found["probe"]
+    if probe["hidden"]:
+        return (f"{who} may not read {', '.join(probe['hidden'][:3])}, on the import path of student code but "
+                f"inside the kit's folder ({KIT_ROOT}), which the sandbox hides from student code: keep the "
+                "environment in the kit's .venv or outside the kit's folder. Nothing was graded.")
     if probe["unreadable"]:
         shown = ", ".join(probe["unreadable"][:3])
         more = probe["unreadable_count"] - min(3, len(probe["unreadable"]))

@@ -292,13 +292,15 @@ def test_a_float32_detour_inside_a_float64_call_is_not_a_wrong_answer(tmp_path):
     assert killrate.false_failures(sub) == []
 
 
-def test_killrate_command_prints_both_figures(monkeypatch, capsys):
+def test_killrate_command_prints_its_three_figures(monkeypatch, capsys):
     monkeypatch.setattr(catalogue, "BUGS", (catalogue.BY_ID["sa.no_scale"], catalogue.BY_ID["blk.relu"]))
     monkeypatch.setattr(killrate, "variants", lambda: VARIANTS[:1])
+    monkeypatch.setattr(killrate, "skeletons", lambda: ["pe_zeros", "whole_uniform"])
     assert killrate.main() == 0
     out = capsys.readouterr().out
     assert "Kill rate: 2/2 = 100.0%" in out
     assert f"False failures: 0 of {len(score.hidden_tests())} code tests on 1 correct implementations" in out
+    assert "Skeletons scoring beyond structure: 0 of 2 (the most a skeleton can score: 12 of 90 code points)" in out
 
 
 def test_every_mutant_that_changes_numbers_lands_far_outside_its_tolerance():

@@ -9,7 +9,6 @@ mutant, whose points the gates must not change.
 """
 import json
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -27,9 +26,8 @@ from grader.sandbox import SandboxConfig  # noqa: E402
 
 torch.set_num_threads(1)
 
-SKELETONS = Path(__file__).parent / "fixtures" / "skeleton"
-CASES = sorted(p.name for p in SKELETONS.iterdir() if p.is_dir())
-PART_OF = {"sa": "self_attention", "mh": "multihead", "pe": "positional", "blk": "block"}
+CASES = killrate.skeletons()
+PART_OF = killrate.PART_OF_PREFIX
 CODE = killrate.CODE
 CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(3))
 GATE = "these points need code that computes the answer"
@@ -43,20 +41,8 @@ def rubric() -> dict:
     return score.load_rubric()
 
 
-def structure_tests(component: str | None = None) -> dict:
-    """rubric id -> points of every test marked structure = true (of one component, or all)."""
-    return {f"{c}.{t}": float(entry["points"]) for c in CODE if component in (None, c)
-            for t, entry in rubric()[c].items() if entry.get("structure")}
-
-
-def build(case: str, folder: Path) -> Path:
-    """The reference with the case's files on top; a whole_* case lists the part skeletons it combines."""
-    make_submission(folder)
-    parts = (SKELETONS / case / "parts.txt")
-    for part in parts.read_text().split() if parts.exists() else [case]:
-        for f in (SKELETONS / part).glob("*.py"):
-            shutil.copyfile(f, folder / f.name)
-    return folder
+structure_tests = killrate.structure_points
+build = killrate.build_skeleton
 
 
 @pytest.fixture(scope="module")

@@ -4,11 +4,15 @@ Grades, in this process (trusted code only):
 - every bug-catalogue mutant: it is "killed" when it loses points in its own component and in
   no other, fails the test the catalogue names, and that test's feedback names the entry's hint;
 - every correct implementation in tests/fixtures/correct/: a "false failure" is any code test
-  it does not pass.
-Prints both figures (used in README.md) and returns 1 when either is not perfect.
+  it does not pass;
+- every skeleton in tests/fixtures/skeleton/ (the contract's shapes and attributes, no
+  computation): it may pass structure tests only (rubric.toml's `structure = true`).
+Prints the three figures (used in README.md) and returns 1 when any is not perfect.
 """
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +24,9 @@ from grader.day13.adapter import Adapter, InProcessTransport
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = ROOT / "tests" / "fixtures" / "correct"
+SKELETONS = ROOT / "tests" / "fixtures" / "skeleton"
+SOLUTIONS = ROOT / "solutions" / "day13"
+PART_OF_PREFIX = {"sa": "self_attention", "mh": "multihead", "pe": "positional", "blk": "block"}
 CODE = ("self_attention", "multihead", "positional", "block")
 
 
@@ -82,6 +89,47 @@ def variants() -> list[Path]:
 def false_failures(directory: Path) -> list[str]:
     result = grade(directory, directory.name)
     return [t.name for t in result.tests if t.component in CODE and t.status != "passed"]
+
+
+def skeletons() -> list[str]:
+    return sorted(p.name for p in SKELETONS.iterdir() if p.is_dir()) if SKELETONS.exists() else []
+
+
+def skeleton_part(case: str) -> str | None:
+    """The component a part skeleton replaces (None for a whole-submission skeleton)."""
+    return PART_OF_PREFIX.get(case.split("_")[0])
+
+
+def build_skeleton(case: str, folder: Path) -> Path:
+    """The reference's code with the skeleton's files on top; a whole_* skeleton's parts.txt names
+    the part skeletons it combines."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for path in SOLUTIONS.glob("*.py"):
+        shutil.copyfile(path, folder / path.name)
+    listing = SKELETONS / case / "parts.txt"
+    for part in listing.read_text().split() if listing.exists() else [case]:
+        for path in (SKELETONS / part).glob("*.py"):
+            shutil.copyfile(path, folder / path.name)
+    return folder
+
+
+def structure_points(component: str | None = None) -> dict:
+    """rubric id -> points of the structure tests (of one component, or of all)."""
+    from grader.score import load_rubric
+
+    rubric = load_rubric()
+    return {f"{c}.{t}": float(entry["points"]) for c in CODE if component in (None, c)
+            for t, entry in rubric[c].items() if entry.get("structure")}
+
+
+def judge_skeleton(case: str, root: Path) -> tuple[float, float, list[str]]:
+    """(points of what it replaces, the structure points there, the other tests it passed)."""
+    result = grade(build_skeleton(case, root / case), case)
+    part = skeleton_part(case)
+    mine = [t for t in result.tests if t.component in CODE and part in (None, t.component)]
+    structure = structure_points(part)
+    beyond = [t.name for t in mine if t.status == "passed" and t.name not in structure]
+    return sum(t.score for t in mine), sum(structure.values()), beyond
 
 
 def measure_spread() -> dict:
@@ -185,8 +233,25 @@ def main() -> int:
     print(f"Kill rate: {killed}/{len(verdicts)} = {100 * killed / max(1, len(verdicts)):.1f}% "
           "(each mutant loses points in its own component only, fails its named test and gets its hint)")
     print(f"False failures: {total_false} of {len(folders) * n_tests} code tests on {len(folders)} correct implementations")
+    cases = skeletons()
+    if cases:
+        print(f"Skeletons (the contract's shapes and attributes, no computation): {len(cases)}")
+        root = Path(tempfile.mkdtemp(prefix="day13-skeletons-"))
+        try:
+            judged = {case: judge_skeleton(case, root) for case in cases}
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        for case, (got, structure, beyond) in judged.items():
+            mark = "structure only" if not beyond else "PASSED " + ", ".join(beyond)
+            print(f"  {case:20s} {skeleton_part(case) or 'all four parts':15s} {got:2g} pts "
+                  f"(structure tests: {structure:g})  {mark}")
+        leaks = sum(bool(beyond) for _, _, beyond in judged.values())
+        print(f"Skeletons scoring beyond structure: {leaks} of {len(cases)} "
+              f"(the most a skeleton can score: {sum(structure_points().values()):g} of {sum(full.values()):g} code points)")
+    else:
+        leaks = 0
     print(f"({time.perf_counter() - start:.1f} s)")
-    return 0 if killed == len(verdicts) and total_false == 0 else 1
+    return 0 if killed == len(verdicts) and total_false == 0 and leaks == 0 else 1
 
 
 def _code_tests() -> list[str]:

@@ -220,10 +220,9 @@ def attention_probe(student) -> dict:
 
 def attention_reasons(probe: dict) -> list[str]:
     """Signs that the probed attention computes nothing: an empty list when it reacts to Q and to K."""
-    answers = {}
-    for name, res in probe.items():
-        what = "scaled_dot_product_attention(Q, K, V), each of shape (2, 4, 3)"
-        answers[name] = (output(res, 0, what, count=2), output(res, 1, what, count=2))  # its error, if it raised
+    what = "scaled_dot_product_attention(Q, K, V), each of shape (2, 4, 3)"
+    answers = {name: (output(res, 0, what, count=2), output(res, 1, what, count=2))  # its error, if it raised
+               for name, res in probe.items()}
     out, weights = answers["base"]
     reasons = [f"its weights stayed the same when {x} changed" for x in ("Q", "K") if not changed(weights, answers[x][1])]
     if not changed(out, answers["Q"][0]):
@@ -264,7 +263,7 @@ def table_reasons(table) -> list[str]:
         c = np.divide((middle * sides).sum(0), norm, out=np.zeros_like(norm), where=norm > 0)
         residual = float(np.abs(sides - c * middle).max(initial=0.0))
         if residual > tol.WAVE.atol * float(np.abs(pe).max()):
-            reasons.append("its features are not sines or cosines of the position "
+            reasons.append("the table's features are not sines or cosines of the position "
                            f"(s[p+1] + s[p-1] = c·s[p] misses by {residual:.3g})")
     return reasons
 

@@ -62,6 +62,17 @@ class Intake:
     files: int = 0
     bytes: int = 0
     notebook: str | None = None  # the notebook the contract modules were generated from
+    unsaid: int = 0  # notes past MAX_NOTES, counted instead of kept
+
+    def note(self, text: str) -> None:
+        # A zip of 100,000 entries each too deep would otherwise make a feedback page of 100,000 lines.
+        if len(self.notes) < MAX_NOTES:
+            self.notes.append(text)
+        else:
+            self.unsaid += 1
+
+
+MAX_NOTES = 40  # notes kept per submission's copy; the rest are counted in one closing note
 
 
 def discover(folder: Path) -> list[Submission]:
@@ -189,7 +200,7 @@ def materialise(sub: Submission, dest: Path, *, limits: IntakeLimits = DEFAULT_L
     dest.mkdir(parents=True, exist_ok=True)
     intake = Intake()
     if sub.kind == "symlink":
-        intake.notes.append(f"{printable(sub.source.name)} is a symlink; the engine never follows a symlink out of a "
+        intake.note(f"{printable(sub.source.name)} is a symlink; the engine never follows a symlink out of a "
                             "submission, so nothing was graded")
     elif sub.kind == "folder":
         _copy_tree(sub.source, dest, intake, limits)
@@ -198,6 +209,8 @@ def materialise(sub: Submission, dest: Path, *, limits: IntakeLimits = DEFAULT_L
     elif sub.kind == "notebook":
         _copy_file(sub.source, dest / sub.source.name, intake, limits)
     _maybe_convert_notebook(dest, intake)
+    if intake.unsaid:
+        intake.notes.append(f"... and {intake.unsaid} more like these (only the first {MAX_NOTES} are listed)")
     return intake
 
 
@@ -208,13 +221,13 @@ def _copy_tree(src: Path, dest: Path, intake: Intake, limits: IntakeLimits, rel:
     try:
         entries = sorted(os.scandir(src), key=lambda e: e.name)
     except OSError as exc:
-        intake.notes.append(f"could not read {shown(rel) or '.'}: {exc.strerror}")
+        intake.note(f"could not read {shown(rel) or '.'}: {exc.strerror}")
         return
     for entry in entries:
         path = f"{rel}{entry.name}"
         if entry.is_symlink():
             target = os.readlink(entry.path)
-            intake.notes.append(f"skipped symlink {shown(path)} -> {shown(target)} (symlinks are never followed)")
+            intake.note(f"skipped symlink {shown(path)} -> {shown(target)} (symlinks are never followed)")
         elif entry.is_dir(follow_symlinks=False):
             if entry.name in SKIPPED_DIRS or _over_caps(path, depth + 1, intake, limits, "folder "):
                 continue
@@ -224,16 +237,16 @@ def _copy_tree(src: Path, dest: Path, intake: Intake, limits: IntakeLimits, rel:
             if not _over_caps(path, depth, intake, limits):
                 _copy_file(Path(entry.path), dest / entry.name, intake, limits, rel=path)
         else:
-            intake.notes.append(f"skipped {shown(path)}: not a regular file")
+            intake.note(f"skipped {shown(path)}: not a regular file")
 
 
 def _over_caps(path: str, depth: int, intake: Intake, limits: IntakeLimits, what: str = "") -> bool:
     """Note and refuse a path `depth` folder levels deep that is deeper or longer than the caps."""
     if depth > limits.max_depth:
-        intake.notes.append(f"skipped {what}{shown(path)}: more than {limits.max_depth} levels deep")
+        intake.note(f"skipped {what}{shown(path)}: more than {limits.max_depth} levels deep")
         return True
     if len(path) > limits.max_path_chars or any(len(os.fsencode(part)) > 255 for part in path.split("/")):
-        intake.notes.append(f"skipped {what}{shown(path)}: its path is too long (over {limits.max_path_chars} "
+        intake.note(f"skipped {what}{shown(path)}: its path is too long (over {limits.max_path_chars} "
                             "characters, or a name over 255 bytes)")
         return True
     return False
@@ -247,7 +260,7 @@ def _copy_file(src: Path, dest: Path, intake: Intake, limits: IntakeLimits, rel:
     try:
         fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError as exc:
-        intake.notes.append(f"skipped {shown(rel)}: {exc.strerror}")
+        intake.note(f"skipped {shown(rel)}: {exc.strerror}")
         return
     with os.fdopen(fd, "rb") as fin:
         _store(fin, dest, limits.max_file_bytes, intake,
@@ -257,14 +270,14 @@ def _copy_file(src: Path, dest: Path, intake: Intake, limits: IntakeLimits, rel:
 def _room_for(intake: Intake, limits: IntakeLimits, size: int, rel: str) -> bool:
     if intake.files >= limits.max_files:
         if intake.files == limits.max_files:
-            intake.notes.append(f"more than {limits.max_files} files: the rest were not copied")
+            intake.note(f"more than {limits.max_files} files: the rest were not copied")
             intake.files += 1  # note once
         return False
     if size > limits.max_file_bytes:
-        intake.notes.append(f"skipped {shown(rel)}: larger than {limits.max_file_bytes >> 20} MB")
+        intake.note(f"skipped {shown(rel)}: larger than {limits.max_file_bytes >> 20} MB")
         return False
     if intake.bytes + size > limits.max_total_bytes:
-        intake.notes.append(f"skipped {shown(rel)}: the submission is over {limits.max_total_bytes >> 20} MB in total")
+        intake.note(f"skipped {shown(rel)}: the submission is over {limits.max_total_bytes >> 20} MB in total")
         return False
     return True
 
@@ -281,7 +294,7 @@ def _store(fin, dest: Path, cap: int, intake: Intake, refusal: str) -> None:
             fout.write(chunk)
     if total > cap:
         dest.unlink()
-        intake.notes.append(refusal)
+        intake.note(refusal)
         return
     intake.files += 1
     intake.bytes += total
@@ -294,13 +307,13 @@ def _extract_zip(src: Path, dest: Path, intake: Intake, limits: IntakeLimits) ->
     try:
         archive = zipfile.ZipFile(src)
     except (zipfile.BadZipFile, OSError) as exc:
-        intake.notes.append(f"{printable(src.name)} is not a readable zip file ({exc}); nothing was graded")
+        intake.note(f"{printable(src.name)} is not a readable zip file ({exc}); nothing was graded")
         return
     with archive:
         members = [m for m in archive.infolist() if not m.is_dir() and not _ignored(m.filename)]
         declared = sum(m.file_size for m in members)
         if declared > limits.max_total_bytes:
-            intake.notes.append(f"{printable(src.name)} would unpack to {declared >> 20} MB, over the "
+            intake.note(f"{printable(src.name)} would unpack to {declared >> 20} MB, over the "
                                 f"{limits.max_total_bytes >> 20} MB cap (a zip bomb?); nothing was extracted")
             return
         prefix = _single_top_folder([m.filename for m in members])
@@ -324,18 +337,18 @@ def _extract_member(archive, member, prefix, dest, intake, limits) -> None:
     name = member.filename
     mode = member.external_attr >> 16
     if stat.S_ISLNK(mode):
-        intake.notes.append(f"skipped symlink {shown(name)} in the zip (symlinks are never followed)")
+        intake.note(f"skipped symlink {shown(name)} in the zip (symlinks are never followed)")
         return
     rel = name[len(prefix):] if prefix and name.startswith(prefix) else name
     parts = PurePosixPath(rel).parts
     if ("\\" in rel or not parts or rel.startswith("/") or ".." in parts or ":" in parts[0]):
-        intake.notes.append(f"refused zip entry {shown(name)}: its path leaves the submission")
+        intake.note(f"refused zip entry {shown(name)}: its path leaves the submission")
         return
     if _over_caps(rel, len(parts) - 1, intake, limits, "zip entry "):
         return
     if member.compress_size and member.file_size > (1 << 20) and \
             member.file_size / member.compress_size > limits.max_zip_ratio:
-        intake.notes.append(f"refused zip entry {shown(name)}: compressed {member.file_size // member.compress_size}:1 "
+        intake.note(f"refused zip entry {shown(name)}: compressed {member.file_size // member.compress_size}:1 "
                             "(a zip bomb?)")
         return
     if not _room_for(intake, limits, member.file_size, rel):
@@ -365,7 +378,7 @@ def _maybe_convert_notebook(dest: Path, intake: Intake) -> None:
 
     dropped = prefer_notebook(dest)
     if dropped:
-        intake.notes.append(f"{', '.join(dropped)} were the untouched stubs: the notebook was graded instead")
+        intake.note(f"{', '.join(dropped)} were the untouched stubs: the notebook was graded instead")
     if any((dest / f"{m}.py").exists() for m in CONTRACT_MODULES):
         return
     notebooks = sorted(dest.glob("*.ipynb"))
@@ -377,14 +390,14 @@ def _maybe_convert_notebook(dest: Path, intake: Intake) -> None:
     try:
         cells = notebook_code_cells(notebook)
     except Exception as exc:  # nbformat raises several kinds for a damaged file
-        intake.notes.append(f"could not read the notebook {label} ({type(exc).__name__}: {exc})"[:300])
+        intake.note(f"could not read the notebook {label} ({type(exc).__name__}: {exc})"[:300])
         return
     (dest / f"{NOTEBOOK_MODULE}.py").write_text(notebook_module_source(label, cells), encoding="utf-8")
     for module in CONTRACT_MODULES:
         (dest / f"{module}.py").write_text(contract_module_source(label, module), encoding="utf-8")
     intake.notebook = label
     if len(notebooks) > 1:
-        intake.notes.append(f"several notebooks: graded {label}")
+        intake.note(f"several notebooks: graded {label}")
 
 
 def notebook_code_cells(path: Path) -> list[str]:

@@ -386,3 +386,13 @@ def test_depth_and_length_caps_are_limits_of_the_intake(tmp_path):
     assert any("more than 3 levels deep" in n for n in taken.notes), taken.notes
     assert any("too long" in n for n in taken.notes), taken.notes
     assert not (tmp_path / "scratch" / "d" / "d" / "d" / "d").exists()
+
+
+def test_a_zip_of_many_too_deep_entries_gives_a_short_list_of_notes(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    reference_zip(subs / "many.zip", {f"{i}/" + "a/" * 20 + "x.py": b"x = 1\n" for i in range(2000)})
+    taken = materialise(discover(subs)[0], tmp_path / "scratch")
+    assert len(taken.notes) == intake.MAX_NOTES + 1
+    assert taken.notes[-1].startswith(f"... and {2000 - intake.MAX_NOTES} more")
+    assert {f"{m}.py" for m in CODE} <= {p.name for p in (tmp_path / "scratch").glob("*.py")}

@@ -1,0 +1,237 @@
+"""The grader's own bounds: hostile submissions aimed at its memory, time and scratch slots
+(tests/fixtures/bounded/), graded in one class beside honest copies of the reference.
+
+The class is graded in a separate process whose address space, and that of every process it starts
+(workers, zygote, deliverables checker), is limited to 2 GB: a regression that lets an answer or a
+file make the grader allocate without bound fails this test (a row goes missing or becomes an engine
+error) instead of taking the machine down. Each hostile row states its reason; the honest rows, some
+graded after the slot poisoner in its own slot, keep full marks.
+"""
+import json
+import os
+import re
+import resource
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import zlib
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+from engine_helpers import KIT, REFERENCE, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
+
+from grader import deliverables  # noqa: E402
+
+BOUNDED = Path(__file__).parent / "fixtures" / "bounded"
+CODE = ("self_attention", "multihead", "positional", "block")
+DELIVERABLES = ("attention_heatmap.png", "attention_weights.npy", "analysis.md", "transformer_block.png", "README.md")
+UID_BASE = uid_base_for_tests(2)
+JOBS = 2
+MEMORY_LIMIT = 2 << 30
+# Honest rows: one first, three after every hostile one (so the poisoned slot grades one of them next).
+HONEST = ("aaa_reference", "zzz_reference_1", "zzz_reference_2", "zzz_reference_3")
+
+GRADE = """
+import sys
+from grader import run
+from grader.sandbox import SandboxConfig
+# 10 s a call: the slot poisoner builds its 10,000 folders at import, on a machine that may be busy.
+config = SandboxConfig(call_timeout=10.0, cpu_seconds=20, uid_base=int(sys.argv[3]))
+sys.exit(run.main(submissions=sys.argv[1], out=sys.argv[2], jobs=int(sys.argv[4]), config=config))
+"""
+
+
+def _include(text: str) -> str:
+    return re.sub(r"^# @@INCLUDE (\S+)$", lambda m: (BOUNDED / m.group(1)).resolve().read_text(), text, flags=re.M)
+
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def png_with_a_second_header() -> bytes:
+    """The reference heatmap plus a second IHDR, after the pixels, claiming 2**30 x 2**30 pixels:
+    Pillow reads the first, a chunk walker that believed the last would allocate exabytes."""
+    data = (REFERENCE / "attention_heatmap.png").read_bytes()
+    end = data.rindex(b"IEND") - 4
+    huge = _chunk(b"IHDR", struct.pack(">IIBBBBB", 1 << 30, 1 << 30, 8, 6, 0, 0, 0))
+    return data[:end] + huge + data[end:]
+
+
+def png_bomb() -> bytes:
+    """7000 x 7000 white pixels (49 megapixels, just under the checker's cap) in ~200 KB: 196 MB decoded."""
+    path = Path(tempfile.mkstemp(suffix=".png")[1])
+    try:
+        Image.new("RGBA", (7000, 7000), "white").save(path, compress_level=9)
+        return path.read_bytes()
+    finally:
+        path.unlink()
+
+
+# Deliverables built against the checker: (file written, files removed, the check it is judged by).
+DELIVERABLE_BOMBS = {
+    "png_second_header": ({"attention_heatmap.png": png_with_a_second_header}, (), "heatmap_png"),
+    "png_bomb": ({"attention_heatmap.png": png_bomb}, (), "heatmap_png"),
+    # Without a closing "-->" each "<!--" used to make the README's code filter scan to the end.
+    "readme_comment_bomb": ({"README.md": lambda: b"Query Key Value " + b"<!--" * 60_000}, (), "readme"),
+    # Lines of spaces: "^\s*" at every line start used to scan every later line too.
+    "analysis_blank_bomb": ({"analysis.md": lambda: b"'sat' 0.42 head\n" + b"   \n" * 60_000}, (), "analysis"),
+    # Many DOCTYPEs with no ">": the entity check used to scan to the end from each of them.
+    "svg_doctype_bomb": ({"transformer_block.svg": lambda: b"<svg>" + b"<!DOCTYPE " * 500_000},
+                         ("transformer_block.png",), "diagram"),
+}
+
+
+def build_class(root: Path) -> Path:
+    subs = root / "submissions"
+
+    def honest(name):
+        folder = make_submission(subs / name)
+        for f in DELIVERABLES:
+            shutil.copy(REFERENCE / f, folder / f)
+        return folder
+
+    for name in HONEST:
+        honest(name)
+    for case in sorted(p for p in BOUNDED.iterdir() if p.is_dir()):
+        folder = honest(case.name)
+        for f in case.iterdir():
+            (folder / f.name).write_text(_include(f.read_text()))
+    for name, (files, removed, _) in DELIVERABLE_BOMBS.items():
+        folder = honest(name)
+        for f in removed:
+            (folder / f).unlink()
+        for f, make in files.items():
+            (folder / f).write_bytes(make())
+    return subs
+
+
+def _limit_memory():
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+@pytest.fixture(scope="module")
+def batch():
+    root = Path(tempfile.mkdtemp(prefix="day13-bounds-"))
+    subs, out = build_class(root), root / "out"
+    proc = subprocess.run([sys.executable, "-c", GRADE, str(subs), str(out), str(UID_BASE), str(JOBS)],
+                          cwd=KIT, capture_output=True, text=True, timeout=1200, preexec_fn=_limit_memory)
+    records = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/record.json")}
+    yield dict(proc=proc, out=out, records=records)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def components(record) -> dict:
+    got = {}
+    for t in record["tests"]:
+        score, top = got.get(t["component"], (0.0, 0.0))
+        got[t["component"]] = (round(score + t["score"], 4), round(top + t["max_score"], 4))
+    return got
+
+
+def text_of(record) -> str:
+    return "\n".join(record["notes"] + [t["output"] for t in record["tests"]] + [record["status"]])
+
+
+def honest_rows_unaffected(batch):
+    reference = batch["records"][HONEST[0]]
+    for name in HONEST:
+        record = batch["records"][name]
+        assert record["total"] == record["max_total"] == 100, (name, text_of(record)[:2000])
+        assert record["status"] == "ok" and record["notes"] == [], name
+        assert record["tests"] == reference["tests"], name
+
+
+def nothing_left():
+    assert settled(lambda: processes_of(range(UID_BASE, UID_BASE + JOBS))) == []
+    assert settled(lambda: descendants(os.getpid())) == []
+
+
+def check(batch, name, *, hit, status, reason):
+    """Only `hit` lost points, the row's status and feedback say why, the honest rows are untouched."""
+    record = batch["records"][name]
+    for component, (score, top) in components(record).items():
+        if component != hit:
+            assert score == top, (name, component, text_of(record)[:2000])
+    score, top = components(record)[hit]
+    assert score < top, (name, hit)
+    assert record["status"] == status, (name, record["status"])
+    assert re.search(reason, text_of(record)), (name, reason, text_of(record)[:2000])
+    honest_rows_unaffected(batch)
+    nothing_left()
+
+
+def test_the_class_is_graded_under_2_gb_per_process_with_a_row_each(batch):
+    proc = batch["proc"]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    expected = set(HONEST) | {p.name for p in BOUNDED.iterdir() if p.is_dir()} | set(DELIVERABLE_BOMBS)
+    assert set(batch["records"]) == expected
+    assert "engine-error" not in {r["status"] for r in batch["records"].values()}
+    honest_rows_unaffected(batch)
+    nothing_left()
+
+
+def test_a_250_mb_answer_is_refused_before_it_is_read(batch):
+    check(batch, "reply_flood", hit="self_attention", status="oversized-reply",
+          reason=r"OversizedReply: one answer was over the 16 MB a call may send back")
+
+
+def test_an_answer_claiming_an_8_tb_array_is_refused(batch):
+    check(batch, "giant_shape", hit="positional", status="oversized-reply", reason=r"over the 16 MB a call may send back")
+
+
+def test_answers_that_pass_the_submissions_cap_stop_its_calls(batch):
+    # The cap is the submission's: the calls after it (block's, here) go unanswered too, with the reason.
+    record = batch["records"]["reply_hoard"]
+    assert record["status"] == "oversized-reply"
+    assert "passed the 64 MB the grader keeps for one submission" in text_of(record)
+    assert components(record)["self_attention"][0] == components(record)["self_attention"][1]
+    assert components(record)["multihead"][0] < components(record)["multihead"][1]
+    honest_rows_unaffected(batch)
+
+
+def test_a_forged_answer_is_the_submissions_fault_not_the_engines(batch):
+    check(batch, "forged_reply", hit="block", status="protocol-error",
+          reason=r"ProtocolError: the process sent an answer the grader's executor never writes \(forged")
+
+
+def test_a_slot_poisoned_by_its_child_is_fresh_for_the_next_submission(batch):
+    record = batch["records"]["zz_scratch_poison"]
+    assert record["total"] == 100 and record["status"] == "ok", text_of(record)[:2000]
+    honest_rows_unaffected(batch)  # the zzz_ rows come after it, in both slots
+    if os.geteuid() == 0:
+        assert record["isolation"]["scratch_quota_mb"] == 128
+
+
+@pytest.mark.parametrize("name", sorted(DELIVERABLE_BOMBS))
+def test_deliverables_built_against_the_checker_get_a_verdict(batch, name):
+    record = batch["records"][name]
+    check_id = DELIVERABLE_BOMBS[name][2]
+    verdicts = {t["name"].split(".", 1)[1]: t for t in record["tests"] if t["component"] == "deliverables"}
+    for c in CODE:
+        assert components(record)[c][0] == components(record)[c][1], (name, c)
+    for other, test in verdicts.items():
+        if other != check_id:
+            assert test["status"] == "passed", (name, other, test["output"])
+    if name == "png_second_header":
+        assert verdicts[check_id]["status"] == "passed"  # the picture itself is the reference's
+    else:
+        assert verdicts[check_id]["status"] == "failed"
+        assert "checker failed" not in verdicts[check_id]["output"]
+    if name == "png_bomb":
+        assert "looks blank" in verdicts[check_id]["output"]
+    honest_rows_unaffected(batch)
+
+
+def test_the_png_shortcut_trusts_only_the_checked_size():
+    data = png_with_a_second_header()
+    size = Image.open(__import__("io").BytesIO(data)).size
+    assert deliverables._png_rows(data, size, 100) is None  # a second IHDR: no shortcut
+    plain = (REFERENCE / "attention_heatmap.png").read_bytes()
+    assert deliverables._png_rows(plain, size, 100) is not None
+    assert deliverables._png_rows(plain, (size[0] * 1000, size[1]), 100) is None  # disagrees with the header

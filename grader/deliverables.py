@@ -242,7 +242,7 @@ def _decode_image(name: str, data: bytes, formats: tuple[str, ...], *, load: boo
         image = Image.open(io.BytesIO(data), formats=list(formats))
         if image.format == "JPEG":
             image.draft("RGB", (2048, 2048))  # decode big photos at a reduced scale
-    except _Problem:
+    except (_Problem, MemoryError):  # a memory limit is not a damaged file: run_checks says which
         raise
     except Exception as error:  # Pillow raises many types for broken files; all mean the same here
         raise _unreadable(name, data, formats, error) from None
@@ -252,6 +252,8 @@ def _decode_image(name: str, data: bytes, formats: tuple[str, ...], *, load: boo
 def _load_pixels(name: str, data: bytes, formats: tuple[str, ...], image):
     try:
         image.load()
+    except MemoryError:
+        raise
     except Exception as error:
         raise _unreadable(name, data, formats, error) from None
     return image

@@ -27,13 +27,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--only", nargs="+", default=None, metavar="NAME",
                    help="regrade these submissions (rows of grades.csv) and leave the others as they are")
     p.add_argument("--shard", default=None, metavar="K/N", help="grade only slice K of N (1-based)")
+    p.add_argument("--overrides", default=None, metavar="FILE",
+                   help="a person's decisions on points (default OUT/overrides.csv; see grader/overrides.py)")
     p.set_defaults(run=lambda a: _call("run", "main", submissions=a.submissions, out=a.out,
-                                       jobs=a.jobs, force=a.force, only=a.only, shard=a.shard))
+                                       jobs=a.jobs, force=a.force, only=a.only, shard=a.shard,
+                                       overrides=a.overrides))
 
     p = sub.add_parser("merge", help="join the outputs of several shards into one gradebook and report")
     p.add_argument("shards", nargs="+", help="the --out folders of the shards")
     p.add_argument("--out", required=True)
-    p.set_defaults(run=lambda a: _call("report", "merge", shards=a.shards, out=a.out))
+    p.add_argument("--overrides", default=None, metavar="FILE", help="default: the merged folder's overrides.csv")
+    p.set_defaults(run=lambda a: _call("report", "merge", shards=a.shards, out=a.out, overrides_path=a.overrides))
 
     p = sub.add_parser("check", help="check one submission's deliverables (heatmap, analysis, diagram, README)")
     p.add_argument("submission")

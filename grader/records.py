@@ -43,10 +43,13 @@ class SubmissionResult:
     execution_time: float = 0.0  # seconds, excluded from determinism checks
     evidence: dict = field(default_factory=dict)  # small arrays for the report's heatmaps (lists of floats)
     digests: dict = field(default_factory=dict)  # submission / inputs / rubric digests (grader/regrade.py)
+    # A person's decisions (grader/overrides.py), applied when the files are written; empty in record.json.
+    overrides: list = field(default_factory=list)
+    adjustment: float = 0.0  # points a `*` override adds to the total
 
     @property
     def total(self) -> float:
-        return round(sum(t.score for t in self.tests), 4)
+        return round(sum(t.score for t in self.tests) + self.adjustment, 4)
 
     @property
     def max_total(self) -> float:

@@ -34,10 +34,11 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
 
+from grader import overrides
 from grader.records import COMPONENTS, SubmissionResult, TestResult
 
 RECORD_VERSION = 1
-GRADES_COLUMNS = ("submission", "total", "max_total", *COMPONENTS, "status", "source")
+GRADES_COLUMNS = ("submission", "total", "max_total", *COMPONENTS, "status", "source", "overrides")
 PLOTS = "_plots"  # intake never names a submission with a leading "_", so no student folder can clash
 # Every file a run writes beside the row folders: intake never gives a row one of these names.
 CLASS_FILES = ("grades.csv", "summary.md", "report.html", "similarity.csv", "similarity.html", PLOTS)
@@ -168,6 +169,8 @@ def write_submission(out_dir: Path, result: SubmissionResult) -> None:
 def _summary_line(result: SubmissionResult) -> str:
     parts = " · ".join(f"{c} {_number(s)}/{_number(m)}" for c, (s, m) in _by_component(result).items())
     line = f"Score {_number(result.total)}/{_number(result.max_total)} ({parts})."
+    if result.adjustment:
+        line += f" Includes {result.adjustment:+g} from your instructor."
     if result.status != "ok":
         line += f" Status: {result.status}."
     return line
@@ -196,8 +199,12 @@ def gradescope_json(result: SubmissionResult) -> dict:
         "output": output,
         "visibility": "visible",
         "stdout_visibility": "hidden",
-        "tests": tests,
-        "extra_data": {"status": result.status, "isolation": result.isolation},
+        "tests": tests + ([{"name": "Instructor's adjustment", "score": result.adjustment, "max_score": 0,
+                            "status": "passed", "output": "; ".join(o["comment"] for o in result.overrides
+                                                                       if o["test"] == overrides.BONUS),
+                            "visibility": "visible"}] if result.adjustment else []),
+        "extra_data": {"status": result.status, "isolation": result.isolation,
+                       **({"overrides": result.overrides} if result.overrides else {})},
     }
 
 
@@ -253,6 +260,19 @@ def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = N
         passed = sum(t.status == "passed" for t in tests)
         out.append(f"| {component} | {_number(score)} / {_number(possible)} | {passed} / {len(tests)} |")
     out.append("")
+    if result.overrides:
+        out += ["## Reviewed by your instructor", ""]
+        for o in result.overrides:
+            who = f" ({_md_inline(o['by'])})" if o.get("by") else ""
+            if o["points"] is None:
+                change = "reviewed"
+            elif o["test"] == overrides.BONUS:
+                change = f"{o['points']:+g} points on the total"
+            else:
+                change = f"{_number(o['automated'])} → {_number(o['points'])} points"
+            comment = f": {_md_inline(o['comment'])}" if o.get("comment") else ""
+            out.append(f"- {_md_code(o['test'])} {change}{who}{comment}")
+        out.append("")
     if result.notes:
         out += ["## What went wrong while grading", ""]
         out += [f"- {_md_inline(n)}" for n in result.notes]
@@ -346,18 +366,74 @@ def _hint_from_output(output: str) -> str:
 # ---------------------------------------------------------------- the class
 
 
-def write_class(out_dir: Path) -> None:
-    """grades.csv, summary.md, report.html and _plots/ from every <out>/*/record.json."""
+def write_class(out_dir: Path, overrides_path: Path | None = None) -> None:
+    """grades.csv, summary.md, report.html and _plots/ from every <out>/*/record.json, with the
+    overrides file (OUT/overrides.csv unless given) applied; each submission's results.json and
+    feedback.md are rewritten where the overrides change them. OverrideError for a row naming an
+    unknown submission or test: nothing is written then."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     records, problems = load_records(out_dir)
+    path = Path(overrides_path) if overrides_path else overrides.default_path(out_dir)
+    rows = overrides.read(path)
+    overrides.check(rows, records, path=path)
+    decided = overrides.effective(rows)
+    records = [overrides.apply(r, decided.get(r.submission, {})) for r in records]
+    _write_reviewed(out_dir, records)
     write_atomic(out_dir / "grades.csv", grades_csv(records))
     stats = class_stats(records, _hint_texts())
     plots = _write_plots(out_dir, records, stats)
-    write_atomic(out_dir / "summary.md", summary_markdown(stats, plots, problems))
+    reviewed = [r for r in records if r.overrides]
+    write_atomic(out_dir / "summary.md", summary_markdown(stats, plots, problems) + _overrides_markdown(reviewed))
     from grader import similarity  # its section reads OUT/similarity.csv, written by `grade` or `similarity`
 
-    write_atomic(out_dir / "report.html", report_html(stats, plots, problems, [similarity.report_section(out_dir)]))
+    write_atomic(out_dir / "report.html", report_html(stats, plots, problems, [similarity.report_section(out_dir),
+                                                                              _overrides_html(reviewed)]))
+
+
+def _overrides_rows(reviewed: list[SubmissionResult]):
+    for r in reviewed:
+        for o in r.overrides:
+            if o["points"] is None:
+                change = "reviewed"
+            elif o["test"] == overrides.BONUS:
+                change = f"{o['points']:+g}"
+            else:
+                change = f"{_number(o['automated'])} → {_number(o['points'])}"
+            yield r.submission, o["test"], change, o.get("comment", ""), o.get("by", "")
+
+
+def _overrides_markdown(reviewed: list[SubmissionResult]) -> str:
+    if not reviewed:
+        return ""
+    out = ["", "## Reviewed by hand (overrides.csv)", "", "| submission | test | points | comment | by |",
+           "| --- | --- | --- | --- | --- |"]
+    out += [" | ".join(["", *(_md_inline(x) for x in row), ""]).strip() for row in _overrides_rows(reviewed)]
+    return "\n".join(out) + "\n"
+
+
+def _overrides_html(reviewed: list[SubmissionResult]) -> str:
+    e = html.escape
+    out = ["<h2>Reviewed by hand (overrides.csv)</h2>"]
+    if not reviewed:
+        return "\n".join(out + ["<p>No overrides.</p>"])
+    out.append("<table><tr><th>submission</th><th>test</th><th>points</th><th>comment</th><th>by</th></tr>")
+    out += ["<tr>" + "".join(f"<td>{e(str(x))}</td>" for x in row) + "</tr>" for row in _overrides_rows(reviewed)]
+    return "\n".join(out + ["</table>"])
+
+
+def _write_reviewed(out_dir: Path, records: list[SubmissionResult]) -> None:
+    """results.json and feedback.md as the overrides make them, where they differ from the files."""
+    hints = _hint_texts()
+    for r in records:
+        folder = out_dir / _check_name(r.submission)
+        for name, text in (("results.json", _dumps(gradescope_json(r))), ("feedback.md", feedback_markdown(r, hints))):
+            try:
+                same = (folder / name).read_text(encoding="utf-8") == text
+            except (OSError, UnicodeDecodeError):
+                same = False
+            if not same:
+                write_atomic(folder / name, text)
 
 
 def grades_csv(records: list[SubmissionResult]) -> str:
@@ -367,7 +443,8 @@ def grades_csv(records: list[SubmissionResult]) -> str:
     for r in sorted(records, key=lambda r: r.submission):
         parts = r.component_scores()
         writer.writerow([_cell(r.submission), _number(r.total), _number(r.max_total),
-                         *(_number(parts.get(c, 0.0)) for c in COMPONENTS), _cell(r.status), _cell(r.source)])
+                         *(_number(parts.get(c, 0.0)) for c in COMPONENTS), _cell(r.status), _cell(r.source),
+                         _cell(overrides.summary(r))])
     return buffer.getvalue()
 
 
@@ -747,8 +824,9 @@ def report_html(stats: dict, plots: dict, problems: list[str], sections: list[st
 # ---------------------------------------------------------------- merge
 
 
-def merge(*, shards: list[str], out: str) -> int:
-    """Join the --out folders of several shards into `out`, then rewrite the class files.
+def merge(*, shards: list[str], out: str, overrides_path: str | None = None) -> int:
+    """Join the --out folders of several shards into `out`, then rewrite the class files with the
+    merged folder's overrides file (or `overrides_path`) applied.
 
     A submission graded in two shards is a mistake in the sharding: if both records agree
     (timing apart) one copy is kept and the duplicate is reported; if they disagree nothing
@@ -800,7 +878,11 @@ def merge(*, shards: list[str], out: str) -> int:
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-    write_class(out_dir)
+    try:
+        write_class(out_dir, overrides_path)
+    except overrides.OverrideError as error:
+        print(f"merge: {error}", file=sys.stderr)
+        return 2
     print(f"merge: {len(sources)} submissions from {len(shards)} shards -> {out_dir}/grades.csv, "
           f"{out_dir}/report.html")
     for d in duplicates:

@@ -44,7 +44,7 @@ class UsageError(ValueError):
     pass
 
 
-def main(*, submissions, out, jobs=None, force=False, only=None, shard=None,
+def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, overrides=None,
          config: SandboxConfig | None = None) -> int:
     """Grade every submission under `submissions` into `out`. Returns 0, 1 (engine fault) or 2 (usage).
 
@@ -62,6 +62,17 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None,
     subs = [s for s in subs if not _contains(s.source, out)]
     for moved in retire_moved_rows(out, subs):
         print(f"grade: {moved}", flush=True)
+    overrides_path = Path(overrides) if overrides else out / "overrides.csv"
+    try:
+        # Checked before anything is graded: a typo in a name should not wait for the whole class.
+        from grader import overrides as decisions
+        from grader.report import load_records
+
+        decisions.check(decisions.read(overrides_path), load_records(out)[0] if out.is_dir() else [],
+                        path=overrides_path, submissions={s.name for s in subs})
+    except (decisions.OverrideError, OSError) as exc:
+        print(f"grade: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     subs = [s for i, s in enumerate(subs) if i % shard_n == shard_k - 1]
     if only:
         unknown = sorted(set(only) - {s.name for s in subs})
@@ -109,7 +120,11 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None,
     if shard_n == 1:
         _similarity(subs, out, jobs)
     regrade.keep_rubric(out)
-    report.write_class(out)
+    try:
+        report.write_class(out, overrides_path)
+    except decisions.OverrideError as exc:
+        print(f"grade: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     # The same engine fault on every row (e.g. a sandbox that cannot start) is said once.
     causes: dict[str, list[str]] = {}
     for fault in faults:

@@ -2,8 +2,8 @@
 
 It runs in two places (docs/architecture.md): inside the sandboxed child on student code,
 and in the grader process on trusted code (reference, catalogue mutants, correct variants).
-So it may import only torch, numpy, the standard library, grader.forbidden and
-grader.day13.standins: nothing here knows an expected value.
+So it may import only torch, numpy and the standard library (and, in the grader process only, the
+lesson's stand-ins): nothing here knows an expected value.
 
 A call is (header, arrays). Values inside the header are JSON; `{"array": "name"}` refers
 to an entry of `arrays`. Ops:
@@ -19,8 +19,11 @@ to an entry of `arrays`. Ops:
   inspect   {"op": "inspect", "module": ..., "cls": ..., "init": [...],
              "attrs": [{"name": "W_q", "paths": ["W_q", "Wq"]}]}
 
-The result header always holds "error" (None or {"type", "message", "traceback", "stage"})
-and "forbidden" (forbidden APIs this loader's code has used so far). Outputs are listed in
+A header may carry "standins_source": the source of the grader's stand-ins, sent to a sandboxed
+child with the first call that needs them (grader/sandbox.py) and never held by a child before.
+
+The result header always holds "error" (None or {"type", "message", "traceback", "stage"}); library
+attention, switched off in the child (grader/forbidden.py), shows there as an error naming it. Outputs are listed in
 "outputs" (one entry per returned value: a tensor's array name, dtype and shape, or a short
 description of a non-tensor); gradients in "grads" (name -> array name, or None when no
 gradient reached that input) and a "grad_error" when backward itself raised.
@@ -40,8 +43,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
-from grader import forbidden
 
 STUDENT_MODULES = ("self_attention", "multihead", "positional", "block")
 # Each part is graded on its own (assignments/day13/CONTRACT.md, "One bug costs one part"): multihead.py
@@ -85,8 +86,24 @@ class ModuleLoader:
         self.meta_inspect = meta_inspect
         self.modules: dict[str, types.ModuleType] = {}
         self.errors: dict[str, dict] = {}
-        self.forbidden_seen: set[str] = set()
-        forbidden.install()
+        self.standins: types.ModuleType | None = None  # the grader's stand-ins, once this loader has them
+
+    def receive_standins(self, source: str) -> None:
+        """The stand-ins' source, sent by the grader with the first call that needs them: run as a
+        module that is in no sys.modules, so student code cannot import it by name."""
+        if self.standins is None:
+            module = types.ModuleType("grader_standins")
+            exec(compile(source, "<grader stand-ins>", "exec"), module.__dict__)
+            self.standins = module
+
+    def standin_module(self) -> types.ModuleType:
+        if self.standins is None:
+            if not self.isolated:
+                raise GraderCallError("the grader's stand-ins were not sent to this process (an engine fault)")
+            from grader.day13 import standins  # trusted code in the grader's own process
+
+            self.standins = standins
+        return self.standins
 
     # -- public -------------------------------------------------------------------------
     def load(self, name: str) -> types.ModuleType:
@@ -95,13 +112,9 @@ class ModuleLoader:
             return self.modules[name]
         if name in self.errors:
             raise _ImportFailure(name, self.errors[name])
-        stand_ins = {dep: _standin_module(dep) for dep in ALWAYS_STANDIN.get(name, ())}
         try:
-            with forbidden.recording() as seen:
-                try:
-                    module = self._import(name, stand_ins)
-                finally:
-                    self.forbidden_seen |= seen
+            stand_ins = {dep: _standin_module(dep, self.standin_module()) for dep in ALWAYS_STANDIN.get(name, ())}
+            module = self._import(name, stand_ins)
         except BaseException as exc:  # a student's import may raise anything, even SystemExit
             if isinstance(exc, KeyboardInterrupt):
                 raise
@@ -192,9 +205,7 @@ def _is_from(module, directory: Path) -> bool:
     return bool(origin) and Path(origin).resolve().parent == directory
 
 
-def _standin_module(name: str) -> types.ModuleType:
-    from grader.day13 import standins
-
+def _standin_module(name: str, standins: types.ModuleType) -> types.ModuleType:
     module = types.ModuleType(name)
     module.__doc__ = f"grader stand-in for {name}.py"
     if name == "multihead":
@@ -307,23 +318,20 @@ def execute(header: dict, arrays: dict, *, loader: ModuleLoader) -> tuple[dict, 
     out_header: dict = {"error": None, "outputs": [], "grads": {}, "grad_error": None}
     out_arrays: dict = {}
     op = header.get("op")
+    if isinstance(header.get("standins_source"), str):
+        loader.receive_standins(header["standins_source"])
     try:
-        with forbidden.recording() as seen, loader.active():
-            try:
-                if op == "function":
-                    _run_function(header, arrays, loader, out_header, out_arrays)
-                elif op == "module":
-                    _run_module(header, arrays, loader, out_header, out_arrays)
-                elif op == "inspect":
-                    _run_inspect(header, loader, out_header)
-                else:
-                    raise GraderCallError(f"unknown op {op!r}")
-            finally:
-                loader.forbidden_seen |= seen
-                out_header["forbidden_call"] = sorted(seen)
+        with loader.active():
+            if op == "function":
+                _run_function(header, arrays, loader, out_header, out_arrays)
+            elif op == "module":
+                _run_module(header, arrays, loader, out_header, out_arrays)
+            elif op == "inspect":
+                _run_inspect(header, loader, out_header)
+            else:
+                raise GraderCallError(f"unknown op {op!r}")
     except _Failed as failed:
         out_header["error"] = failed.record
-    out_header["forbidden"] = sorted(loader.forbidden_seen)
     return out_header, out_arrays
 
 
@@ -381,8 +389,7 @@ def _run_module(header, arrays, loader, out_header, out_arrays):
     tensors = _tensors(header, arrays)
     loaded = {}
     with _stage("load", loader):
-        from grader.day13 import standins
-
+        standins = loader.standin_module() if header.get("standins") else None
         for path, kind in (header.get("standins") or {}).items():
             parent, attr = _parent(obj, path)
             if not hasattr(parent, attr):

@@ -1,103 +1,214 @@
-"""Runtime detection of the library attention the assignment forbids.
+"""Library attention, switched off inside the sandboxed child where student code runs.
 
-Computing attention is the point of Day 13, so a submission may not call
-F.scaled_dot_product_attention, nn.MultiheadAttention or the nn.Transformer* layers.
-`install()` wraps them (before any student module is imported) so that every use is
-recorded while student code runs, however it was reached (an alias, a subclass, a helper
-module). The grader process adds a static scan of the source (grader/score.py).
+Computing attention is the point of the lesson, so its library forms cost the part that uses them.
+What counts is lesson data (the lesson folder's forbidden.toml, read by `load_policy`). Two layers
+enforce it, and neither rests on anything student code can reach and change:
 
-Runs inside the sandboxed child: imports only torch and the standard library.
+- the grader's static scan of the submission's source, in the grader's own process (grader/score.py);
+- this module, in the sandbox: `prepare()` runs once in the zygote, before any child exists, and
+  makes library attention give no answer in every child:
+    * each aten attention operator gets a kernel that raises, for every dispatch key that has one
+      (CPU, autograd, meta, nested, vmap, autocast...). The registration handle is kept alive by a
+      reference count that no Python object holds, so student code can neither find it to undo it nor
+      reach the kernels it replaced (registering its own kernel only runs its own code);
+    * each library attention written in Python out of ordinary ops (F.multi_head_attention_forward,
+      nn.MultiheadAttention, the nn.Transformer* layers, flex attention...) gets its code replaced by
+      code that raises, so every reference to it, however it was reached, raises;
+  and the function it returns arms each child before student code runs: an audit hook (which Python
+  never lets anyone remove) refuses to open the source of those modules (no reload, no second copy),
+  the kit's own files, and the means to open them indirectly (links, a changed working directory,
+  `..` in a path, a directory above them, ctypes). The hook and everything it uses are untracked by
+  the collector, so no heap walk finds them.
+
+Every refusal says "library attention is switched off in the grader" (MARK): the grader reads that
+in a call's error and costs the part with its rubric message.
+
+Imports only torch and the standard library (the zygote imports it before anything else).
 """
 from __future__ import annotations
 
 import contextlib
-import functools
-import threading
+import importlib
+import importlib.util
+import os
+import sys
+import tomllib
+import warnings
+from pathlib import Path
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
-
-FUNCTIONS = ("scaled_dot_product_attention", "multi_head_attention_forward")
-CLASSES = (
-    "MultiheadAttention",
-    "Transformer",
-    "TransformerEncoderLayer",
-    "TransformerDecoderLayer",
-    "TransformerEncoder",
-    "TransformerDecoder",
-)
-NAMES = FUNCTIONS + CLASSES
-
-_lock = threading.Lock()
-_installed = False
-_recorders: list[set] = []
-seen_ever: set[str] = set()
+MARK = "library attention is switched off in the grader"
+LESSON_POLICY = Path(__file__).resolve().parent / "day13" / "forbidden.toml"
 
 
-def _record(name: str) -> None:
-    seen_ever.add(name)
-    for recorder in _recorders:
-        recorder.add(name)
+def load_policy(path=None) -> dict:
+    """The lesson's forbidden.toml as a dict (every table present, possibly empty)."""
+    with open(path or LESSON_POLICY, "rb") as f:
+        policy = tomllib.load(f)
+    for table in ("names", "kernels", "python", "flags", "standins"):
+        policy.setdefault(table, {})
+    return policy
 
 
-@contextlib.contextmanager
-def recording():
-    """Collect, into the yielded set, the forbidden names used while the block runs."""
-    seen: set[str] = set()
-    _recorders.append(seen)
-    try:
-        yield seen
-    finally:
-        # by identity: two recorders holding the same names compare equal
-        del _recorders[next(i for i, r in enumerate(_recorders) if r is seen)]
+# -- in the zygote --------------------------------------------------------------------------------
+def prepare(policy: dict | None = None, *, kit_root: str | None = None):
+    """Switch library attention off in this process (irreversibly) and return `arm(scratch)`, which
+    each child calls on itself before any student code runs."""
+    policy = policy if policy is not None else load_policy()
+    import torch  # noqa: F401  (the kernels below belong to it)
+
+    _disable_kernels(policy["kernels"].get("ops", ()))
+    sources = _disable_python(policy["python"].get("functions", ()))
+    denied = _identities(sources)
+    kit = [Path(kit_root, p) for p in policy["names"].get("kit_packages", ())] if kit_root else []
+    kit_files = [f for folder in kit if folder.is_dir() for f in folder.rglob("*") if f.is_file()]
+    denied |= _identities(kit_files)
+    folders = _identities({parent for f in [*sources, *kit_files] for parent in Path(f).parents})
+    kit_modules = tuple(policy["names"].get("kit_packages", ()))
+    import linecache
+
+    linecache.clearcache()  # no source line of the disabled code stays in memory
+
+    def arm(scratch: str) -> None:
+        for name in [n for n in sys.modules if n.split(".")[0] in kit_modules]:
+            del sys.modules[name]  # the executor keeps its own references
+        _arm_hook(frozenset(denied), frozenset(folders), os.stat(scratch).st_dev)
+
+    return arm
 
 
-def _wrap_function(original, name):
-    @functools.wraps(original)
-    def watched(*args, **kwargs):
-        _record(name)
-        return original(*args, **kwargs)
+def _disable_kernels(ops) -> None:
+    import torch
 
-    watched.__grader_watched__ = True
-    return watched
+    def kernel_for(name):
+        message = f"{MARK}: torch.ops.aten.{name}. Computing attention yourself is the point of this lesson."
 
+        def refuse(*args, **kwargs):
+            raise RuntimeError(message)
 
-def _wrap_method(cls, method, name):
-    original = cls.__dict__.get(method)
-    if original is None or getattr(original, "__grader_watched__", False):
-        return
+        return refuse
 
-    @functools.wraps(original)
-    def watched(self, *args, **kwargs):
-        _record(name)
-        return original(self, *args, **kwargs)
-
-    watched.__grader_watched__ = True
-    setattr(cls, method, watched)
-
-
-def install() -> None:
-    """Wrap the forbidden APIs once per process (idempotent)."""
-    global _installed
-    with _lock:
-        if _installed:
-            return
-        for name in FUNCTIONS:
-            original = getattr(F, name, None)
-            if original is not None and not getattr(original, "__grader_watched__", False):
-                setattr(F, name, _wrap_function(original, name))
-            native = getattr(torch._C._nn, name, None)
-            if native is not None and not getattr(native, "__grader_watched__", False):
-                setattr(torch._C._nn, name, _wrap_function(native, name))
-        for name in CLASSES:
-            cls = getattr(nn, name, None)
-            if cls is None:
+    keys = list(torch._C.DispatchKey.__members__)
+    handle = torch._C._dispatch_library("IMPL", "aten", "", "", 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "overriding a previously registered kernel": that is the point
+        for op in ops:
+            packet = getattr(torch.ops.aten, op, None)
+            if packet is None:
                 continue
-            _wrap_method(cls, "__init__", name)
-            _wrap_method(cls, "forward", name)
-        _installed = True
+            for overload in packet.overloads():
+                name = op if overload == "default" else f"{op}.{overload}"
+                for key in keys:
+                    with contextlib.suppress(Exception):
+                        if torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", key):
+                            handle.impl(name, key, kernel_for(name), False)
+    # Kept alive by a reference no object holds (the handle is not tracked by the collector either):
+    # dropping it would undo every registration above, and no student code can reach it to do so.
+    import ctypes
+
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(handle))
 
 
-def is_installed() -> bool:
-    return _installed
+def _disable_python(functions) -> set[str]:
+    """Replace the code of each library function by code that raises; the source files they came from."""
+    sources = set()
+    for spec in functions:
+        module_name, _, qualname = spec.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except Exception:
+            continue
+        owner, *path = [module, *qualname.split(".")]
+        target = owner
+        for part in path:
+            owner, target = target, (vars(target).get(part) if isinstance(target, type) else getattr(target, part, None))
+        function = getattr(target, "__func__", target)
+        if not hasattr(function, "__code__"):
+            continue
+        _refuse_in_place(function, f"{module_name}.{qualname}")
+        if getattr(module, "__file__", None):
+            sources.add(module.__file__)
+            for level in ("", 1, 2):
+                with contextlib.suppress(Exception):
+                    sources.add(importlib.util.cache_from_source(module.__file__, optimization=level))
+    return sources
+
+
+def _refuse_in_place(function, qualname: str) -> None:
+    """Give `function` (and whatever it wraps) code that raises. In place: every reference to it,
+    however it was reached (an alias, a subclass, a module imported before), raises too."""
+    message = f"{MARK}: {qualname}. Computing attention yourself is the point of this lesson."
+    seen = set()
+    while function is not None and id(function) not in seen and hasattr(function, "__code__"):
+        seen.add(id(function))
+        name, frees = function.__code__.co_name, function.__code__.co_freevars
+        # A replacement must have as many free variables as the code it replaces: it names them after
+        # the raise (never run, but still free variables of the new code).
+        source = (f"def _outer():\n" + "".join(f"    {v} = None\n" for v in frees)
+                  + f"    def {name}(*args, **kwargs):\n        raise RuntimeError({message!r})\n"
+                  + "".join(f"        {v}\n" for v in frees) + f"    return {name}\n")
+        namespace: dict = {}
+        exec(compile(source, "<library attention>", "exec"), namespace)
+        function.__code__ = namespace["_outer"]().__code__
+        function = vars(function).pop("__wrapped__", None)
+
+
+def _identities(paths) -> set:
+    found = set()
+    for path in paths:
+        with contextlib.suppress(OSError):
+            st = os.stat(path)
+            found.add((st.st_dev, st.st_ino))
+    return found
+
+
+# -- in each child ----------------------------------------------------------------------------------
+def _arm_hook(denied: frozenset, folders: frozenset, scratch_device: int) -> None:
+    """Install the audit hook. It looks up no global name (all it uses is closed over), so rebinding a
+    builtin or a module attribute changes nothing it does."""
+    import ctypes
+    import gc
+    import stat as stat_module
+
+    stat, fspath, kind, oserror, refused = os.stat, os.fspath, type, OSError, PermissionError
+    is_dir = stat_module.S_ISDIR
+    kinds = (str, bytes, int)
+    messages = (f"{MARK}: this file (library attention or the grader's own code) cannot be opened from student code",
+                "the grader's sandbox does not open a path with '..' for student code",
+                "the grader's sandbox does not open a folder outside the submission for student code",
+                "the grader's sandbox does not allow this to student code")
+    closed_events = frozenset({"os.symlink", "os.link", "os.chdir", "os.fchdir", "os.chroot"})
+    dotdot = ("..", b"..")
+    separators = ("/", b"/")
+    armed = [False]
+
+    def hook(event, args):
+        if event == "open":
+            path = args[0]
+            if kind(path) not in kinds:
+                path = fspath(path)
+            if kind(path) is int:
+                return
+            binary = kind(path) is bytes
+            if dotdot[binary] in path.split(separators[binary]):
+                raise refused(messages[1])
+            try:
+                st = stat(path)
+            except oserror:
+                return  # nothing there to protect
+            if (st.st_dev, st.st_ino) in denied:
+                raise refused(messages[0])
+            if is_dir(st.st_mode) and ((st.st_dev, st.st_ino) in folders or st.st_dev != scratch_device):
+                raise refused(messages[2])  # a folder's fd would open files by paths this hook never sees
+        elif armed[0] and (event in closed_events or event[:7] == "ctypes."):
+            raise refused(messages[3] + f" ({event})")
+
+    sys.addaudithook(hook)
+    # Out of every heap walk: the hook, what it closes over, and the interpreter's list of hooks.
+    untrack = ctypes.pythonapi.PyObject_GC_UnTrack
+    untrack.argtypes = [ctypes.py_object]
+    untrack.restype = None
+    holders = [r for r in gc.get_referrers(hook) if kind(r) is list]
+    for obj in [hook, hook.__closure__, *hook.__closure__, denied, folders, closed_events, kinds, dotdot,
+                separators, messages, armed, *holders]:
+        untrack(obj)
+    armed[0] = True

@@ -2,9 +2,9 @@
 
 Process tree (as root; without root the layers that need it are skipped and recorded):
 
-    grader ──spawns──► zygote  (fresh interpreter: torch, numpy, grader.protocol/execute/forbidden,
-                          │      grader.day13.standins; nothing else. Its heap has no hidden test,
-                          │      no reference, no expected output to find.)
+    grader ──spawns──► zygote  (fresh interpreter: torch, numpy, grader.protocol/execute/forbidden;
+                          │      nothing else. Its heap has no hidden test, no reference, no expected
+                          │      output, no stand-in to find; library attention is switched off in it.)
                           └─fork─► student child = PID 1 of a new PID namespace, in a new network
                                    namespace; rlimits, uid drop, Landlock, seccomp, then
                                    a loop: recv call ─► execute() ─► send result
@@ -168,8 +168,12 @@ class Zygote:
 
     def __init__(self, *, slots: int, config: SandboxConfig = DEFAULT_CONFIG,
                  entry: str = "grader.execute", install: str | None = "grader.forbidden",
-                 preload: tuple[str, ...] = ("grader.day13.standins",), extra_path: tuple[str, ...] = ()):
+                 preload: tuple[str, ...] = (), extra_path: tuple[str, ...] = ()):
         self.config = config
+        # The grader's stand-ins are never in the zygote (every child would hold them): each child gets
+        # their source with the first call that needs them (SandboxTransport), and from then on answers
+        # no call of a part they implement.
+        self.standins = _lesson_standins() if install else None
         self._ctrl, theirs = [], []
         for _ in range(slots):
             mine, other = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -273,6 +277,8 @@ class Child:
     pidfd: int = -1
     layers: dict = field(default_factory=dict)
     served: set = field(default_factory=set)  # modules this child has already answered calls into
+    holds: frozenset = frozenset()  # parts the stand-ins it was sent implement: it answers none of their calls
+    has_standins: bool = False
     starts: dict = field(default_factory=dict)  # pid -> start time, checked before a kill by pid
 
     def kill(self) -> None:
@@ -371,6 +377,12 @@ class SandboxTransport:
                 i = todo[0]
                 header, arrays = calls[i]
                 module = str(header.get("module", "")) if isinstance(header, dict) else ""
+                if self._child is not None and module in self._child.holds:
+                    # This child holds a working implementation of the part this call grades (the
+                    # grader's stand-ins): the call goes to a fresh child, once the calls ahead are answered.
+                    if flight:
+                        break
+                    self._stop_child()
                 if not flight:
                     early = self._answer_without_child(module)
                     if early is None and self._child is None:
@@ -385,6 +397,7 @@ class SandboxTransport:
                         continue
                 if self._no_meta and isinstance(header, dict) and header.get("op") == "inspect":
                     header = dict(header, no_meta=True)
+                header = self._with_standins(header, module)
                 parts = protocol.encode(header, arrays)
                 size = sum(len(part) for part in parts)
                 if flight and flight_bytes + size > self.PIPELINE_BYTES:
@@ -445,6 +458,16 @@ class SandboxTransport:
         self.close()
 
     # -- internals
+
+    def _with_standins(self, header, module):
+        """The call as sent: with the stand-ins' source if it needs them and this child has none yet."""
+        standins = self.zygote.standins
+        if not standins or not isinstance(header, dict) or self._child.has_standins:
+            return header
+        if module in standins["needed_by"] or header.get("standins"):
+            self._child.holds, self._child.has_standins = standins["implements"], True
+            return dict(header, standins_source=standins["source"])
+        return header
 
     def _answer_without_child(self, module):
         if module in self._condemned:
@@ -656,6 +679,16 @@ def reply_problem(header: dict, arrays: dict) -> str | None:
     return None
 
 
+def _lesson_standins() -> dict:
+    """The lesson's stand-ins as the transport sends them: source, the modules whose calls need them,
+    and the parts they implement (the lesson's forbidden.toml, [standins])."""
+    from grader import forbidden
+
+    table = forbidden.load_policy()["standins"]
+    return {"source": forbidden.LESSON_POLICY.with_name(table.get("file", "standins.py")).read_text(),
+            "needed_by": frozenset(table.get("needed_by", ())), "implements": frozenset(table.get("implements", ()))}
+
+
 def _is_out_of_memory(error: dict) -> bool:
     kind, message = str(error.get("type", "")), str(error.get("message", ""))
     return kind == "MemoryError" or "can't allocate memory" in message or "not enough memory" in message
@@ -674,7 +707,8 @@ def _zygote_main(spec: dict) -> None:
     skip_absent_device_seed_stacks(torch)
     config = SandboxConfig(**{k: tuple(v) if k == "layers" else v for k, v in spec["config"].items()})
     entry = importlib.import_module(spec["entry"])
-    install = importlib.import_module(spec["install"]).install if spec["install"] else None
+    # Library attention is switched off here, once, before any child exists; `install` arms each child.
+    install = importlib.import_module(spec["install"]).prepare(kit_root=str(KIT_ROOT)) if spec["install"] else None
     for name in spec["preload"]:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
@@ -924,6 +958,9 @@ def _warm_up(torch) -> None:
     torch.manual_seed(0)
 
 
+# The warm-up runs the lesson's kinds of ops, but none of it is a working part of the assignment
+# (wrong scale, wrong base, a positional table inside the block): every child inherits whatever of it
+# stays in memory, and no part may find a working implementation of itself there.
 _WARM_UP_MODULE = """
 import math
 
@@ -932,7 +969,7 @@ import torch.nn as nn
 
 
 def attend(Q, K, V, mask=None):
-    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.size(-1))
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.size(-1) + 3)
     if mask is not None:
         scores = scores.masked_fill(mask == 0, float("-inf"))
     weights = torch.softmax(scores, dim=-1)
@@ -941,7 +978,7 @@ def attend(Q, K, V, mask=None):
 
 def table(T, d):
     position = torch.arange(T, dtype=torch.float32).unsqueeze(1)
-    rate = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d))
+    rate = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(77.0) / d))
     t = torch.zeros(T, d)
     t[:, 0::2] = torch.sin(position * rate)
     t[:, 1::2] = torch.cos(position * rate)
@@ -1007,7 +1044,7 @@ def _warm_up_executor(entry) -> None:
             padding = np.ones((2, 1, 1, 5), dtype=bool)
             padding[1, ..., 3:] = False
             weights = {"ln1.weight": np.ones(8, dtype), "ffn.0.weight": numbers(32, 8, dtype=dtype),
-                       "attn.proj.weight": np.eye(8, dtype=dtype)}
+                       "attn.out.weight": np.eye(8, dtype=dtype)}
             params = [{"name": n, "paths": [n], "array": f"p{i}"} for i, n in enumerate(weights)]
             net = {f"p{i}": w for i, w in enumerate(weights.values())}
             calls = []
@@ -1018,7 +1055,7 @@ def _warm_up_executor(entry) -> None:
                                "grad_wrt": ["Q", "K", "V"], "grad_out": {"0": "g"}}, arrays))
                 for pre in (False, True):
                     calls.append(({"op": "module", "module": "zygote_warmup", "cls": "Net", "init": [8, 2],
-                                   "init_kwargs": {"pre": pre}, "dtype": dtype, "standins": {"attn": "attention"},
+                                   "init_kwargs": {"pre": pre}, "dtype": dtype,
                                    "params": params, "args": [{"array": "x"}] + ([] if mask is None else [{"array": "mask"}]),
                                    "grad_wrt": ["x"], "grad_params": True, "grad_out": {"0": "x"}},
                                   {"x": x, **net, **({} if mask is None else {"mask": mask})}))
@@ -1085,7 +1122,7 @@ def _child(request, sock, out_fd, config, entry, install, libc, layers):
     program = _PRECOMPILED_SECCOMP if layers["pidns"] else None
     layers["seccomp"] = "seccomp" in config.layers and _seccomp(libc, program)
     if install is not None:
-        install()
+        install(scratch)
     if "probe" in request:  # the start-up check, run exactly where student code would run
         protocol.send_message(sock, {"probe": _probe_child(request["probe"]["imports"]), "layers": layers})
         os._exit(0)

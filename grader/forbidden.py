@@ -105,6 +105,8 @@ def _disable_kernels(ops) -> None:
     # dropping it would undo every registration above, and no student code can reach it to do so.
     import ctypes
 
+    # (So a process that did this ends with os._exit: at a normal exit the dispatcher would release
+    # these Python kernels after the interpreter is gone.)
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(handle))
 
 
@@ -171,7 +173,7 @@ def _arm_hook(denied: frozenset, folders: frozenset, scratch_device: int) -> Non
 
     stat, fspath, kind, oserror, refused = os.stat, os.fspath, type, OSError, PermissionError
     is_dir = stat_module.S_ISDIR
-    kinds = (str, bytes, int)
+    kinds, int_type, bytes_type = (str, bytes, int), int, bytes
     messages = (f"{MARK}: this file (library attention or the grader's own code) cannot be opened from student code",
                 "the grader's sandbox does not open a path with '..' for student code",
                 "the grader's sandbox does not open a folder outside the submission for student code",
@@ -186,9 +188,9 @@ def _arm_hook(denied: frozenset, folders: frozenset, scratch_device: int) -> Non
             path = args[0]
             if kind(path) not in kinds:
                 path = fspath(path)
-            if kind(path) is int:
+            if kind(path) is int_type:
                 return
-            binary = kind(path) is bytes
+            binary = kind(path) is bytes_type
             if dotdot[binary] in path.split(separators[binary]):
                 raise refused(messages[1])
             try:

@@ -46,6 +46,7 @@ class SubmissionResult:
     # A person's decisions (grader/overrides.py), applied when the files are written; empty in record.json.
     overrides: list = field(default_factory=list)
     adjustment: float = 0.0  # points a `*` override adds to the total
+    flags: list[str] = field(default_factory=list)  # reflective constructs the static scan saw (no points)
 
     @property
     def total(self) -> float:

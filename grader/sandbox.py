@@ -1519,3 +1519,6 @@ if __name__ == "__main__":
             sys.exit(1)
     else:
         _zygote_main(json.loads(sys.argv[1]))
+        # No interpreter teardown: the attention kernels switched off in this process are Python
+        # objects held by the dispatcher for good, which must not outlive the interpreter's own end.
+        os._exit(0)

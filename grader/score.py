@@ -10,15 +10,14 @@ cached across the batch). Points, titles and hints come from grader/day13/rubric
 """
 from __future__ import annotations
 
-import ast
 import importlib
 import inspect
 import tomllib
 from collections import defaultdict
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from grader import forbidden, scan
 from grader.day13 import catalogue
 from grader.day13.adapter import Adapter, InProcessTransport
 from grader.day13.tests.checks import GradeFailure
@@ -31,9 +30,7 @@ RUBRIC = Path(__file__).resolve().parent / "day13" / "rubric.toml"
 LIMITS = RUBRIC.with_name("limits.toml")  # the lesson's caps on replies and on the deliverables checks
 CODE_COMPONENTS = ("self_attention", "multihead", "positional", "block")
 FILE_OF = {c: f"{c}.py" for c in CODE_COMPONENTS}
-FORBIDDEN_NAMES = ("scaled_dot_product_attention", "multi_head_attention_forward", "MultiheadAttention",
-                   "Transformer", "TransformerEncoderLayer", "TransformerDecoderLayer", "TransformerEncoder",
-                   "TransformerDecoder")
+POLICY = RUBRIC.with_name("forbidden.toml")  # library attention and reflective constructs (lesson data)
 
 
 # -- rubric and tests ------------------------------------------------------------------------
@@ -77,39 +74,26 @@ def reference_adapter() -> Adapter:
     return _reference
 
 
-# -- forbidden APIs: the static layer ---------------------------------------------------------
+# -- forbidden APIs: the static layer ----------------------------------------------------------
+def library_policy() -> dict:
+    """The lesson's forbidden APIs and reflective constructs (its forbidden.toml, one loader)."""
+    global _policy
+    if _policy is None:
+        _policy = forbidden.load_policy(POLICY)
+    return _policy
+
+
+_policy: dict | None = None
+
+
+def scan_submission(directory: Path) -> scan.Findings:
+    """What the static scan finds in a submission's source (grader/scan.py)."""
+    return scan.scan_sources(scan.read_sources(Path(directory), NOTEBOOK_MODULE), library_policy(), CONTRACT_FILE_OF)
+
+
 def static_forbidden(directory: Path) -> dict[str, set[str]]:
-    """file name -> forbidden torch APIs its source names (F.scaled_dot_product_attention, nn.Transformer...)."""
-    found: dict[str, set[str]] = {}
-    for path in sorted(Path(directory).glob("*.py")):
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > 1_000_000:
-            continue  # the run-time hooks still watch whatever this layer skips
-        try:
-            source = path.read_text(encoding="utf-8", errors="replace")
-            # In ASCII source every identifier is spelled out, so a file whose text holds no forbidden
-            # name names none: no parse (~2 ms a file). Non-ASCII text (NFKC folds other characters
-            # into identifiers) and the notebook module (cells are string literals) are always parsed.
-            if path.stem != NOTEBOOK_MODULE and source.isascii() and not any(n in source for n in FORBIDDEN_NAMES):
-                continue
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
-        if path.stem == NOTEBOOK_MODULE:
-            # A notebook's cells are strings inside the generated module: scan each cell and blame
-            # the contract file whose names that cell defines. Cells share one namespace, so an
-            # alias imported in one cell is judged in all of them.
-            cells = [(cell, _torch_uses(cell)) for cell in _notebook_cells(tree)]
-            aliases = set().union(*(uses.aliases for _, uses in cells))
-            for cell, uses in cells:
-                names = uses.forbidden(aliases)
-                for file in {CONTRACT_FILE_OF[n] for n in _defined_names(cell) if n in CONTRACT_FILE_OF} if names else ():
-                    found.setdefault(file, set()).update(names)
-            continue
-        uses = _torch_uses(tree)
-        names = uses.forbidden(uses.aliases)
-        if names:
-            found.setdefault(path.name, set()).update(names)
-    return found
+    """file name -> library attention (or kit code) its source reaches."""
+    return scan_submission(directory).costs
 
 
 # Which contract file each graded name belongs to (assignments/day13/CONTRACT.md), for notebook cells.
@@ -119,76 +103,12 @@ CONTRACT_FILE_OF = {"scaled_dot_product_attention": "self_attention.py", "causal
                     "TransformerBlock": "block.py"}
 
 
-@dataclass
-class _TorchUses:
-    """What one walk of a syntax tree finds: the names it binds to torch, the roots of its
-    attributes named like a forbidden API (`F` in `F.scaled_dot_product_attention`), and the
-    forbidden APIs it imports by name from torch."""
-
-    aliases: set
-    roots: list
-    imported: set
-
-    def forbidden(self, aliases) -> set[str]:
-        """The forbidden APIs used, with `aliases` (and the usual torch, F, nn, functional) as torch."""
-        torch_names = {"torch", "F", "nn", "functional", *aliases}
-        return self.imported | {attr for root, attr in self.roots if root in torch_names}
-
-
-def _torch_uses(tree) -> _TorchUses:
-    uses = _TorchUses(set(), [], set())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute):
-            if node.attr in FORBIDDEN_NAMES:
-                uses.roots.append((_root(node), node.attr))
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            uses.aliases |= _aliases_of(node)
-            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
-                uses.imported |= {alias.name for alias in node.names if alias.name in FORBIDDEN_NAMES}
-    return uses
-
-
-def _aliases_of(node) -> set[str]:
-    """The names an import statement binds to torch or to something inside it."""
-    if isinstance(node, ast.Import):
-        return {(alias.asname or alias.name).split(".")[0] for alias in node.names if alias.name.split(".")[0] == "torch"}
-    if (node.module or "").split(".")[0] == "torch":
-        return {alias.asname or alias.name for alias in node.names}
-    return set()
-
-
-def _notebook_cells(tree) -> list:
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "CELLS" for t in node.targets):
-            try:
-                cells = ast.literal_eval(node.value)
-            except (ValueError, SyntaxError, RecursionError, MemoryError):
-                return []
-            parsed = []
-            for source in cells if isinstance(cells, list) else ():
-                try:
-                    parsed.append(ast.parse(source))
-                except (SyntaxError, ValueError, TypeError, RecursionError, MemoryError):
-                    continue
-            return parsed
-    return []
-
-
-def _defined_names(tree) -> set[str]:
-    return {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
-
-
-def _root(node) -> str | None:
-    while isinstance(node, ast.Attribute):
-        node = node.value
-    return node.id if isinstance(node, ast.Name) else None
-
-
 def _forbidden_by_component(runtime: dict[str, set], static: dict[str, set]) -> dict[str, set]:
     """Who pays for a forbidden API: the part whose file names it, and the part whose test ran it.
 
-    Run-time sightings are precise because each part runs against the grader's stand-ins for
-    the other parts (grader/execute.py), so a block never runs the student's multihead.
+    Run-time sightings (a call that met library attention, switched off in the child) are precise
+    because each part runs against the grader's stand-ins for the other parts (grader/execute.py),
+    so a block never runs the student's multihead.
     """
     return {c: set(static.get(FILE_OF[c], ())) | set(runtime.get(c, ())) for c in CODE_COMPONENTS}
 
@@ -222,9 +142,9 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
             runtime[component] |= set(c.result.forbidden)
         outcomes.append((component, test_id, failure, calls))
 
-    static = static_forbidden(Path(directory))
-    blamed = _forbidden_by_component(runtime, static)
-    result = SubmissionResult(submission=name)
+    found = scan_submission(Path(directory))
+    blamed = _forbidden_by_component(runtime, {FILE_OF[c]: found.reaching(FILE_OF[c], FILE_OF.values()) for c in CODE_COMPONENTS})
+    result = SubmissionResult(submission=name, flags=list(found.flags))
     import_errors = set()
     for component, test_id, failure, calls in outcomes:
         entry = rubric.get(component, {}).get(test_id)

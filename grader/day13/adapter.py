@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from grader.execute import ModuleLoader, execute
+from grader.forbidden import MARK
 
 # Parameter names the contract allows, most usual first (assignments/day13/CONTRACT.md).
 PARAM_PATHS = {
@@ -109,7 +110,18 @@ class Result:
 
     @property
     def forbidden(self) -> list[str]:
-        return list(self.header.get("forbidden_call") or [])
+        """Library attention this call met (switched off in the sandboxed child, which says so in the error)."""
+        found = []
+        for error in (self.header.get("error"), self.header.get("grad_error")):
+            message = str(error.get("message", "")) if isinstance(error, dict) else ""
+            if MARK in message:
+                # "...: torch.nn.modules.activation.MultiheadAttention.forward. Computing ..." -> MultiheadAttention
+                dotted = message.split(MARK, 1)[1].lstrip(": ").split(" ", 1)[0].rstrip(".").split(".")
+                if dotted[0] != "torch":
+                    found.append("the source files of library attention or of the grader")
+                    continue
+                found.append(next(p for p in reversed(dotted) if p not in ("forward", "__init__", "_forward_impl")))
+        return found
 
 
 @dataclass

@@ -277,6 +277,10 @@ def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = N
         out += ["## What went wrong while grading", ""]
         out += [f"- {_md_inline(n)}" for n in result.notes]
         out += ["", "Parts that did not need the failing code were graded as usual.", ""]
+    if result.flags:
+        out += ["## Integrity flags (for your instructor; no points)", ""]
+        out += ["Constructs this assignment never needs. They cost nothing by themselves:", ""]
+        out += [f"- {_md_inline(f)}" for f in result.flags] + [""]
     if not result.tests:
         out += ["No tests could be run on this submission.", ""]
     for component in COMPONENTS:
@@ -488,6 +492,7 @@ def class_stats(records: list[SubmissionResult], hints: dict[str, str]) -> dict:
         "tests": list(tests.values()),
         "misconceptions": ranked,
         "faults": [(r.submission, r.status, list(r.notes)) for r in records if r.status != "ok" or r.notes],
+        "flags": [(r.submission, list(r.flags)) for r in records if r.flags],
         "heatmaps": _heatmap_candidates(records),
         "rows": [(r.submission, r.total, r.max_total, r.status) for r in records],
         "renamed": [(r.submission, r.source, next((n for n in r.notes if n.startswith(NAME_FLAG)), ""))
@@ -738,6 +743,14 @@ def summary_markdown(stats: dict, plots: dict, problems: list[str]) -> str:
             out += [f"  - {_md_inline(n)}" for n in notes]
     else:
         out.append("None.")
+    out += ["", "## Integrity flags", ""]
+    if stats["flags"]:
+        out.append("Reflective constructs the static scan saw (no points by themselves; worth a look):")
+        for name, flags in stats["flags"]:
+            out.append(f"- **{_md_inline(name)}**")
+            out += [f"  - {_md_inline(f)}" for f in flags]
+    else:
+        out.append("None.")
     out += ["", "## Status counts", ""]
     out += [f"- {_md_inline(s)}: {n}" for s, n in sorted(stats["status"].items())]
     out += ["", "Per-student scores are in grades.csv; each student's feedback is in <name>/feedback.md."]
@@ -813,6 +826,14 @@ def report_html(stats: dict, plots: dict, problems: list[str], sections: list[st
         for name, status, notes in stats["faults"]:
             inner = "".join(f"<li>{e(n)}</li>" for n in notes)
             out.append(f"<li><b>{e(name)}</b>: {e(status)}" + (f"<ul>{inner}</ul>" if inner else "") + "</li>")
+        out.append("</ul>")
+    else:
+        out.append("<p>None.</p>")
+    out.append("<h2>Integrity flags</h2>")
+    if stats["flags"]:
+        out.append("<p>Reflective constructs the static scan saw (no points by themselves; worth a look):</p><ul>")
+        for name, flags in stats["flags"]:
+            out.append(f"<li><b>{e(name)}</b><ul>" + "".join(f"<li>{e(f)}</li>" for f in flags) + "</ul></li>")
         out.append("</ul>")
     else:
         out.append("<p>None.</p>")

@@ -1,0 +1,128 @@
+"""Library attention and the kit's own code, reached by every route we know, graded in one batch
+beside honest submissions (tests/fixtures/hostile_library/, in the style of tests/test_hostile.py).
+
+Each cheat loses the part that uses it, with the reason stated; every other part of it keeps full
+marks; the honest siblings, and an honest submission full of reflective constructs (flagged only),
+keep full marks."""
+import json
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+from engine_helpers import make_submission, uid_base_for_tests  # noqa: E402
+
+from grader import run  # noqa: E402
+from grader.sandbox import SandboxConfig  # noqa: E402
+
+HOSTILE = Path(__file__).parent / "fixtures" / "hostile_library"
+CODE = ("self_attention", "multihead", "positional", "block")
+CONFIG = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(3))
+HONEST = ("aaa_reference", "zzz_reference")
+COSTED = r"Your code reaches .*point of Day 13"  # the rubric's message for library attention or kit code
+
+
+def _render(text: str) -> str:
+    return re.sub(r"^# @@INCLUDE (\S+)$", lambda m: (HOSTILE / m.group(1)).read_text(), text, flags=re.M)
+
+
+@pytest.fixture(scope="module")
+def batch():
+    root = Path(tempfile.mkdtemp(prefix="day13-hostile-library-"))
+    subs, out = root / "submissions", root / "out"
+    for name in HONEST:
+        make_submission(subs / name)
+    for case in sorted(p for p in HOSTILE.iterdir() if p.is_dir()):
+        folder = make_submission(subs / case.name)
+        for f in case.iterdir():
+            (folder / f.name).write_text(_render(f.read_text()))
+    code = run.main(submissions=subs, out=out, jobs=2, config=CONFIG)
+    records = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/record.json")}
+    yield dict(code=code, out=out, records=records)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def components(record) -> dict:
+    got, top = {c: 0.0 for c in CODE}, {c: 0.0 for c in CODE}
+    for t in record["tests"]:
+        if t["component"] in got:
+            got[t["component"]] += t["score"]
+            top[t["component"]] += t["max_score"]
+    return {c: (round(got[c], 4), round(top[c], 4)) for c in CODE}
+
+
+def text_of(record) -> str:
+    return "\n".join(record["notes"] + [t["output"] for t in record["tests"]] + [record["status"]])
+
+
+def honest_siblings_full(batch):
+    for name in HONEST:
+        record = batch["records"][name]
+        assert all(got == top for got, top in components(record).values()), name
+        assert record["flags"] == [] and record["status"] == "ok"
+
+
+# (fixture, the part it cheats in, a regex its feedback must hold, a flag it must carry or None)
+CASES = [
+    ("aten_flash_cpu", "self_attention", COSTED, None),
+    ("getattr_concat", "self_attention", COSTED, None),
+    ("runtime_name_recorder_off", "self_attention", COSTED, r"sys\.modules"),
+    ("reload_functional", "self_attention", COSTED, r"imports importlib"),
+    ("dispatch_undo", "self_attention", COSTED, r"imports gc"),
+    ("vmap_runtime", "self_attention", COSTED, r"on torch with a name worked out at run time"),
+    ("wrapped_original", "self_attention", COSTED, r"__wrapped__"),
+    ("flex_runtime", "self_attention", COSTED, r"imports a module whose name is worked out at run time"),
+    ("gc_standins", "self_attention", r"nothing to borrow", r"get_objects"),
+    ("kit_import", "self_attention", COSTED, r"the grader's own code"),
+    ("warmup_borrow", "positional", r"nothing to borrow|expected", r"get_objects"),
+    ("mha_forward_runtime", "multihead", COSTED, r"sys\.modules"),
+    ("reexec_source", "multihead", COSTED, r"spec_from_file_location"),
+    ("mha_getattr", "multihead", COSTED, None),
+    ("mha_module_path", "multihead", COSTED, None),
+    ("ao_mha", "multihead", COSTED, r"imports importlib"),
+    ("native_mha", "multihead", COSTED, None),
+    ("transformer_layer_runtime", "block", COSTED, r"sys\.modules"),
+]
+
+
+def test_every_fixture_is_graded_and_checked(batch):
+    assert batch["code"] == 0
+    cases = {c[0] for c in CASES} | {"honest_reflective"}
+    assert set(batch["records"]) == cases | set(HONEST)
+    assert cases == {p.name for p in HOSTILE.iterdir() if p.is_dir()}
+
+
+@pytest.mark.parametrize("name, part, reason, flag", CASES, ids=[c[0] for c in CASES])
+def test_library_attention_costs_the_part_that_uses_it(batch, name, part, reason, flag):
+    record = batch["records"][name]
+    comp = components(record)
+    assert comp[part][0] < comp[part][1], (name, comp)
+    for other in CODE:
+        if other != part:
+            assert comp[other][0] == comp[other][1], (name, other, comp[other])
+    failed = "\n".join(t["output"] for t in record["tests"] if t["component"] == part and t["score"] < t["max_score"])
+    assert re.search(reason, failed), (name, failed[:1500])
+    if flag is not None:
+        assert any(re.search(flag, f) for f in record["flags"]), (name, record["flags"])
+    honest_siblings_full(batch)
+
+
+def test_reflective_but_honest_code_keeps_full_marks_and_is_flagged(batch):
+    record = batch["records"]["honest_reflective"]
+    assert all(got == top for got, top in components(record).values())
+    assert record["status"] == "ok"
+    flags = "\n".join(record["flags"])
+    for construct in ("imports gc", "imports importlib", "imports inspect", "sys.modules"):
+        assert construct in flags, flags
+
+
+def test_flags_reach_the_feedback_and_the_class_report(batch):
+    feedback = (batch["out"] / "honest_reflective" / "feedback.md").read_text()
+    assert "imports gc" in feedback and "no points" in feedback
+    summary = (batch["out"] / "summary.md").read_text()
+    assert "Integrity flags" in summary and "honest_reflective" in summary
+    assert "imports gc" in (batch["out"] / "report.html").read_text()

@@ -225,7 +225,8 @@ def test_a_sibling_cannot_be_overwritten(batch):
 
 
 def test_grader_and_solutions_cannot_be_read(batch):
-    check(batch, "read_secrets", hit="self_attention", reason=r"Permission denied")
+    # Refused by Landlock, or before that by the child's audit hook (which costs the part as reaching the kit).
+    check(batch, "read_secrets", hit="self_attention", reason=r"Permission denied|the grader's own code")
 
 
 def test_the_grader_cannot_be_killed(batch):

@@ -165,29 +165,30 @@ def _identities(paths) -> set:
 
 # -- in each child ----------------------------------------------------------------------------------
 def _arm_hook(denied: frozenset, folders: frozenset, scratch_device: int) -> None:
-    """Install the audit hook. It looks up no global name (all it uses is closed over), so rebinding a
-    builtin or a module attribute changes nothing it does."""
+    """Install the audit hook. It looks up no global name (all it uses is closed over, and none of it
+    can be changed), so rebinding a builtin or a module attribute changes nothing it does; and it runs
+    no student code (open() hands it the path already converted to a string)."""
     import ctypes
     import gc
     import stat as stat_module
 
-    stat, fspath, kind, oserror, refused = os.stat, os.fspath, type, OSError, PermissionError
+    stat, kind, oserror, refused = os.stat, type, OSError, PermissionError
     is_dir = stat_module.S_ISDIR
     kinds, int_type, bytes_type = (str, bytes, int), int, bytes
     messages = (f"{MARK}: this file (library attention or the grader's own code) cannot be opened from student code",
                 "the grader's sandbox does not open a path with '..' for student code",
                 "the grader's sandbox does not open a folder outside the submission for student code",
-                "the grader's sandbox does not allow this to student code")
+                "the grader's sandbox does not allow this to student code",
+                "the grader's sandbox opens only a str or bytes path for student code")
     closed_events = frozenset({"os.symlink", "os.link", "os.chdir", "os.fchdir", "os.chroot"})
     dotdot = ("..", b"..")
     separators = ("/", b"/")
-    armed = [False]
 
     def hook(event, args):
         if event == "open":
             path = args[0]
             if kind(path) not in kinds:
-                path = fspath(path)
+                raise refused(messages[4])
             if kind(path) is int_type:
                 return
             binary = kind(path) is bytes_type
@@ -201,16 +202,22 @@ def _arm_hook(denied: frozenset, folders: frozenset, scratch_device: int) -> Non
                 raise refused(messages[0])
             if is_dir(st.st_mode) and ((st.st_dev, st.st_ino) in folders or st.st_dev != scratch_device):
                 raise refused(messages[2])  # a folder's fd would open files by paths this hook never sees
-        elif armed[0] and (event in closed_events or event[:7] == "ctypes."):
+        elif event in closed_events or event[:7] == "ctypes.":
             raise refused(messages[3] + f" ({event})")
 
-    sys.addaudithook(hook)
-    # Out of every heap walk: the hook, what it closes over, and the interpreter's list of hooks.
+    # Out of every heap walk: the hook, what it closes over, and the interpreter's list of hooks. The
+    # list exists once a first hook is added: a no-op one, so ctypes still works to untrack it all
+    # before the real hook (which refuses ctypes) goes in.
     untrack = ctypes.pythonapi.PyObject_GC_UnTrack
     untrack.argtypes = [ctypes.py_object]
     untrack.restype = None
-    holders = [r for r in gc.get_referrers(hook) if kind(r) is list]
-    for obj in [hook, hook.__closure__, *hook.__closure__, denied, folders, closed_events, kinds, dotdot,
-                separators, messages, armed, *holders]:
+
+    def nothing(event, args):
+        return None
+
+    sys.addaudithook(nothing)
+    holders = [r for r in gc.get_referrers(nothing) if kind(r) is list]
+    for obj in [nothing, hook, hook.__closure__, *hook.__closure__, denied, folders, closed_events, kinds, dotdot,
+                separators, messages, *holders]:
         untrack(obj)
-    armed[0] = True
+    sys.addaudithook(hook)

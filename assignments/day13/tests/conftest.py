@@ -8,6 +8,7 @@ import functools
 import importlib
 import sys
 import traceback
+import types
 from pathlib import Path
 
 import pytest
@@ -53,11 +54,60 @@ class _DoesNotImport:
         pytest.fail(self._message, pytrace=False)
 
 
+class StandInAttention(torch.nn.Module):
+    """Takes the place of your MultiHeadAttention while your TransformerBlock is tested, as in the graders.
+
+    It is not attention: each token gets proj(mean of the tokens the mask lets it see), which is
+    enough to check the block's wiring, shapes and mask without depending on Task 4.
+    """
+
+    def __init__(self, d_model, n_heads=1, *args, **kwargs):
+        super().__init__()
+        self.d_model, self.h = d_model, n_heads
+        self.proj = torch.nn.Linear(d_model, d_model)
+
+    def forward(self, x, mask=None, *args, **kwargs):
+        T = x.shape[-2]
+        allowed = torch.ones(T, T, dtype=torch.bool)
+        if mask is not None:
+            mask = torch.as_tensor(mask)
+            if mask.dim() == 4:
+                mask = mask[:, 0]  # (B or 1, T or 1, T): the first head's slice
+            allowed = torch.broadcast_to(mask != 0, (*mask.shape[:-2], T, T))
+        share = allowed.to(x.dtype) / allowed.sum(-1, keepdim=True).clamp(min=1).to(x.dtype)
+        return self.proj(share @ x)
+
+
+def _stand_in(name):
+    module = types.ModuleType(name)
+    module.__doc__ = f"the visible tests' stand-in for {name}.py"
+    module.MultiHeadAttention = StandInAttention
+    return module
+
+
+# Each part is tested on its own, as the graders grade it: block.py is imported with a stand-in in
+# place of multihead.py, so a bug in your MultiHeadAttention fails the multi-head tests only.
+STAND_INS = {"block": ("multihead",)}
+_loaded = {}
+
+
 def _student_module(name):
+    if name in _loaded:
+        return _loaded[name]
+    replaced = STAND_INS.get(name, ())
+    saved = {dep: sys.modules.pop(dep, None) for dep in (name, *replaced)}
+    sys.modules.update({dep: _stand_in(dep) for dep in replaced})
     try:
-        return importlib.import_module(name)
+        module = importlib.import_module(name)
     except Exception as error:  # a broken file must fail its tests, not stop the whole run
-        return _DoesNotImport(name, error)
+        module = _DoesNotImport(name, error)
+    finally:
+        for dep in replaced:
+            sys.modules.pop(dep, None)
+        sys.modules.pop(name, None)
+        sys.modules.update({dep: m for dep, m in saved.items() if m is not None})
+    _loaded[name] = module
+    return module
 
 
 @pytest.fixture

@@ -1,7 +1,8 @@
 """Task 7: TransformerBlock (handout §9-§12). Run only these with `pytest -m block`.
 
-Several tests swap `block.attn` and `block.ffn` for tiny stand-ins whose output is known, so that
-they check the block's wiring (residuals, norms, order, mask) even before MultiHeadAttention works.
+Your block is built with a stand-in in place of your MultiHeadAttention (conftest.py), as the
+graders build it, so these tests pass or fail on block.py alone. Several tests also swap `block.attn`
+and `block.ffn` for tiny sub-layers of known output, to check the wiring (residuals, norms, order, mask).
 """
 import pytest
 import torch
@@ -28,10 +29,8 @@ class StandIn(nn.Module):
         return self.scale * x + self.shift
 
 
-def _block_with_stand_ins(block, monkeypatch, d_model, pre_ln, attn, ffn):
-    """A block whose attn and ffn are stand-ins; it is built without your MultiHeadAttention (Task 4)."""
-    if isinstance(getattr(block, "__dict__", {}).get("MultiHeadAttention"), type):
-        monkeypatch.setattr(block, "MultiHeadAttention", lambda *args, **kwargs: StandIn())
+def _block_with_stand_ins(block, d_model, pre_ln, attn, ffn):
+    """A block whose attn and ffn are stand-ins of known output."""
     model = block.TransformerBlock(d_model=d_model, n_heads=1, d_ff=4 * d_model, pre_ln=pre_ln)
     model.attn, model.ffn = attn, ffn
     return model
@@ -60,7 +59,8 @@ def test_block_parts(block):
     assert kinds == ["Linear", "GELU", "Linear"], f"§9: ffn should be Linear, GELU, Linear; got {kinds}"
     sizes = [(layers[0].in_features, layers[0].out_features), (layers[2].in_features, layers[2].out_features)]
     assert sizes == [(16, 64), (64, 16)], f"§9: with d_ff left out the FFN expands 16 -> 4·16 = 64 -> 16, got {sizes}"
-    assert hasattr(model.attn, "qkv") and hasattr(model.attn, "out"), "§12: attn should be your MultiHeadAttention"
+    assert type(model.attn).__name__ == "StandInAttention", (
+        f"§12: attn should be MultiHeadAttention(d_model, n_heads) from multihead.py, got {type(model.attn).__name__}")
 
 
 def test_s9_ffn_parameter_counts(block):
@@ -73,10 +73,10 @@ def test_s9_ffn_parameter_counts(block):
 
 
 @pytest.mark.parametrize("pre_ln", [False, True], ids=["post_ln", "pre_ln"])
-def test_s12_wiring(block, check, pre_ln, monkeypatch):
+def test_s12_wiring(block, check, pre_ln):
     """§10-§12: residuals, norms and their order, checked with stand-in sub-layers of known output."""
     attn, ffn = StandIn(scale=0.5, shift=0.3), StandIn(scale=-2.0, shift=0.1)
-    model = _block_with_stand_ins(block, monkeypatch, 8, pre_ln, attn, ffn)
+    model = _block_with_stand_ins(block, 8, pre_ln, attn, ffn)
     x = torch.randn(2, 3, 8)
     out = model(x)
     ln1, ln2 = model.ln1, model.ln2
@@ -96,10 +96,10 @@ def test_s12_wiring(block, check, pre_ln, monkeypatch):
 
 
 @pytest.mark.parametrize("pre_ln", [False, True], ids=["post_ln", "pre_ln"])
-def test_mask_reaches_attention(block, pre_ln, monkeypatch):
+def test_mask_reaches_attention(block, pre_ln):
     """§6, §12: the mask given to the block is passed on to its attention."""
     attn = StandIn()
-    model = _block_with_stand_ins(block, monkeypatch, 4, pre_ln, attn, StandIn())
+    model = _block_with_stand_ins(block, 4, pre_ln, attn, StandIn())
     mask = torch.tril(torch.ones(3, 3))
     model(torch.randn(1, 3, 4), mask)
     got = attn.mask
@@ -107,33 +107,33 @@ def test_mask_reaches_attention(block, pre_ln, monkeypatch):
     assert passed, f"§12: block(x, mask) must pass the mask on: self.attn(..., mask); attention got mask={got!r}"
 
 
-def test_s11_post_ln_normalises_one_token(block, check, monkeypatch):
+def test_s11_post_ln_normalises_one_token(block, check):
     """§11 worked problem: with silent sub-layers a Post-LN block layer-normalises [1, 2, 3, 4]."""
-    model = _block_with_stand_ins(block, monkeypatch, 4, False, StandIn(), StandIn())
+    model = _block_with_stand_ins(block, 4, False, StandIn(), StandIn())
     out = model(torch.tensor([[[1.0, 2.0, 3.0, 4.0]]]))
     check.close(out, [[[-1.342, -0.447, 0.447, 1.342]]], "§11: layer norm of [1, 2, 3, 4]", decimals=3,
                 hint="normalise each token over its features with nn.LayerNorm(d_model) (handout §11).")
 
 
-def test_s11_constant_token_your_turn(block, check, monkeypatch):
+def test_s11_constant_token_your_turn(block, check):
     """§11 Your Turn: [10, 10, 10, 10] normalises to zeros, with no division by zero (ε)."""
-    model = _block_with_stand_ins(block, monkeypatch, 4, False, StandIn(), StandIn())
+    model = _block_with_stand_ins(block, 4, False, StandIn(), StandIn())
     out = model(torch.full((1, 1, 4), 10.0))
     check.close(out, [[[0.0, 0.0, 0.0, 0.0]]], "§11: layer norm of [10, 10, 10, 10]", decimals=3,
                 hint="use nn.LayerNorm, whose ε keeps 0 / 0 from happening (handout §11).")
 
 
-def test_s12_residual_your_turn(block, check, monkeypatch):
+def test_s12_residual_your_turn(block, check):
     """§12 Your Turn: input [1, 2], sub-layer output [0.1, -0.2]; the residual gives [1.1, 1.8] (Pre-LN, FFN silent)."""
-    model = _block_with_stand_ins(block, monkeypatch, 2, True, StandIn(shift=[0.1, -0.2]), StandIn())
+    model = _block_with_stand_ins(block, 2, True, StandIn(shift=[0.1, -0.2]), StandIn())
     out = model(torch.tensor([[[1.0, 2.0]]]))
     check.close(out, [[[1.1, 1.8]]], "§12: x + f(x) for x = [1, 2], f(x) = [0.1, -0.2]", decimals=1,
                 hint=WIRING[True])
 
 
-def test_s10_skip_connection_passes_the_gradient(block, check, monkeypatch):
+def test_s10_skip_connection_passes_the_gradient(block, check):
     """§10: with both sub-layers silent a Pre-LN block is x itself, so the gradient through it is exactly 1."""
-    model = _block_with_stand_ins(block, monkeypatch, 4, True, StandIn(), StandIn())
+    model = _block_with_stand_ins(block, 4, True, StandIn(), StandIn())
     x = torch.randn(1, 3, 4, requires_grad=True)
     out = model(x)
     check.close(out, x.detach(), "§10: Pre-LN block with silent sub-layers", hint=WIRING[True])

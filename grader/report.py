@@ -102,6 +102,12 @@ def _short(x: float) -> str:
     return _number(round(float(x), 1))
 
 
+def _points(x: float) -> str:
+    """Points as a student reads them in feedback: at most two decimals (84.44, 12.5, 30)."""
+    text = f"{round(float(x), 2):.2f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
 def _number(x: float) -> str:
     """A score as a person writes it: 30, 12.5, 0.3333."""
     text = f"{round(float(x), DIGITS):.{DIGITS}f}".rstrip("0").rstrip(".")
@@ -253,12 +259,12 @@ def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = N
     hints = hints or {}
     out = [f"# Day 13 · Attention & Transformers: feedback for {_md_inline(result.submission)}", ""]
     status = "" if result.status == "ok" else f" · status: {_md_inline(result.status)}"
-    out += [f"**Score: {_number(result.total)} / {_number(result.max_total)}**{status}", ""]
+    out += [f"**Score: {_points(result.total)} / {_points(result.max_total)}**{status}", ""]
     out += ["| part | points | tests passed |", "| --- | ---: | ---: |"]
     for component, (score, possible) in _by_component(result).items():
         tests = [t for t in result.tests if t.component == component]
         passed = sum(t.status == "passed" for t in tests)
-        out.append(f"| {component} | {_number(score)} / {_number(possible)} | {passed} / {len(tests)} |")
+        out.append(f"| {component} | {_points(score)} / {_points(possible)} | {passed} / {len(tests)} |")
     out.append("")
     if result.overrides:
         out += ["## Reviewed by your instructor", ""]
@@ -269,7 +275,7 @@ def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = N
             elif o["test"] == overrides.BONUS:
                 change = f"{o['points']:+g} points on the total"
             else:
-                change = f"{_number(o['automated'])} → {_number(o['points'])} points"
+                change = f"{_points(o['automated'])} → {_points(o['points'])} points"
             comment = f": {_md_inline(o['comment'])}" if o.get("comment") else ""
             out.append(f"- {_md_code(o['test'])} {change}{who}{comment}")
         out.append("")
@@ -288,15 +294,22 @@ def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = N
         if not tests:
             continue
         score, possible = _by_component(result)[component]
-        out += [f"## {component}: {_number(score)} / {_number(possible)}", ""]
+        out += [f"## {component}: {_points(score)} / {_points(possible)}", ""]
         for t in tests:
             mark = "✓" if t.status == "passed" else "✗"
             title = _md_inline(t.title or t.name)
-            out.append(f"- {mark} **{title}** ({_md_code(t.name)}): {_number(t.score)} / {_number(t.max_score)}")
+            out.append(f"- {mark} **{title}** ({_md_code(t.name)}): {_points(t.score)} / {_points(t.max_score)}")
+        # Tests that failed with the same text (one crash met by several tests) are shown once,
+        # under the list of the tests it cost.
+        same: dict[tuple, list] = {}
         for t in tests:
-            if t.status == "passed":
-                continue
-            out += ([] if out[-1] == "" else [""]) + [f"### ✗ {_md_inline(t.title or t.name)}", ""]
+            if t.status != "passed":
+                same.setdefault((t.output.strip(), t.hint_id), []).append(t)
+        for group in same.values():
+            t = group[0]
+            titles = ", ".join(_md_inline(u.title or u.name) for u in group)
+            cost = f" (the same message for {len(group)} tests)" if len(group) > 1 else ""
+            out += ([] if out[-1] == "" else [""]) + [f"### ✗ {titles}{cost}", ""]
             if t.output.strip():
                 out += [_fence(_clip(t.output)), ""]
             hint = hints.get(t.hint_id or "")

@@ -425,3 +425,16 @@ def test_merge_into_one_of_the_shards(tmp_path):
     rows = (a / "grades.csv").read_text().splitlines()
     assert [r.split(",")[0] for r in rows[1:]] == ["tia", "uma"]
     assert (b / "uma" / "record.json").is_file()  # the other shard is copied, not moved
+
+
+def test_feedback_shows_one_crash_once_and_points_with_two_decimals():
+    record = make_record("kim")
+    crash = "scaled_dot_product_attention raised RuntimeError: shapes cannot be multiplied\n  at self_attention.py:19"
+    record.tests[0] = _test("self_attention.sdpa_worked_example", 0, 10, crash, title="worked example")
+    record.tests[2] = _test("self_attention.module", 0, 15, crash, title="SelfAttention module")
+    record.tests[3] = _test("multihead.forward", 25 * 2 / 3, 25)  # 16.6666...
+    text = report.feedback_markdown(record)
+    assert text.count("shapes cannot be multiplied") == 1, text
+    assert "### ✗ worked example, SelfAttention module (the same message for 2 tests)" in text
+    assert "16.67 / 25" in text
+    assert not re.search(r"\d\.\d{3}", text), "points with more than two decimals"

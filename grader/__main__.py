@@ -14,6 +14,15 @@ def _call(module: str, function: str, **kwargs) -> int:
     return int(code or 0)
 
 
+RELEASES = ("now", "after_due_date", "published", "all")  # grader.report.RELEASES, without importing it
+
+
+def _release_option(p) -> None:
+    p.add_argument("--release", choices=RELEASES, default="after_due_date",
+                   help="what feedback.md shows of each test, by the rubric's [visibility]: now (before the "
+                        "due date), after_due_date (default), published, all (the teaching staff's view)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m grader", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -29,15 +38,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard", default=None, metavar="K/N", help="grade only slice K of N (1-based)")
     p.add_argument("--overrides", default=None, metavar="FILE",
                    help="a person's decisions on points (default OUT/overrides.csv; see grader/overrides.py)")
+    _release_option(p)
     p.set_defaults(run=lambda a: _call("run", "main", submissions=a.submissions, out=a.out,
                                        jobs=a.jobs, force=a.force, only=a.only, shard=a.shard,
-                                       overrides=a.overrides))
+                                       overrides=a.overrides, release=a.release))
 
     p = sub.add_parser("merge", help="join the outputs of several shards into one gradebook and report")
     p.add_argument("shards", nargs="+", help="the --out folders of the shards")
     p.add_argument("--out", required=True)
     p.add_argument("--overrides", default=None, metavar="FILE", help="default: the merged folder's overrides.csv")
-    p.set_defaults(run=lambda a: _call("report", "merge", shards=a.shards, out=a.out, overrides_path=a.overrides))
+    _release_option(p)
+    p.set_defaults(run=lambda a: _call("report", "merge", shards=a.shards, out=a.out, overrides_path=a.overrides,
+                                       release=a.release))
 
     p = sub.add_parser("check", help="check one submission's deliverables (heatmap, analysis, diagram, README)")
     p.add_argument("submission")

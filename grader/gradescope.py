@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import zipfile
 from pathlib import Path
 
@@ -185,6 +186,7 @@ def stage_submission(submission: Path, subs: Path, notes: list[str] | None = Non
 
 
 def run_autograder(*, root: Path, python: str = sys.executable) -> int:
+    start = time.monotonic()  # execution_time is this whole run's wall time, start-up included
     submission, results = root / "submission", root / "results"
     results.mkdir(parents=True, exist_ok=True)
     if not submission.is_dir():
@@ -203,11 +205,11 @@ def run_autograder(*, root: Path, python: str = sys.executable) -> int:
                   file=sys.stderr)
             return 1
         tmp_result = results / "results.json.tmp"
-        shutil.copyfile(produced, tmp_result)
+        data = json.loads(produced.read_text(encoding="utf-8"))
         if notes:  # what the copy into the class of one left out, said where the student reads
-            data = json.loads(tmp_result.read_text(encoding="utf-8"))
             data["output"] = data.get("output", "") + "".join(f"\n- {note}" for note in notes)
-            tmp_result.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        data["execution_time"] = round(time.monotonic() - start, 2)
+        tmp_result.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
         os.replace(tmp_result, results / "results.json")
     print(f"run_autograder: wrote {results / 'results.json'}")
     return 0

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ENGINE = ROOT / "grader"
 RUBRIC_SNAPSHOTS = "_rubrics"  # under OUT; "_" keeps it apart from the students' folders
 # Rubric keys that hold points or words: changing them rescores, everything else is structure.
-WORDING_KEYS = frozenset({"points", "title", "hint", "text", "section", "forbidden_message"})
+WORDING_KEYS = frozenset({"points", "title", "hint", "text", "section", "forbidden_message", "visibility"})
 SKIP_PARTS = frozenset({"__pycache__", "templates", ".pytest_cache"})
 
 

@@ -47,6 +47,10 @@ MAX_MATRIX_SIDE = 64  # larger evidence is not a lesson-sized attention matrix: 
 ATTENTION_COMPONENTS = ("self_attention", "multihead")
 DIGITS = 4  # rounding of every score and evidence value written
 MAX_TEST_OUTPUT = 6000  # characters of one test's output kept: Gradescope pages stay readable
+VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")  # Gradescope's, least to most withheld
+# --release: what a student may see at that moment; each shows the tests whose visibility is up to it.
+RELEASES = {"now": "visible", "after_due_date": "after_due_date", "published": "after_published", "all": "hidden"}
+DEFAULT_RELEASE = "after_due_date"
 
 
 # ---------------------------------------------------------------- atomic files
@@ -194,7 +198,7 @@ def gradescope_json(result: SubmissionResult) -> dict:
             "max_score": t.max_score,
             "status": "passed" if t.status == "passed" else "failed",
             "output": _clip(t.output),
-            "visibility": t.visibility or "visible",
+            "visibility": visibility_of(t.name, t.component),
             "tags": [t.component],
         }
         for t in result.tests
@@ -255,7 +259,14 @@ def _md_code(text: str) -> str:
     return "`" + " ".join(str(text).replace("`", "'").split()) + "`"
 
 
-def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = None) -> str:
+WITHHELD_UNTIL = {"after_due_date": "after the due date", "after_published": "when the grades are published",
+                  "hidden": "only to the teaching staff"}
+
+
+def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = None,
+                      release: str = DEFAULT_RELEASE) -> str:
+    """The student's feedback; a failing test's details (expected, got, hint) appear only when the
+    release policy lets a student see that test at `release` (see RELEASES)."""
     hints = hints or {}
     out = [f"# Day 13 · Attention & Transformers: feedback for {_md_inline(result.submission)}", ""]
     status = "" if result.status == "ok" else f" · status: {_md_inline(result.status)}"
@@ -300,11 +311,17 @@ def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = N
             title = _md_inline(t.title or t.name)
             out.append(f"- {mark} **{title}** ({_md_code(t.name)}): {_points(t.score)} / {_points(t.max_score)}")
         # Tests that failed with the same text (one crash met by several tests) are shown once,
-        # under the list of the tests it cost.
+        # under the list of the tests it cost. A test not released yet shows its points only.
         same: dict[tuple, list] = {}
+        withheld: dict[str, int] = {}
         for t in tests:
-            if t.status != "passed":
-                same.setdefault((t.output.strip(), t.hint_id), []).append(t)
+            if t.status == "passed":
+                continue
+            visibility = visibility_of(t.name, t.component)
+            if not released(visibility, release):
+                withheld[visibility] = withheld.get(visibility, 0) + 1
+                continue
+            same.setdefault((t.output.strip(), t.hint_id), []).append(t)
         for group in same.values():
             t = group[0]
             titles = ", ".join(_md_inline(u.title or u.name) for u in group)
@@ -317,8 +334,50 @@ def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = N
                 out += [f"**Hint:** {_md_inline(hint)}", ""]
             elif t.hint_id and not hint and not _hint_from_output(t.output):
                 out += [f"Likely misconception: {_md_code(t.hint_id)}", ""]
+        for visibility, count in withheld.items():
+            out += ([] if out[-1] == "" else [""]) + [
+                f"The details of {count} failing test{'s' if count > 1 else ''} here are shown "
+                f"{WITHHELD_UNTIL[visibility]}.", ""]
         out.append("")
     return "\n".join(out).rstrip() + "\n"
+
+
+# ---------------------------------------------------------------- release policy
+
+
+
+def visibility_of(test_name: str, component: str, rubric_path: Path | None = None) -> str:
+    """The test's visibility from the rubric's [visibility] table: the test id, else its part, else
+    `default`, else visible."""
+    table = _parse_visibility(str(rubric_path or _RUBRIC), _mtime(rubric_path or _RUBRIC))
+    found = table.get(test_name) or table.get(component) or table.get("default") or "visible"
+    return found if found in VISIBILITIES else "visible"
+
+
+def released(visibility: str, release: str) -> bool:
+    """May a student see the details of a test with this visibility under `--release release`?"""
+    return VISIBILITIES.index(visibility) <= VISIBILITIES.index(RELEASES[release])
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return Path(path).stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+@functools.lru_cache(maxsize=4)
+def _parse_visibility(file: str, mtime_ns: int) -> dict[str, str]:
+    import tomllib
+
+    try:
+        table = tomllib.loads(Path(file).read_text(encoding="utf-8")).get("visibility", {})
+    except (OSError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in table.items() if isinstance(v, str)} if isinstance(table, dict) else {}
+
+
+_RUBRIC = Path(__file__).resolve().parent / "day13" / "rubric.toml"
 
 
 # ---------------------------------------------------------------- rubric hints
@@ -383,7 +442,7 @@ def _hint_from_output(output: str) -> str:
 # ---------------------------------------------------------------- the class
 
 
-def write_class(out_dir: Path, overrides_path: Path | None = None) -> None:
+def write_class(out_dir: Path, overrides_path: Path | None = None, release: str = DEFAULT_RELEASE) -> None:
     """grades.csv, summary.md, report.html and _plots/ from every <out>/*/record.json, with the
     overrides file (OUT/overrides.csv unless given) applied; each submission's results.json and
     feedback.md are rewritten where the overrides change them. OverrideError for a row naming an
@@ -396,7 +455,7 @@ def write_class(out_dir: Path, overrides_path: Path | None = None) -> None:
     overrides.check(rows, records, path=path)
     decided = overrides.effective(rows)
     records = [overrides.apply(r, decided.get(r.submission, {})) for r in records]
-    _write_reviewed(out_dir, records)
+    _write_reviewed(out_dir, records, release)
     write_atomic(out_dir / "grades.csv", grades_csv(records))
     stats = class_stats(records, _hint_texts())
     plots = _write_plots(out_dir, records, stats)
@@ -439,12 +498,14 @@ def _overrides_html(reviewed: list[SubmissionResult]) -> str:
     return "\n".join(out + ["</table>"])
 
 
-def _write_reviewed(out_dir: Path, records: list[SubmissionResult]) -> None:
-    """results.json and feedback.md as the overrides make them, where they differ from the files."""
+def _write_reviewed(out_dir: Path, records: list[SubmissionResult], release: str) -> None:
+    """results.json and feedback.md as the overrides and the release make them, where they differ
+    from the files."""
     hints = _hint_texts()
     for r in records:
         folder = out_dir / _check_name(r.submission)
-        for name, text in (("results.json", _dumps(gradescope_json(r))), ("feedback.md", feedback_markdown(r, hints))):
+        for name, text in (("results.json", _dumps(gradescope_json(r))),
+                           ("feedback.md", feedback_markdown(r, hints, release))):
             try:
                 same = (folder / name).read_text(encoding="utf-8") == text
             except (OSError, UnicodeDecodeError):
@@ -858,7 +919,7 @@ def report_html(stats: dict, plots: dict, problems: list[str], sections: list[st
 # ---------------------------------------------------------------- merge
 
 
-def merge(*, shards: list[str], out: str, overrides_path: str | None = None) -> int:
+def merge(*, shards: list[str], out: str, overrides_path: str | None = None, release: str = DEFAULT_RELEASE) -> int:
     """Join the --out folders of several shards into `out`, then rewrite the class files with the
     merged folder's overrides file (or `overrides_path`) applied.
 
@@ -913,7 +974,7 @@ def merge(*, shards: list[str], out: str, overrides_path: str | None = None) -> 
             shutil.rmtree(staging, ignore_errors=True)
             raise
     try:
-        write_class(out_dir, overrides_path)
+        write_class(out_dir, overrides_path, release)
     except overrides.OverrideError as error:
         print(f"merge: {error}", file=sys.stderr)
         return 2

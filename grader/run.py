@@ -45,7 +45,7 @@ class UsageError(ValueError):
 
 
 def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, overrides=None,
-         config: SandboxConfig | None = None) -> int:
+         release="after_due_date", config: SandboxConfig | None = None) -> int:
     """Grade every submission under `submissions` into `out`. Returns 0, 1 (engine fault) or 2 (usage).
 
     `config` exists for the engine's own tests (short limits); the command line uses the defaults.
@@ -121,7 +121,7 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
         _similarity(subs, out, jobs)
     regrade.keep_rubric(out)
     try:
-        report.write_class(out, overrides_path)
+        report.write_class(out, overrides_path, release)
     except decisions.OverrideError as exc:
         print(f"grade: {exc}", file=sys.stderr)
         return EXIT_USAGE

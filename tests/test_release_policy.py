@@ -1,0 +1,104 @@
+"""The release policy: each test's visibility from the rubric, carried per test in results.json as
+Gradescope reads it, and honoured by feedback.md through --release; execution_time of a Gradescope
+run is that run's wall time."""
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from grader import gradescope, report
+from grader.__main__ import build_parser
+from grader.records import SubmissionResult
+from grader.records import TestResult as Outcome
+
+SECRET = "expected 0.2689 got 0.5"
+
+
+def _result() -> SubmissionResult:
+    return SubmissionResult(submission="ana", source="ana/", tests=[
+        Outcome(name="self_attention.worked_values", component="self_attention", score=0, max_score=4,
+                status="failed", output=SECRET),
+        Outcome(name="deliverables.analysis", component="deliverables", score=0, max_score=2, status="failed",
+                output="analysis.md has 12 words; write at least 150"),
+    ])
+
+
+@pytest.fixture
+def rubric(tmp_path, monkeypatch):
+    """A rubric whose [visibility] the test writes."""
+    path = tmp_path / "rubric.toml"
+
+    def write(table: str) -> Path:
+        path.write_text(table, encoding="utf-8")
+        return path
+
+    monkeypatch.setattr(report, "_RUBRIC", path)
+    return write
+
+
+def test_the_shipped_default_withholds_hidden_tests_until_the_due_date():
+    assert report.visibility_of("self_attention.worked_values", "self_attention") == "after_due_date"
+    assert report.visibility_of("block.forward", "block") == "after_due_date"
+    assert report.visibility_of("deliverables.analysis", "deliverables") == "visible"
+
+
+def test_results_json_carries_each_tests_visibility(rubric):
+    rubric('[visibility]\ndefault = "after_due_date"\ndeliverables = "visible"\n'
+           '"self_attention.worked_values" = "after_published"\n')
+    tests = {t["name"]: t for t in report.gradescope_json(_result())["tests"]}
+    assert tests["self_attention.worked_values"]["visibility"] == "after_published"
+    assert tests["deliverables.analysis"]["visibility"] == "visible"
+    rubric('[visibility]\ndefault = "sometimes"\n')  # not one of Gradescope's: shown, never lost
+    assert {t["visibility"] for t in report.gradescope_json(_result())["tests"]} == {"visible"}
+
+
+@pytest.mark.parametrize("release, shown", [("now", False), ("after_due_date", True), ("published", True),
+                                            ("all", True)])
+def test_feedback_shows_a_tests_details_only_once_released(rubric, release, shown):
+    rubric('[visibility]\ndefault = "after_due_date"\ndeliverables = "visible"\n')
+    text = report.feedback_markdown(_result(), {}, release)
+    assert (SECRET in text) is shown
+    assert "write at least 150" in text  # the deliverables are visible at once
+    assert ("shown after the due date" in text) is not shown
+    assert "Score: 0 / 6" in text  # points are never withheld, only expected and got
+
+
+def test_a_hidden_test_is_shown_only_to_the_staff(rubric):
+    rubric('[visibility]\ndefault = "hidden"\n')
+    assert SECRET not in report.feedback_markdown(_result(), {}, "published")
+    assert "shown only to the teaching staff" in report.feedback_markdown(_result(), {}, "published")
+    assert SECRET in report.feedback_markdown(_result(), {}, "all")
+
+
+def test_grade_and_merge_take_release_and_the_class_files_honour_it(rubric, tmp_path):
+    rubric('[visibility]\ndefault = "after_due_date"\n')
+    assert build_parser().parse_args(["grade", "s", "--out", "o", "--release", "now"]).release == "now"
+    assert build_parser().parse_args(["merge", "a", "--out", "o"]).release == "after_due_date"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["grade", "s", "--out", "o", "--release", "tomorrow"])
+    out = tmp_path / "out"
+    report.write_submission(out, _result())
+    assert SECRET in (out / "ana" / "feedback.md").read_text()
+    report.write_class(out, release="now")
+    assert SECRET not in (out / "ana" / "feedback.md").read_text()
+    report.write_class(out, release="all")
+    assert SECRET in (out / "ana" / "feedback.md").read_text()
+
+
+def test_execution_time_is_the_wall_time_of_the_autograder_run(tmp_path):
+    """A stand-in engine that takes a second and claims 0.01 s: results.json says the run's time."""
+    root = tmp_path / "autograder"
+    (root / "submission").mkdir(parents=True)
+    (root / "submission" / "self_attention.py").write_text("# work\n")
+    engine = tmp_path / "engine"
+    engine.write_text("#!/bin/sh\n"
+                      "# called as: ENGINE -m grader grade SUBS --out OUT --jobs 1\n"
+                      "sleep 1.2\n"
+                      f"mkdir -p \"$6/{gradescope.ROW}\"\n"
+                      f"printf '{{\"score\": 1, \"execution_time\": 0.01, \"output\": \"\", \"tests\": []}}' "
+                      f"> \"$6/{gradescope.ROW}/results.json\"\n")
+    os.chmod(engine, 0o755)
+    assert gradescope.run_autograder(root=root, python=str(engine)) == 0
+    data = json.loads((root / "results" / "results.json").read_text())
+    assert data["execution_time"] >= 1.2 and data["score"] == 1

@@ -852,6 +852,9 @@ def report_section(out_dir: Path) -> str:
     out.append("</table>")
     if len(rows) > 50:
         out.append(f"<p>{len(rows) - 50} more in similarity.csv.</p>")
+    groups = clusters([Row(r.get("a") or "", r.get("b") or "", r.get("kind") or "", 0.0, True, "") for r in rows])
+    if groups:
+        out.append("<p>Clusters of three or more:</p><ul>" + "".join(f"<li>{e(', '.join(g))}</li>" for g in groups) + "</ul>")
     return "\n".join(out)
 
 

@@ -232,6 +232,10 @@ def test_report_html_gets_a_section_and_grades_csv_does_not_change(tmp_path):
     report.write_class(out)
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "&lt;b&gt;bob&lt;/b&gt;" in page and 'href="similarity.html"' in page
+    (out / "similarity.csv").write_text("a,b,kind,score,flagged,detail\nann,bob,code,0.900,yes,x\n"
+                                        "bob,cy,text,0.800,yes,y\ncy,dee,image,0.3,no,z\n", encoding="utf-8")
+    report.write_class(out)
+    assert "<li>ann, bob, cy</li>" in (out / "report.html").read_text(encoding="utf-8")
     assert (out / "grades.csv").read_bytes() == before
 
 

@@ -59,6 +59,9 @@ CODE_K = 20  # tokens per k-gram: one typical statement and a half
 CODE_WINDOW = 6  # winnowing window: any run of CODE_K + CODE_WINDOW - 1 shared tokens is always seen
 CODE_THRESHOLD = 0.5  # shared fingerprints / the smaller submission's fingerprints
 CODE_MIN_SHARED = 12
+# One file copied into otherwise own work: a file of at least FILE_MIN_PRINTS fingerprints of which
+# FILE_THRESHOLD are found in the other submission (honest files reach about 0.6 on the fixtures).
+FILE_THRESHOLD, FILE_MIN_PRINTS = 0.75, 20
 TEXT_N = 6  # words per n-gram
 TEXT_THRESHOLD = 0.5
 TEXT_MIN_SHARED = 8
@@ -613,6 +616,46 @@ def _overlap_rows(feats: list[Features], kind: str, what: str, docs: list[dict],
     return rows
 
 
+def _most_copied_file(f: Features, shared: set[int]) -> tuple[float, str]:
+    """(share, path) of `f`'s file with the largest share of its fingerprints in `shared`, among
+    files of FILE_MIN_PRINTS fingerprints or more."""
+    total: dict[int, int] = {}
+    common: dict[int, int] = {}
+    for h, (file_index, _, _) in f.code.items():
+        total[file_index] = total.get(file_index, 0) + 1
+        if h in shared:
+            common[file_index] = common.get(file_index, 0) + 1
+    best = max(((common.get(i, 0) / n, f.code_files[i][0]) for i, n in total.items() if n >= FILE_MIN_PRINTS),
+               default=(0.0, ""))
+    return best
+
+
+def _code_rows(feats: list[Features]) -> list[Row]:
+    """Code rows: the share of the smaller submission's fingerprints found in the other, or, when
+    larger, the share of the most copied file (one file copied into otherwise own work)."""
+    rows = []
+    for (i, j), shared in _shared_counts([f.code for f in feats], len(feats)).items():
+        fa, fb = feats[i], feats[j]
+        overall = shared / min(len(fa.code), len(fb.code))
+        file_share, file_path, owner = 0.0, "", ""
+        if shared >= CODE_MIN_SHARED:
+            common = fa.code.keys() & fb.code.keys()
+            for f in (fa, fb):
+                share, path = _most_copied_file(f, common)
+                if share > file_share:
+                    file_share, file_path, owner = share, path, f.name
+        score = max(overall, file_share)
+        if score < REPORT_FLOOR:
+            continue
+        flagged = (overall >= CODE_THRESHOLD and shared >= CODE_MIN_SHARED) or file_share >= FILE_THRESHOLD
+        detail = (f"code: {shared} shared fingerprints = {100 * shared / len(fa.code):.0f}% of {fa.name}'s, "
+                  f"{100 * shared / len(fb.code):.0f}% of {fb.name}'s")
+        if file_path:
+            detail += f"; most shared file: {owner}'s {file_path} ({100 * file_share:.0f}%)"
+        rows.append(Row(fa.name, fb.name, "code", round(score, 3), flagged, detail, "code"))
+    return rows
+
+
 def _image_rows(feats: list[Features], what: str) -> list[Row]:
     have = [(f, f.images[what]) for f in feats if what in f.images]
     rows = []
@@ -641,8 +684,7 @@ def _image_rows(feats: list[Features], what: str) -> list[Row]:
 
 def compare(feats: list[Features]) -> list[Row]:
     """Every row of similarity.csv: code, each text and each picture, pairs at or above REPORT_FLOOR."""
-    rows = _overlap_rows(feats, "code", "code", [f.code for f in feats], CODE_THRESHOLD, CODE_MIN_SHARED,
-                         "code fingerprints")
+    rows = _code_rows(feats)
     for what in TEXTS:
         rows += _overlap_rows(feats, "text", what, [f.text_grams.get(what, {}) for f in feats], TEXT_THRESHOLD,
                               TEXT_MIN_SHARED, f"{TEXT_N}-word passages")
@@ -785,7 +827,8 @@ def _detail_html(row: Row, by_name: dict[str, Features], base: Base, pictures: d
 
 def thresholds_text() -> str:
     return (f"code: at least {CODE_MIN_SHARED} shared fingerprints and {CODE_THRESHOLD:.0%} of the smaller "
-            f"submission's (k = {CODE_K} tokens, window {CODE_WINDOW}); text: at least {TEXT_MIN_SHARED} shared "
+            f"submission's (k = {CODE_K} tokens, window {CODE_WINDOW}), or {FILE_THRESHOLD:.0%} of one file of "
+            f"{FILE_MIN_PRINTS} fingerprints or more; text: at least {TEXT_MIN_SHARED} shared "
             f"{TEXT_N}-word passages and {TEXT_THRESHOLD:.0%} of the shorter text's; image: perceptual hashes at "
             f"most {IMAGE_FLAG_BITS} of {HASH_BITS} bits apart (SVG/PDF: the same bytes). "
             f"A fingerprint in more than max({COMMON_MIN}, {COMMON_SHARE:.0%} of the class) submissions is common "

@@ -36,12 +36,28 @@ class LimitedChecker:
     def __init__(self, *, memory_bytes: int, seconds: float):
         self.memory_bytes, self.seconds = int(memory_bytes), float(seconds)
         self._proc: subprocess.Popen | None = None
+        self._started, self._pending = 0.0, False
 
     def run_checks(self, directory) -> list[Check]:
+        self.start(directory)
+        return self.finish()
+
+    def start(self, directory) -> None:
+        """Send `directory` to the helper, which checks it while the caller does other work."""
+        if self._pending:
+            self.close()  # an answer nobody collected (the submission before failed): never hand it on
         proc = self._helper()  # an OSError here is the engine's (no interpreter, no fork): it propagates
+        self._started, self._pending = time.monotonic(), True
         try:
             os.write(proc.stdin.fileno(), json.dumps(os.fspath(directory)).encode() + b"\n")
-            return self._answer(proc)
+        except OSError:
+            pass  # the helper is gone: finish() says so
+
+    def finish(self) -> list[Check]:
+        """The checks of the folder given to start(), at most `seconds` after start()."""
+        self._pending = False
+        try:
+            return self._answer(self._proc, self._started + self.seconds)
         except TimeoutError:
             self.close()
             return _all_failed(f"checking these files took more than {self.seconds:g} s, the limit for one "
@@ -84,9 +100,10 @@ class LimitedChecker:
             self._proc = proc
         return self._proc
 
-    def _answer(self, proc) -> list[Check]:
+    def _answer(self, proc, deadline: float) -> list[Check]:
+        if proc is None:
+            raise OSError("no helper")
         fd, data = proc.stdout.fileno(), b""
-        deadline = time.monotonic() + self.seconds
         while not data.endswith(b"\n"):
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:

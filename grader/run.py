@@ -516,9 +516,12 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
     try:
         taken = intake.materialise(sub, scratch)
         prepare_scratch(scratch, slot_uid(config, slot))
+        if checker:
+            # The deliverables as handed in, checked by the helper while the hidden tests run.
+            checker.start(scratch)
         with SandboxTransport(zygote=zygote, slot=slot, scratch=scratch, config=config) as transport:
             result = score.grade_submission(name=sub.name, directory=scratch, transport=transport,
-                                            check_deliverables=checker.run_checks if checker else None)
+                                            check_deliverables=(lambda _: checker.finish()) if checker else None)
             fault_types, faults = list(transport.fault_types), list(transport.faults)
             isolation = dict(transport.isolation)
     finally:

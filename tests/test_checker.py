@@ -56,3 +56,11 @@ def test_checks_that_overrun_their_time_are_stopped_and_the_next_folder_gets_a_f
         checker.run_checks(honest)
         assert checker._helper().pid == first  # one helper serves many submissions
     assert not os.path.exists(f"/proc/{first}") or Path(f"/proc/{first}/stat").read_text().split()[2] == "Z"
+
+
+def test_an_answer_nobody_collected_is_never_handed_to_the_next_folder(folders):
+    honest, bomb = folders
+    with LimitedChecker(memory_bytes=1 << 30, seconds=120) as checker:
+        checker.start(bomb)  # the grading of that submission failed before it asked for the answer
+        checker.start(honest)
+        assert checker.finish() == run_checks(honest)

@@ -17,7 +17,7 @@ JOBS ?=
 FORCE ?=
 ONLY ?=
 
-.PHONY: setup test grade bench release gradescope stubs clean
+.PHONY: setup test grade review bench release gradescope stubs clean
 
 setup: $(STAMP)
 
@@ -42,6 +42,10 @@ test: $(STAMP)
 
 grade: $(STAMP)
 	$(PY) -m grader grade $(SUBMISSIONS) --out $(OUT) $(if $(JOBS),--jobs $(JOBS),) $(if $(FORCE),--force,) $(if $(ONLY),--only $(ONLY),)
+
+# The page for looking at each student and setting points by hand (OUT/overrides.csv).
+review: $(STAMP)
+	$(PY) -m grader review $(OUT) --submissions $(SUBMISSIONS)
 
 bench: $(STAMP)
 	$(PY) -m grader.bench

@@ -51,6 +51,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=lambda a: _call("report", "merge", shards=a.shards, out=a.out, overrides_path=a.overrides,
                                        release=a.release))
 
+    p = sub.add_parser("review", help="a page on this machine to walk the class and set points by hand")
+    p.add_argument("out", help="the --out folder of a grading run")
+    p.add_argument("--submissions", default=None, help="the graded folder, to show each student's files")
+    p.add_argument("--overrides", default=None, metavar="FILE", help="default: OUT/overrides.csv")
+    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--by", default="", help="your name or initials, written with each decision")
+    p.add_argument("--release", choices=RELEASES, default="all",
+                   help="which tests' details the page shows (default all: the teaching staff's view)")
+    p.set_defaults(run=lambda a: _call("review", "main", out=a.out, submissions=a.submissions,
+                                       overrides_path=a.overrides, port=a.port, release=a.release, by=a.by))
+
     p = sub.add_parser("check", help="check one submission's deliverables (heatmap, analysis, diagram, README)")
     p.add_argument("submission")
     p.set_defaults(run=lambda a: _call("deliverables", "main", submission=a.submission))

@@ -35,7 +35,7 @@ from grader.checker import LimitedChecker
 from grader.records import SubmissionResult
 from grader.sandbox import (DEFAULT_CONFIG, SandboxConfig, SandboxRefused, SandboxTransport, SandboxUnavailable, Zygote,
                             enterable_temp_dir, is_root, mount_quota, prepare_scratch, skip_absent_device_seed_stacks,
-                            slot_uid, unmount_quota)
+                            slot_uid, unmount_quota, without_paths)
 
 EXIT_OK, EXIT_ENGINE_FAULT, EXIT_USAGE = 0, 1, 2
 
@@ -484,18 +484,13 @@ class _Worker:
             # The student's feedback says what failed, never where: no path of this machine.
             result = SubmissionResult(submission=sub.name, status="engine-error", source=intake.source_label(sub),
                                       notes=[*sub.flags, f"the grading engine failed on this submission "
-                                             f"({type(exc).__name__}: {_without_paths(str(exc))[:300]}); this is not "
+                                             f"({type(exc).__name__}: {without_paths(str(exc))[:300]}); this is not "
                                              "your code's fault, and the next grading run grades it again"])
         try:
             self.report.write_submission(self.out, result)
         except Exception as exc:
             fault = f"could not write its results ({type(exc).__name__}: {exc})"
         return sub.name, result.total, result.max_total, result.status, fault
-
-
-def _without_paths(text: str) -> str:
-    """`text` with every absolute path replaced by its last part (`/home/x/kit/grader/run.py` -> `…/run.py`)."""
-    return re.sub(r"(?<![\w.~])(?:[A-Za-z]:)?[/\\][^\s'\"]*[/\\]([^\s/\\'\"]*)", r"…/\1", text)
 
 
 def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConfig, score,

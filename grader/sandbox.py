@@ -27,6 +27,7 @@ import ctypes
 import errno
 import json
 import os
+import re
 import resource
 import select
 import shutil
@@ -568,11 +569,13 @@ class SandboxTransport:
                 return self._classify_exit(hello["sandbox_exit"])
             if "setup_error" in hello:
                 self._child = child
-                return self._fault("Crashed", f"the sandbox could not set up the process: {hello['setup_error']}")
+                # Shown in the student's feedback: what failed, not where on this machine.
+                return self._fault("Crashed", f"the sandbox could not set up the process: "
+                                              f"{without_paths(str(hello['setup_error']))}")
             child.layers = dict(hello["hello"]["layers"])
         except (TimeoutError, protocol.ProtocolError, OSError, KeyError, TypeError, ValueError) as exc:
             child.kill()
-            return self._fault("Crashed", f"the sandboxed process failed to start ({exc})")
+            return self._fault("Crashed", f"the sandboxed process failed to start ({without_paths(str(exc))})")
         self._child = child
         if not self.isolation:
             self.isolation = dict(child.layers)
@@ -620,6 +623,12 @@ class SandboxTransport:
                                          "not retried)")
                 self._condemned[module] = condemned
         return header
+
+
+def without_paths(text: str) -> str:
+    """`text` with every absolute path cut to its last part (`/home/x/kit/grader/run.py` -> `…/run.py`):
+    for messages about the engine that end up in a student's feedback."""
+    return re.sub(r"(?<![\w.~])(?:[A-Za-z]:)?[/\\][^\s'\"]*[/\\]([^\s/\\'\"]*)", r"…/\1", text)
 
 
 _HELLO_LIMITS = protocol.Limits(max_header_bytes=1 << 16, max_arrays=0, max_total_bytes=0)

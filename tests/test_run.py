@@ -218,15 +218,19 @@ def test_an_engine_fault_on_one_submission_exits_1_and_keeps_the_others(graded, 
 
     def flaky(sub, **kw):
         if sub.name == "bob":
-            raise RuntimeError("engine bug for bob")
+            raise RuntimeError(f"engine bug for bob in {KIT}/grader/run.py")
         return real(sub, **kw)
 
     monkeypatch.setattr(run, "grade_one", flaky)
     out2 = tmp_path / "out"
     assert run.main(submissions=subs, out=out2, jobs=1, config=CONFIG) == 1
-    assert "engine fault (bob): RuntimeError: engine bug for bob; run the same command again" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"engine fault (bob): RuntimeError: engine bug for bob in {KIT}/grader/run.py; run the same command again" in err
     assert record(out2, "bob")["status"] == "engine-error"
-    assert "engine bug for bob" in " ".join(record(out2, "bob")["notes"])
+    notes = " ".join(record(out2, "bob")["notes"])
+    # The student is told what failed, never where: the instructor's paths stay on the console.
+    assert "engine bug for bob in …/run.py" in notes and str(KIT) not in notes and "/grader/" not in notes
+    assert str(KIT) not in (out2 / "bob" / "feedback.md").read_text()
     assert record(out2, "alice")["total"] == record(out, "alice")["total"]
     # The engine's fault is not the student's: the next run grades bob again, and only bob.
     monkeypatch.setattr(run, "grade_one", real)

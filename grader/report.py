@@ -3,6 +3,7 @@
 Per submission (`write_submission`), in <out>/<submission>/:
     results.json   Gradescope's format (score, execution_time, output, tests[])
     feedback.md    what passed, what failed, expected vs got, hints, faults; by component
+    feedback.html  the same as a page (the class report links to it)
     record.json    the whole SubmissionResult, so the class files and `merge` never re-grade
 For the class (`write_class`), from every <out>/*/record.json:
     grades.csv, summary.md, report.html, and the PNGs they show under <out>/_plots/
@@ -172,7 +173,9 @@ def write_submission(out_dir: Path, result: SubmissionResult) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     hints = _hint_texts()
     write_atomic(folder / "results.json", _dumps(gradescope_json(result)))
-    write_atomic(folder / "feedback.md", feedback_markdown(result, hints))
+    text = feedback_markdown(result, hints)
+    write_atomic(folder / "feedback.md", text)
+    write_atomic(folder / "feedback.html", feedback_html(text, result.submission))
     write_atomic(folder / "record.json", _dumps(record_to_json(result)))
 
 
@@ -342,6 +345,104 @@ def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = N
     return "\n".join(out).rstrip() + "\n"
 
 
+# ---------------------------------------------------------------- feedback as a page
+
+
+def feedback_html(markdown: str, name: str) -> str:
+    """feedback.md as a web page, for the class report's links (a browser shows .md as plain text).
+
+    Renders only the Markdown that feedback_markdown writes (headings, lists, tables, fences, bold,
+    code spans, backslash escapes); everything is escaped first, so student text stays text."""
+    e = html.escape
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'">',
+           f"<title>Feedback: {e(name)}</title>", f"<style>{_CSS}</style></head><body>"]
+    lines = markdown.splitlines()
+    i, in_list = 0, False
+    while i < len(lines):
+        line = lines[i]
+        fence = len(line) - len(line.lstrip("`"))
+        if fence >= 3:
+            body, i = [], i + 1
+            while i < len(lines) and lines[i] != "`" * fence:
+                body.append(lines[i])
+                i += 1
+            out.append(f"<pre>{e(chr(10).join(body))}</pre>")
+            i += 1
+            continue
+        if in_list and not line.lstrip().startswith("- "):
+            out.append("</ul>")
+            in_list = False
+        if line.startswith("#"):
+            level = min(len(line) - len(line.lstrip("#")), 6)
+            out.append(f"<h{level}>{_inline_html(line[level:].strip())}</h{level}>")
+        elif line.startswith("|"):
+            rows = []
+            while i < len(lines) and lines[i].startswith("|"):
+                rows.append(lines[i])
+                i += 1
+            cells = [_table_cells(r) for r in rows if not set(r) <= set("|-: ")]
+            out.append("<table>" + "".join(
+                "<tr>" + "".join(f"<{'th' if k == 0 else 'td'}>{_inline_html(c)}</{'th' if k == 0 else 'td'}>"
+                                 for c in row) + "</tr>" for k, row in enumerate(cells)) + "</table>")
+            continue
+        elif line.lstrip().startswith("- "):
+            if not in_list:
+                out.append("<ul>")
+                in_list = True
+            out.append(f"<li>{_inline_html(line.lstrip()[2:])}</li>")
+        elif line.strip():
+            out.append(f"<p>{_inline_html(line)}</p>")
+        i += 1
+    if in_list:
+        out.append("</ul>")
+    return "\n".join(out + ["</body></html>"]) + "\n"
+
+
+def _table_cells(row: str) -> list[str]:
+    cells, current, escaped = [], "", False
+    for ch in row.strip()[1:]:
+        if escaped:
+            current += "\\" + ch
+            escaped = False
+        elif ch == "\\":
+            escaped = True
+        elif ch == "|":
+            cells.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    return cells
+
+
+def _inline_html(text: str) -> str:
+    """Code spans, **bold** and backslash escapes of one line; every character escaped for HTML."""
+    out, i, strong = [], 0, False
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text) and not text[i + 1].isalnum():
+            out.append(html.escape(text[i + 1]))
+            i += 2
+        elif ch == "`":
+            end = text.find("`", i + 1)
+            if end < 0:
+                out.append("`")
+                i += 1
+            else:
+                out.append(f"<code>{html.escape(text[i + 1:end])}</code>")
+                i = end + 1
+        elif text.startswith("**", i):
+            out.append("</strong>" if strong else "<strong>")
+            strong = not strong
+            i += 2
+        else:
+            out.append(html.escape(ch))
+            i += 1
+    if strong:
+        out.append("</strong>")
+    return "".join(out)
+
+
 # ---------------------------------------------------------------- release policy
 
 
@@ -504,8 +605,9 @@ def _write_reviewed(out_dir: Path, records: list[SubmissionResult], release: str
     hints = _hint_texts()
     for r in records:
         folder = out_dir / _check_name(r.submission)
-        for name, text in (("results.json", _dumps(gradescope_json(r))),
-                           ("feedback.md", feedback_markdown(r, hints, release))):
+        feedback = feedback_markdown(r, hints, release)
+        for name, text in (("results.json", _dumps(gradescope_json(r))), ("feedback.md", feedback),
+                           ("feedback.html", feedback_html(feedback, r.submission))):
             try:
                 same = (folder / name).read_text(encoding="utf-8") == text
             except (OSError, UnicodeDecodeError):
@@ -854,7 +956,7 @@ def report_html(stats: dict, plots: dict, problems: list[str], sections: list[st
     out += ["<h2>Scores</h2>", "<table><tr><th>submission</th><th>total</th><th>status</th></tr>"]
     for name, total, max_total, status in stats["rows"]:
         cls = "" if status == "ok" else ' class="bad"'
-        out.append(f"<tr><td><a href=\"{e(quote(name))}/feedback.md\">{e(name)}</a></td>"
+        out.append(f"<tr><td><a href=\"{e(quote(name))}/feedback.html\">{e(name)}</a></td>"
                    f"<td class=\"n\">{_number(total)} / {_number(max_total)}</td><td{cls}>{e(status)}</td></tr>")
     out += ["</table>", "<h2>Mean per component</h2>",
             "<table><tr><th>component</th><th>mean</th><th>out of</th></tr>"]

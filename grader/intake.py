@@ -194,8 +194,10 @@ def unique_name(name: str, taken: set[str]) -> str:
     return candidate
 
 
-def materialise(sub: Submission, dest: Path, *, limits: IntakeLimits = DEFAULT_LIMITS) -> Intake:
-    """Copy `sub` into the empty folder `dest` (regular files only) and return what happened."""
+def materialise(sub: Submission, dest: Path, *, limits: IntakeLimits = DEFAULT_LIMITS,
+                convert_notebook: bool = True) -> Intake:
+    """Copy `sub` into the empty folder `dest` (regular files only) and return what happened.
+    `convert_notebook=False` leaves a notebook as it is (a reader that wants its cells, not modules)."""
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     intake = Intake()
@@ -208,7 +210,8 @@ def materialise(sub: Submission, dest: Path, *, limits: IntakeLimits = DEFAULT_L
         _extract_zip(sub.source, dest, intake, limits)
     elif sub.kind == "notebook":
         _copy_file(sub.source, dest / sub.source.name, intake, limits)
-    _maybe_convert_notebook(dest, intake)
+    if convert_notebook:
+        _maybe_convert_notebook(dest, intake)
     if intake.unsaid:
         intake.notes.append(f"... and {intake.unsaid} more like these (only the first {MAX_NOTES} are listed)")
     return intake

@@ -73,7 +73,7 @@ COMMON_MIN, COMMON_SHARE = 20, 0.1
 
 # ---- caps on what is read from one submission (the intake caps come first)
 MAX_CODE_BYTES = 200 << 10  # all code files of one submission together
-MAX_NOTEBOOK_BYTES = 4 << 20
+MAX_NOTEBOOK_BYTES = intake.DEFAULT_LIMITS.max_file_bytes  # outputs (plots) make notebooks big
 MAX_TEXT_CHARS = 64 << 10
 MAX_SHOWN_LINES = 400  # per side in the detailed view
 MAX_DETAILED = 100  # flagged rows drawn side by side in similarity.html; the table lists more
@@ -466,13 +466,13 @@ def _read_capped(path: Path, cap: int) -> bytes:
         return f.read(cap)
 
 
-def _code_files(folder: Path, generated: set[str]) -> list[tuple[str, str]]:
+def _code_files(folder: Path) -> list[tuple[str, str]]:
     files, budget = [], MAX_CODE_BYTES
     for path in sorted(folder.rglob("*")):
         if budget <= 0:
             break
         rel = path.relative_to(folder).as_posix()
-        if rel in generated or not path.is_file() or path.is_symlink():
+        if not path.is_file() or path.is_symlink():
             continue
         if path.suffix == ".py":
             text = _read_capped(path, budget).decode("utf-8", errors="replace")
@@ -491,10 +491,10 @@ def _code_files(folder: Path, generated: set[str]) -> list[tuple[str, str]]:
     return files
 
 
-def features_of(folder: Path, name: str, base: Base, *, generated: set[str] = frozenset()) -> Features:
+def features_of(folder: Path, name: str, base: Base) -> Features:
     """The fingerprints of one submission's scratch copy (never raises on student content)."""
     feats = Features(name=name)
-    feats.code_files = _code_files(folder, set(generated))
+    feats.code_files = _code_files(folder)
     feats.has_notebook = any(".ipynb cell " in path for path, _ in feats.code_files)
     for index, (_, text) in enumerate(feats.code_files):
         tokens, lines = code_tokens(text)
@@ -538,16 +538,13 @@ def _extract(job) -> Features:
     with tempfile.TemporaryDirectory(prefix="similarity-") as scratch:
         copy = Path(scratch) / "copy"
         try:
-            got = intake.materialise(sub, copy)
+            # Notebooks stay notebooks: their cells are read here, no modules are generated from them.
+            intake.materialise(sub, copy, convert_notebook=False)
         except Exception as exc:  # an unreadable submission is a note, not a failed report
             feats = Features(name=sub.name)
             feats.notes.append(f"could not be read: {type(exc).__name__}")
             return feats
-        generated = set()
-        if got.notebook is not None:
-            # The contract modules intake wrote from the notebook are wrappers, the same for everyone.
-            generated = {f"{intake.NOTEBOOK_MODULE}.py", *(f"{m}.py" for m in intake.CONTRACT_MODULES)}
-        return features_of(copy, sub.name, base, generated=generated)
+        return features_of(copy, sub.name, base)
 
 
 _WORKER_BASE: Base | None = None
@@ -927,7 +924,7 @@ def run(*, subs, out: Path, base: Base, jobs: int = 1) -> list[Row]:
 def _picture(sub, what: str) -> str:
     with tempfile.TemporaryDirectory(prefix="similarity-") as scratch:
         copy = Path(scratch) / "copy"
-        intake.materialise(sub, copy)
+        intake.materialise(sub, copy, convert_notebook=False)
         for found in deliverables._find(os.fspath(copy), IMAGES[what]):
             try:
                 return thumbnail_uri(deliverables._read_file(os.fspath(copy), found, deliverables.MAX_IMAGE_BYTES))

@@ -31,7 +31,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from grader import overrides, report
+from grader import overrides, report, similarity
 from grader.records import COMPONENTS, SubmissionResult
 
 MAX_TEXT = 100_000  # characters of a README or analysis shown
@@ -186,6 +186,11 @@ def render_student(review: Review, records: list[SubmissionResult], index: int, 
         out.append('<h2>Integrity flags and grading notes</h2><ul class="flag">')
         out += [f"<li><b>flag</b>: {e(str(f))}</li>" for f in flags]
         out += [f"<li>{e(str(n))}</li>" for n in result.notes]
+        out.append("</ul>")
+    pairs = similarity.flagged_pairs(review.out, name)
+    if pairs:  # evidence for the reviewer to weigh, never points
+        out.append('<h2>Similar to (similarity.html)</h2><ul class="flag">')
+        out += [f"<li>{e(p['other'])}: {e(p['kind'])} {p['score']:.2f}, {e(p['detail'])}</li>" for p in pairs[:20]]
         out.append("</ul>")
     out.append(_form(result, token, review.by))
     out.append('<div class="grid">')

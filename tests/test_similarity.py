@@ -269,3 +269,21 @@ def test_the_released_notebook_untouched_is_not_evidence(tmp_path, base):
         notebook.write(notebook.build(student=True), tmp_path / "class" / f"{name}.ipynb")
     rows = similarity.run(subs=intake.discover(tmp_path / "class"), out=tmp_path / "out", base=base, jobs=1)
     assert not [r for r in rows if r.kind == "code" and r.flagged]
+
+
+def test_the_review_page_shows_a_submissions_flagged_pairs(tmp_path):
+    from test_report import make_record
+
+    from grader import review
+
+    out = tmp_path / "out"
+    for name in ("ann", "bob"):
+        report.write_submission(out, make_record(name))
+    (out / "similarity.csv").write_text("a,b,kind,score,flagged,detail\nann,bob,code,0.900,yes,<i>code: 50 shared</i>\n",
+                                        encoding="utf-8")
+    page = review.Review(out, None, None, "all", "ta")
+    records, _ = page.records()
+    ann = review.render_student(page, records, 0, "token", "")
+    assert "bob: code 0.90, &lt;i&gt;code: 50 shared&lt;/i&gt;" in ann
+    (out / "similarity.csv").unlink()
+    assert "Similar to" not in review.render_student(page, records, 0, "token", "")

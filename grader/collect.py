@@ -4,9 +4,14 @@
 
 ROSTER is either
 - a text file, one repository per line: a git URL or a local path, optionally preceded by the
-  row name (`alice https://github.com/course/day13-alice.git`); `#` starts a comment; or
+  row name (`alice https://github.com/course/day13-alice.git`) and optionally followed by the
+  student's own deadline (an extension); `#` starts a comment; or
 - a GitHub Classroom grades export (.csv): the repository comes from `student_repository_url`,
-  the row name from `github_username` (or `roster_identifier`, `student_repository_name`).
+  the row name from `github_username` (or `roster_identifier`, `student_repository_name`), a push
+  time from `submission_timestamp`, an extension from `deadline`.
+
+With a late policy in the rubric (grader/late.py), commits are taken up to the policy's last day
+after each deadline, and each row's lateness is recorded in collected.csv.
 
 For each repository, a bare clone is kept in <out>/.repos/<name>.git and fetched again on the next
 run (real git, so any URL git can read works, with the instructor's own credentials). The commit
@@ -41,6 +46,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from grader import late
+
 NAME_COLUMNS = ("github_username", "roster_identifier", "student_repository_name", "name", "login")
 URL_COLUMNS = ("student_repository_url", "repository_url", "repository", "url", "repo")
 MANIFEST = "collected.csv"
@@ -70,6 +77,10 @@ class Entry:
     commit: str = ""
     committed: str = ""
     status: str = "pending"
+    deadline: str = ""  # this student's own (an extension), else the command's
+    pushed: str = ""  # push time from the roster (a Classroom export's submission_timestamp)
+    late_days: str = ""  # with a late policy only
+    late_basis: str = ""
 
 
 # --------------------------------------------------------------------------- roster
@@ -82,6 +93,17 @@ def _row_name(raw: str) -> str:
 def _default_name(source: str) -> str:
     last = source.rstrip("/").rsplit("/", 1)[-1].rsplit(":", 1)[-1]
     return last[:-4] if last.endswith(".git") else last
+
+
+def _roster_time(path: Path, number: int, text: str) -> str:
+    """A deadline written in the roster (an extension), in the form git reads."""
+    if not (text or "").strip():
+        return ""
+    try:
+        return parse_deadline(text)
+    except ValueError:
+        raise RosterError(f"{path}:{number}: the deadline {text.strip()!r} is not an ISO time; "
+                          "write e.g. 2026-12-03T23:59:00+00:00") from None
 
 
 def read_roster(path: Path) -> list[Entry]:
@@ -104,16 +126,20 @@ def read_roster(path: Path) -> list[Entry]:
             if not source:
                 entries.append(Entry(_row_name(name or f"row-{number}"), "", status="no repository (not accepted?)"))
                 continue
-            entries.append(Entry(_row_name(name or _default_name(source)), source))
+            entries.append(Entry(_row_name(name or _default_name(source)), source,
+                                 deadline=_roster_time(path, number, row.get(columns.get("deadline", ""), "")),
+                                 pushed=(row.get(columns.get("submission_timestamp", ""), "") or "").strip()))
     else:
         for number, line in enumerate(text.splitlines(), start=1):
             words = line.split("#", 1)[0].split()
             if not words:
                 continue
-            if len(words) > 2:
-                raise RosterError(f"{path}:{number}: expected 'URL' or 'NAME URL', got {line.strip()!r}")
+            if len(words) > 3:
+                raise RosterError(f"{path}:{number}: expected 'URL', 'NAME URL' or 'NAME URL DEADLINE', "
+                                  f"got {line.strip()!r}")
+            deadline = _roster_time(path, number, words.pop()) if len(words) == 3 else ""
             name, source = (words if len(words) == 2 else (_default_name(words[0]), words[0]))
-            entries.append(Entry(_row_name(name), source))
+            entries.append(Entry(_row_name(name), source, deadline=deadline))
     seen: dict[str, int] = {}
     for entry in entries:
         base = entry.name
@@ -298,6 +324,12 @@ def _plan(objects: _Objects, root: str) -> tuple[list[tuple[tuple[str, ...], str
 
 # --------------------------------------------------------------------------- entry
 
+def _rubric() -> Path:
+    from grader.regrade import rubric_path
+
+    return rubric_path()
+
+
 def parse_deadline(deadline: str) -> str:
     """ISO 8601; no time zone means UTC. Returned in the form git reads unambiguously."""
     try:
@@ -309,9 +341,14 @@ def parse_deadline(deadline: str) -> str:
     return when.isoformat()
 
 
-def collect_one(entry: Entry, out: Path, deadline: str | None) -> Entry:
+def collect_one(entry: Entry, out: Path, deadline: str | None, policy: late.Policy | None = None) -> Entry:
     if not entry.source:
         return entry
+    deadline = entry.deadline or deadline
+    entry.deadline = deadline or ""
+    due = late.parse_time(deadline) if deadline else None
+    if due is not None and policy is not None:
+        deadline = (due + policy.last_day).isoformat()  # late work is taken up to the policy's last day
     cache = out / CACHE / f"{entry.name}.git"
     try:
         _fetch(entry.source, cache)
@@ -324,6 +361,15 @@ def collect_one(entry: Entry, out: Path, deadline: str | None) -> Entry:
         shutil.rmtree(out / entry.name, ignore_errors=True)  # don't grade an older snapshot
         return entry
     entry.commit, entry.committed = found
+    if due is not None and policy is not None:
+        pushed = late.parse_time(entry.pushed)
+        committed = late.parse_time(entry.committed)
+        if pushed is not None and pushed <= due + policy.last_day:
+            entry.late_days, entry.late_basis = str(late.late_days(due, pushed, policy)), "push time"
+        elif committed is not None:
+            # The commit time was written by the student's machine; said so wherever it is shown.
+            entry.late_days, entry.late_basis = str(late.late_days(due, committed, policy)), \
+                "commit time (written by the student's machine)"
     try:
         skipped = _export(cache, entry.commit, out / entry.name)
     except (OverCap, ValueError) as error:  # ValueError: a tree object that does not parse
@@ -345,19 +391,21 @@ def write_manifest(out: Path, entries: list[Entry]) -> Path:
     tmp = path.with_suffix(".tmp")
     with open(tmp, "w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(["name", "source", "commit", "committed", "status"])
+        writer.writerow(["name", "source", "commit", "committed", "status", "deadline", "late_days", "late_basis"])
         for entry in sorted(entries, key=lambda e: e.name):
-            writer.writerow([entry.name, entry.source, entry.commit, entry.committed, entry.status])
+            writer.writerow([entry.name, entry.source, entry.commit, entry.committed, entry.status, entry.deadline,
+                             entry.late_days, entry.late_basis])
     tmp.replace(path)
     return path
 
 
-def main(*, roster: str, out: str, deadline: str | None = None) -> int:
+def main(*, roster: str, out: str, deadline: str | None = None, rubric: str | None = None) -> int:
     """Collect every roster entry into `out`. Exit 0 when every repository could be read, 1 when one
     could not (the others are collected all the same), 2 for a bad roster or deadline."""
     try:
         entries = read_roster(Path(roster))
         when = parse_deadline(deadline) if deadline else None
+        policy = late.load_policy(Path(rubric) if rubric else _rubric())
     except (OSError, RosterError, ValueError) as error:
         print(f"collect: {error}", file=sys.stderr)
         return 2
@@ -372,7 +420,7 @@ def main(*, roster: str, out: str, deadline: str | None = None) -> int:
     write_manifest(target, entries)
     for entry in entries:
         try:
-            collect_one(entry, target, when)
+            collect_one(entry, target, when, policy)
         except Exception as error:  # one repository's surprise never stops the others
             entry.status = f"error: {type(error).__name__}: {error}"
             traceback.print_exc(limit=-2, file=sys.stderr)

@@ -46,11 +46,13 @@ class SubmissionResult:
     # A person's decisions (grader/overrides.py), applied when the files are written; empty in record.json.
     overrides: list = field(default_factory=list)
     adjustment: float = 0.0  # points a `*` override adds to the total
+    late: dict = field(default_factory=dict)  # late_days, deadline, measured_from (grader/late.py), when late
+    penalty: float = 0.0  # points the late policy takes from the total
     flags: list[str] = field(default_factory=list)  # reflective constructs the static scan saw (no points)
 
     @property
     def total(self) -> float:
-        return round(sum(t.score for t in self.tests) + self.adjustment, 4)
+        return round(sum(t.score for t in self.tests) + self.adjustment - self.penalty, 4)
 
     @property
     def max_total(self) -> float:

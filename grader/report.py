@@ -39,7 +39,8 @@ from grader import overrides
 from grader.records import COMPONENTS, SubmissionResult, TestResult
 
 RECORD_VERSION = 1
-GRADES_COLUMNS = ("submission", "total", "max_total", *COMPONENTS, "status", "source", "overrides")
+GRADES_COLUMNS = ("submission", "total", "max_total", *COMPONENTS, "status", "source", "overrides", "late_days",
+                  "penalty")
 PLOTS = "_plots"  # intake never names a submission with a leading "_", so no student folder can clash
 # Every file a run writes beside the row folders: intake never gives a row one of these names.
 CLASS_FILES = ("grades.csv", "summary.md", "report.html", "similarity.csv", "similarity.html", PLOTS)
@@ -212,7 +213,9 @@ def gradescope_json(result: SubmissionResult) -> dict:
         "output": output,
         "visibility": "visible",
         "stdout_visibility": "hidden",
-        "tests": tests + ([{"name": "Instructor's adjustment", "score": result.adjustment, "max_score": 0,
+        "tests": tests + ([{"name": "Late penalty", "score": -result.penalty, "max_score": 0, "status": "failed",
+                            "output": _late_line(result), "visibility": "visible"}] if result.penalty else [])
+        + ([{"name": "Instructor's adjustment", "score": result.adjustment, "max_score": 0,
                             "status": "passed", "output": "; ".join(o["comment"] for o in result.overrides
                                                                        if o["test"] == overrides.BONUS),
                             "visibility": "visible"}] if result.adjustment else []),
@@ -274,6 +277,8 @@ def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = N
     out = [f"# Day 13 · Attention & Transformers: feedback for {_md_inline(result.submission)}", ""]
     status = "" if result.status == "ok" else f" · status: {_md_inline(result.status)}"
     out += [f"**Score: {_points(result.total)} / {_points(result.max_total)}**{status}", ""]
+    if result.late:
+        out += [_md_inline(_late_line(result)), ""]
     out += ["| part | points | tests passed |", "| --- | ---: | ---: |"]
     for component, (score, possible) in _by_component(result).items():
         tests = [t for t in result.tests if t.component == component]
@@ -556,6 +561,7 @@ def write_class(out_dir: Path, overrides_path: Path | None = None, release: str 
     overrides.check(rows, records, path=path)
     decided = overrides.effective(rows)
     records = [overrides.apply(r, decided.get(r.submission, {})) for r in records]
+    _apply_late(out_dir, records)
     _write_reviewed(out_dir, records, release)
     write_atomic(out_dir / "grades.csv", grades_csv(records))
     stats = class_stats(records, _hint_texts())
@@ -599,6 +605,31 @@ def _overrides_html(reviewed: list[SubmissionResult]) -> str:
     return "\n".join(out + ["</table>"])
 
 
+def _apply_late(out_dir: Path, records: list[SubmissionResult]) -> None:
+    """The rubric's late policy on each row's lateness (OUT/<name>/late.json); nothing without a policy."""
+    from grader import late
+
+    policy = late.load_policy(_RUBRIC)
+    if policy is None:
+        return
+    for r in records:
+        found = late.read_lateness(out_dir / r.submission)
+        if found is not None:
+            r.late = found
+            r.penalty = late.penalty(found["late_days"], r.max_total, policy)
+            r.late["policy"] = (f"{policy.penalty_per_day:g}% of the total per started day after "
+                                f"{policy.grace_minutes:g} minutes' grace, at most {policy.max_days} days")
+
+
+def _late_line(result: SubmissionResult) -> str:
+    days = result.late.get("late_days", 0)
+    if not days:
+        return f"Handed in on time (deadline {result.late.get('deadline', '?')})."
+    return (f"Handed in {days} day{'s' if days > 1 else ''} late (deadline {result.late.get('deadline', '?')}, "
+            f"measured from the {result.late.get('measured_from') or 'commit time'}): -{_number(result.penalty)} "
+            f"points ({result.late.get('policy', '')}).")
+
+
 def _write_reviewed(out_dir: Path, records: list[SubmissionResult], release: str) -> None:
     """results.json and feedback.md as the overrides and the release make them, where they differ
     from the files."""
@@ -624,7 +655,8 @@ def grades_csv(records: list[SubmissionResult]) -> str:
         parts = r.component_scores()
         writer.writerow([_cell(r.submission), _number(r.total), _number(r.max_total),
                          *(_number(parts.get(c, 0.0)) for c in COMPONENTS), _cell(r.status), _cell(r.source),
-                         _cell(overrides.summary(r))])
+                         _cell(overrides.summary(r)), str(r.late["late_days"]) if r.late else "",
+                         _number(r.penalty) if r.late else ""])
     return buffer.getvalue()
 
 

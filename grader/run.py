@@ -120,6 +120,9 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
     if shard_n == 1:
         _similarity(subs, out, jobs)
     regrade.keep_rubric(out)
+    from grader import late
+
+    late.write_lateness(out, Path(submissions) / "collected.csv", {s.name for s in subs})
     try:
         report.write_class(out, overrides_path, release)
     except decisions.OverrideError as exc:

@@ -158,8 +158,8 @@ def test_names_are_sanitised_and_unique(tmp_path):
 def test_bad_input_exits_2_with_a_reason(tmp_path, capsys, bad, message):
     roster = tmp_path / "roster.txt"
     if bad is None:
-        roster.write_text("one two three\n")
-        message = "expected 'URL' or 'NAME URL'"
+        roster.write_text("one two three four\n")
+        message = "expected 'URL', 'NAME URL' or 'NAME URL DEADLINE'"
     else:
         roster.write_text("alice /nowhere.git\n")
     assert collect.main(roster=str(roster), out=str(tmp_path / "out"), deadline=bad) == 2

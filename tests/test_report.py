@@ -85,11 +85,11 @@ def test_grades_csv_has_the_agreed_columns_one_row_each_sorted_by_name(graded):
     with open(graded / "grades.csv", newline="") as f:
         rows = list(csv.reader(f))
     assert rows[0] == ["submission", "total", "max_total", "self_attention", "multihead",
-                       "positional", "block", "deliverables", "status", "source", "overrides"]
+                       "positional", "block", "deliverables", "status", "source", "overrides", "late_days", "penalty"]
     assert [r[0] for r in rows[1:]] == sorted(r.submission for r in CLASS)
     by_name = {r[0]: r for r in rows[1:]}
-    assert by_name["Adam"] == ["Adam", "69", "100", "5", "25", "15", "20", "4", "ok", "Adam/", ""]
-    assert by_name["zoe"] == ["zoe", "100", "100", "30", "25", "15", "20", "10", "ok", "zoe.zip", ""]
+    assert by_name["Adam"] == ["Adam", "69", "100", "5", "25", "15", "20", "4", "ok", "Adam/", "", "", ""]
+    assert by_name["zoe"] == ["zoe", "100", "100", "30", "25", "15", "20", "10", "ok", "zoe.zip", "", "", ""]
     assert by_name["bob_timeout"][rows[0].index("status")] == "timeout"
     # Component columns always add up to the total.
     for row in rows[1:]:
@@ -98,7 +98,7 @@ def test_grades_csv_has_the_agreed_columns_one_row_each_sorted_by_name(graded):
 
 def test_grades_csv_defuses_spreadsheet_formulas_in_names():
     text = report.grades_csv([make_record("=HYPERLINK(1)", source="@SUM(1).zip")])
-    assert "\n'=HYPERLINK(1)," in text and text.endswith(",ok,'@SUM(1).zip,\n")
+    assert "\n'=HYPERLINK(1)," in text and text.endswith(",ok,'@SUM(1).zip,,,\n")
 
 
 def test_rows_not_named_as_submitted_are_listed_in_the_class_report(tmp_path):

@@ -22,7 +22,7 @@ from grader.sandbox import SandboxConfig  # noqa: E402
 
 CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(2))
 UIDS = range(CONFIG.uid_base, CONFIG.uid_base + 4)
-COLUMNS = "submission,total,max_total,self_attention,multihead,positional,block,deliverables,status,source,overrides"
+COLUMNS = "submission,total,max_total,self_attention,multihead,positional,block,deliverables,status,source,overrides,late_days,penalty"
 
 
 def small_class(root: Path) -> Path:

@@ -1,0 +1,103 @@
+"""Deadlines: a roster line's own deadline (an extension), the rubric's late policy (grace, penalty
+per day, last day), lateness from the push time where the roster has one, else the commit time;
+late_days and penalty in grades.csv and a line in the feedback. Without a policy nothing changes."""
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from grader import collect, late, regrade, report
+from grader.records import SubmissionResult
+from grader.records import TestResult as Outcome
+from test_collect import StudentRepo, manifest
+
+DUE = "2026-02-10T12:00:00+00:00"
+POLICY = "\n[late]\ngrace_minutes = 30\npenalty_per_day = 10\nmax_days = 3\n"
+
+
+@pytest.fixture
+def rubric(tmp_path, monkeypatch):
+    path = tmp_path / "rubric.toml"
+    path.write_text(regrade.rubric_path().read_text() + POLICY)
+    monkeypatch.setattr(report, "_RUBRIC", path)
+    return path
+
+
+def test_collect_takes_late_work_up_to_the_last_day_and_measures_it(tmp_path, rubric):
+    ann, bea, cyd = (StudentRepo(tmp_path, n) for n in ("ann", "bea", "cyd"))
+    ann.commit("2026-02-10T12:20:00+00:00", {"a.py": "# within the grace\n"})
+    bea.commit("2026-02-11T18:00:00+00:00", {"a.py": "# a day and a quarter late\n"})
+    cyd.commit("2026-02-09T09:00:00+00:00", {"a.py": "# on time\n"})
+    cyd.commit("2026-02-20T09:00:00+00:00", {"a.py": "# after the last day\n"})
+    dan = StudentRepo(tmp_path, "dan")
+    dan.commit("2026-02-12T09:00:00+00:00", {"a.py": "# with an extension\n"})
+    roster = tmp_path / "roster.txt"
+    roster.write_text(f"ann {ann.bare}\nbea {bea.bare}\ncyd {cyd.bare}\ndan {dan.bare} 2026-02-13T12:00:00+00:00\n")
+    out = tmp_path / "subs"
+    assert collect.main(roster=str(roster), out=str(out), deadline=DUE, rubric=str(rubric)) == 0
+    rows = manifest(out)
+    assert {n: rows[n]["late_days"] for n in rows} == {"ann": "0", "bea": "2", "cyd": "0", "dan": "0"}
+    assert (out / "cyd" / "a.py").read_text() == "# on time\n"
+    assert rows["dan"]["deadline"] == "2026-02-13T12:00:00+00:00"
+    assert rows["bea"]["late_basis"].startswith("commit time (written by the student's machine)")
+    # Without a policy: the deadline cuts as before, and no lateness is recorded.
+    plain = tmp_path / "plain"
+    no_policy = tmp_path / "plain.toml"
+    no_policy.write_text(regrade.rubric_path().read_text())
+    assert collect.main(roster=str(roster), out=str(plain), deadline=DUE, rubric=str(no_policy)) == 0
+    rows = manifest(plain)
+    assert rows["bea"]["status"] == "no commit before the deadline" and rows["ann"]["late_days"] == ""
+
+
+def test_a_classroom_push_time_is_preferred_to_the_commit_time(tmp_path, rubric):
+    eve = StudentRepo(tmp_path, "eve")
+    eve.commit("2026-02-10T11:00:00+00:00", {"a.py": "# backdated\n"})
+    export = tmp_path / "export.csv"
+    export.write_text("github_username,student_repository_url,submission_timestamp\n"
+                      f"eve,{eve.bare},2026-02-12 13:00:00 UTC\n")
+    out = tmp_path / "subs"
+    assert collect.main(roster=str(export), out=str(out), deadline=DUE, rubric=str(rubric)) == 0
+    row = manifest(out)["eve"]
+    assert row["late_days"] == "3" and row["late_basis"] == "push time"
+
+
+def _record(name: str) -> SubmissionResult:
+    return SubmissionResult(submission=name, source=f"{name}/", tests=[
+        Outcome(name="deliverables.analysis", component="deliverables", score=40, max_score=50, status="failed"),
+        Outcome(name="deliverables.readme", component="deliverables", score=50, max_score=50, status="passed")])
+
+
+def _grades(out: Path) -> dict:
+    return {r["submission"]: r for r in csv.DictReader(io.StringIO((out / "grades.csv").read_text()))}
+
+
+def test_the_penalty_reaches_the_gradebook_and_the_feedback(tmp_path, rubric):
+    out = tmp_path / "out"
+    for name in ("ann", "bea", "cyd"):
+        report.write_submission(out, _record(name))
+    collected = tmp_path / "collected.csv"
+    collected.write_text("name,source,commit,committed,status,deadline,late_days,late_basis\n"
+                         f"ann,x,c,t,ok,{DUE},0,push time\nbea,x,c,t,ok,{DUE},2,commit time (written by the "
+                         f"student's machine)\ncyd,x,c,t,ok,{DUE},9,push time\n")
+    late.write_lateness(out, collected, {"ann", "bea", "cyd"})
+    report.write_class(out)
+    rows = _grades(out)
+    assert list(rows["ann"])[-3:] == ["overrides", "late_days", "penalty"]
+    assert (rows["ann"]["late_days"], rows["ann"]["penalty"], rows["ann"]["total"]) == ("0", "0", "90")
+    assert (rows["bea"]["late_days"], rows["bea"]["penalty"], rows["bea"]["total"]) == ("2", "20", "70")
+    assert rows["cyd"]["penalty"] == "30"  # capped at max_days
+    feedback = (out / "bea" / "feedback.md").read_text()
+    assert "Handed in 2 days late" in feedback and "commit time" in feedback and "-20 points" in feedback
+    assert json.loads((out / "bea" / "results.json").read_text())["score"] == 70
+
+
+def test_without_a_policy_nothing_changes(tmp_path):
+    out = tmp_path / "out"
+    report.write_submission(out, _record("bea"))
+    (out / "bea" / late.FILE).write_text(json.dumps({"late_days": 2, "deadline": DUE, "measured_from": "x"}))
+    report.write_class(out)
+    row = _grades(out)["bea"]
+    assert (row["total"], row["late_days"], row["penalty"]) == ("90", "", "")
+    assert "late" not in (out / "bea" / "feedback.md").read_text().lower()

@@ -1,0 +1,143 @@
+"""The example outputs in README.md and demo/README.md, produced from real runs.
+
+    python -m grader.docs          grade the example course and the demo class for real, store what
+                                   they printed and wrote in docs/run-record.json, and rewrite every
+                                   block between `<!-- docs:NAME -->` and `<!-- /docs:NAME -->`
+    python -m grader.docs --check  exit 1 when a block differs from what the stored run gives, or the
+                                   stored run no longer has the gradebook's columns (fast: grades nothing)
+
+Run the first after a change that moves a score or an output line; the kit's tests run the second.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORD = ROOT / "docs" / "run-record.json"
+FILES = (ROOT / "README.md", ROOT / "demo" / "README.md")
+COURSE = {"ada": "ada_reference", "chloe": "chloe_no_scale", "hana": "hana_partial"}  # README's example course
+BLOCK = re.compile(r"(<!-- docs:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /docs:(?P=name) -->)", re.S)
+
+
+def _grade(cwd: Path, submissions: str, out: str) -> tuple[str, float]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "grader", "grade", submissions, "--out", out, "--jobs", "2"],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"grading {submissions} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return done.stdout, time.monotonic() - start
+
+
+def record() -> dict:
+    """Grade the example course (three demo students) and the demo class; what they printed and wrote."""
+    with tempfile.TemporaryDirectory(prefix="day13-docs-") as tmp:
+        root = Path(tmp)
+        subs = root / "out" / "course" / "submissions"
+        for name, folder in COURSE.items():
+            shutil.copytree(ROOT / "demo" / "class" / folder, subs / name)
+        printed, _ = _grade(root, "out/course/submissions", "out/course/grades")
+        grades = root / "out" / "course" / "grades"
+        demo_printed, seconds = _grade(ROOT, "demo/class", str(root / "demo"))
+        with open(root / "demo" / "grades.csv", encoding="utf-8") as handle:
+            totals = {row["submission"]: row["total"] for row in csv.DictReader(handle)}
+        return {
+            "course_grade_output": [line for line in printed.splitlines() if line.strip()],
+            "course_grades_csv": (grades / "grades.csv").read_text(encoding="utf-8"),
+            "course_feedback_head": (grades / "chloe" / "feedback.md").read_text(encoding="utf-8").splitlines()[:9],
+            "demo_totals": totals,
+            "demo_seconds": round(seconds),
+            "demo_submissions": len(totals),
+            "cores": os.cpu_count() or 1,
+        }
+
+
+def blocks(run: dict) -> dict[str, str]:
+    """Each marked block's text, from a stored run."""
+    grade = "\n".join(["```console", "$ make grade SUBMISSIONS=out/course/submissions OUT=out/course/grades",
+                       ".venv/bin/python -m grader grade out/course/submissions --out out/course/grades",
+                       *run["course_grade_output"], "```"])
+    review = "\n".join(["```console", "$ cat out/course/grades/grades.csv", *run["course_grades_csv"].splitlines(),
+                        "$ head -9 out/course/grades/chloe/feedback.md", *run["course_feedback_head"], "```"])
+    names = {name: name.split("_")[0] for name in run["demo_totals"]}
+    totals = ", ".join(f"{names[n]} {t}" for n, t in run["demo_totals"].items())
+    demo = (f"Graded by the kit (`make grade`, {run['cores']} cores, {run['demo_seconds']} s for the class of "
+            f"{run['demo_submissions']}), the totals were: {totals}.")
+    return {"course-grade": grade, "course-results": review, "demo-totals": _wrap(demo)}
+
+
+def _wrap(text: str, width: int = 100) -> str:
+    lines, line = [], ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return "\n".join(lines + [line])
+
+
+def render(text: str, run: dict) -> str:
+    wanted = blocks(run)
+
+    def replace(match: re.Match) -> str:
+        name = match.group("name")
+        if name not in wanted:
+            raise KeyError(f"no generated block named {name!r} (known: {', '.join(wanted)})")
+        return f"{match.group(1)}{wanted[name]}\n{match.group(4)}"
+
+    return BLOCK.sub(replace, text)
+
+
+def stale(run: dict) -> list[str]:
+    """What differs between the files and the stored run (empty when nothing does)."""
+    from grader.report import GRADES_COLUMNS
+
+    problems = []
+    header = run["course_grades_csv"].splitlines()[0]
+    if header != ",".join(GRADES_COLUMNS):
+        problems.append(f"{RECORD.relative_to(ROOT)} was recorded with the columns {header!r}; grades.csv now has "
+                        f"{','.join(GRADES_COLUMNS)!r}")
+    for path in FILES:
+        text = path.read_text(encoding="utf-8")
+        if not BLOCK.search(text):
+            problems.append(f"{path.relative_to(ROOT)} has no <!-- docs:NAME --> block")
+        elif render(text, run) != text:
+            problems.append(f"{path.relative_to(ROOT)} differs from what {RECORD.relative_to(ROOT)} gives")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grader.docs", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="compare only; grade nothing, write nothing")
+    args = parser.parse_args(argv)
+    if args.check:
+        problems = stale(json.loads(RECORD.read_text(encoding="utf-8")))
+        for problem in problems:
+            print(f"docs: {problem}", file=sys.stderr)
+        if problems:
+            print("docs: run `python -m grader.docs` (it grades the examples again) and commit what it changes",
+                  file=sys.stderr)
+        return 1 if problems else 0
+    run = record()
+    RECORD.write_text(json.dumps(run, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    for path in FILES:
+        path.write_text(render(path.read_text(encoding="utf-8"), run), encoding="utf-8")
+    print(f"docs: {RECORD.relative_to(ROOT)} and the blocks of " + ", ".join(str(p.relative_to(ROOT)) for p in FILES))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -43,7 +43,8 @@ GRADES_COLUMNS = ("submission", "total", "max_total", *COMPONENTS, "status", "so
                   "penalty")
 PLOTS = "_plots"  # intake never names a submission with a leading "_", so no student folder can clash
 # Every file a run writes beside the row folders: intake never gives a row one of these names.
-CLASS_FILES = ("grades.csv", "summary.md", "report.html", "similarity.csv", "similarity.html", PLOTS)
+CLASS_FILES = ("grades.csv", "summary.md", "report.html", "similarity.csv", "similarity.html", "overrides.csv",
+               PLOTS)
 MAX_HEATMAPS = 8  # drawn per class report; a 200-student class must not spend its time plotting
 MAX_MATRIX_SIDE = 64  # larger evidence is not a lesson-sized attention matrix: skipped
 ATTENTION_COMPONENTS = ("self_attention", "multihead")

@@ -339,6 +339,17 @@ def test_a_leading_underscore_is_a_student_not_junk(tmp_path):
     assert not subs["__draft__.zip"].name.startswith("_")
 
 
+def test_a_folder_named_overrides_csv_cannot_stop_the_next_run(tmp_path):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    make_submission(subs / "overrides.csv")
+    config = SandboxConfig(call_timeout=3.0, uid_base=CONFIG.uid_base)
+    for _ in range(2):  # the second run reads OUT/overrides.csv: it must still be a file or nothing
+        assert run.main(submissions=subs, out=out, jobs=1, config=config) == 0
+    assert not (out / "overrides.csv").exists()
+    (row,) = [p for p in out.iterdir() if (p / "record.json").is_file()]
+    assert row.name.startswith("overrides.csv-")
+
+
 def test_no_row_is_named_like_a_class_file(tmp_path):
     for name in CLASS_FILES:
         make_submission(tmp_path / name.upper(), reference=False)

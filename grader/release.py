@@ -155,6 +155,9 @@ def leaks(folder: Path) -> list[str]:
             found.append(f"{relative}: is the reference's {reference_outputs[digest]}")
         if digest in hidden_files:
             found.append(f"{relative}: is the hidden grader file {hidden_files[digest]}")
+        if path.suffix == ".pt":
+            found += [f"{relative}: {problem}" for problem in _not_just_numbers(path)]
+            continue
         text = data.decode("utf-8", errors="replace")
         if path.suffix == ".ipynb":
             text = notebook.code_of(nbformat.reads(text, as_version=4))
@@ -164,6 +167,27 @@ def leaks(folder: Path) -> list[str]:
         squeezed = "".join(text.split())
         found += [f"{relative}: holds solution line ({where})" for key, where in wanted.items() if key in squeezed]
     return found
+
+
+def _not_just_numbers(path: Path) -> list[str]:
+    """A stored table (the visible tests' stand-in answers) must be numbers only: loadable without
+    running code, and made of lists, dicts, None and tensors, so it can hold no solution code."""
+    import torch
+
+    try:
+        table = torch.load(path, weights_only=True)
+    except Exception as error:  # noqa: BLE001 - anything but plain numbers is refused
+        return [f"is not a table of numbers ({type(error).__name__})"]
+    stack, problems = [table], []
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack += [k for k in item if not isinstance(k, str)] + list(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack += list(item)
+        elif item is not None and not isinstance(item, torch.Tensor):
+            problems.append(f"holds a {type(item).__name__}, not only numbers")
+    return problems
 
 
 def _zip(folder: Path, target: Path) -> None:

@@ -93,6 +93,23 @@ def test_leak_search_finds_a_planted_line(built, tmp_path):
     assert any("BEGIN SOLUTION" in found for found in release.leaks(copy))
 
 
+def test_leak_search_refuses_a_stand_in_table_that_holds_code(built, tmp_path):
+    """The visible tests' stand-in answers ship as numbers; a table that would run code, or hold
+    anything but tensors, is a leak (it could carry a working attention)."""
+    import pickle
+
+    import torch
+
+    copy = tmp_path / "day13"
+    shutil.copytree(built / "day13", copy)
+    table = copy / "tests" / "attention_answers.pt"
+    assert table.is_file() and release.leaks(copy) == []
+    torch.save([{"Q": torch.zeros(1), "solve": "def f(Q, K, V): ..."}], table)
+    assert any("attention_answers.pt: holds a str" in found for found in release.leaks(copy))
+    table.write_bytes(pickle.dumps(release.leaks))  # a pickle that names a function
+    assert any("attention_answers.pt: is not a table of numbers" in found for found in release.leaks(copy))
+
+
 def test_a_leaking_assignment_folder_is_refused(tmp_path, monkeypatch, capsys):
     assignment = tmp_path / "assignment"
     shutil.copytree(release.ASSIGNMENT, assignment, ignore=shutil.ignore_patterns("__pycache__"))

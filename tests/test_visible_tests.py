@@ -24,7 +24,7 @@ def student_folder(tmp_path, sources):
     """A student folder: the visible tests, pytest.ini, and `sources` ({file name: text})."""
     folder = tmp_path / "student"
     (folder / "tests").mkdir(parents=True)
-    for test_file in (ASSIGNMENT / "tests").glob("*.py"):
+    for test_file in (p for p in (ASSIGNMENT / "tests").iterdir() if p.is_file() and p.suffix in (".py", ".pt")):
         (folder / "tests" / test_file.name).write_bytes(test_file.read_bytes())
     for name in ("pytest.ini", "Makefile"):
         (folder / name).write_bytes((ASSIGNMENT / name).read_bytes())
@@ -385,3 +385,11 @@ def test_a_multihead_bug_costs_no_block_test(tmp_path):
     failed = sorted(test_id for test_id, (outcome, _) in results.items() if outcome != "passed")
     assert failed and all(test_id.startswith("tests.test_multihead::") for test_id in failed), failed
     assert sum(test_id.startswith("tests.test_block::") for test_id in results) >= 10
+
+
+def test_the_stand_in_attention_table_is_current():
+    """assignments/day13/tests/attention_answers.pt answers exactly the calls the visible multi-head tests
+    make on the reference (python -m grader.day13.visible_answers rewrites it)."""
+    from grader.day13 import visible_answers
+
+    assert visible_answers.main(["--check"]) == 0, "run: python -m grader.day13.visible_answers"

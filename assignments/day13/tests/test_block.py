@@ -54,11 +54,15 @@ def test_block_parts(block):
         norm = getattr(model, name)
         assert isinstance(norm, nn.LayerNorm) and tuple(norm.normalized_shape) == (16,), (
             f"§11: {name} should be nn.LayerNorm(d_model=16), got {norm!r}")
-    layers = list(model.ffn)
+    layers = [layer for layer in model.ffn if not isinstance(layer, nn.Dropout)]  # a dropout is fine
     kinds = [type(layer).__name__ for layer in layers]
     assert kinds == ["Linear", "GELU", "Linear"], f"§9: ffn should be Linear, GELU, Linear; got {kinds}"
     sizes = [(layers[0].in_features, layers[0].out_features), (layers[2].in_features, layers[2].out_features)]
     assert sizes == [(16, 64), (64, 16)], f"§9: with d_ff left out the FFN expands 16 -> 4·16 = 64 -> 16, got {sizes}"
+    assert model.ln1 is not model.ln2, "§12: ln1 and ln2 are two LayerNorms, each with its own weights"
+    given = [layer for layer in block.TransformerBlock(d_model=16, n_heads=4, d_ff=40).ffn if isinstance(layer, nn.Linear)]
+    sizes = [(layer.in_features, layer.out_features) for layer in given]
+    assert sizes == [(16, 40), (40, 16)], f"§9: TransformerBlock(16, 4, d_ff=40) should expand 16 -> 40 -> 16, got {sizes}"
     assert type(model.attn).__name__ == "StandInAttention", (
         f"§12: attn should be MultiHeadAttention(d_model, n_heads) from multihead.py, got {type(model.attn).__name__}")
 
@@ -77,9 +81,13 @@ def test_s12_wiring(block, check, pre_ln):
     """§10-§12: residuals, norms and their order, checked with stand-in sub-layers of known output."""
     attn, ffn = StandIn(scale=0.5, shift=0.3), StandIn(scale=-2.0, shift=0.1)
     model = _block_with_stand_ins(block, 8, pre_ln, attn, ffn)
+    ln1, ln2 = model.ln1, model.ln2
+    with torch.no_grad():  # two norms that differ, so using one in place of the other shows
+        for n, norm in enumerate((ln1, ln2)):
+            norm.weight.copy_(1 + torch.arange(8.0) / (4 + 4 * n))
+            norm.bias.copy_(torch.arange(8.0) / 10 - 0.3 * n)
     x = torch.randn(2, 3, 8)
     out = model(x)
-    ln1, ln2 = model.ln1, model.ln2
     with torch.no_grad():
         if pre_ln:
             h = x + attn.scale * ln1(x) + attn.shift

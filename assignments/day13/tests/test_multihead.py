@@ -17,6 +17,21 @@ def _identity_heads(mha, d_model):
         mha.out.bias.zero_()
 
 
+def _randn(seed, *shape):
+    """Inputs from their own generator: the same numbers whatever your layers drew before."""
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _fixed_weights(mha, d_model, seed):
+    """Weights from a fixed generator, so that the run does not depend on how your layers draw theirs."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for layer in (mha.qkv, mha.out):
+            layer.weight.copy_(torch.randn(layer.weight.shape, generator=generator) / d_model ** 0.5)
+            layer.bias.copy_(torch.randn(layer.bias.shape, generator=generator) / 10)
+    return mha
+
+
 def test_s7_head_size(multihead):
     """§7 worked problem and Your Turn: 512 / 8 heads -> 64 features per head; BERT-base 768 / 12 -> 64."""
     for d_model, n_heads in ((512, 8), (768, 12)):
@@ -46,9 +61,9 @@ def test_s7_heads_must_divide_d_model(multihead):
 
 def test_output_shape(multihead, check):
     """§7: the output has the input's shape (B, T, d_model), whatever the number of heads."""
-    x = torch.randn(2, 5, 16)
+    x = _randn(1, 2, 5, 16)
     for n_heads in (1, 4, 16):
-        out = multihead.MultiHeadAttention(16, n_heads)(x)
+        out = _fixed_weights(multihead.MultiHeadAttention(16, n_heads), 16, 70 + n_heads)(x)
         check.shape(out, (2, 5, 16), f"§7: MultiHeadAttention(16, {n_heads}) on x of shape (2, 5, 16)")
 
 
@@ -76,10 +91,10 @@ def test_s7_two_heads_see_their_own_features(multihead, check):
 
 def test_causal_mask_blocks_the_future(multihead, check):
     """§6 in every head: with a (T, T) causal mask, changing later tokens leaves earlier outputs alone."""
-    mha = multihead.MultiHeadAttention(8, 2)
-    x = torch.randn(1, 5, 8)
+    mha = _fixed_weights(multihead.MultiHeadAttention(8, 2), 8, 80)
+    x = _randn(2, 1, 5, 8)
     changed = x.clone()
-    changed[:, 3:] = torch.randn(1, 2, 8)
+    changed[:, 3:] = _randn(3, 1, 2, 8)
     for mask in (torch.tril(torch.ones(5, 5)), torch.tril(torch.ones(5, 5)).bool()):
         before, after = mha(x, mask), mha(changed, mask)
         check.close(after[:, :3], before[:, :3], f"§6: outputs of tokens 1-3 must not see tokens 4-5 "
@@ -89,11 +104,11 @@ def test_causal_mask_blocks_the_future(multihead, check):
 
 def test_padding_mask_hides_padding(multihead, check):
     """§6: a (B, 1, 1, T) padding mask; what sits in the padding never changes the real tokens' outputs."""
-    mha = multihead.MultiHeadAttention(8, 4)
-    x = torch.randn(2, 4, 8)
+    mha = _fixed_weights(multihead.MultiHeadAttention(8, 4), 8, 90)
+    x = _randn(4, 2, 4, 8)
     mask = torch.tensor([1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0]).view(2, 1, 1, 4)  # sentence 2: 2 real tokens
     changed = x.clone()
-    changed[1, 2:] = torch.randn(2, 8)
+    changed[1, 2:] = _randn(5, 2, 8)
     before, after = mha(x, mask), mha(changed, mask)
     check.close(after[1, :2], before[1, :2], "§6: real tokens must not attend to padding",
                 hint="the mask broadcasts over heads and queries; blocked keys get -inf before the softmax.")
@@ -103,9 +118,52 @@ def test_padding_mask_hides_padding(multihead, check):
 
 def test_tokens_are_a_set_without_positions(multihead, check):
     """§8: attention alone treats the input as a set: shuffling tokens shuffles the outputs the same way."""
-    mha = multihead.MultiHeadAttention(12, 3)
-    x = torch.randn(2, 6, 12)
+    mha = _fixed_weights(multihead.MultiHeadAttention(12, 3), 12, 100)
+    x = _randn(6, 2, 6, 12)
     order = torch.tensor([4, 0, 5, 2, 1, 3])
     check.close(mha(x[:, order]), mha(x)[:, order], "§8: output for shuffled tokens vs shuffled output", atol=1e-5,
                 hint="every token should attend over the tokens of its own sentence and head only "
                      "(view(B, T, h, d_k).transpose(1, 2), and back with transpose(1, 2) before view(B, T, d_model)).")
+
+
+def _worked_weights(mha):
+    """Fixed, unequal projections: W_Q, W_K and W_V differ, and W_O is not the identity."""
+    with torch.no_grad():
+        mha.qkv.weight.copy_(((torch.arange(48.0).reshape(12, 4) * 5) % 7 - 3) / 4)
+        mha.qkv.bias.copy_(((torch.arange(12.0) % 3) - 1) / 10)
+        mha.out.weight.copy_(((torch.arange(16.0).reshape(4, 4) * 3) % 5 - 2) / 3)
+        mha.out.bias.copy_(torch.tensor([0.1, -0.2, 0.3, 0.0]))
+
+
+# MultiHeadAttention(4, 2) with _worked_weights on the §7 tokens below: output and the gradient of
+# output.sum() with respect to x, without a mask and with a causal mask (numbers from the reference).
+WORKED_X = [[[1.0, 0.0, 1.0, 1.0], [0.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 1.0]]]
+WORKED = {
+    "no mask": ([[0.5073, -0.8039, 0.7881, 0.0499], [0.5645, -0.6373, 0.5021, -0.1717], [0.5703, -0.795, 0.9126, 0.0123]],
+                [[-0.0315, -0.0489, 0.1152, 0.3852], [-0.4077, 0.2662, 0.6797, 0.0755],
+                 [-0.0699, -0.0934, -0.031, 0.5689]]),
+    "causal mask": ([[1.15, -1.0, 0.5667, -0.25], [0.8652, -0.6393, 0.701, -0.5881], [0.5703, -0.795, 0.9126, 0.0123]],
+                    [[-0.5085, 0.1799, 0.8369, 0.2249], [-0.2173, 0.2, 0.281, 0.1407],
+                     [0.1296, -0.1631, -0.1974, 0.4002]]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WORKED))
+def test_s7_projections_forward_and_backward(multihead, check, case):
+    """§7 with real projections: Q, K, V are the three thirds of qkv(x) in that order, W_O mixes the heads,
+    and the gradient reaches x (the graders also load fixed weights into qkv and out)."""
+    mha = multihead.MultiHeadAttention(4, 2)
+    _worked_weights(mha)
+    x = torch.tensor(WORKED_X, requires_grad=True)
+    mask = torch.tril(torch.ones(3, 3)) if case == "causal mask" else None
+    out = mha(x, mask)
+    expected_out, expected_grad = WORKED[case]
+    hint = ("q, k, v = qkv(x).chunk(3, dim=-1) in that order; concatenate the heads and apply out (W_O) last; "
+            "keep every step in torch so the gradient flows (handout §7).")
+    check.close(out, [expected_out], f"§7: MultiHeadAttention(4, 2) with fixed weights, {case}: output",
+                atol=2e-4, hint=hint)
+    grad = torch.autograd.grad(out.sum(), x, allow_unused=True)[0] if out.requires_grad else None
+    if grad is None:
+        pytest.fail("§7: no gradient reaches x through MultiHeadAttention. Hint: " + hint, pytrace=False)
+    check.close(grad, [expected_grad], f"§7: gradient of the output's sum with respect to x, {case}", atol=2e-4,
+                hint=hint)

@@ -48,12 +48,18 @@ def test_table_shape_dtype_and_formula(positional, check):
 def test_module_adds_the_table(positional, check):
     """§8: PositionalEncoding returns x + PE[:T] for x of shape (B, T, d_model)."""
     module = positional.PositionalEncoding(16, max_len=50)
-    x = torch.randn(2, 7, 16)
+    x = torch.randn(2, 7, 16, requires_grad=True)
     out = module(x)
     check.shape(out, (2, 7, 16), "§8: PositionalEncoding(16)(x) for x of shape (2, 7, 16)")
-    expected = x.double() + _handout_formula(7, 16)
+    expected = x.detach().double() + _handout_formula(7, 16)
     check.close(out, expected, "§8: input = token_embedding + positional_encoding", atol=1e-4,
                 hint="add the first T rows of the table to x (the same rows for every sentence in the batch).")
+    grad = torch.autograd.grad(out.sum(), x, allow_unused=True)[0] if out.requires_grad else None
+    if grad is None:
+        pytest.fail("§8: no gradient reaches x through PositionalEncoding: add the table to x itself, in torch",
+                    pytrace=False)
+    check.close(grad, torch.ones(2, 7, 16), "§8: the gradient of x + PE with respect to x is 1",
+                hint="return x + PE[:T] (the table is a constant: it passes the gradient through unchanged).")
 
 
 def test_module_default_max_len(positional, check):

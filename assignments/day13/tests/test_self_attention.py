@@ -192,3 +192,37 @@ def test_s3_gradients_reach_Q_K_and_V(self_attention):
         pytest.fail(f"§3: the gradients of your attention are wrong or missing: {problem}\nHint: {hint}",
                     pytrace=False)
     assert ok, f"§3: gradcheck failed. Hint: {hint}"
+
+
+def test_s5_module_uses_its_three_projections(self_attention, check):
+    """§5 with d_k ≠ d_model and three different projections: SelfAttention(x, mask) is your own attention
+    on Q = x W_qᵀ, K = x W_kᵀ, V = x W_vᵀ, forward and backward (gradients reach x, W_q, W_k and W_v)."""
+    attn = self_attention.SelfAttention(d_model=6, d_k=4)
+    layers = [_projection(attn, name) for name in ("W_q", "W_k", "W_v")]
+    with torch.no_grad():
+        for n, layer in enumerate(layers):
+            layer.weight.copy_(torch.randn(4, 6, generator=torch.Generator().manual_seed(50 + n)) / 2)
+    x = torch.randn(2, 5, 6, requires_grad=True)
+    mask = torch.tril(torch.ones(5, 5))
+    got = tuple(attn(x, mask))
+    check.pair(got, "SelfAttention.forward(x, mask)")
+    # The same computation written out, through your scaled_dot_product_attention.
+    x_own = x.detach().clone().requires_grad_(True)
+    W = [layer.weight.detach().clone().requires_grad_(True) for layer in layers]
+    own = tuple(self_attention.scaled_dot_product_attention(x_own @ W[0].T, x_own @ W[1].T, x_own @ W[2].T, mask))
+    hint = ("Q, K and V come from W_q, W_k and W_v applied to x, each its own layer; pass the mask on; "
+            "keep every step in torch so the gradients flow (handout §5).")
+    check.close(got[1], own[1], "§5: weights of SelfAttention(6, 4) vs your attention on x W_qᵀ, x W_kᵀ, x W_vᵀ",
+                hint=hint)
+    check.close(got[0], own[0], "§5: output of SelfAttention(6, 4) vs your attention on x W_qᵀ, x W_kᵀ, x W_vᵀ",
+                hint=hint)
+    g_out, g_w = torch.randn(2, 5, 4), torch.randn(2, 5, 5)
+    loss = (got[0] * g_out).sum() + (got[1] * g_w).sum()
+    params = [x] + [layer.weight for layer in layers]
+    grads = torch.autograd.grad(loss, params, allow_unused=True) if loss.requires_grad else [None] * 4
+    expected = torch.autograd.grad((own[0] * g_out).sum() + (own[1] * g_w).sum(), [x_own] + W)
+    for name, g, e in zip(("x", "W_q", "W_k", "W_v"), grads, expected):
+        if g is None:
+            pytest.fail(f"§5: no gradient reaches {name} through SelfAttention. Hint: {hint}", pytrace=False)
+        check.close(g, e, f"§5: gradient with respect to {name}", hint=hint)
+

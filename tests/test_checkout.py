@@ -152,3 +152,30 @@ def test_an_unreadable_file_on_the_import_path_stops_the_run_with_one_message(pr
     finally:
         shutil.rmtree(private)
     assert settled(lambda: descendants(os.getpid())) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root enters any folder: the plan is built for the sandbox uid")
+def test_the_view_covers_the_outermost_closed_folder_and_binds_back_only_what_is_needed():
+    from grader.sandbox import view_plan
+
+    base = Path(tempfile.mkdtemp(dir="/tmp", prefix="day13-plan-"))  # /tmp: open to all, unlike tmp_path
+    try:
+        os.chmod(base, 0o755)
+        home = base / "home"
+        (home / "kit" / ".venv" / "lib").mkdir(parents=True)
+        (home / "kit" / "grader").mkdir()
+        (home / "inner").mkdir(mode=0o700)  # a closed folder inside a closed folder: one cover
+        (home / "inner" / "python").mkdir()
+        (base / "open" / "python").mkdir(parents=True)
+        (home / "link").symlink_to(base / "open" / "python")  # named through a closed folder, open where it is
+        home.chmod(0o750)
+        wanted = [home / "kit" / ".venv", home / "kit" / ".venv" / "lib", home / "inner" / "python",
+                  home / "link", base / "open" / "python"]
+        plan = view_plan([str(p) for p in wanted])
+        assert plan == [(str(home), [(str(home / "inner" / "python"), str(home / "inner" / "python")),
+                                     (str(home / "kit" / ".venv"), str(home / "kit" / ".venv")),
+                                     (str(home / "link"), str(base / "open" / "python"))])]
+        assert view_plan([str(base / "open" / "python")]) == []  # nothing to cover on an open path
+    finally:
+        home.chmod(0o755)
+        shutil.rmtree(base)

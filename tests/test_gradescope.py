@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
-from engine_helpers import make_submission, uid_base_for_tests  # noqa: E402
+from engine_helpers import in_kit_view, make_submission, uid_base_for_tests  # noqa: E402
 
 from grader import gradescope, intake, run  # noqa: E402
 
@@ -181,7 +181,9 @@ def _secrets(source: Path) -> list[Path]:
 def _readable_by(uid: int, path: Path) -> bool:
     probe = ("import os, sys; p = sys.argv[1]\n"
              "os.listdir(p) if os.path.isdir(p) else open(p, 'rb').read(1)")
-    done = subprocess.run([sys.executable, "-c", probe, str(path)], user=uid, group=uid, extra_groups=[],
+    # in_kit_view: that uid runs this environment's Python even from a checkout it may not enter.
+    done = subprocess.run(in_kit_view(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
+                                       sys.executable, "-c", probe, str(path)]),
                           capture_output=True, text=True, timeout=120)
     return done.returncode == 0
 

@@ -1373,8 +1373,12 @@ def _verdict(found: dict, uid) -> str:
     """'' when the child can read and import all it must; else the one message a run prints."""
     who = f"the sandbox's unprivileged uid ({uid})" if uid is not None else "the sandboxed child"
     if "setup_error" in found:
-        return (f"{who} could not be started with its view of the machine ({found['setup_error']}); "
-                "run `python -m grader.sandbox --check`. Nothing was graded.")
+        covered = [cover for cover, _ in _VIEW_PLAN]
+        remedy = (f" It must read what lies under {', '.join(covered)}, which other users may not enter: let them "
+                  f"(`chmod o+x` on each), or keep the kit and its .venv in a folder they may enter."
+                  if covered else "")
+        return (f"{who} could not be started with its view of the machine ({found['setup_error']}).{remedy} "
+                "`python -m grader.sandbox --check` shows the details. Nothing was graded.")
     if "probe" not in found:
         return (f"{who} did not finish the start-up check ({found.get('error', 'no answer')}); "
                 "run `python -m grader.sandbox --check`. Nothing was graded.")

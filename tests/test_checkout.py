@@ -179,3 +179,18 @@ def test_the_view_covers_the_outermost_closed_folder_and_binds_back_only_what_is
     finally:
         home.chmod(0o755)
         shutil.rmtree(base)
+
+
+def test_a_view_that_cannot_be_set_up_is_refused_with_what_to_do(monkeypatch):
+    # A container whose root may not mount, say: one message naming the folder and the way out.
+    from grader import sandbox
+
+    monkeypatch.setattr(sandbox, "_VIEW_PLAN", [("/home/ann", [("/home/ann/kit/.venv", "/home/ann/kit/.venv")])])
+    message = sandbox._verdict({"setup_error": "OSError: [Errno 1] mount tmpfs on /home/ann: Operation not permitted"},
+                               64000)
+    assert "uid (64000)" in message and "Operation not permitted" in message
+    assert "/home/ann" in message and "chmod o+x" in message and "Nothing was graded" in message
+    failed = {"probe": {"hidden": [], "unreadable": [], "unreadable_count": 0,
+                        "failed_imports": {"sympy": "ModuleNotFoundError: No module named 'sympy'"}}}
+    assert "cannot import sympy (ModuleNotFoundError" in sandbox._verdict(failed, 64000)
+    assert sandbox._verdict({"probe": {**failed["probe"], "failed_imports": {}}}, 64000) == ""

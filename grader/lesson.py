@@ -1,0 +1,215 @@
+"""A lesson as the engine sees it: one object, read from the lesson's own folder.
+
+A lesson is a package under grader/ with a `lesson.toml` beside its `rubric.toml`. The file says what
+the engine cannot guess (the contract, its modules and graded names, which parts are graded over
+the grader's stand-ins, where the reference and the student folder are); everything with points comes
+from the rubric, read here by the one rubric loader the engine has. The engine asks `load_lesson()`
+(or `load_lesson(name)`, from `--lesson`) and never names a lesson itself, so a second lesson is a
+second folder, not an edit to the engine.
+
+Standard library only: the sandboxed child and the stdlib-only stages (regrade, collect) load it too.
+"""
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+ENGINE = Path(__file__).resolve().parent
+ROOT = ENGINE.parent
+DECLARATION = "lesson.toml"
+# `--lesson NAME` sets this for the whole run, sandboxed children included.
+LESSON_ENV = "GRADER_LESSON"
+# Rubric tables that configure grading rather than hold a part's tests.
+RUBRIC_SETTINGS = frozenset({"meta", "hints", "visibility", "late"})
+
+
+class LessonError(RuntimeError):
+    """A lesson that cannot be found or whose declaration is incomplete."""
+
+
+# -- the one rubric loader --------------------------------------------------------------------------
+@lru_cache(maxsize=8)
+def _rubric(path: str, mtime_ns: int) -> dict:
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+def read_rubric(path) -> dict:
+    """The rubric at `path` as a dict, parsed once per file version (a batch reads it hundreds of
+    times). Callers must not modify the dict they get."""
+    path = os.fspath(path)
+    return _rubric(path, os.stat(path).st_mtime_ns)
+
+
+def _has_points(entry) -> bool:
+    points = entry.get("points") if isinstance(entry, dict) else None
+    return isinstance(points, (int, float)) and not isinstance(points, bool)
+
+
+def rubric_components(rubric: dict) -> tuple[str, ...]:
+    """The parts a rubric grades, in the order the rubric lists them: every top-level table (other
+    than the settings tables) with at least one entry worth points."""
+    return tuple(name for name, table in rubric.items()
+                 if name not in RUBRIC_SETTINGS and isinstance(table, dict)
+                 and any(_has_points(entry) for entry in table.values()))
+
+
+def rubric_points(rubric: dict, components) -> dict[str, float]:
+    """Points per part, summed over every rubric entry that has `points`. An entry counts for the
+    part its table path names (`[block.gradients]`), or its `component` key, or its `id` prefix."""
+    components = tuple(components)
+    totals = {c: 0.0 for c in components}
+
+    def walk(node, path):
+        if isinstance(node, dict):
+            if _has_points(node):
+                component = node.get("component") or next((p for p in path if p in components), None)
+                if component is None and "id" in node:
+                    component = str(node["id"]).split(".")[0]
+                if component in totals:
+                    totals[component] += float(node["points"])
+                return
+            for key, value in node.items():
+                walk(value, path + str(key).split("."))
+        elif isinstance(node, list):
+            for item in node:
+                walk(item, path)
+
+    walk(rubric, [])
+    return {c: round(v, 4) for c, v in totals.items()}
+
+
+# -- the lesson ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Lesson:
+    name: str  # the folder's (and package's) name under grader/
+    folder: Path
+    title: str
+    contract: Path  # the student contract (a Markdown file), the source of the names below
+    assignment: Path  # the student folder: stubs, visible tests, README, tools
+    solutions: Path  # the reference
+    notebook: str  # file name of the notebook a student may work in
+    graded_names: dict[str, tuple[str, ...]]  # contract module -> the names it must define, in order
+    always_standin: dict[str, tuple[str, ...]]  # module -> the parts it is always graded over stand-ins of
+    sibling_imports: dict[str, tuple[str, str]]  # module -> (sibling module, name it imports from there)
+    attention_components: tuple[str, ...]  # parts whose evidence the class report draws as heatmaps
+    notebook_cells: tuple[str, ...]  # parts that have notebook cells
+    deliverables_component: str
+    rubric_path: Path
+    forbidden_path: Path
+    limits_path: Path
+    tests_folder: Path
+    tests_package: str  # importable name of the hidden tests' package
+    standins_module: str  # importable names of the lesson's modules
+    catalogue_module: str
+    tolerances_module: str
+
+    @property
+    def package(self) -> str:
+        return f"{ENGINE.name}.{self.name}"
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        """The contract's modules (one graded part each), in grading order."""
+        return tuple(self.graded_names)
+
+    @property
+    def file_of(self) -> dict[str, str]:
+        """Contract module -> its file name."""
+        return {m: f"{m}.py" for m in self.modules}
+
+    @property
+    def contract_file_of(self) -> dict[str, str]:
+        """Graded name -> the contract file it belongs to."""
+        return {name: f"{module}.py" for module, names in self.graded_names.items() for name in names}
+
+    def rubric(self) -> dict:
+        return read_rubric(self.rubric_path)
+
+    @property
+    def components(self) -> tuple[str, ...]:
+        """Every graded part, from the rubric: the contract's modules, then the rest (deliverables)."""
+        return rubric_components(self.rubric())
+
+    @property
+    def points(self) -> dict[str, float]:
+        return rubric_points(self.rubric(), self.components)
+
+    def test_module(self, component: str) -> str:
+        """Importable name of the hidden tests for one part."""
+        return f"{self.tests_package}.test_{component}"
+
+
+def lesson_names(engine: Path = ENGINE) -> list[str]:
+    """Every lesson folder under the engine: a package that declares itself with lesson.toml."""
+    return sorted(p.parent.name for p in engine.glob(f"*/{DECLARATION}"))
+
+
+def _strings(table: dict, where: str) -> dict[str, tuple[str, ...]]:
+    out = {}
+    for key, value in table.items():
+        if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            raise LessonError(f"{where}: {key} must be a list of names")
+        out[key] = tuple(value)
+    return out
+
+
+@lru_cache(maxsize=8)
+def _load(folder: Path) -> Lesson:
+    declared = folder / DECLARATION
+    try:
+        data = tomllib.loads(declared.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise LessonError(f"{declared}: {exc}; fix the lesson's declaration") from None
+
+    def need(key):
+        if key not in data:
+            raise LessonError(f"{declared} has no `{key}`: add it (see docs/architecture.md, lessons)")
+        return data[key]
+
+    package = f"{ENGINE.name}.{folder.name}"
+    siblings = _strings(data.get("sibling_imports", {}), f"{declared} [sibling_imports]")
+    if any(len(pair) != 2 for pair in siblings.values()):
+        raise LessonError(f"{declared} [sibling_imports]: each entry is [sibling module, name]")
+    lesson = Lesson(
+        name=folder.name, folder=folder, title=str(need("title")),
+        contract=ROOT / need("contract"), assignment=ROOT / need("assignment"),
+        solutions=ROOT / need("solutions"), notebook=str(need("notebook_file")),
+        graded_names=_strings(need("modules"), f"{declared} [modules]"),
+        always_standin=_strings(data.get("always_standin", {}), f"{declared} [always_standin]"),
+        sibling_imports={k: (v[0], v[1]) for k, v in siblings.items()},
+        attention_components=tuple(data.get("report", {}).get("attention_components", ())),
+        notebook_cells=tuple(data.get("notebook", {}).get("cells", ())),
+        deliverables_component=str(data.get("deliverables", {}).get("component", "deliverables")),
+        rubric_path=folder / data.get("rubric", "rubric.toml"),
+        forbidden_path=folder / data.get("forbidden", "forbidden.toml"),
+        limits_path=folder / data.get("limits", "limits.toml"),
+        tests_folder=folder / data.get("tests", "tests"),
+        tests_package=f"{package}.{data.get('tests', 'tests')}",
+        standins_module=f"{package}.{data.get('standins', 'standins')}",
+        catalogue_module=f"{package}.{data.get('catalogue', 'catalogue')}",
+        tolerances_module=f"{package}.{data.get('tolerances', 'tolerances')}",
+    )
+    unknown = [m for m in (*lesson.always_standin, *lesson.sibling_imports, *lesson.notebook_cells)
+               if m not in lesson.graded_names]
+    if unknown:
+        raise LessonError(f"{declared} names {', '.join(sorted(set(unknown)))}, which [modules] does not declare")
+    return lesson
+
+
+def load_lesson(name: str | None = None, engine: Path = ENGINE) -> Lesson:
+    """The lesson called `name`, else the one $GRADER_LESSON names, else the only lesson."""
+    names = lesson_names(engine)
+    name = name or os.environ.get(LESSON_ENV) or None
+    if name is None:
+        if len(names) != 1:
+            raise LessonError(f"{len(names)} lessons under {engine} ({', '.join(names) or 'none'}): "
+                              "say which one with --lesson NAME")
+        name = names[0]
+    elif name not in names:
+        raise LessonError(f"no lesson {name!r} under {engine} (there are: {', '.join(names) or 'none'}); "
+                          f"a lesson is a folder with a {DECLARATION}")
+    return _load(engine / name)

@@ -1,0 +1,107 @@
+"""The lesson boundary: a lesson declares itself (grader/<name>/lesson.toml), the engine finds it by
+name, and the engine modules that have been moved onto the lesson object name no lesson."""
+from __future__ import annotations
+
+import ast
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from grader import lesson as lessons
+
+ENGINE = Path(lessons.__file__).resolve().parent
+
+# Engine modules that take everything lesson-specific from the Lesson object. The list only grows:
+# a module joins it when its last lesson name is gone, and the test below keeps it that way.
+CONVERTED = ["lesson.py"]
+
+
+def test_the_only_lesson_is_found_and_declares_what_the_engine_needs():
+    lesson = lessons.load_lesson()
+    assert lesson.name in lessons.lesson_names()
+    for path in (lesson.contract, lesson.assignment, lesson.solutions, lesson.rubric_path,
+                 lesson.forbidden_path, lesson.limits_path, lesson.tests_folder):
+        assert path.exists(), path
+    for module in lesson.modules:
+        assert (lesson.solutions / f"{module}.py").is_file()
+        assert (lesson.tests_folder / f"test_{module}.py").is_file()
+        source = (lesson.solutions / f"{module}.py").read_text(encoding="utf-8")
+        defined = {n.name for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        assert set(lesson.graded_names[module]) <= defined, module
+    assert lesson.contract_file_of == {name: f"{m}.py" for m, names in lesson.graded_names.items() for name in names}
+
+
+def test_components_and_points_come_from_the_rubric():
+    lesson = lessons.load_lesson()
+    rubric = tomllib.loads(lesson.rubric_path.read_text(encoding="utf-8"))
+    assert lesson.components == (*lesson.modules, lesson.deliverables_component)
+    for component in lesson.components:
+        expected = sum(e["points"] for e in rubric[component].values() if isinstance(e, dict) and "points" in e)
+        assert lesson.points[component] == pytest.approx(expected)
+    assert lesson.points[lesson.modules[0]] > 0
+
+
+def _write_lesson(engine: Path, name: str, title: str) -> None:
+    folder = engine / name
+    folder.mkdir(parents=True)
+    (folder / "lesson.toml").write_text(
+        f'title = "{title}"\ncontract = "c.md"\nassignment = "a"\nsolutions = "s"\nnotebook_file = "n.ipynb"\n'
+        '[modules]\nfirst = ["f"]\nsecond = ["G"]\n[always_standin]\nsecond = ["first"]\n', encoding="utf-8")
+    (folder / "rubric.toml").write_text(
+        '[meta]\nversion = 1\n[first.works]\npoints = 3\n[second.works]\npoints = 2\n[second.more]\npoints = 1.5\n'
+        '[hints."x"]\ntext = "t"\n', encoding="utf-8")
+
+
+def test_a_lesson_is_chosen_by_name_when_there_are_several(tmp_path):
+    _write_lesson(tmp_path, "one", "One")
+    only = lessons.load_lesson(engine=tmp_path)
+    assert (only.name, only.title, only.components) == ("one", "One", ("first", "second"))
+    assert only.points == {"first": 3.0, "second": 3.5}
+    assert only.always_standin == {"second": ("first",)}
+    _write_lesson(tmp_path, "two", "Two")
+    with pytest.raises(lessons.LessonError, match="--lesson"):
+        lessons.load_lesson(engine=tmp_path)
+    assert lessons.load_lesson("two", engine=tmp_path).title == "Two"
+    with pytest.raises(lessons.LessonError, match="no lesson 'three'"):
+        lessons.load_lesson("three", engine=tmp_path)
+
+
+def test_a_declaration_naming_an_undeclared_module_is_refused(tmp_path):
+    _write_lesson(tmp_path, "one", "One")
+    path = tmp_path / "one" / "lesson.toml"
+    path.write_text(path.read_text(encoding="utf-8") + '[sibling_imports]\nthird = ["first", "f"]\n', encoding="utf-8")
+    with pytest.raises(lessons.LessonError, match="third"):
+        lessons.load_lesson(engine=tmp_path)
+
+
+def _lesson_imports_and_strings(path: Path, names: list[str]) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        modules = []
+        if isinstance(node, ast.Import):
+            modules = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            modules = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        for module in modules:
+            parts = module.split(".")
+            if any(n in parts for n in names):
+                found.append(f"line {node.lineno}: imports {module}")
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if any(n in node.value for n in names):
+                found.append(f"line {node.lineno}: names a lesson in {node.value[:60]!r}")
+    return found
+
+
+@pytest.mark.parametrize("module", CONVERTED)
+def test_converted_engine_modules_import_and_name_no_lesson(module):
+    names = lessons.lesson_names()
+    assert names, "no lesson found: the check below would pass on nothing"
+    faults = _lesson_imports_and_strings(ENGINE / module, names)
+    assert not faults, f"grader/{module} names a lesson; take it from grader.lesson.load_lesson():\n" + "\n".join(faults)
+
+
+def test_the_rule_check_catches_a_lesson_import_and_a_lesson_string(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text('from grader.day13 import standins\nPRELOAD = ("grader.day13.standins",)\n', encoding="utf-8")
+    assert len(_lesson_imports_and_strings(bad, ["day13"])) >= 2

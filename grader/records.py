@@ -9,15 +9,23 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-COMPONENTS = ("self_attention", "multihead", "positional", "block", "deliverables")
+from grader.lesson import load_lesson
+
+
+def __getattr__(name: str):
+    # COMPONENTS: the lesson's graded parts, in rubric order (read when first asked for, so that
+    # `--lesson` has chosen the lesson by then).
+    if name == "COMPONENTS":
+        return load_lesson().components
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
 class TestResult:
     """One rubric test for one submission (maps 1:1 to a Gradescope `tests[]` entry)."""
 
-    name: str  # rubric id, "<component>.<test>", e.g. "self_attention.sdpa_matches_reference"
-    component: str  # one of COMPONENTS
+    name: str  # rubric id, "<component>.<test>"
+    component: str  # one of the lesson's components
     score: float
     max_score: float
     status: str  # "passed" | "failed"
@@ -59,7 +67,7 @@ class SubmissionResult:
         return round(sum(t.max_score for t in self.tests), 4)
 
     def component_scores(self) -> dict[str, float]:
-        scores = {c: 0.0 for c in COMPONENTS}
+        scores = {c: 0.0 for c in load_lesson().components}
         for t in self.tests:
-            scores[t.component] = round(scores[t.component] + t.score, 4)
+            scores[t.component] = round(scores.get(t.component, 0.0) + t.score, 4)
         return scores

@@ -1,34 +1,35 @@
-"""Stage "notebook": build day13.ipynb from the reference in solutions/day13/ (one source of truth).
+"""Stage "notebook": build the lesson's notebook from its reference (one source of truth).
 
 Two versions come out of the same cells:
 
 - the *source* notebook (instructor only, `student=False`), in nbgrader's conventions: solution
   cells hold the reference between `### BEGIN SOLUTION` / `### END SOLUTION`; autograded test
   cells carry points and end with a `### BEGIN HIDDEN TESTS` / `### END HIDDEN TESTS` region.
-  A course that runs nbgrader puts it in `source/day13/` and runs `nbgrader generate_assignment`.
+  A course that runs nbgrader puts it in `source/<lesson>/` and runs `nbgrader generate_assignment`.
 - the *student* notebook (`student=True`), shipped in the release: each solution region is the
   same TODO + `raise NotImplementedError` as the .py stubs (grader/stubs.py), hidden regions removed.
 
 The hidden tests compare with values computed here by running the source notebook's own code
 cells, on inputs made by a formula (no random generator, so any torch version gives the same
-inputs). Points per component are read from grader/day13/rubric.toml, where they live.
+inputs). Points per component are read from the lesson's rubric.toml, where they live.
 """
 from __future__ import annotations
 
 import ast
 import math
-import tomllib
 from pathlib import Path
 
 import nbformat
 
 from grader import stubs
+from grader.lesson import load_lesson, read_rubric, rubric_points
 
 ROOT = Path(__file__).resolve().parents[1]
-SOLUTIONS = ROOT / "solutions" / "day13"
-RUBRIC = ROOT / "grader" / "day13" / "rubric.toml"
-MODULES = ("self_attention", "multihead", "positional", "block")
-NB_COMPONENTS = MODULES  # deliverables are files, checked by `make check`, not by notebook cells
+LESSON = load_lesson()
+SOLUTIONS = LESSON.solutions
+RUBRIC = LESSON.rubric_path
+MODULES = LESSON.modules
+NB_COMPONENTS = LESSON.notebook_cells  # deliverables are files, checked by `make check`, not by notebook cells
 
 BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
 END_HIDDEN = "### END HIDDEN TESTS"
@@ -261,25 +262,7 @@ def component_points(rubric: Path = RUBRIC) -> dict[str, float]:
     if not rubric.exists():
         raise FileNotFoundError(f"{rubric} is missing: the notebook takes its points from the rubric, "
                                 "so build it from a full checkout of the kit")
-    data = tomllib.loads(rubric.read_text(encoding="utf-8"))
-    totals: dict[str, float] = {}
-
-    def walk(node, path):
-        if isinstance(node, dict):
-            if isinstance(node.get("points"), (int, float)) and not isinstance(node.get("points"), bool):
-                component = node.get("component") or next((p for p in path if p in NB_COMPONENTS + ("deliverables",)), None)
-                if component is None and "id" in node:
-                    component = str(node["id"]).split(".")[0]
-                if component is not None:
-                    totals[component] = totals.get(component, 0.0) + float(node["points"])
-                return
-            for key, value in node.items():
-                walk(value, path + [*str(key).split(".")])
-        elif isinstance(node, list):
-            for item in node:
-                walk(item, path)
-
-    walk(data, [])
+    totals = rubric_points(read_rubric(rubric), NB_COMPONENTS)
     missing = [c for c in NB_COMPONENTS if not totals.get(c)]
     if missing:
         raise ValueError(f"{rubric} gives no points to {', '.join(missing)}: add them there "
@@ -366,7 +349,7 @@ def _code(name: str, code: str, *, solution=False, points=None):
 
 
 def build(*, student: bool, solutions: Path = SOLUTIONS, rubric: Path = RUBRIC) -> nbformat.NotebookNode:
-    """The Day 13 notebook: the source version (student=False) or the student version."""
+    """The lesson's notebook: the source version (student=False) or the student version."""
     points = component_points(rubric)
     parts, imports = [], []
     for module in MODULES:
@@ -420,8 +403,8 @@ def code_of(nb: nbformat.NotebookNode) -> str:
 
 
 def main(*, out: str = "dist", student: bool = True) -> int:
-    """Write `<out>/day13.ipynb` (student version) or the nbgrader source notebook."""
-    target = Path(out) / "day13.ipynb"
+    """Write `<out>/<the lesson's notebook>` (student version) or the nbgrader source notebook."""
+    target = Path(out) / LESSON.notebook
     write(build(student=student), target)
     print(f"wrote {target}")
     return 0

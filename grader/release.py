@@ -1,14 +1,14 @@
-"""Stage "release": build the student release in dist/day13/ and dist/day13.zip.
+"""Stage "release": build the student release in dist/<lesson>/ and dist/<lesson>.zip.
 
 What a student gets (and nothing else):
-- the stubs, generated from solutions/day13/ by grader/stubs.py (never the reference);
-- the visible tests, pytest.ini, the student README and Makefile (assignments/day13/);
-- the student tools: assignments/day13/tools/ if present, grader/deliverables.py (the standalone
+- the stubs, generated from the lesson's reference by grader/stubs.py (never the reference);
+- the visible tests, pytest.ini, the student README and Makefile (the lesson's assignment folder);
+- the student tools: the assignment's tools/ if present, grader/deliverables.py (the standalone
   checker, with its handout fingerprints), tools/ci_feedback.py and tools/points.json;
-- day13.ipynb, the student notebook (grader/notebook.py);
+- the student notebook (grader/notebook.py);
 - .github/workflows/autograde.yml, feedback on every push (grader/templates/).
 
-The instructor's nbgrader source notebook goes to dist/nbgrader/source/day13/, outside the zip.
+The instructor's nbgrader source notebook goes to dist/nbgrader/source/<lesson>/, outside the zip.
 Before anything is written to the zip, the release is searched for every non-trivial solution line,
 solution or hidden-test markers, the hidden graders' files and the reference's output files;
 a hit removes the build and fails.
@@ -19,20 +19,20 @@ import hashlib
 import json
 import shutil
 import sys
-import tomllib
 import zipfile
 from pathlib import Path
 
 import nbformat
 
 from grader import notebook, stubs
+from grader.lesson import load_lesson
 from grader.stubs import _digest
 
 ROOT = Path(__file__).resolve().parents[1]
-LESSON = "day13"
-ASSIGNMENT = ROOT / "assignments" / LESSON
-SOLUTIONS = ROOT / "solutions" / LESSON
-HIDDEN = ROOT / "grader" / LESSON
+LESSON = load_lesson()
+ASSIGNMENT = LESSON.assignment
+SOLUTIONS = LESSON.solutions
+HIDDEN = LESSON.folder
 TEMPLATES = ROOT / "grader" / "templates"
 CHECKER = ROOT / "grader" / "deliverables.py"
 FINGERPRINTS = ROOT / "grader" / "handout_ngrams.txt"
@@ -93,16 +93,12 @@ def _copy_tree(source: Path, target: Path) -> None:
 
 def feedback_points() -> dict[str, float]:
     """Points per part for the feedback on push, summed from the rubric (where points live)."""
-    totals = notebook.component_points()
-    rubric = tomllib.loads(notebook.RUBRIC.read_text(encoding="utf-8"))
-    totals["deliverables"] = round(sum(float(entry.get("points", 0)) for entry in
-                                       rubric.get("deliverables", {}).values() if isinstance(entry, dict)), 4)
-    return totals
+    return dict(LESSON.points)
 
 
 def stub_texts() -> dict[str, str]:
     """file name -> the stub a student gets, generated from the reference."""
-    return stubs.stub_texts(LESSON)
+    return stubs.stub_texts(LESSON.name)
 
 
 def prefer_notebook(folder: Path) -> list[str]:
@@ -127,9 +123,9 @@ def _write_student_files(day: Path) -> None:
     # So the feedback script can tell a notebook student (stubs untouched) from a .py one.
     student_nb = notebook.build(student=True)
     released = {n: _digest(t) for n, t in texts.items()}
-    released["day13.ipynb:code"] = _digest(notebook.code_of(student_nb))
+    released[f"{LESSON.notebook}:code"] = _digest(notebook.code_of(student_nb))
     (tools / "stubs.json").write_text(json.dumps(released, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    notebook.write(student_nb, day / "day13.ipynb")
+    notebook.write(student_nb, day / LESSON.notebook)
     workflows = day / ".github" / "workflows"
     workflows.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(TEMPLATES / "autograde.yml", workflows / "autograde.yml")
@@ -203,9 +199,9 @@ def _zip(folder: Path, target: Path) -> None:
 
 
 def build(*, out: Path) -> Path:
-    """Write <out>/day13/ and <out>/day13.zip; returns the folder. Raises LeakError on a leak."""
+    """Write <out>/<lesson>/ and <out>/<lesson>.zip; returns the folder. Raises LeakError on a leak."""
     out.mkdir(parents=True, exist_ok=True)
-    day = out / LESSON
+    day = out / LESSON.name
     if day.exists():
         if not (day / "tools" / "points.json").is_file():
             # Never delete a folder this command did not make (say `--out assignments` by mistake).
@@ -219,8 +215,8 @@ def build(*, out: Path) -> Path:
     if found:
         shutil.rmtree(day)
         raise LeakError("the release would leak:\n  " + "\n  ".join(found))
-    _zip(day, out / f"{LESSON}.zip")
-    notebook.write(notebook.build(student=False), out / "nbgrader" / "source" / LESSON / f"{LESSON}.ipynb")
+    _zip(day, out / f"{LESSON.name}.zip")
+    notebook.write(notebook.build(student=False), out / "nbgrader" / "source" / LESSON.name / LESSON.notebook)
     return day
 
 
@@ -235,8 +231,8 @@ def main(*, out: str = "dist") -> int:
               file=sys.stderr)
         return 1
     files = sorted(p.relative_to(day).as_posix() for p in day.rglob("*") if p.is_file())
-    print(f"wrote {day}/ ({len(files)} files) and {day.parent / (LESSON + '.zip')}")
+    print(f"wrote {day}/ ({len(files)} files) and {day.parent / (LESSON.name + '.zip')}")
     for name in files:
         print(f"  {name}")
-    print(f"instructor only (not in the zip): {day.parent / 'nbgrader' / 'source' / LESSON / (LESSON + '.ipynb')}")
+    print(f"instructor only (not in the zip): {day.parent / 'nbgrader' / 'source' / LESSON.name / LESSON.notebook}")
     return 0

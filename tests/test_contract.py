@@ -76,5 +76,5 @@ def test_every_reference_to_the_contract_is_a_path_that_exists():
 
 def test_release_ships_the_contract(tmp_path):
     assert release.main(out=str(tmp_path)) == 0
-    shipped = tmp_path / release.LESSON / "CONTRACT.md"
+    shipped = tmp_path / release.LESSON.name / "CONTRACT.md"
     assert shipped.read_bytes() == CONTRACT.read_bytes()

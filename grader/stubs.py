@@ -145,7 +145,7 @@ def _digest(text: str) -> str:
 def prefer_notebook(folder: Path, texts: dict[str, str] | None = None) -> list[str]:
     """Make a notebook submission out of a repository that still holds the untouched .py stubs.
 
-    A student who worked in day13.ipynb leaves the released stubs beside it; the engine grades the
+    A student who worked in the lesson's notebook leaves the released stubs beside it; the engine grades the
     .py files whenever they exist, so it would grade the stubs. When a notebook sits at the top of
     `folder` and every contract .py there is byte for byte the released stub (line endings aside),
     those stubs carry no work of the student's: they are removed so the notebook is graded.

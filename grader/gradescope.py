@@ -4,7 +4,7 @@
 
 The zip holds `setup.sh` (Gradescope runs it once, as root, when it builds the image), `run_autograder`
 (run for every submission), and the kit's grading engine: grader/ with the hidden graders and the
-rubric, solutions/day13/ (the reference), and pyproject.toml (the dependencies). Upload it as a
+rubric of the lesson, the lesson's reference (solutions/<lesson>/), and pyproject.toml (the dependencies). Upload it as a
 "Zip file upload" autograder on an Ubuntu 22.04 base image.
 
 `run_autograder` grades /autograder/submission with the same engine as `python -m grader grade`:
@@ -36,12 +36,17 @@ import zipfile
 from pathlib import Path
 
 from grader import intake
+from grader.lesson import Lesson, lesson_names, load_lesson
 
 ROOT = Path(__file__).resolve().parents[1]
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 ROW = "submission"  # the row name of the one submission graded
-# What the autograder needs of the kit: the engine, the hidden graders, the reference, the dependencies.
-PACKAGED = ("grader", "solutions/day13", "pyproject.toml")
+
+def packaged(lesson: Lesson) -> tuple[str, ...]:
+    """What the autograder needs of the kit: the engine with the lesson's hidden graders, the lesson's
+    reference, the dependencies."""
+    return ("grader", lesson.solutions.relative_to(ROOT).as_posix(), "pyproject.toml")
+
 SKIP_DIRS = {"__pycache__", ".pytest_cache", "templates"}
 
 SETUP_SH = """#!/usr/bin/env bash
@@ -99,22 +104,26 @@ RUN_AUTOGRADER = RUN_AUTOGRADER.replace("@@PROTECT_KIT_INDENTED@@", textwrap.ind
 
 # --------------------------------------------------------------------------- building the zip
 
-def _packaged_files() -> list[tuple[str, Path]]:
+def _packaged_files(lesson: Lesson) -> list[tuple[str, Path]]:
+    # Another lesson's folder has no business in this lesson's autograder (nor its hidden tests).
+    others = {f"grader/{name}" for name in lesson_names() if name != lesson.name}
     files = []
-    for entry in PACKAGED:
+    for entry in packaged(lesson):
         path = ROOT / entry
         if path.is_file():
             files.append((entry, path))
             continue
         for found in sorted(path.rglob("*")):
             relative = found.relative_to(ROOT)
-            if found.is_file() and not SKIP_DIRS.intersection(relative.parts) and found.suffix != ".pyc":
+            if found.is_file() and not SKIP_DIRS.intersection(relative.parts) and found.suffix != ".pyc" \
+                    and "/".join(relative.parts[:2]) not in others:
                 files.append((relative.as_posix(), found))
     return files
 
 
-def build(*, out: Path) -> Path:
+def build(*, out: Path, lesson: Lesson | None = None) -> Path:
     """Write <out>/gradescope.zip deterministically; returns its path."""
+    lesson = lesson or load_lesson()
     out.mkdir(parents=True, exist_ok=True)
     target = out / "gradescope.zip"
     tmp = target.with_suffix(".zip.tmp")
@@ -123,7 +132,7 @@ def build(*, out: Path) -> Path:
             info = zipfile.ZipInfo(name, date_time=ZIP_TIME)
             info.compress_type, info.external_attr = zipfile.ZIP_DEFLATED, 0o755 << 16
             archive.writestr(info, text)
-        for name, path in _packaged_files():
+        for name, path in _packaged_files(lesson):
             info = zipfile.ZipInfo(name, date_time=ZIP_TIME)
             info.compress_type, info.external_attr = zipfile.ZIP_DEFLATED, 0o644 << 16
             archive.writestr(info, path.read_bytes())
@@ -132,11 +141,12 @@ def build(*, out: Path) -> Path:
 
 
 def main(*, out: str = "dist") -> int:
-    target = build(out=Path(out))
+    lesson = load_lesson()
+    target = build(out=Path(out), lesson=lesson)
     with zipfile.ZipFile(target) as archive:
         names = archive.namelist()
     print(f"wrote {target} ({len(names)} files, {target.stat().st_size // 1024} KiB): "
-          "setup.sh, run_autograder, grader/ (engine, hidden graders, rubric), solutions/day13/, pyproject.toml")
+          f"setup.sh, run_autograder, grader/ (engine, hidden graders, rubric), {packaged(lesson)[1]}/, pyproject.toml")
     print("Upload it on Gradescope as a 'Zip file upload' autograder (base image: Ubuntu 22.04).")
     return 0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 
@@ -15,6 +16,20 @@ def _call(module: str, function: str, **kwargs) -> int:
 
 
 RELEASES = ("now", "after_due_date", "published", "all")  # grader.report.RELEASES, without importing it
+
+
+def _lesson_option(p) -> None:
+    p.add_argument("--lesson", default=None, metavar="NAME",
+                   help="the lesson folder's name under grader/ (default: the only one)")
+
+
+def _use_lesson(name: str | None) -> None:
+    """Make `name` the lesson of this run, for every stage and every sandboxed child."""
+    if name:
+        from grader import lesson  # standard library only: nothing secret is loaded
+
+        lesson.load_lesson(name)  # an unknown name stops here, saying which lessons there are
+        os.environ[lesson.LESSON_ENV] = name
 
 
 def _release_option(p) -> None:
@@ -70,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true", help="fail if the committed stubs differ")
     p.set_defaults(run=lambda a: _call("stubs", "main", check=a.check))
 
-    p = sub.add_parser("release", help="build the student release (dist/day13, dist/day13.zip)")
+    p = sub.add_parser("release", help="build the student release (dist/<lesson>, dist/<lesson>.zip)")
     p.add_argument("--out", default="dist")
     p.set_defaults(run=lambda a: _call("release", "main", out=a.out))
 
@@ -87,18 +102,27 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("similarity", help="compare every pair of submissions (code, README/analysis, pictures)")
     p.add_argument("submissions", help="folder holding one entry per student")
     p.add_argument("--out", required=True, help="folder for similarity.csv and similarity.html")
-    p.add_argument("--lesson", default=None, help="the lesson folder's name (default: the only one)")
     p.add_argument("--jobs", type=int, default=None, help="parallel readers (default: number of cores)")
     p.set_defaults(run=lambda a: _call("similarity", "main", submissions=a.submissions, out=a.out,
                                        lesson=a.lesson, jobs=a.jobs))
 
     p = sub.add_parser("killrate", help="grade every bug-catalogue mutant and correct variant; print the rates")
-    p.set_defaults(run=lambda a: _call("day13.killrate", "main"))
+    p.set_defaults(run=lambda a: _call(f"{_lesson_name()}.killrate", "main"))
+
+    for command in sub.choices.values():
+        _lesson_option(command)
     return parser
+
+
+def _lesson_name() -> str:
+    from grader.lesson import load_lesson
+
+    return load_lesson().name
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    _use_lesson(args.lesson)
     return args.run(args)
 
 
@@ -118,6 +142,7 @@ def _exit_now(code: int) -> None:
 
 if __name__ == "__main__":
     _args = build_parser().parse_args()
+    _use_lesson(_args.lesson)
     _code = _args.run(_args)
     if _args.command == "grade":
         _exit_now(_code)

@@ -23,10 +23,12 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from grader.lesson import load_lesson
 from grader.report import CLASS_FILES  # the class files beside the row folders: no row is named like one
 
-CONTRACT_MODULES = ("self_attention", "multihead", "positional", "block")
-NOTEBOOK_MODULE = "_day13_notebook"
+LESSON = load_lesson()
+CONTRACT_MODULES = LESSON.modules
+NOTEBOOK_MODULE = f"_{LESSON.name}_notebook"
 SKIPPED_DIRS = {".git", "__pycache__", ".ipynb_checkpoints", "__MACOSX", ".venv", "venv", "node_modules"}
 
 
@@ -374,7 +376,7 @@ def _maybe_convert_notebook(dest: Path, intake: Intake) -> None:
     """If the copy has a notebook and none of the contract .py files, generate them from it.
 
     The released stubs left untouched beside a notebook carry no work of the student's: they are
-    dropped first, or a student who worked only in day13.ipynb would be graded on the stubs."""
+    dropped first, or a student who worked only in the lesson's notebook would be graded on the stubs."""
     if not any(p.suffix.lower() == ".ipynb" for p in dest.iterdir()):
         return  # no notebook: nothing to do, and no import of grader.release (nbformat: ~1 s per worker)
     from grader.release import prefer_notebook  # reads the reference: grader side only, never the child
@@ -387,7 +389,7 @@ def _maybe_convert_notebook(dest: Path, intake: Intake) -> None:
     notebooks = sorted(dest.glob("*.ipynb"))
     if not notebooks:
         return
-    preferred = [n for n in notebooks if n.name == "day13.ipynb"]
+    preferred = [n for n in notebooks if n.name == LESSON.notebook]
     notebook = (preferred or notebooks)[0]
     label = printable(notebook.name)
     try:
@@ -436,8 +438,7 @@ def neutralise_magics(source: str) -> str:
 # The names a contract file takes from its siblings (as in the reference). A notebook defines them
 # all globally; rebinding them from the sibling module keeps the grader's stand-ins working the same
 # way for a notebook as for .py files (e.g. block graded over the grader's multi-head attention).
-SIBLING_IMPORTS = {"multihead": ("self_attention", "scaled_dot_product_attention"),
-                   "block": ("multihead", "MultiHeadAttention")}
+SIBLING_IMPORTS = LESSON.sibling_imports
 
 
 def notebook_module_source(notebook_name: str, cells: list[str]) -> str:

@@ -4,7 +4,7 @@
 
 ROSTER is either
 - a text file, one repository per line: a git URL or a local path, optionally preceded by the
-  row name (`alice https://github.com/course/day13-alice.git`) and optionally followed by the
+  row name (`alice https://github.com/course/attention-alice.git`) and optionally followed by the
   student's own deadline (an extension); `#` starts a comment; or
 - a GitHub Classroom grades export (.csv): the repository comes from `student_repository_url`,
   the row name from `github_username` (or `roster_identifier`, `student_repository_name`), a push
@@ -17,7 +17,7 @@ For each repository, a bare clone is kept in <out>/.repos/<name>.git and fetched
 run (real git, so any URL git can read works, with the instructor's own credentials). The commit
 taken is the last one on the default branch's first-parent line whose committer date is before the
 deadline (the newest one without --deadline). Its files (no .git, no symlinks) become <out>/<name>/,
-which `python -m grader grade <out>` grades like any folder. A student who worked in day13.ipynb
+which `python -m grader grade <out>` grades like any folder. A student who worked in the lesson's notebook
 and left the released .py stubs untouched gets those stubs left out of the snapshot, so the engine
 grades the notebook (grader.stubs.prefer_notebook). <out>/collected.csv records, per row, the
 source, the commit hash and time, and the status.

@@ -23,6 +23,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.lesson import load_lesson
+
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE = ROOT / "grader"
 RUBRIC_SNAPSHOTS = "_rubrics"  # under OUT; "_" keeps it apart from the students' folders
@@ -31,16 +33,9 @@ WORDING_KEYS = frozenset({"points", "title", "hint", "text", "section", "forbidd
 SKIP_PARTS = frozenset({"__pycache__", "templates", ".pytest_cache"})
 
 
-def _lesson_dirs() -> list[Path]:
-    return sorted(p.parent for p in ENGINE.glob("*/rubric.toml"))
-
-
 def rubric_path() -> Path:
     """The lesson's rubric (the one the scorer reads)."""
-    found = [d / "rubric.toml" for d in _lesson_dirs()]
-    if len(found) != 1:
-        raise RuntimeError(f"expected one lesson rubric under {ENGINE}, found {len(found)}")
-    return found[0]
+    return load_lesson().rubric_path
 
 
 def _hash_files(digest, root: Path, files) -> None:
@@ -66,9 +61,8 @@ def current() -> dict[str, str]:
     engine = [p for p in ENGINE.rglob("*") if p.is_file() and not SKIP_PARTS & set(p.relative_to(ENGINE).parts)
               and p.name != "rubric.toml" and p.suffix not in (".pyc", ".pyo")]
     _hash_files(inputs, ROOT, engine)
-    for lesson in _lesson_dirs():
-        solutions = ROOT / "solutions" / lesson.name
-        _hash_files(inputs, ROOT, [p for p in solutions.rglob("*.py") if "__pycache__" not in p.parts])
+    solutions = load_lesson().solutions
+    _hash_files(inputs, ROOT, [p for p in solutions.rglob("*.py") if "__pycache__" not in p.parts])
     _hash_files(inputs, ROOT, [ROOT / "pyproject.toml"])
     text = rubric_path().read_bytes()
     structure = json.dumps(_structure(tomllib.loads(text.decode("utf-8"))), sort_keys=True)

@@ -279,3 +279,17 @@ def test_git_add_after_the_readme_set_up_stages_only_the_students_work(unpacked,
     for name in [f"{m}.py" for m in notebook.MODULES] + ["attention_heatmap.png", "attention_weights.npy",
                                                           "analysis.md", "day13.ipynb", ".gitignore"]:
         assert name in sizes, f"{name} is not staged: the .gitignore hides the student's work"
+
+
+def test_make_heatmap_uses_the_notebook_of_a_notebook_student(unpacked, tmp_path):
+    """The .py files are the released stubs and day13.ipynb holds the work: `make heatmap` draws from the notebook."""
+    folder = tmp_path / "day13"
+    shutil.copytree(unpacked, folder)
+    notebook.write(notebook.build(student=False), folder / "day13.ipynb")  # the code cells filled in
+    make = ["make", f"PYTHON={sys.executable}"]
+    heatmap = subprocess.run(make + ["heatmap"], cwd=folder, capture_output=True, text=True, timeout=300)
+    assert heatmap.returncode == 0, heatmap.stdout + heatmap.stderr
+    assert "from day13.ipynb" in heatmap.stdout
+    assert (folder / "attention_heatmap.png").stat().st_size > 1000
+    check = subprocess.run(make + ["check"], cwd=folder, capture_output=True, text=True, timeout=300)
+    assert any(line.strip().startswith("✓ Attention heatmap") for line in check.stdout.splitlines()), check.stdout

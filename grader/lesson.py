@@ -32,7 +32,7 @@ class LessonError(RuntimeError):
 
 # -- the one rubric loader --------------------------------------------------------------------------
 @lru_cache(maxsize=8)
-def _rubric(path: str, mtime_ns: int) -> dict:
+def _rubric(path: str, version: tuple) -> dict:
     with open(path, "rb") as f:
         return tomllib.load(f)
 
@@ -41,7 +41,8 @@ def read_rubric(path) -> dict:
     """The rubric at `path` as a dict, parsed once per file version (a batch reads it hundreds of
     times). Callers must not modify the dict they get."""
     path = os.fspath(path)
-    return _rubric(path, os.stat(path).st_mtime_ns)
+    found = os.stat(path)
+    return _rubric(path, (found.st_ino, found.st_size, found.st_mtime_ns))
 
 
 def _has_points(entry) -> bool:

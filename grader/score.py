@@ -3,10 +3,11 @@
 SECRET: this module (and what it imports: the reference, the rubric, the bug catalogue)
 must never be loaded in a process that forks student code (docs/architecture.md).
 
-grade_submission runs grader/day13/tests/test_*.py with a tiny in-process runner (no pytest
-start-up per submission): each `test_*` function gets the fixtures `student` (the adapter over
-the submission's transport) and `reference` (the adapter over solutions/day13, shared and
-cached across the batch). Points, titles and hints come from grader/day13/rubric.toml.
+grade_submission runs the lesson's hidden tests (tests/test_<part>.py in its folder) with a tiny
+in-process runner (no pytest start-up per submission): each `test_*` function gets the fixtures
+`student` (the adapter over the submission's transport) and `reference` (the adapter over the
+lesson's reference, shared and cached across the batch). Points, titles and hints come from the
+lesson's rubric.toml.
 """
 from __future__ import annotations
 
@@ -18,30 +19,27 @@ from functools import lru_cache
 from pathlib import Path
 
 from grader import forbidden, scan
-from grader.day13 import catalogue
 from grader.day13.adapter import Adapter, InProcessTransport
 from grader.day13.tests.checks import GradeFailure
 from grader.intake import NOTEBOOK_MODULE
-from grader.records import COMPONENTS, SubmissionResult, TestResult
+from grader.lesson import load_lesson, read_rubric
+from grader.records import SubmissionResult, TestResult
 
 ROOT = Path(__file__).resolve().parents[1]
-SOLUTIONS = ROOT / "solutions" / "day13"
-RUBRIC = Path(__file__).resolve().parent / "day13" / "rubric.toml"
-LIMITS = RUBRIC.with_name("limits.toml")  # the lesson's caps on replies and on the deliverables checks
-CODE_COMPONENTS = ("self_attention", "multihead", "positional", "block")
-FILE_OF = {c: f"{c}.py" for c in CODE_COMPONENTS}
-POLICY = RUBRIC.with_name("forbidden.toml")  # library attention and reflective constructs (lesson data)
+LESSON = load_lesson()
+SOLUTIONS = LESSON.solutions
+RUBRIC = LESSON.rubric_path
+LIMITS = LESSON.limits_path  # the lesson's caps on replies and on the deliverables checks
+CODE_COMPONENTS = LESSON.modules
+FILE_OF = LESSON.file_of
+POLICY = LESSON.forbidden_path  # library attention and reflective constructs (lesson data)
+DELIVERABLES = LESSON.deliverables_component
+catalogue = importlib.import_module(LESSON.catalogue_module)  # the lesson's bugs and the hints they name
 
 
 # -- rubric and tests ------------------------------------------------------------------------
-@lru_cache(maxsize=4)
-def _load_rubric(path: str) -> dict:
-    with open(path, "rb") as f:
-        return tomllib.load(f)
-
-
 def load_rubric(path=None) -> dict:
-    return _load_rubric(str(path or RUBRIC))
+    return read_rubric(path or RUBRIC)
 
 
 @lru_cache(maxsize=4)
@@ -56,7 +54,7 @@ def hidden_tests() -> tuple:
     """(component, test id, function) in a fixed order: components as in records.COMPONENTS, tests in file order."""
     found = []
     for component in CODE_COMPONENTS:
-        module = importlib.import_module(f"grader.day13.tests.test_{component}")
+        module = importlib.import_module(LESSON.test_module(component))
         for name, fn in vars(module).items():
             if name.startswith("test_") and inspect.isfunction(fn) and fn.__module__ == module.__name__:
                 found.append((component, name[len("test_"):], fn))
@@ -96,11 +94,8 @@ def static_forbidden(directory: Path) -> dict[str, set[str]]:
     return scan_submission(directory).costs
 
 
-# Which contract file each graded name belongs to (assignments/day13/CONTRACT.md), for notebook cells.
-CONTRACT_FILE_OF = {"scaled_dot_product_attention": "self_attention.py", "causal_mask": "self_attention.py",
-                    "SelfAttention": "self_attention.py", "MultiHeadAttention": "multihead.py",
-                    "positional_encoding": "positional.py", "PositionalEncoding": "positional.py",
-                    "TransformerBlock": "block.py"}
+# Which contract file each graded name belongs to (the lesson's contract), for notebook cells.
+CONTRACT_FILE_OF = LESSON.contract_file_of
 
 
 def _forbidden_by_component(runtime: dict[str, set], static: dict[str, set]) -> dict[str, set]:
@@ -202,7 +197,7 @@ def _deliverables(directory: Path, rubric: dict, run_checks=None) -> list[TestRe
             run_checks = importlib.import_module("grader.deliverables").run_checks
         except (ImportError, AttributeError):
             return []
-    table = rubric.get("deliverables", {})
+    table = rubric.get(DELIVERABLES, {})
     tests = []
     for check in run_checks(directory):
         entry = table.get(check.id)
@@ -213,11 +208,11 @@ def _deliverables(directory: Path, rubric: dict, run_checks=None) -> list[TestRe
         message = str(check.message or "")
         if not passed and entry.get("hint"):
             message += f"\n\nHint: {entry['hint']}"
-        tests.append(TestResult(name=f"deliverables.{check.id}", component="deliverables",
+        tests.append(TestResult(name=f"{DELIVERABLES}.{check.id}", component=DELIVERABLES,
                                 score=points if passed else 0.0, max_score=points,
                                 status="passed" if passed else "failed", output=message if not passed else "",
                                 title=entry.get("title", check.id)))
     return tests
 
 
-assert set(CODE_COMPONENTS) < set(COMPONENTS)
+assert set(CODE_COMPONENTS) < set(LESSON.components), "every contract module needs points in the rubric"

@@ -44,11 +44,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
-STUDENT_MODULES = ("self_attention", "multihead", "positional", "block")
-# Each part is graded on its own (assignments/day13/CONTRACT.md, "One bug costs one part"): multihead.py
+from grader.lesson import ROOT, load_lesson
+
+# Read in the grader's process (and the zygote, before any child exists): a child cannot read the kit.
+LESSON = load_lesson()
+CONTRACT = LESSON.contract.relative_to(ROOT).as_posix()
+STUDENT_MODULES = LESSON.modules
+# Each part is graded on its own (the lesson's contract, "One bug costs one part"): multihead.py
 # is imported against the grader's attention functions and block.py against the grader's
 # MultiHeadAttention, so a bug (or a failed import) in one file never costs another file's points.
-ALWAYS_STANDIN = {"multihead": ("self_attention",), "block": ("multihead",)}
+ALWAYS_STANDIN = LESSON.always_standin
 
 MAX_ELEMENTS = 4_000_000  # per returned array: far above any call the graders make
 SEED = 0
@@ -100,9 +105,8 @@ class ModuleLoader:
         if self.standins is None:
             if not self.isolated:
                 raise GraderCallError("the grader's stand-ins were not sent to this process (an engine fault)")
-            from grader.day13 import standins  # trusted code in the grader's own process
-
-            self.standins = standins
+            # trusted code in the grader's own process
+            self.standins = importlib.import_module(LESSON.standins_module)
         return self.standins
 
     # -- public -------------------------------------------------------------------------
@@ -651,4 +655,4 @@ def _find_tensor(obj, paths, cls_name) -> torch.Tensor:
             return value
     raise GraderCallError(
         f"{cls_name} has no tensor at {' or '.join(paths)}: the contract's attribute names let the "
-        "grader load fixed weights (see assignments/day13/CONTRACT.md)")
+        f"grader load fixed weights (see {CONTRACT})")

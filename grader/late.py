@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import json
 import math
-import tomllib
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+
+from grader.lesson import read_rubric
 
 FILE = "late.json"  # in OUT/<name>/
 
@@ -39,7 +40,7 @@ class Policy:
 
 def load_policy(rubric: Path) -> Policy | None:
     try:
-        table = tomllib.loads(Path(rubric).read_text(encoding="utf-8")).get("late")
+        table = read_rubric(rubric).get("late")
     except (OSError, ValueError):
         return None
     if not isinstance(table, dict):

@@ -36,6 +36,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from grader import overrides
+from grader.lesson import load_lesson, read_rubric
 from grader.records import COMPONENTS, SubmissionResult, TestResult
 
 RECORD_VERSION = 1
@@ -47,7 +48,7 @@ CLASS_FILES = ("grades.csv", "summary.md", "report.html", "similarity.csv", "sim
                PLOTS)
 MAX_HEATMAPS = 8  # drawn per class report; a 200-student class must not spend its time plotting
 MAX_MATRIX_SIDE = 64  # larger evidence is not a lesson-sized attention matrix: skipped
-ATTENTION_COMPONENTS = ("self_attention", "multihead")
+ATTENTION_COMPONENTS = load_lesson().attention_components  # parts whose evidence is drawn as heatmaps
 DIGITS = 4  # rounding of every score and evidence value written
 MAX_TEST_OUTPUT = 6000  # characters of one test's output kept: Gradescope pages stay readable
 VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")  # Gradescope's, least to most withheld
@@ -475,29 +476,27 @@ def _mtime(path: Path) -> int:
 
 @functools.lru_cache(maxsize=4)
 def _parse_visibility(file: str, mtime_ns: int) -> dict[str, str]:
-    import tomllib
-
     try:
-        table = tomllib.loads(Path(file).read_text(encoding="utf-8")).get("visibility", {})
+        table = read_rubric(file).get("visibility", {})
     except (OSError, ValueError):
         return {}
     return {str(k): str(v) for k, v in table.items() if isinstance(v, str)} if isinstance(table, dict) else {}
 
 
-_RUBRIC = Path(__file__).resolve().parent / "day13" / "rubric.toml"
+_RUBRIC = load_lesson().rubric_path
 
 
 # ---------------------------------------------------------------- rubric hints
 
 
 def _hint_texts(rubric_path: Path | None = None) -> dict[str, str]:
-    """hint id -> hint text, read from grader/day13/rubric.toml when it is there.
+    """hint id -> hint text, read from the lesson's rubric.toml when it is there.
 
     The rubric keeps catalogue hints as [hints."<id>"] text = "..." and each test's default
     hint as [<component>.<test>] hint = "..."; both are filed here (the latter under the
     dotted test name, and under an `id` field if a table has one).
     """
-    path = rubric_path or Path(__file__).resolve().parent / "day13" / "rubric.toml"
+    path = Path(rubric_path or _RUBRIC)
     try:
         return dict(_parse_hints(str(path), path.stat().st_mtime_ns))
     except OSError:
@@ -507,10 +506,8 @@ def _hint_texts(rubric_path: Path | None = None) -> dict[str, str]:
 @functools.lru_cache(maxsize=4)
 def _parse_hints(file: str, mtime_ns: int) -> dict[str, str]:
     """Cached per file version: a batch writes hundreds of feedback files from one rubric."""
-    import tomllib
-
     try:
-        data = tomllib.loads(Path(file).read_text(encoding="utf-8"))
+        data = read_rubric(file)
     except (OSError, ValueError):
         return {}
     found: dict[str, str] = {}

@@ -262,7 +262,7 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
     return faults
 
 
-SCRATCH_PREFIX = "day13-scratch-"
+SCRATCH_PREFIX = f"{intake.LESSON.name}-scratch-"
 
 
 def _process_identity(pid: int) -> str:
@@ -422,9 +422,10 @@ def _worker_main(slot, todo, tasks, results, **kwargs) -> None:
             results.put(grader.grade(todo[i]))
     finally:
         grader.checker.close()
-        from grader.day13 import catalogue  # already loaded by the scorer: no import cost here
+        import importlib
 
-        catalogue.cleanup()  # a worker ends with os._exit: its atexit handlers never run
+        # The scorer (already loaded: no import cost here) holds the lesson's bug catalogue.
+        importlib.import_module("grader.score").catalogue.cleanup()  # os._exit skips atexit handlers
 
 
 def _preload():
@@ -449,7 +450,7 @@ def _preload():
     from grader import report
 
     score = importlib.import_module("grader.score")
-    from grader.day13.adapter import InProcessTransport
+    InProcessTransport = score.InProcessTransport
 
     # The reference answers every call the hidden tests make; its cache is shared by every submission.
     # Only a warm-up: if it fails, each submission fills what it needs (and reports what goes wrong).

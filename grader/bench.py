@@ -20,8 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from grader.lesson import load_lesson
+
 KIT = Path(__file__).resolve().parent.parent
-REFERENCE = KIT / "solutions" / "day13"
+REFERENCE = load_lesson().solutions
 
 # A few classic bugs, so the class is not all full marks (failing tests cost the scorer more).
 MUTANTS = {
@@ -65,7 +67,7 @@ def one_submission_breakdown(folder: Path, repeats: int = 4) -> dict:
     trips), and the grader's own work; read the child's peak RSS (VmHWM) before it ends."""
     from grader.sandbox import DEFAULT_CONFIG, SandboxTransport, Zygote, prepare_scratch, slot_uid
 
-    work = Path(tempfile.mkdtemp(prefix="day13-bench-one-"))
+    work = Path(tempfile.mkdtemp(prefix="grader-bench-one-"))
     os.chmod(work, 0o711)
     with Zygote(slots=1) as zygote:
         from grader.run import _preload
@@ -111,7 +113,7 @@ def one_submission_breakdown(folder: Path, repeats: int = 4) -> dict:
 
 def main(*, n: int = 200, jobs: int | None = None, keep: bool = False) -> int:
     jobs = jobs or os.cpu_count() or 1
-    root = Path(tempfile.mkdtemp(prefix="day13-bench-"))
+    root = Path(tempfile.mkdtemp(prefix="grader-bench-"))
     subs, out = root / "class", root / "out"
     subs.mkdir()
     counts = build_class(subs, n)

@@ -46,14 +46,11 @@ import torch
 
 from grader.lesson import ROOT, load_lesson
 
-# Read in the grader's process (and the zygote, before any child exists): a child cannot read the kit.
+# Read in the grader and the zygote, before any child exists (a child cannot read the kit). Each part is
+# graded on its own (the lesson's contract, "One bug costs one part"), over the grader's stand-ins for
+# the parts it uses, so a bug (or a failed import) in one file never costs another file's points.
 LESSON = load_lesson()
-CONTRACT = LESSON.contract.relative_to(ROOT).as_posix()
-STUDENT_MODULES = LESSON.modules
-# Each part is graded on its own (the lesson's contract, "One bug costs one part"): multihead.py
-# is imported against the grader's attention functions and block.py against the grader's
-# MultiHeadAttention, so a bug (or a failed import) in one file never costs another file's points.
-ALWAYS_STANDIN = LESSON.always_standin
+STUDENT_MODULES, ALWAYS_STANDIN = LESSON.modules, LESSON.always_standin
 
 MAX_ELEMENTS = 4_000_000  # per returned array: far above any call the graders make
 SEED = 0
@@ -105,8 +102,7 @@ class ModuleLoader:
         if self.standins is None:
             if not self.isolated:
                 raise GraderCallError("the grader's stand-ins were not sent to this process (an engine fault)")
-            # trusted code in the grader's own process
-            self.standins = importlib.import_module(LESSON.standins_module)
+            self.standins = importlib.import_module(LESSON.standins_module)  # trusted, the grader's process
         return self.standins
 
     # -- public -------------------------------------------------------------------------
@@ -655,4 +651,4 @@ def _find_tensor(obj, paths, cls_name) -> torch.Tensor:
             return value
     raise GraderCallError(
         f"{cls_name} has no tensor at {' or '.join(paths)}: the contract's attribute names let the "
-        f"grader load fixed weights (see {CONTRACT})")
+        f"grader load fixed weights (see {LESSON.contract.relative_to(ROOT).as_posix()})")

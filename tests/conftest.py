@@ -8,6 +8,9 @@ import pytest
 
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "solutions" / "day13"
 STUDENT_MODULES = ("self_attention", "multihead", "positional", "block")
+# fixtures/ holds submissions, not the kit's tests: collecting it would import the hostile conftest.py
+# into this run (and write its bytecode beside the fixture).
+collect_ignore = ["fixtures"]
 
 
 def load_reference():

@@ -46,7 +46,7 @@ def build_class(root: Path, values: dict) -> Path:
         make_submission(subs / name)
     for case in sorted(p for p in HOSTILE.iterdir() if p.is_dir()):
         folder = make_submission(subs / case.name)
-        for f in case.iterdir():
+        for f in (f for f in case.iterdir() if f.is_file()):  # not a __pycache__ a stray import left
             if f.name == "symlinks.txt":
                 for line in f.read_text().splitlines():
                     link, target = (s.strip() for s in _render(line, values).split("->"))

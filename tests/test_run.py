@@ -145,16 +145,18 @@ def test_resume_after_kill_9_loses_and_duplicates_nothing(tmp_path):
         time.sleep(0.05)
     assert [p for p in family if os.path.exists(f"/proc/{p}")] == []
     # The killed run's scratch folder (its owner file names the killed process); another grading run
-    # on this machine may have its own, live, and the next run must leave that one alone.
+    # on this machine may have its own, live, and the next run must leave that one alone. (Another
+    # run that starts meanwhile may clean the killed one's up first: then there is none to find.)
     killed = [f for f in run.scratch_base().glob(run.SCRATCH_PREFIX + "*")
               if _read(f / "owner").split()[:1] == [str(proc.pid)]]
-    assert len(killed) == 1
+    assert len(killed) <= 1
     rerun = subprocess.run(cmd, cwd=KIT, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr
     # The killed run's scratch folder and any quota mount left in it are cleaned up by the next run.
     mounts = [l.split()[4] for l in Path("/proc/self/mountinfo").read_text().splitlines()]
-    assert [m for m in mounts if m.startswith(str(killed[0]) + "/")] == []
-    assert not killed[0].exists()
+    for folder in killed:
+        assert [m for m in mounts if m.startswith(str(folder) + "/")] == []
+        assert not folder.exists()
     assert f"{done_before} already graded" in rerun.stdout
     names = [l.split(",")[0] for l in rows(out)[1:]]
     assert names == [f"s{i}" for i in range(6)]

@@ -42,7 +42,7 @@ def _grade(cwd: Path, submissions: str, out: str) -> tuple[str, float]:
 
 def record() -> dict:
     """Grade the example course (three demo students) and the demo class; what they printed and wrote."""
-    with tempfile.TemporaryDirectory(prefix="day13-docs-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="grader-docs-") as tmp:
         root = Path(tmp)
         subs = root / "out" / "course" / "submissions"
         for name, folder in COURSE.items():

@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from grader import protocol
+from grader.lesson import LESSON_ENV
 
 KIT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -183,8 +184,9 @@ class Zygote:
         spec = {"entry": entry, "install": install, "preload": list(preload),
                 "fds": [s.fileno() for s in theirs], "config": asdict(config)}
         # A minimal environment: the grader's (CI tokens, credentials) must never reach student code,
-        # whose error messages end up in its feedback.
-        env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "TZ") if k in os.environ}
+        # whose error messages end up in its feedback. The lesson's name is no secret: the zygote
+        # needs it to load the same lesson as the grader.
+        env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "TZ", LESSON_ENV) if k in os.environ}
         # One intra-op thread: a forked child of a process whose thread pool started would hang.
         # MALLOC_ARENA_MAX: each thread's 64 MB malloc arena would count against RLIMIT_AS.
         env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1", MALLOC_ARENA_MAX="2",
@@ -1036,7 +1038,7 @@ def _warm_up_executor(entry) -> None:
     paths of the executor, the stand-ins and torch's kernels are warm in every child (~10 ms a child)."""
     import numpy as np
 
-    folder = tempfile.mkdtemp(prefix="day13-zygote-")
+    folder = tempfile.mkdtemp(prefix="grader-zygote-")
     try:
         Path(folder, "zygote_warmup.py").write_text(_WARM_UP_MODULE)
         # meta_inspect: whatever torch loads lazily for an inspect built on the meta device is loaded
@@ -1315,7 +1317,7 @@ def _mount(libc, source, target, fstype, flags, options=None) -> None:
 
 def lazy_imports(preload: list[str]) -> list[str]:
     """Modules the lesson's calls make torch import lazily, from `lazy_imports.txt` beside each
-    preloaded lesson module (grader/day13/): the start-up check imports each in a fresh child."""
+    preloaded lesson module (grader/<lesson>/): the start-up check imports each in a fresh child."""
     names: list[str] = []
     for module in preload:
         folder = KIT_ROOT.joinpath(*module.split(".")[:-1])

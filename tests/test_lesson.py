@@ -14,7 +14,7 @@ ENGINE = Path(lessons.__file__).resolve().parent
 
 # Engine modules that take everything lesson-specific from the Lesson object. The list only grows:
 # a module joins it when its last lesson name is gone, and the test below keeps it that way.
-CONVERTED = ["lesson.py", "records.py", "notebook.py", "release.py", "stubs.py", "gradescope.py", "__main__.py", "intake.py", "regrade.py", "collect.py", "forbidden.py", "execute.py", "report.py", "late.py", "run.py"]
+CONVERTED = ["lesson.py", "records.py", "notebook.py", "release.py", "stubs.py", "gradescope.py", "__main__.py", "intake.py", "regrade.py", "collect.py", "forbidden.py", "execute.py", "report.py", "late.py", "run.py", "sandbox.py", "docs.py"]
 
 
 def test_the_only_lesson_is_found_and_declares_what_the_engine_needs():
@@ -105,3 +105,18 @@ def test_the_rule_check_catches_a_lesson_import_and_a_lesson_string(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text('from grader.day13 import standins\nPRELOAD = ("grader.day13.standins",)\n', encoding="utf-8")
     assert len(_lesson_imports_and_strings(bad, ["day13"])) >= 2
+
+
+def test_every_command_takes_lesson_and_an_unknown_lesson_stops_before_any_stage(monkeypatch):
+    from grader import __main__ as cli
+
+    monkeypatch.setenv(lessons.LESSON_ENV, "")  # restored after the test, whatever the CLI sets
+    parser = cli.build_parser()
+    commands = parser._subparsers._group_actions[0].choices
+    name = lessons.load_lesson().name
+    for command, sub in commands.items():
+        assert any("--lesson" in action.option_strings for action in sub._actions), command
+    with pytest.raises(lessons.LessonError, match="no lesson 'no-such-lesson'"):
+        cli.main(["stubs", "--check", "--lesson", "no-such-lesson"])
+    cli._use_lesson(name)
+    assert lessons.load_lesson().name == name and __import__("os").environ[lessons.LESSON_ENV] == name

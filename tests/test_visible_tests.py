@@ -393,3 +393,17 @@ def test_the_stand_in_attention_table_is_current():
     from grader.day13 import visible_answers
 
     assert visible_answers.main(["--check"]) == 0, "run: python -m grader.day13.visible_answers"
+
+
+def test_a_library_attention_named_but_never_run_fails_its_part(tmp_path):
+    """The graders read the files too: a forbidden API named in code that never runs costs the part there,
+    so the visible tests fail that part as well, and only that part; a name of the student's own does not."""
+    sources = from_dir(REFERENCE)
+    sources["positional.py"] += "\n\ndef _unused(q):\n    return torch.nn.functional.scaled_dot_product_attention(q, q, q)\n"
+    sources["block.py"] += "\n\nclass Transformer:  # a name of the student's own, not torch's\n    pass\n"
+    code, results, output = run_visible(student_folder(tmp_path, sources))
+    assert code == 1, output
+    failed = {test_id: message for test_id, (outcome, message) in results.items() if outcome != "passed"}
+    assert failed and all(t.startswith("tests.test_positional::") for t in failed), sorted(failed)
+    assert all("positional.py names torch.nn.functional.scaled_dot_product_attention" in m or
+               "positional.py names scaled_dot_product_attention" in m for m in failed.values()), failed

@@ -300,7 +300,12 @@ def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = N
             comment = f": {_md_inline(o['comment'])}" if o.get("comment") else ""
             out.append(f"- {_md_code(o['test'])} {change}{who}{comment}")
         out.append("")
-    if result.notes:
+    if result.notes and result.status == "ok":
+        # A graded notebook, a skipped symlink: how the submission was read, not a problem.
+        out += ["## Notes on grading", ""]
+        out += [f"- {_md_inline(n)}" for n in result.notes]
+        out.append("")
+    elif result.notes:
         out += ["## What went wrong while grading", ""]
         out += [f"- {_md_inline(n)}" for n in result.notes]
         out += ["", "Parts that did not need the failing code were graded as usual.", ""]

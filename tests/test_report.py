@@ -438,3 +438,13 @@ def test_feedback_shows_one_crash_once_and_points_with_two_decimals():
     assert "### ✗ worked example, SelfAttention module (the same message for 2 tests)" in text
     assert "16.67 / 25" in text
     assert not re.search(r"\d\.\d{3}", text), "points with more than two decimals"
+
+
+def test_notes_of_a_submission_graded_as_usual_are_not_an_alarm():
+    """A correct notebook's note ("graded the code cells of day13.ipynb") is how it was read, not a fault."""
+    record = make_record("nb", notes=["graded the code cells of day13.ipynb"])
+    text = report.feedback_markdown(record)
+    assert "## Notes on grading" in text and "graded the code cells of day13.ipynb" in text
+    assert "What went wrong" not in text
+    broken = make_record("crash", status="crashed", notes=["multihead.py crashed its process"])
+    assert "## What went wrong while grading" in report.feedback_markdown(broken)

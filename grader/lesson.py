@@ -95,6 +95,7 @@ class Lesson:
     notebook: str  # file name of the notebook a student may work in
     graded_names: dict[str, tuple[str, ...]]  # contract module -> the names it must define, in order
     always_standin: dict[str, tuple[str, ...]]  # module -> the parts it is always graded over stand-ins of
+    standin_names: dict[str, dict[str, str]]  # stand-in module -> {contract name: name in the stand-ins file}
     sibling_imports: dict[str, tuple[str, str]]  # module -> (sibling module, name it imports from there)
     attention_components: tuple[str, ...]  # parts whose evidence the class report draws as heatmaps
     notebook_cells: tuple[str, ...]  # parts that have notebook cells
@@ -181,6 +182,8 @@ def _load(folder: Path) -> Lesson:
         solutions=ROOT / need("solutions"), notebook=str(need("notebook_file")),
         graded_names=_strings(need("modules"), f"{declared} [modules]"),
         always_standin=_strings(data.get("always_standin", {}), f"{declared} [always_standin]"),
+        standin_names={module: {str(k): str(v) for k, v in names.items()}
+                       for module, names in data.get("standin_names", {}).items() if isinstance(names, dict)},
         sibling_imports={k: (v[0], v[1]) for k, v in siblings.items()},
         attention_components=tuple(data.get("report", {}).get("attention_components", ())),
         notebook_cells=tuple(data.get("notebook", {}).get("cells", ())),
@@ -194,7 +197,8 @@ def _load(folder: Path) -> Lesson:
         catalogue_module=f"{package}.{data.get('catalogue', 'catalogue')}",
         tolerances_module=f"{package}.{data.get('tolerances', 'tolerances')}",
     )
-    unknown = [m for m in (*lesson.always_standin, *lesson.sibling_imports, *lesson.notebook_cells)
+    unknown = [m for m in (*lesson.always_standin, *lesson.standin_names, *lesson.sibling_imports,
+                           *lesson.notebook_cells)
                if m not in lesson.graded_names]
     if unknown:
         raise LessonError(f"{declared} names {', '.join(sorted(set(unknown)))}, which [modules] does not declare")

@@ -120,3 +120,13 @@ def test_every_command_takes_lesson_and_an_unknown_lesson_stops_before_any_stage
         cli.main(["stubs", "--check", "--lesson", "no-such-lesson"])
     cli._use_lesson(name)
     assert lessons.load_lesson().name == name and __import__("os").environ[lessons.LESSON_ENV] == name
+
+
+def test_stand_ins_offer_contract_names_the_stand_ins_file_defines():
+    lesson = lessons.load_lesson()
+    source = (lesson.folder / (lesson.standins_module.rsplit(".", 1)[1] + ".py")).read_text(encoding="utf-8")
+    defined = {n.name for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    assert set(lesson.standin_names) >= {dep for deps in lesson.always_standin.values() for dep in deps}
+    for module, names in lesson.standin_names.items():
+        assert set(names) <= set(lesson.graded_names[module]), module
+        assert set(names.values()) <= defined, module

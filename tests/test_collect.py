@@ -249,8 +249,10 @@ def _collect_limited(roster: Path, out: Path) -> tuple[int, str, int]:
               "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
               "from grader import collect\n"
               f"code = collect.main(roster={str(roster)!r}, out={str(out)!r})\n"
-              "peak = max(resource.getrusage(who).ru_maxrss for who in "
-              "(resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))\n"
+              # ru_maxrss of this process would carry the peak of the pytest process it was forked
+              # from across exec; VmHWM belongs to this image alone. Children are the gits it ran.
+              "hwm = next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM'))\n"
+              "peak = max(hwm, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
               "print(f'peak-rss-kb {peak}')\n"
               "sys.exit(code)\n")
     root = Path(__file__).resolve().parents[1]

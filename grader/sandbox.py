@@ -728,10 +728,17 @@ def _zygote_main(spec: dict) -> None:
     _VIEW_PLAN = view_plan() if slot_uid(config, 0) is not None else []
     # Forked before the warm-up, so the check runs beside it and its child has imported less than
     # any student child will have: what it can import, they can.
-    probe = _start_probe(config, entry, install, libc, own_pidns, lazy_imports(spec["preload"]))
+    lazy = lazy_imports()
+    probe = _start_probe(config, entry, install, libc, own_pidns, lazy)
     _warm_up(torch)
     _warm_up_executor(entry)
     view = _finish_probe(probe)
+    # Once the check has proved a child could import them itself, the zygote imports them for every
+    # child: a correct call that first needs one (torch.broadcast_shapes loads sympy, ~0.3 s idle and
+    # seconds on a loaded machine) must not run into its call's time limit and lose points.
+    for name in lazy:
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
     global _PRECOMPILED_SECCOMP
     if "seccomp" in config.layers:
         _PRECOMPILED_SECCOMP = seccomp_program(me=1)
@@ -1315,17 +1322,17 @@ def _mount(libc, source, target, fstype, flags, options=None) -> None:
         raise OSError(err, f"mount {source or ''} on {target}: {os.strerror(err)}")
 
 
-def lazy_imports(preload: list[str]) -> list[str]:
-    """Modules the lesson's calls make torch import lazily, from `lazy_imports.txt` beside each
-    preloaded lesson module (grader/<lesson>/): the start-up check imports each in a fresh child."""
+def lazy_imports() -> list[str]:
+    """Modules the lesson's calls make torch import lazily, from the lesson folder's lazy_imports.txt:
+    the start-up check imports each in a fresh child, then the zygote imports them for every child."""
+    from grader.lesson import load_lesson
+
     names: list[str] = []
-    for module in preload:
-        folder = KIT_ROOT.joinpath(*module.split(".")[:-1])
-        with contextlib.suppress(OSError):
-            for line in (folder / "lazy_imports.txt").read_text(encoding="utf-8").splitlines():
-                name = line.split("#", 1)[0].strip()
-                if name and name not in names:
-                    names.append(name)
+    with contextlib.suppress(OSError):
+        for line in (load_lesson().folder / "lazy_imports.txt").read_text(encoding="utf-8").splitlines():
+            name = line.split("#", 1)[0].strip()
+            if name and name not in names:
+                names.append(name)
     return names
 
 
@@ -1368,6 +1375,7 @@ def _probe_child(imports: list[str]) -> dict:
     return {"roots": roots, "files": seen, "unreadable": sorted(unreadable)[:20], "hidden": hidden,
             "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
             "unreadable_count": len(unreadable), "failed_imports": failed, "preloaded_imports": preloaded,
+            "imported": [name for name in imports if name not in failed],
             "seconds": round(time.perf_counter() - start, 3)}
 
 

@@ -23,10 +23,6 @@ from grader.bench import disguised
 ROOT = Path(__file__).resolve().parents[1]
 CORRECT = ROOT / "tests" / "fixtures" / "correct"
 REFERENCE = ROOT / "solutions" / "day13"
-# ffn_dropout is not independent of the reference: its self_attention.py, multihead.py and
-# positional.py are the reference's files line for line (comments included); only block.py is its own.
-# A detector that let it pass would let a real copy with one file changed pass too.
-DERIVED = {("ffn_dropout", "reference")}
 
 
 def _copy_code(src: Path, dest: Path, seed: int) -> dict[str, str]:
@@ -109,11 +105,10 @@ def test_every_plant_is_flagged_with_its_kind(planted):
 def test_honest_independent_work_is_not_flagged(planted):
     rows, plants, _ = planted
     plant_names = {p for _, p in plants}
-    wrong = [r for r in rows if r.flagged and r.a not in plant_names and r.b not in plant_names
-             and (r.a, r.b) not in DERIVED]
+    wrong = [r for r in rows if r.flagged and r.a not in plant_names and r.b not in plant_names]
     assert not wrong, "honest pairs flagged:\n" + "\n".join(f"{r.a} {r.b} {r.kind} {r.score} {r.detail}" for r in wrong)
     # The honest pairs that come closest stay well below the thresholds.
-    honest = [r for r in rows if r.a not in plant_names and r.b not in plant_names and (r.a, r.b) not in DERIVED]
+    honest = [r for r in rows if r.a not in plant_names and r.b not in plant_names]
     assert max((r.score for r in honest if r.kind == "code"), default=0) < similarity.FILE_THRESHOLD - 0.1
     assert max((r.score for r in honest if r.kind == "text"), default=0) < similarity.TEXT_THRESHOLD - 0.1
 
@@ -126,11 +121,6 @@ def test_a_plant_is_flagged_against_its_source_only(planted):
         # Two plants copied from one source are copies of each other too.
         siblings = {p for source, p in plants if source in sources and p != plant}
         assert sources <= others <= sources | siblings, f"{plant} flagged against {sorted(others)}, copied from {sorted(sources)}"
-
-
-def test_derived_fixture_is_flagged_against_the_reference(planted):
-    rows, _, _ = planted
-    assert any(r.flagged and (r.a, r.b) == ("ffn_dropout", "reference") and r.kind == "code" for r in rows)
 
 
 def test_the_kit_default_heatmap_is_recognised_and_not_evidence(planted):

@@ -238,3 +238,41 @@ def test_damaged_notebook_is_a_note(tmp_path):
     (subs / "bad.ipynb").write_text("{ not json")
     result = materialise(discover(subs)[0], tmp_path / "scratch")
     assert "could not read the notebook" in result.notes[0]
+
+
+DEMO_NOTEBOOK = Path(__file__).resolve().parents[1] / "demo" / "class" / "jun_notebook.ipynb"
+
+
+def test_notebook_cells_read_as_json_equal_nbformat_s():
+    expected = [neutralise_magics(c.source) for c in nbformat.read(str(DEMO_NOTEBOOK), as_version=4).cells
+                if c.cell_type == "code"]
+    assert expected and intake.notebook_code_cells(DEMO_NOTEBOOK) == expected
+    # An nbformat 3 notebook still reads, through nbformat's converter.
+    old = nbformat.v3.new_notebook(worksheets=[nbformat.v3.new_worksheet(cells=[
+        nbformat.v3.new_code_cell(input="x = 1"), nbformat.v3.new_text_cell("markdown", "hi")])])
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"v3-{os.getpid()}.ipynb"
+    try:
+        path.write_text(nbformat.v3.writes_json(old))
+        assert intake.notebook_code_cells(path) == ["x = 1"]
+    finally:
+        path.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("shape", ["bytes", "cells"])
+def test_a_notebook_over_the_lesson_limits_is_refused_from_its_size_and_the_rest_is_graded(tmp_path, shape):
+    limits = intake.notebook_limits()
+    sub = tmp_path / "subs" / "nia"
+    sub.mkdir(parents=True)
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": "x = 1\n"}
+    if shape == "bytes":
+        cells = [dict(cell, source="# " + "x" * 1000 + "\n") for _ in range(limits["bytes"] // 1000 + 10)]
+    else:
+        cells = [cell] * (limits["cells"] + 1)
+    (sub / "day13.ipynb").write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+                                                 "cells": cells}))
+    (sub / "README.md").write_text("my own words\n")
+    [submission] = discover(tmp_path / "subs")
+    got = materialise(submission, tmp_path / "copy")
+    assert not (tmp_path / "copy" / "self_attention.py").exists()
+    assert any("over the limit" in note for note in got.notes), got.notes
+    assert (tmp_path / "copy" / "README.md").exists()

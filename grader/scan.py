@@ -290,13 +290,19 @@ def _defined_names(tree) -> set[str]:
     return {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
 
 
-def read_sources(directory: Path, notebook_module: str) -> list[tuple[str, str, list | None]]:
-    """(file name, text, cells) for each top-level .py file of a scratch copy; cells for the notebook module."""
+def read_sources(directory: Path, notebook_module: str,
+                 generated: dict[str, str] | None = None) -> list[tuple[str, str, list | None]]:
+    """(file name, text, cells) for each top-level .py file of a scratch copy; cells for the notebook module.
+    `generated` (file name -> text) are the modules the intake writes around a notebook's cells: a file
+    with exactly that text is the kit's, not the student's (its globals() call is no integrity flag),
+    and the cells it runs are read from the notebook module."""
     sources = []
     for path in sorted(Path(directory).glob("*.py")):
         if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_SOURCE_BYTES:
             continue
         text = path.read_text(encoding="utf-8", errors="replace")
+        if generated and generated.get(path.name) == text:
+            continue
         cells = None
         if path.stem == notebook_module:
             cells = _notebook_cells(text)

@@ -21,7 +21,7 @@ from pathlib import Path
 from grader import forbidden, scan
 from grader.day13.adapter import Adapter, InProcessTransport
 from grader.day13.tests.checks import GradeFailure
-from grader.intake import NOTEBOOK_MODULE
+from grader.intake import NOTEBOOK_MODULE, contract_module_source
 from grader.lesson import load_lesson, read_rubric
 from grader.records import SubmissionResult, TestResult
 
@@ -86,7 +86,9 @@ _policy: dict | None = None
 
 def scan_submission(directory: Path) -> scan.Findings:
     """What the static scan finds in a submission's source (grader/scan.py)."""
-    return scan.scan_sources(scan.read_sources(Path(directory), NOTEBOOK_MODULE), library_policy(), CONTRACT_FILE_OF)
+    generated = {f"{module}.py": contract_module_source("", module) for module in LESSON.modules}
+    return scan.scan_sources(scan.read_sources(Path(directory), NOTEBOOK_MODULE, generated), library_policy(),
+                             CONTRACT_FILE_OF)
 
 
 def static_forbidden(directory: Path) -> dict[str, set[str]]:

@@ -232,6 +232,23 @@ def test_static_scan_knows_a_torch_alias_imported_in_an_earlier_notebook_cell(tm
     assert score.static_forbidden(tmp_path) == {"self_attention.py": {"scaled_dot_product_attention"}}
 
 
+def test_a_correct_notebook_raises_no_integrity_flag_but_a_student_file_like_the_wrapper_does(tmp_path):
+    # The intake wraps a notebook's cells in contract modules that call globals(); those are the kit's
+    # text, not the student's. The same call written by a student is still flagged.
+    from grader.intake import discover, materialise
+
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    shutil.copy(ROOT / "demo" / "class" / "jun_notebook.ipynb", subs / "jun.ipynb")
+    materialise(discover(subs)[0], tmp_path / "copy")
+    assert (tmp_path / "copy" / "self_attention.py").exists()
+    assert score.scan_submission(tmp_path / "copy").flags == []
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "self_attention.py").write_text("g = globals()\n")
+    assert score.scan_submission(own).flags
+
+
 def test_reference_results_are_cached_across_submissions():
     ref = score.reference_adapter()
     killrate.grade(SOLUTIONS, "warm")

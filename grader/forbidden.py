@@ -65,6 +65,7 @@ def prepare(policy: dict | None = None, *, kit_root: str | None = None):
     import torch  # noqa: F401  (the kernels below belong to it)
 
     _disable_kernels(policy["kernels"].get("ops", ()))
+    _remove_c_methods(policy["python"].get("c_methods", ()))
     sources = _disable_python(policy["python"].get("functions", ()))
     denied = _identities(sources)
     kit = [Path(kit_root, p) for p in policy["names"].get("kit_packages", ())] if kit_root else []
@@ -119,6 +120,30 @@ def _disable_kernels(ops) -> None:
     # (So a process that did this ends with os._exit: at a normal exit the dispatcher would release
     # these Python kernels after the interpreter is gone.)
     ctypes.pythonapi.Py_IncRef(ctypes.py_object(handle))
+
+
+def _remove_c_methods(specs) -> None:
+    """Delete each "module:Type.method" from its C type's own dict. Such a method (torch's
+    StorageBase.from_file) opens a file from C++, where the child's audit hook never sees it; its type
+    is immutable and refuses `del`, so the dict is reached as the collector sees it. Once deleted, no
+    Python object refers to the C function any more: student code cannot call it, however it looks."""
+    import ctypes
+    import gc
+
+    for spec in specs:
+        module_name, _, qualname = spec.partition(":")
+        type_path, _, method = qualname.rpartition(".")
+        try:
+            owner = importlib.import_module(module_name)
+            for part in type_path.split("."):
+                owner = getattr(owner, part)
+        except Exception:
+            continue
+        if not isinstance(owner, type) or method not in owner.__dict__:
+            continue
+        mapping = next(r for r in gc.get_referents(owner.__dict__) if isinstance(r, dict))
+        del mapping[method]
+        ctypes.pythonapi.PyType_Modified(ctypes.py_object(owner))  # drop the type's method cache
 
 
 def _disable_python(functions) -> set[str]:

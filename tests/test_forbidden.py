@@ -93,6 +93,8 @@ routes = {
     "chdir": lambda: os.chdir("/"),
     "ctypes": lambda: __import__("ctypes").CDLL(None),
     "torch.from_file": lambda: torch.from_file(F.__file__, size=8, dtype=torch.uint8),
+    "UntypedStorage.from_file": lambda: torch.UntypedStorage.from_file(F.__file__, False, 64),
+    "FloatStorage.from_file": lambda: torch.FloatStorage.from_file(F.__file__, False, 16),
     "the kit's stand-ins": lambda: open(os.path.join(KIT, "grader", "day13", "standins.py")).read(),
     "import the kit": lambda: importlib.import_module("grader.day13.standins"),
 }
@@ -143,6 +145,13 @@ def test_every_route_to_library_attention_gives_no_answer_and_says_why(probe, ro
 def test_the_means_to_get_round_it_are_refused(probe, route):
     assert probe["outcome"][route] != "answered"
     assert "PermissionError" in probe["outcome"][route] or "No module named" in probe["outcome"][route]
+
+
+@pytest.mark.parametrize("route", ["UntypedStorage.from_file", "FloatStorage.from_file"])
+def test_storages_cannot_read_a_file_beneath_the_audit_hook(probe, route):
+    # StorageBase.from_file opens the file from C++ (the audit hook never sees it): it is gone from the
+    # type, and what the name finds further up (torch's Python base classes) only raises.
+    assert probe["outcome"][route] != "answered"
 
 
 def test_no_heap_walk_finds_the_hook(probe):

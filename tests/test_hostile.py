@@ -18,13 +18,14 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
-from engine_helpers import KIT, REFERENCE, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
+from engine_helpers import (CODE_PARTS, KIT, REFERENCE, components, descendants, make_submission, processes_of,  # noqa: E402
+                            settled, text_of, uid_base_for_tests)
 
 from grader import run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
 HOSTILE = Path(__file__).parent / "fixtures" / "hostile"
-CODE = ("self_attention", "multihead", "positional", "block")
+CODE = CODE_PARTS
 CONFIG = SandboxConfig(call_timeout=2.0, cpu_seconds=6, max_file_bytes=8 << 20, uid_base=uid_base_for_tests(1))
 JOBS = 2
 SANDBOX_UIDS = range(CONFIG.uid_base, CONFIG.uid_base + JOBS)
@@ -104,19 +105,6 @@ def batch():
     records = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/record.json")}
     yield dict(code=code, out=out, subs=subs, records=records, originals=originals, listener=listener, root=root)
     shutil.rmtree(root, ignore_errors=True)
-
-
-def components(record) -> dict:
-    got, top = {c: 0.0 for c in CODE}, {c: 0.0 for c in CODE}
-    for t in record["tests"]:
-        if t["component"] in got:
-            got[t["component"]] += t["score"]
-            top[t["component"]] += t["max_score"]
-    return {c: (round(got[c], 4), round(top[c], 4)) for c in CODE}
-
-
-def text_of(record) -> str:
-    return "\n".join(record["notes"] + [t["output"] for t in record["tests"]] + [record["status"]])
 
 
 def check(batch, name, *, hit, like=None, reason=None):

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
-from engine_helpers import make_submission, uid_base_for_tests  # noqa: E402
+from engine_helpers import CODE_PARTS, components, make_submission, text_of, uid_base_for_tests  # noqa: E402
 
 from grader import run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
 HOSTILE = Path(__file__).parent / "fixtures" / "hostile_library"
-CODE = ("self_attention", "multihead", "positional", "block")
+CODE = CODE_PARTS
 CONFIG = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(3))
 HONEST = ("aaa_reference", "zzz_reference")
 COSTED = r"Your code reaches .*point of Day 13"  # the rubric's message for library attention or kit code
@@ -44,19 +44,6 @@ def batch():
     records = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/record.json")}
     yield dict(code=code, out=out, records=records)
     shutil.rmtree(root, ignore_errors=True)
-
-
-def components(record) -> dict:
-    got, top = {c: 0.0 for c in CODE}, {c: 0.0 for c in CODE}
-    for t in record["tests"]:
-        if t["component"] in got:
-            got[t["component"]] += t["score"]
-            top[t["component"]] += t["max_score"]
-    return {c: (round(got[c], 4), round(top[c], 4)) for c in CODE}
-
-
-def text_of(record) -> str:
-    return "\n".join(record["notes"] + [t["output"] for t in record["tests"]] + [record["status"]])
 
 
 def honest_siblings_full(batch):

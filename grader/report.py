@@ -291,12 +291,7 @@ def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = N
         out += ["## Reviewed by your instructor", ""]
         for o in result.overrides:
             who = f" ({_md_inline(o['by'])})" if o.get("by") else ""
-            if o["points"] is None:
-                change = "reviewed"
-            elif o["test"] == overrides.BONUS:
-                change = f"{o['points']:+g} points on the total"
-            else:
-                change = f"{_points(o['automated'])} → {_points(o['points'])} points"
+            change = _override_change(o, _points, " points on the total", " points")
             comment = f": {_md_inline(o['comment'])}" if o.get("comment") else ""
             out.append(f"- {_md_code(o['test'])} {change}{who}{comment}")
         out.append("")
@@ -577,15 +572,19 @@ def write_class(out_dir: Path, overrides_path: Path | None = None, release: str 
                                                                               _overrides_html(reviewed)]))
 
 
+def _override_change(o: dict, number, bonus_unit: str = "", unit: str = "") -> str:
+    """What one override did, in words: reviewed, a bonus on the total, or old -> new points."""
+    if o["points"] is None:
+        return "reviewed"
+    if o["test"] == overrides.BONUS:
+        return f"{o['points']:+g}{bonus_unit}"
+    return f"{number(o['automated'])} → {number(o['points'])}{unit}"
+
+
 def _overrides_rows(reviewed: list[SubmissionResult]):
     for r in reviewed:
         for o in r.overrides:
-            if o["points"] is None:
-                change = "reviewed"
-            elif o["test"] == overrides.BONUS:
-                change = f"{o['points']:+g}"
-            else:
-                change = f"{_number(o['automated'])} → {_number(o['points'])}"
+            change = _override_change(o, _number)
             yield r.submission, o["test"], change, o.get("comment", ""), o.get("by", "")
 
 

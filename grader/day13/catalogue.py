@@ -2,7 +2,7 @@
 
 Each entry names its component, the hidden test it must fail (rubric id), and a mutant of the
 reference that shows the bug: patches (file, exact text, replacement) applied to a copy of
-solutions/day13 (tests/test_graders.py checks that each text occurs exactly once, so the
+solutions/day13 (tests/day13/test_graders.py checks that each text occurs exactly once, so the
 catalogue cannot rot silently). Hint texts live in rubric.toml under [hints."<id>"].
 
 When a student fails a test, `identify` replays that test's recorded calls on the mutants of

@@ -23,7 +23,7 @@ spread is set by float32 itself), so false failures stay at 0, and far below the
 smallest catalogued bug that changes numbers: pe.base_1000 moves the table by 4.3e-2 and
 sa.divide_by_dk the weights by 5.2e-2 (29x and 2600x their tolerances); the other mutants move
 the numbers more, or are caught by an error, a missing gradient, a dtype or forbidden use.
-tests/test_graders.py re-measures these margins and grades every mutant (the kill rate,
+tests/day13/test_graders.py re-measures these margins and grades every mutant (the kill rate,
 `python -m grader killrate`).
 """
 from __future__ import annotations

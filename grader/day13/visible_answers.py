@@ -9,7 +9,7 @@ that table by running the visible multi-head tests on the reference with a recor
     python -m grader.day13.visible_answers            # rewrite the table
     python -m grader.day13.visible_answers --check    # exit 1 when the table is out of date
 
-Run it after changing a visible multi-head test; tests/test_visible_tests.py checks the table is current.
+Run it after changing a visible multi-head test; tests/day13/test_visible_tests.py checks the table is current.
 """
 from __future__ import annotations
 

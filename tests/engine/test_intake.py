@@ -14,7 +14,7 @@ import pytest
 from grader import intake
 from grader.intake import IntakeLimits, discover, materialise, neutralise_magics
 
-SOLUTIONS = Path(__file__).resolve().parent.parent / "solutions" / "day13"
+SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions" / "day13"
 
 
 def _mkdirs(root, names):
@@ -240,7 +240,7 @@ def test_damaged_notebook_is_a_note(tmp_path):
     assert "could not read the notebook" in result.notes[0]
 
 
-DEMO_NOTEBOOK = Path(__file__).resolve().parents[1] / "demo" / "class" / "jun_notebook.ipynb"
+DEMO_NOTEBOOK = Path(__file__).resolve().parents[2] / "demo" / "class" / "jun_notebook.ipynb"
 
 
 def test_notebook_cells_read_as_json_equal_nbformat_s():

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import in_kit_view, make_submission, uid_base_for_tests  # noqa: E402
 
 from grader import gradescope, intake, run  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "solutions" / "day13"
 DELIVERABLES = ("README.md", "analysis.md", "attention_heatmap.png", "attention_weights.npy", "transformer_block.png")
 CODE = ("self_attention.py", "multihead.py", "positional.py", "block.py")

@@ -19,7 +19,7 @@ import pytest
 
 from grader.day13 import catalogue, killrate
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENT = ROOT / "assignments" / "day13"
 PARTS = ("self_attention", "multihead", "positional", "block")
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import (KIT, REFERENCE, descendants, in_kit_view, make_submission, processes_of, settled,  # noqa: E402
                             uid_base_for_tests)
 

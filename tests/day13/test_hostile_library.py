@@ -1,5 +1,5 @@
 """Library attention and the kit's own code, reached by every route we know, graded in one batch
-beside honest submissions (tests/fixtures/hostile_library/, in the style of tests/test_hostile.py).
+beside honest submissions (tests/fixtures/hostile_library/, in the style of tests/engine/test_hostile.py).
 
 Each cheat loses the part that uses it, with the reason stated; every other part of it keeps full
 marks; the honest siblings, and an honest submission full of reflective constructs (flagged only),
@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import CODE_PARTS, components, make_submission, text_of, uid_base_for_tests  # noqa: E402
 
 from grader import run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
-HOSTILE = Path(__file__).parent / "fixtures" / "hostile_library"
+HOSTILE = Path(__file__).resolve().parents[1] / "fixtures" / "hostile_library"
 CODE = CODE_PARTS
 CONFIG = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(3))
 HONEST = ("aaa_reference", "zzz_reference")

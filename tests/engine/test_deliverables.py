@@ -22,7 +22,7 @@ from PIL import Image, ImageDraw
 from grader import deliverables
 from grader.deliverables import run_checks
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "solutions" / "day13"
 ASSIGNMENT_README = ROOT / "assignments" / "day13" / "README.md"
 DELIVERABLES = ("attention_heatmap.png", "attention_weights.npy", "analysis.md", "transformer_block.png", "README.md")

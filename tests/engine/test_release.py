@@ -16,7 +16,7 @@ import pytest
 
 from grader import notebook, release, stubs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import pytest
 
 from grader import forbidden
 
-KIT = Path(__file__).resolve().parents[1]
+KIT = Path(__file__).resolve().parents[2]
 
 PROBE = r'''
 import gc, importlib, json, os, sys, tempfile

@@ -17,7 +17,7 @@ from grader.day13.adapter import InProcessTransport
 
 torch.set_num_threads(1)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions" / "day13"
 STUBS = ROOT / "assignments" / "day13"
 CODE = killrate.CODE

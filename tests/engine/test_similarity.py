@@ -20,7 +20,7 @@ import pytest
 from grader import intake, report, similarity
 from grader.bench import disguised
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CORRECT = ROOT / "tests" / "fixtures" / "correct"
 REFERENCE = ROOT / "solutions" / "day13"
 

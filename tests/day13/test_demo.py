@@ -14,7 +14,7 @@ from pathlib import Path
 import nbformat
 from PIL import Image
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "demo" / "class"
 CONTRACT = {"scaled_dot_product_attention", "causal_mask", "SelfAttention", "MultiHeadAttention",
             "positional_encoding", "PositionalEncoding", "TransformerBlock"}

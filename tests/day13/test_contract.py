@@ -12,7 +12,7 @@ import pytest
 
 from grader import notebook, release
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CONTRACT = release.ASSIGNMENT / "CONTRACT.md"
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENT = ROOT / "assignments" / "day13"
 REFERENCE = ROOT / "solutions" / "day13"
 FILES = ("self_attention.py", "multihead.py", "positional.py", "block.py")

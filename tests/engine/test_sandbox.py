@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import KIT, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
 
 from grader.execute import ModuleLoader, execute  # noqa: E402

@@ -255,7 +255,7 @@ def _collect_limited(roster: Path, out: Path) -> tuple[int, str, int]:
               "peak = max(hwm, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
               "print(f'peak-rss-kb {peak}')\n"
               "sys.exit(code)\n")
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     done = subprocess.run([sys.executable, "-c", script], cwd=root, capture_output=True, text=True, timeout=600)
     peak = int(done.stdout.rsplit("peak-rss-kb ", 1)[1].split()[0]) if "peak-rss-kb" in done.stdout else -1
     return done.returncode, done.stdout + done.stderr, peak >> 10
@@ -340,7 +340,7 @@ def test_collect_runs_on_a_bare_python_as_the_instructor_workflow_does(repos, tm
 
     import yaml
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     workflow = yaml.safe_load((root / "grader" / "templates" / "instructor-grade.yml").read_text())
     step = next(s for s in workflow["jobs"]["collect"]["steps"] if "grader collect" in s.get("run", ""))
     venv = tmp_path / "bare"

@@ -22,12 +22,12 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import KIT, REFERENCE, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
 
 from grader import deliverables  # noqa: E402
 
-BOUNDED = Path(__file__).parent / "fixtures" / "bounded"
+BOUNDED = Path(__file__).resolve().parents[1] / "fixtures" / "bounded"
 CODE = ("self_attention", "multihead", "positional", "block")
 DELIVERABLES = ("attention_heatmap.png", "attention_weights.npy", "analysis.md", "transformer_block.png", "README.md")
 UID_BASE = uid_base_for_tests(2)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import KIT, descendants, settled, uid_base_for_tests  # noqa: E402
 
 FULL = {"self_attention": 30, "multihead": 25, "positional": 15, "block": 20}

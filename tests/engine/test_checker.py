@@ -11,7 +11,7 @@ from PIL import Image
 from grader.checker import LimitedChecker
 from grader.deliverables import CHECK_IDS, run_checks
 
-REFERENCE = Path(__file__).resolve().parents[1] / "solutions" / "day13"
+REFERENCE = Path(__file__).resolve().parents[2] / "solutions" / "day13"
 DELIVERABLES = ("attention_heatmap.png", "attention_weights.npy", "analysis.md", "transformer_block.png", "README.md")
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from grader.deliverables import run_checks
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 STUDENT = ROOT / "assignments" / "day13"
 REFERENCE = ROOT / "solutions" / "day13"
 MODULES = ("self_attention.py", "multihead.py", "positional.py", "block.py")

@@ -13,7 +13,7 @@ import pytest
 
 from grader import notebook, stubs
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 
 

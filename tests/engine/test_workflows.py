@@ -17,7 +17,7 @@ import yaml
 from grader import notebook, release
 from grader.__main__ import build_parser
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STUDENT = release.TEMPLATES / "autograde.yml"
 INSTRUCTOR = release.TEMPLATES / "instructor-grade.yml"
 EXPRESSION = re.compile(r"\$\{\{\s*([^}]+?)\s*\}\}")

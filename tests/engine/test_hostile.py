@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import (CODE_PARTS, KIT, REFERENCE, components, descendants, make_submission, processes_of,  # noqa: E402
                             settled, text_of, uid_base_for_tests)
 
 from grader import run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
-HOSTILE = Path(__file__).parent / "fixtures" / "hostile"
+HOSTILE = Path(__file__).resolve().parents[1] / "fixtures" / "hostile"
 CODE = CODE_PARTS
 CONFIG = SandboxConfig(call_timeout=2.0, cpu_seconds=6, max_file_bytes=8 << 20, uid_base=uid_base_for_tests(1))
 JOBS = 2

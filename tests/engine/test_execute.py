@@ -14,7 +14,7 @@ from grader.execute import ModuleLoader, execute, to_numpy
 
 torch.set_num_threads(1)
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions" / "day13"
 RECAP = ROOT / "tests" / "fixtures" / "correct" / "recap_where"
 

@@ -19,8 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from grader import forbidden, scan
+from grader.checks import GradeFailure
 from grader.day13.adapter import Adapter, InProcessTransport
-from grader.day13.tests.checks import GradeFailure
 from grader.intake import NOTEBOOK_MODULE, contract_module_source
 from grader.lesson import load_lesson, read_rubric
 from grader.records import SubmissionResult, TestResult

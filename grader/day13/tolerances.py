@@ -2,7 +2,7 @@
 
 A comparison passes when |got - expected| <= atol + rtol * |expected| elementwise, where the
 reference scale of atol is max(1, max|expected|) so that large gradients are judged relative
-to their size.
+to their size (the engine's grader/tolerances.py and grader/checks.py).
 
 How the numbers were chosen: `python -m grader.day13.tolerances` runs the hidden tests on every
 correct variant in tests/fixtures/correct/ (einsum, manual stable softmax, per-head loop,
@@ -28,15 +28,7 @@ tests/day13/test_graders.py re-measures these margins and grades every mutant (t
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class Tol:
-    atol: float
-    rtol: float
-    why: str = ""
-
+from grader.tolerances import Tol, for_dtype
 
 VALUES = {
     "float32": Tol(2e-5, 1e-4, "float32 rounding across matmul/einsum/loop/float64-inside: spread ~6e-7"),
@@ -77,11 +69,11 @@ MATCH = Tol(1e-4, 1e-3, "same bug, different but legitimate float32 arithmetic")
 
 
 def values(dtype: str) -> Tol:
-    return VALUES.get(dtype, VALUES["float32"])
+    return for_dtype(VALUES, dtype)
 
 
 def grads(dtype: str) -> Tol:
-    return GRADS.get(dtype, GRADS["float32"])
+    return for_dtype(GRADS, dtype)
 
 
 def main() -> int:

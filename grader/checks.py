@@ -1,8 +1,8 @@
 """Assertions for any lesson's hidden tests: each failure says what was expected, what came out and where.
 
 The lesson decides how close is close: every comparison takes its tolerance (grader/tolerances.py
-`Tol`) from the caller, and a lesson's own checks module binds its numbers once (for Day 13,
-grader/day13/tests/checks.py).
+`Tol`) from the caller, and a lesson's own checks module (beside its hidden tests) binds its
+numbers once.
 """
 from __future__ import annotations
 

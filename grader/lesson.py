@@ -11,6 +11,7 @@ Standard library only: the sandboxed child and the stdlib-only stages (regrade, 
 """
 from __future__ import annotations
 
+import importlib
 import os
 import tomllib
 from dataclasses import dataclass
@@ -108,6 +109,7 @@ class Lesson:
     standins_module: str  # importable names of the lesson's modules
     catalogue_module: str
     tolerances_module: str
+    adapter_class: str  # "package.module:Class": the hidden tests' adapter (a grader.calls.Adapter)
 
     @property
     def package(self) -> str:
@@ -144,6 +146,12 @@ class Lesson:
         """Importable name of the hidden tests for one part."""
         return f"{self.tests_package}.test_{component}"
 
+    def adapter(self) -> type:
+        """The class the hidden tests ask a submission through: the engine's call plumbing with the
+        lesson's request builders (imported on first use: the sandboxed child never needs it)."""
+        module, _, name = self.adapter_class.partition(":")
+        return getattr(importlib.import_module(module), name)
+
 
 def lesson_names(engine: Path = ENGINE) -> list[str]:
     """Every lesson folder under the engine: a package that declares itself with lesson.toml."""
@@ -157,6 +165,17 @@ def _strings(table: dict, where: str) -> dict[str, tuple[str, ...]]:
             raise LessonError(f"{where}: {key} must be a list of names")
         out[key] = tuple(value)
     return out
+
+
+def _adapter_class(package: str, declared_as, where: Path) -> str:
+    """`module:Class` in lesson.toml, the module named within the lesson's package; a lesson that
+    declares none asks through the engine's plain adapter (calls by hand, no request builders)."""
+    if declared_as is None:
+        return f"{ENGINE.name}.calls:Adapter"
+    module, colon, name = str(declared_as).partition(":")
+    if not (colon and module and name.isidentifier()):
+        raise LessonError(f"{where}: adapter = {declared_as!r}; write it as \"module:Class\" (a module of the lesson)")
+    return f"{package}.{module}:{name}"
 
 
 @lru_cache(maxsize=8)
@@ -196,6 +215,7 @@ def _load(folder: Path) -> Lesson:
         standins_module=f"{package}.{data.get('standins', 'standins')}",
         catalogue_module=f"{package}.{data.get('catalogue', 'catalogue')}",
         tolerances_module=f"{package}.{data.get('tolerances', 'tolerances')}",
+        adapter_class=_adapter_class(package, data.get("adapter"), declared),
     )
     unknown = [m for m in (*lesson.always_standin, *lesson.standin_names, *lesson.sibling_imports,
                            *lesson.notebook_cells)

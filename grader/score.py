@@ -19,8 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from grader import forbidden, scan
+from grader.calls import Adapter, InProcessTransport
 from grader.checks import GradeFailure
-from grader.day13.adapter import Adapter, InProcessTransport
 from grader.intake import NOTEBOOK_MODULE, contract_module_source
 from grader.lesson import load_lesson, read_rubric
 from grader.records import SubmissionResult, TestResult
@@ -35,6 +35,7 @@ FILE_OF = LESSON.file_of
 POLICY = LESSON.forbidden_path  # library attention and reflective constructs (lesson data)
 DELIVERABLES = LESSON.deliverables_component
 catalogue = importlib.import_module(LESSON.catalogue_module)  # the lesson's bugs and the hints they name
+LESSON_ADAPTER = LESSON.adapter()  # the lesson's requests over the engine's call plumbing
 
 
 # -- rubric and tests ------------------------------------------------------------------------
@@ -68,7 +69,7 @@ def reference_adapter() -> Adapter:
     """The reference, in this process, with results cached by call for the whole batch."""
     global _reference
     if _reference is None:
-        _reference = Adapter(InProcessTransport(SOLUTIONS), cache={})
+        _reference = LESSON_ADAPTER(InProcessTransport(SOLUTIONS), cache={})
     return _reference
 
 
@@ -118,7 +119,7 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
     that runs the checks in a limited process, grader/checker.py)."""
     rubric = load_rubric(rubric_path)
     reference = reference_adapter()
-    student = Adapter(transport, record=True, batch=True)
+    student = LESSON_ADAPTER(transport, record=True, batch=True)
     outcomes = []  # (component, test id, failure or None, calls)
     runtime = defaultdict(set)
     for component, test_id, fn in hidden_tests():

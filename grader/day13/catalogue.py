@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from grader.day13 import tolerances as tol
-from grader.day13.adapter import Adapter, InProcessTransport
+from grader.calls import Adapter, InProcessTransport
 
 SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions" / "day13"
 

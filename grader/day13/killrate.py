@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from grader.day13 import catalogue
-from grader.day13.adapter import Adapter, InProcessTransport
+from grader.calls import InProcessTransport
+from grader.day13.adapter import Adapter
 
 ROOT = Path(__file__).resolve().parents[2]
 VARIANTS = ROOT / "tests" / "fixtures" / "correct"

@@ -19,8 +19,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import REFERENCE, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
 
 from grader import run, score  # noqa: E402
+from grader.calls import InProcessTransport  # noqa: E402
 from grader.day13 import catalogue, killrate  # noqa: E402
-from grader.day13.adapter import Adapter, InProcessTransport  # noqa: E402
+from grader.day13.adapter import Adapter  # noqa: E402
 from grader.day13.tests import checks as ck  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 

@@ -14,7 +14,7 @@ ENGINE = Path(lessons.__file__).resolve().parent
 
 # Engine modules that take everything lesson-specific from the Lesson object. The list only grows:
 # a module joins it when its last lesson name is gone, and the test below keeps it that way.
-CONVERTED = ["lesson.py", "records.py", "notebook.py", "release.py", "stubs.py", "gradescope.py", "__main__.py", "intake.py", "regrade.py", "collect.py", "forbidden.py", "execute.py", "report.py", "late.py", "run.py", "sandbox.py", "docs.py", "bench.py"]
+CONVERTED = ["lesson.py", "records.py", "notebook.py", "release.py", "stubs.py", "gradescope.py", "__main__.py", "intake.py", "regrade.py", "collect.py", "forbidden.py", "execute.py", "report.py", "late.py", "run.py", "sandbox.py", "docs.py", "bench.py", "score.py", "checks.py", "calls.py", "tolerances.py"]
 
 
 def test_the_only_lesson_is_found_and_declares_what_the_engine_needs():
@@ -65,6 +65,21 @@ def test_a_lesson_is_chosen_by_name_when_there_are_several(tmp_path):
     assert lessons.load_lesson("two", engine=tmp_path).title == "Two"
     with pytest.raises(lessons.LessonError, match="no lesson 'three'"):
         lessons.load_lesson("three", engine=tmp_path)
+
+
+def test_the_hidden_tests_adapter_is_the_engines_with_the_lessons_requests(tmp_path):
+    from grader import calls
+
+    lesson = lessons.load_lesson()
+    adapter = lesson.adapter()
+    assert issubclass(adapter, calls.Adapter) and adapter.__module__.startswith(lesson.package + ".")
+    _write_lesson(tmp_path, "one", "One")
+    assert lessons.load_lesson(engine=tmp_path).adapter() is calls.Adapter  # none declared: calls by hand
+    path = tmp_path / "one" / "lesson.toml"
+    path.write_text('adapter = "adapter.Adapter"\n' + path.read_text(encoding="utf-8"), encoding="utf-8")
+    lessons._load.cache_clear()
+    with pytest.raises(lessons.LessonError, match="module:Class"):
+        lessons.load_lesson(engine=tmp_path)
 
 
 def test_a_declaration_naming_an_undeclared_module_is_refused(tmp_path):

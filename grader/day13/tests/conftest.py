@@ -43,7 +43,8 @@ def reference():
 
 @pytest.fixture(scope="session")
 def student(request):
-    from grader.day13.adapter import Adapter, InProcessTransport
+    from grader.calls import InProcessTransport
+    from grader.day13.adapter import Adapter
 
     option = request.config.getoption("--submission")
     path = Path(option) if option else ROOT / "solutions" / "day13"

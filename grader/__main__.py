@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="check one submission's deliverables (heatmap, analysis, diagram, README)")
     p.add_argument("submission")
-    p.set_defaults(run=lambda a: _call("deliverables", "main", submission=a.submission))
+    p.set_defaults(run=lambda a: _call("checker", "main", submission=a.submission))
 
     p = sub.add_parser("stubs", help="regenerate assignments/ stubs from solutions/ markers")
     p.add_argument("--check", action="store_true", help="fail if the committed stubs differ")

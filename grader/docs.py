@@ -23,10 +23,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from grader.lesson import load_lesson
+
+LESSON = load_lesson()
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "docs" / "run-record.json"
 FILES = (ROOT / "README.md", ROOT / "demo" / "README.md")
-COURSE = {"ada": "ada_reference", "chloe": "chloe_no_scale", "hana": "hana_partial"}  # README's example course
 BLOCK = re.compile(r"(<!-- docs:(?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /docs:(?P=name) -->)", re.S)
 
 
@@ -41,21 +43,22 @@ def _grade(cwd: Path, submissions: str, out: str) -> tuple[str, float]:
 
 
 def record() -> dict:
-    """Grade the example course (three demo students) and the demo class; what they printed and wrote."""
+    """Grade the lesson's example course (a few students of its demo class) and the demo class; what
+    they printed and wrote."""
     with tempfile.TemporaryDirectory(prefix="grader-docs-") as tmp:
         root = Path(tmp)
         subs = root / "out" / "course" / "submissions"
-        for name, folder in COURSE.items():
-            shutil.copytree(ROOT / "demo" / "class" / folder, subs / name)
+        for name, folder in LESSON.example_course.items():
+            shutil.copytree(LESSON.demo_class / folder, subs / name)
         printed, _ = _grade(root, "out/course/submissions", "out/course/grades")
         grades = root / "out" / "course" / "grades"
-        demo_printed, seconds = _grade(ROOT, "demo/class", str(root / "demo"))
+        demo_printed, seconds = _grade(ROOT, str(LESSON.demo_class.relative_to(ROOT)), str(root / "demo"))
         with open(root / "demo" / "grades.csv", encoding="utf-8") as handle:
             totals = {row["submission"]: row["total"] for row in csv.DictReader(handle)}
         return {
             "course_grade_output": [line for line in printed.splitlines() if line.strip()],
             "course_grades_csv": (grades / "grades.csv").read_text(encoding="utf-8"),
-            "course_feedback_head": (grades / "chloe" / "feedback.md").read_text(encoding="utf-8").splitlines()[:9],
+            "course_feedback_head": (grades / LESSON.example_feedback / "feedback.md").read_text(encoding="utf-8").splitlines()[:9],
             "demo_totals": totals,
             "demo_seconds": round(seconds),
             "demo_submissions": len(totals),
@@ -69,7 +72,8 @@ def blocks(run: dict) -> dict[str, str]:
                        ".venv/bin/python -m grader grade out/course/submissions --out out/course/grades",
                        *run["course_grade_output"], "```"])
     review = "\n".join(["```console", "$ cat out/course/grades/grades.csv", *run["course_grades_csv"].splitlines(),
-                        "$ head -9 out/course/grades/chloe/feedback.md", *run["course_feedback_head"], "```"])
+                        f"$ head -9 out/course/grades/{LESSON.example_feedback}/feedback.md",
+                        *run["course_feedback_head"], "```"])
     names = {name: name.split("_")[0] for name in run["demo_totals"]}
     totals = ", ".join(f"{names[n]} {t}" for n, t in run["demo_totals"].items())
     demo = (f"Graded by the kit (`make grade`, {run['cores']} cores, {run['demo_seconds']} s for the class of "

@@ -101,6 +101,11 @@ class Lesson:
     attention_components: tuple[str, ...]  # parts whose evidence the class report draws as heatmaps
     notebook_cells: tuple[str, ...]  # parts that have notebook cells
     deliverables_component: str
+    deliverables_checks: Path | None  # the module defining the deliverable checks (CHECKS), if any; ships to students
+    deliverables_data: tuple[Path, ...]  # files it reads beside itself; they ship with it
+    demo_class: Path | None  # a class of submissions to grade as an example (README, docs)
+    example_course: dict[str, str]  # the README's example course: row name -> folder of the demo class
+    example_feedback: str  # the example course's row whose feedback the README shows
     rubric_path: Path
     forbidden_path: Path
     limits_path: Path
@@ -141,6 +146,18 @@ class Lesson:
     @property
     def points(self) -> dict[str, float]:
         return rubric_points(self.rubric(), self.components)
+
+    @property
+    def deliverables_module(self) -> str | None:
+        """Importable name of the module that defines the deliverable checks (None: the lesson has none)."""
+        return f"{self.package}.{self.deliverables_checks.stem}" if self.deliverables_checks else None
+
+    def deliverable_checks(self) -> tuple:
+        """The lesson's deliverable checks, ((check id, check), ...), for grader.deliverables.run_checks.
+        Imported on first use: the checks need numpy and Pillow."""
+        if self.deliverables_module is None:
+            return ()
+        return importlib.import_module(self.deliverables_module).CHECKS
 
     def test_module(self, component: str) -> str:
         """Importable name of the hidden tests for one part."""
@@ -192,6 +209,11 @@ def _load(folder: Path) -> Lesson:
         return data[key]
 
     package = f"{ENGINE.name}.{folder.name}"
+    deliverables = data.get("deliverables", {})
+    docs = data.get("docs", {})
+    checks = folder / f"{deliverables.get('checks', 'deliverable_checks')}.py"
+    if "checks" in deliverables and not checks.is_file():
+        raise LessonError(f"{declared} [deliverables] checks = {deliverables['checks']!r}, but {checks} does not exist")
     siblings = _strings(data.get("sibling_imports", {}), f"{declared} [sibling_imports]")
     if any(len(pair) != 2 for pair in siblings.values()):
         raise LessonError(f"{declared} [sibling_imports]: each entry is [sibling module, name]")
@@ -206,7 +228,12 @@ def _load(folder: Path) -> Lesson:
         sibling_imports={k: (v[0], v[1]) for k, v in siblings.items()},
         attention_components=tuple(data.get("report", {}).get("attention_components", ())),
         notebook_cells=tuple(data.get("notebook", {}).get("cells", ())),
-        deliverables_component=str(data.get("deliverables", {}).get("component", "deliverables")),
+        deliverables_component=str(deliverables.get("component", "deliverables")),
+        deliverables_checks=checks if checks.is_file() else None,
+        deliverables_data=tuple(folder / str(name) for name in deliverables.get("checks_data", ())),
+        demo_class=ROOT / docs["demo_class"] if "demo_class" in docs else None,
+        example_course={str(k): str(v) for k, v in docs.get("example_course", {}).items()},
+        example_feedback=str(docs.get("example_feedback", "")),
         rubric_path=folder / data.get("rubric", "rubric.toml"),
         forbidden_path=folder / data.get("forbidden", "forbidden.toml"),
         limits_path=folder / data.get("limits", "limits.toml"),

@@ -4,14 +4,16 @@ What a student gets (and nothing else):
 - the stubs, generated from the lesson's reference by grader/stubs.py (never the reference);
 - the visible tests, pytest.ini, the student README and Makefile (the lesson's assignment folder);
 - the student tools: the assignment's tools/ if present, grader/deliverables.py (the standalone
-  checker, with its handout fingerprints), tools/ci_feedback.py and tools/points.json;
+  checker) with the lesson's deliverable checks beside it (tools/deliverable_checks.py, and the
+  files those read, such as the handout's fingerprints), tools/ci_feedback.py and tools/points.json;
 - the student notebook (grader/notebook.py);
 - .github/workflows/autograde.yml, feedback on every push (grader/templates/).
 
 The instructor's nbgrader source notebook goes to dist/nbgrader/source/<lesson>/, outside the zip.
 Before anything is written to the zip, the release is searched for every non-trivial solution line,
-solution or hidden-test markers, the hidden graders' files and the reference's output files;
-a hit removes the build and fails.
+solution or hidden-test markers, the hidden graders' files (every file of the lesson's folder but the
+deliverable checks it declares for students) and the reference's output files; a hit removes the
+build and fails.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from pathlib import Path
 import nbformat
 
 from grader import notebook, stubs
+from grader.deliverables import RELEASED_CHECKS
 from grader.lesson import load_lesson
 from grader.stubs import _digest
 
@@ -35,7 +38,10 @@ SOLUTIONS = LESSON.solutions
 HIDDEN = LESSON.folder
 TEMPLATES = ROOT / "grader" / "templates"
 CHECKER = ROOT / "grader" / "deliverables.py"
-FINGERPRINTS = ROOT / "grader" / "handout_ngrams.txt"
+# The lesson's files a student gets in tools/ (file -> name there): its deliverable checks, which the
+# checker finds beside itself under RELEASED_CHECKS, and the files they read beside themselves.
+STUDENT_TOOLS = ({LESSON.deliverables_checks: RELEASED_CHECKS} if LESSON.deliverables_checks else {}) | \
+                {path: path.name for path in LESSON.deliverables_data}
 
 SKIP_DIRS = {"__pycache__", ".pytest_cache", ".ipynb_checkpoints"}
 SKIP_SUFFIXES = {".pyc", ".pyo"}
@@ -115,8 +121,9 @@ def _write_student_files(day: Path) -> None:
     tools = day / "tools"
     tools.mkdir(exist_ok=True)
     shutil.copyfile(CHECKER, tools / "deliverables.py")
-    if FINGERPRINTS.exists():
-        shutil.copyfile(FINGERPRINTS, tools / FINGERPRINTS.name)
+    for source, name in STUDENT_TOOLS.items():
+        if source.exists():
+            shutil.copyfile(source, tools / name)
     shutil.copyfile(TEMPLATES / "ci_feedback.py", tools / "ci_feedback.py")
     (tools / "points.json").write_text(json.dumps(feedback_points(), indent=1, sort_keys=True) + "\n",
                                        encoding="utf-8")
@@ -142,7 +149,8 @@ def leaks(folder: Path) -> list[str]:
     reference_outputs = {hashlib.sha256(p.read_bytes()).hexdigest(): p.name
                          for p in SOLUTIONS.rglob("*") if p.is_file() and p.suffix not in {".py", ".pyc"}}
     hidden_files = {hashlib.sha256(p.read_bytes()).hexdigest(): str(p.relative_to(ROOT))
-                    for p in HIDDEN.rglob("*") if p.is_file() and p.suffix != ".pyc" and p.stat().st_size > 64}
+                    for p in HIDDEN.rglob("*") if p.is_file() and p.suffix != ".pyc" and p.stat().st_size > 64
+                    and p not in STUDENT_TOOLS}
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         relative = path.relative_to(folder)
         data = path.read_bytes()

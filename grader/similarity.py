@@ -13,8 +13,8 @@ Base code is removed before anything is compared: every k-gram of the released s
 (stubs, visible tests, tools, notebook) and of the handout's own code blocks (`base` data file).
 
 **Text** (README, analysis) is compared by word TEXT_N-grams after the words every student may
-share are removed: passages of the handout (grader/handout_ngrams.txt, the same fingerprints the
-README check uses), of the assignment's own README, the handout's example sentences and the lines
+share are removed: passages of the handout (the lesson's handout_ngrams.txt, the same fingerprints
+the README check uses), of the assignment's own README, the handout's example sentences and the lines
 the kit's heatmap tool prints (`base` data file).
 
 **Images** (heatmap, raster diagram) are compared by a perceptual hash (the signs of the lowest
@@ -34,6 +34,7 @@ import base64
 import csv
 import hashlib
 import html
+import importlib
 import io
 import json
 import keyword
@@ -50,8 +51,12 @@ from pathlib import Path
 import numpy as np
 
 from grader import deliverables, intake
+from grader.lesson import load_lesson
 
 KIT = Path(__file__).resolve().parent.parent
+# The lesson's deliverable checks: which files are the README, the analysis and the pictures, and
+# the fingerprints of what every student may share (the handout, the assignment's README).
+_RULES = importlib.import_module(load_lesson().deliverables_module)
 
 # ---- thresholds (documented in README.md, "Similarity"): a pair is flagged on one kind when its score
 # reaches the threshold and it shares at least the minimum of evidence.
@@ -197,7 +202,7 @@ def base_code_hashes(sources: list[str]) -> set[int]:
 # =========================================================================== text fingerprints
 
 def _words(text: str) -> list[tuple[str, int, int]]:
-    return deliverables._words(unicodedata.normalize("NFKC", text))
+    return deliverables.words(unicodedata.normalize("NFKC", text))
 
 
 def _hash_words(words: list[str]) -> int:
@@ -232,7 +237,7 @@ SHORT_N = 3
 def text_grams(text: str, base: TextBase) -> tuple[dict[int, tuple[int, int]], list[tuple[str, int, int]]]:
     """{fingerprint: (first word, last word)} of the TEXT_N-grams of `text` that touch no base word."""
     words = _words(text[:MAX_TEXT_CHARS])
-    base_words = _covered(words, deliverables.NGRAM, base.handout, deliverables._fingerprint)
+    base_words = _covered(words, deliverables.NGRAM, base.handout, deliverables.fingerprint)
     base_words |= _covered(words, SHORT_N, base.short, _hash_words)
     grams: dict[int, tuple[int, int]] = {}
     plain = [w for w, _, _ in words]
@@ -277,7 +282,7 @@ def image_hash(data: bytes) -> int | None:
             if probe.format == "JPEG":
                 probe.draft("RGB", (4 * HASH_SIDE, 4 * HASH_SIDE))
             probe.load()
-            grey = deliverables._to_rgb(probe).convert("L")
+            grey = deliverables.to_rgb(probe).convert("L")
     except Exception:  # Pillow raises many kinds for a damaged file; all mean "not a picture"
         return None
     small = np.asarray(grey.resize((HASH_SIDE, HASH_SIDE), Image.Resampling.BOX), dtype=np.float64)
@@ -299,7 +304,7 @@ def thumbnail_uri(data: bytes, side: int = 320) -> str:
             if image.format == "JPEG":
                 image.draft("RGB", (side * 2, side * 2))
             image.load()
-            rgb = deliverables._to_rgb(image)
+            rgb = deliverables.to_rgb(image)
             rgb.thumbnail((side, side))
             buffer = io.BytesIO()
             rgb.save(buffer, format="PNG")
@@ -353,8 +358,8 @@ def load_base(lesson: str, *, released: Path | None = None, lesson_data: Path | 
     base.sources.append(f"the released student folder {released.relative_to(KIT) if released.is_relative_to(KIT) else released}"
                         f" ({len(sources)} code files: stubs, visible tests, tools"
                         f"{', and the released notebook when a submission holds one' if released_notebook else ''})")
-    handout = (deliverables.load_fingerprints(section="handout") or set()) | \
-              (deliverables.load_fingerprints(section="assignment-readme") or set())
+    handout = (deliverables.load_fingerprints(_RULES.FINGERPRINTS, section="handout") or set()) | \
+              (deliverables.load_fingerprints(_RULES.FINGERPRINTS, section="assignment-readme") or set())
     short: set[int] = set()
     if lesson_data.is_file():
         sections = _read_sections(lesson_data)
@@ -441,8 +446,9 @@ class Features:
     has_notebook: bool = False
 
 
-TEXTS = {"README": deliverables.README_NAMES, "analysis": deliverables.ANALYSIS_NAMES}
-IMAGES = {"heatmap": deliverables.HEATMAP_NAMES, "diagram": deliverables.DIAGRAM_NAMES}
+# The deliverables compared, by the names the lesson's checks accept.
+TEXTS = {"README": _RULES.README_NAMES, "analysis": _RULES.ANALYSIS_NAMES}
+IMAGES = {"heatmap": _RULES.HEATMAP_NAMES, "diagram": _RULES.DIAGRAM_NAMES}
 
 
 def _notebook_cells(data: bytes) -> list[str]:
@@ -505,20 +511,20 @@ def features_of(folder: Path, name: str, base: Base) -> Features:
                 feats.code.setdefault(h, (index, lines[i], lines[i + CODE_K - 1]))
     root = os.fspath(folder)
     for what, names in TEXTS.items():
-        for found in deliverables._find(root, names):
+        for found in deliverables.find(root, names):
             try:
-                raw = deliverables._read_file(root, found, deliverables.MAX_TEXT_BYTES)
-                text = deliverables._text(found, raw)
-            except (deliverables._Problem, OSError):
+                raw = deliverables.read_file(root, found, deliverables.MAX_TEXT_BYTES)
+                text = deliverables.decode_text(found, raw)
+            except (deliverables.Problem, OSError):
                 continue
             feats.texts[what] = (found, text[:MAX_TEXT_CHARS])
             feats.text_grams[what] = text_grams(text, base.text)[0]
             break
     for what, names in IMAGES.items():
-        for found in deliverables._find(root, names):
+        for found in deliverables.find(root, names):
             try:
-                raw = deliverables._read_file(root, found, deliverables.MAX_IMAGE_BYTES)
-            except (deliverables._Problem, OSError):
+                raw = deliverables.read_file(root, found, deliverables.MAX_IMAGE_BYTES)
+            except (deliverables.Problem, OSError):
                 continue
             digest = hashlib.sha256(raw).hexdigest()
             phash = None if found.lower().endswith((".svg", ".pdf")) else image_hash(raw)
@@ -925,10 +931,10 @@ def _picture(sub, what: str) -> str:
     with tempfile.TemporaryDirectory(prefix="similarity-") as scratch:
         copy = Path(scratch) / "copy"
         intake.materialise(sub, copy, convert_notebook=False)
-        for found in deliverables._find(os.fspath(copy), IMAGES[what]):
+        for found in deliverables.find(os.fspath(copy), IMAGES[what]):
             try:
-                return thumbnail_uri(deliverables._read_file(os.fspath(copy), found, deliverables.MAX_IMAGE_BYTES))
-            except (deliverables._Problem, OSError):
+                return thumbnail_uri(deliverables.read_file(os.fspath(copy), found, deliverables.MAX_IMAGE_BYTES))
+            except (deliverables.Problem, OSError):
                 continue
     return ""
 
@@ -998,7 +1004,7 @@ def _tool_outputs(lesson: str) -> list[tuple[str, bytes, str]]:
             printed = io.StringIO()
             with contextlib.redirect_stdout(printed):
                 module.main(["--folder", os.fspath(KIT / "solutions" / lesson), "--mode", mode, "--out", scratch])
-            png = (Path(scratch) / deliverables.HEATMAP_NAMES[0]).read_bytes()
+            png = (Path(scratch) / _RULES.HEATMAP_NAMES[0]).read_bytes()
             outputs.append((f"make heatmap's picture of its default sentence (MODE={mode})", png, printed.getvalue()))
     return outputs
 

@@ -117,12 +117,14 @@ def run_notebook_tests(notebook: Path) -> dict[str, dict]:
 
 
 def run_deliverables(folder: Path) -> list:
+    """The assignment's deliverable checks (tools/deliverable_checks.py), run by the checker beside it."""
     sys.path.insert(0, str(HERE))
     try:
         import deliverables
+        import deliverable_checks
     finally:
         sys.path.remove(str(HERE))
-    return deliverables.run_checks(str(folder))
+    return deliverables.run_checks(str(folder), deliverable_checks.CHECKS)
 
 
 def _shares(points: float, count: int) -> list[float]:

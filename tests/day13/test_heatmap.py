@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader.deliverables import run_checks
+from grader import deliverables
+from grader.day13 import deliverable_checks
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDENT = ROOT / "assignments" / "day13"
@@ -29,8 +30,13 @@ def student_folder(where: Path, code_from: Path) -> Path:
     shutil.copy(STUDENT / "Makefile", where / "Makefile")
     shutil.copytree(STUDENT / "tools", where / "tools", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "grader" / "deliverables.py", where / "tools" / "deliverables.py")
-    shutil.copy(ROOT / "grader" / "handout_ngrams.txt", where / "tools" / "handout_ngrams.txt")
+    shutil.copy(deliverable_checks.__file__, where / "tools" / deliverables.RELEASED_CHECKS)
+    shutil.copy(deliverable_checks.FINGERPRINTS, where / "tools" / deliverable_checks.FINGERPRINTS.name)
     return where
+
+
+def run_checks(folder: Path) -> list:
+    return deliverables.run_checks(folder, deliverable_checks.CHECKS)
 
 
 def make(folder: Path, target: str, **variables) -> subprocess.CompletedProcess:

@@ -231,7 +231,7 @@ def test_deliverables_built_against_the_checker_get_a_verdict(batch, name):
 def test_the_png_shortcut_trusts_only_the_checked_size():
     data = png_with_a_second_header()
     size = Image.open(__import__("io").BytesIO(data)).size
-    assert deliverables._png_rows(data, size, 100) is None  # a second IHDR: no shortcut
+    assert deliverables.png_rows(data, size, 100) is None  # a second IHDR: no shortcut
     plain = (REFERENCE / "attention_heatmap.png").read_bytes()
-    assert deliverables._png_rows(plain, size, 100) is not None
-    assert deliverables._png_rows(plain, (size[0] * 1000, size[1]), 100) is None  # disagrees with the header
+    assert deliverables.png_rows(plain, size, 100) is not None
+    assert deliverables.png_rows(plain, (size[0] * 1000, size[1]), 100) is None  # disagrees with the header

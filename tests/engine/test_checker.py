@@ -8,11 +8,18 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from grader import deliverables
 from grader.checker import LimitedChecker
-from grader.deliverables import CHECK_IDS, run_checks
+from grader.lesson import load_lesson
 
 REFERENCE = Path(__file__).resolve().parents[2] / "solutions" / "day13"
 DELIVERABLES = ("attention_heatmap.png", "attention_weights.npy", "analysis.md", "transformer_block.png", "README.md")
+CHECKS = load_lesson().deliverable_checks()
+CHECK_IDS = [check_id for check_id, _ in CHECKS]
+
+
+def run_checks(folder):
+    return deliverables.run_checks(folder, CHECKS)
 
 
 @pytest.fixture
@@ -56,6 +63,16 @@ def test_checks_that_overrun_their_time_are_stopped_and_the_next_folder_gets_a_f
         checker.run_checks(honest)
         assert checker._helper().pid == first  # one helper serves many submissions
     assert not os.path.exists(f"/proc/{first}") or Path(f"/proc/{first}/stat").read_text().split()[2] == "Z"
+
+
+def test_a_lesson_without_deliverable_checks_gets_no_checks_and_no_helper(folders, monkeypatch):
+    from types import SimpleNamespace
+
+    from grader import checker as checker_module
+
+    monkeypatch.setattr(checker_module, "load_lesson", lambda: SimpleNamespace(deliverables_module=None))
+    with LimitedChecker(memory_bytes=1 << 30, seconds=120) as checker:
+        assert checker.run_checks(folders[0]) == [] and checker._proc is None
 
 
 def test_an_answer_nobody_collected_is_never_handed_to_the_next_folder(folders):

@@ -1,17 +1,15 @@
-"""grader/deliverables.py: every rejection of issue 5, the reference set accepted, and no broken
-file ever crashes the checker. Pure file checks, no torch: the whole module runs in about a second."""
+"""grader/deliverables.py, the lesson-free checker: safe reading, the image, array, text, drawing and
+fingerprint helpers, and the runner and its command line, on a toy lesson's checks defined here.
+Day 13's own checks are tested in tests/day13/test_deliverable_checks.py. Pure file checks, no torch."""
 from __future__ import annotations
 
 import ast
 import io
 import os
 import pickle
-import random
-import re
-import shutil
 import subprocess
 import sys
-import tomllib
+import textwrap
 import zlib
 from pathlib import Path
 
@@ -20,53 +18,40 @@ import pytest
 from PIL import Image, ImageDraw
 
 from grader import deliverables
-from grader.deliverables import run_checks
+from grader.deliverables import Check, Problem, run_checks
 
 ROOT = Path(__file__).resolve().parents[2]
-REFERENCE = ROOT / "solutions" / "day13"
-ASSIGNMENT_README = ROOT / "assignments" / "day13" / "README.md"
-DELIVERABLES = ("attention_heatmap.png", "attention_weights.npy", "analysis.md", "transformer_block.png", "README.md")
-HANDOUT_CANDIDATES = (ROOT.parent / "shared" / "handout" / "day13-attention-transformers.txt",
-                      Path("/work/shared/handout/day13-attention-transformers.txt"))
-
-ANALYSIS_OK = """In head 3 of layer 5, the token 'it' attends most strongly to 'animal' (0.61).
-'street' gets only 0.05 from 'it', so the model resolves the pronoun to the animal.
-Most other tokens attend to their neighbours, e.g. 'cross' looks at 'didn't' with 0.33.
-The [SEP] token soaks up the rest of the attention in most rows.
-"""
-
-README_OK = """# Query, Key and Value, as I understand them
-
-Every token is turned into three vectors by three learned matrices, and each plays its own role.
-
-The query of a token describes what that token is trying to find elsewhere in the sentence right now.
-
-The key of a token is how it advertises itself, so queries can measure how well it fits their need;
-the match is a dot product that gets scaled and pushed through a softmax over the row.
-
-The value of a token is the information it actually hands over to anyone who attends to it,
-and the output is the blend of all values weighted by that softmax row.
-Separating keys from values means a token can be found for one reason and contribute another.
-"""
 
 
-def by_id(results):
-    return {r.id: r for r in results}
+# --------------------------------------------------------------------------- a toy lesson's checks
 
 
-def check(folder: Path, check_id: str):
-    """One check alone (run_checks would decode every image each time)."""
-    return dict(deliverables.CHECKS)[check_id](os.path.realpath(folder))
+def _judge_notes(name: str, data: bytes) -> str:
+    lines = deliverables.text_lines(deliverables.decode_text(name, data))
+    if len(lines) < 2:
+        raise Problem(deliverables.listed(name, [f"it has {len(lines)} line(s); write two or more."]))
+    return f"{name}: {len(lines)} lines."
 
 
-@pytest.fixture
-def sub(tmp_path) -> Path:
-    """A copy of the reference deliverables, to spoil one file at a time."""
-    folder = tmp_path / "student"
-    folder.mkdir()
-    for name in DELIVERABLES:
-        shutil.copy(REFERENCE / name, folder / name)
-    return folder
+def check_notes(root: str) -> Check:
+    return deliverables.judged("notes", "Notes", root, ("NOTES.md", "notes.txt"), "Write NOTES.md.",
+                               deliverables.MAX_TEXT_BYTES, _judge_notes)
+
+
+def _judge_picture(name: str, data: bytes) -> str:
+    image = deliverables.decode_image(name, data, ("PNG",))
+    ink, colours = deliverables.pixel_stats(image)
+    if colours < 2 or ink < 0.001:
+        raise Problem(f"{name} looks blank.")
+    return f"{name}: a {image.size[0]}x{image.size[1]} PNG."
+
+
+def check_picture(root: str) -> Check:
+    return deliverables.judged("picture", "Picture", root, ("picture.png",), "Draw picture.png.",
+                               deliverables.MAX_IMAGE_BYTES, _judge_picture)
+
+
+TOY = (("notes", check_notes), ("picture", check_picture))
 
 
 def png_bytes(image: Image.Image, fmt: str = "PNG") -> bytes:
@@ -75,290 +60,162 @@ def png_bytes(image: Image.Image, fmt: str = "PNG") -> bytes:
     return buffer.getvalue()
 
 
-def line_drawing(size=(1200, 1600)) -> Image.Image:
-    """A sparse pen drawing on white paper: thin 1-pixel lines, like a scanned sketch."""
+def drawing(size=(800, 600), box=(50, 40, 750, 580), width=3) -> Image.Image:
     image = Image.new("RGB", size, "white")
-    draw = ImageDraw.Draw(image)
-    for n in range(6):
-        y = 100 + n * 240
-        draw.rectangle((300, y, 900, y + 120), outline="black", width=1)
-        draw.line((600, y + 120, 600, y + 240), fill="black", width=1)
+    ImageDraw.Draw(image).rectangle(box, outline="black", width=width)
     return image
 
 
-# --------------------------------------------------------------------------- the reference set
+def colour_field(size=(640, 480), cells=6) -> Image.Image:
+    """A heatmap-like picture: a grid of cells, each its own colour, over the whole area."""
+    y, x = np.mgrid[0:size[1], 0:size[0]]
+    row, col = y * cells // size[1], x * cells // size[0]
+    pixels = np.stack([col * 255 // cells, row * 255 // cells, (row + col) * 255 // (2 * cells)], axis=-1)
+    return Image.fromarray(pixels.astype(np.uint8), "RGB")
 
 
-def test_reference_set_passes_every_check():
-    results = run_checks(REFERENCE)
-    assert [r.id for r in results] == list(deliverables.CHECK_IDS)
-    assert all(r.passed for r in results), [(r.id, r.message) for r in results if not r.passed]
+@pytest.fixture
+def sub(tmp_path) -> Path:
+    folder = tmp_path / "student"
+    folder.mkdir()
+    (folder / "NOTES.md").write_text("# Notes\n\nFirst line.\nSecond line.\n", encoding="utf-8")
+    (folder / "picture.png").write_bytes(png_bytes(drawing()))
+    return folder
 
 
-def test_check_ids_are_the_rubric_entries_and_total_ten_points():
-    rubric = tomllib.loads((ROOT / "grader" / "day13" / "rubric.toml").read_text(encoding="utf-8"))
-    tables = rubric["deliverables"]
-    assert set(tables) == set(deliverables.CHECK_IDS)
-    assert sum(t["points"] for t in tables.values()) == 10
+def by_id(results) -> dict[str, Check]:
+    return {r.id: r for r in results}
 
 
-def test_reference_analysis_quotes_weights_that_are_in_the_matrix():
-    weights = np.load(REFERENCE / "attention_weights.npy")
-    quoted = re.findall(r"(?<![\w.])(\d*\.\d+)", (REFERENCE / "analysis.md").read_text(encoding="utf-8"))
-    assert quoted
-    for number in quoted:
-        places = len(number.split(".")[1])
-        assert (np.round(weights, places) == float(number)).any(), f"{number} is not in attention_weights.npy"
+# --------------------------------------------------------------------------- the runner
 
 
-# --------------------------------------------------------------------------- heatmap
+def test_the_checks_run_in_their_order_and_pass_on_good_files(sub):
+    results = run_checks(sub, TOY)
+    assert [r.id for r in results] == ["notes", "picture"]
+    assert all(r.passed for r in results), results
+    assert results[0].message == "NOTES.md: 2 lines." and results[0].title == "Notes"
 
 
-def test_blank_png_is_rejected(sub):
-    (sub / "attention_heatmap.png").write_bytes(png_bytes(Image.new("RGB", (400, 400), (68, 1, 84))))
-    result = check(sub, "heatmap_png")
-    assert not result.passed and "blank" in result.message
+def test_a_check_that_crashes_or_runs_out_of_memory_fails_alone_with_a_message(sub):
+    def crashes(root):
+        raise ValueError("boom")
+
+    def needs_memory(root):
+        raise MemoryError
+
+    results = by_id(run_checks(sub, (("crash", crashes), ("memory", needs_memory), *TOY)))
+    assert not results["crash"].passed and "checker bug" in results["crash"].message
+    assert "ValueError: boom" in results["crash"].message
+    assert not results["memory"].passed and "more memory" in results["memory"].message
+    assert results["notes"].passed and results["picture"].passed
 
 
-def test_two_colour_png_has_no_spread_of_values(sub):
-    image = Image.new("RGB", (400, 400), "white")
-    ImageDraw.Draw(image).rectangle((0, 0, 199, 399), fill="black")
-    (sub / "attention_heatmap.png").write_bytes(png_bytes(image))
-    assert not check(sub, "heatmap_png").passed
+def test_a_missing_folder_fails_every_check_with_a_message(tmp_path):
+    results = run_checks(tmp_path / "nope", TOY)
+    assert [r.id for r in results] == ["notes", "picture"] and not any(r.passed for r in results)
+    assert "not a folder" in results[0].message
 
 
-def test_text_file_renamed_png_is_rejected(sub):
-    (sub / "attention_heatmap.png").write_text("my heatmap is in the notebook\n")
-    result = check(sub, "heatmap_png")
-    assert not result.passed and "text file" in result.message
+def test_a_missing_file_is_named_with_its_other_accepted_names_and_found_one_folder_down(sub):
+    (sub / "NOTES.md").rename(sub / "notes.txt")
+    assert check_notes(os.fspath(sub)).passed  # any accepted name
+    (sub / "docs").mkdir()
+    (sub / "notes.txt").rename(sub / "docs" / "Notes.TXT")
+    result = check_notes(os.fspath(sub))
+    assert not result.passed
+    assert result.message.startswith("Missing: no NOTES.md (or .txt) at the top level of the folder.")
+    assert "Found docs/Notes.TXT: move it to the top level" in result.message and "Write NOTES.md." in result.message
 
 
-def test_jpeg_renamed_png_is_rejected(sub):
-    image = Image.open(REFERENCE / "attention_heatmap.png").convert("RGB")
-    (sub / "attention_heatmap.png").write_bytes(png_bytes(image, "JPEG"))
-    result = check(sub, "heatmap_png")
-    assert not result.passed and "JPEG" in result.message
+def test_names_match_ignoring_case(sub):
+    (sub / "NOTES.md").rename(sub / "notes.MD")
+    (sub / "picture.png").rename(sub / "Picture.PNG")
+    assert all(r.passed for r in run_checks(sub, TOY))
 
 
-@pytest.mark.parametrize("keep", [0.3, 0.9, -12])
-def test_truncated_png_is_rejected(sub, keep):
-    data = (REFERENCE / "attention_heatmap.png").read_bytes()
-    cut = int(len(data) * keep) if keep > 0 else len(data) + keep  # -12: only the IEND chunk is gone
-    (sub / "attention_heatmap.png").write_bytes(data[:cut])
-    result = check(sub, "heatmap_png")
-    assert not result.passed and "could not be opened" in result.message
+def test_a_broken_extra_candidate_costs_nothing(sub):
+    (sub / "notes.txt").write_bytes(b"\x00\x01 binary")
+    assert check_notes(os.fspath(sub)).passed
 
 
-def test_empty_heatmap_is_rejected(sub):
-    (sub / "attention_heatmap.png").write_bytes(b"")
-    result = check(sub, "heatmap_png")
-    assert not result.passed and "empty" in result.message
+# --------------------------------------------------------------------------- reading files safely
 
 
-def test_small_heatmap_is_rejected(sub):
-    image = Image.open(REFERENCE / "attention_heatmap.png").resize((250, 200))
-    (sub / "attention_heatmap.png").write_bytes(png_bytes(image))
-    result = check(sub, "heatmap_png")
-    assert not result.passed and "300x300" in result.message
+def test_a_symlink_out_of_the_folder_is_not_followed_and_one_inside_is(sub, tmp_path):
+    outside = tmp_path / "outside.md"
+    outside.write_text("secret\nlines\n", encoding="utf-8")
+    (sub / "NOTES.md").unlink()
+    (sub / "NOTES.md").symlink_to(outside)
+    result = check_notes(os.fspath(sub))
+    assert not result.passed and "outside the submission folder" in result.message
+    (sub / "NOTES.md").unlink()
+    (sub / "drafts").mkdir()
+    (sub / "drafts" / "n.md").write_text("one\ntwo\n", encoding="utf-8")
+    (sub / "NOTES.md").symlink_to(Path("drafts") / "n.md")
+    assert check_notes(os.fspath(sub)).passed
 
 
-def test_transparent_and_greyscale_heatmaps_are_accepted(sub):
-    image = Image.open(REFERENCE / "attention_heatmap.png").convert("RGBA")
-    (sub / "attention_heatmap.png").write_bytes(png_bytes(image))
-    assert check(sub, "heatmap_png").passed
-    (sub / "attention_heatmap.png").write_bytes(png_bytes(image.convert("L")))
-    assert check(sub, "heatmap_png").passed
+def test_a_huge_file_is_refused_without_being_read(sub, monkeypatch):
+    reads = []
+    real_read = os.read
+
+    def spy(fd, n):
+        reads.append(os.fstat(fd).st_ino)
+        return real_read(fd, n)
+
+    monkeypatch.setattr(deliverables.os, "read", spy)
+    assert check_notes(os.fspath(sub)).passed and (sub / "NOTES.md").stat().st_ino in reads  # the spy sees reads
+    huge = sub / "picture.png"
+    huge.unlink()
+    with open(huge, "wb") as f:
+        f.truncate(4 * 2**30)  # sparse: 4 GB on paper, nothing on disk
+    result = check_picture(os.fspath(sub))
+    assert not result.passed and "the limit is 20 MB" in result.message
+    assert huge.stat().st_ino not in reads
 
 
-# --------------------------------------------------------------------------- weights
+def test_a_fifo_or_a_folder_under_an_accepted_name_neither_blocks_nor_crashes(sub):
+    (sub / "NOTES.md").unlink()
+    os.mkfifo(sub / "NOTES.md")
+    (sub / "picture.png").unlink()
+    (sub / "picture.png").mkdir()
+    results = by_id(run_checks(sub, TOY))
+    assert "not a regular file" in results["notes"].message
+    assert "not a regular file" in results["picture"].message
 
 
-def save_npy(folder: Path, array) -> None:
-    np.save(folder / "attention_weights.npy", array, allow_pickle=True)
+def test_an_empty_file_is_named_as_such(sub):
+    (sub / "NOTES.md").write_bytes(b"")
+    assert "is empty (0 bytes)" in check_notes(os.fspath(sub)).message
 
 
-def softmax_rows(T: int, seed: int = 0) -> np.ndarray:
-    scores = np.random.default_rng(seed).normal(size=(T, T))
-    return np.exp(scores) / np.exp(scores).sum(axis=1, keepdims=True)
-
-
-def test_rows_not_summing_to_one_are_rejected(sub):
-    weights = softmax_rows(6)
-    weights[2] *= 1.01
-    save_npy(sub, weights)
-    result = check(sub, "heatmap_weights")
-    assert not result.passed and "row 2 sums to 1.0100" in result.message
-
-
-def test_rows_within_tolerance_and_a_batch_of_one_are_accepted(sub):
-    weights = softmax_rows(5).astype(np.float32)
-    weights[0] *= 1 + 5e-4
-    save_npy(sub, weights[None])  # (1, T, T), straight from forward
-    result = check(sub, "heatmap_weights")
-    assert result.passed, result.message
-
-
-class _Payload:
-    """Unpickling this opens (creates) a file: proof that the checker never unpickles."""
-
-    def __init__(self, path):
-        self.path = path
-
-    def __reduce__(self):
-        return (open, (self.path, "w"))
-
-
-def test_pickle_inside_npy_is_rejected_without_unpickling(sub, tmp_path):
-    marker = tmp_path / "unpickled"
-    array = np.empty((4, 4), dtype=object)
-    array[...] = 0.25
-    array[0, 0] = _Payload(str(marker))
-    save_npy(sub, array)
-    result = check(sub, "heatmap_weights")
-    assert not result.passed and "pickle" in result.message
-    assert not marker.exists()
-
-
-def test_torch_save_is_told_to_use_np_save(sub):
-    (sub / "attention_weights.npy").write_bytes(b"PK\x03\x04" + b"\x00" * 100)  # torch.save writes a zip
-    result = check(sub, "heatmap_weights")
-    assert not result.passed and "torch.save" in result.message and "np.save" in result.message
-
-
-def test_raw_pickle_named_npy_is_rejected(sub, tmp_path):
-    marker = tmp_path / "unpickled"
-    (sub / "attention_weights.npy").write_bytes(pickle.dumps(_Payload(str(marker))))
-    result = check(sub, "heatmap_weights")
-    assert not result.passed and "not a .npy file" in result.message and "pickle" in result.message
-    assert not marker.exists()
-
-
-def test_npy_header_claiming_a_huge_shape_is_refused_before_loading(sub):
-    header = "{'descr': '<f8', 'fortran_order': False, 'shape': (100000, 100000), }"
-    header = header + " " * (118 - len(header)) + "\n"
-    (sub / "attention_weights.npy").write_bytes(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little")
-                                                + header.encode() + b"\x00" * 64)
-    result = check(sub, "heatmap_weights")
-    assert not result.passed and "(100000, 100000)" in result.message
-
-
-@pytest.mark.parametrize("weights, words", [
-    (np.full((4, 5), 0.2), "square"),
-    (np.full((3, 3), 1 / 3), "at least 4"),
-    (np.array([[1.2, -0.2, 0, 0]] * 4), "negative"),
-    (np.full((4, 4), np.nan), "NaN"),
-    (np.full((4, 4), 0.25) + np.eye(4) * 0.5, "sums to"),
+@pytest.mark.parametrize("data, kind", [
+    (b"\x89PNG\r\n\x1a\n" + b"\x00" * 20, "a PNG image"), (b"%PDF-1.4", "a PDF document"),
+    (b"PK\x03\x04rest", "a zip archive"), (pickle.dumps([1, 2]), "a Python pickle"),
+    (b"<svg xmlns='x'/>", "an SVG/XML file"), ("caf\u00e9 " * 600, "a text file"), (b"\x00\x01\x02", "binary"),
 ])
-def test_bad_weight_matrices_are_rejected(sub, weights, words):
-    save_npy(sub, weights)
-    result = check(sub, "heatmap_weights")
-    assert not result.passed and words in result.message
+def test_sniff_says_what_a_file_really_is(data, kind):
+    data = data.encode("utf-8") if isinstance(data, str) else data
+    assert kind in deliverables.sniff(data)
 
 
-def test_weights_are_optional_but_not_free(sub):
-    (sub / "attention_weights.npy").unlink()
-    assert check(sub, "heatmap_weights").passed
-    (sub / "attention_heatmap.png").unlink()
-    assert not check(sub, "heatmap_weights").passed
+# --------------------------------------------------------------------------- images
 
 
-# --------------------------------------------------------------------------- analysis
+def test_an_image_with_a_huge_declared_size_is_refused_from_its_header():
+    data = png_bytes(Image.new("1", (9000, 9000)))  # 81 megapixels of a 1-bit image: a few kB as PNG
+    with pytest.raises(Problem, match="megapixels"):
+        deliverables.decode_image("big.png", data, ("PNG",))
 
 
-def write(folder: Path, name: str, text: str) -> None:
-    (folder / name).write_text(text, encoding="utf-8")
-
-
-def test_analysis_in_the_handouts_style_is_accepted(sub):
-    write(sub, "analysis.md", ANALYSIS_OK)
-    assert check(sub, "analysis").passed
-
-
-def test_one_line_analysis_is_rejected(sub):
-    write(sub, "analysis.md", ANALYSIS_OK.replace("\n", " ") + "\n")
-    result = check(sub, "analysis")
-    assert not result.passed and "1 line(s) of text" in result.message
-
-
-def test_analysis_without_a_weight_is_rejected(sub):
-    text = re.sub(r"\s*\(0\.61\)|with 0\.33|0\.05 ", "", ANALYSIS_OK).replace("gets only", "gets little")
-    write(sub, "analysis.md", text)
-    result = check(sub, "analysis")
-    assert not result.passed and "no attention weight" in result.message
-
-
-def test_analysis_without_quoted_tokens_is_rejected(sub):
-    write(sub, "analysis.md", ANALYSIS_OK.replace("'", ""))
-    result = check(sub, "analysis")
-    assert not result.passed and "in quotes" in result.message
-
-
-def test_analysis_needs_a_head_or_the_untrained_note(sub):
-    text = ("The token 'sat' attends most to 'cat' (0.44).\n'on' looks at 'the' with 0.31.\n"
-            "'mat' spreads its attention evenly.\nThe first token keeps 0.52 on itself.\n")
-    write(sub, "analysis.md", text)
-    result = check(sub, "analysis")
-    assert not result.passed and "untrained" in result.message
-    write(sub, "analysis.md", text + "My SelfAttention is untrained, so this pattern is arbitrary.\n")
-    assert check(sub, "analysis").passed
-
-
-@pytest.mark.parametrize("text", [
-    # a heading, blank lines, curly quotes, a weight written .42, a percentage
-    "# My analysis\n\nIn “it was too tired”, ‘it’ attends to ‘animal’ with .42.\n\n"
-    "Head 2 of layer 1 was the clearest.\n“street” gets 7%.\nOther rows are flat.\n",
-    # the heatmap embedded, a table of weights and a comment around four lines of text
-    "![heatmap](attention_heatmap.png)\n\n| query | key | weight |\n|---|---|---|\n| sat | cat | 0.42 |\n"
-    "<!-- draft -->\n'sat' attends most to 'cat'.\nThis is head 0 of my only layer.\n'on' is spread out.\n"
-    "The rest is flat.\n",
-    # double quotes, weight 1.0, random-weights note, Windows line endings
-    'Random untrained weights: the pattern is arbitrary.\r\n"The" attends to "mat" with 1.0.\r\n'
-    'Rows sum to one.\r\n"cat" is ignored.\r\n',
-    # guillemets, a decimal comma, option B (own toy training) instead of a layer/head
-    "J'ai entraîné le modèle (trained on a toy task).\n«sat» regarde «cat» avec 0,93.\n"
-    "«on» regarde «sat».\nLe premier mot se regarde lui-même.\n",
-])
-def test_unusual_but_valid_analyses_are_accepted(sub, text):
-    (sub / "analysis.md").unlink()
-    write(sub, "Analysis.TXT", text)
-    result = check(sub, "analysis")
-    assert result.passed, result.message
-
-
-def test_six_lines_are_too_many(sub):
-    write(sub, "analysis.md", ANALYSIS_OK + "One more line.\nAnd another one.\n")
-    result = check(sub, "analysis")
-    assert not result.passed and "6 line(s) of text" in result.message
-
-
-def test_apostrophes_are_not_quotes(sub):
-    text = ("In head 1, it didn't attend to the model's first word much at all (0.12).\n"
-            "It's spread out.\nThe rest is flat.\nNothing else stands out.\n")
-    write(sub, "analysis.md", text)
-    result = check(sub, "analysis")
-    assert not result.passed and "in quotes" in result.message
-
-
-# --------------------------------------------------------------------------- diagram
-
-
-def test_missing_diagram_is_rejected(sub):
-    (sub / "transformer_block.png").unlink()
-    result = check(sub, "diagram")
-    assert not result.passed and result.message.startswith("Missing")
-
-
-def test_misplaced_diagram_gets_a_hint(sub):
-    (sub / "figures").mkdir()
-    (sub / "transformer_block.png").rename(sub / "figures" / "transformer_block.png")
-    result = check(sub, "diagram")
-    assert not result.passed and "figures/transformer_block.png" in result.message
-
-
-def test_blank_diagram_is_rejected(sub):
-    (sub / "transformer_block.png").write_bytes(png_bytes(Image.new("RGB", (800, 1000), "white")))
-    result = check(sub, "diagram")
-    assert not result.passed and "blank" in result.message
+@pytest.mark.parametrize("keep", [0.3, 0.9])
+def test_a_damaged_image_is_a_problem_that_says_so(keep):
+    data = png_bytes(colour_field())
+    with pytest.raises(Problem, match="damaged or cut short"):
+        deliverables.decode_image("p.png", data[: int(len(data) * keep)], ("PNG",))
+    with pytest.raises(Problem, match="it is a text file, not PNG"):
+        deliverables.decode_image("p.png", b"my picture is in the notebook\n", ("PNG",))
 
 
 def transparent_canvas(size=(800, 600), seed=0) -> Image.Image:
@@ -366,17 +223,6 @@ def transparent_canvas(size=(800, 600), seed=0) -> Image.Image:
     noise = np.random.default_rng(seed).integers(0, 256, size=(size[1], size[0], 4), dtype=np.uint8)
     noise[..., 3] = 0
     return Image.fromarray(noise, "RGBA")
-
-
-def test_a_drawing_on_a_transparent_background_is_judged_as_shown_on_white(sub):
-    canvas = transparent_canvas()
-    (sub / "transformer_block.png").write_bytes(png_bytes(canvas))
-    result = check(sub, "diagram")
-    assert not result.passed and "blank" in result.message  # the colours under alpha 0 do not count
-    ImageDraw.Draw(canvas).rectangle((100, 100, 700, 500), outline=(0, 0, 0, 255), width=3)
-    (sub / "transformer_block.png").write_bytes(png_bytes(canvas))
-    result = check(sub, "diagram")
-    assert result.passed, result.message
 
 
 @pytest.mark.parametrize("size", [(300, 300), (750, 950), (1600, 1200)])
@@ -387,25 +233,28 @@ def test_pixel_statistics_of_a_translucent_picture_equal_those_of_it_composited_
     pixels[: size[1] // 3] = (255, 255, 255, 0)  # a clear band: white once composited
     image = Image.fromarray(pixels, "RGBA")
     on_white = Image.alpha_composite(Image.new("RGBA", size, "white"), image).convert("RGB")
-    ink, colours = deliverables._pixel_stats(image)
-    ink_white, colours_white = deliverables._pixel_stats(on_white)
+    ink, colours = deliverables.pixel_stats(image)
+    ink_white, colours_white = deliverables.pixel_stats(on_white)
     # Averaging and compositing commute exactly; only integer rounding may differ (by one level).
     assert abs(ink - ink_white) < 2e-3 and abs(colours - colours_white) <= max(2, colours_white // 50)
+
+
+def test_the_colours_under_a_transparent_background_do_not_count():
+    ink, _ = deliverables.pixel_stats(transparent_canvas())
+    assert ink == 0
 
 
 def sample_pictures() -> dict[str, Image.Image]:
     """Pictures near and far from the blank thresholds, content at the top, at the bottom or nowhere."""
     rng = np.random.default_rng(7)
-    pictures = {"reference heatmap": Image.open(REFERENCE / "attention_heatmap.png"),
-                "reference diagram": Image.open(REFERENCE / "transformer_block.png"),
+    pictures = {"colour field": colour_field(),
+                "line drawing": drawing(box=(50, 20, 750, 580), width=2),
                 "blank": Image.new("RGB", (800, 600), "white"),
                 "faint noise": Image.fromarray((250 + rng.integers(0, 6, (600, 800, 3))).astype(np.uint8)),
                 "transparent": transparent_canvas()}
     for where, box in (("top", (50, 20, 750, 120)), ("bottom", (50, 480, 750, 580))):
         for width in (1, 3, 40):
-            image = Image.new("RGB", (800, 600), "white")
-            ImageDraw.Draw(image).rectangle(box, outline="black", width=width)
-            pictures[f"{where} frame {width}px"] = image
+            pictures[f"{where} frame {width}px"] = drawing(box=box, width=width)
     grey = Image.new("RGB", (800, 600), (128, 128, 128))  # two colours only 40 apart: no ink at all
     ImageDraw.Draw(grey).rectangle((480, 0, 799, 599), fill=(168, 168, 168))
     pictures["close greys"] = grey
@@ -419,396 +268,221 @@ def sample_pictures() -> dict[str, Image.Image]:
     return pictures
 
 
-@pytest.mark.parametrize("colours, ink, usual", [
-    (deliverables.HEATMAP_COLOURS, deliverables.HEATMAP_INK, "reference heatmap"),
-    (deliverables.DIAGRAM_COLOURS, deliverables.DIAGRAM_INK, "reference diagram")])
+@pytest.mark.parametrize("colours, ink, usual", [(3, 0.02, "colour field"), (2, 0.0005, "line drawing")])
 def test_the_top_quarter_shortcut_never_passes_a_picture_the_whole_picture_would_fail(colours, ink, usual):
     proven = []
     for label, picture in sample_pictures().items():
         data = png_bytes(picture)
-        if deliverables._drawn_in_the_top_quarter(data, picture.size, colours, ink):
-            whole_ink, whole_colours = deliverables._pixel_stats(Image.open(io.BytesIO(data)))
+        if deliverables.drawn_in_the_top_quarter(data, picture.size, colours, ink):
+            whole_ink, whole_colours = deliverables.pixel_stats(Image.open(io.BytesIO(data)))
             assert whole_colours >= colours and whole_ink >= ink, label
             proven.append(label)
     assert usual in proven  # the usual case takes the shortcut
     assert not {"blank", "faint noise", "transparent", "close greys"} & set(proven)
 
 
-def test_a_diagram_drawn_only_at_the_bottom_is_decoded_whole_and_accepted(sub):
-    image = Image.new("RGB", (800, 600), "white")
-    ImageDraw.Draw(image).rectangle((50, 480, 750, 580), outline="black", width=3)
-    (sub / "transformer_block.png").write_bytes(png_bytes(image))
-    assert check(sub, "diagram").passed
-
-
-@pytest.mark.parametrize("convert", [lambda im: im.convert("P"), lambda im: im.convert("I;16"),
-                                     lambda im: im.convert("L")])
-def test_pngs_the_shortcut_does_not_read_are_judged_whole(sub, convert):
-    image = Image.new("RGB", (800, 600), "white")
-    ImageDraw.Draw(image).rectangle((50, 40, 750, 580), outline="black", width=3)
-    (sub / "transformer_block.png").write_bytes(png_bytes(convert(image)))
-    assert check(sub, "diagram").passed
-    (sub / "transformer_block.png").write_bytes(png_bytes(convert(Image.new("RGB", (800, 600), "white"))))
-    assert "blank" in check(sub, "diagram").message
-
-
-def test_the_shortcut_leaves_interlaced_pngs_to_the_whole_decode():
-    data = bytearray((REFERENCE / "attention_heatmap.png").read_bytes())
+def test_the_shortcut_reads_only_plain_pngs_whose_header_it_trusts():
+    data = bytearray(png_bytes(colour_field()))
     size = Image.open(io.BytesIO(bytes(data))).size
-    assert deliverables._png_rows(bytes(data), size, 10) is not None
+    assert deliverables.png_rows(bytes(data), size, 10) is not None
+    assert deliverables.png_rows(bytes(data), (size[0] * 1000, size[1]), 10) is None  # disagrees with the header
     data[28] = 1  # IHDR's interlace byte (Pillow cannot write an interlaced PNG), with its CRC redone
     data[29:33] = zlib.crc32(bytes(data[12:29])).to_bytes(4, "big")
-    assert deliverables._png_rows(bytes(data), size, 10) is None
+    assert deliverables.png_rows(bytes(data), size, 10) is None
+    palette = png_bytes(colour_field().convert("P"))
+    assert deliverables.png_rows(palette, size, 10) is None
 
 
-def test_thin_pen_drawing_photographed_as_jpeg_is_accepted(sub):
-    (sub / "transformer_block.png").unlink()
-    (sub / "Transformer_Block.JPG").write_bytes(png_bytes(line_drawing(), "JPEG"))
-    result = check(sub, "diagram")
-    assert result.passed, result.message
+# --------------------------------------------------------------------------- arrays
 
 
-@pytest.fixture(scope="module")
-def vector_diagrams(tmp_path_factory) -> dict[str, Path]:
-    """The reference diagram as SVG and PDF, plus blank ones, drawn by the reference script."""
-    sys.path.insert(0, str(REFERENCE))
-    try:
-        import make_deliverables
-    finally:
-        sys.path.remove(str(REFERENCE))
-    import matplotlib.pyplot as plt
+class _Payload:
+    """Unpickling this opens (creates) a file: proof that nothing here unpickles."""
 
-    folder = tmp_path_factory.mktemp("vector")
-    paths = {}
-    for ext in ("svg", "pdf"):
-        paths[ext] = folder / f"drawn.{ext}"
-        make_deliverables.draw_block_diagram(paths[ext])
-        paths[f"blank_{ext}"] = folder / f"blank.{ext}"
-        figure = plt.figure()
-        figure.savefig(paths[f"blank_{ext}"])
-        plt.close(figure)
-    return paths
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
 
 
-def use_diagram(sub: Path, name: str, data: bytes) -> None:
-    (sub / "transformer_block.png").unlink()
-    (sub / name).write_bytes(data)
+def npy(array) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=True)
+    return buffer.getvalue()
 
 
-@pytest.mark.parametrize("ext", ["svg", "pdf"])
-def test_vector_diagrams_are_accepted(sub, vector_diagrams, ext):
-    use_diagram(sub, f"transformer_block.{ext}", vector_diagrams[ext].read_bytes())
-    result = check(sub, "diagram")
-    assert result.passed, result.message
+def test_an_object_array_is_seen_from_its_header_and_never_unpickled(tmp_path):
+    marker = tmp_path / "unpickled"
+    array = np.empty((4, 4), dtype=object)
+    array[...] = 0.25
+    array[0, 0] = _Payload(str(marker))
+    shape, dtype, _ = deliverables.npy_header("w.npy", npy(array))
+    assert shape == (4, 4) and not deliverables.plain_numbers(dtype)
+    assert not marker.exists()
 
 
-@pytest.mark.parametrize("ext", ["svg", "pdf"])
-def test_blank_vector_diagrams_are_rejected(sub, vector_diagrams, ext):
-    use_diagram(sub, f"transformer_block.{ext}", vector_diagrams[f"blank_{ext}"].read_bytes())
-    result = check(sub, "diagram")
-    assert not result.passed and "blank" in result.message
+def test_a_header_promising_more_data_than_the_file_holds_is_refused_before_loading():
+    header = "{'descr': '<f8', 'fortran_order': False, 'shape': (100000, 100000), }"
+    header = header + " " * (118 - len(header)) + "\n"
+    data = b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode() + b"\x00" * 64
+    shape, dtype, offset = deliverables.npy_header("w.npy", data)
+    assert shape == (100000, 100000) and deliverables.plain_numbers(dtype)
+    with pytest.raises(Problem, match="cut short or padded"):
+        deliverables.npy_load("w.npy", data, shape, dtype, offset)
 
 
-def test_svg_with_entities_is_refused_unexpanded(sub):
-    bomb = ('<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;">]>'
-            '<svg xmlns="http://www.w3.org/2000/svg"><text>&b;</text><rect width="5" height="5"/></svg>')
-    use_diagram(sub, "transformer_block.svg", bomb.encode())
-    result = check(sub, "diagram")
-    assert not result.passed and "entities" in result.message
+def test_a_plain_array_loads_and_a_damaged_header_is_a_problem():
+    data = npy(np.eye(3, dtype=np.float32))
+    np.testing.assert_array_equal(deliverables.npy_load("w.npy", data, *deliverables.npy_header("w.npy", data)),
+                                  np.eye(3))
+    with pytest.raises(Problem, match="damaged .npy header"):
+        deliverables.npy_header("w.npy", b"\x93NUMPY\x01\x00\xff\xff{")
+
+
+# --------------------------------------------------------------------------- text
+
+
+def test_text_is_decoded_whatever_the_encoding_and_line_endings():
+    assert deliverables.decode_text("a.md", "caf\u00e9\r\nline\r\n".encode("cp1252")) == "caf\u00e9\nline\n"
+    assert deliverables.decode_text("a.md", "\ufeffhello\rworld".encode("utf-8")) == "hello\nworld"
+    assert deliverables.decode_text("a.md", "a\n \n\n\t\n\n\nb".encode()) == "a\n\nb"  # blank runs reduced
+    with pytest.raises(Problem, match="not a text file"):
+        deliverables.decode_text("a.md", b"PK\x03\x04\x00\x00")
+
+
+def test_text_lines_leave_out_layout_and_code():
+    text = ("# Title\n\n| a | b |\n|---|---|\n![pic](p.png)\n<!-- note -->\n---\nOne line.\n```\ncode\n```\n"
+            "Two lines.\n")
+    assert deliverables.text_lines(text) == ["One line.", "Two lines."]
+
+
+def test_prose_drops_code_and_comments_and_an_unclosed_comment_is_no_comment():
+    assert deliverables.prose("Words `code` more\n```\nblock\n```\n<!-- hidden -->end").split() == \
+        ["Words", "more", "end"]
+    assert "kept" in deliverables.prose("--> <!-- kept")
+    assert deliverables.sentences("One. Two\n- three\n1. four\n\nfive") == ["One.", "Two", "three", "four", "five"]
+
+
+# --------------------------------------------------------------------------- vector drawings
+
+
+def test_an_svg_with_entities_is_refused_unexpanded():
+    bomb = (b'<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;">]>'
+            b'<svg xmlns="http://www.w3.org/2000/svg"><text>&b;</text><rect width="5" height="5"/></svg>')
+    with pytest.raises(Problem, match="entities"):
+        deliverables.svg_drawing_elements("d.svg", bomb)
 
 
 @pytest.mark.parametrize("data, words", [
     (b"<svg><rect></svg>", "not valid SVG"),
     (b"<html><body>diagram</body></html>", "not SVG"),
+    (b"<svg>" + b"<g>" * (deliverables.MAX_SVG_TAGS + 1), "far more than a sketch needs"),
 ])
-def test_broken_svg_is_rejected(sub, data, words):
-    use_diagram(sub, "transformer_block.svg", data)
-    result = check(sub, "diagram")
-    assert not result.passed and words in result.message
+def test_broken_or_huge_svg_is_a_problem(data, words):
+    with pytest.raises(Problem, match=words):
+        deliverables.svg_drawing_elements("d.svg", data, drawing="a sketch")
 
 
-def test_truncated_or_fake_pdf_is_rejected(sub, vector_diagrams):
-    data = vector_diagrams["pdf"].read_bytes()
-    use_diagram(sub, "transformer_block.pdf", data[: len(data) // 2])
-    assert "cut short" in check(sub, "diagram").message
-    (sub / "transformer_block.pdf").write_text("see the PNG")
-    assert "not a PDF" in check(sub, "diagram").message
+def test_svg_drawing_elements_are_counted_with_or_without_a_namespace():
+    svg = b'<svg xmlns="http://www.w3.org/2000/svg"><g><rect/><path d="M0 0"/></g><text>x</text></svg>'
+    assert deliverables.svg_drawing_elements("d.svg", svg) == 3
+    assert deliverables.svg_drawing_elements("d.svg", b"<svg><g/></svg>") == 0
 
 
-def test_scanned_drawing_saved_as_pdf_is_accepted(sub, tmp_path):
-    scan = tmp_path / "scan.pdf"
-    line_drawing().save(scan)  # Pillow writes one page holding the picture as an image XObject
-    use_diagram(sub, "transformer_block.pdf", scan.read_bytes())
-    result = check(sub, "diagram")
-    assert result.passed and "embedded image" in result.message
+def test_pdf_drawing_operators_are_counted_in_compressed_streams():
+    content = zlib.compress(b"0 0 m 10 10 l S 5 5 20 20 re f BT (x) Tj ET\n")
+    pdf = b"%PDF-1.4\n1 0 obj << /Filter /FlateDecode >>\nstream\n" + content + b"\nendstream\n%%EOF\n"
+    assert deliverables.pdf_marks(pdf) == 3
+    assert not deliverables.pdf_has_image(pdf) and deliverables.pdf_has_image(b"<< /Subtype /Image >>")
 
 
-def test_any_valid_candidate_passes(sub):
-    (sub / "transformer_block.jpg").write_text("not an image")  # a broken extra file costs nothing
-    assert check(sub, "diagram").passed
+# --------------------------------------------------------------------------- fingerprints
+
+SOURCE = ("Attention lets every token look at every other token and decide how much of each one it "
+          "should borrow, weighting the borrowed information by a learned and normalised score. "
+          "\"This quoted example sentence may be repeated by anyone without being copying at all.\"")
 
 
-# --------------------------------------------------------------------------- README
+def test_a_long_shared_passage_is_found_and_a_short_one_is_not():
+    prints = set(deliverables.handout_fingerprints(SOURCE))
+    copied = deliverables.copied_passages("In my words: " + SOURCE.split(".")[0] + ". The end.", prints)
+    assert copied and copied[0].startswith("Attention lets every token")
+    assert deliverables.copied_passages("Attention lets every token look at every other token.", prints) == []
+    quoted = "This quoted example sentence may be repeated by anyone without being copying at all."
+    assert deliverables.copied_passages(quoted, prints) == []  # inside quotes in the source
 
 
-def handout_text() -> str:
-    for path in HANDOUT_CANDIDATES:
-        if path.is_file():
-            return path.read_text(encoding="utf-8")
-    pytest.skip("the handout is not in this workspace (../shared/handout)")
+def test_passages_of_the_instructions_are_removed_and_counted():
+    prints = set(deliverables.text_fingerprints(SOURCE))
+    kept, removed = deliverables.without_passages("Mine first. " + SOURCE + " Mine after.", prints)
+    assert removed >= 30 and "Mine first." in kept and "Mine after." in kept and "borrow" not in kept
+    assert deliverables.without_passages("anything", None) == ("anything", 0)
 
 
-def test_own_words_readme_is_accepted(sub):
-    write(sub, "README.md", README_OK)
-    result = check(sub, "readme")
-    assert result.passed, result.message
-
-
-def test_copied_readme_is_rejected_and_the_passage_quoted(sub):
-    copied = ("Each token creates a query, compares it to all tokens’ keys to get weights, and takes a "
-              "weighted average of their values.")
-    assert copied in handout_text()
-    write(sub, "README.md", README_OK + "\nIn one line: " + copied + "\n")
-    result = check(sub, "readme")
-    assert not result.passed and "word for word" in result.message
-    assert "compares it to all tokens’ keys to get weights" in result.message
-
-
-def test_copy_check_finds_a_passage_lifted_from_anywhere_in_the_handout():
-    prints = deliverables.load_fingerprints()
-    words = handout_text().split()
-    rng = random.Random(0)
-    for _ in range(20):
-        start = rng.randrange(len(words) - 30)
-        passage = " ".join(words[start:start + 30])
-        # A passage made only of short or quoted tokens can be shorter than 8 counted words.
-        if len(deliverables._words(passage)) >= 20 and '"' not in passage and "“" not in passage:
-            assert deliverables.copied_passages(f"My words first. {passage} My words after.", prints), passage
-
-
-def test_one_short_matching_sentence_is_not_copying(sub):
-    sentence = "Every row sums to 1 because of the softmax."
-    assert sentence in handout_text()
-    write(sub, "README.md", README_OK + "\n" + sentence + "\n")
-    result = check(sub, "readme")
-    assert result.passed, result.message
-
-
-def test_quoting_the_handouts_example_sentence_or_code_is_not_copying(sub):
-    text = (README_OK + "\nFor example in “The animal didn’t cross the street because it was too tired” the "
-            "query of it should match the key of animal.\n\n```python\n"
-            "self.W_q = nn.Linear(d_model, d_k, bias = False)\n"
-            "scores = Q @ K.transpose( - 2, - 1) / math.sqrt(self.d_k) # (B, T, T)\n```\n")
-    write(sub, "README.md", text)
-    result = check(sub, "readme")
-    assert result.passed, result.message
-
-
-def test_readme_with_no_explanation_of_value_is_rejected(sub):
-    text = re.sub(r"The value of a token.*?another\.\n", "", README_OK, flags=re.DOTALL)
-    text += "\n## Value\n\nTODO\n\nI spent a long time thinking about how the query and the key interact in practice.\n"
-    write(sub, "README.md", text)
-    result = check(sub, "readme")
-    assert not result.passed and "Value is not explained" in result.message
-
-
-def test_terse_bullet_readme_is_accepted(sub):
-    text = ("# Q, K, V\n\n- **Query**: what a token is searching for.\n- **Key**: how a token can be found.\n"
-            "- **Value**: what a token hands over.\n\n" + "I wrote these notes after implementing attention. " * 8)
-    write(sub, "README.md", text)
-    result = check(sub, "readme")
-    assert result.passed, result.message
-
-
-def test_readme_with_one_heading_per_term_is_accepted(sub):
-    text = ("# My README\n\n## Query\nIt is what the current token is trying to find.\n\n## Key\n"
-            "Each token's label, compared with the queries by a dot product.\n\n## Value\n"
-            "The content that actually gets mixed into the output.\n\n"
-            + "Attention blends the values with softmax weights, one row per token. " * 5)
-    write(sub, "README.md", text)
-    result = check(sub, "readme")
-    assert result.passed, result.message
-
-
-def test_short_readme_is_rejected(sub):
-    write(sub, "README.md", "Query: what a token is looking for in the others.\nKey: how a token describes "
-                            "itself to the others.\nValue: what a token passes on when it is attended to.\n")
-    result = check(sub, "readme")
-    assert not result.passed and "words of prose" in result.message
-
-
-REBUILD = ("run `python grader/deliverables.py --build-fingerprints ../shared/handout/day13-attention-transformers.txt` "
-           "and commit grader/handout_ngrams.txt")
-
-
-def test_shipped_fingerprints_match_the_handout(tmp_path):
-    text = handout_text()
-    handout = tmp_path / "day13-attention-transformers.txt"
-    handout.write_text(text, encoding="utf-8")
-    rebuilt = tmp_path / "handout_ngrams.txt"
-    deliverables.write_fingerprints(handout, rebuilt)
-    assert deliverables.load_fingerprints(rebuilt) == deliverables.load_fingerprints(), f"stale: {REBUILD}"
-
-
-def test_shipped_fingerprints_still_recognise_the_assignment_readme():
-    # Not equality: a small later edit of the instructions must not break the build, and the
-    # check only needs to recognise most of them.
-    current = set(deliverables.text_fingerprints(ASSIGNMENT_README.read_text(encoding="utf-8")))
-    shipped = deliverables.load_fingerprints(section="assignment-readme")
-    assert len(current & shipped) >= 0.9 * len(current), f"assignments/day13/README.md changed a lot: {REBUILD}"
-
-
-def test_the_assignment_readme_left_in_place_is_not_the_students(sub):
-    shutil.copy(ASSIGNMENT_README, sub / "README.md")
-    result = check(sub, "readme")
-    assert not result.passed and "still the assignment's README" in result.message
-
-
-def test_instructions_kept_above_an_own_explanation_are_ignored(sub):
-    write(sub, "README.md", ASSIGNMENT_README.read_text(encoding="utf-8") + "\n## My notes\n\n" + README_OK)
-    result = check(sub, "readme")
-    assert result.passed and "were left out" in result.message
-    write(sub, "README.md", ASSIGNMENT_README.read_text(encoding="utf-8") + "\n## My notes\n\nQuery asks, key answers.\n")
-    assert not check(sub, "readme").passed
-
-
-def test_readme_copy_check_is_skipped_not_failed_without_fingerprints(sub, monkeypatch, tmp_path):
-    monkeypatch.setattr(deliverables, "FINGERPRINTS", tmp_path / "absent.txt")
-    monkeypatch.setattr(deliverables.load_fingerprints, "__defaults__", (tmp_path / "absent.txt", "handout"))
-    result = check(sub, "readme")
-    assert result.passed and "copy check skipped" in result.message
-
-
-# --------------------------------------------------------------------------- robustness
-
-
-def test_names_match_case_insensitively(sub):
-    for name in DELIVERABLES:
-        (sub / name).rename(sub / name.upper())
-    assert all(r.passed for r in run_checks(sub))
-
-
-def test_symlink_out_of_the_folder_is_not_followed(sub, tmp_path):
-    outside = tmp_path / "outside"
-    outside.mkdir()
-    shutil.move(sub / "attention_heatmap.png", outside / "heatmap.png")
-    (sub / "attention_heatmap.png").symlink_to(outside / "heatmap.png")
-    result = check(sub, "heatmap_png")
-    assert not result.passed and "outside the submission folder" in result.message
-    (sub / "README.md").unlink()
-    (sub / "README.md").symlink_to("/etc/passwd")
-    assert "outside the submission folder" in check(sub, "readme").message
-
-
-def test_symlink_inside_the_folder_is_followed(sub):
-    (sub / "figures").mkdir()
-    shutil.move(sub / "transformer_block.png", sub / "figures" / "block.png")
-    (sub / "transformer_block.png").symlink_to(Path("figures") / "block.png")
-    assert check(sub, "diagram").passed
-
-
-def test_huge_file_is_rejected_without_being_read(sub, monkeypatch):
-    reads = []
-    real_read = os.read
-
-    def spy(fd, n):
-        reads.append(os.fstat(fd).st_ino)
-        return real_read(fd, n)
-
-    monkeypatch.setattr(deliverables.os, "read", spy)
-    assert check(sub, "diagram").passed and (sub / "transformer_block.png").stat().st_ino in reads  # the spy sees reads
-    huge = sub / "attention_heatmap.png"
-    huge.unlink()
-    with open(huge, "wb") as f:
-        f.truncate(4 * 2**30)  # sparse: 4 GB on paper, nothing on disk
-    result = check(sub, "heatmap_png")
-    assert not result.passed and "the limit is 20 MB" in result.message
-    assert huge.stat().st_ino not in reads
-
-
-def test_fifo_and_folder_under_a_deliverable_name_do_not_block_or_crash(sub):
-    (sub / "analysis.md").unlink()
-    os.mkfifo(sub / "analysis.md")
-    (sub / "README.md").unlink()
-    (sub / "README.md").mkdir()
-    results = by_id(run_checks(sub))
-    assert "not a regular file" in results["analysis"].message
-    assert "not a regular file" in results["readme"].message
-
-
-def test_image_with_a_huge_declared_size_is_refused_from_its_header(sub):
-    image = Image.new("1", (9000, 9000))  # 81 megapixels of a 1-bit image: a few kB as PNG
-    (sub / "transformer_block.png").write_bytes(png_bytes(image))
-    result = check(sub, "diagram")
-    assert not result.passed and "megapixels" in result.message
-
-
-def test_broken_files_never_crash_the_checker(sub):
-    rng = random.Random(13)
-    originals = {name: (REFERENCE / name).read_bytes() for name in DELIVERABLES}
-    for trial in range(40):
-        for name, data in originals.items():
-            kind = trial % 4
-            if kind == 0:
-                spoiled = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300)))
-            elif kind == 1:
-                spoiled = data[: rng.randrange(1, len(data))]
-            elif kind == 2:
-                spoiled = bytearray(data)
-                for _ in range(8):
-                    spoiled[rng.randrange(len(spoiled))] = rng.randrange(256)
-                spoiled = bytes(spoiled)
-            else:
-                spoiled = data[:16] + bytes(rng.randrange(256) for _ in range(64)) + data[80:]
-            (sub / name).write_bytes(spoiled)
-        results = run_checks(sub)
-        assert [r.id for r in results] == list(deliverables.CHECK_IDS)
-        assert all(isinstance(r.message, str) and r.message for r in results)
-        assert not any("checker bug" in r.message for r in results), [r.message for r in results]
-
-
-def test_a_missing_folder_fails_every_check_with_a_message(tmp_path):
-    results = run_checks(tmp_path / "nope")
-    assert len(results) == 5 and not any(r.passed for r in results)
-    assert "not a folder" in results[0].message
+def test_fingerprints_are_written_and_read_back_by_section(tmp_path):
+    handout, readme, out = tmp_path / "h.txt", tmp_path / "README.md", tmp_path / "prints.txt"
+    handout.write_text(SOURCE, encoding="utf-8")
+    readme.write_text("Follow the instructions in this folder and hand in every file on time please.\n",
+                      encoding="utf-8")
+    count = deliverables.write_fingerprints(handout, out, readme, made_by="make prints")
+    assert count == len(deliverables.handout_fingerprints(SOURCE)) > 0
+    assert "Made by `make prints`" in out.read_text(encoding="utf-8")
+    assert deliverables.load_fingerprints(out) == set(deliverables.handout_fingerprints(SOURCE))
+    assert deliverables.load_fingerprints(out, "assignment-readme") == \
+        set(deliverables.text_fingerprints(readme.read_text(encoding="utf-8")))
+    assert deliverables.load_fingerprints(tmp_path / "absent.txt") is None
 
 
 # --------------------------------------------------------------------------- entry points
 
 
-def test_main_prints_a_checklist_and_exit_code(sub, capsys):
-    assert deliverables.main(submission=str(sub)) == 0
-    assert capsys.readouterr().out.count("✓") == 5
-    (sub / "analysis.md").write_text("Too short.\n")
-    assert deliverables.main(submission=str(sub)) == 1
+def test_main_prints_a_checklist_and_an_exit_code(sub, capsys):
+    assert deliverables.main(submission=str(sub), checks=TOY) == 0
+    assert capsys.readouterr().out.count("✓") == 2
+    (sub / "NOTES.md").write_text("Too short.\n")
+    assert deliverables.main(submission=str(sub), checks=TOY) == 1
     out = capsys.readouterr().out
-    assert out.count("✓") == 4 and "✗ Sentence analysis" in out and "1 line(s) of text" in out
+    assert "✓ Picture" in out and "✗ Notes" in out and "1 line(s)" in out
+    assert "1 of 2 deliverable check(s) to fix" in out
 
 
 def test_main_on_a_zip_says_to_unzip(tmp_path, capsys):
-    assert deliverables.main(submission=str(tmp_path / "alice.zip")) == 1
+    assert deliverables.main(submission=str(tmp_path / "alice.zip"), checks=TOY) == 1
     assert "Unzip it first" in capsys.readouterr().out
 
 
-def test_checker_is_standalone_and_runs_from_a_copy(sub, tmp_path):
+def test_the_checker_needs_only_the_standard_library_numpy_and_pillow():
     tree = ast.parse((ROOT / "grader" / "deliverables.py").read_text(encoding="utf-8"))
     imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
                 for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree)
                  if isinstance(node, ast.ImportFrom) and node.module}
     assert imported - set(sys.stdlib_module_names) <= {"numpy", "PIL"}
+
+
+TOY_CHECKS_FILE = textwrap.dedent('''
+    import deliverables as kit
+
+    def check_notes(root):
+        return kit.judged("notes", "Notes", root, ("NOTES.md",), "Write NOTES.md.", kit.MAX_TEXT_BYTES,
+                          lambda name, data: f"{name}: {len(kit.text_lines(kit.decode_text(name, data)))} lines.")
+
+    CHECKS = (("notes", check_notes),)
+''')
+
+
+def test_a_copy_runs_alone_with_the_checks_beside_it(sub, tmp_path):
+    """As the release ships it: the checker and a lesson's checks file in one folder, nothing else."""
     tools = tmp_path / "tools"
     tools.mkdir()
-    shutil.copy(ROOT / "grader" / "deliverables.py", tools)
-    shutil.copy(ROOT / "grader" / "handout_ngrams.txt", tools)
-    done = subprocess.run([sys.executable, str(tools / "deliverables.py"), str(sub)], capture_output=True,
-                          text=True, cwd=tmp_path, timeout=60)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "copy check skipped" not in done.stdout
-
-
-def test_grader_cli_check_command(sub):
-    (sub / "README.md").unlink()
-    done = subprocess.run([sys.executable, "-m", "grader", "check", str(sub)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=60)
-    assert done.returncode == 1 and "Missing: no README.md" in done.stdout
+    (tools / "deliverables.py").write_bytes((ROOT / "grader" / "deliverables.py").read_bytes())
+    run = [sys.executable, str(tools / "deliverables.py"), str(sub)]
+    done = subprocess.run(run, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert done.returncode == 2 and "deliverable_checks.py is missing" in done.stderr
+    (tools / deliverables.RELEASED_CHECKS).write_text(TOY_CHECKS_FILE, encoding="utf-8")
+    done = subprocess.run(run, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert done.returncode == 0 and "✓ Notes: NOTES.md: 2 lines." in done.stdout, done.stdout + done.stderr
+    (sub / "NOTES.md").unlink()
+    done = subprocess.run(run, capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert done.returncode == 1 and "Missing: no NOTES.md" in done.stdout, done.stdout + done.stderr

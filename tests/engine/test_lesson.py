@@ -14,7 +14,7 @@ ENGINE = Path(lessons.__file__).resolve().parent
 
 # Engine modules that take everything lesson-specific from the Lesson object. The list only grows:
 # a module joins it when its last lesson name is gone, and the test below keeps it that way.
-CONVERTED = ["lesson.py", "records.py", "notebook.py", "release.py", "stubs.py", "gradescope.py", "__main__.py", "intake.py", "regrade.py", "collect.py", "forbidden.py", "execute.py", "report.py", "late.py", "run.py", "sandbox.py", "docs.py", "bench.py", "score.py", "checks.py", "calls.py", "tolerances.py"]
+CONVERTED = ["lesson.py", "records.py", "notebook.py", "release.py", "stubs.py", "gradescope.py", "__main__.py", "intake.py", "regrade.py", "collect.py", "forbidden.py", "execute.py", "report.py", "late.py", "run.py", "sandbox.py", "docs.py", "bench.py", "score.py", "checks.py", "calls.py", "tolerances.py", "deliverables.py", "checker.py", "similarity.py"]
 
 
 def test_the_only_lesson_is_found_and_declares_what_the_engine_needs():
@@ -40,6 +40,16 @@ def test_components_and_points_come_from_the_rubric():
         expected = sum(e["points"] for e in rubric[component].values() if isinstance(e, dict) and "points" in e)
         assert lesson.points[component] == pytest.approx(expected)
     assert lesson.points[lesson.modules[0]] > 0
+
+
+def test_the_deliverable_checks_and_the_example_course_are_the_lessons():
+    lesson = lessons.load_lesson()
+    assert lesson.deliverables_checks.parent == lesson.folder and lesson.deliverables_checks.is_file()
+    assert all(path.parent == lesson.folder and path.is_file() for path in lesson.deliverables_data)
+    ids = [check_id for check_id, _ in lesson.deliverable_checks()]
+    assert len(ids) == len(set(ids)) and set(ids) == set(lesson.rubric()[lesson.deliverables_component])
+    assert lesson.example_course and lesson.example_feedback in lesson.example_course
+    assert all((lesson.demo_class / folder).is_dir() for folder in lesson.example_course.values())
 
 
 def _write_lesson(engine: Path, name: str, title: str) -> None:
@@ -80,6 +90,19 @@ def test_the_hidden_tests_adapter_is_the_engines_with_the_lessons_requests(tmp_p
     lessons._load.cache_clear()
     with pytest.raises(lessons.LessonError, match="module:Class"):
         lessons.load_lesson(engine=tmp_path)
+
+
+def test_a_lesson_without_deliverable_checks_has_none_and_a_declared_one_must_exist(tmp_path):
+    _write_lesson(tmp_path, "one", "One")
+    lesson = lessons.load_lesson(engine=tmp_path)
+    assert lesson.deliverables_module is None and lesson.deliverable_checks() == ()
+    path = tmp_path / "one" / "lesson.toml"
+    path.write_text(path.read_text(encoding="utf-8") + '[deliverables]\nchecks = "mine"\n', encoding="utf-8")
+    lessons._load.cache_clear()
+    with pytest.raises(lessons.LessonError, match="mine"):
+        lessons.load_lesson(engine=tmp_path)
+    (tmp_path / "one" / "mine.py").write_text("CHECKS = ()\n", encoding="utf-8")
+    assert lessons.load_lesson(engine=tmp_path).deliverables_module == f"{lessons.ENGINE.name}.one.mine"
 
 
 def test_a_declaration_naming_an_undeclared_module_is_refused(tmp_path):

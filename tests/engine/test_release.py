@@ -38,11 +38,15 @@ def test_release_holds_the_student_files(built):
     visible = {p.relative_to(release.ASSIGNMENT).as_posix() for p in release.ASSIGNMENT.rglob("test_*.py")}
     assert visible and visible <= set(files)
     for name in ("Makefile", "pytest.ini", "tests/conftest.py", "day13.ipynb", ".github/workflows/autograde.yml",
-                 "tools/ci_feedback.py", "tools/deliverables.py", "tools/points.json"):
+                 "tools/ci_feedback.py", "tools/deliverables.py", "tools/deliverable_checks.py", "tools/points.json"):
         assert name in files, f"{name} missing from the release"
     if (release.ASSIGNMENT / "README.md").exists():
         assert files["README.md"] == (release.ASSIGNMENT / "README.md").read_bytes()
     assert files["tools/deliverables.py"] == release.CHECKER.read_bytes()
+    # The lesson's deliverable checks beside the checker, with the files they read beside themselves.
+    assert files["tools/deliverable_checks.py"] == release.LESSON.deliverables_checks.read_bytes()
+    for path in release.LESSON.deliverables_data:
+        assert files[f"tools/{path.name}"] == path.read_bytes()
 
 
 def test_zip_equals_the_folder_and_is_reproducible(built, tmp_path):
@@ -73,8 +77,10 @@ def test_no_solution_line_hidden_grader_or_reference_output(built):
         assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text, name
         assert not name.removeprefix("zip:").removeprefix("day13/").startswith("grader/"), name
         assert data not in outputs, f"{name} is a reference output"
-    hidden = [p for p in release.HIDDEN.rglob("*") if p.is_file() and p.suffix != ".pyc"]
-    assert any(p.name == "rubric.toml" for p in hidden)
+    # Every file of the lesson's folder is hidden but the deliverable checks it declares for students.
+    student_tools = {release.LESSON.deliverables_checks, *release.LESSON.deliverables_data}
+    hidden = [p for p in release.HIDDEN.rglob("*") if p.is_file() and p.suffix != ".pyc" and p not in student_tools]
+    assert any(p.name == "rubric.toml" for p in hidden) and any(p.name == "adapter.py" for p in hidden)
     for hidden_file in hidden:
         if hidden_file.stat().st_size > 64:
             assert hidden_file.read_bytes() not in contents.values(), f"{hidden_file.name} shipped"
@@ -91,6 +97,14 @@ def test_leak_search_finds_a_planted_line(built, tmp_path):
     helper.unlink()
     shutil.copyfile(release.SOLUTIONS / "positional.py", copy / "tools" / "positional_ref.py")
     assert any("BEGIN SOLUTION" in found for found in release.leaks(copy))
+
+
+def test_leak_search_still_finds_every_other_lesson_file(built, tmp_path):
+    """Only the files the lesson declares for students may ship; any other file of its folder is a leak."""
+    copy = tmp_path / "day13"
+    shutil.copytree(built / "day13", copy)
+    shutil.copyfile(release.LESSON.folder / "rubric.toml", copy / "tools" / "rubric.toml")
+    assert any("tools/rubric.toml: is the hidden grader file" in found for found in release.leaks(copy))
 
 
 def test_leak_search_refuses_a_stand_in_table_that_holds_code(built, tmp_path):

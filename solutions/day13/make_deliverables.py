@@ -7,7 +7,7 @@
 - transformer_block.png: the Post-LN block of handout §12, drawn with matplotlib, labelled with shapes.
 
 analysis.md and README.md are written by hand; analysis.md quotes weights from the .npy, and a
-test (tests/engine/test_deliverables.py) checks that the quoted numbers still match it.
+test (tests/day13/test_deliverable_checks.py) checks that the quoted numbers still match it.
 Deterministic: the same torch and matplotlib give the same files.
 """
 from __future__ import annotations

@@ -58,7 +58,8 @@ def record() -> dict:
         return {
             "course_grade_output": [line for line in printed.splitlines() if line.strip()],
             "course_grades_csv": (grades / "grades.csv").read_text(encoding="utf-8"),
-            "course_feedback_head": (grades / LESSON.example_feedback / "feedback.md").read_text(encoding="utf-8").splitlines()[:9],
+            "course_feedback_head":
+                (grades / LESSON.example_feedback / "feedback.md").read_text(encoding="utf-8").splitlines()[:9],
             "demo_totals": totals,
             "demo_seconds": round(seconds),
             "demo_submissions": len(totals),

@@ -21,6 +21,10 @@ to an entry of `arrays`. Ops:
 
 A header may carry "standins_source": the source of the grader's stand-ins, sent to a sandboxed
 child with the first call that needs them (grader/sandbox.py) and never held by a child before.
+A header's "over_standins" lists graded names of the call's module bound to their stand-ins while
+it runs (the answer repeats the list): the grader asks a call again that way when its error is
+marked "inside" such a name, i.e. raised while that function of the student's ran, so that a crash
+in a function costs only that function's tests (grader/score.py, OverStandIns).
 
 The result header always holds "error" (None or {"type", "message", "traceback", "stage"}); library
 attention, switched off in the child (grader/forbidden.py), shows there as an error naming it. Outputs are listed in
@@ -220,8 +224,9 @@ def error_record(exc: BaseException, stage: str, directory: Path | None = None) 
         return dict(exc.record)
     frames = traceback.extract_tb(exc.__traceback__)
     if directory is not None:
-        mine = [f for f in frames if _under(f.filename, directory)]
-        frames = mine or frames[-2:]
+        # Only the student's own lines: the grader's or the import machinery's frames (a missing file,
+        # a syntax error, whose message names its line) would say nothing to a student.
+        frames = [f for f in frames if _under(f.filename, directory)]
     lines = [f'  File "{Path(f.filename).name}", line {f.lineno}, in {f.name}\n    {(f.line or "").strip()}' for f in frames[-4:]]
     message = _safe_str(exc)
     return {
@@ -317,7 +322,7 @@ def execute(header: dict, arrays: dict, *, loader: ModuleLoader) -> tuple[dict, 
     if isinstance(header.get("standins_source"), str):
         loader.receive_standins(header["standins_source"])
     try:
-        with loader.active():
+        with loader.active(), _over_standins(header, loader, out_header):
             if op == "function":
                 _run_function(header, arrays, loader, out_header, out_arrays)
             elif op == "module":
@@ -338,7 +343,9 @@ class _Failed(Exception):
 
 
 @contextlib.contextmanager
-def _stage(name: str, loader: ModuleLoader):
+def _stage(name: str, loader: ModuleLoader, graded: tuple | None = None):
+    """Student code runs here; what it raises becomes the call's error record. `graded` is
+    (module, module name, the graded name called) while a graded name of the contract runs."""
     try:
         yield
     except _Failed:
@@ -350,7 +357,90 @@ def _stage(name: str, loader: ModuleLoader):
     except BaseException as exc:  # student code may raise SystemExit and friends
         if isinstance(exc, KeyboardInterrupt):
             raise
-        raise _Failed(error_record(exc, name, loader.directory)) from None
+        record = error_record(exc, name, loader.directory)
+        inside = _raised_inside(exc, *graded) if graded else []
+        if inside:
+            record["inside"] = inside
+        raise _Failed(record) from None
+
+
+# -- a crash in a function costs only that function's tests --------------------------------------
+# SelfAttention calls scaled_dot_product_attention: a wrong number there costs only the function's tests
+# (the caller's tests accept the student's own function), but a crash would also stop every call of
+# the caller. So an error raised while another graded name of the same module ran is marked `inside`
+# it; the grader then asks the call again with that name bound to the grader's stand-in
+# ("over_standins"), for the names the lesson declares stand-ins of ([standin_names]).
+def _raised_inside(exc: BaseException, module, module_name: str, called: str) -> list[str]:
+    """The other graded names of `module_name` with a stand-in whose own code was running when `exc`
+    was raised (their frames are on its traceback)."""
+    try:
+        namespace = dict(vars(module))  # plain data: no attribute access runs student code
+    except TypeError:
+        return []
+    codes: dict = {}
+    for name in LESSON.standin_names.get(module_name, {}):
+        if name != called:
+            for code in _code_objects(namespace.get(name)):
+                codes.setdefault(code, name)
+    found, tb, depth = set(), exc.__traceback__, 0
+    while tb is not None and codes and depth < 10_000:  # a recursion error has ~1000 frames
+        name = codes.get(tb.tb_frame.f_code)
+        if name is not None:
+            found.add(name)
+        tb, depth = tb.tb_next, depth + 1
+    return sorted(found)
+
+
+def _code_objects(obj, limit: int = 1000) -> list:
+    """The code a function (with the functions nested in it) or a class's methods run."""
+    functions = []
+    if isinstance(obj, types.FunctionType):
+        functions = [obj]
+    elif isinstance(obj, type):
+        for value in list(vars(obj).values()):
+            if isinstance(value, (staticmethod, classmethod)):
+                value = value.__func__
+            if isinstance(value, property):
+                functions += [f for f in (value.fget, value.fset, value.fdel) if isinstance(f, types.FunctionType)]
+            elif isinstance(value, types.FunctionType):
+                functions.append(value)
+    codes, todo = [], [f.__code__ for f in functions]
+    while todo and len(codes) < limit:
+        code = todo.pop()
+        codes.append(code)
+        todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return codes
+
+
+@contextlib.contextmanager
+def _over_standins(header: dict, loader: ModuleLoader, out_header: dict):
+    """While the call runs, the names in header["over_standins"] of its module are the stand-ins'."""
+    names = header.get("over_standins")
+    if not names:
+        yield
+        return
+    module_name = header.get("module")
+    declared = dict(LESSON.standin_names.get(module_name, {}))
+    declared.pop(header.get("name") or header.get("cls"), None)  # never the name the call grades
+    with _stage("import", loader):
+        if not isinstance(names, list) or not all(isinstance(n, str) and n in declared for n in names):
+            raise GraderCallError(f"no stand-in for {names!r} in {module_name}.py (an engine fault)")
+        module = loader.load(module_name)
+        standins = loader.standin_module()
+    namespace = vars(module)
+    missing = object()
+    saved = {name: namespace.get(name, missing) for name in names}
+    try:
+        for name in names:
+            namespace[name] = getattr(standins, declared[name])
+        out_header["over_standins"] = list(names)
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is missing:
+                namespace.pop(name, None)
+            else:
+                namespace[name] = value
 
 
 def _run_function(header, arrays, loader, out_header, out_arrays):
@@ -360,7 +450,7 @@ def _run_function(header, arrays, loader, out_header, out_arrays):
         if not callable(fn):
             raise GraderCallError(f"{header['module']}.py defines no function {header['name']}")
     tensors = _tensors(header, arrays)
-    with _stage("call", loader):
+    with _stage("call", loader, (module, header["module"], header["name"])):
         _seed()
         result = fn(*_decode(header.get("args", []), tensors), **_decode(header.get("kwargs", {}), tensors))
     _finish(header, result, {n: tensors[n] for n in header.get("grad_wrt") or ()}, tensors, loader, out_header, out_arrays)
@@ -372,7 +462,7 @@ def _construct(header, loader):
         cls = getattr(module, header["cls"], None)
         if cls is None:
             raise GraderCallError(f"{header['module']}.py defines no class {header['cls']}")
-    with _stage("construct", loader):
+    with _stage("construct", loader, (module, header["module"], header["cls"])):
         _seed()  # unloaded parameters (a bug) then come out the same every time
         obj = cls(*header.get("init", []), **header.get("init_kwargs", {}))
         if not isinstance(obj, torch.nn.Module):
@@ -382,6 +472,7 @@ def _construct(header, loader):
 
 def _run_module(header, arrays, loader, out_header, out_arrays):
     obj = _construct(header, loader)
+    graded = (loader.load(header["module"]), header["module"], header["cls"])  # loaded by _construct
     tensors = _tensors(header, arrays)
     loaded = {}
     with _stage("load", loader):
@@ -410,7 +501,7 @@ def _run_module(header, arrays, loader, out_header, out_arrays):
             for t in loaded.values():
                 if isinstance(t, torch.nn.Parameter):
                     t.requires_grad_(True)
-    with _stage("forward", loader):
+    with _stage("forward", loader, graded):
         _seed()
         result = obj(*_decode(header.get("args", []), tensors), **_decode(header.get("kwargs", {}), tensors))
     wrt = {n: tensors[n] for n in header.get("grad_wrt") or ()}

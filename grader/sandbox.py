@@ -467,7 +467,7 @@ class SandboxTransport:
         standins = self.zygote.standins
         if not standins or not isinstance(header, dict) or self._child.has_standins:
             return header
-        if module in standins["needed_by"] or header.get("standins"):
+        if module in standins["needed_by"] or header.get("standins") or header.get("over_standins"):
             self._child.holds, self._child.has_standins = standins["implements"], True
             return dict(header, standins_source=standins["source"])
         return header

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 import tomllib
 from collections import defaultdict
 from functools import lru_cache
@@ -111,6 +112,66 @@ def _forbidden_by_component(runtime: dict[str, set], static: dict[str, set]) -> 
     return {c: set(static.get(FILE_OF[c], ())) | set(runtime.get(c, ())) for c in CODE_COMPONENTS}
 
 
+# -- a crash in a function costs only that function's tests -------------------------------------
+class OverStandIns:
+    """A submission's transport that asks a call again, over the grader's stand-in, when it failed
+    inside another graded name of its module (grader/execute.py marks the error `inside`): a crash
+    in scaled_dot_product_attention then costs its own tests, and SelfAttention is graded over the
+    stand-in, as it is judged against the student's own function when that gives wrong numbers.
+    Only an answer without an error replaces the first one; library attention is never retried
+    (it costs the whole part anyway)."""
+
+    def __init__(self, transport):
+        self.transport = transport
+
+    def call(self, header: dict, arrays: dict) -> tuple[dict, dict]:
+        return self.call_many([(header, arrays)])[0]
+
+    def call_many(self, calls: list) -> list:
+        answers = self._send(calls)
+        again = [(i, (retry, calls[i][1])) for i, ((header, _), (answer, _)) in enumerate(zip(calls, answers))
+                 if (retry := _retry_over_standins(header, answer)) is not None]
+        if again:
+            for (i, _), answer in zip(again, self._send([call for _, call in again])):
+                if isinstance(answer[0], dict) and not answer[0].get("error"):
+                    answers[i] = answer
+        return answers
+
+    def _send(self, calls: list) -> list:
+        call_many = getattr(self.transport, "call_many", None)
+        return call_many(calls) if call_many else [self.transport.call(h, a) for h, a in calls]
+
+    def __getattr__(self, name):
+        return getattr(self.transport, name)
+
+
+def _retry_over_standins(header, answer) -> dict | None:
+    """The call asked again over the stand-ins of the graded names its error was raised inside, or None."""
+    error = answer.get("error") if isinstance(answer, dict) else None
+    if not isinstance(header, dict) or header.get("over_standins") or not isinstance(error, dict):
+        return None
+    inside = error.get("inside")
+    declared = LESSON.standin_names.get(header.get("module"), {})
+    called = header.get("name") or header.get("cls")
+    if not isinstance(inside, list) or forbidden.MARK in str(error.get("message", "")):
+        return None
+    names = sorted({n for n in inside if isinstance(n, str) and n in declared and n != called})
+    return dict(header, over_standins=names) if names else None
+
+
+def _standin_notes(calls) -> list[str]:
+    """One note per graded name that was graded over a stand-in, naming the function that raised."""
+    seen: dict[str, set] = {}
+    for c in calls:
+        names = c.result.header.get("over_standins") if isinstance(c.result.header, dict) else None
+        caller = c.header.get("cls") or c.header.get("name")
+        if isinstance(names, list) and names and isinstance(caller, str):
+            seen.setdefault(caller, set()).update(n for n in names if isinstance(n, str))
+    return [f"{caller} was graded over the grader's {', '.join(sorted(names))}, because yours raised an error "
+            f"while {caller} ran; that error costs only the tests of {', '.join(sorted(names))} (shown there)"
+            for caller, names in seen.items()]
+
+
 # -- grading ----------------------------------------------------------------------------------
 def grade_submission(*, name: str, directory: Path, transport, rubric_path=None, check_deliverables=None) -> SubmissionResult:
     """Grade one submission whose code `transport` executes; deterministic for a given submission.
@@ -119,7 +180,7 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
     that runs the checks in a limited process, grader/checker.py)."""
     rubric = load_rubric(rubric_path)
     reference = reference_adapter()
-    student = LESSON_ADAPTER(transport, record=True, batch=True)
+    student = LESSON_ADAPTER(OverStandIns(transport), record=True, batch=True)
     outcomes = []  # (component, test id, failure or None, calls)
     runtime = defaultdict(set)
     for component, test_id, fn in hidden_tests():
@@ -144,6 +205,7 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
     blamed = _forbidden_by_component(runtime, {FILE_OF[c]: found.reaching(FILE_OF[c], FILE_OF.values()) for c in CODE_COMPONENTS})
     result = SubmissionResult(submission=name, flags=list(found.flags))
     import_errors = set()
+    crashes: dict[tuple, str] = {}  # one text per error, whichever test met it first
     for component, test_id, failure, calls in outcomes:
         entry = rubric.get(component, {}).get(test_id)
         if entry is None:
@@ -169,11 +231,20 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
         unfinished = bool(failure.error and failure.error.get("type") == "NotImplementedError")
         bug = None if _is_import(failure) or unfinished else catalogue.identify(component, rid, calls)
         hint = rubric.get("hints", {}).get(bug, {}).get("text") if bug else None
-        text = failure.message
+        if isinstance(failure.error, dict):
+            # The student's code raised: every test this error stopped gets the same words, which the
+            # feedback shows once, under the list of the tests it cost.
+            text = crashes.setdefault(_crash_key(failure.error), _crash_text(failure.error))
+        else:
+            text = failure.message
         if unfinished:
-            text += f"\n\nThis part is not written yet: replace the `raise NotImplementedError` with your code ({entry.get('section', 'see the handout')})."
+            text += "\n\nThis part is not written yet: replace the `raise NotImplementedError` with your code."
         elif hint:
             text += f"\n\nLikely misconception: {hint}"
+        elif isinstance(failure.error, dict) and failure.error.get("stage") == "import":
+            text += "\n\nThis file could not be imported, so none of these tests could run: fix this first."
+        elif isinstance(failure.error, dict) and failure.error.get("traceback"):
+            text += "\n\nYour code raised this error, so these tests could not check its answers: fix it first."
         else:
             text += f"\n\nHint ({entry.get('section', '')}): {entry.get('hint', '')}".replace(" ()", "")
         result.tests.append(TestResult(name=rid, component=component, score=0.0, max_score=points,
@@ -181,12 +252,38 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
         if not result.evidence and failure.evidence:
             result.evidence = {"test": rid, **failure.evidence}
 
+    result.notes.extend(_standin_notes(student.calls))
     result.tests.extend(_deliverables(Path(directory), rubric, check_deliverables))
     if import_errors:
         result.status = "import-error: " + ", ".join(sorted(import_errors))
         result.notes.append("could not import " + ", ".join(sorted(import_errors))
                             + "; only the tests that need these files lost points")
     return result
+
+
+# What the executor was doing when the student's code raised (grader/execute.py's stages).
+_STAGE_WORDS = {"import": "importing your file", "construct": "constructing the module",
+                "load": "loading the grader's weights", "forward": "running forward", "call": "calling the function",
+                "output": "reading the result", "backward": "running backward"}
+
+
+def _crash_key(error: dict) -> tuple:
+    """One error, however many calls met it: the same exception at the same lines, with the same
+    message but for its numbers (a shape error names each call's sizes)."""
+    return (error.get("type"), error.get("stage"), _trace(error), re.sub(r"\d+", "#", str(error.get("message", ""))))
+
+
+def _crash_text(error: dict) -> str:
+    where = _STAGE_WORDS.get(str(error.get("stage", "")), "running your code")
+    text = f"{error.get('type', 'Error')} while {where}: {error.get('message', '')}"
+    trace = _trace(error)
+    return text + (f"\n{trace}" if trace else "")
+
+
+def _trace(error: dict) -> str:
+    """The error's traceback without the import machinery's frames, which say nothing to a student."""
+    entries = re.split(r"\n(?=  File )", str(error.get("traceback") or ""))
+    return "\n".join(e for e in entries if e.strip() and not e.startswith('  File "<frozen '))
 
 
 def _is_import(failure: GradeFailure) -> bool:

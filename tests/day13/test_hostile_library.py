@@ -117,16 +117,17 @@ def test_flags_reach_the_feedback_and_the_class_report(batch):
 
 def test_the_stand_ins_implement_exactly_the_parts_the_policy_says(tmp_path):
     # A child holding the stand-ins never answers a call of a part in [standins] implements. That
-    # list is right only if a submission made of the stand-ins passes those parts and no other.
+    # list is right only if a submission made of the stand-ins earns points in those parts and no other.
     from grader.day13 import killrate, standins
     from grader.forbidden import load_policy
 
     source = Path(standins.__file__).read_text().split("\ndef make(")[0]
-    folder = make_submission(tmp_path / "standins")
+    folder = make_submission(tmp_path / "standins", reference=False)
     (folder / "self_attention.py").write_text(source + "\nSelfAttention = StandInSelfAttention\n")
     (folder / "multihead.py").write_text(source + "\nMultiHeadAttention = StandInAttention\n")
+    (folder / "positional.py").write_text(source)  # its positional_encoding, and no PositionalEncoding
     scores = killrate.grade(folder, "standins").component_scores()
     full = killrate.full_marks()
-    passed = {c for c in ("self_attention", "multihead") if scores[c] == full[c]}
-    assert passed == set(load_policy()["standins"]["implements"]) == {"self_attention"}
-    assert scores["multihead"] == 0
+    earned = {c for c in ("self_attention", "multihead", "positional") if scores[c] > 0}
+    assert earned == set(load_policy()["standins"]["implements"]) == {"self_attention", "positional"}
+    assert scores["self_attention"] == full["self_attention"] and scores["multihead"] == 0

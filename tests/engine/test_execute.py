@@ -283,3 +283,61 @@ def table(d):
     fresh = ModuleLoader(folder, isolated=True, meta_inspect=True)
     got, _ = execute(dict(header, no_meta=True), {}, loader=fresh)
     assert got["inspect"]["buffers"] == {"pe": [4, 8]} and "retry_without_meta" not in got
+
+
+# -- a crash in a function costs only that function's tests (grader/execute.py, "over_standins") --
+SA_CALLS_SDPA = '''
+import torch
+import torch.nn as nn
+
+
+def _helper(Q):
+    raise ValueError("inside the function")
+
+
+def scaled_dot_product_attention(Q, K, V, mask=None):
+    return _helper(Q)
+
+
+def causal_mask(T, device=None):
+    return torch.tril(torch.ones(T, T))
+
+
+class SelfAttention(nn.Module):
+    def __init__(self, d_model, d_k):
+        super().__init__()
+        self.W_q, self.W_k, self.W_v = (nn.Linear(d_model, d_k, bias=False) for _ in range(3))
+        self.d_k = d_k
+
+    def forward(self, x, mask=None):
+        if x.shape[1] == 1:
+            raise RuntimeError("the module's own bug")
+        return scaled_dot_product_attention(self.W_q(x), self.W_k(x), self.W_v(x), mask)
+'''
+
+
+def self_attention_call(x, **extra):
+    return ({"op": "module", "module": "self_attention", "cls": "SelfAttention", "init": [4, 4],
+             "args": [{"array": "x"}], **extra}, {"x": x})
+
+
+def test_an_error_raised_inside_another_graded_function_is_marked_with_its_name(tmp_path):
+    loader = ModuleLoader(sub(tmp_path, self_attention=SA_CALLS_SDPA), isolated=True)
+    h, _ = execute(*self_attention_call(np.ones((1, 3, 4), "float32")), loader=loader)
+    assert h["error"]["type"] == "ValueError" and h["error"]["inside"] == ["scaled_dot_product_attention"]
+    h, _ = execute(*self_attention_call(np.ones((1, 1, 4), "float32")), loader=loader)
+    assert h["error"]["message"] == "the module's own bug" and "inside" not in h["error"]
+    h, _ = call_sdpa(loader, np.ones((2, 2), "float32"))  # the function itself: nothing else to blame
+    assert h["error"]["type"] == "ValueError" and "inside" not in h["error"]
+
+
+def test_a_call_over_standins_binds_the_grader_s_function_for_that_call_only(tmp_path):
+    loader = ModuleLoader(sub(tmp_path, self_attention=SA_CALLS_SDPA), isolated=True)
+    x = np.random.default_rng(3).standard_normal((2, 3, 4)).astype("float32")
+    h, a = execute(*self_attention_call(x, over_standins=["scaled_dot_product_attention"]), loader=loader)
+    assert h["error"] is None and h["over_standins"] == ["scaled_dot_product_attention"]
+    assert a["out0"].shape == (2, 3, 4) and np.allclose(a["out1"].sum(-1), 1)
+    h, _ = execute(*self_attention_call(x), loader=loader)  # the student's own function again
+    assert h["error"]["inside"] == ["scaled_dot_product_attention"]
+    h, _ = execute(*self_attention_call(x, over_standins=["SelfAttention"]), loader=loader)
+    assert h["error"]["type"] == "GraderCallError"  # only what the lesson declares a stand-in of

@@ -35,7 +35,10 @@ def graded():
     root = Path(tempfile.mkdtemp(prefix="day13-regrade-"))
     subs = root / "subs"
     make_submission(subs / "alice")
-    make_submission(subs / "bob", {"positional.py": "raise ImportError('bob broke it')\n"})
+    # A table twice too large: a wrong number no catalogue bug names, so its feedback carries the
+    # rubric's hint (a crash's does not).
+    doubled = (KIT / "solutions" / "day13" / "positional.py").read_text().replace("    return pe\n", "    return 2 * pe\n")
+    make_submission(subs / "bob", {"positional.py": doubled})
     out = root / "out"
     assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG) == 0
     yield root, subs, out

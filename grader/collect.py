@@ -17,10 +17,10 @@ For each repository, a bare clone is kept in <out>/.repos/<name>.git and fetched
 run (real git, so any URL git can read works, with the instructor's own credentials). The commit
 taken is the last one on the default branch's first-parent line whose committer date is before the
 deadline (the newest one without --deadline). Its files (no .git, no symlinks) become <out>/<name>/,
-which `python -m grader grade <out>` grades like any folder. A student who worked in the lesson's notebook
-and left the released .py stubs untouched gets those stubs left out of the snapshot, so the engine
-grades the notebook (grader.stubs.prefer_notebook). <out>/collected.csv records, per row, the
-source, the commit hash and time, and the status.
+which `python -m grader grade <out>` grades like any folder; each notebook there carries the time of
+the last commit that changed it, so that the grader, which grades the most recently changed of
+several edited notebooks (grader/intake.py), knows which that is. <out>/collected.csv records, per
+row, the source, the commit hash and time, and the status.
 
 Committer dates are written by the student's machine, so a student could backdate a late commit.
 When that matters, compare with GitHub's push times (the Classroom export's submission_timestamp).
@@ -377,13 +377,25 @@ def collect_one(entry: Entry, out: Path, deadline: str | None, policy: late.Poli
             else f"error: skipped, git gave a folder listing that does not parse ({error})"
         shutil.rmtree(out / entry.name, ignore_errors=True)  # never grade a partial or older snapshot
         return entry
-    from grader.stubs import prefer_notebook
-
-    removed = prefer_notebook(out / entry.name)
+    _date_notebooks(cache, entry.commit, out / entry.name)
     entry.status = "ok" + (f"; skipped {len(skipped)}: {', '.join(skipped[:3])}" if skipped else "")
-    if removed:
-        entry.status += f"; notebook submission (removed the untouched stubs {', '.join(removed)})"
     return entry
+
+
+def _date_notebooks(cache: Path, commit: str, folder: Path) -> None:
+    """Give each notebook at the top of a snapshot the time of the last commit that changed it.
+
+    Every file of a snapshot is written now, so its own time says nothing; the grader grades, of
+    several edited notebooks, the most recently changed one (grader/intake.py), and the history is
+    what knows which that is."""
+    for path in sorted(folder.glob("*.ipynb")):
+        if not path.is_file() or path.is_symlink():
+            continue
+        try:
+            when = _git("--git-dir", str(cache), "log", "-1", "--format=%ct", commit, "--", path.name).strip()
+            os.utime(path, (int(when), int(when)))
+        except (RuntimeError, ValueError, OSError, subprocess.SubprocessError):
+            continue  # no date: the notebook keeps the time it was written
 
 
 def write_manifest(out: Path, entries: list[Entry]) -> Path:

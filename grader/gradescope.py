@@ -187,12 +187,7 @@ def stage_submission(submission: Path, subs: Path, notes: list[str] | None = Non
 
     # symlinks=True copies a link as a link; the engine's intake then skips it and says so.
     shutil.copytree(source, target, symlinks=True, ignore=bounded)
-    from grader.release import prefer_notebook
-
-    removed = prefer_notebook(target)
-    if removed:
-        print(f"run_autograder: grading the notebook; the untouched stubs {', '.join(removed)} were left out")
-    return target
+    return target  # which of its notebook and .py files is the student's work, the intake decides
 
 
 def run_autograder(*, root: Path, python: str = sys.executable) -> int:

@@ -13,6 +13,7 @@ escapes for what is not printable text; generated code holds a name only as a st
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -21,6 +22,8 @@ import shutil
 import stat
 import zipfile
 from dataclasses import dataclass, field
+from datetime import datetime
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from grader.lesson import load_lesson
@@ -268,8 +271,17 @@ def _copy_file(src: Path, dest: Path, intake: Intake, limits: IntakeLimits, rel:
         intake.note(f"skipped {shown(rel)}: {exc.strerror}")
         return
     with os.fdopen(fd, "rb") as fin:
+        changed = os.fstat(fin.fileno()).st_mtime_ns
         _store(fin, dest, limits.max_file_bytes, intake,
                f"skipped {shown(rel)}: larger than {limits.max_file_bytes >> 20} MB")
+    _keep_mtime(dest, changed)
+
+
+def _keep_mtime(dest: Path, mtime_ns: int) -> None:
+    """The copy keeps when its original last changed: of several edited notebooks, the newest is graded."""
+    with contextlib.suppress(OSError):
+        if dest.is_file() and not dest.is_symlink():
+            os.utime(dest, ns=(mtime_ns, mtime_ns))
 
 
 def _room_for(intake: Intake, limits: IntakeLimits, size: int, rel: str) -> bool:
@@ -364,6 +376,8 @@ def _extract_member(archive, member, prefix, dest, intake, limits) -> None:
     with archive.open(member) as fin:
         _store(fin, target, min(limits.max_file_bytes, limits.max_total_bytes - intake.bytes), intake,
                f"refused zip entry {shown(name)}: it unpacks past the size cap")
+    with contextlib.suppress(ValueError, OverflowError):
+        _keep_mtime(target, int(datetime(*member.date_time).timestamp() * 1e9))
 
 
 # --------------------------------------------------------------------------- notebooks
@@ -373,27 +387,45 @@ _ASSIGNED_MAGIC = re.compile(r"^(\s*[A-Za-z_][\w\s,]*=\s*)[%!]")
 
 
 def _maybe_convert_notebook(dest: Path, intake: Intake) -> None:
-    """If the copy has a notebook and none of the contract .py files, generate them from it.
+    """Decide what of a submission with a notebook is the student's work, and make the contract
+    modules from that notebook when it is the notebook.
 
-    The released stubs left untouched beside a notebook carry no work of the student's: they are
-    dropped first, or a student who worked only in the lesson's notebook would be graded on the stubs."""
-    if not any(p.suffix.lower() == ".ipynb" for p in dest.iterdir()):
-        return  # no notebook: nothing to do, and no import of grader.release (nbformat: ~1 s per worker)
-    from grader.release import prefer_notebook  # reads the reference: grader side only, never the child
-
-    dropped = prefer_notebook(dest)
-    if dropped:
-        intake.note(f"{', '.join(dropped)} were the untouched stubs: the notebook was graded instead")
-    if any((dest / f"{m}.py").exists() for m in CONTRACT_MODULES):
-        return
-    notebooks = sorted(dest.glob("*.ipynb"))
+    Whatever its name, a notebook whose code differs from the released template is the student's;
+    of several, the most recently changed one is graded and the others are named in a note. Edited
+    contract .py files beside a notebook are graded instead of it, with a note. The released stubs
+    left untouched beside an edited notebook carry no work and are dropped; when nothing differs from
+    the released files, the stubs are graded, and a note says so."""
+    notebooks = sorted(p for p in dest.iterdir() if p.suffix.lower() == ".ipynb" and p.is_file())
     if not notebooks:
+        return  # no notebook: nothing to do, and no import of grader.release (nbformat: ~1 s per worker)
+    from grader.release import stub_texts  # reads the reference: grader side only, never the child
+
+    stubs = {name: _text_digest(text) for name, text in stub_texts().items()}
+    present = [dest / f"{m}.py" for m in CONTRACT_MODULES if (dest / f"{m}.py").is_file()]
+    untouched = [p for p in present if _file_digest(p) == stubs.get(p.name)]
+    edited = [n for n in notebooks if not _is_template(n)]
+    by_recency = sorted(edited, key=lambda n: (-n.stat().st_mtime_ns, n.name != LESSON.notebook, n.name))
+    if len(untouched) < len(present):  # the student's own .py files
+        if edited:
+            intake.note(f"graded your .py files; the notebook{'s' if len(edited) > 1 else ''} "
+                        f"{_names(by_recency)} {'were' if len(edited) > 1 else 'was'} not graded (edited "
+                        ".py files beside a notebook are what is graded)")
         return
-    preferred = [n for n in notebooks if n.name == LESSON.notebook]
-    notebook = (preferred or notebooks)[0]
-    label = printable(notebook.name)
+    if not edited:
+        if present:
+            intake.note(f"nothing here differs from the released files ({_names(notebooks)} and "
+                        f"{_names(present)} are as released): graded the .py stubs")
+            return
+        intake.note(f"{_names(notebooks)} {'are' if len(notebooks) > 1 else 'is'} the released notebook "
+                    "with no code of yours: nothing of yours was graded")
+    chosen = by_recency[0] if edited else notebooks[0]
+    for path in untouched:
+        path.unlink()
+    if untouched:
+        intake.note(f"{', '.join(p.name for p in untouched)} were the untouched stubs: the notebook was graded instead")
+    label = printable(chosen.name)
     try:
-        cells = notebook_code_cells(notebook)
+        cells = notebook_code_cells(chosen)
     except Exception as exc:  # nbformat raises several kinds for a damaged file
         intake.note(f"could not read the notebook {label} ({type(exc).__name__}: {exc})"[:300])
         return
@@ -401,8 +433,50 @@ def _maybe_convert_notebook(dest: Path, intake: Intake) -> None:
     for module in CONTRACT_MODULES:
         (dest / f"{module}.py").write_text(contract_module_source(label, module), encoding="utf-8")
     intake.notebook = label
-    if len(notebooks) > 1:
-        intake.note(f"several notebooks: graded {label}")
+    others = [n for n in notebooks if n != chosen]
+    if others and len(edited) > 1:
+        intake.note(f"several edited notebooks: graded {label}, the most recently changed; not graded: "
+                    f"{_names([n for n in by_recency if n != chosen])}")
+    elif others:
+        intake.note(f"graded {label}; {_names(others)} {'are' if len(others) > 1 else 'is'} the released "
+                    "notebook with no code of yours")
+
+
+def _names(paths) -> str:
+    return ", ".join(printable(p.name) for p in paths)
+
+
+def _text_digest(text: str) -> str:
+    # Line endings may change on a student's machine; the content is what counts.
+    return hashlib.sha256(text.replace("\r\n", "\n").encode("utf-8")).hexdigest()
+
+
+def _file_digest(path: Path) -> str | None:
+    try:
+        return _text_digest(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _code_digest(cells: list[str]) -> str:
+    return _text_digest("\n\n".join(c.replace("\r\n", "\n") for c in cells))
+
+
+@lru_cache(maxsize=1)
+def _template_digest() -> str:
+    """The released notebook's code, as notebook_code_cells reads a student's (grader.notebook builds it)."""
+    from grader import notebook
+
+    built = notebook.build(student=True)
+    return _code_digest([neutralise_magics(c.source) for c in built.cells if c.cell_type == "code"])
+
+
+def _is_template(path: Path) -> bool:
+    """Whether a notebook's code is the released notebook's (outputs, metadata and name aside)."""
+    try:
+        return _code_digest(notebook_code_cells(path)) == _template_digest()
+    except Exception:  # damaged or over the limits: not the template; reading it again says why
+        return False
 
 
 class NotebookTooLarge(ValueError):

@@ -107,11 +107,6 @@ def stub_texts() -> dict[str, str]:
     return stubs.stub_texts(LESSON.name)
 
 
-def prefer_notebook(folder: Path) -> list[str]:
-    """Drop the untouched released stubs beside a notebook (see grader.stubs.prefer_notebook)."""
-    return stubs.prefer_notebook(folder, stub_texts())
-
-
 def _write_student_files(day: Path) -> None:
     _copy_tree(ASSIGNMENT, day)
     # The stubs come from the one source of truth, whatever state assignments/ is in.

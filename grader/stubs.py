@@ -142,33 +142,6 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.replace("\r\n", "\n").encode("utf-8")).hexdigest()
 
 
-def prefer_notebook(folder: Path, texts: dict[str, str] | None = None) -> list[str]:
-    """Make a notebook submission out of a repository that still holds the untouched .py stubs.
-
-    A student who worked in the lesson's notebook leaves the released stubs beside it; the engine grades the
-    .py files whenever they exist, so it would grade the stubs. When a notebook sits at the top of
-    `folder` and every contract .py there is byte for byte the released stub (line endings aside),
-    those stubs carry no work of the student's: they are removed so the notebook is graded.
-    Returns the names removed (none when any .py holds the student's own code). Standard library
-    only: `collect` runs it on a bare Python.
-    """
-    if not any(p.suffix.lower() == ".ipynb" and p.is_file() for p in folder.iterdir()):
-        return []
-    wanted = {name: _digest(text) for name, text in (stub_texts() if texts is None else texts).items()}
-    present = [folder / name for name in wanted if (folder / name).is_file() and not (folder / name).is_symlink()]
-    if not present:
-        return []
-    for path in present:
-        try:
-            if _digest(path.read_text(encoding="utf-8")) != wanted[path.name]:
-                return []
-        except (OSError, UnicodeDecodeError):
-            return []
-    for path in present:
-        path.unlink()
-    return sorted(p.name for p in present)
-
-
 def main(*, check: bool = False) -> int:
     """Write the stubs (or, with check=True, report the ones that differ). Returns an exit code."""
     stale = 0

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import subprocess
@@ -171,20 +172,33 @@ def test_naive_deadline_means_utc():
     assert collect.parse_deadline("2026-02-10T12:00:00Z") == "2026-02-10T12:00:00+00:00"
 
 
-def test_a_notebook_student_keeps_the_stubs_and_gets_the_notebook_graded(tmp_path):
-    """Released stubs left untouched beside day13.ipynb: the snapshot drops them, so intake grades the notebook."""
-    from grader import release
+def test_a_snapshot_keeps_every_file_and_dates_each_notebook_by_its_last_commit(tmp_path):
+    """Stubs stay in the snapshot (the grader decides what is the student's work, grader/intake.py);
+    each notebook carries the time of the last commit that changed it, so that of two edited
+    notebooks the grader takes the one the student changed last, not the one written last."""
+    from grader import intake, release
 
     repo = StudentRepo(tmp_path, "nb-student")
     files = dict(release.stub_texts())
-    files["day13.ipynb"] = '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}\n'
+    files["final.ipynb"] = _notebook_text("x = 1")
     repo.commit(JAN, files)
+    repo.commit(MAR, {"day13.ipynb": _notebook_text("x = 2")})
+    repo.commit(MAR.replace("03-", "04-"), {"notes.txt": "later, no notebook changed\n"})
     roster = tmp_path / "roster.txt"
     roster.write_text(f"nb {repo.bare}\n")
     out = tmp_path / "out"
     assert collect.main(roster=str(roster), out=str(out)) == 0
-    assert sorted(p.name for p in (out / "nb").iterdir()) == ["day13.ipynb"]
-    assert "notebook submission" in manifest(out)["nb"]["status"]
+    folder = out / "nb"
+    assert {f"{m}.py" for m in release.LESSON.modules} <= {p.name for p in folder.iterdir()}
+    assert (folder / "day13.ipynb").stat().st_mtime > (folder / "final.ipynb").stat().st_mtime
+    assert manifest(out)["nb"]["status"] == "ok"
+    got = intake.materialise(intake.discover(out)[0], tmp_path / "scratch")
+    assert got.notebook == "day13.ipynb" and any("not graded: final.ipynb" in n for n in got.notes), got.notes
+
+
+def _notebook_text(code: str) -> str:
+    return json.dumps({"cells": [{"cell_type": "code", "source": code, "metadata": {}, "outputs": [],
+                                  "execution_count": None}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
 
 
 def test_never_collects_into_a_folder_it_did_not_make(repos, tmp_path, capsys):

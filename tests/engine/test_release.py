@@ -203,27 +203,30 @@ def test_student_tools_work_from_the_release_alone(unpacked, tmp_path):
     assert check.returncode != 0  # the analysis, diagram and README are still missing
 
 
-def test_prefer_notebook_drops_only_untouched_stubs(built, tmp_path):
-    """A repository from the release where the student worked in day13.ipynb: the stubs must not be graded."""
-    folder = tmp_path / "repo"
+def test_the_release_as_handed_in_is_graded_as_its_stubs_and_a_renamed_notebook_as_the_work(built, tmp_path):
+    """The released folder handed in untouched is the stubs (nothing differs from the release), whatever
+    a checkout did to its line endings; the released notebook saved under another name with the
+    student's code beside the untouched day13.ipynb is the student's work, not the template."""
+    from grader import intake
+
+    folder = tmp_path / "subs" / "as_released"
     shutil.copytree(built / "day13", folder)
     stub = folder / "positional.py"
     stub.write_bytes(stub.read_bytes().replace(b"\n", b"\r\n"))  # a Windows checkout is still the stub
-    assert release.prefer_notebook(folder) == sorted(f"{m}.py" for m in notebook.MODULES)
-    assert not any((folder / f"{m}.py").exists() for m in notebook.MODULES)
-    assert (folder / "day13.ipynb").exists() and (folder / "tests").is_dir()
+    nb = nbformat.read(str(folder / "day13.ipynb"), as_version=4)
+    renamed = tmp_path / "subs" / "renamed"
+    shutil.copytree(built / "day13", renamed)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "NotImplementedError" in cell.source:
+            cell.source = cell.source.replace("raise NotImplementedError", "raise ValueError")
+    nbformat.write(nb, str(renamed / "my attention.ipynb"))
 
-    worked = tmp_path / "worked"
-    shutil.copytree(built / "day13", worked)
-    with open(worked / "block.py", "a", encoding="utf-8") as handle:
-        handle.write("\n# my own helper\n")
-    assert release.prefer_notebook(worked) == []  # any .py of the student's own: the .py files are graded
-    assert (worked / "self_attention.py").exists()
-
-    no_notebook = tmp_path / "plain"
-    shutil.copytree(built / "day13", no_notebook)
-    (no_notebook / "day13.ipynb").unlink()
-    assert release.prefer_notebook(no_notebook) == []
+    got = intake.materialise(intake.discover(tmp_path / "subs")[0], tmp_path / "a")
+    assert got.notebook is None and "NotImplementedError" in (tmp_path / "a" / "self_attention.py").read_text()
+    assert any("nothing here differs from the released files" in n for n in got.notes), got.notes
+    got = intake.materialise(intake.discover(tmp_path / "subs")[1], tmp_path / "b")
+    assert got.notebook == "my attention.ipynb", got.notes
+    assert any("day13.ipynb is the released notebook" in n for n in got.notes), got.notes
 
 
 def test_release_never_replaces_a_folder_it_did_not_make(tmp_path, capsys):

@@ -4,9 +4,7 @@ The block is graded with StandInAttention in place of the student's MultiHeadAtt
 bug in multihead.py never costs block points (assignments/day13/CONTRACT.md, "One bug costs one part").
 The stand-in is a real attention (so the block's mask pass-through changes its output) with
 one grader-loaded projection. When a student's self_attention.py fails to import, its
-multihead.py is imported against the stand-in functions below instead. When a student's function
-raises while the class of its file that calls it runs (SelfAttention, PositionalEncoding), that
-class is graded again over the function's stand-in (grader/execute.py, "over_standins").
+multihead.py is imported against the stand-in functions below instead.
 
 Nothing here is secret: it runs inside the sandboxed child. It follows the handout's formulas,
 which every student has in front of them.
@@ -33,7 +31,9 @@ def causal_mask(T, device=None):
 
 
 def positional_encoding(T, d_model):
-    """The sinusoidal table of handout §8, for a PositionalEncoding whose own function raised."""
+    """The sinusoidal table of handout §8. When a student's function raises while the class of its
+    file that calls it runs (SelfAttention, PositionalEncoding), that class is graded again over
+    the function's stand-in (grader/execute.py, "over_standins")."""
     angle = torch.arange(T, dtype=torch.float32)[:, None] / 10000 ** (
         torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)  # (T, d_model/2)
     return torch.stack([torch.sin(angle), torch.cos(angle)], dim=-1).reshape(T, d_model)  # (T, d_model)

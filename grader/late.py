@@ -78,7 +78,7 @@ def late_days(deadline: datetime, handed_in: datetime, policy: Policy) -> int:
 
 
 def penalty(days: int, max_total: float, policy: Policy) -> float:
-    return round(min(days, policy.max_days) * policy.penalty_per_day / 100 * max_total, 4)
+    return round(min(days, policy.max_days) * policy.penalty_per_day / 100 * max_total, 2)  # shown with two decimals
 
 
 def write_lateness(out: Path, collected: Path, names: set[str]) -> None:

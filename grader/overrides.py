@@ -83,6 +83,8 @@ def read(path: Path) -> list[Override]:
                                 "or leave it empty to mark something as reviewed") from None
         if points is not None and not math.isfinite(points):
             raise OverrideError(f"{path}:{number}: points {raw!r} is not a finite number")
+        if points is not None:
+            points = round(points, 2)  # points are shown with at most two decimals everywhere
         rows.append(Override(submission, test, points, (row.get("comment") or "").strip(),
                              (row.get("by") or "").strip(), (row.get("at") or "").strip(), number))
     return rows
@@ -144,9 +146,9 @@ def apply(result: SubmissionResult, decisions: dict[str, Override]) -> Submissio
         rest = [t for t in changed.tests if t.component == component and t.name not in own]
         possible = sum(t.max_score for t in rest)
         given = 0.0
-        for i, t in enumerate(rest):
-            share = part.points - given if i == len(rest) - 1 else \
-                round(part.points * t.max_score / possible, 4) if possible else 0.0
+        for i, t in enumerate(rest):  # in hundredths of a point, the last test taking what is left
+            share = round(part.points - given, 2) if i == len(rest) - 1 else \
+                round(part.points * t.max_score / possible, 2) if possible else 0.0
             t.score, given = share, given + share
     for t in changed.tests:
         row = own.get(t.name)

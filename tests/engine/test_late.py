@@ -101,3 +101,8 @@ def test_without_a_policy_nothing_changes(tmp_path):
     row = _grades(out)["bea"]
     assert (row["total"], row["late_days"], row["penalty"]) == ("90", "", "")
     assert "late" not in (out / "bea" / "feedback.md").read_text().lower()
+
+
+def test_a_penalty_is_in_hundredths_of_a_point():
+    policy = late.Policy(grace_minutes=0, penalty_per_day=7.5, max_days=3)
+    assert late.penalty(1, 84.4443, policy) == 6.33 and late.penalty(5, 100 / 3, policy) == 7.5

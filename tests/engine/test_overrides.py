@@ -131,3 +131,23 @@ def test_append_writes_one_plain_line_per_decision(tmp_path):
     assert [(r.submission, r.test, r.points, r.comment, r.by) for r in rows] == [
         ("alice", "*", 2.0, 'a b, "c"', "'=cmd"), ("bob", "deliverables", None, "", "ta")]
     assert all(r.at for r in rows)
+
+
+def test_points_a_person_reads_have_at_most_two_decimals_in_every_file(out):
+    # 5 points over tests worth 4 and 3 gives shares of 2.857142...; a written 1.2345 bonus.
+    _write(out / "overrides.csv", "bob,self_attention,5,,,", "alice,*,1.2345,,,")
+    report.write_class(out)
+    texts = {"grades.csv": (out / "grades.csv").read_text()}
+    for name in ("alice", "bob"):
+        for file in ("feedback.md", "feedback.html", "results.json"):
+            texts[f"{name}/{file}"] = (out / name / file).read_text()
+    import re
+
+    for where, text in texts.items():
+        if where.endswith("results.json"):
+            data = json.loads(text)
+            numbers = [data["score"]] + [t["score"] for t in data["tests"]] + [t["max_score"] for t in data["tests"]]
+            assert all(round(n, 2) == n for n in numbers), (where, numbers)
+        else:
+            assert not re.search(r"(?<![\w.])\d+\.\d{3,}", text), (where, re.findall(r"\d+\.\d{3,}", text))
+    assert _grades(out)["bob"]["self_attention"] == "5" and _grades(out)["alice"]["total"] == "12.23"

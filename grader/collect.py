@@ -392,7 +392,8 @@ def _date_notebooks(cache: Path, commit: str, folder: Path) -> None:
         if not path.is_file() or path.is_symlink():
             continue
         try:
-            when = _git("--git-dir", str(cache), "log", "-1", "--format=%ct", commit, "--", path.name).strip()
+            when = _git("--literal-pathspecs", "--git-dir", str(cache), "log", "-1", "--format=%ct", commit, "--",
+                        path.name).strip()  # a student's file name is a path, never a pattern
             os.utime(path, (int(when), int(when)))
         except (RuntimeError, ValueError, OSError, subprocess.SubprocessError):
             continue  # no date: the notebook keeps the time it was written

@@ -63,6 +63,11 @@ CASES = {
     "mh_helper_raises": ({"multihead.py": patched(MH, MH_SPLIT, "        q, k, v = [_split(t, self.h) for t in (q, k, v)]\n")
                           + "\n\ndef _split(t, h):\n    raise RuntimeError('helper')\n"},
                          {"multihead.reference", "multihead.masks", "multihead.gradients", "multihead.properties"}),
+    # MultiHeadAttention that cannot even be built: every multihead test, and no block test.
+    "mh_init_raises": ({"multihead.py": patched(MH, "        super().__init__()\n",
+                                                 "        super().__init__()\n        raise KeyError('unfinished')\n")},
+                       {"multihead.rejects_bad_heads", "multihead.attributes", "multihead.reference", "multihead.masks",
+                        "multihead.gradients", "multihead.properties"}),
 }
 
 
@@ -99,7 +104,7 @@ def test_the_caller_is_graded_over_the_stand_in_with_a_note(in_process):
     notes = "\n".join(in_process["sdpa_raises"]["notes"])
     assert "SelfAttention" in notes and "scaled_dot_product_attention" in notes, notes
     assert "PositionalEncoding" in "\n".join(in_process["pe_raises"]["notes"])
-    for case in ("honest", "sdpa_wrong_numbers", "module_raises", "mh_helper_raises"):
+    for case in ("honest", "sdpa_wrong_numbers", "module_raises", "mh_helper_raises", "mh_init_raises"):
         assert not any("stand-in" in n for n in in_process[case]["notes"]), case
 
 
@@ -133,3 +138,6 @@ def test_one_error_is_shown_once_with_the_tests_it_cost(sandboxed):
     assert "(the same message for 5 tests)" in text
     text = (sandboxed / "sdpa_not_written" / "feedback.md").read_text()
     assert text.count("raise NotImplementedError\n") == 1, text
+    # A shape error names each call's sizes: still one error, at one line, shown once.
+    text = (sandboxed / "sdpa_shape_error" / "feedback.md").read_text()
+    assert text.count("RuntimeError while calling the function") == 1 and "(the same message for 4 tests)" in text, text

@@ -245,6 +245,8 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
             text += "\n\nThis file could not be imported, so none of these tests could run: fix this first."
         elif isinstance(failure.error, dict) and failure.error.get("traceback"):
             text += "\n\nYour code raised this error, so these tests could not check its answers: fix it first."
+        elif isinstance(failure.error, dict):
+            pass  # a timeout, a refused answer, a missing attribute: the message says what to do
         else:
             text += f"\n\nHint ({entry.get('section', '')}): {entry.get('hint', '')}".replace(" ()", "")
         result.tests.append(TestResult(name=rid, component=component, score=0.0, max_score=points,

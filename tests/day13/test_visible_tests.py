@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import tomllib
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -18,13 +19,18 @@ ASSIGNMENT = ROOT / "assignments" / "day13"
 REFERENCE = ROOT / "solutions" / "day13"
 FILES = ("self_attention.py", "multihead.py", "positional.py", "block.py")
 PARTS = ("self_attention", "multihead", "positional", "block")
+RUBRIC = ROOT / "grader" / "day13" / "rubric.toml"
+
+
+def _rubric():
+    return tomllib.loads(RUBRIC.read_text(encoding="utf-8"))
 
 
 def student_folder(tmp_path, sources):
     """A student folder: the visible tests, pytest.ini, and `sources` ({file name: text})."""
     folder = tmp_path / "student"
     (folder / "tests").mkdir(parents=True)
-    for test_file in (p for p in (ASSIGNMENT / "tests").iterdir() if p.is_file() and p.suffix in (".py", ".pt")):
+    for test_file in (p for p in (ASSIGNMENT / "tests").iterdir() if p.is_file() and p.suffix in (".py", ".pt", ".json")):
         (folder / "tests" / test_file.name).write_bytes(test_file.read_bytes())
     for name in ("pytest.ini", "Makefile"):
         (folder / name).write_bytes((ASSIGNMENT / name).read_bytes())
@@ -269,9 +275,9 @@ BUGS = {
     "library_attention": ("self_attention.py", "weights = torch.softmax(scores, dim=-1)",
                           "weights = torch.softmax(scores, dim=-1)\n"
                           "    torch.nn.functional.scaled_dot_product_attention(Q, K, V)", "self_attention",
-                          "test_s3_two_tokens", "not allowed"),
+                          "test_s3_two_tokens", "Computing attention yourself is the point of Day 13"),
     "pre_and_post_ln_swapped": ("block.py", "if self.pre_ln:", "if not self.pre_ln:", "block",
-                                "test_s12_wiring[post_ln]", "Post-LN (pre_ln=False)"),
+                                "test_s12_wiring[post_ln]", "Pre-LN and Post-LN are swapped"),
 }
 
 
@@ -360,7 +366,8 @@ def test_failures_are_short_located_and_said_once(tmp_path):
     told_once = [n for n, lines in sections.items() if "(as in " in "\n".join(lines)]
     assert told_once, output
     table = "\n".join(sections["test_table_shape_dtype_and_formula"])
-    assert "expected[" in table and "got[" in table and "largest difference at index" in table and "Hint:" in table
+    assert "expected[" in table and "got[" in table and "largest difference at index" in table
+    assert "Likely misconception" in table and "Sine and cosine are swapped" in table  # the catalogue's pe.sin_cos_swapped
 
     # Multi-head attention alone: its outputs require grad when the comparison takes them.
     sources["self_attention.py"] = (REFERENCE / "self_attention.py").read_text(encoding="utf-8")
@@ -368,7 +375,8 @@ def test_failures_are_short_located_and_said_once(tmp_path):
     code, results, output = run_visible(folder, "-m", "multihead")
     assert code == 1 and "Can't call numpy()" not in output, output
     shuffled = "\n".join(_sections(output)["test_tokens_are_a_set_without_positions"])
-    assert "expected" in shuffled and "got" in shuffled and "largest difference" in shuffled and "Hint:" in shuffled
+    assert "expected" in shuffled and "got" in shuffled and "largest difference" in shuffled
+    assert "Likely misconception" in shuffled and "bring the heads back" in shuffled  # mh.no_transpose_back
 
 
 def test_tests_run_in_task_order(tmp_path):
@@ -409,5 +417,53 @@ def test_a_library_attention_named_but_never_run_fails_its_part(tmp_path):
     assert code == 1, output
     failed = {test_id: message for test_id, (outcome, message) in results.items() if outcome != "passed"}
     assert failed and all(t.startswith("tests.test_positional::") for t in failed), sorted(failed)
-    assert all("positional.py names torch.nn.functional.scaled_dot_product_attention" in m or
-               "positional.py names scaled_dot_product_attention" in m for m in failed.values()), failed
+    said = _rubric()["meta"]["forbidden_message"].format(names="scaled_dot_product_attention")
+    assert all(said in m for m in failed.values()), failed  # the graders' words (rubric.toml)
+
+
+def test_the_known_mistakes_file_is_current():
+    """assignments/day13/tests/known_mistakes.json holds what every catalogue mutant gives at the first visible
+    comparison it fails, with the rubric's hints and forbidden rule (python -m grader.day13.visible_fingerprints)."""
+    from grader.day13 import visible_fingerprints
+
+    assert visible_fingerprints.main(["--check"]) == 0, "run: python -m grader.day13.visible_fingerprints"
+
+
+MISCONCEPTION = "Likely misconception"
+SEVERAL = "known mistakes gives"
+
+
+def _self_attention_run(tmp_path, good, bad):
+    sources = from_dir(REFERENCE)
+    assert sources["self_attention.py"].count(good) == 1, "the reference changed: update this edit"
+    sources["self_attention.py"] = sources["self_attention.py"].replace(good, bad)
+    code, results, output = run_visible(student_folder(tmp_path, sources), "-m", "self_attention")
+    assert code == 1, output
+    return {test_id.split("::")[1]: message for test_id, (outcome, message) in results.items() if outcome != "passed"}
+
+
+def test_a_misconception_is_named_only_when_the_numbers_are_that_mistakes(tmp_path):
+    """The visible tests name a misconception when the student's numbers are a catalogue mutant's (in the
+    rubric's words), and only then: a mask applied after the softmax (written unlike the mutant) and a
+    softmax over the wrong axis are never told their mask is inverted; a mistake nobody catalogued is
+    shown what differs, and no misconception is named."""
+    hints = {k: v["text"] for k, v in _rubric()["hints"].items()}
+    after = _self_attention_run(tmp_path / "after", '        scores = scores.masked_fill(mask == 0, float("-inf"))',
+                                "        pass\n    weights = torch.softmax(scores, dim=-1) * (mask != 0)\n"
+                                "    return weights @ V, weights")
+    causal = after["test_s6_causal_mask_worked_problem"]
+    assert f"{MISCONCEPTION} (your numbers are exactly what this known mistake gives): {hints['sa.softmax_then_mask']}" \
+        in causal, causal
+    assert "inverted" not in "\n".join(after.values())
+
+    axis = _self_attention_run(tmp_path / "axis", "torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)")
+    assert hints["sa.softmax_query_axis"] in axis["test_s6_causal_mask_worked_problem"]
+    assert "inverted" not in "\n".join(axis.values())
+    several = axis["test_s5_self_attention_shapes"]  # a (1, 6, 6) batch: dim=-2 and dim=1 are the same axis
+    assert SEVERAL in several and hints["sa.softmax_query_axis"] in several and hints["sa.softmax_dim1"] in several
+
+    unknown = _self_attention_run(tmp_path / "unknown", "/ math.sqrt(d_k)", "/ (2 * math.sqrt(d_k))")
+    assert unknown and not any(MISCONCEPTION in m or SEVERAL in m for m in unknown.values()), unknown
+    assert not any(text in m for text in hints.values() for m in unknown.values())
+    two_tokens = unknown["test_s3_two_tokens"]
+    assert "expected" in two_tokens and "got" in two_tokens and "largest difference" in two_tokens

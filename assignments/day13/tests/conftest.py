@@ -6,6 +6,8 @@ A task you have not written yet (the stub raises NotImplementedError) shows up a
 """
 import functools
 import importlib
+import json
+import math
 import sys
 import traceback
 import types
@@ -17,6 +19,23 @@ import torch
 STUDENT_DIR = Path(__file__).resolve().parents[1]
 if str(STUDENT_DIR) not in sys.path:
     sys.path.insert(0, str(STUDENT_DIR))
+
+
+# What the visible tests know about mistakes, in one data file made by the kit from the graders' own
+# sources (numbers and the rubric's words, no code): the hints the graders give for each known mistake,
+# that mistake's outputs on these tests' fixed inputs (its "fingerprint"), and the library-attention rule.
+KNOWN_MISTAKES = Path(__file__).resolve().parent / "known_mistakes.json"
+
+
+def _read_known_mistakes():
+    try:
+        return json.loads(KNOWN_MISTAKES.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+KNOWN = _read_known_mistakes()
+FORBIDDEN = KNOWN.get("forbidden", {})
 
 
 # Library attention is not allowed (README, "Not allowed"). It is watched from here, before your files
@@ -42,34 +61,49 @@ for _cls in ("MultiheadAttention", "Transformer", "TransformerEncoder", "Transfo
     _watch(getattr(torch.nn, _cls), "__init__", f"torch.nn.{_cls}")
 
 
-# The graders also read your files: naming one of these torch APIs costs the part, even in code that
-# never runs. The same reading is done here, so the visible tests say so too.
-FORBIDDEN_NAMES = {"scaled_dot_product_attention", "multi_head_attention_forward", "MultiheadAttention", "Transformer",
-                   "TransformerEncoder", "TransformerEncoderLayer", "TransformerDecoder", "TransformerDecoderLayer"}
+def _forbidden_message(names):
+    """The graders' own words (rubric's forbidden_message) for a part that reaches library attention."""
+    text = FORBIDDEN.get("message") or ("Your code reaches {names}, which is not allowed (README, \"Not allowed\"): "
+                                        "write the matrix products and the softmax yourself (handout §5, §7).")
+    return text.format(names=", ".join(sorted(names)))
 
 
+# The graders also read your files: naming one of these APIs costs the part, even in code that never
+# runs. The same reading (the graders' list, forbidden.toml) is done here, so the visible tests say so too.
 @functools.lru_cache(maxsize=None)
 def _forbidden_in_source(part):
-    """The forbidden torch APIs that `part`.py names (through torch, F, nn, functional or an alias of them)."""
+    """The forbidden names that `part`.py reaches by name: `anywhere` names on any object or as a string,
+    `torch_only` names through torch (torch, F, nn, functional or an alias of them), imports of the kit."""
     import ast
 
     try:
         tree = ast.parse((STUDENT_DIR / f"{part}.py").read_text(encoding="utf-8"))
     except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
         return ()
+    anywhere, torch_only = set(FORBIDDEN.get("anywhere", ())), set(FORBIDDEN.get("torch_only", ()))
+    kit = set(FORBIDDEN.get("kit_packages", ()))
     torch_names, found, attributes = {"torch", "F", "nn", "functional"}, set(), []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             torch_names |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] == "torch"}
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
-            torch_names |= {a.asname or a.name for a in node.names}
-            found |= {a.name for a in node.names if a.name in FORBIDDEN_NAMES}
-        elif isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_NAMES:
+            found |= {f"the kit's own code ({a.name})" for a in node.names if a.name.split(".")[0] in kit}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            module = node.module or ""
+            if module.split(".")[0] == "torch":
+                torch_names |= {a.asname or a.name for a in node.names}
+                found |= {a.name for a in node.names if a.name in anywhere | torch_only}
+            elif module.split(".")[0] in kit:
+                found.add(f"the kit's own code ({module})")
+        elif isinstance(node, ast.Attribute) and node.attr in anywhere | torch_only:
             root = node.value
             while isinstance(root, ast.Attribute):
                 root = root.value
             attributes.append((getattr(root, "id", None), node.attr))
-    found |= {attr for root, attr in attributes if root in torch_names}
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            parts = node.value.replace(":", ".").split(".")
+            if node.value in anywhere or (parts[0] == "torch" and parts[-1] in anywhere | torch_only and len(parts) > 1):
+                found.add(parts[-1])
+    found |= {attr for root, attr in attributes if attr in anywhere or root in torch_names}
     return tuple(sorted(found))
 
 
@@ -162,8 +196,11 @@ def _lookup(Q, K, V, mask):
                 continue
             return record, index
     mask_text = "" if mask is None else f", mask {tuple(torch.as_tensor(mask).shape)}"
-    pytest.fail(NOT_AN_EXPECTED_INPUT.format(shapes=", ".join(str(tuple(t.shape)) for t in (Q, K, V)), mask=mask_text),
-                pytrace=False)
+    given = torch.stack([q, k, v]) if q.shape == k.shape == v.shape else torch.cat([t.reshape(-1) for t in (q, k, v)])
+    given_mask = None if mask is None else torch.as_tensor(mask).detach().to(torch.float64)
+    evidence = EVIDENCE.compared("attention_input", given, given_mask, True)
+    pytest.fail(NOT_AN_EXPECTED_INPUT.format(shapes=", ".join(str(tuple(t.shape)) for t in (Q, K, V)), mask=mask_text)
+                + evidence, pytrace=False)
 
 
 class _KnownAttention(torch.autograd.Function):
@@ -312,15 +349,9 @@ def pytest_pyfunc_call(pyfuncitem):
     else:
         part = next((p for p in PART_ORDER if pyfuncitem.get_closest_marker(p)), None)
         named = _forbidden_in_source(part) if part else ()
-        if named and not _library_attention_used:
-            pytest.fail(f"{part}.py names {', '.join(named)}, which is not allowed (README, \"Not allowed\"): the graders "
-                        "read your files and take this part's points for it, even if that line never runs. "
-                        "Write the matrix products and the softmax yourself (handout §5, §7).", pytrace=False)
-        if not _library_attention_used:
+        if not named and not _library_attention_used:
             return outcome
-        message = (f"your code used {', '.join(sorted(_library_attention_used))}, which is not allowed: computing "
-                   "attention yourself is the point of Day 13, and the graders take this part's points for it. "
-                   "Write the matrix products and the softmax yourself (handout §5, §7).")
+        message = _forbidden_message(set(named) | _library_attention_used)
     # Failing outside the except block keeps the report to a few lines, without the chained traceback.
     pytest.fail(message, pytrace=False)
 
@@ -389,7 +420,10 @@ def _raised_in_student_code(error, test):
 
 
 class Check:
-    """Comparisons whose failure message shows expected, got, where they differ most, and a hint."""
+    """Comparisons whose failure message shows expected, got, where they differ most, and what the evidence says.
+
+    A failure names a misconception only when your numbers are those of a known mistake (see "Evidence"
+    below); otherwise `hint` (what the comparison requires) is shown."""
 
     @staticmethod
     def tensor(value, what):
@@ -407,8 +441,10 @@ class Check:
 
     def shape(self, value, expected, what):
         value = self.tensor(value, what)
-        if tuple(value.shape) != tuple(expected):
-            pytest.fail(f"{what}: expected shape {tuple(expected)}, got {tuple(value.shape)}", pytrace=False)
+        failed = tuple(value.shape) != tuple(expected)
+        evidence = EVIDENCE.compared("shape", value, None, failed)
+        if failed:
+            pytest.fail(f"{what}: expected shape {tuple(expected)}, got {tuple(value.shape)}" + evidence, pytrace=False)
 
     def close(self, got, expected, what, *, decimals=None, atol=1e-5, hint=""):
         """got ≈ expected; `decimals` compares at the handout's rounding (half a unit of the last place)."""
@@ -418,13 +454,103 @@ class Check:
         expected = torch.as_tensor(expected, dtype=torch.float64)
         if decimals is not None:
             atol = 0.5 * 10 ** -decimals + 1e-9
-        self.shape(got, expected.shape, what)
+        if tuple(got.shape) != tuple(expected.shape):
+            evidence = EVIDENCE.compared("close", got, expected, True)
+            pytest.fail(f"{what}: expected shape {tuple(expected.shape)}, got {tuple(got.shape)}"
+                        + (evidence or (f"\nHint: {hint}" if hint else "")), pytrace=False)
         gap = (got - expected).abs().nan_to_num(nan=float("inf"))  # NaN counts as the largest gap
         bad = ~(gap <= atol)
+        evidence = EVIDENCE.compared("close", got, expected, bool(bad.any()))
         if bad.any():
             shown = 4 if decimals is None else decimals + 1
             pytest.fail(f"{what}\n" + _difference(got, expected, gap, bad, atol, shown)
-                        + (f"\nHint: {hint}" if hint else ""), pytrace=False)
+                        + (evidence or (f"\nHint: {hint}" if hint else "")), pytrace=False)
+
+
+# -- Evidence: naming a misconception only when the numbers point to it --------------------------------
+# known_mistakes.json holds, for each test, the first comparison that each of the graders' catalogued
+# mistakes fails and what that mistake gives there (a sample of at most SAMPLE numbers, rounded). When
+# your failing comparison gives the same numbers as one (or several) of them, the hint names it, in the
+# graders' words. Otherwise the message says what differs and does not guess.
+SAMPLE = 64
+MATCH_ATOL, MATCH_RTOL = 1e-4, 1e-3  # the graders' tolerance for "the same mistake"
+
+
+def fingerprint(tensor):
+    """A compact, comparable summary of a tensor: its shape and at most SAMPLE of its values, evenly spread."""
+    flat = tensor.detach().to(torch.float64).reshape(-1)
+    if flat.numel() > SAMPLE:
+        flat = flat[torch.linspace(0, flat.numel() - 1, SAMPLE, dtype=torch.float64).round().long()]
+    return {"shape": list(tensor.shape), "values": flat.tolist()}
+
+
+def _same(stored, seen):
+    if stored.get("shape") != seen["shape"] or len(stored.get("values", ())) != len(seen["values"]):
+        return False
+    values = [v for v in seen["values"]]
+    scale = max([1.0] + [abs(v) for v in stored["values"] if isinstance(v, (int, float)) and math.isfinite(v)])
+    for a, b in zip(stored["values"], values):
+        a = float(a) if isinstance(a, str) else a  # "nan", "inf", "-inf"
+        if math.isnan(a) or math.isnan(b):
+            if not (math.isnan(a) and math.isnan(b)):
+                return False
+        elif a != b and not abs(a - b) <= MATCH_ATOL * scale + MATCH_RTOL * abs(a):
+            return False
+    return True
+
+
+class Evidence:
+    """Counts the comparisons of the running test; on a failure, the known mistakes that give the same numbers."""
+
+    def __init__(self):
+        self.test, self.count = None, 0
+        self.record = None  # the kit's fingerprint generator listens here: record(test, n, kind, got, expected, failed)
+
+    def start(self, test):
+        self.test, self.count = test, 0
+
+    def compared(self, kind, got, expected, failed):
+        """Call at every comparison; returns the text to add to a failure ("" when nothing is known)."""
+        self.count += 1
+        if self.record is not None:
+            self.record(self.test, self.count, kind, *self._fingerprints(kind, got, expected), failed)
+        if not failed:
+            return ""
+        return self.explain(self.matches(kind, got, expected))
+
+    @staticmethod
+    def _fingerprints(kind, got, expected):
+        if kind == "shape":  # only the shape is compared: the values may hang on how your layers were initialised
+            return {"shape": list(got.shape), "values": []}, None
+        return fingerprint(got), None if expected is None else fingerprint(expected)
+
+    def matches(self, kind, got, expected):
+        """The catalogue ids whose outputs are these, at this comparison of this test."""
+        seen_got, seen_expected = self._fingerprints(kind, got, expected)
+        found = []
+        for entry in KNOWN.get("tests", {}).get(self.test or "", {}).get(str(self.count), ()):
+            if entry.get("kind") != kind or not _same(entry["got"], seen_got):
+                continue
+            if "expected" in entry and (seen_expected is None or not _same(entry["expected"], seen_expected)):
+                continue
+            if "expected" not in entry and kind == "attention_input" and seen_expected is not None:
+                continue  # the mistake passed no mask where you pass one
+            found += [m for m in entry.get("mutants", ()) if m not in found]
+        return found
+
+    @staticmethod
+    def explain(mistakes):
+        hints = KNOWN.get("hints", {})
+        texts = [hints[m] for m in mistakes if m in hints]
+        if not texts:
+            return ""
+        if len(texts) == 1:
+            return f"\nLikely misconception (your numbers are exactly what this known mistake gives): {texts[0]}"
+        return (f"\nYour numbers are exactly what each of these {len(texts)} known mistakes gives; "
+                "one of them is likely yours:\n" + "\n".join(f"  - {text}" for text in texts))
+
+
+EVIDENCE = Evidence()
 
 
 SMALL = 16  # a tensor with at most this many entries is shown whole
@@ -462,6 +588,11 @@ def _fmt_row(row, column, decimals, width=8):
 @pytest.fixture
 def check():
     return Check()
+
+
+@pytest.fixture(autouse=True)
+def _evidence(request):
+    EVIDENCE.start(request.node.name)
 
 
 @pytest.fixture(autouse=True)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import sys
 import zipfile
@@ -157,6 +158,8 @@ def leaks(folder: Path) -> list[str]:
         if path.suffix == ".pt":
             found += [f"{relative}: {problem}" for problem in _not_just_numbers(path)]
             continue
+        if path.suffix == ".json" and relative.parts[0] == "tests":
+            found += [f"{relative}: {problem}" for problem in _not_just_fingerprints(path, folder)]
         text = data.decode("utf-8", errors="replace")
         if path.suffix == ".ipynb":
             text = notebook.code_of(nbformat.reads(text, as_version=4))
@@ -186,6 +189,60 @@ def _not_just_numbers(path: Path) -> list[str]:
             stack += list(item)
         elif item is not None and not isinstance(item, torch.Tensor):
             problems.append(f"holds a {type(item).__name__}, not only numbers")
+    return problems
+
+
+# The visible tests' fingerprints of known mistakes (a lesson's tests/*.json): outputs of the bug
+# catalogue's mutants on the visible tests' own inputs, and the rubric's words. Each array is a sample
+# of an output, never a whole one, and nothing in the file is free text that could carry code.
+FINGERPRINT_MAX_VALUES = 64
+FINGERPRINT_MAX_BYTES = 1_000_000
+_WORD = re.compile(r"-?[a-z][a-z_]{0,19}")  # short lowercase words as values: kinds of comparison, "nan", "inf"
+# The file's own field names; every other key must be a visible test's name, a comparison's number or a
+# rubric hint id, so nothing can be keyed to inputs the visible tests do not use.
+FINGERPRINT_FIELDS = frozenset({"format", "hints", "forbidden", "anywhere", "torch_only", "kit_packages", "message",
+                                "tests", "kind", "got", "expected", "shape", "values", "mutants"})
+
+
+def _not_just_fingerprints(path: Path, folder: Path) -> list[str]:
+    """What in a visible-test data file is not numbers, visible test names or the lesson's own published words
+    (rubric hints and forbidden_message, the forbidden policy's names). Empty when it is clean."""
+    from grader.forbidden import load_policy
+
+    if path.stat().st_size > FINGERPRINT_MAX_BYTES:
+        return [f"is {path.stat().st_size} bytes, more than a fingerprint file's {FINGERPRINT_MAX_BYTES}"]
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:
+        return [f"is not JSON data ({type(error).__name__})"]
+    rubric = LESSON.rubric()
+    hints = {k: v.get("text") for k, v in rubric.get("hints", {}).items() if isinstance(v, dict)}
+    names = load_policy(LESSON.forbidden_path)["names"]
+    words = {*filter(None, hints.values()), rubric.get("meta", {}).get("forbidden_message"),
+             *(n for group in names.values() for n in group)}
+    visible = {m for p in (folder / "tests").glob("test_*.py")
+               for m in re.findall(r"^def (test_\w+)", p.read_text(encoding="utf-8", errors="replace"), re.M)}
+
+    def known_key(key: str) -> bool:
+        test, _, param = key.partition("[")
+        return (key.isdigit() or key in hints or key in FINGERPRINT_FIELDS
+                or (test in visible and (not param or (param.endswith("]") and len(param) <= 40 and "\n" not in param))))
+
+    problems, stack = [], [data]
+    while stack and len(problems) < 5:
+        item = stack.pop()
+        if isinstance(item, dict):
+            problems += [f"holds the key {k[:60]!r}, not a visible test's name or the rubric's" for k in item
+                         if not known_key(k)]
+            stack += item.values()
+        elif isinstance(item, list):
+            numbers = [v for v in item if isinstance(v, (int, float)) or v in ("nan", "inf", "-inf")]
+            if len(numbers) > FINGERPRINT_MAX_VALUES:
+                problems.append(f"holds an array of {len(numbers)} numbers (a fingerprint keeps at most "
+                                f"{FINGERPRINT_MAX_VALUES}: a sample of an output, never a whole one)")
+            stack += item
+        elif isinstance(item, str) and item not in words and item not in hints and not _WORD.fullmatch(item):
+            problems.append(f"holds the text {item[:60]!r}, not one of the rubric's hints or forbidden names")
     return problems
 
 

@@ -124,6 +124,44 @@ def test_leak_search_refuses_a_stand_in_table_that_holds_code(built, tmp_path):
     assert any("attention_answers.pt: is not a table of numbers" in found for found in release.leaks(copy))
 
 
+def test_leak_search_refuses_a_fingerprint_file_with_code_or_hidden_inputs(built, tmp_path):
+    """The visible tests' fingerprints of known mistakes ship as numbers on the visible tests' inputs and
+    the rubric's words; free text (code), a key that is no visible test (a hidden test's inputs) or an
+    array longer than a sample is a leak."""
+    import re
+
+    copy = tmp_path / "day13"
+    shutil.copytree(built / "day13", copy)
+    fingerprints = sorted((copy / "tests").glob("*.json"))
+    assert fingerprints and release.leaks(copy) == []
+    path = fingerprints[0]
+    clean = json.loads(path.read_text(encoding="utf-8"))
+    test, places = next(iter(clean["tests"].items()))
+    place, entries = next(iter(places.items()))
+
+    def planted(change) -> list[str]:
+        data = json.loads(json.dumps(clean))
+        change(data)
+        path.write_text(json.dumps(data), encoding="utf-8")
+        return [found for found in release.leaks(copy) if found.startswith(f"tests/{path.name}")]
+
+    code = "def scaled_dot_product_attention(Q, K, V):\n    return torch.softmax(Q @ K.mT, -1) @ V"
+    assert any("holds the text" in f for f in planted(lambda d: d["hints"].update({entries[0]["mutants"][0]: code})))
+    assert any("holds the text" in f for f in planted(lambda d: d.update({"notes": [code]})))
+    assert any("holds the key" in f for f in planted(lambda d: d.update({code[:40]: 1})))
+    hidden_tests = {m for p in release.HIDDEN.rglob("test_*.py")
+                    for m in re.findall(r"^def (test_\w+)", p.read_text(encoding="utf-8"), re.M)}
+    visible_tests = {m for p in (copy / "tests").glob("test_*.py")
+                     for m in re.findall(r"^def (test_\w+)", p.read_text(encoding="utf-8"), re.M)}
+    hidden = sorted(hidden_tests - visible_tests)[0]
+    assert any(f"holds the key '{hidden}'" in f for f in planted(lambda d: d["tests"].update({hidden: places})))
+    whole = {"shape": [50, 16], "values": [0.5] * 800}  # a whole output, not a sample
+    assert any("array of 800 numbers" in f
+               for f in planted(lambda d: d["tests"][test][place][0].update({"got": whole})))
+    path.write_text("not json", encoding="utf-8")
+    assert any("is not JSON data" in f for f in release.leaks(copy))
+
+
 def test_a_leaking_assignment_folder_is_refused(tmp_path, monkeypatch, capsys):
     assignment = tmp_path / "assignment"
     shutil.copytree(release.ASSIGNMENT, assignment, ignore=shutil.ignore_patterns("__pycache__"))

@@ -467,3 +467,14 @@ def test_a_misconception_is_named_only_when_the_numbers_are_that_mistakes(tmp_pa
     assert not any(text in m for text in hints.values() for m in unknown.values())
     two_tokens = unknown["test_s3_two_tokens"]
     assert "expected" in two_tokens and "got" in two_tokens and "largest difference" in two_tokens
+
+
+def test_library_attention_follows_the_graders_list_and_words(tmp_path):
+    """The visible scan reads forbidden.toml's names as shipped in known_mistakes.json (flex_attention named in
+    a string is not in any hand-written list) and says so with the rubric's forbidden_message."""
+    sources = from_dir(REFERENCE)
+    sources["block.py"] += '\n\nLIBRARY = "torch.nn.attention.flex_attention"\n'
+    code, results, output = run_visible(student_folder(tmp_path, sources), "-m", "block")
+    assert code == 1, output
+    said = _rubric()["meta"]["forbidden_message"].format(names="flex_attention")
+    assert results and all(outcome == "failure" and said in message for outcome, message in results.values()), output

@@ -15,7 +15,7 @@ def _call(module: str, function: str, **kwargs) -> int:
     return int(code or 0)
 
 
-RELEASES = ("now", "after_due_date", "published", "all")  # grader.report.RELEASES, without importing it
+RELEASES = ("now", "after_due_date", "published", "all")  # grader.feedback.RELEASES, without importing it
 
 
 def _lesson_option(p) -> None:
@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--overrides", default=None, metavar="FILE", help="default: the merged folder's overrides.csv")
     _release_option(p)
-    p.set_defaults(run=lambda a: _call("report", "merge", shards=a.shards, out=a.out, overrides_path=a.overrides,
+    p.set_defaults(run=lambda a: _call("merge", "merge", shards=a.shards, out=a.out, overrides_path=a.overrides,
                                        release=a.release))
 
     p = sub.add_parser("review", help="a page on this machine to walk the class and set points by hand")
@@ -130,7 +130,7 @@ def _exit_now(code: int) -> None:
     """End the process once a command is done: exit handlers run (temporary folders, logging,
     multiprocessing), output is flushed, and the interpreter's teardown of torch and matplotlib
     (~0.6 s of freeing objects nothing will use) is skipped. Every result file is already written,
-    synced and closed (report.write_atomic)."""
+    synced and closed (storage.write_atomic)."""
     import atexit
     import os
 

@@ -107,13 +107,15 @@ def render(text: str, run: dict) -> str:
 
 def stale(run: dict) -> list[str]:
     """What differs between the files and the stored run (empty when nothing does)."""
-    from grader.report import GRADES_COLUMNS
+    from grader.classreport import grades_columns
+
+    columns = grades_columns()
 
     problems = []
     header = run["course_grades_csv"].splitlines()[0]
-    if header != ",".join(GRADES_COLUMNS):
+    if header != ",".join(columns):
         problems.append(f"{RECORD.relative_to(ROOT)} was recorded with the columns {header!r}; grades.csv now has "
-                        f"{','.join(GRADES_COLUMNS)!r}")
+                        f"{','.join(columns)!r}")
     for path in FILES:
         text = path.read_text(encoding="utf-8")
         if not BLOCK.search(text):

@@ -27,7 +27,7 @@ from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
 from grader.lesson import load_lesson
-from grader.report import CLASS_FILES  # the class files beside the row folders: no row is named like one
+from grader.storage import CLASS_FILES  # the class files beside the row folders: no row is named like one
 
 LESSON = load_lesson()
 CONTRACT_MODULES = LESSON.modules

@@ -115,6 +115,12 @@ class Lesson:
     catalogue_module: str
     tolerances_module: str
     adapter_class: str  # "package.module:Class": the hidden tests' adapter (a grader.calls.Adapter)
+    label: str = ""  # how the course names the lesson beside its title ("Day 13"), if at all
+
+    @property
+    def heading(self) -> str:
+        """The lesson as the headings of its pages name it: "<label> · <title>", or the title alone."""
+        return f"{self.label} · {self.title}" if self.label else self.title
 
     @property
     def package(self) -> str:
@@ -218,7 +224,7 @@ def _load(folder: Path) -> Lesson:
     if any(len(pair) != 2 for pair in siblings.values()):
         raise LessonError(f"{declared} [sibling_imports]: each entry is [sibling module, name]")
     lesson = Lesson(
-        name=folder.name, folder=folder, title=str(need("title")),
+        name=folder.name, folder=folder, title=str(need("title")), label=str(data.get("label", "")),
         contract=ROOT / need("contract"), assignment=ROOT / need("assignment"),
         solutions=ROOT / need("solutions"), notebook=str(need("notebook_file")),
         graded_names=_strings(need("modules"), f"{declared} [modules]"),

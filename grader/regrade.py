@@ -109,7 +109,7 @@ def keep_rubric(out: Path) -> None:
     target = folder / f"{current()['rubric']}.toml"
     if not target.is_file():
         folder.mkdir(parents=True, exist_ok=True)
-        from grader.report import write_atomic
+        from grader.storage import write_atomic
 
         write_atomic(target, rubric_path().read_bytes())
 
@@ -235,7 +235,7 @@ def rescore(result, old_rubric: dict, new_rubric: dict) -> bool:
 def rescore_records(out: Path, names: list[str]) -> list[str]:
     """Rescore each named record in place and rewrite its files; returns the names that could not
     be rescored (to be regraded)."""
-    from grader import report
+    from grader import feedback, storage
 
     new_path = rubric_path()
     new_rubric = tomllib.loads(new_path.read_text("utf-8"))
@@ -243,7 +243,7 @@ def rescore_records(out: Path, names: list[str]) -> list[str]:
     for name in names:
         record_path = Path(out) / name / "record.json"
         try:
-            result = report.record_from_json(json.loads(record_path.read_text("utf-8")))
+            result = storage.record_from_json(json.loads(record_path.read_text("utf-8")))
             old_file = Path(out) / RUBRIC_SNAPSHOTS / f"{result.digests.get('rubric')}.toml"
             old_rubric = tomllib.loads(old_file.read_text("utf-8"))
         except (OSError, ValueError, TypeError):
@@ -253,5 +253,5 @@ def rescore_records(out: Path, names: list[str]) -> list[str]:
             failed.append(name)
             continue
         result.digests = {**result.digests, "rubric": current()["rubric"]}
-        report.write_submission(Path(out), result)
+        feedback.write_submission(Path(out), result)
     return failed

@@ -31,8 +31,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from grader import overrides, report, similarity
-from grader.records import COMPONENTS, SubmissionResult
+from grader import overrides, similarity
+from grader.document import number
+from grader.feedback import by_component, clip, hint_texts, released, visibility_of
+from grader.lesson import load_lesson
+from grader.records import SubmissionResult
+from grader.storage import load_records
 
 MAX_TEXT = 100_000  # characters of a README or analysis shown
 MAX_IMAGE = 20 << 20  # bytes of an image served
@@ -76,7 +80,7 @@ class Review:
 
     def records(self) -> tuple[list[SubmissionResult], str]:
         """The class with the overrides applied, and the overrides file's problem if it has one."""
-        records, _ = report.load_records(self.out)
+        records, _ = load_records(self.out)
         try:
             rows = overrides.read(self.overrides_path)
             overrides.check(rows, records, path=self.overrides_path)
@@ -140,12 +144,12 @@ def _image_type(data: bytes) -> str | None:
 def _targets(result: SubmissionResult) -> list[tuple[str, str, float | None]]:
     """(value, label, maximum) for the form's choice of what to set: the whole submission, parts, tests."""
     found = [(overrides.BONUS, "whole submission: add or take points (+/-)", None)]
-    for component in COMPONENTS:
+    for component in load_lesson().components:
         tests = [t for t in result.tests if t.component == component]
         if tests:
-            found.append((component, f"part {component} (0..{report._number(sum(t.max_score for t in tests))})",
+            found.append((component, f"part {component} (0..{number(sum(t.max_score for t in tests))})",
                           sum(t.max_score for t in tests)))
-            found += [(t.name, f"  {t.name} (0..{report._number(t.max_score)})", t.max_score) for t in tests]
+            found += [(t.name, f"  {t.name} (0..{number(t.max_score)})", t.max_score) for t in tests]
     return found
 
 
@@ -168,11 +172,11 @@ def render_student(review: Review, records: list[SubmissionResult], index: int, 
     if message:
         out.append(f'<p class="bad">{e(message)}</p>')
     status = "" if result.status == "ok" else f' <span class="bad">status: {e(result.status)}</span>'
-    out.append(f"<h1>{e(name)}: {report._number(result.total)} / {report._number(result.max_total)}{status}</h1>")
+    out.append(f"<h1>{e(name)}: {number(result.total)} / {number(result.max_total)}{status}</h1>")
     out.append(f"<p>from <code>{e(result.source or '?')}</code></p>")
     out.append("<table><tr><th>part</th><th>points</th></tr>")
-    for component, (score, possible) in report._by_component(result).items():
-        out.append(f"<tr><td>{e(component)}</td><td>{report._number(score)} / {report._number(possible)}</td></tr>")
+    for component, (score, possible) in by_component(result).items():
+        out.append(f"<tr><td>{e(component)}</td><td>{number(score)} / {number(possible)}</td></tr>")
     out.append("</table>")
     if result.overrides:
         out.append("<h2>Decisions in effect</h2><ul>")
@@ -213,20 +217,20 @@ def render_student(review: Review, records: list[SubmissionResult], index: int, 
         else:
             out.append(f"<p>No {e(kind)}.</p>")
     out.append("<h2>Automated verdicts</h2><table><tr><th>test</th><th>verdict</th><th>points</th><th>details</th></tr>")
-    hints = report._hint_texts()
+    hints = hint_texts()
     for t in result.tests:
         cls = "ok" if t.status == "passed" else "bad"
         details = ""
         if t.status != "passed":
-            if report.released(report.visibility_of(t.name, t.component), review.release):
+            if released(visibility_of(t.name, t.component), review.release):
                 hint = hints.get(t.hint_id or "")
-                details = f"<pre>{e(report._clip(t.output))}</pre>" + \
+                details = f"<pre>{e(clip(t.output))}</pre>" + \
                     (f"<p><b>Hint:</b> {e(hint)}</p>" if hint and hint not in t.output else "")
             else:
                 details = f"<p>details withheld (--release {e(review.release)})</p>"
         out.append(f'<tr><td><code>{e(t.name)}</code><br><small>{e(t.title)}</small></td>'
                    f'<td class="{cls}">{e(t.status)}</td>'
-                   f"<td>{report._number(t.score)} / {report._number(t.max_score)}</td><td>{details}</td></tr>")
+                   f"<td>{number(t.score)} / {number(t.max_score)}</td><td>{details}</td></tr>")
     out.append("</table></body></html>")
     return "\n".join(out) + "\n"
 
@@ -333,7 +337,7 @@ class Handler(BaseHTTPRequestHandler):
             candidate = overrides.Override(name, row["test"], points, row["comment"].strip(), line=0)
             if points is not None and points != points:
                 raise ValueError
-            overrides.check([candidate], [r for r in report.load_records(self.server.review.out)[0]
+            overrides.check([candidate], [r for r in load_records(self.server.review.out)[0]
                                           if r.submission == name], path="this form")
         except (ValueError, overrides.OverrideError) as error:
             message = str(error) if isinstance(error, overrides.OverrideError) else f"points {raw!r} is not a number"
@@ -360,7 +364,7 @@ class ReviewServer(ThreadingHTTPServer):
 def main(*, out: str, submissions: str | None = None, overrides_path: str | None = None, port: int = 8765,
          release: str = "all", by: str = "") -> int:
     out_dir = Path(out)
-    if not out_dir.is_dir() or not report.load_records(out_dir)[0]:
+    if not out_dir.is_dir() or not load_records(out_dir)[0]:
         print(f"review: {out} holds no graded submissions; run `python -m grader grade SUBMISSIONS --out {out}` first",
               file=sys.stderr)
         return 2

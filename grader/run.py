@@ -66,7 +66,7 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
     try:
         # Checked before anything is graded: a typo in a name should not wait for the whole class.
         from grader import overrides as decisions
-        from grader.report import load_records
+        from grader.storage import load_records
 
         decisions.check(decisions.read(overrides_path), load_records(out)[0] if out.is_dir() else [],
                         path=overrides_path, submissions={s.name for s in subs})
@@ -115,7 +115,7 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
             return EXIT_ENGINE_FAULT
         finally:
             zygote.close()
-    from grader import report
+    from grader import classreport
 
     if shard_n == 1:
         _similarity(subs, out, jobs)
@@ -124,7 +124,7 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
 
     late.write_lateness(out, Path(submissions) / "collected.csv", {s.name for s in subs})
     try:
-        report.write_class(out, overrides_path, release)
+        classreport.write_class(out, overrides_path, release)
     except decisions.OverrideError as exc:
         print(f"grade: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -393,7 +393,7 @@ def _grade_in_processes(todo, *, out, work, zygote, config, jobs, progress, faul
     # The class report's plotting library (~0.3 s) loads now, while the workers wait for the zygote,
     # rather than after the last row, when nothing else runs beside it.
     with contextlib.suppress(Exception):
-        _preload()[1]._pyplot()
+        _preload()[1].pyplot()
     pending = {s.name for s in todo}
     while pending:
         try:
@@ -436,7 +436,7 @@ def _preload():
     the zygote is importing torch too). Secret from here on: the zygote already runs, and it is a
     separate interpreter. One intra-op thread before any op: a forked worker must not inherit a
     thread pool (it would hang in it), and two workers on two cores must not oversubscribe.
-    Returns the scorer and the report module; done once per process (a forked worker has it).
+    Returns the scorer and the feedback and plots modules; done once per process (a forked worker has it).
     """
     global _preloaded
     if _preloaded is not None:
@@ -447,7 +447,7 @@ def _preload():
 
     torch.set_num_threads(1)
     skip_absent_device_seed_stacks(torch)  # the reference and mutants run here too
-    from grader import report
+    from grader import feedback, plots
 
     score = importlib.import_module("grader.score")
     InProcessTransport = score.InProcessTransport
@@ -457,7 +457,7 @@ def _preload():
     with contextlib.suppress(Exception):
         score.grade_submission(name="reference", directory=score.SOLUTIONS,
                                transport=InProcessTransport(score.SOLUTIONS))
-    _preloaded = score, report
+    _preloaded = score, plots, feedback
     return _preloaded
 
 
@@ -469,7 +469,7 @@ class _Worker:
 
     def __init__(self, slot, *, out, work, zygote, config):
         self.slot, self.out, self.work, self.zygote, self.config = slot, out, work, zygote, config
-        self.score, self.report = _preload()  # already done (and inherited) when workers are forked
+        self.score, _, self.feedback = _preload()  # already done (and inherited) when workers are forked
         limits = self.score.load_limits().get("deliverables", {})
         self.checker = LimitedChecker(memory_bytes=limits.get("memory_bytes", 1 << 30), seconds=limits.get("seconds", 30))
         # The zygote's start-up is the run's, not the first submission's: its execution_time starts after.
@@ -491,7 +491,7 @@ class _Worker:
                                              f"({type(exc).__name__}: {without_paths(str(exc))[:300]}); this is not "
                                              "your code's fault, and the next grading run grades it again"])
         try:
-            self.report.write_submission(self.out, result)
+            self.feedback.write_submission(self.out, result)
         except Exception as exc:
             fault = f"could not write its results ({type(exc).__name__}: {exc})"
         return sub.name, result.total, result.max_total, result.status, fault

@@ -906,7 +906,7 @@ def report_section(out_dir: Path) -> str:
 
 def run(*, subs, out: Path, base: Base, jobs: int = 1) -> list[Row]:
     """Compare `subs` (intake.Submission) and write OUT/similarity.csv and OUT/similarity.html."""
-    from grader.report import write_atomic
+    from grader.storage import write_atomic
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """feedback.html: each student's feedback as a page (the class report links to it), rendered from
 feedback.md with every student-derived character escaped."""
-from grader import report
+from grader import classreport, feedback
 from grader.records import SubmissionResult
 from grader.records import TestResult as Outcome
 
@@ -14,7 +14,7 @@ def _result() -> SubmissionResult:
 
 
 def test_the_page_renders_the_markdown_and_escapes_student_text(tmp_path):
-    report.write_submission(tmp_path, _result())
+    feedback.write_submission(tmp_path, _result())
     page = (tmp_path / "zed" / "feedback.html").read_text()
     assert "<h1>" in page and "<table>" in page and "<strong>Score: 0 / 2</strong>" in page
     assert "<pre>" in page  # the test's output, fenced, as preformatted text
@@ -25,9 +25,9 @@ def test_the_page_renders_the_markdown_and_escapes_student_text(tmp_path):
 
 
 def test_the_class_report_links_to_the_pages_and_overrides_reach_them(tmp_path):
-    report.write_submission(tmp_path, _result())
+    feedback.write_submission(tmp_path, _result())
     (tmp_path / "overrides.csv").write_text("submission,test,points,comment,by,at\nzed,deliverables.analysis,1,fair,ta,\n")
-    report.write_class(tmp_path)
+    classreport.write_class(tmp_path)
     assert 'href="zed/feedback.html"' in (tmp_path / "report.html").read_text()
     page = (tmp_path / "zed" / "feedback.html").read_text()
     assert "Reviewed by your instructor" in page and "fair" in page

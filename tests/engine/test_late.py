@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import collect, late, regrade, report
+from grader import classreport, collect, feedback, late, regrade
 from grader.records import SubmissionResult
 from grader.records import TestResult as Outcome
 from test_collect import StudentRepo, manifest
@@ -21,7 +21,7 @@ POLICY = "\n[late]\ngrace_minutes = 30\npenalty_per_day = 10\nmax_days = 3\n"
 def rubric(tmp_path, monkeypatch):
     path = tmp_path / "rubric.toml"
     path.write_text(regrade.rubric_path().read_text() + POLICY)
-    monkeypatch.setattr(report, "_RUBRIC", path)
+    monkeypatch.setattr(feedback, "rubric_path", lambda: path)
     return path
 
 
@@ -76,28 +76,28 @@ def _grades(out: Path) -> dict:
 def test_the_penalty_reaches_the_gradebook_and_the_feedback(tmp_path, rubric):
     out = tmp_path / "out"
     for name in ("ann", "bea", "cyd"):
-        report.write_submission(out, _record(name))
+        feedback.write_submission(out, _record(name))
     collected = tmp_path / "collected.csv"
     collected.write_text("name,source,commit,committed,status,deadline,late_days,late_basis\n"
                          f"ann,x,c,t,ok,{DUE},0,push time\nbea,x,c,t,ok,{DUE},2,commit time (written by the "
                          f"student's machine)\ncyd,x,c,t,ok,{DUE},9,push time\n")
     late.write_lateness(out, collected, {"ann", "bea", "cyd"})
-    report.write_class(out)
+    classreport.write_class(out)
     rows = _grades(out)
     assert list(rows["ann"])[-3:] == ["overrides", "late_days", "penalty"]
     assert (rows["ann"]["late_days"], rows["ann"]["penalty"], rows["ann"]["total"]) == ("0", "0", "90")
     assert (rows["bea"]["late_days"], rows["bea"]["penalty"], rows["bea"]["total"]) == ("2", "20", "70")
     assert rows["cyd"]["penalty"] == "30"  # capped at max_days
-    feedback = (out / "bea" / "feedback.md").read_text()
-    assert "Handed in 2 days late" in feedback and "commit time" in feedback and "-20 points" in feedback
+    text = (out / "bea" / "feedback.md").read_text()
+    assert "Handed in 2 days late" in text and "commit time" in text and "-20 points" in text
     assert json.loads((out / "bea" / "results.json").read_text())["score"] == 70
 
 
 def test_without_a_policy_nothing_changes(tmp_path):
     out = tmp_path / "out"
-    report.write_submission(out, _record("bea"))
+    feedback.write_submission(out, _record("bea"))
     (out / "bea" / late.FILE).write_text(json.dumps({"late_days": 2, "deadline": DUE, "measured_from": "x"}))
-    report.write_class(out)
+    classreport.write_class(out)
     row = _grades(out)["bea"]
     assert (row["total"], row["late_days"], row["penalty"]) == ("90", "", "")
     assert "late" not in (out / "bea" / "feedback.md").read_text().lower()

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import REFERENCE, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
 
 from grader import intake, run  # noqa: E402
-from grader.report import CLASS_FILES  # noqa: E402
+from grader.storage import CLASS_FILES  # noqa: E402
 from grader.intake import IntakeLimits, discover, materialise  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from grader import overrides, report, run
+from grader import classreport, feedback, overrides, run
+from grader.merge import merge
 from grader.records import SubmissionResult
 from grader.records import TestResult as Outcome
 
@@ -27,8 +28,8 @@ def _result(name: str, passed: bool = True) -> SubmissionResult:
 def out(tmp_path):
     folder = tmp_path / "out"
     for name, passed in (("alice", True), ("bob", False)):
-        report.write_submission(folder, _result(name, passed))
-    report.write_class(folder)
+        feedback.write_submission(folder, _result(name, passed))
+    classreport.write_class(folder)
     return folder
 
 
@@ -43,14 +44,14 @@ def _grades(out: Path) -> dict[str, dict]:
 def test_a_test_override_reaches_every_file(out):
     _write(out / "overrides.csv",
            "alice,deliverables.analysis,0.5,the analysis restates the handout,ta-jo,2026-12-02T10:00:00+00:00")
-    report.write_class(out)
+    classreport.write_class(out)
     row = _grades(out)["alice"]
     assert row["total"] == "9.5" and row["deliverables"] == "2.5"
     assert row["overrides"] == "deliverables.analysis 2->0.5"
     assert list(_grades(out)["alice"])[-5:-2] == ["status", "source", "overrides"]
-    feedback = (out / "alice" / "feedback.md").read_text()
-    assert "**Score: 9.5 / 11**" in feedback
-    assert "## Reviewed by your instructor" in feedback and "the analysis restates the handout" in feedback
+    text = (out / "alice" / "feedback.md").read_text()
+    assert "**Score: 9.5 / 11**" in text
+    assert "## Reviewed by your instructor" in text and "the analysis restates the handout" in text
     results = json.loads((out / "alice" / "results.json").read_text())
     assert results["score"] == 9.5
     analysis = next(t for t in results["tests"] if "deliverables.analysis" in t["name"])
@@ -61,7 +62,7 @@ def test_a_test_override_reaches_every_file(out):
     # The record stays the automated result: removing the row restores the grade.
     assert json.loads((out / "alice" / "record.json").read_text())["total"] == 11
     (out / "overrides.csv").unlink()
-    report.write_class(out)
+    classreport.write_class(out)
     assert _grades(out)["alice"]["total"] == "11" and "Reviewed" not in (out / "alice" / "feedback.md").read_text()
 
 
@@ -72,14 +73,14 @@ def test_most_specific_wins_last_row_wins_and_star_adds(out):
            "bob,self_attention.causal_mask,1,,ta",  # its own row beats the part's
            "bob,*,-1.5,late without an extension,lead",
            "bob,similarity:alice,,talked to both: independent work,lead")
-    report.write_class(out)
+    classreport.write_class(out)
     row = _grades(out)["bob"]
     # self_attention: causal_mask 1 (own row) + worked_values gets the part's 6; deliverables 4; bonus -1.5
     assert row["self_attention"] == "7" and row["total"] == "9.5"
     assert row["overrides"] == ("self_attention 3->6; self_attention.causal_mask 3->1; "
                                 "similarity:alice reviewed; * -1.5")
-    feedback = (out / "bob" / "feedback.md").read_text()
-    assert "-1.5 points on the total" in feedback and "independent work" in feedback
+    text = (out / "bob" / "feedback.md").read_text()
+    assert "-1.5 points on the total" in text and "independent work" in text
     results = json.loads((out / "bob" / "results.json").read_text())
     assert results["score"] == 9.5
     assert results["tests"][-1]["name"] == "Instructor's adjustment" and results["tests"][-1]["score"] == -1.5
@@ -96,7 +97,7 @@ def test_an_unknown_or_impossible_row_is_an_error_naming_it(out, line, named):
     _write(out / "overrides.csv", line)
     before = (out / "grades.csv").read_text()
     with pytest.raises(overrides.OverrideError, match=named):
-        report.write_class(out)
+        classreport.write_class(out)
     assert (out / "grades.csv").read_text() == before
 
 
@@ -112,15 +113,15 @@ def test_merge_applies_the_merged_folders_file_and_another_one(out, tmp_path):
     merged = tmp_path / "merged"
     merged.mkdir()
     _write(merged / "overrides.csv", "alice,*,2,bonus for the write-up,ta")
-    assert report.merge(shards=[str(out)], out=str(merged)) == 0
+    assert merge(shards=[str(out)], out=str(merged)) == 0
     assert _grades(merged)["alice"]["total"] == "13"
     elsewhere = tmp_path / "decisions.csv"
     _write(elsewhere, "bob,deliverables,0,,ta")
-    assert report.merge(shards=[str(out)], out=str(merged), overrides_path=str(elsewhere)) == 0
+    assert merge(shards=[str(out)], out=str(merged), overrides_path=str(elsewhere)) == 0
     rows = _grades(merged)
     assert rows["alice"]["total"] == "11" and rows["bob"]["deliverables"] == "0"
     _write(elsewhere, "nobody,*,1,,ta")
-    assert report.merge(shards=[str(out)], out=str(merged), overrides_path=str(elsewhere)) == 2
+    assert merge(shards=[str(out)], out=str(merged), overrides_path=str(elsewhere)) == 2
 
 
 def test_append_writes_one_plain_line_per_decision(tmp_path):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import gradescope, report
+from grader import classreport, feedback, gradescope
 from grader.__main__ import build_parser
 from grader.records import SubmissionResult
 from grader.records import TestResult as Outcome
@@ -33,31 +33,31 @@ def rubric(tmp_path, monkeypatch):
         path.write_text(table, encoding="utf-8")
         return path
 
-    monkeypatch.setattr(report, "_RUBRIC", path)
+    monkeypatch.setattr(feedback, "rubric_path", lambda: path)
     return write
 
 
 def test_the_shipped_default_withholds_hidden_tests_until_the_due_date():
-    assert report.visibility_of("self_attention.worked_values", "self_attention") == "after_due_date"
-    assert report.visibility_of("block.forward", "block") == "after_due_date"
-    assert report.visibility_of("deliverables.analysis", "deliverables") == "visible"
+    assert feedback.visibility_of("self_attention.worked_values", "self_attention") == "after_due_date"
+    assert feedback.visibility_of("block.forward", "block") == "after_due_date"
+    assert feedback.visibility_of("deliverables.analysis", "deliverables") == "visible"
 
 
 def test_results_json_carries_each_tests_visibility(rubric):
     rubric('[visibility]\ndefault = "after_due_date"\ndeliverables = "visible"\n'
            '"self_attention.worked_values" = "after_published"\n')
-    tests = {t["name"]: t for t in report.gradescope_json(_result())["tests"]}
+    tests = {t["name"]: t for t in feedback.gradescope_json(_result())["tests"]}
     assert tests["self_attention.worked_values"]["visibility"] == "after_published"
     assert tests["deliverables.analysis"]["visibility"] == "visible"
     rubric('[visibility]\ndefault = "sometimes"\n')  # not one of Gradescope's: shown, never lost
-    assert {t["visibility"] for t in report.gradescope_json(_result())["tests"]} == {"visible"}
+    assert {t["visibility"] for t in feedback.gradescope_json(_result())["tests"]} == {"visible"}
 
 
 @pytest.mark.parametrize("release, shown", [("now", False), ("after_due_date", True), ("published", True),
                                             ("all", True)])
 def test_feedback_shows_a_tests_details_only_once_released(rubric, release, shown):
     rubric('[visibility]\ndefault = "after_due_date"\ndeliverables = "visible"\n')
-    text = report.feedback_markdown(_result(), {}, release)
+    text = feedback.feedback_markdown(_result(), {}, release)
     assert (SECRET in text) is shown
     assert "write at least 150" in text  # the deliverables are visible at once
     assert ("shown after the due date" in text) is not shown
@@ -66,9 +66,9 @@ def test_feedback_shows_a_tests_details_only_once_released(rubric, release, show
 
 def test_a_hidden_test_is_shown_only_to_the_staff(rubric):
     rubric('[visibility]\ndefault = "hidden"\n')
-    assert SECRET not in report.feedback_markdown(_result(), {}, "published")
-    assert "shown only to the teaching staff" in report.feedback_markdown(_result(), {}, "published")
-    assert SECRET in report.feedback_markdown(_result(), {}, "all")
+    assert SECRET not in feedback.feedback_markdown(_result(), {}, "published")
+    assert "shown only to the teaching staff" in feedback.feedback_markdown(_result(), {}, "published")
+    assert SECRET in feedback.feedback_markdown(_result(), {}, "all")
 
 
 def test_grade_and_merge_take_release_and_the_class_files_honour_it(rubric, tmp_path):
@@ -78,11 +78,11 @@ def test_grade_and_merge_take_release_and_the_class_files_honour_it(rubric, tmp_
     with pytest.raises(SystemExit):
         build_parser().parse_args(["grade", "s", "--out", "o", "--release", "tomorrow"])
     out = tmp_path / "out"
-    report.write_submission(out, _result())
+    feedback.write_submission(out, _result())
     assert SECRET in (out / "ana" / "feedback.md").read_text()
-    report.write_class(out, release="now")
+    classreport.write_class(out, release="now")
     assert SECRET not in (out / "ana" / "feedback.md").read_text()
-    report.write_class(out, release="all")
+    classreport.write_class(out, release="all")
     assert SECRET in (out / "ana" / "feedback.md").read_text()
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import overrides, report, review
+from grader import feedback, overrides, review
 from grader.records import SubmissionResult
 from grader.records import TestResult as Outcome
 
@@ -32,7 +32,7 @@ def _result(name: str) -> SubmissionResult:
 def served(tmp_path):
     out, subs = tmp_path / "out", tmp_path / "subs"
     for name in ("mallory", "nina"):
-        report.write_submission(out, _result(name))
+        feedback.write_submission(out, _result(name))
         (subs / name).mkdir(parents=True)
     (subs / "mallory" / "README.md").write_text(SCRIPT_README)
     (subs / "mallory" / "transformer_block.svg").write_text(SCRIPT_SVG)

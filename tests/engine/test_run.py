@@ -192,9 +192,9 @@ def test_shards_partition_the_class_and_merge_equals_one_run(graded, tmp_path):
         shard_outs.append(shard_out)
     names = [sorted(p.parent.name for p in o.glob("*/record.json")) for o in shard_outs]
     assert names == [["alice", "carol", "erin"], ["bob", "dan"]]
-    from grader import report
+    from grader.merge import merge
     merged = tmp_path / "merged"
-    assert report.merge(shards=[str(o) for o in shard_outs], out=str(merged)) == 0
+    assert merge(shards=[str(o) for o in shard_outs], out=str(merged)) == 0
     assert rows(merged) == rows(out)
 
 

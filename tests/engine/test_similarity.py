@@ -17,8 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from grader import intake, report, similarity
+from grader import classreport, feedback, intake, similarity
 from grader.bench import disguised
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from report_records import make_record  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 CORRECT = ROOT / "tests" / "fixtures" / "correct"
@@ -222,22 +225,21 @@ def test_huge_and_damaged_inputs_stay_within_bounds(tmp_path):
 
 
 def test_report_html_gets_a_section_and_grades_csv_does_not_change(tmp_path):
-    from test_report import make_record
 
     out = tmp_path / "out"
     for name in ("ann", "bob"):
-        report.write_submission(out, make_record(name))
-    report.write_class(out)
+        feedback.write_submission(out, make_record(name))
+    classreport.write_class(out)
     before = (out / "grades.csv").read_bytes()
     assert "No similarity report" in (out / "report.html").read_text(encoding="utf-8")
     (out / "similarity.csv").write_text("a,b,kind,score,flagged,detail\nann,<b>bob</b>,code,0.900,yes,code: 50 shared\n",
                                         encoding="utf-8")
-    report.write_class(out)
+    classreport.write_class(out)
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "&lt;b&gt;bob&lt;/b&gt;" in page and 'href="similarity.html"' in page
     (out / "similarity.csv").write_text("a,b,kind,score,flagged,detail\nann,bob,code,0.900,yes,x\n"
                                         "bob,cy,text,0.800,yes,y\ncy,dee,image,0.3,no,z\n", encoding="utf-8")
-    report.write_class(out)
+    classreport.write_class(out)
     assert "<li>ann, bob, cy</li>" in (out / "report.html").read_text(encoding="utf-8")
     assert (out / "grades.csv").read_bytes() == before
 
@@ -262,13 +264,12 @@ def test_the_released_notebook_untouched_is_not_evidence(tmp_path, base):
 
 
 def test_the_review_page_shows_a_submissions_flagged_pairs(tmp_path):
-    from test_report import make_record
 
     from grader import review
 
     out = tmp_path / "out"
     for name in ("ann", "bob"):
-        report.write_submission(out, make_record(name))
+        feedback.write_submission(out, make_record(name))
     (out / "similarity.csv").write_text("a,b,kind,score,flagged,detail\nann,bob,code,0.900,yes,<i>code: 50 shared</i>\n",
                                         encoding="utf-8")
     page = review.Review(out, None, None, "all", "ta")

@@ -1,0 +1,235 @@
+"""Stage "report", for the class: grades.csv, summary.md, report.html and the pictures under _plots/.
+
+`write_class` reads every <out>/*/record.json (grader/storage.py), applies the overrides file
+(grader/overrides.py) and the rubric's late policy (grader/late.py), rewrites each submission's
+results.json and feedback where those change them (grader/feedback.py), and writes the class files.
+
+summary.md and report.html are one description, `class_document` (a grader/document.py Document),
+rendered to Markdown and to HTML: what the text and the page both show, they show from the same
+block, escaped by the renderer. Only what one medium cannot carry is marked for the other: the page's
+table of links to each feedback page and the similarity section (a page of its own,
+grader/similarity.py); the text's pointer to grades.csv and the feedback files.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import statistics
+from collections import Counter
+from pathlib import Path
+from urllib.parse import quote
+
+from grader import feedback, overrides
+from grader.document import (Bullets, Cell, Code, Document, FileName, Figure, Figures, Html, Image, Item, Link,
+                             Only, Paragraph, Section, Strong, Table, mean, number, to_html, to_markdown)
+from grader.lesson import load_lesson
+from grader.plots import heatmap_candidates, write_plots
+from grader.records import SubmissionResult
+from grader.storage import check_name, load_records, write_atomic
+
+NAME_FLAG = "row name "  # how intake's notes about a row's name begin (sanitised, collided, reserved)
+
+
+def write_class(out_dir: Path, overrides_path: Path | None = None,
+                release: str = feedback.DEFAULT_RELEASE) -> None:
+    """grades.csv, summary.md, report.html and _plots/ from every <out>/*/record.json, with the
+    overrides file (OUT/overrides.csv unless given) applied; each submission's results.json and
+    feedback are rewritten where the overrides change them. OverrideError for a row naming an
+    unknown submission or test: nothing is written then."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    records, problems = load_records(out_dir)
+    path = Path(overrides_path) if overrides_path else overrides.default_path(out_dir)
+    rows = overrides.read(path)
+    overrides.check(rows, records, path=path)
+    decided = overrides.effective(rows)
+    records = [overrides.apply(r, decided.get(r.submission, {})) for r in records]
+    _apply_late(out_dir, records)
+    hints = feedback.hint_texts()
+    for r in records:
+        feedback.rewrite_changed(out_dir / check_name(r.submission), r, hints, release)
+    write_atomic(out_dir / "grades.csv", grades_csv(records))
+    stats = class_stats(records, hints)
+    plots = write_plots(out_dir, records, stats)
+    from grader import similarity  # its section reads OUT/similarity.csv, written by `grade` or `similarity`
+
+    document = class_document(stats, plots, problems, [r for r in records if r.overrides],
+                              similarity.report_section(out_dir))
+    write_atomic(out_dir / "summary.md", to_markdown(document))
+    write_atomic(out_dir / "report.html", to_html(document))
+
+
+def _apply_late(out_dir: Path, records: list[SubmissionResult]) -> None:
+    """The rubric's late policy on each row's lateness (OUT/<name>/late.json); nothing without a policy."""
+    from grader import late
+
+    policy = late.load_policy(feedback.rubric_path())
+    if policy is None:
+        return
+    for r in records:
+        found = late.read_lateness(out_dir / r.submission)
+        if found is not None:
+            r.late = found
+            r.penalty = late.penalty(found["late_days"], r.max_total, policy)
+            r.late["policy"] = (f"{policy.penalty_per_day:g}% of the total per started day after "
+                                f"{policy.grace_minutes:g} minutes' grace, at most {policy.max_days} days")
+
+
+# ---------------------------------------------------------------- grades.csv
+
+
+def grades_columns(components=None) -> tuple[str, ...]:
+    """grades.csv's header: one column per part of the lesson's rubric, in its order."""
+    components = load_lesson().components if components is None else tuple(components)
+    return ("submission", "total", "max_total", *components, "status", "source", "overrides", "late_days", "penalty")
+
+
+def grades_csv(records: list[SubmissionResult]) -> str:
+    components = load_lesson().components
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(grades_columns(components))
+    for r in sorted(records, key=lambda r: r.submission):
+        parts = r.component_scores()
+        writer.writerow([_cell(r.submission), number(r.total), number(r.max_total),
+                         *(number(parts.get(c, 0.0)) for c in components), _cell(r.status), _cell(r.source),
+                         _cell(overrides.summary(r)), str(r.late["late_days"]) if r.late else "",
+                         number(r.penalty) if r.late else ""])
+    return buffer.getvalue()
+
+
+def _cell(text: str) -> str:
+    """A spreadsheet runs a cell starting with = + - @ as a formula: a file or folder name must not."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
+
+
+# ---------------------------------------------------------------- what the report shows
+
+
+def class_stats(records: list[SubmissionResult], hints: dict[str, str]) -> dict:
+    """Everything the summary and the HTML report show, as plain data."""
+    totals = [r.total for r in records]
+    tests: dict[str, dict] = {}  # rubric order: first seen, over records sorted by name
+    misconceptions: dict[str, dict] = {}
+    for r in records:
+        for t in r.tests:
+            row = tests.setdefault(t.name, {"name": t.name, "title": t.title, "component": t.component,
+                                            "passed": 0, "graded": 0})
+            row["graded"] += 1
+            row["passed"] += t.status == "passed"
+            if t.status != "passed" and t.hint_id:
+                m = misconceptions.setdefault(t.hint_id, {"hint_id": t.hint_id, "submissions": [], "text": ""})
+                if r.submission not in m["submissions"]:  # one student failing three tests counts once
+                    m["submissions"].append(r.submission)
+                m["text"] = m["text"] or hints.get(t.hint_id) or feedback.hint_from_output(t.output)
+    ranked = sorted(misconceptions.values(), key=lambda m: (-len(m["submissions"]), m["hint_id"]))
+    parts = [feedback.by_component(r) for r in records]
+    component_means = {}
+    for c in load_lesson().components:
+        possible = max((p[c][1] for p in parts), default=0.0)
+        average = statistics.fmean(r.component_scores().get(c, 0.0) for r in records) if records else 0.0
+        component_means[c] = (average, possible)
+    return {
+        "n": len(records),
+        "max_total": max((r.max_total for r in records), default=0.0),
+        "totals": totals,
+        "mean": statistics.fmean(totals) if totals else 0.0,
+        "median": statistics.median(totals) if totals else 0.0,
+        "min": min(totals, default=0.0),
+        "max": max(totals, default=0.0),
+        "component_means": component_means,
+        "status": Counter(r.status for r in records),
+        "tests": list(tests.values()),
+        "misconceptions": ranked,
+        "faults": [(r.submission, r.status, list(r.notes)) for r in records if r.status != "ok" or r.notes],
+        "flags": [(r.submission, list(r.flags)) for r in records if r.flags],
+        "heatmaps": heatmap_candidates(records),
+        "rows": [(r.submission, r.total, r.max_total, r.status) for r in records],
+        "renamed": [(r.submission, r.source, next((n for n in r.notes if n.startswith(NAME_FLAG)), ""))
+                    for r in records if r.source and _stem(r.source) != r.submission
+                    or any(n.startswith(NAME_FLAG) for n in r.notes)],
+    }
+
+
+def _stem(source: str) -> str:
+    """The name a row would have if its source's name were used as it is."""
+    for end in ("/", ".zip", ".ipynb"):
+        if source.lower().endswith(end):
+            return source[: -len(end)]
+    return source
+
+
+# ---------------------------------------------------------------- the report, described once
+
+
+def class_document(stats: dict, plots: dict, problems: list[str], reviewed: list[SubmissionResult],
+                   similarity_section: str = "") -> Document:
+    """summary.md and report.html as one Document; `similarity_section` is ready-made HTML."""
+    lesson = load_lesson()
+    blocks = [Paragraph(f"{stats['n']} submissions graded. Mean {mean(stats['mean'])} / {number(stats['max_total'])}, "
+                        f"median {number(stats['median'])}, lowest {number(stats['min'])}, "
+                        f"highest {number(stats['max'])}.")]
+    if problems:
+        blocks += [Paragraph("Records that could not be read (these rows are missing from grades.csv):", warning=True),
+                   Bullets(list(problems))]
+    if "histogram" in plots:
+        blocks.append(Image(plots["histogram"], "score histogram"))
+    # The page links each row to its feedback page; the text points to grades.csv (at the end).
+    blocks.append(Only("html", Section("Scores", [Table(
+        ("submission", "total", "status"),
+        [[Link(name, f"{quote(name)}/feedback.html"), f"{number(total)} / {number(top)}", Cell(status, status != "ok")]
+         for name, total, top, status in stats["rows"]],
+        numeric=frozenset({1}))])))
+    blocks.append(Section("Mean per component", [Table(
+        ("component", "mean", "out of"),
+        [[c, mean(average), number(possible)] for c, (average, possible) in stats["component_means"].items()],
+        numeric=frozenset({1, 2}))]))
+    blocks.append(Section("Pass rate per test", [
+        *([Image(plots["pass_rates"], "pass rate per test")] if "pass_rates" in plots else []),
+        Table(("test", "component", "passed", "rate"),
+              [[Code(t["name"]), t["component"], f"{t['passed']} / {t['graded']}",
+                f"{100 * t['passed'] / t['graded']:.0f}%"] for t in stats["tests"]],
+              numeric=frozenset({2, 3}))]))
+    blocks.append(Section("Most frequent misconceptions", [Table(
+        ("misconception", "students", "hint", "who"),
+        [[Code(m["hint_id"]), str(len(m["submissions"])), m["text"], ", ".join(m["submissions"])]
+         for m in stats["misconceptions"]],
+        numeric=frozenset({1}))] if stats["misconceptions"] else [
+        Paragraph("No recognised misconception in this class.")]))
+    blocks.append(Section("Attention weights of failing attention tests: expected beside the student's",
+                          _heatmap_blocks(stats, plots)))
+    if stats.get("renamed"):
+        blocks.append(Section("Row names to check", [
+            Paragraph(["Names changed to be filesystem-safe, or that would have collided; ", Code("source"),
+                       " in grades.csv has every row's."]),
+            Table(("row", "submitted as", "why"),
+                  [[name, FileName(source), why] for name, source, why in stats["renamed"]])]))
+    blocks.append(Section("Faults and notes", [Bullets(
+        [Item([Strong(name), ": ", status], tuple(notes)) for name, status, notes in stats["faults"]])]
+        if stats["faults"] else [Paragraph("None.")]))
+    blocks.append(Section("Integrity flags", [
+        Paragraph("Reflective constructs the static scan saw (no points by themselves; worth a look):"),
+        Bullets([Item(Strong(name), tuple(flags)) for name, flags in stats["flags"]])]
+        if stats["flags"] else [Paragraph("None.")]))
+    blocks.append(Section("Status counts", [Bullets([f"{s}: {n}" for s, n in sorted(stats["status"].items())])]))
+    blocks.append(Only("markdown", Paragraph(
+        "Per-student scores are in grades.csv; each student's feedback is in <name>/feedback.md.")))
+    blocks.append(Only("html", Html(similarity_section)))
+    blocks.append(Section("Reviewed by hand (overrides.csv)", [Table(
+        ("submission", "test", "points", "comment", "by"),
+        [[r.submission, o["test"], feedback.override_change(o, number), o.get("comment", ""), o.get("by", "")]
+         for r in reviewed for o in r.overrides])] if reviewed else [Paragraph("No overrides.")]))
+    return Document(title=f"{lesson.heading}: class report", page_title=f"{lesson.label or lesson.title} class report",
+                    blocks=blocks)
+
+
+def _heatmap_blocks(stats: dict, plots: dict) -> list:
+    if not plots["heatmaps"]:
+        return [Paragraph("No failing attention test left weights to show.")]
+    blocks = [Figures([Figure(rel, "expected and student attention weights", [entry["submission"], ": ",
+                                                                              Code(entry["test"])])
+                       for entry, rel in plots["heatmaps"]])]
+    missing = stats["heatmaps"]["available"] - len(plots["heatmaps"])
+    if missing > 0:
+        blocks.append(Paragraph(f"{missing} more not drawn; each student's feedback.md has the numbers."))
+    return blocks

@@ -1,0 +1,124 @@
+"""grader/classreport.py (and the plots it draws): grades.csv, summary.md, report.html, from records made here."""
+from __future__ import annotations
+
+import csv
+import html
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import classreport, feedback, plots, storage
+from grader.document import md_inline
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from report_records import CLASS, EXPECTED_W, HINT, UNSCALED_W, class_files, grade_class, make_record  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    return grade_class(tmp_path_factory.mktemp("out"))
+
+
+def test_grades_csv_has_the_agreed_columns_one_row_each_sorted_by_name(graded):
+    with open(graded / "grades.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["submission", "total", "max_total", "self_attention", "multihead",
+                       "positional", "block", "deliverables", "status", "source", "overrides", "late_days", "penalty"]
+    assert [r[0] for r in rows[1:]] == sorted(r.submission for r in CLASS)
+    by_name = {r[0]: r for r in rows[1:]}
+    assert by_name["Adam"] == ["Adam", "69", "100", "5", "25", "15", "20", "4", "ok", "Adam/", "", "", ""]
+    assert by_name["zoe"] == ["zoe", "100", "100", "30", "25", "15", "20", "10", "ok", "zoe.zip", "", "", ""]
+    assert by_name["bob_timeout"][rows[0].index("status")] == "timeout"
+    # Component columns always add up to the total.
+    for row in rows[1:]:
+        assert sum(float(x) for x in row[3:8]) == pytest.approx(float(row[1]))
+
+
+def test_grades_csv_defuses_spreadsheet_formulas_in_names():
+    text = classreport.grades_csv([make_record("=HYPERLINK(1)", source="@SUM(1).zip")])
+    assert "\n'=HYPERLINK(1)," in text and text.endswith(",ok,'@SUM(1).zip,,,\n")
+
+
+def test_rows_not_named_as_submitted_are_listed_in_the_class_report(tmp_path):
+    records = [make_record("ann_lee"), make_record("Ann_Lee-4871ff", source="Ann Lee.zip"),
+               make_record("x", source="<i>x|y</i>.ipynb")]
+    for r in records:
+        feedback.write_submission(tmp_path, r)
+    classreport.write_class(tmp_path)
+    summary = (tmp_path / "summary.md").read_text()
+    html = (tmp_path / "report.html").read_text()
+    assert "| Ann_Lee-4871ff | Ann Lee.zip |" in summary and "\\<i>x\\|y\\</i>.ipynb" in summary
+    assert "<td>Ann_Lee-4871ff</td><td><code>Ann Lee.zip</code></td>" in html and "&lt;i&gt;x|y" in html
+    # A row that kept its name but was flagged by intake (a collision) is listed too, with the reason.
+    flagged = make_record("bo", notes=["row name bo: 'bo/' and 1 other submission would all be named bo"])
+    stats = classreport.class_stats([flagged], {})
+    assert stats["renamed"] == [("bo", "bo/", flagged.notes[0])]
+    assert "| ann_lee |" not in summary and "<td>ann_lee</td><td><code>" not in html
+
+
+def test_summary_and_report_show_histogram_pass_rates_misconceptions_heatmaps(graded):
+    summary = (graded / "summary.md").read_text()
+    page = (graded / "report.html").read_text()
+    images = re.findall(r'src="([^"]+\.png)"', page)
+    assert "_plots/histogram.png" in images and "_plots/pass_rates.png" in images
+    heatmaps = [i for i in images if "heatmap-" in i]
+    assert len(heatmaps) == 1 and "Adam" in heatmaps[0]  # carol's evidence is garbage: skipped, no crash
+    for rel in images:
+        assert (graded / rel).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"]({rel})" in summary
+    assert "| `missing_sqrt_dk` | 2 |" in summary  # Adam and carol, counted once each
+    assert md_inline(HINT) in summary and html.escape(HINT) in page
+    assert "| `self_attention.sdpa_worked_example` | self_attention | 3 / 5 | 60% |" in summary
+    assert "**bob_timeout**: timeout" in summary and "<b>bob_timeout</b>: timeout" in page
+
+
+def test_heatmap_only_for_failing_attention_tests():
+    passing = make_record("ok", evidence={"test": "self_attention.sdpa_worked_example",
+                                          "expected": EXPECTED_W, "got": EXPECTED_W})
+    other = make_record("pe", buggy=True, evidence={"test": "positional.table",
+                                                    "expected": EXPECTED_W, "got": UNSCALED_W})
+    nested = make_record("deep", buggy=True, evidence={"self_attention.sdpa_worked_example": {
+        "expected": [[EXPECTED_W]], "got": [[UNSCALED_W]]}})
+    picked = plots.heatmap_candidates([passing, other, nested])["picked"]
+    assert [(p["submission"], p["got"]) for p in picked] == [("deep", UNSCALED_W)]
+
+
+def test_student_text_is_escaped_in_the_html_report(tmp_path):
+    evil = "<img src=x onerror=alert(1)>"
+    feedback.write_submission(tmp_path, make_record(evil, buggy=True, status="crashed",
+                                                  notes=["<script>alert('x')</script>"]))
+    classreport.write_class(tmp_path)
+    page = (tmp_path / "report.html").read_text()
+    assert "<script>" not in page and "<img src=x" not in page
+    assert "&lt;script&gt;" in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert len(re.findall(r"<img ", page)) == 3  # histogram, pass rates, one heatmap: ours only
+
+
+def test_class_files_are_deterministic_png_included(graded, tmp_path):
+    again = tmp_path / "again"
+    for r in reversed(CLASS):  # another grading order, other timings
+        r2 = storage.record_from_json(storage.record_to_json(r))
+        r2.execution_time += 1.0
+        feedback.write_submission(again, r2)
+    classreport.write_class(again)
+    assert class_files(again) == class_files(graded)
+
+
+def test_student_text_cannot_make_links_or_html_in_the_markdown(tmp_path):
+    feedback.write_submission(tmp_path, make_record("[click](http:evil)", status="crashed",
+                                                  notes=["![x](http:evil) <b>loud</b> | cell"]))
+    classreport.write_class(tmp_path)
+    for text in ((tmp_path / "summary.md").read_text(),
+                 (tmp_path / "[click](http:evil)" / "feedback.md").read_text()):
+        assert "[click](http:evil)" not in text and "\\[click\\](http:evil)" in text
+        assert "![x](http:evil)" not in text and "\\<b>loud\\</b> \\| cell" in text
+
+
+def test_an_empty_output_folder_still_getsclass_files(tmp_path):
+    classreport.write_class(tmp_path)
+    assert (tmp_path / "grades.csv").read_text() == ",".join(classreport.grades_columns()) + "\n"
+    assert "0 submissions graded" in (tmp_path / "summary.md").read_text()
+    assert (tmp_path / "report.html").read_text().startswith("<!DOCTYPE html>")
+

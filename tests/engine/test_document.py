@@ -1,0 +1,112 @@
+"""grader/document.py: one description of a report, rendered to Markdown and to HTML, saying the same."""
+from __future__ import annotations
+
+import html
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import classreport, document
+from grader.document import (Bullets, Cell, Code, Document, FileName, Figure, Figures, Html, Image, Item, Link,
+                             Only, Paragraph, Section, Strong, Table, to_html, to_markdown)
+from grader.storage import load_records
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from report_records import grade_class  # noqa: E402
+
+HOSTILE = "<script>alert(1)</script> [x](http:evil) **b** | # `t` \\"
+
+
+def _markdown_words(text: str) -> list[str]:
+    text = re.sub(r"!\[[^\]]*\]\([^)]*\)", " ", text)  # an image: on the page its alt is an attribute
+    text = re.sub(r"^\|( ---:?\ \|)+$", " ", text, flags=re.M)  # a table's alignment row
+    text = re.sub(r"\\(.)", r"\1", text.replace("**", " ").replace("`", " "))
+    return re.sub(r"(?<!\S)(#+|\||-)(?=\s)", " ", text).split()
+
+
+def _markup(markdown: str) -> str:
+    """What Markdown reads as markup: escaped characters and code spans (shown literally) taken out."""
+    kept, i = [], 0
+    while i < len(markdown):
+        if markdown[i] == "\\":
+            i += 2
+        elif markdown[i] == "`":
+            i = markdown.index("`", i + 1) + 1
+        else:
+            kept.append(markdown[i])
+            i += 1
+    return "".join(kept)
+
+
+def _html_words(text: str) -> list[str]:
+    body = text.split("<body>", 1)[1]
+    return html.unescape(re.sub(r"<[^>]+>", " ", body)).replace("`", " ").split()
+
+
+def _shared(blocks: list) -> list:
+    """The blocks both media show (Only blocks dropped, inside sections too)."""
+    kept = []
+    for block in blocks:
+        if isinstance(block, Only):
+            continue
+        if isinstance(block, Section):
+            block = Section(block.title, _shared(block.blocks))
+        kept.append(block)
+    return kept
+
+
+def test_the_class_report_says_the_same_in_both_media(tmp_path):
+    out = grade_class(tmp_path / "out")
+    records, problems = load_records(out)
+    stats = classreport.class_stats(records, {})
+    plots = {"heatmaps": [(e, f"_plots/{e['submission']}.png") for e in stats["heatmaps"]["picked"]]}
+    full = classreport.class_document(stats, plots, problems + ["ghost: record.json unreadable"], records[:1])
+    shared = Document(full.title, full.page_title, _shared(full.blocks))
+    assert len(shared.blocks) < len(full.blocks), "the description has medium-only blocks: this test drops them"
+    markdown, page = to_markdown(shared), to_html(shared)
+    assert _markdown_words(markdown) == _html_words(page)
+    # Every table row, list item and figure is in both.
+    assert len(re.findall(r"^\| (?!---)", markdown, flags=re.M)) == page.count("<tr>")
+    assert markdown.count("\n- ") + markdown.count("\n  - ") == page.count("<li>") + page.count("<figure>") > 0
+
+
+def test_the_word_check_sees_a_renderer_that_drops_something():
+    doc = Document("T", "T", [Bullets([Item("one", ("two",))])])
+    dropped = Document("T", "T", [Bullets(["one"])])
+    assert _markdown_words(to_markdown(doc)) != _html_words(to_html(dropped))
+
+
+def test_student_text_is_text_in_both_media():
+    doc = Document("T", "T", [Section(HOSTILE, [
+        Paragraph([HOSTILE, Code(HOSTILE), Strong(HOSTILE), FileName(HOSTILE)], warning=True),
+        Table((HOSTILE,), [[HOSTILE], [Cell(Code(HOSTILE), bad=True)]]),
+        Bullets([Item(Strong(HOSTILE), (HOSTILE,))]),
+        Figures([Figure("a.png", HOSTILE, [HOSTILE, Code(HOSTILE)])]),
+        Image("b.png", HOSTILE)])])
+    markdown, page = to_markdown(doc), to_html(doc)
+    assert "<script" not in page and "&lt;script&gt;" in page
+    assert "<script" not in _markup(markdown) and markdown.count("\\<script") == 11
+    assert "[x](http:evil)" not in _markup(markdown) and "\\[x\\](http:evil)" in markdown
+    # A table cell never splits: the header row and the rows have one cell each.
+    table = [line for line in markdown.splitlines() if line.startswith("| ")]
+    assert all(len(re.findall(r"(?<!\\)\|", line)) == 2 for line in table), table
+    assert "\n# " not in markdown.split("\n", 1)[1], "a heading made of student text"
+
+
+def test_only_keeps_a_block_to_its_medium_and_raw_html_must_say_so():
+    doc = Document("T", "T", [Only("html", Html("<p>page only</p>")), Only("markdown", Paragraph("text only")),
+                              Paragraph([Link("a b", "a%20b/feedback.html")])])
+    assert "page only" not in to_markdown(doc) and "text only" in to_markdown(doc)
+    assert "<p>page only</p>" in to_html(doc) and "text only" not in to_html(doc)
+    assert "[a b](a%20b/feedback.html)" in to_markdown(doc)
+    with pytest.raises(TypeError, match="Only"):
+        to_markdown(Document("T", "T", [Html("<hr>")]))
+    with pytest.raises(ValueError, match="markdown"):
+        Only("pdf", Paragraph("x"))
+
+
+def test_numbers_are_written_as_a_person_writes_them():
+    assert [document.number(x) for x in (30.0, 12.5, 1 / 3, -0.00001)] == ["30", "12.5", "0.3333", "0"]
+    assert document.mean(77.3571) == "77.4"

@@ -1,0 +1,122 @@
+"""grader/feedback.py: what a student is told (results.json, feedback.md), from records made here."""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import feedback
+from grader.lesson import load_lesson
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from report_records import EXPECTED_W, HINT, UNSCALED_W, grade_class, make_record, make_test  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    return grade_class(tmp_path_factory.mktemp("out"))
+
+
+def test_results_json_has_the_gradescope_fields(graded):
+    data = json.loads((graded / "Adam" / "results.json").read_text())
+    assert data["score"] == 69
+    assert isinstance(data["execution_time"], (int, float))
+    assert data["output"].startswith("Score 69/100")
+    assert len(data["tests"]) == 9
+    for t in data["tests"]:
+        assert {"name", "score", "max_score", "status", "output", "visibility"} <= set(t)
+        assert t["status"] in ("passed", "failed")
+        assert t["visibility"] in ("visible", "hidden", "after_due_date", "after_published")
+    assert sum(t["score"] for t in data["tests"]) == pytest.approx(data["score"])
+    failed = [t for t in data["tests"] if t["status"] == "failed"]
+    assert [t["score"] for t in failed] == [0, 0, 0]
+    assert "max abs error" in failed[0]["output"]
+
+
+def test_feedback_shows_expected_got_hint_and_faults_grouped_by_component(graded):
+    text = (graded / "Adam" / "feedback.md").read_text()
+    assert "**Score: 69 / 100**" in text
+    assert "| self_attention | 5 / 30 | 1 / 3 |" in text
+    assert f"expected: {EXPECTED_W}" in text and f"got:      {UNSCALED_W}" in text
+    assert HINT in text
+    assert "## self_attention: 5 / 30" in text and "## deliverables: 4 / 10" in text
+    assert "attention_heatmap.png is blank" in text
+    headings = re.findall(r"^## (\w+):", text, flags=re.M)
+    assert headings == list(load_lesson().components)
+
+    timeout = (graded / "bob_timeout" / "feedback.md").read_text()
+    assert "status: timeout" in timeout
+    assert "multihead.py: forward ran past the 2 s limit" in timeout
+
+
+def test_feedback_adds_the_rubric_hint_when_the_output_lacks_it():
+    record = make_record("lee")
+    record.tests[0] = make_test("self_attention.sdpa_worked_example", 0, 10, "expected 0.4, got 0.5", "wrong_axis")
+    text = feedback.feedback_markdown(record, {"wrong_axis": "Softmax ran over the query axis (handout §3)."})
+    assert "**Hint:** Softmax ran over the query axis (handout §3)." in text
+
+
+def test_student_text_cannot_break_out_of_the_feedback_fence():
+    record = make_record("mo")
+    record.tests[0] = make_test("self_attention.sdpa_worked_example", 0, 10, "```\n# Injected heading\n")
+    text = feedback.feedback_markdown(record)
+    assert "````text\n```\n# Injected heading\n````" in text
+
+
+def test_rubric_hints_are_found_whatever_the_table_layout(tmp_path):
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text('[self_attention.sdpa]\npoints = 10\nhint = "scale it"\n\n'
+                      '[[catalogue]]\nid = "wrong_axis"\nhint = "softmax over keys"\n\n'
+                      '[hints."blk.swap_ln"]\ntext = "Post-LN normalises after the add"\n'
+                      '[hints]\nflat = "a plain string also works"\n')
+    hints = feedback.hint_texts(rubric)
+    assert hints["self_attention.sdpa"] == "scale it"
+    assert hints["wrong_axis"] == "softmax over keys"
+    assert hints["blk.swap_ln"] == "Post-LN normalises after the add"
+    assert hints["flat"] == "a plain string also works"
+    assert feedback.hint_texts(tmp_path / "missing.toml") == {}
+
+
+def test_the_kit_rubric_gives_a_text_for_every_catalogue_hint():
+    import tomllib
+
+    rubric = load_lesson().rubric_path
+    ids = tomllib.loads(rubric.read_text()).get("hints", {})
+    hints = feedback.hint_texts()
+    assert ids and all(hints.get(i) for i in ids)
+
+
+def test_a_huge_test_output_is_cut_and_says_so(tmp_path):
+    record = make_record("sam")
+    record.tests[0] = make_test("self_attention.sdpa_worked_example", 0, 10, "x" * 50_000)
+    feedback.write_submission(tmp_path, record)
+    output = json.loads((tmp_path / "sam" / "results.json").read_text())["tests"][0]["output"]
+    assert len(output) < 7000 and output.endswith("more characters cut)")
+    assert "more characters cut)" in (tmp_path / "sam" / "feedback.md").read_text()
+
+
+def test_feedback_shows_one_crash_once_and_points_with_two_decimals():
+    record = make_record("kim")
+    crash = "scaled_dot_product_attention raised RuntimeError: shapes cannot be multiplied\n  at self_attention.py:19"
+    record.tests[0] = make_test("self_attention.sdpa_worked_example", 0, 10, crash, title="worked example")
+    record.tests[2] = make_test("self_attention.module", 0, 15, crash, title="SelfAttention module")
+    record.tests[3] = make_test("multihead.forward", 25 * 2 / 3, 25)  # 16.6666...
+    text = feedback.feedback_markdown(record)
+    assert text.count("shapes cannot be multiplied") == 1, text
+    assert "### ✗ worked example, SelfAttention module (the same message for 2 tests)" in text
+    assert "16.67 / 25" in text
+    assert not re.search(r"\d\.\d{3}", text), "points with more than two decimals"
+
+
+def test_notes_of_a_submission_graded_as_usual_are_not_an_alarm():
+    """A correct notebook's note ("graded the code cells of day13.ipynb") is how it was read, not a fault."""
+    record = make_record("nb", notes=["graded the code cells of day13.ipynb"])
+    text = feedback.feedback_markdown(record)
+    assert "## Notes on grading" in text and "graded the code cells of day13.ipynb" in text
+    assert "What went wrong" not in text
+    broken = make_record("crash", status="crashed", notes=["multihead.py crashed its process"])
+    assert "## What went wrong while grading" in feedback.feedback_markdown(broken)
+

@@ -1,0 +1,82 @@
+"""grader/merge.py: the --out folders of several shards joined into one gradebook."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import classreport, feedback
+from grader.merge import merge
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from report_records import CLASS, class_files, grade_class, make_record  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    return grade_class(tmp_path_factory.mktemp("out"))
+
+
+def test_merge_of_two_shards_equals_one_full_run(graded, tmp_path, capsys):
+    shard1, shard2 = tmp_path / "s1", tmp_path / "s2"
+    for i, r in enumerate(CLASS):
+        feedback.write_submission(shard1 if i % 2 else shard2, r)
+    classreport.write_class(shard1)  # shards also write their own class files: merge must not copy them
+    assert merge(shards=[str(shard1), str(shard2)], out=str(tmp_path / "all")) == 0
+    merged = tmp_path / "all"
+    assert class_files(merged) == class_files(graded)
+    for r in CLASS:
+        for name in ("results.json", "feedback.md", "record.json"):
+            assert (merged / r.submission / name).read_bytes() == (graded / r.submission / name).read_bytes()
+    assert "5 submissions from 2 shards" in capsys.readouterr().out
+
+
+def test_merge_refuses_a_submission_graded_differently_in_two_shards(tmp_path, capsys):
+    a, b, out = tmp_path / "a", tmp_path / "b", tmp_path / "out"
+    feedback.write_submission(a, make_record("nia"))
+    feedback.write_submission(b, make_record("nia", buggy=True))
+    assert merge(shards=[str(a), str(b)], out=str(out)) == 1
+    assert "nia" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_merge_keeps_an_identical_duplicate_once_and_says_so(tmp_path, capsys):
+    a, b, out = tmp_path / "a", tmp_path / "b", tmp_path / "out"
+    feedback.write_submission(a, make_record("oli", execution_time=1.0))
+    feedback.write_submission(b, make_record("oli", execution_time=2.0))
+    assert merge(shards=[str(a), str(b)], out=str(out)) == 0
+    assert "duplicate kept once: oli" in capsys.readouterr().err
+    assert (out / "grades.csv").read_text().count("\noli,") == 1
+
+
+def test_merge_reports_ungraded_folders_and_missing_shards(tmp_path, capsys):
+    a, out = tmp_path / "a", tmp_path / "out"
+    feedback.write_submission(a, make_record("pat"))
+    (a / "quin").mkdir()  # killed before its record.json was written
+    assert merge(shards=[str(a)], out=str(out)) == 1
+    err = capsys.readouterr().err
+    assert "quin" in err and "Re-run" in err
+    assert (out / "pat" / "record.json").is_file()
+    assert merge(shards=[str(tmp_path / "nope")], out=str(out)) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_merge_is_wired_to_the_command_line(tmp_path):
+    from grader.__main__ import main
+
+    a, out = tmp_path / "a", tmp_path / "out"
+    feedback.write_submission(a, make_record("ray"))
+    assert main(["merge", str(a), "--out", str(out)]) == 0
+    assert (out / "grades.csv").read_text().splitlines()[1].startswith("ray,100,100,")
+
+
+def test_merge_into_one_of_the_shards(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    feedback.write_submission(a, make_record("tia"))
+    feedback.write_submission(b, make_record("uma", buggy=True))
+    assert merge(shards=[str(a), str(b)], out=str(a)) == 0
+    rows = (a / "grades.csv").read_text().splitlines()
+    assert [r.split(",")[0] for r in rows[1:]] == ["tia", "uma"]
+    assert (b / "uma" / "record.json").is_file()  # the other shard is copied, not moved
+

@@ -137,7 +137,7 @@ def test_append_writes_one_plain_line_per_decision(tmp_path):
 def test_points_a_person_reads_have_at_most_two_decimals_in_every_file(out):
     # 5 points over tests worth 4 and 3 gives shares of 2.857142...; a written 1.2345 bonus.
     _write(out / "overrides.csv", "bob,self_attention,5,,,", "alice,*,1.2345,,,")
-    report.write_class(out)
+    classreport.write_class(out)
     texts = {"grades.csv": (out / "grades.csv").read_text()}
     for name in ("alice", "bob"):
         for file in ("feedback.md", "feedback.html", "results.json"):

@@ -65,7 +65,10 @@ def one_submission_breakdown(folder: Path, repeats: int = 4) -> dict:
     """Grade one submission a few times through the sandbox (the grader side warms up on the first)
     and split the last run's wall time: child start-up, calls (the child's work plus the round
     trips), and the grader's own work; read the child's peak RSS (VmHWM) before it ends."""
-    from grader.sandbox import DEFAULT_CONFIG, SandboxTransport, Zygote, prepare_scratch, slot_uid
+    from grader.sandbox import DEFAULT_CONFIG
+    from grader.sandbox.confinement import prepare_scratch, slot_uid
+    from grader.sandbox.transport import SandboxTransport
+    from grader.sandbox.zygote import Zygote
 
     work = Path(tempfile.mkdtemp(prefix="grader-bench-one-"))
     os.chmod(work, 0o711)

@@ -6,7 +6,7 @@ request into a call (header + arrays, see grader/execute.py) and send it through
 
 - `InProcessTransport(directory)` runs the executor in this process on trusted code only
   (the reference, catalogue mutants, correct variants);
-- `SandboxTransport` (grader/sandbox.py) runs it in the sandboxed child on student code.
+- `SandboxTransport` (grader/sandbox/transport.py) runs it in the sandboxed child on student code.
 
 The adapter records every call with the student's answer, so that grader/score.py can replay
 the calls of a failing test on the bug-catalogue mutants and name the misconception.

@@ -20,7 +20,7 @@ to an entry of `arrays`. Ops:
              "attrs": [{"name": "W_q", "paths": ["W_q", "Wq"]}]}
 
 A header may carry "standins_source": the source of the grader's stand-ins, sent to a sandboxed
-child with the first call that needs them (grader/sandbox.py) and never held by a child before.
+child with the first call that needs them (grader/sandbox/transport.py) and never held by a child before.
 A header's "over_standins" lists graded names of the call's module bound to their stand-ins while
 it runs (the answer repeats the list): the grader asks a call again that way when its error is
 marked "inside" such a name, i.e. raised while that function of the student's ran, so that a crash

@@ -33,9 +33,11 @@ from pathlib import Path
 from grader import intake, regrade
 from grader.checker import LimitedChecker
 from grader.records import SubmissionResult
-from grader.sandbox import (DEFAULT_CONFIG, SandboxConfig, SandboxRefused, SandboxTransport, SandboxUnavailable, Zygote,
-                            enterable_temp_dir, is_root, mount_quota, prepare_scratch, skip_absent_device_seed_stacks,
-                            slot_uid, unmount_quota, without_paths)
+from grader.sandbox import DEFAULT_CONFIG, SandboxConfig
+from grader.sandbox.confinement import enterable_temp_dir, is_root, mount_quota, prepare_scratch, slot_uid, unmount_quota
+from grader.sandbox.startup import skip_absent_device_seed_stacks
+from grader.sandbox.transport import SandboxTransport, without_paths
+from grader.sandbox.zygote import SandboxRefused, SandboxUnavailable, Zygote
 
 EXIT_OK, EXIT_ENGINE_FAULT, EXIT_USAGE = 0, 1, 2
 

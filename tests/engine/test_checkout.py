@@ -96,7 +96,10 @@ def test_the_child_sees_only_what_it_must_read_of_the_private_folder(private_kit
     script = textwrap.dedent("""
         import json, os, sys, tempfile
         from pathlib import Path
-        from grader.sandbox import SandboxConfig, SandboxTransport, Zygote, is_root, prepare_scratch, slot_uid
+        from grader.sandbox import SandboxConfig
+        from grader.sandbox.confinement import prepare_scratch, slot_uid
+        from grader.sandbox.transport import SandboxTransport
+        from grader.sandbox.zygote import Zygote
         layers = ("pidns", "netns", "rlimits", "uid", "seccomp")
         config = SandboxConfig(call_timeout=30.0, uid_base={uid_base}, layers=layers)
         kit = Path.cwd()
@@ -156,7 +159,7 @@ def test_an_unreadable_file_on_the_import_path_stops_the_run_with_one_message(pr
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="root enters any folder: the plan is built for the sandbox uid")
 def test_the_view_covers_the_outermost_closed_folder_and_binds_back_only_what_is_needed():
-    from grader.sandbox import view_plan
+    from grader.sandbox.confinement import view_plan
 
     base = Path(tempfile.mkdtemp(dir="/tmp", prefix="day13-plan-"))  # /tmp: open to all, unlike tmp_path
     try:
@@ -181,16 +184,15 @@ def test_the_view_covers_the_outermost_closed_folder_and_binds_back_only_what_is
         shutil.rmtree(base)
 
 
-def test_a_view_that_cannot_be_set_up_is_refused_with_what_to_do(monkeypatch):
+def test_a_view_that_cannot_be_set_up_is_refused_with_what_to_do():
     # A container whose root may not mount, say: one message naming the folder and the way out.
-    from grader import sandbox
+    from grader.sandbox.startup import verdict
 
-    monkeypatch.setattr(sandbox, "_VIEW_PLAN", [("/home/ann", [("/home/ann/kit/.venv", "/home/ann/kit/.venv")])])
-    message = sandbox._verdict({"setup_error": "OSError: [Errno 1] mount tmpfs on /home/ann: Operation not permitted"},
-                               64000)
+    message = verdict({"setup_error": "OSError: [Errno 1] mount tmpfs on /home/ann: Operation not permitted"},
+                      64000, covered=["/home/ann"])
     assert "uid (64000)" in message and "Operation not permitted" in message
     assert "/home/ann" in message and "chmod o+x" in message and "Nothing was graded" in message
     failed = {"probe": {"hidden": [], "unreadable": [], "unreadable_count": 0,
                         "failed_imports": {"sympy": "ModuleNotFoundError: No module named 'sympy'"}}}
-    assert "cannot import sympy (ModuleNotFoundError" in sandbox._verdict(failed, 64000)
-    assert sandbox._verdict({"probe": {**failed["probe"], "failed_imports": {}}}, 64000) == ""
+    assert "cannot import sympy (ModuleNotFoundError" in verdict(failed, 64000, covered=[])
+    assert verdict({"probe": {**failed["probe"], "failed_imports": {}}}, 64000, covered=[]) == ""

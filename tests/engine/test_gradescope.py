@@ -38,7 +38,7 @@ def test_zip_holds_scripts_engine_hidden_graders_and_reference(built, tmp_path):
     for script in ("setup.sh", "run_autograder"):
         assert infos[script].external_attr >> 16 & 0o111, f"{script} must be executable"
     names = set(infos)
-    for needed in ("grader/run.py", "grader/score.py", "grader/sandbox.py", "grader/storage.py", "grader/feedback.py",
+    for needed in ("grader/run.py", "grader/score.py", "grader/sandbox/zygote.py", "grader/storage.py", "grader/feedback.py",
                    "grader/day13/rubric.toml", "pyproject.toml", *(f"solutions/day13/{m}" for m in CODE)):
         assert needed in names, f"{needed} missing from the autograder zip"
     hidden = {p.relative_to(ROOT).as_posix() for p in (ROOT / "grader" / "day13").rglob("*.py")

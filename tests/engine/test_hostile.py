@@ -215,9 +215,9 @@ def test_a_sibling_cannot_be_overwritten(batch):
 def test_grader_and_solutions_cannot_be_read(batch):
     # Refused by Landlock, or before that by the child's audit hook (which costs the part as reaching the kit);
     # from a checkout in a folder others may not enter, the kit is not in the child's view at all.
-    from grader.sandbox import _closed_ancestor, is_root
+    from grader.sandbox.confinement import closed_ancestor, is_root
 
-    hidden = is_root() and _closed_ancestor(str(KIT)) is not None
+    hidden = is_root() and closed_ancestor(str(KIT)) is not None
     check(batch, "read_secrets", hit="self_attention",
           reason=r"No such file or directory|the grader's own code" if hidden else r"Permission denied|the grader's own code")
 

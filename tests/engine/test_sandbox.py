@@ -1,4 +1,4 @@
-"""grader/sandbox.py: the child answers like the in-process executor, and every fault becomes a
+"""grader/sandbox/: the child answers like the in-process executor, and every fault becomes a
 stated error while the next call is served by a fresh child, with no process left behind."""
 import dataclasses
 import json
@@ -18,9 +18,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import KIT, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
 
 from grader.execute import ModuleLoader, execute  # noqa: E402
-from grader.sandbox import (SandboxConfig, SandboxTransport, SandboxUnavailable, Zygote, is_root,  # noqa: E402
-                            prepare_scratch, slot_uid)
-from grader.sandbox import _closed_ancestor as closed_ancestor  # noqa: E402
+from grader.sandbox import SandboxConfig  # noqa: E402
+from grader.sandbox.confinement import closed_ancestor, is_root, prepare_scratch, slot_uid  # noqa: E402
+from grader.sandbox.transport import SandboxTransport  # noqa: E402
+from grader.sandbox.zygote import SandboxUnavailable, Zygote  # noqa: E402
 
 # Its own uids, so a grading run elsewhere on the machine cannot look like a leftover of ours.
 CONFIG = SandboxConfig(call_timeout=1.5, spawn_timeout=10, cpu_seconds=4, max_file_bytes=4 << 20,
@@ -426,9 +427,9 @@ def test_a_child_that_stops_reading_cannot_block_a_large_call(transport):
     # The student's code replaces the child's receive loop by a sleep, then the grader sends 16 MB.
     t = transport({"hostile.py": """
         import time
-        import __main__  # the sandbox's own module (the kit's packages cannot be imported)
+        import __main__  # the sandbox's start command (the kit's packages cannot be imported)
         def stop_reading():
-            __main__.protocol.recv_message = lambda *a, **k: time.sleep(600)
+            __main__.zygote.protocol.recv_message = lambda *a, **k: time.sleep(600)
     """})
     assert t.call(fn("stop_reading"), {})[0]["error"] is None
     big = {"x": np.zeros((4, 1024, 1024), dtype=np.float32)}  # far more than a socket buffer holds
@@ -441,7 +442,7 @@ def test_a_child_that_stops_reading_cannot_block_a_large_call(transport):
 def test_seeding_is_unchanged_when_absent_device_stacks_are_skipped():
     import subprocess
     code = ("import torch, traceback\n"
-            "from grader.sandbox import skip_absent_device_seed_stacks\n"
+            "from grader.sandbox.startup import skip_absent_device_seed_stacks\n"
             "torch.manual_seed(3); a = torch.rand(3)\n"
             "skip_absent_device_seed_stacks(torch)\n"
             "torch.manual_seed(3); b = torch.rand(3)\n"
@@ -475,8 +476,7 @@ def test_seccomp_refuses_processes_exec_inet_sockets_and_signals_but_not_threads
 
 
 def test_without_pidfds_the_child_is_still_killed_by_pid(transport, monkeypatch):
-    import grader.sandbox as sandbox
-    receive = sandbox.socket.recv_fds
+    receive = socket.recv_fds
 
     def without_pidfd(sock, bufsize, maxfds, flags=0):  # an old kernel: the zygote has no pidfd to pass
         msg, fds, msg_flags, address = receive(sock, bufsize, maxfds, flags)
@@ -484,7 +484,7 @@ def test_without_pidfds_the_child_is_still_killed_by_pid(transport, monkeypatch)
             os.close(fd)
         return msg, [], msg_flags, address
 
-    monkeypatch.setattr(sandbox.socket, "recv_fds", without_pidfd)
+    monkeypatch.setattr(socket, "recv_fds", without_pidfd)
     t = transport({"hostile.py": "import torch\ndef ok():\n    return torch.ones(1)\n"
                                  "def spin():\n    while True:\n        pass\n"})
     assert t.call(fn("ok"), {})[0]["error"] is None
@@ -529,17 +529,18 @@ def test_the_zygote_warm_up_loads_nothing_a_child_would_not_use():
     # Every module the zygote holds is copied (page tables) into each child and torn down after it.
     # backward(gradient) on a tensor, for one, pulls in torch.fx's symbolic shapes and sympy (~34 MB).
     probe = ("import sys, torch\n"
-             "from grader import sandbox, execute\n"
+             "from grader import execute\n"
+             "from grader.sandbox import startup\n"
              "before = set(sys.modules)\n"
-             "sandbox._warm_up(torch)\n"
-             "sandbox._warm_up_executor(execute)\n"
+             "startup.warm_up(torch)\n"
+             "startup.warm_up_executor(execute)\n"
              "print(sorted(m for m in set(sys.modules) - before if not m.startswith(('zygote_warmup', 'grader'))))\n")
     out = subprocess.run([sys.executable, "-c", probe], cwd=KIT, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
 
 def test_the_zygote_memory_is_in_huge_pages_where_the_kernel_offers_them(zygote):
-    # Fewer page-table entries to copy at each fork and to free at each exit (grader/sandbox.py, _huge_pages).
+    # Fewer page-table entries to copy at each fork and to free at each exit (grader/sandbox/zygote.py, _huge_pages).
     enabled = Path("/sys/kernel/mm/transparent_hugepage/enabled")
     release = tuple(int(x) for x in os.uname().release.split(".")[:2] if x.isdigit())
     if not enabled.exists() or "[never]" in enabled.read_text() or release < (6, 1):
@@ -553,9 +554,9 @@ def test_the_lazily_imported_modules_are_proved_importable_then_held_by_the_zygo
     # The start-up check imports the lesson's lazily loaded modules as the sandbox uid; the zygote then
     # imports them itself, so a correct torch.broadcast_shapes never pays sympy's import within its
     # call's time limit (on a loaded machine that import alone took seconds).
-    from grader import sandbox
+    from grader.sandbox import startup
 
-    lazy = sandbox.lazy_imports()
+    lazy = startup.lazy_imports()
     assert "sympy" in lazy and "torch.fx.experimental.symbolic_shapes" in lazy
     assert zygote.view["probe"]["imported"] == lazy and zygote.view["probe"]["failed_imports"] == {}
     t = transport({"held.py": """

@@ -1,0 +1,55 @@
+"""The sandbox: student code runs only in children forked from a zygote that never held a secret.
+
+Process tree (as root; without root the layers that need it are skipped and recorded):
+
+    grader ──spawns──► zygote  (fresh interpreter: torch, numpy, grader.protocol/execute/forbidden and
+                          │      this package; nothing else. Its heap has no hidden test, no reference,
+                          │      no expected output, no stand-in to find; library attention is switched
+                          │      off in it.)
+                          └─fork─► student child = PID 1 of a new PID namespace, in a new network
+                                   namespace; rlimits, uid drop, Landlock, seccomp, then
+                                   a loop: recv call ─► execute() ─► send result
+
+One file per part, in the order a call meets them:
+
+    transport.py    the call socket, both ends: SandboxTransport (grader side: pipelined calls, time
+                    limits, answer checks, faults in words) and serve() (the child's loop)
+    zygote.py       the zygote: Zygote (the grader's handle), its main loop, one fork per child in a
+                    PID namespace of its own, reaping; Child (a live child, killed by pidfd)
+    confinement.py  the layers around a child: scratch ownership and quota, private mount view,
+                    rlimits, uid drop, Landlock, seccomp, network namespace, then the audit hook
+    startup.py      what the zygote does once before its first child: warm-up, and the start-up
+                    check (a child that proves it can read its import path and import what torch
+                    loads lazily); SandboxRefused when it cannot
+    __main__.py     `python -m grader.sandbox SPEC` (how the grader starts a zygote) and
+                    `python -m grader.sandbox --check` (what this machine offers)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    """Limits for one student child. Every field can be tightened in tests."""
+
+    call_timeout: float = 5.0  # wall seconds for one call (import included)
+    submission_budget: float = 60.0  # wall seconds for all calls of one submission
+    spawn_timeout: float = 10.0  # wall seconds for a fresh child to say hello
+    memory_bytes: int = 768 << 20  # RLIMIT_AS: torch with one thread plus a forward fits
+    cpu_seconds: int = 20  # RLIMIT_CPU: catches a busy loop even if the wall clock is generous
+    max_open_files: int = 64
+    max_file_bytes: int = 32 << 20  # RLIMIT_FSIZE: caps files *and* the captured stdout/stderr
+    max_processes: int = 256  # RLIMIT_NPROC for the slot's own uid (threads count too)
+    output_tail_bytes: int = 2000  # output_tail() length; kept out of results (paths in it vary by run)
+    uid_base: int = 64000  # worker slot k runs as uid/gid uid_base + k when the grader is root
+    fatal_faults_per_module: int = 2  # after this many deaths on first use of a module, fail it fast
+    scratch_quota_bytes: int = 128 << 20  # a tmpfs per worker slot (as root): a disk-filling loop stops here
+    # What the child may send back, header and arrays together; 0 keeps the protocol's own caps. A
+    # grading run takes both from the lesson's data (`limits.toml` beside its rubric).
+    reply_bytes: int = 0  # one call's answer
+    replies_bytes: int = 0  # all the answers of one submission (the grader keeps them until it is scored)
+    layers: tuple[str, ...] = ("pidns", "netns", "rlimits", "uid", "landlock", "seccomp", "quota")
+
+
+DEFAULT_CONFIG = SandboxConfig()

@@ -1,0 +1,423 @@
+"""The call socket between the grader and a student child, both ends.
+
+Grader side, SandboxTransport: `call(header, arrays) -> (header, arrays)` into a sandboxed child of
+one submission (grader/protocol.py frames, no pickle). It pipelines a batch of calls, holds each to
+its time limit and the submission to its budget, caps what the child may send back, and checks every
+answer's fields against what the executor writes (reply_problem): a forged, oversized or missing
+answer, a death or a hang becomes a fault of that call, in words, and the next call goes to a fresh
+child. Child side, serve(): receive a call, run the executor on it, send the answer, forever.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from grader import protocol
+from grader.sandbox import SandboxConfig
+from grader.sandbox.confinement import EXIT_CPU_LIMIT, EXIT_FILE_LIMIT
+
+if TYPE_CHECKING:
+    from grader.sandbox.zygote import Child, Zygote
+
+
+def error_header(kind: str, message: str) -> dict:
+    """The result header for a call the child could not answer (the same shape execute() uses)."""
+    return {"error": {"type": kind, "message": message, "traceback": ""}, "forbidden": []}
+
+
+class SandboxTransport:
+    """`call(header, arrays) -> (header, arrays)` into a sandboxed child of one submission.
+
+    The child is spawned lazily and respawned after any fault, so a part that hangs or crashes
+    costs only the calls that hit it. `faults` lists what happened, in words, for the result's notes;
+    `isolation` which layers were active. `close()` leaves no process behind.
+    """
+
+    def __init__(self, *, zygote: Zygote, slot: int, scratch: Path, config: SandboxConfig | None = None):
+        self.zygote, self.slot, self.scratch = zygote, slot, Path(scratch)
+        self.config = config or zygote.config
+        self.faults: list[str] = []
+        self.fault_types: list[str] = []
+        self.isolation: dict = {}
+        self._child: Child | None = None
+        self._import_faults: dict[str, int] = {}
+        self._condemned: dict[str, dict] = {}
+        self._spent = 0.0
+        self._received = 0  # bytes of every answer so far, counted against config.replies_bytes
+        self._replies_full = False  # set once an answer would have passed config.replies_bytes
+        self._no_meta = False  # set once a child had to answer an inspect again on CPU
+        self._output = tempfile.TemporaryFile()  # unnamed: nothing else can open it
+
+    # -- public
+
+    # Requests sent ahead of the answers stay under this many bytes: far below a socket's buffer, so
+    # sending ahead never waits for a child that is busy writing answers nobody reads yet.
+    PIPELINE_BYTES = 64 << 10
+
+    def call(self, header: dict, arrays: dict[str, np.ndarray]) -> tuple[dict, dict[str, np.ndarray]]:
+        return self.call_many([(header, arrays)])[0]
+
+    def call_many(self, calls: list[tuple[dict, dict]]) -> list[tuple[dict, dict]]:
+        """The answers to several calls, in order, exactly as if they were made one at a time.
+
+        Requests go ahead to the child and the answers come back in order, each within its own
+        time limit, counted from when the child could start on it: the child goes from one call to
+        the next without waiting for the grader, and neither side sleeps and wakes once per call.
+        A fault answers the call that met it; calls sent after it go again, to a fresh child. An
+        answer that needs no child (a condemned module, a used-up budget) is given only when no
+        call is in flight, since a call ahead may still condemn the module or use up the budget."""
+        answers: list = [None] * len(calls)
+        todo = deque(range(len(calls)))  # not sent to the current child yet
+        flight: deque = deque()  # (index, module, header as sent, bytes, sent at), in the order answered
+        flight_bytes = 0
+        answered_at = 0.0  # when the child last answered: it starts on the next call then
+        while todo or flight:
+            while todo:
+                i = todo[0]
+                header, arrays = calls[i]
+                module = str(header.get("module", "")) if isinstance(header, dict) else ""
+                if self._child is not None and module in self._child.holds:
+                    # This child holds a working implementation of the part this call grades (the
+                    # grader's stand-ins): the call goes to a fresh child, once the calls ahead are answered.
+                    if flight:
+                        break
+                    self._stop_child()
+                if not flight:
+                    early = self._answer_without_child(module)
+                    if early is None and self._child is None:
+                        start = time.monotonic()
+                        fault = self._spawn()
+                        self._spent += time.monotonic() - start
+                        if fault is not None:
+                            early = self._after_fatal(module, fault, first_use=True), {}
+                    if early is not None:
+                        answers[i] = early
+                        todo.popleft()
+                        continue
+                if self._no_meta and isinstance(header, dict) and header.get("op") == "inspect":
+                    header = dict(header, no_meta=True)
+                header = self._with_standins(header, module)
+                parts = protocol.encode(header, arrays)
+                size = sum(len(part) for part in parts)
+                if flight and flight_bytes + size > self.PIPELINE_BYTES:
+                    break
+                sent_at = time.monotonic()
+                try:
+                    # A child that never reads must not block the send either (a call bigger than the socket buffer).
+                    self._child.sock.settimeout(self.config.call_timeout)
+                    protocol.send_parts(self._child.sock, parts)
+                except (TimeoutError, OSError) as exc:
+                    if flight:
+                        break  # the child is stuck on, or died in, a call ahead: its answer says which
+                    todo.popleft()
+                    answers[i] = self._send_failed(module, exc, first_use=module not in self._child.served)
+                    continue
+                todo.popleft()
+                flight.append((i, module, header, size, sent_at))
+                flight_bytes += size
+            if not flight:
+                continue
+            i, module, sent_header, size, sent_at = flight.popleft()
+            flight_bytes -= size
+            if self._spent >= self.config.submission_budget:
+                # Used up by the calls ahead: this one and those behind it are answered without the child.
+                self._stop_child()
+                answer, retry = None, True
+            else:
+                start = max(sent_at, answered_at)
+                answer, retry = self._receive(module, sent_header, deadline=start + self.config.call_timeout)
+                answered_at = time.monotonic()
+                self._spent += answered_at - start
+            if answer is not None:
+                answers[i] = answer
+            if self._child is None:  # stopped or replaced: what was in flight goes again, to the next child
+                todo.extendleft(reversed(([i] if retry else []) + [entry[0] for entry in flight]))
+                flight.clear()
+                flight_bytes = 0
+        return answers
+
+    def output_tail(self) -> str:
+        """The last bytes the student's code printed (stdout and stderr together)."""
+        self._output.flush()
+        size = os.fstat(self._output.fileno()).st_size
+        n = min(size, self.config.output_tail_bytes)
+        data = os.pread(self._output.fileno(), n, size - n) if n else b""
+        return data.decode("utf-8", "replace")
+
+    def close(self) -> None:
+        if self._child is not None:
+            self._child.kill()
+            self._child = None
+        self._output.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- internals
+
+    def _with_standins(self, header, module):
+        """The call as sent: with the stand-ins' source if it needs them and this child has none yet."""
+        standins = self.zygote.standins
+        if not standins or not isinstance(header, dict) or self._child.has_standins:
+            return header
+        if module in standins["needed_by"] or header.get("standins") or header.get("over_standins"):
+            self._child.holds, self._child.has_standins = standins["implements"], True
+            return dict(header, standins_source=standins["source"])
+        return header
+
+    def _answer_without_child(self, module):
+        if module in self._condemned:
+            return dict(self._condemned[module]), {}
+        if self._spent >= self.config.submission_budget:
+            message = (f"the submission used up its {self.config.submission_budget:g} s time budget; "
+                       "remaining calls were not run")
+            if "Budget" not in self.fault_types:  # said once, and the run's status says "time-budget"
+                self.faults.append(f"Timeout: {message}")
+                self.fault_types.append("Budget")
+            return self._fault("Timeout", message, record=False), {}
+        if self._replies_full:
+            return self._fault("OversizedReply", f"the submission's answers passed the "
+                                                 f"{_mb(self.config.replies_bytes)} the grader keeps for one "
+                                                 "submission; remaining calls were not run", record=False), {}
+        return None
+
+    def _reply_limits(self) -> protocol.Limits:
+        """The caps for the next answer: one call's, and what is left of the submission's."""
+        cap = self.config.reply_bytes or protocol.DEFAULT_LIMITS.max_total_bytes
+        if self.config.replies_bytes:
+            cap = max(0, min(cap, self.config.replies_bytes - self._received))
+        return protocol.Limits(max_header_bytes=min(cap, protocol.DEFAULT_LIMITS.max_header_bytes), max_total_bytes=cap)
+
+    def _oversized(self, exc: "protocol.OversizedFrame") -> dict:
+        if self.config.reply_bytes and exc.declared > self.config.reply_bytes:
+            return self._fault("OversizedReply", f"one answer was over the {_mb(self.config.reply_bytes)} a call may "
+                                                 f"send back (this assignment's answers are far smaller): {exc}")
+        if self.config.replies_bytes and self._received + exc.declared > self.config.replies_bytes:
+            self._replies_full = True
+            return self._fault("OversizedReply", f"the submission's answers passed the "
+                                                 f"{_mb(self.config.replies_bytes)} the grader keeps for one "
+                                                 f"submission: {exc}")
+        return self._fault("OversizedReply", f"the process answered with a message over the protocol's caps ({exc})")
+
+    def _send_failed(self, module, exc, first_use):
+        fault = self._timed_out() if isinstance(exc, TimeoutError) else self._death_or_protocol(exc)
+        return self._after_fatal(module, fault, first_use), {}
+
+    def _timed_out(self) -> dict:
+        return self._fault("Timeout", f"no answer within {self.config.call_timeout:g} s (an infinite loop, a sleep, "
+                                      "or very slow code); the process was stopped")
+
+    def _receive(self, module, header, *, deadline):
+        """(answer, retry) for the oldest call in flight; after a fault or a retry, self._child is None."""
+        child = self._child
+        first_use = module not in child.served
+        try:
+            reply, out, size = protocol.recv_frame(child.sock, limits=self._reply_limits(), deadline=deadline)
+        except TimeoutError:
+            return (self._after_fatal(module, self._timed_out(), first_use), {}), False
+        except protocol.OversizedFrame as exc:
+            return (self._after_fatal(module, self._oversized(exc), first_use), {}), False
+        except (protocol.ProtocolError, OSError) as exc:
+            return (self._after_fatal(module, self._death_or_protocol(exc), first_use), {}), False
+        self._received += size
+        if "sandbox_exit" in reply:
+            return (self._after_fatal(module, self._classify_exit(reply["sandbox_exit"]), first_use), {}), False
+        problem = reply_problem(reply, out)
+        if problem:
+            # Student code can write to its own end of the socket: a reply the executor never writes is
+            # the submission's fault. The stream can no longer be trusted, so the child goes.
+            return (self._after_fatal(module, self._fault(
+                "ProtocolError", f"the process sent an answer the grader's executor never writes "
+                                 f"(forged or damaged: {problem})"), first_use), {}), False
+        error = reply.get("error") if isinstance(reply, dict) else None
+        if isinstance(error, dict) and _is_out_of_memory(error):
+            return (self._after_fatal(module, self._fault(
+                "OutOfMemory", f"ran out of memory (limit {self.config.memory_bytes >> 20} MB per submission)"
+                               f": {str(error.get('message', ''))[:200]}"), first_use), {}), False
+        child.served.add(module)
+        if isinstance(reply, dict) and reply.pop("retry_without_meta", False) \
+                and isinstance(header, dict) and not header.get("no_meta"):
+            # The child built an inspected module on the meta device and something of it outlived the
+            # call (grader/execute.py, _inspect_on_meta): answer from a fresh child that builds on CPU,
+            # as every later inspect of this submission will. Not a fault of the submission.
+            self._no_meta = True
+            self._stop_child()
+            return None, True
+        return (reply, out), False
+
+    def _stop_child(self) -> None:
+        if self._child is not None:
+            self._child.kill()
+            self._child = None
+
+    def _spawn(self):
+        self._output.truncate(0)
+        self._output.seek(0)
+        # SandboxUnavailable propagates: a dead zygote is the engine's fault, not the submission's.
+        child = self.zygote.spawn(self.slot, scratch=self.scratch, output_fd=self._output.fileno())
+        deadline = time.monotonic() + self.config.spawn_timeout
+        try:
+            # Sent by the grader's own code before any student code runs: small, whatever the caps.
+            hello, _ = protocol.recv_message(child.sock, limits=_HELLO_LIMITS, deadline=deadline)
+            if "sandbox_exit" in hello:
+                self._child = child
+                return self._classify_exit(hello["sandbox_exit"])
+            if "setup_error" in hello:
+                self._child = child
+                # Shown in the student's feedback: what failed, not where on this machine.
+                return self._fault("Crashed", f"the sandbox could not set up the process: "
+                                              f"{without_paths(str(hello['setup_error']))}")
+            child.layers = dict(hello["hello"]["layers"])
+        except (TimeoutError, protocol.ProtocolError, OSError, KeyError, TypeError, ValueError) as exc:
+            child.kill()
+            return self._fault("Crashed", f"the sandboxed process failed to start ({without_paths(str(exc))})")
+        self._child = child
+        if not self.isolation:
+            self.isolation = dict(child.layers)
+        return None
+
+    def _death_or_protocol(self, exc):
+        if isinstance(exc, protocol.ConnectionClosed):
+            return self._fault("Crashed", "the process closed its connection without answering")
+        return self._fault("ProtocolError", f"the process answered with a malformed message ({exc})")
+
+    def _classify_exit(self, info) -> dict:
+        code = info.get("code") if isinstance(info, dict) else None
+        if not isinstance(code, int):
+            return self._fault("Crashed", "the process ended")
+        if code in (EXIT_FILE_LIMIT, -signal.SIGXFSZ):
+            return self._fault("Crashed", f"wrote more than {self.config.max_file_bytes >> 20} MB "
+                                          "(printed output or files); the process was stopped")
+        if code in (EXIT_CPU_LIMIT, -signal.SIGXCPU):
+            return self._fault("Timeout", f"used more than {self.config.cpu_seconds} s of CPU time")
+        if code >= 0:
+            return self._fault("Crashed", f"the student's code ended the process (exit status {code}, e.g. "
+                                          "os._exit or sys.exit at import); later calls use a fresh process")
+        sig = -code
+        name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+        if sig == signal.SIGKILL:
+            return self._fault("Crashed", "the process was killed (SIGKILL), most likely for using too much "
+                                          "memory or CPU")
+        return self._fault("Crashed", f"the process died from signal {name}")
+
+    def _fault(self, kind: str, message: str, record: bool = True) -> dict:
+        if self._child is not None:
+            self._child.kill()
+            self._child = None
+        if record:
+            self.faults.append(f"{kind}: {message}")
+            self.fault_types.append(kind)
+        return error_header(kind, message)
+
+    def _after_fatal(self, module, header, first_use):
+        if module and first_use:
+            self._import_faults[module] = self._import_faults.get(module, 0) + 1
+            if self._import_faults[module] >= self.config.fatal_faults_per_module:
+                condemned = error_header(header["error"]["type"], header["error"]["message"] +
+                                         f" (repeatedly on first use of {module}.py: its other calls were "
+                                         "not retried)")
+                self._condemned[module] = condemned
+        return header
+
+
+def without_paths(text: str) -> str:
+    """`text` with every absolute path cut to its last part (`/home/x/kit/grader/run.py` -> `…/run.py`):
+    for messages about the engine that end up in a student's feedback."""
+    return re.sub(r"(?<![\w.~])(?:[A-Za-z]:)?[/\\][^\s'\"]*[/\\]([^\s/\\'\"]*)", r"…/\1", text)
+
+
+_HELLO_LIMITS = protocol.Limits(max_header_bytes=1 << 16, max_arrays=0, max_total_bytes=0)
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:g} MB"
+
+
+def reply_problem(header: dict, arrays: dict) -> str | None:
+    """What is wrong with a call's answer, by the shape grader/execute.py gives it; None if nothing.
+
+    Every field the scorer reads is checked for its type (and every array it names for being
+    there), so a forged or damaged answer is refused here, as the submission's fault, instead of
+    tripping the scorer later. Keys this check does not know pass through untouched."""
+    def error_problem(key):
+        value = header.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, dict) or not all(isinstance(value.get(k), str) for k in ("type", "message")) \
+                or not all(isinstance(value.get(k, ""), str) for k in ("traceback", "stage")):
+            return f"{key!r} is not an error record"
+        return None
+
+    def names_array(value):
+        return isinstance(value, str) and value in arrays
+
+    for key in ("error", "grad_error"):
+        if problem := error_problem(key):
+            return problem
+    outputs = header.get("outputs", [])
+    if not isinstance(outputs, list):
+        return "'outputs' is not a list"
+    for i, desc in enumerate(outputs):
+        kind = desc.get("kind") if isinstance(desc, dict) else None
+        if kind == "tensor":
+            if not names_array(desc.get("array")) or not isinstance(desc.get("dtype", ""), str):
+                return f"output {i} names no array that came with the answer"
+        elif kind == "value":
+            if not isinstance(desc.get("type"), str) or not isinstance(desc.get("value"), (bool, int, float, str)):
+                return f"output {i} is not a plain value"
+        elif kind not in ("none", "other", "missing") or not isinstance(desc.get("type", ""), str):
+            return f"output {i} is not an output record"
+    grads = header.get("grads", {})
+    if not isinstance(grads, dict) or not all(v is None or names_array(v) for v in grads.values()):
+        return "'grads' does not name arrays that came with the answer"
+    for key in ("forbidden", "forbidden_call"):
+        names = header.get(key, [])
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            return f"{key!r} is not a list of names"
+    inspect = header.get("inspect", {})
+    if not isinstance(inspect, dict) or not all(isinstance(inspect.get(k, {}), dict)
+                                                for k in ("parameters", "trainable", "buffers", "attrs")):
+        return "'inspect' is not an inspection record"
+    if not isinstance(header.get("retry_without_meta", False), bool):
+        return "'retry_without_meta' is not a flag"
+    return None
+
+
+def _is_out_of_memory(error: dict) -> bool:
+    kind, message = str(error.get("type", "")), str(error.get("message", ""))
+    return kind == "MemoryError" or "can't allocate memory" in message or "not enough memory" in message
+
+
+# --------------------------------------------------------------------------- child side
+
+
+def serve(sock, execute, loader):
+    """The child's loop, once every layer is on: each call in, the executor's answer out."""
+    while True:
+        try:
+            header, arrays = protocol.recv_message(sock)
+        except protocol.ConnectionClosed:
+            os._exit(0)
+        try:
+            reply = execute(header, arrays, loader=loader)
+        except MemoryError:
+            reply = (error_header("MemoryError", "out of memory"), {})
+        except SystemExit as exc:
+            reply = (error_header("SystemExit", f"the code called sys.exit({exc.code!r})"), {})
+        except BaseException as exc:  # the executor should catch; never let one call end the loop
+            reply = (error_header(type(exc).__name__, str(exc)[:500]), {})
+        try:
+            protocol.send_message(sock, *reply)
+        except (TypeError, ValueError) as exc:
+            protocol.send_message(sock, error_header("ProtocolError", f"result could not be framed: {exc}"))

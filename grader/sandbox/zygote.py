@@ -239,7 +239,8 @@ def _lesson_standins() -> dict:
 
 @dataclass(frozen=True)
 class ChildSetup:
-    """What the zygote gives every child it forks: fixed before the first fork."""
+    """What the zygote gives every child it forks. Fixed once the zygote is ready; the start-up
+    check's child, forked before the warm-up, gets it without the precompiled seccomp filter."""
 
     config: SandboxConfig
     entry: ModuleType  # the executor (grader/execute.py)

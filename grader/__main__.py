@@ -107,17 +107,11 @@ def build_parser() -> argparse.ArgumentParser:
                                        lesson=a.lesson, jobs=a.jobs))
 
     p = sub.add_parser("killrate", help="grade every bug-catalogue mutant and correct variant; print the rates")
-    p.set_defaults(run=lambda a: _call(f"{_lesson_name()}.killrate", "main"))
+    p.set_defaults(run=lambda a: _call("killrate", "main"))
 
     for command in sub.choices.values():
         _lesson_option(command)
     return parser
-
-
-def _lesson_name() -> str:
-    from grader.lesson import load_lesson
-
-    return load_lesson().name
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -115,6 +115,9 @@ class Lesson:
     catalogue_module: str
     tolerances_module: str
     adapter_class: str  # "package.module:Class": the hidden tests' adapter (a grader.calls.Adapter)
+    variants: Path | None  # correct implementations the kill rate grades (none: no false-failure figure)
+    skeletons: Path | None  # skeletons (shapes, no computation) the kill rate grades
+    skeleton_parts: dict[str, str]  # a part skeleton's name prefix -> the part it replaces
     label: str = ""  # how the course names the lesson beside its title ("Day 13"), if at all
 
     @property
@@ -201,6 +204,10 @@ def _adapter_class(package: str, declared_as, where: Path) -> str:
     return f"{package}.{module}:{name}"
 
 
+def _kit_path(relative) -> Path | None:
+    return None if relative is None else ROOT / str(relative)
+
+
 @lru_cache(maxsize=8)
 def _load(folder: Path) -> Lesson:
     declared = folder / DECLARATION
@@ -220,6 +227,7 @@ def _load(folder: Path) -> Lesson:
     checks = folder / f"{deliverables.get('checks', 'deliverable_checks')}.py"
     if "checks" in deliverables and not checks.is_file():
         raise LessonError(f"{declared} [deliverables] checks = {deliverables['checks']!r}, but {checks} does not exist")
+    killrate = data.get("killrate", {})
     siblings = _strings(data.get("sibling_imports", {}), f"{declared} [sibling_imports]")
     if any(len(pair) != 2 for pair in siblings.values()):
         raise LessonError(f"{declared} [sibling_imports]: each entry is [sibling module, name]")
@@ -249,9 +257,11 @@ def _load(folder: Path) -> Lesson:
         catalogue_module=f"{package}.{data.get('catalogue', 'catalogue')}",
         tolerances_module=f"{package}.{data.get('tolerances', 'tolerances')}",
         adapter_class=_adapter_class(package, data.get("adapter"), declared),
+        variants=_kit_path(killrate.get("variants")), skeletons=_kit_path(killrate.get("skeletons")),
+        skeleton_parts={str(k): str(v) for k, v in killrate.get("skeleton_parts", {}).items()},
     )
     unknown = [m for m in (*lesson.always_standin, *lesson.standin_names, *lesson.sibling_imports,
-                           *lesson.notebook_cells)
+                           *lesson.notebook_cells, *lesson.skeleton_parts.values())
                if m not in lesson.graded_names]
     if unknown:
         raise LessonError(f"{declared} names {', '.join(sorted(set(unknown)))}, which [modules] does not declare")

@@ -427,7 +427,7 @@ def _worker_main(slot, todo, tasks, results, **kwargs) -> None:
         import importlib
 
         # The scorer (already loaded: no import cost here) holds the lesson's bug catalogue.
-        importlib.import_module("grader.score").catalogue.cleanup()  # os._exit skips atexit handlers
+        importlib.import_module("grader.score").CATALOGUE.cleanup()  # os._exit skips atexit handlers
 
 
 def _preload():

@@ -19,7 +19,7 @@ from collections import defaultdict
 from functools import lru_cache
 from pathlib import Path
 
-from grader import forbidden, scan
+from grader import forbidden, mutants, scan
 from grader.calls import Adapter, InProcessTransport
 from grader.checks import GradeFailure
 from grader.intake import NOTEBOOK_MODULE, contract_module_source
@@ -35,7 +35,7 @@ CODE_COMPONENTS = LESSON.modules
 FILE_OF = LESSON.file_of
 POLICY = LESSON.forbidden_path  # library attention and reflective constructs (lesson data)
 DELIVERABLES = LESSON.deliverables_component
-catalogue = importlib.import_module(LESSON.catalogue_module)  # the lesson's bugs and the hints they name
+CATALOGUE = mutants.Catalogue.of(LESSON)  # the lesson's bugs (their hints are in its rubric)
 LESSON_ADAPTER = LESSON.adapter()  # the lesson's requests over the engine's call plumbing
 
 
@@ -220,7 +220,7 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
         if blamed[component]:
             names = ", ".join(sorted(blamed[component]))
             text = rubric["meta"]["forbidden_message"].format(names=names)
-            bug = catalogue.identify_forbidden(component, blamed[component])
+            bug = CATALOGUE.identify_forbidden(component, blamed[component])
             result.tests.append(TestResult(name=rid, component=component, score=0.0, max_score=points,
                                            status="failed", output=text, hint_id=bug, title=title))
             continue
@@ -229,7 +229,7 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
                                            status="passed", output="", title=title))
             continue
         unfinished = bool(failure.error and failure.error.get("type") == "NotImplementedError")
-        bug = None if _is_import(failure) or unfinished else catalogue.identify(component, rid, calls)
+        bug = None if _is_import(failure) or unfinished else CATALOGUE.identify(component, rid, calls)
         hint = rubric.get("hints", {}).get(bug, {}).get("text") if bug else None
         if isinstance(failure.error, dict):
             # The student's code raised: every test this error stopped gets the same words, which the

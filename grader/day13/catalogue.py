@@ -1,39 +1,17 @@
-"""The bug catalogue: realistic mistakes of students reading the Day 13 handout.
+"""The bug catalogue: realistic mistakes of students reading the Day 13 handout (data only).
 
 Each entry names its component, the hidden test it must fail (rubric id), and a mutant of the
-reference that shows the bug: patches (file, exact text, replacement) applied to a copy of
-solutions/day13 (tests/day13/test_graders.py checks that each text occurs exactly once, so the
-catalogue cannot rot silently). Hint texts live in rubric.toml under [hints."<id>"].
-
-When a student fails a test, `identify` replays that test's recorded calls on the mutants of
-the component; a mutant whose answers match the student's names the misconception.
+reference that shows the bug: patches (file, exact text, replacement) applied to a copy of the
+lesson's reference (lesson.toml `solutions`; tests/day13/test_graders.py checks that each text occurs
+exactly once, so the catalogue cannot rot silently). Hint texts live in rubric.toml under
+[hints."<id>"]. The engine builds the mutants and replays a failing student's calls on them to name
+the misconception (grader/mutants.py).
 """
 from __future__ import annotations
 
-import atexit
-import os
-import shutil
-import tempfile
-from dataclasses import dataclass
-from pathlib import Path
-
-import numpy as np
-
-from grader.day13 import tolerances as tol
-from grader.calls import Adapter, InProcessTransport
-
-SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions" / "day13"
+from grader.mutants import Bug
 
 SA, MH, PE, BL = "self_attention.py", "multihead.py", "positional.py", "block.py"
-
-
-@dataclass(frozen=True)
-class Bug:
-    id: str
-    component: str
-    test: str  # rubric id of the hidden test this bug must fail
-    patches: tuple  # ((file, find, replace), ...)
-    forbidden: tuple = ()  # forbidden APIs this bug uses (found at run time, not by replay)
 
 
 def _b(id, component, test, *patches, forbidden=()):
@@ -202,128 +180,3 @@ BUGS: tuple[Bug, ...] = (
     _b("blk.pre_ln_normed_residual", "block", "pre_ln",
        (BL, PRE1, "            x = self.ln1(x)\n            x = x + self.attn(x, mask)\n")),
 )
-BY_ID = {b.id: b for b in BUGS}
-
-
-# -- mutants --------------------------------------------------------------------------------
-def apply(bug: Bug, source_dir: Path = SOLUTIONS) -> dict[str, str]:
-    """The mutant's sources: file name -> text. Raises if a find text is not there exactly once."""
-    sources = {p.name: p.read_text() for p in sorted(Path(source_dir).glob("*.py"))}
-    for file, find, replace in bug.patches:
-        count = sources[file].count(find)
-        if count != 1:
-            raise ValueError(f"catalogue entry {bug.id}: the text to replace occurs {count} times in {file} "
-                             f"(expected once); update the patch to the current reference:\n{find!r}")
-        sources[file] = sources[file].replace(find, replace)
-    return sources
-
-
-_root: Path | None = None
-_root_pid: int | None = None  # the process that made _root: only it removes the folder
-_transports: dict[str, InProcessTransport] = {}
-_adapters: dict[str, Adapter] = {}
-
-
-def mutant_dir(bug_id: str) -> Path:
-    """A folder holding the mutant submission of `bug_id` (built once per process)."""
-    global _root, _root_pid
-    if _root is None:
-        _root, _root_pid = Path(tempfile.mkdtemp(prefix="day13-mutants-")), os.getpid()
-        atexit.register(cleanup)
-    folder = _root / bug_id
-    if not folder.exists():
-        folder.mkdir()
-        for path in sorted(SOLUTIONS.iterdir()):  # the deliverables too, so only code differs
-            if path.is_file() and path.suffix != ".py":
-                shutil.copyfile(path, folder / path.name)
-        for name, text in apply(BY_ID[bug_id]).items():
-            (folder / name).write_text(text)
-    return folder
-
-
-def cleanup() -> None:
-    """Remove this process's mutant folders. A multiprocessing worker ends with os._exit, which
-    skips atexit, so the grading engine's workers call this themselves before they return."""
-    global _root, _root_pid
-    if _root is not None and _root_pid == os.getpid():
-        shutil.rmtree(_root, ignore_errors=True)
-        _root = _root_pid = None
-        _transports.clear()
-        _adapters.clear()
-
-
-def transport(bug_id: str) -> InProcessTransport:
-    if bug_id not in _transports:
-        _transports[bug_id] = InProcessTransport(mutant_dir(bug_id))
-    return _transports[bug_id]
-
-
-def _adapter(bug_id: str) -> Adapter:
-    if bug_id not in _adapters:
-        _adapters[bug_id] = Adapter(transport(bug_id), cache={})
-    return _adapters[bug_id]
-
-
-# -- naming the misconception -----------------------------------------------------------------
-def identify(component: str, test: str, calls) -> str | None:
-    """The first catalogue bug of `component` whose mutant answers every recorded call as the student did.
-
-    Bugs that name `test` are tried first, then the component's others, in catalogue order.
-    """
-    if not calls:
-        return None
-    candidates = [b for b in BUGS if b.component == component and not b.forbidden]
-    candidates.sort(key=lambda b: b.test != test)
-    for bug in candidates:
-        mutant = _adapter(bug.id)
-        if all(results_match(c.result, mutant.call(c.header, c.arrays)) for c in calls):
-            return bug.id
-    return None
-
-
-def identify_forbidden(component: str, names) -> str | None:
-    for bug in BUGS:
-        if bug.component == component and set(bug.forbidden) & set(names):
-            return bug.id
-    return None
-
-
-def results_match(a, b) -> bool:
-    """Two answers to the same call agree (same error, or outputs and gradients within MATCH)."""
-    ea, eb = a.error, b.error
-    if ea or eb:  # the same bug raises the same error; a different message is a different bug
-        return bool(ea and eb) and all(ea.get(k) == eb.get(k) for k in ("type", "stage", "message"))
-    if len(a.outputs) != len(b.outputs) or a.inspect != b.inspect:
-        return False
-    for i, (da, db) in enumerate(zip(a.outputs, b.outputs)):
-        if da.get("kind") != db.get("kind"):
-            return False
-        if da.get("kind") == "tensor" and not _close(a.array(i), b.array(i)):
-            return False
-        if da.get("kind") == "value" and da.get("value") != db.get("value"):
-            return False
-    ga, gb = a.grad_error, b.grad_error
-    if bool(ga) != bool(gb) or (ga and ga["type"] != gb["type"]):
-        return False
-    grads_a, grads_b = a.header.get("grads") or {}, b.header.get("grads") or {}
-    if set(grads_a) != set(grads_b):
-        return False
-    for name in grads_a:
-        x, y = a.grad(name), b.grad(name)
-        if (x is None) != (y is None) or (x is not None and not _close(x, y)):
-            return False
-    return True
-
-
-def _close(x, y) -> bool:
-    if x is None or y is None or x.shape != y.shape:
-        return x is None and y is None
-    x, y = x.astype(np.float64), y.astype(np.float64)
-    nan_x, nan_y = np.isnan(x), np.isnan(y)
-    if not np.array_equal(nan_x, nan_y):
-        return False
-    finite = np.isfinite(y)
-    scale = max(1.0, float(np.max(np.abs(y[finite]), initial=0.0)))
-    with np.errstate(invalid="ignore", over="ignore"):
-        ok = nan_x | (x == y) | (np.abs(x - y) <= tol.MATCH.atol * scale + tol.MATCH.rtol * np.abs(y))
-    return bool(ok.all())

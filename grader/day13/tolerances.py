@@ -78,7 +78,7 @@ def grads(dtype: str) -> Tol:
 
 def main() -> int:
     """Print the measured spread of the correct variants per kind of value."""
-    from grader.day13.killrate import measure_spread
+    from grader.killrate import measure_spread
 
     for kind, (spread, where) in sorted(measure_spread().items()):
         print(f"{kind:28s} {spread:.3e}   ({where})")

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import score
+from grader import killrate, mutants, score
 from grader.calls import InProcessTransport
-from grader.day13 import catalogue, killrate, tolerances
+from grader.day13 import tolerances
 
 torch.set_num_threads(1)
 
@@ -21,13 +21,14 @@ ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions" / "day13"
 STUBS = ROOT / "assignments" / "day13"
 CODE = killrate.CODE
-BUG_IDS = [b.id for b in catalogue.BUGS]
+CATALOGUE = killrate.catalogue()
+BUG_IDS = [b.id for b in CATALOGUE.bugs]
 VARIANTS = killrate.variants()
 
 
 @lru_cache(maxsize=None)
 def verdict(bug_id: str) -> killrate.MutantVerdict:
-    return killrate.judge_mutant(catalogue.BY_ID[bug_id])
+    return killrate.judge_mutant(CATALOGUE.by_id[bug_id])
 
 
 def code_scores(result) -> dict:
@@ -40,28 +41,28 @@ def test_catalogue_has_at_least_25_distinct_bugs_over_every_component():
     assert len(BUG_IDS) >= 25
     assert len(set(BUG_IDS)) == len(BUG_IDS)
     for component in CODE:
-        assert sum(b.component == component for b in catalogue.BUGS) >= 5, component
+        assert sum(b.component == component for b in CATALOGUE.bugs) >= 5, component
 
 
 @pytest.mark.parametrize("bug_id", BUG_IDS)
 def test_patch_text_occurs_exactly_once_and_changes_the_code(bug_id):
-    bug = catalogue.BY_ID[bug_id]
-    mutated = catalogue.apply(bug)  # raises if a find text is missing or ambiguous
+    bug = CATALOGUE.by_id[bug_id]
+    mutated = CATALOGUE.apply(bug)  # raises if a find text is missing or ambiguous
     changed = {f for f in mutated if mutated[f] != (SOLUTIONS / f).read_text()}
     assert changed == {f for f, _, _ in bug.patches}
 
 
 def test_a_stale_patch_is_reported_not_ignored():
-    stale = catalogue.Bug("x.stale", "self_attention", "self_attention.worked_values",
+    stale = mutants.Bug("x.stale", "self_attention", "self_attention.worked_values",
                           (("self_attention.py", "no such line\n", ""),))
     with pytest.raises(ValueError, match="occurs 0 times"):
-        catalogue.apply(stale)
+        CATALOGUE.apply(stale)
 
 
 def test_every_entry_names_a_real_test_and_has_a_hint_and_no_hint_is_orphaned():
     rubric = score.load_rubric()
     tests = {f"{c}.{t}" for c, t, _ in score.hidden_tests()}
-    for bug in catalogue.BUGS:
+    for bug in CATALOGUE.bugs:
         assert bug.test in tests, bug.id
         assert bug.test.split(".")[0] == bug.component, bug.id
         text = rubric["hints"].get(bug.id, {}).get("text", "")
@@ -82,7 +83,7 @@ def test_mutant_loses_points_in_its_own_component_only_and_gets_its_hint(bug_id)
 
 
 def test_feedback_of_a_mutant_shows_expected_got_hint_and_evidence():
-    result = killrate.grade(catalogue.mutant_dir("sa.no_scale"), "sa.no_scale")
+    result = killrate.grade(CATALOGUE.mutant_dir("sa.no_scale"), "sa.no_scale")
     failed = {t.name: t for t in result.tests if t.status == "failed"}
     worked = failed["self_attention.worked_values"]
     hint = score.load_rubric()["hints"]["sa.no_scale"]["text"]
@@ -93,7 +94,7 @@ def test_feedback_of_a_mutant_shows_expected_got_hint_and_evidence():
 
 
 def test_large_arrays_are_summarised_with_the_worst_index():
-    result = killrate.grade(catalogue.mutant_dir("pe.base_1000"), "pe.base_1000")
+    result = killrate.grade(CATALOGUE.mutant_dir("pe.base_1000"), "pe.base_1000")
     table = next(t for t in result.tests if t.name == "positional.table_reference")
     assert "largest error" in table.output and "at index (" in table.output
 
@@ -138,7 +139,7 @@ def test_grading_twice_gives_identical_results():
         r = killrate.grade(folder, "twice")
         return json.dumps([t.to_json() for t in r.tests], sort_keys=True), json.dumps(r.evidence), r.status
 
-    for folder in (catalogue.mutant_dir("mh.interleaved_heads"), catalogue.mutant_dir("sa.biased_projections"),
+    for folder in (CATALOGUE.mutant_dir("mh.interleaved_heads"), CATALOGUE.mutant_dir("sa.biased_projections"),
                    VARIANTS[0]):
         assert once(folder) == once(folder)
 
@@ -310,7 +311,7 @@ def test_a_float32_detour_inside_a_float64_call_is_not_a_wrong_answer(tmp_path):
 
 
 def test_killrate_command_prints_its_three_figures(monkeypatch, capsys):
-    monkeypatch.setattr(catalogue, "BUGS", (catalogue.BY_ID["sa.no_scale"], catalogue.BY_ID["blk.relu"]))
+    monkeypatch.setattr(CATALOGUE, "bugs", (CATALOGUE.by_id["sa.no_scale"], CATALOGUE.by_id["blk.relu"]))
     monkeypatch.setattr(killrate, "variants", lambda: VARIANTS[:1])
     monkeypatch.setattr(killrate, "skeletons", lambda: ["pe_zeros", "whole_uniform"])
     assert killrate.main() == 0
@@ -321,7 +322,7 @@ def test_killrate_command_prints_its_three_figures(monkeypatch, capsys):
 
 
 def test_every_mutant_that_changes_numbers_lands_far_outside_its_tolerance():
-    for bug in catalogue.BUGS:
+    for bug in CATALOGUE.bugs:
         effect = killrate.mutant_effect(bug)
         if effect < 1e-6:
             continue  # caught by an error, a missing gradient, a dtype or forbidden use (see the kill tests)

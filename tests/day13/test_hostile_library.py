@@ -118,7 +118,8 @@ def test_flags_reach_the_feedback_and_the_class_report(batch):
 def test_the_stand_ins_implement_exactly_the_parts_the_policy_says(tmp_path):
     # A child holding the stand-ins never answers a call of a part in [standins] implements. That
     # list is right only if a submission made of the stand-ins earns points in those parts and no other.
-    from grader.day13 import killrate, standins
+    from grader import killrate
+    from grader.day13 import standins
     from grader.forbidden import load_policy
 
     source = Path(standins.__file__).read_text().split("\ndef make(")[0]

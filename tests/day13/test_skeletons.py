@@ -18,9 +18,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import REFERENCE, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
 
-from grader import run, score  # noqa: E402
+from grader import killrate, run, score  # noqa: E402
 from grader.calls import InProcessTransport  # noqa: E402
-from grader.day13 import catalogue, killrate  # noqa: E402
 from grader.day13.adapter import Adapter  # noqa: E402
 from grader.day13.tests import checks as ck  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
@@ -28,7 +27,8 @@ from grader.sandbox import SandboxConfig  # noqa: E402
 torch.set_num_threads(1)
 
 CASES = killrate.skeletons()
-PART_OF = killrate.PART_OF_PREFIX
+PART_OF = killrate.LESSON.skeleton_parts
+CATALOGUE = killrate.catalogue()
 CODE = killrate.CODE
 CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(3))
 GATE = "these points need code that computes the answer"
@@ -151,7 +151,7 @@ def _verdicts(folder: Path) -> dict:
 
 
 def test_the_gates_cost_no_catalogue_mutant_or_correct_variant_a_point(monkeypatch):
-    folders = [catalogue.mutant_dir(b.id) for b in catalogue.BUGS] + killrate.variants() + [REFERENCE]
+    folders = [CATALOGUE.mutant_dir(b.id) for b in CATALOGUE.bugs] + killrate.variants() + [REFERENCE]
     gated = {f.name: _verdicts(f) for f in folders}
     _without_gates(monkeypatch)
     assert {f.name: _verdicts(f) for f in folders} == gated
@@ -160,7 +160,7 @@ def test_the_gates_cost_no_catalogue_mutant_or_correct_variant_a_point(monkeypat
 def test_a_real_but_buggy_attention_keeps_its_self_consistency_points(tmp_path):
     # sa.no_scale: its own weights are wrong but real, so SelfAttention wired to them passes the
     # module tests and its masks are judged against its own weights.
-    result = killrate.grade(catalogue.mutant_dir("sa.no_scale"), "no_scale")
+    result = killrate.grade(CATALOGUE.mutant_dir("sa.no_scale"), "no_scale")
     got = passed(result)
     for test in ("sdpa_masks", "sdpa_properties", "module_worked_values", "module_reference", "module_gradients"):
         assert f"self_attention.{test}" in got, test

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.day13 import catalogue, killrate
+from grader import killrate
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENT = ROOT / "assignments" / "day13"
@@ -51,7 +51,7 @@ def _hidden_parts(folder: Path, name: str) -> dict[str, bool]:
 
 
 def _cases() -> dict[str, Path]:
-    cases = {bug.id: catalogue.mutant_dir(bug.id) for bug in catalogue.BUGS if not bug.forbidden}
+    cases = {bug.id: killrate.catalogue().mutant_dir(bug.id) for bug in killrate.catalogue().bugs if not bug.forbidden}
     cases.update({f"correct/{p.name}": p for p in killrate.variants()})
     return cases
 

@@ -14,7 +14,7 @@ ENGINE = Path(lessons.__file__).resolve().parent
 
 # Engine modules that take everything lesson-specific from the Lesson object. The list only grows:
 # a module joins it when its last lesson name is gone, and the test below keeps it that way.
-CONVERTED = ["lesson.py", "records.py", "notebook.py", "release.py", "stubs.py", "gradescope.py", "__main__.py", "intake.py", "regrade.py", "collect.py", "forbidden.py", "execute.py", "storage.py", "document.py", "feedback.py", "plots.py", "classreport.py", "merge.py", "review.py", "late.py", "run.py", "sandbox/__init__.py", "sandbox/__main__.py", "sandbox/confinement.py", "sandbox/startup.py", "sandbox/transport.py", "sandbox/zygote.py", "docs.py", "bench.py", "score.py", "checks.py", "calls.py", "tolerances.py", "deliverables.py", "checker.py", "similarity.py"]
+CONVERTED = ["lesson.py", "records.py", "notebook.py", "release.py", "stubs.py", "gradescope.py", "__main__.py", "intake.py", "regrade.py", "collect.py", "forbidden.py", "execute.py", "storage.py", "document.py", "feedback.py", "plots.py", "classreport.py", "merge.py", "review.py", "late.py", "run.py", "sandbox/__init__.py", "sandbox/__main__.py", "sandbox/confinement.py", "sandbox/startup.py", "sandbox/transport.py", "sandbox/zygote.py", "docs.py", "bench.py", "score.py", "checks.py", "calls.py", "tolerances.py", "deliverables.py", "checker.py", "similarity.py", "mutants.py", "killrate.py"]
 
 
 def test_the_only_lesson_is_found_and_declares_what_the_engine_needs():
@@ -30,6 +30,9 @@ def test_the_only_lesson_is_found_and_declares_what_the_engine_needs():
         defined = {n.name for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
         assert set(lesson.graded_names[module]) <= defined, module
     assert lesson.contract_file_of == {name: f"{m}.py" for m, names in lesson.graded_names.items() for name in names}
+    for folder in (lesson.variants, lesson.skeletons):  # what the kill rate grades, when declared
+        assert folder is None or folder.is_dir(), folder
+    assert set(lesson.skeleton_parts.values()) <= set(lesson.modules)
 
 
 def test_components_and_points_come_from_the_rubric():

@@ -352,7 +352,7 @@ def test_without_root_the_engine_grades_alike_with_the_layers_it_has():
 def test_every_correct_variant_gets_full_code_marks_through_the_sandbox(tmp_path):
     # The in-process graders already give them full marks (test_graders.py); this proves the engine
     # (sandbox, pipelined batches, stand-ins) adds no false "wrong" on the way.
-    from grader.day13 import killrate
+    from grader import killrate
 
     subs = tmp_path / "subs"
     for folder in killrate.variants():

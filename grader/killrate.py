@@ -1,13 +1,14 @@
-"""`python -m grader killrate`: how well the hidden graders separate right from wrong.
+"""`python -m grader killrate`: how well a lesson's hidden graders separate right from wrong.
 
 Grades, in this process (trusted code only):
-- every bug-catalogue mutant: it is "killed" when it loses points in its own component and in
-  no other, fails the test the catalogue names, and that test's feedback names the entry's hint;
-- every correct implementation in tests/fixtures/correct/: a "false failure" is any code test
-  it does not pass;
-- every skeleton in tests/fixtures/skeleton/ (the contract's shapes and attributes, no
-  computation): it may pass structure tests only (rubric.toml's `structure = true`).
-Prints the three figures (used in README.md) and returns 1 when any is not perfect.
+- every bug-catalogue mutant (grader/mutants.py): it is "killed" when it loses points in its own
+  component and in no other, fails the test the catalogue names, and that test's feedback names
+  the entry's hint;
+- every correct implementation in the lesson's variants folder (lesson.toml [killrate]): a
+  "false failure" is any code test it does not pass;
+- every skeleton in the lesson's skeletons folder (the contract's shapes and attributes, no
+  computation): it may pass structure tests only (the rubric's `structure = true`).
+Prints the three figures and returns 1 when any is not perfect.
 """
 from __future__ import annotations
 
@@ -19,21 +20,23 @@ from pathlib import Path
 
 import numpy as np
 
-from grader.day13 import catalogue
+from grader import score
 from grader.calls import InProcessTransport
-from grader.day13.adapter import Adapter
+from grader.mutants import Bug
 
-ROOT = Path(__file__).resolve().parents[2]
-VARIANTS = ROOT / "tests" / "fixtures" / "correct"
-SKELETONS = ROOT / "tests" / "fixtures" / "skeleton"
-SOLUTIONS = ROOT / "solutions" / "day13"
-PART_OF_PREFIX = {"sa": "self_attention", "mh": "multihead", "pe": "positional", "blk": "block"}
-CODE = ("self_attention", "multihead", "positional", "block")
+LESSON = score.LESSON
+CODE = LESSON.modules  # the parts graded from code (not the deliverables)
+COUNT_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def catalogue():
+    """The lesson's catalogue, as the scorer holds it (its mutant folders are shared)."""
+    return score.CATALOGUE
 
 
 @dataclass
 class MutantVerdict:
-    bug: catalogue.Bug
+    bug: Bug
     scores: dict
     failed: dict  # rubric id -> hint id
     killed: bool
@@ -42,8 +45,6 @@ class MutantVerdict:
 
 def _no_deliverables(fn):
     """Grade code only: mutants and variants carry no deliverables worth checking here."""
-    from grader import score
-
     saved = score._deliverables
     score._deliverables = lambda directory, rubric, run_checks=None: []
     try:
@@ -53,22 +54,18 @@ def _no_deliverables(fn):
 
 
 def grade(directory: Path, name: str):
-    from grader.score import grade_submission
-
-    return _no_deliverables(lambda: grade_submission(name=name, directory=Path(directory),
+    return _no_deliverables(lambda: score.grade_submission(name=name, directory=Path(directory),
                                                      transport=InProcessTransport(directory)))
 
 
 def full_marks() -> dict:
-    from grader.score import load_rubric
-
-    rubric = load_rubric()
+    rubric = score.load_rubric()
     return {c: float(sum(t["points"] for t in rubric[c].values())) for c in CODE}
 
 
-def judge_mutant(bug: catalogue.Bug, full: dict | None = None) -> MutantVerdict:
+def judge_mutant(bug: Bug, full: dict | None = None) -> MutantVerdict:
     full = full or full_marks()
-    result = grade(catalogue.mutant_dir(bug.id), bug.id)
+    result = grade(catalogue().mutant_dir(bug.id), bug.id)
     scores = result.component_scores()
     failed = {t.name: t.hint_id for t in result.tests if t.status == "failed"}
     others = [c for c in CODE if c != bug.component and scores[c] != full[c]]
@@ -84,7 +81,8 @@ def judge_mutant(bug: catalogue.Bug, full: dict | None = None) -> MutantVerdict:
 
 
 def variants() -> list[Path]:
-    return sorted(p for p in VARIANTS.iterdir() if p.is_dir()) if VARIANTS.exists() else []
+    folder = LESSON.variants
+    return sorted(p for p in folder.iterdir() if p.is_dir()) if folder and folder.exists() else []
 
 
 def false_failures(directory: Path) -> list[str]:
@@ -93,32 +91,31 @@ def false_failures(directory: Path) -> list[str]:
 
 
 def skeletons() -> list[str]:
-    return sorted(p.name for p in SKELETONS.iterdir() if p.is_dir()) if SKELETONS.exists() else []
+    folder = LESSON.skeletons
+    return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder and folder.exists() else []
 
 
 def skeleton_part(case: str) -> str | None:
     """The component a part skeleton replaces (None for a whole-submission skeleton)."""
-    return PART_OF_PREFIX.get(case.split("_")[0])
+    return LESSON.skeleton_parts.get(case.split("_")[0])
 
 
 def build_skeleton(case: str, folder: Path) -> Path:
     """The reference's code with the skeleton's files on top; a whole_* skeleton's parts.txt names
     the part skeletons it combines."""
     folder.mkdir(parents=True, exist_ok=True)
-    for path in SOLUTIONS.glob("*.py"):
+    for path in LESSON.solutions.glob("*.py"):
         shutil.copyfile(path, folder / path.name)
-    listing = SKELETONS / case / "parts.txt"
+    listing = LESSON.skeletons / case / "parts.txt"
     for part in listing.read_text().split() if listing.exists() else [case]:
-        for path in (SKELETONS / part).glob("*.py"):
+        for path in (LESSON.skeletons / part).glob("*.py"):
             shutil.copyfile(path, folder / path.name)
     return folder
 
 
 def structure_points(component: str | None = None) -> dict:
     """rubric id -> points of the structure tests (of one component, or of all)."""
-    from grader.score import load_rubric
-
-    rubric = load_rubric()
+    rubric = score.load_rubric()
     return {f"{c}.{t}": float(entry["points"]) for c in CODE if component in (None, c)
             for t, entry in rubric[c].items() if entry.get("structure")}
 
@@ -138,13 +135,11 @@ def measure_spread() -> dict:
 
     Returns kind -> (spread, where); spread is |got - expected| / max(1, max|expected|).
     """
-    from grader.score import hidden_tests, reference_adapter
-
-    reference = reference_adapter()
+    reference = score.reference_adapter()
     spread: dict[str, tuple[float, str]] = {}
     for folder in variants():
-        student = Adapter(InProcessTransport(folder), record=True)
-        for component, test_id, fn in hidden_tests():
+        student = score.LESSON_ADAPTER(InProcessTransport(folder), record=True)
+        for component, test_id, fn in score.hidden_tests():
             student.current_test = f"{component}.{test_id}"
             try:
                 fn(student, reference)
@@ -170,14 +165,12 @@ def measure_spread() -> dict:
     return spread
 
 
-def mutant_effect(bug: catalogue.Bug) -> float:
+def mutant_effect(bug: Bug) -> float:
     """How far a mutant's numbers land from the reference on its named test's calls (same scale as
     measure_spread); 0 when it is caught by an error, a missing gradient, a dtype or forbidden use."""
-    from grader.score import hidden_tests, reference_adapter
-
-    reference = reference_adapter()
-    test = {f"{c}.{t}": fn for c, t, fn in hidden_tests()}[bug.test]
-    student = Adapter(catalogue.transport(bug.id), record=True)
+    reference = score.reference_adapter()
+    test = {f"{c}.{t}": fn for c, t, fn in score.hidden_tests()}[bug.test]
+    student = score.LESSON_ADAPTER(catalogue().transport(bug.id), record=True)
     try:
         test(student, reference)
     except AssertionError:
@@ -216,7 +209,7 @@ def main() -> int:
     torch.set_num_threads(1)  # tiny tensors: threads only contend with each other
     start = time.perf_counter()
     full = full_marks()
-    verdicts = [judge_mutant(bug, full) for bug in catalogue.BUGS]
+    verdicts = [judge_mutant(bug, full) for bug in catalogue().bugs]
     killed = sum(v.killed for v in verdicts)
     print(f"Bug catalogue: {len(verdicts)} mutants")
     for v in verdicts:
@@ -237,14 +230,15 @@ def main() -> int:
     cases = skeletons()
     if cases:
         print(f"Skeletons (the contract's shapes and attributes, no computation): {len(cases)}")
-        root = Path(tempfile.mkdtemp(prefix="day13-skeletons-"))
+        root = Path(tempfile.mkdtemp(prefix=f"{LESSON.name}-skeletons-"))
         try:
             judged = {case: judge_skeleton(case, root) for case in cases}
         finally:
             shutil.rmtree(root, ignore_errors=True)
+        every_part = f"all {COUNT_WORDS[len(CODE)] if len(CODE) < len(COUNT_WORDS) else len(CODE)} parts"
         for case, (got, structure, beyond) in judged.items():
             mark = "structure only" if not beyond else "PASSED " + ", ".join(beyond)
-            print(f"  {case:20s} {skeleton_part(case) or 'all four parts':15s} {got:2g} pts "
+            print(f"  {case:20s} {skeleton_part(case) or every_part:15s} {got:2g} pts "
                   f"(structure tests: {structure:g})  {mark}")
         leaks = sum(bool(beyond) for _, _, beyond in judged.values())
         print(f"Skeletons scoring beyond structure: {leaks} of {len(cases)} "
@@ -256,6 +250,4 @@ def main() -> int:
 
 
 def _code_tests() -> list[str]:
-    from grader.score import hidden_tests
-
-    return [f"{c}.{t}" for c, t, _ in hidden_tests()]
+    return [f"{c}.{t}" for c, t, _ in score.hidden_tests()]

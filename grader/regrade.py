@@ -125,11 +125,24 @@ class Plan:
         self.reasons.setdefault(reason, []).append(name)
 
 
+def is_complete(folder: Path, *, source: str | None = None) -> bool:
+    """A submission counts as graded when its record.json (written last, atomically) parses, and
+    it was graded from `source` (a row name that passed to another entry is graded again)."""
+    try:
+        data = json.loads((folder / "record.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(data, dict) or source is not None and data.get("source", "") not in ("", source):
+        return False
+    # An engine fault is ours, not the student's: such a row is graded again.
+    return data.get("submission") == folder.name and \
+        data.get("status") != "engine-error" and all((folder / f).is_file() for f in ("results.json", "feedback.md"))
+
+
 def plan(subs, out: Path, *, force: bool = False, only=None) -> Plan:
     """Sort `subs` into grade / rescore / unchanged. `only` (names) regrades those and touches
     nothing else; `force` regrades all."""
     from grader.intake import source_label
-    from grader.run import is_complete
 
     now = current()
     result = Plan()

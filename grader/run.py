@@ -193,7 +193,7 @@ def retire_moved_rows(out: Path, subs) -> list[str]:
     for record in sorted(Path(out).glob("*/record.json")):
         folder = record.parent
         if folder.name.startswith((".", "_")) or folder.is_symlink() or folder.name in current:
-            continue  # a current row: graded again if its record came from another entry (is_complete)
+            continue  # a current row: graded again if its record came from another entry (regrade.is_complete)
         try:
             source = json.loads(record.read_text(encoding="utf-8")).get("source")
         except (OSError, ValueError, AttributeError):
@@ -202,20 +202,6 @@ def retire_moved_rows(out: Path, subs) -> list[str]:
             intake.remove(folder)
             said.append(f"row {folder.name} of {source} is now {rows[source]}: the old folder was removed")
     return said
-
-
-def is_complete(folder: Path, *, source: str | None = None) -> bool:
-    """A submission counts as graded when its record.json (written last, atomically) parses, and
-    it was graded from `source` (a row name that passed to another entry is graded again)."""
-    try:
-        data = json.loads((folder / "record.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    if not isinstance(data, dict) or source is not None and data.get("source", "") not in ("", source):
-        return False
-    # An engine fault is ours, not the student's: such a row is graded again.
-    return data.get("submission") == folder.name and \
-        data.get("status") != "engine-error" and all((folder / f).is_file() for f in ("results.json", "feedback.md"))
 
 
 def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: int) -> list[str]:

@@ -43,6 +43,7 @@ def build() -> dict:
     from grader.day13 import catalogue
     from grader.forbidden import load_policy
     from grader.lesson import load_lesson
+    from grader.mutants import apply
 
     lesson = load_lesson("day13")
     rubric = lesson.rubric()
@@ -57,7 +58,7 @@ def build() -> dict:
         for bug in bugs:
             mutant = tmp / "mutants" / bug.id
             mutant.mkdir(parents=True)
-            for name, text in catalogue.apply(bug, SOLUTIONS).items():
+            for name, text in apply(bug, SOLUTIONS).items():
                 (mutant / name).write_text(text, encoding="utf-8")
             plan.append({"name": bug.id, "part": bug.component, "folder": str(mutant)})
         (tmp / "plan.json").write_text(json.dumps(plan), encoding="utf-8")

@@ -24,7 +24,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import REFERENCE, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
 
-from grader import intake, run  # noqa: E402
+from grader import intake, regrade, run  # noqa: E402
 from grader.storage import CLASS_FILES  # noqa: E402
 from grader.intake import IntakeLimits, discover, materialise  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
@@ -287,8 +287,8 @@ def test_rows_keep_their_names_when_a_colliding_upload_arrives_later(tmp_path):
     (out / "Bo_Li" / "record.json").write_text(json.dumps({"submission": "Bo_Li", "source": "Bo Li/"}))
     for f in ("results.json", "feedback.md"):
         (out / "Bo_Li" / f).write_text("{}")
-    assert run.is_complete(out / "Bo_Li", source="Bo Li/")
-    assert not run.is_complete(out / "Bo_Li", source="bo li/")
+    assert regrade.is_complete(out / "Bo_Li", source="Bo Li/")
+    assert not regrade.is_complete(out / "Bo_Li", source="bo li/")
 
 
 def test_a_row_that_moved_leaves_no_second_row_behind(tmp_path, capsys):

@@ -23,29 +23,24 @@ from pathlib import Path
 from grader.lesson import load_lesson
 
 KIT = Path(__file__).resolve().parent.parent
-REFERENCE = load_lesson().solutions
-
-# A few classic bugs, so the class is not all full marks (failing tests cost the scorer more).
-MUTANTS = {
-    "no_scale": ("self_attention.py", "/ math.sqrt(d_k)", ""),
-    "pe_swapped": ("positional.py", "pe[:, 0::2] = torch.sin(angle)", "pe[:, 0::2] = torch.cos(angle)"),
-    "no_residual": ("block.py", "x = self.ln1(x + self.attn(x, mask))", "x = self.ln1(self.attn(x, mask))"),
-    "mask_ignored": ("self_attention.py", 'scores = scores.masked_fill(mask == 0, float("-inf"))', "pass"),
-}
+LESSON = load_lesson()
+REFERENCE = LESSON.solutions
 
 
 def build_class(root: Path, n: int, mutants_every: int = 25) -> dict:
-    """n submissions: reference copies, and every `mutants_every`-th one a mutant (cycling)."""
+    """n submissions: reference copies, and every `mutants_every`-th one a mutant (cycling through the
+    catalogue bugs the lesson names for the benchmark, so the class is not all full marks)."""
+    from grader.mutants import Catalogue
+
+    catalogue = Catalogue.of(LESSON)
+    bugs = [catalogue.by_id[name] for name in LESSON.bench_mutants]
     counts = {"reference": 0, "mutant": 0}
-    names = list(MUTANTS)
     for i in range(n):
         folder = root / f"student_{i:03d}"
         shutil.copytree(REFERENCE, folder, ignore=shutil.ignore_patterns("__pycache__"))
-        if i % mutants_every == mutants_every - 1:
-            file, old, new = MUTANTS[names[(i // mutants_every) % len(names)]]
-            text = (folder / file).read_text()
-            assert old in text, f"mutant pattern {old!r} no longer in {file}: update grader/bench.py"
-            (folder / file).write_text(text.replace(old, new))
+        if bugs and i % mutants_every == mutants_every - 1:
+            for name, text in catalogue.apply(bugs[(i // mutants_every) % len(bugs)]).items():
+                (folder / name).write_text(text)
             counts["mutant"] += 1
         else:
             counts["reference"] += 1
@@ -120,7 +115,7 @@ def main(*, n: int = 200, jobs: int | None = None, keep: bool = False) -> int:
     subs, out = root / "class", root / "out"
     subs.mkdir()
     counts = build_class(subs, n)
-    print(f"Day 13 grading benchmark: {n} submissions ({counts['reference']} reference copies, "
+    print(f"{LESSON.title} grading benchmark: {n} submissions ({counts['reference']} reference copies, "
           f"{counts['mutant']} mutants), {os.cpu_count()} cores, --jobs {jobs}", flush=True)
 
     load_before = os.getloadavg()[0]
@@ -203,7 +198,7 @@ def _code_max(record: dict) -> float:
 
 # ---------------------------------------------------------------- similarity: `python -m grader.bench similarity`
 
-CORRECT = KIT / "tests" / "fixtures" / "correct"
+CORRECT = LESSON.variants  # the lesson's correct implementations, each with its deliverables
 
 
 class _Renamer(ast.NodeTransformer):
@@ -288,10 +283,11 @@ def build_similarity_class(root: Path, n: int) -> int:
             if path.name != "make_deliverables.py":
                 (folder / path.name).write_text(disguised(path.read_text(encoding="utf-8"), i), encoding="utf-8")
         shutil.copyfile(source / "README.md", folder / "README.md")
-        with Image.open(source / "attention_heatmap.png") as image:
-            scale = rng.uniform(0.6, 1.0)
-            image.convert("RGB").resize((int(image.width * scale), int(image.height * scale))).save(
-                folder / "attention_heatmap.png")
+        for picture in LESSON.bench_pictures:
+            with Image.open(source / picture) as image:
+                scale = rng.uniform(0.6, 1.0)
+                image.convert("RGB").resize((int(image.width * scale), int(image.height * scale))).save(
+                    folder / picture)
     return len(sources)
 
 

@@ -118,6 +118,8 @@ class Lesson:
     variants: Path | None  # correct implementations the kill rate grades (none: no false-failure figure)
     skeletons: Path | None  # skeletons (shapes, no computation) the kill rate grades
     skeleton_parts: dict[str, str]  # a part skeleton's name prefix -> the part it replaces
+    bench_mutants: tuple[str, ...]  # catalogue bugs `make bench` plants in its synthetic class
+    bench_pictures: tuple[str, ...]  # deliverable pictures the similarity benchmark resizes and hands in
     label: str = ""  # how the course names the lesson beside its title ("Day 13"), if at all
 
     @property
@@ -259,6 +261,8 @@ def _load(folder: Path) -> Lesson:
         adapter_class=_adapter_class(package, data.get("adapter"), declared),
         variants=_kit_path(killrate.get("variants")), skeletons=_kit_path(killrate.get("skeletons")),
         skeleton_parts={str(k): str(v) for k, v in killrate.get("skeleton_parts", {}).items()},
+        bench_mutants=tuple(map(str, data.get("bench", {}).get("mutants", ()))),
+        bench_pictures=tuple(map(str, data.get("bench", {}).get("pictures", ()))),
     )
     unknown = [m for m in (*lesson.always_standin, *lesson.standin_names, *lesson.sibling_imports,
                            *lesson.notebook_cells, *lesson.skeleton_parts.values())

@@ -33,6 +33,10 @@ def test_the_only_lesson_is_found_and_declares_what_the_engine_needs():
     for folder in (lesson.variants, lesson.skeletons):  # what the kill rate grades, when declared
         assert folder is None or folder.is_dir(), folder
     assert set(lesson.skeleton_parts.values()) <= set(lesson.modules)
+    from grader.mutants import Catalogue
+
+    assert set(lesson.bench_mutants) <= set(Catalogue.of(lesson).by_id), "make bench plants catalogue bugs only"
+    assert all((lesson.solutions / picture).is_file() for picture in lesson.bench_pictures)
 
 
 def test_components_and_points_come_from_the_rubric():

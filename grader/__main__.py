@@ -10,7 +10,7 @@ import sys
 
 
 def _call(module: str, function: str, **kwargs) -> int:
-    stage = importlib.import_module(f"grader.{module}")
+    stage = importlib.import_module(module if "." in module else f"grader.{module}")
     code = getattr(stage, function)(**kwargs)
     return int(code or 0)
 
@@ -19,17 +19,18 @@ RELEASES = ("now", "after_due_date", "published", "all")  # grader.feedback.RELE
 
 
 def _lesson_option(p) -> None:
-    p.add_argument("--lesson", default=None, metavar="NAME",
-                   help="the lesson folder's name under grader/ (default: the only one)")
+    p.add_argument("--lesson", default=None, metavar="NAME|PATH",
+                   help="the lesson: a folder's name under grader/ (default: the only one) or the path of a "
+                        "folder holding a lesson.toml")
 
 
 def _use_lesson(name: str | None) -> None:
-    """Make `name` the lesson of this run, for every stage and every sandboxed child."""
+    """Make `name` (or path) the lesson of this run, for every stage and every sandboxed child."""
     if name:
         from grader import lesson  # standard library only: nothing secret is loaded
 
-        lesson.load_lesson(name)  # an unknown name stops here, saying which lessons there are
-        os.environ[lesson.LESSON_ENV] = name
+        # An unknown name stops here, saying which lessons there are; a path is kept absolute.
+        os.environ[lesson.LESSON_ENV] = lesson.lesson_option(name)
 
 
 def _release_option(p) -> None:

@@ -23,8 +23,17 @@ from pathlib import Path
 from grader.lesson import load_lesson
 
 KIT = Path(__file__).resolve().parent.parent
-LESSON = load_lesson()
-REFERENCE = LESSON.solutions
+
+
+def __getattr__(name: str):
+    # LESSON and its REFERENCE: the run's lesson, read when asked for (after --lesson).
+    if name == "LESSON":
+        return load_lesson()
+    if name == "REFERENCE":
+        return load_lesson().solutions
+    if name == "CORRECT":
+        return load_lesson().variants
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def build_class(root: Path, n: int, mutants_every: int = 25) -> dict:
@@ -32,12 +41,13 @@ def build_class(root: Path, n: int, mutants_every: int = 25) -> dict:
     catalogue bugs the lesson names for the benchmark, so the class is not all full marks)."""
     from grader.mutants import Catalogue
 
-    catalogue = Catalogue.of(LESSON)
-    bugs = [catalogue.by_id[name] for name in LESSON.bench_mutants]
+    lesson = load_lesson()
+    catalogue = Catalogue.of(lesson)
+    bugs = [catalogue.by_id[name] for name in lesson.bench_mutants]
     counts = {"reference": 0, "mutant": 0}
     for i in range(n):
         folder = root / f"student_{i:03d}"
-        shutil.copytree(REFERENCE, folder, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(lesson.solutions, folder, ignore=shutil.ignore_patterns("__pycache__"))
         if bugs and i % mutants_every == mutants_every - 1:
             for name, text in catalogue.apply(bugs[(i // mutants_every) % len(bugs)]).items():
                 (folder / name).write_text(text)
@@ -115,7 +125,7 @@ def main(*, n: int = 200, jobs: int | None = None, keep: bool = False) -> int:
     subs, out = root / "class", root / "out"
     subs.mkdir()
     counts = build_class(subs, n)
-    print(f"{LESSON.title} grading benchmark: {n} submissions ({counts['reference']} reference copies, "
+    print(f"{load_lesson().title} grading benchmark: {n} submissions ({counts['reference']} reference copies, "
           f"{counts['mutant']} mutants), {os.cpu_count()} cores, --jobs {jobs}", flush=True)
 
     load_before = os.getloadavg()[0]
@@ -198,7 +208,6 @@ def _code_max(record: dict) -> float:
 
 # ---------------------------------------------------------------- similarity: `python -m grader.bench similarity`
 
-CORRECT = LESSON.variants  # the lesson's correct implementations, each with its deliverables
 
 
 class _Renamer(ast.NodeTransformer):
@@ -274,7 +283,8 @@ def build_similarity_class(root: Path, n: int) -> int:
     the costly case (every pair in a cluster is compared in full). Returns the number of sources."""
     from PIL import Image
 
-    sources = sorted(CORRECT.iterdir()) + [REFERENCE]
+    lesson = load_lesson()
+    sources = sorted(lesson.variants.iterdir()) + [lesson.solutions]  # correct implementations, with deliverables
     for i in range(n):
         source, rng = sources[i % len(sources)], random.Random(i)
         folder = root / f"student_{i:03d}"
@@ -283,7 +293,7 @@ def build_similarity_class(root: Path, n: int) -> int:
             if path.name != "make_deliverables.py":
                 (folder / path.name).write_text(disguised(path.read_text(encoding="utf-8"), i), encoding="utf-8")
         shutil.copyfile(source / "README.md", folder / "README.md")
-        for picture in LESSON.bench_pictures:
+        for picture in lesson.bench_pictures:
             with Image.open(source / picture) as image:
                 scale = rng.uniform(0.6, 1.0)
                 image.convert("RGB").resize((int(image.width * scale), int(image.height * scale))).save(

@@ -50,11 +50,22 @@ import torch
 
 from grader.lesson import ROOT, load_lesson
 
-# Read in the grader and the zygote, before any child exists (a child cannot read the kit). Each part is
-# graded on its own (the lesson's contract, "One bug costs one part"), over the grader's stand-ins for
-# the parts it uses, so a bug (or a failed import) in one file never costs another file's points.
-LESSON = load_lesson()
-STUDENT_MODULES, ALWAYS_STANDIN = LESSON.modules, LESSON.always_standin
+# The lesson is read in the grader and the zygote, before any child exists (a child cannot read the kit,
+# and gets the zygote's answer from load_lesson()). Each part is graded on its own (the lesson's contract,
+# "One bug costs one part"), over the grader's stand-ins for the parts it uses, so a bug (or a failed
+# import) in one file never costs another file's points.
+
+
+def __getattr__(name: str):
+    # LESSON, STUDENT_MODULES, ALWAYS_STANDIN: the run's lesson, read when asked for (after --lesson).
+    if name == "LESSON":
+        return load_lesson()
+    if name == "STUDENT_MODULES":
+        return load_lesson().modules
+    if name == "ALWAYS_STANDIN":
+        return load_lesson().always_standin
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 MAX_ELEMENTS = 4_000_000  # per returned array: far above any call the graders make
 SEED = 0
@@ -106,7 +117,7 @@ class ModuleLoader:
         if self.standins is None:
             if not self.isolated:
                 raise GraderCallError("the grader's stand-ins were not sent to this process (an engine fault)")
-            self.standins = importlib.import_module(LESSON.standins_module)  # trusted, the grader's process
+            self.standins = importlib.import_module(load_lesson().standins_module)  # trusted, the grader's process
         return self.standins
 
     # -- public -------------------------------------------------------------------------
@@ -117,7 +128,8 @@ class ModuleLoader:
         if name in self.errors:
             raise _ImportFailure(name, self.errors[name])
         try:
-            stand_ins = {dep: _standin_module(dep, self.standin_module()) for dep in ALWAYS_STANDIN.get(name, ())}
+            stand_ins = {dep: _standin_module(dep, self.standin_module())
+                         for dep in load_lesson().always_standin.get(name, ())}
             module = self._import(name, stand_ins)
         except BaseException as exc:  # a student's import may raise anything, even SystemExit
             if isinstance(exc, KeyboardInterrupt):
@@ -172,7 +184,7 @@ class ModuleLoader:
         return self._import_isolated(name, stand_ins)
 
     def _import_isolated(self, name: str, stand_ins: dict) -> types.ModuleType:
-        local = {p.stem for p in self.directory.glob("*.py")} | set(STUDENT_MODULES)
+        local = {p.stem for p in self.directory.glob("*.py")} | set(load_lesson().modules)
         with _IMPORT_LOCK:
             saved = {n: sys.modules.pop(n) for n in list(local) if n in sys.modules}
             # Siblings already imported for this submission stay the same objects.
@@ -212,7 +224,7 @@ def _is_from(module, directory: Path) -> bool:
 def _standin_module(name: str, standins: types.ModuleType) -> types.ModuleType:
     module = types.ModuleType(name)
     module.__doc__ = f"grader stand-in for {name}.py"
-    for contract_name, standin_name in LESSON.standin_names.get(name, {}).items():
+    for contract_name, standin_name in load_lesson().standin_names.get(name, {}).items():
         setattr(module, contract_name, getattr(standins, standin_name))
     return module
 
@@ -738,4 +750,8 @@ def _find_tensor(obj, paths, cls_name) -> torch.Tensor:
             return value
     raise GraderCallError(
         f"{cls_name} has no tensor at {' or '.join(paths)}: the contract's attribute names let the "
-        f"grader load fixed weights (see {LESSON.contract.relative_to(ROOT).as_posix()})")
+        f"grader load fixed weights (see {_shown(load_lesson().contract)})")
+
+
+def _shown(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name

@@ -36,16 +36,37 @@ import zipfile
 from pathlib import Path
 
 from grader import intake
-from grader.lesson import Lesson, lesson_names, load_lesson
+from grader.lesson import ENGINE, LESSON_ENV, Lesson, lesson_names, load_lesson
 
 ROOT = Path(__file__).resolve().parents[1]
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 ROW = "submission"  # the row name of the one submission graded
 
 def packaged(lesson: Lesson) -> tuple[str, ...]:
-    """What the autograder needs of the kit: the engine with the lesson's hidden graders, the lesson's
-    reference, the dependencies."""
-    return ("grader", lesson.solutions.relative_to(ROOT).as_posix(), "pyproject.toml")
+    """What the autograder needs of the kit: the engine with the lesson's hidden graders (in grader/, or
+    the lesson's own folder when it was found by path), the lesson's reference, the dependencies."""
+    entries = ["grader"]
+    if lesson.folder.parent != ENGINE:
+        entries.append(_inside_kit(lesson.folder))
+    solutions = _inside_kit(lesson.solutions)
+    if not any(solutions == e or solutions.startswith(e + "/") for e in entries):
+        entries.append(solutions)
+    return (*entries, "pyproject.toml")
+
+
+def _inside_kit(path: Path) -> str:
+    if not path.is_relative_to(ROOT):
+        raise ValueError(f"{path} is outside the kit ({ROOT}): the autograder zip holds the kit's tree, so "
+                         "move the lesson (and its reference) into the kit's folder to export it")
+    return path.relative_to(ROOT).as_posix()
+
+
+def run_autograder_script(lesson: Lesson) -> str:
+    """run_autograder; for a lesson found by path, it names the lesson's folder inside the unzipped kit."""
+    if lesson.folder.parent == ENGINE:
+        return RUN_AUTOGRADER
+    chosen = f'export {LESSON_ENV}="$ROOT/source/{_inside_kit(lesson.folder)}"\n'
+    return RUN_AUTOGRADER.replace('exec "$PYTHON"', chosen + 'exec "$PYTHON"', 1)
 
 SKIP_DIRS = {"__pycache__", ".pytest_cache", "templates"}
 
@@ -106,7 +127,7 @@ RUN_AUTOGRADER = RUN_AUTOGRADER.replace("@@PROTECT_KIT_INDENTED@@", textwrap.ind
 
 def _packaged_files(lesson: Lesson) -> list[tuple[str, Path]]:
     # Another lesson's folder has no business in this lesson's autograder (nor its hidden tests).
-    others = {f"grader/{name}" for name in lesson_names() if name != lesson.name}
+    others = {f"grader/{name}" for name in lesson_names() if ENGINE / name != lesson.folder}
     files = []
     for entry in packaged(lesson):
         path = ROOT / entry
@@ -128,7 +149,7 @@ def build(*, out: Path, lesson: Lesson | None = None) -> Path:
     target = out / "gradescope.zip"
     tmp = target.with_suffix(".zip.tmp")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
-        for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER)):
+        for name, text in (("setup.sh", SETUP_SH), ("run_autograder", run_autograder_script(lesson))):
             info = zipfile.ZipInfo(name, date_time=ZIP_TIME)
             info.compress_type, info.external_attr = zipfile.ZIP_DEFLATED, 0o755 << 16
             archive.writestr(info, text)
@@ -146,7 +167,8 @@ def main(*, out: str = "dist") -> int:
     with zipfile.ZipFile(target) as archive:
         names = archive.namelist()
     print(f"wrote {target} ({len(names)} files, {target.stat().st_size // 1024} KiB): "
-          f"setup.sh, run_autograder, grader/ (engine, hidden graders, rubric), {packaged(lesson)[1]}/, pyproject.toml")
+          f"setup.sh, run_autograder, grader/ (engine, hidden graders, rubric), "
+          f"{', '.join(e + '/' for e in packaged(lesson)[1:-1])}, pyproject.toml")
     print("Upload it on Gradescope as a 'Zip file upload' autograder (base image: Ubuntu 22.04).")
     return 0
 

@@ -29,9 +29,26 @@ from pathlib import Path, PurePosixPath
 from grader.lesson import load_lesson
 from grader.storage import CLASS_FILES  # the class files beside the row folders: no row is named like one
 
-LESSON = load_lesson()
-CONTRACT_MODULES = LESSON.modules
-NOTEBOOK_MODULE = f"_{LESSON.name}_notebook"
+
+
+def __getattr__(name: str):
+    # LESSON, CONTRACT_MODULES, NOTEBOOK_MODULE, SIBLING_IMPORTS: from the run's lesson, read when asked
+    # for (after --lesson), so a library caller may choose the lesson after importing this module.
+    if name == "LESSON":
+        return load_lesson()
+    if name == "CONTRACT_MODULES":
+        return load_lesson().modules
+    if name == "NOTEBOOK_MODULE":
+        return notebook_module_name()
+    if name == "SIBLING_IMPORTS":
+        return load_lesson().sibling_imports
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def notebook_module_name() -> str:
+    """The module the intake writes a notebook's cells into (named for the lesson, so no student file is)."""
+    return f"_{load_lesson().name}_notebook"
+
 SKIPPED_DIRS = {".git", "__pycache__", ".ipynb_checkpoints", "__MACOSX", ".venv", "venv", "node_modules"}
 
 
@@ -395,16 +412,17 @@ def _maybe_convert_notebook(dest: Path, intake: Intake) -> None:
     contract .py files beside a notebook are graded instead of it, with a note. The released stubs
     left untouched beside an edited notebook carry no work and are dropped; when nothing differs from
     the released files, the stubs are graded, and a note says so."""
+    lesson = load_lesson()
     notebooks = sorted(p for p in dest.iterdir() if p.suffix.lower() == ".ipynb" and p.is_file())
     if not notebooks:
         return  # no notebook: nothing to do, and no import of grader.release (nbformat: ~1 s per worker)
     from grader.release import stub_texts  # reads the reference: grader side only, never the child
 
     stubs = {name: _text_digest(text) for name, text in stub_texts().items()}
-    present = [dest / f"{m}.py" for m in CONTRACT_MODULES if (dest / f"{m}.py").is_file()]
+    present = [dest / f"{m}.py" for m in lesson.modules if (dest / f"{m}.py").is_file()]
     untouched = [p for p in present if _file_digest(p) == stubs.get(p.name)]
     edited = [n for n in notebooks if not _is_template(n)]
-    by_recency = sorted(edited, key=lambda n: (-n.stat().st_mtime_ns, n.name != LESSON.notebook, n.name))
+    by_recency = sorted(edited, key=lambda n: (-n.stat().st_mtime_ns, n.name != lesson.notebook, n.name))
     if len(untouched) < len(present):  # the student's own .py files
         if edited:
             intake.note(f"graded your .py files; the notebook{'s' if len(edited) > 1 else ''} "
@@ -429,8 +447,8 @@ def _maybe_convert_notebook(dest: Path, intake: Intake) -> None:
     except Exception as exc:  # nbformat raises several kinds for a damaged file
         intake.note(f"could not read the notebook {label} ({type(exc).__name__}: {exc})"[:300])
         return
-    (dest / f"{NOTEBOOK_MODULE}.py").write_text(notebook_module_source(label, cells), encoding="utf-8")
-    for module in CONTRACT_MODULES:
+    (dest / f"{notebook_module_name()}.py").write_text(notebook_module_source(label, cells), encoding="utf-8")
+    for module in lesson.modules:
         (dest / f"{module}.py").write_text(contract_module_source(label, module), encoding="utf-8")
     intake.notebook = label
     others = [n for n in notebooks if n != chosen]
@@ -462,9 +480,10 @@ def _code_digest(cells: list[str]) -> str:
     return _text_digest("\n\n".join(c.replace("\r\n", "\n") for c in cells))
 
 
-@lru_cache(maxsize=1)
-def _template_digest() -> str:
-    """The released notebook's code, as notebook_code_cells reads a student's (grader.notebook builds it)."""
+@lru_cache(maxsize=4)
+def _template_digest(lesson_folder: Path) -> str:
+    """The released notebook's code, as notebook_code_cells reads a student's (grader.notebook builds
+    it), for the lesson in `lesson_folder` (the run's)."""
     from grader import notebook
 
     built = notebook.build(student=True)
@@ -474,7 +493,7 @@ def _template_digest() -> str:
 def _is_template(path: Path) -> bool:
     """Whether a notebook's code is the released notebook's (outputs, metadata and name aside)."""
     try:
-        return _code_digest(notebook_code_cells(path)) == _template_digest()
+        return _code_digest(notebook_code_cells(path)) == _template_digest(load_lesson().folder)
     except Exception:  # damaged or over the limits: not the template; reading it again says why
         return False
 
@@ -487,7 +506,7 @@ def notebook_limits() -> dict:
     """The lesson's [notebooks] limits (limits.toml): what reading one notebook may cost the grader."""
     import tomllib
 
-    with open(LESSON.limits_path, "rb") as f:
+    with open(load_lesson().limits_path, "rb") as f:
         return tomllib.load(f).get("notebooks", {})
 
 
@@ -550,12 +569,6 @@ def neutralise_magics(source: str) -> str:
     return "\n".join(out)
 
 
-# The names a contract file takes from its siblings (as in the reference). A notebook defines them
-# all globally; rebinding them from the sibling module keeps the grader's stand-ins working the same
-# way for a notebook as for .py files (e.g. block graded over the grader's multi-head attention).
-SIBLING_IMPORTS = LESSON.sibling_imports
-
-
 def notebook_module_source(notebook_name: str, cells: list[str]) -> str:
     """The notebook's cells and a function that runs them, each under try/except, in a namespace.
 
@@ -578,12 +591,19 @@ def notebook_module_source(notebook_name: str, cells: list[str]) -> str:
 
 
 def contract_module_source(notebook_name: str, module: str) -> str:
-    """A contract module made of the notebook's definitions (run in this module's own namespace)."""
-    text = (f"# Generated from a notebook ({NOTEBOOK_MODULE}.NOTEBOOK): the names its code cells define.\n"
-            f"from {NOTEBOOK_MODULE} import run_cells as _run_cells\n\n"
+    """A contract module made of the notebook's definitions (run in this module's own namespace).
+
+    The names a contract file takes from its siblings (the lesson's [sibling_imports], as in the
+    reference) are rebound from the sibling module: a notebook defines them all globally, and this
+    keeps the grader's stand-ins working the same way for a notebook as for .py files (e.g. block
+    graded over the grader's multi-head attention)."""
+    notebook_module = notebook_module_name()
+    siblings = load_lesson().sibling_imports
+    text = (f"# Generated from a notebook ({notebook_module}.NOTEBOOK): the names its code cells define.\n"
+            f"from {notebook_module} import run_cells as _run_cells\n\n"
             "_run_cells(globals())\n")
-    if module in SIBLING_IMPORTS:
-        sibling, name = SIBLING_IMPORTS[module]
+    if module in siblings:
+        sibling, name = siblings[module]
         text += ("try:\n"
                  f"    from {sibling} import {name}  # noqa: F401  as {module}.py would\n"
                  "except ImportError:\n"

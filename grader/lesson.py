@@ -1,18 +1,28 @@
 """A lesson as the engine sees it: one object, read from the lesson's own folder.
 
-A lesson is a package under grader/ with a `lesson.toml` beside its `rubric.toml`. The file says what
-the engine cannot guess (the contract, its modules and graded names, which parts are graded over
-the grader's stand-ins, where the reference and the student folder are); everything with points comes
-from the rubric, read here by the one rubric loader the engine has. The engine asks `load_lesson()`
-(or `load_lesson(name)`, from `--lesson`) and never names a lesson itself, so a second lesson is a
-second folder, not an edit to the engine.
+A lesson is a folder with a `lesson.toml` beside its `rubric.toml`: a package under grader/ (found by
+its name) or a folder anywhere (found by its path). The file says what the engine cannot guess (the
+contract, its modules and graded names, which parts are graded over the grader's stand-ins, where the
+reference and the student folder are); everything with points comes from the rubric, read here by the
+one rubric loader the engine has. The engine asks `load_lesson()` (or `load_lesson(name or path)`, from
+`--lesson`) when it needs the lesson, never at import, and never names a lesson itself, so a second
+lesson is a second folder, not an edit to the engine.
+
+A lesson found by path is imported as the package `_grader_lesson_<name>_<digest of its path>`
+(registered below), so its modules never shadow the engine's, nor a lesson's of the same folder name.
 
 Standard library only: the sandboxed child and the stdlib-only stages (regrade, collect) load it too.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import os
+import re
+import sys
 import tomllib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -21,8 +31,9 @@ from pathlib import Path
 ENGINE = Path(__file__).resolve().parent
 ROOT = ENGINE.parent
 DECLARATION = "lesson.toml"
-# `--lesson NAME` sets this for the whole run, sandboxed children included.
+# `--lesson NAME|PATH` sets this for the whole run, sandboxed children included (a path as an absolute one).
 LESSON_ENV = "GRADER_LESSON"
+PATH_PACKAGE_PREFIX = "_grader_lesson_"  # the importable name of a lesson found by path
 # Rubric tables that configure grading rather than hold a part's tests.
 RUBRIC_SETTINGS = frozenset({"meta", "hints", "visibility", "late"})
 
@@ -87,8 +98,9 @@ def rubric_points(rubric: dict, components) -> dict[str, float]:
 # -- the lesson ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Lesson:
-    name: str  # the folder's (and package's) name under grader/
+    name: str  # the folder's name (and, under grader/, its package's)
     folder: Path
+    package: str  # importable name of the lesson's folder
     title: str
     contract: Path  # the student contract (a Markdown file), the source of the names below
     assignment: Path  # the student folder: stubs, visible tests, README, tools
@@ -128,8 +140,9 @@ class Lesson:
         return f"{self.label} · {self.title}" if self.label else self.title
 
     @property
-    def package(self) -> str:
-        return f"{ENGINE.name}.{self.name}"
+    def ref(self) -> str:
+        """What `--lesson` takes to find this lesson again: its name under grader/, else its folder's path."""
+        return self.name if self.folder.parent == ENGINE else str(self.folder)
 
     @property
     def modules(self) -> tuple[str, ...]:
@@ -223,7 +236,17 @@ def _load(folder: Path) -> Lesson:
             raise LessonError(f"{declared} has no `{key}`: add it (see docs/architecture.md, lessons)")
         return data[key]
 
-    package = f"{ENGINE.name}.{folder.name}"
+    package = f"{ENGINE.name}.{folder.name}" if folder.parent == ENGINE else _register_path_package(folder)
+
+    def path(key, default=None):
+        """A path of the declaration: relative to the lesson folder when it is there, else (Day 13's
+        paths, written from the kit's root) relative to the kit's root."""
+        value = need(key) if default is None else data.get(key, default)
+        inside = folder / value
+        if inside.exists() or not (ROOT / value).exists():
+            return inside
+        return ROOT / value
+
     deliverables = data.get("deliverables", {})
     docs = data.get("docs", {})
     checks = folder / f"{deliverables.get('checks', 'deliverable_checks')}.py"
@@ -234,9 +257,9 @@ def _load(folder: Path) -> Lesson:
     if any(len(pair) != 2 for pair in siblings.values()):
         raise LessonError(f"{declared} [sibling_imports]: each entry is [sibling module, name]")
     lesson = Lesson(
-        name=folder.name, folder=folder, title=str(need("title")), label=str(data.get("label", "")),
-        contract=ROOT / need("contract"), assignment=ROOT / need("assignment"),
-        solutions=ROOT / need("solutions"), notebook=str(need("notebook_file")),
+        name=folder.name, folder=folder, package=package, title=str(need("title")), label=str(data.get("label", "")),
+        contract=path("contract"), assignment=path("assignment"),
+        solutions=path("solutions"), notebook=str(need("notebook_file")),
         graded_names=_strings(need("modules"), f"{declared} [modules]"),
         always_standin=_strings(data.get("always_standin", {}), f"{declared} [always_standin]"),
         standin_names={module: {str(k): str(v) for k, v in names.items()}
@@ -250,9 +273,9 @@ def _load(folder: Path) -> Lesson:
         demo_class=ROOT / docs["demo_class"] if "demo_class" in docs else None,
         example_course={str(k): str(v) for k, v in docs.get("example_course", {}).items()},
         example_feedback=str(docs.get("example_feedback", "")),
-        rubric_path=folder / data.get("rubric", "rubric.toml"),
-        forbidden_path=folder / data.get("forbidden", "forbidden.toml"),
-        limits_path=folder / data.get("limits", "limits.toml"),
+        rubric_path=path("rubric", "rubric.toml"),
+        forbidden_path=path("forbidden", "forbidden.toml"),
+        limits_path=path("limits", "limits.toml"),
         tests_folder=folder / data.get("tests", "tests"),
         tests_package=f"{package}.{data.get('tests', 'tests')}",
         standins_module=f"{package}.{data.get('standins', 'standins')}",
@@ -272,16 +295,71 @@ def _load(folder: Path) -> Lesson:
     return lesson
 
 
-def load_lesson(name: str | None = None, engine: Path = ENGINE) -> Lesson:
-    """The lesson called `name`, else the one $GRADER_LESSON names, else the only lesson."""
+class _PathLessons(importlib.abc.MetaPathFinder):
+    """Finds the package of each lesson loaded by path (`_grader_lesson_<name>`); the lesson's own
+    modules below it are found by the ordinary path finder, through the package's __path__."""
+
+    def __init__(self):
+        self.folders: dict[str, Path] = {}
+
+    def find_spec(self, fullname, path=None, target=None):
+        folder = self.folders.get(fullname)
+        if folder is None:
+            return None
+        init = folder / "__init__.py"
+        if init.is_file():
+            return importlib.util.spec_from_file_location(fullname, init, submodule_search_locations=[str(folder)])
+        spec = importlib.machinery.ModuleSpec(fullname, None, is_package=True)  # a namespace package
+        spec.submodule_search_locations = [str(folder)]
+        return spec
+
+
+_PATH_LESSONS = _PathLessons()
+
+
+def _register_path_package(folder: Path) -> str:
+    # The folder's name for the reader, a digest of its path so that two lessons of the same name in
+    # different places (a fixture and its copy) are two packages.
+    digest = hashlib.sha256(str(folder).encode("utf-8", "surrogateescape")).hexdigest()[:8]
+    package = PATH_PACKAGE_PREFIX + re.sub(r"\W", "_", folder.name) + "_" + digest
+    _PATH_LESSONS.folders[package] = folder
+    if _PATH_LESSONS not in sys.meta_path:
+        sys.meta_path.append(_PATH_LESSONS)
+    return package
+
+
+def _lesson_folder(name: str | None, engine: Path) -> Path:
     names = lesson_names(engine)
-    name = name or os.environ.get(LESSON_ENV) or None
     if name is None:
         if len(names) != 1:
             raise LessonError(f"{len(names)} lessons under {engine} ({', '.join(names) or 'none'}): "
-                              "say which one with --lesson NAME")
-        name = names[0]
-    elif name not in names:
-        raise LessonError(f"no lesson {name!r} under {engine} (there are: {', '.join(names) or 'none'}); "
-                          f"a lesson is a folder with a {DECLARATION}")
-    return _load(engine / name)
+                              "say which one with --lesson NAME (or --lesson PATH to a lesson folder)")
+        return engine / names[0]
+    if name in names:
+        return engine / name
+    if (Path(name) / DECLARATION).is_file():
+        return Path(name).resolve()
+    raise LessonError(f"no lesson {name!r} under {engine} (there are: {', '.join(names) or 'none'}) nor a folder "
+                      f"{name!r} holding a {DECLARATION}; a lesson is a folder with a {DECLARATION}")
+
+
+# The run's lesson is looked up once per name: a sandboxed child, which cannot read the kit, gets the
+# zygote's answer (the zygote loads the lesson before it forks).
+_found: dict[str | None, Path] = {}
+
+
+def load_lesson(name: str | None = None, engine: Path = ENGINE) -> Lesson:
+    """The lesson called `name` (a folder under grader/, or a path to a lesson folder), else the one
+    $GRADER_LESSON names, else the only lesson under grader/."""
+    name = name or os.environ.get(LESSON_ENV) or None
+    if engine != ENGINE:
+        return _load(_lesson_folder(name, engine))
+    if name not in _found:
+        _found[name] = _lesson_folder(name, engine)
+    return _load(_found[name])
+
+
+def lesson_option(value: str) -> str:
+    """What `--lesson` sets $GRADER_LESSON to: a name as given, a path made absolute (so a process
+    started in another folder, the zygote, finds the same lesson)."""
+    return load_lesson(value).ref

@@ -25,11 +25,16 @@ from grader import stubs
 from grader.lesson import load_lesson, read_rubric, rubric_points
 
 ROOT = Path(__file__).resolve().parents[1]
-LESSON = load_lesson()
-SOLUTIONS = LESSON.solutions
-RUBRIC = LESSON.rubric_path
-MODULES = LESSON.modules
-NB_COMPONENTS = LESSON.notebook_cells  # deliverables are files, checked by `make check`, not by notebook cells
+
+
+def __getattr__(name: str):
+    # LESSON and what this stage takes from it, read when asked for (after --lesson). NB_COMPONENTS:
+    # the parts with notebook cells (deliverables are files, checked by `make check`, not by cells).
+    fields = {"LESSON": None, "SOLUTIONS": "solutions", "RUBRIC": "rubric_path", "MODULES": "modules",
+              "NB_COMPONENTS": "notebook_cells"}
+    if name in fields:
+        return getattr(load_lesson(), fields[name]) if fields[name] else load_lesson()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
 END_HIDDEN = "### END HIDDEN TESTS"
@@ -223,7 +228,7 @@ def _split(source: str) -> tuple[str, list[str], str]:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             drop.update(range(node.lineno - 1, node.end_lineno))
             module = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
-            if module not in MODULES:
+            if module not in load_lesson().modules:
                 imports.append(ast.get_source_segment(source, node))
     rest = "\n".join(line for n, line in enumerate(lines) if n not in drop).strip("\n")
     return doc.split("\n\n")[0], imports, rest
@@ -254,20 +259,22 @@ def _strip_hidden(code: str) -> str:
 
 # --------------------------------------------------------------------------- points
 
-def component_points(rubric: Path = RUBRIC) -> dict[str, float]:
+def component_points(rubric: Path | None = None) -> dict[str, float]:
     """Points per component, summed over every rubric entry that has `points`.
 
     An entry counts for the component its table path (or its `component` key) names.
     """
+    rubric = rubric or load_lesson().rubric_path
+    cells = load_lesson().notebook_cells
     if not rubric.exists():
         raise FileNotFoundError(f"{rubric} is missing: the notebook takes its points from the rubric, "
                                 "so build it from a full checkout of the kit")
-    totals = rubric_points(read_rubric(rubric), NB_COMPONENTS)
-    missing = [c for c in NB_COMPONENTS if not totals.get(c)]
+    totals = rubric_points(read_rubric(rubric), cells)
+    missing = [c for c in cells if not totals.get(c)]
     if missing:
         raise ValueError(f"{rubric} gives no points to {', '.join(missing)}: add them there "
                          "(points live only in the rubric)")
-    return {c: round(totals[c], 4) for c in NB_COMPONENTS}
+    return {c: round(totals[c], 4) for c in cells}
 
 
 # --------------------------------------------------------------------------- expected values
@@ -348,11 +355,12 @@ def _code(name: str, code: str, *, solution=False, points=None):
     return cell
 
 
-def build(*, student: bool, solutions: Path = SOLUTIONS, rubric: Path = RUBRIC) -> nbformat.NotebookNode:
+def build(*, student: bool, solutions: Path | None = None, rubric: Path | None = None) -> nbformat.NotebookNode:
     """The lesson's notebook: the source version (student=False) or the student version."""
+    solutions = solutions or load_lesson().solutions
     points = component_points(rubric)
     parts, imports = [], []
-    for module in MODULES:
+    for module in load_lesson().modules:
         source = (solutions / f"{module}.py").read_text(encoding="utf-8")
         doc, found, reference = _split(source)
         _, _, stub = _split(stubs.make_stub(source))
@@ -404,7 +412,7 @@ def code_of(nb: nbformat.NotebookNode) -> str:
 
 def main(*, out: str = "dist", student: bool = True) -> int:
     """Write `<out>/<the lesson's notebook>` (student version) or the nbgrader source notebook."""
-    target = Path(out) / LESSON.notebook
+    target = Path(out) / load_lesson().notebook
     write(build(student=student), target)
     print(f"wrote {target}")
     return 0

@@ -61,8 +61,14 @@ def current() -> dict[str, str]:
     engine = [p for p in ENGINE.rglob("*") if p.is_file() and not SKIP_PARTS & set(p.relative_to(ENGINE).parts)
               and p.name != "rubric.toml" and p.suffix not in (".pyc", ".pyo")]
     _hash_files(inputs, ROOT, engine)
-    solutions = load_lesson().solutions
-    _hash_files(inputs, ROOT, [p for p in solutions.rglob("*.py") if "__pycache__" not in p.parts])
+    lesson = load_lesson()
+    if not lesson.folder.is_relative_to(ENGINE):  # a lesson found by path: its hidden tests and catalogue
+        _hash_files(inputs, lesson.folder, [p for p in lesson.folder.rglob("*") if p.is_file()
+                                            and not SKIP_PARTS & set(p.relative_to(lesson.folder).parts)
+                                            and p != lesson.rubric_path and p.suffix not in (".pyc", ".pyo")])
+    solutions = lesson.solutions
+    _hash_files(inputs, ROOT if solutions.is_relative_to(ROOT) else solutions,
+                [p for p in solutions.rglob("*.py") if "__pycache__" not in p.parts])
     _hash_files(inputs, ROOT, [ROOT / "pyproject.toml"])
     text = rubric_path().read_bytes()
     structure = json.dumps(_structure(tomllib.loads(text.decode("utf-8"))), sort_keys=True)

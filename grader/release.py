@@ -5,7 +5,8 @@ What a student gets (and nothing else):
 - the visible tests, pytest.ini, the student README and Makefile (the lesson's assignment folder);
 - the student tools: the assignment's tools/ if present, grader/deliverables.py (the standalone
   checker) with the lesson's deliverable checks beside it (tools/deliverable_checks.py, and the
-  files those read, such as the handout's fingerprints), tools/ci_feedback.py and tools/points.json;
+  files those read, such as the handout's fingerprints), tools/ci_feedback.py (written from
+  grader/templates/ with the lesson's parts, notebook and label) and tools/points.json;
 - the student notebook (grader/notebook.py);
 - .github/workflows/autograde.yml, feedback on every push (grader/templates/).
 
@@ -33,16 +34,8 @@ from grader.lesson import load_lesson
 from grader.stubs import _digest
 
 ROOT = Path(__file__).resolve().parents[1]
-LESSON = load_lesson()
-ASSIGNMENT = LESSON.assignment
-SOLUTIONS = LESSON.solutions
-HIDDEN = LESSON.folder
 TEMPLATES = ROOT / "grader" / "templates"
 CHECKER = ROOT / "grader" / "deliverables.py"
-# The lesson's files a student gets in tools/ (file -> name there): its deliverable checks, which the
-# checker finds beside itself under RELEASED_CHECKS, and the files they read beside themselves.
-STUDENT_TOOLS = ({LESSON.deliverables_checks: RELEASED_CHECKS} if LESSON.deliverables_checks else {}) | \
-                {path: path.name for path in LESSON.deliverables_data}
 
 SKIP_DIRS = {"__pycache__", ".pytest_cache", ".ipynb_checkpoints"}
 SKIP_SUFFIXES = {".pyc", ".pyo"}
@@ -82,6 +75,32 @@ Thumbs.db
 """
 
 
+
+
+def __getattr__(name: str):
+    # LESSON and its ASSIGNMENT, SOLUTIONS and HIDDEN folders: the run's lesson, read when asked for
+    # (after --lesson), so a library caller may choose the lesson after importing this module.
+    if name == "LESSON":
+        return load_lesson()
+    if name == "ASSIGNMENT":
+        return load_lesson().assignment
+    if name == "SOLUTIONS":
+        return load_lesson().solutions
+    if name == "HIDDEN":
+        return load_lesson().folder
+    if name == "STUDENT_TOOLS":
+        return student_tools()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def student_tools() -> dict[Path, str]:
+    """The lesson's files a student gets in tools/ (file -> name there): its deliverable checks, which the
+    checker finds beside itself under RELEASED_CHECKS, and the files they read beside themselves."""
+    lesson = load_lesson()
+    return ({lesson.deliverables_checks: RELEASED_CHECKS} if lesson.deliverables_checks else {}) | \
+        {path: path.name for path in lesson.deliverables_data}
+
+
 class LeakError(RuntimeError):
     """The release holds something a student must not see."""
 
@@ -100,16 +119,30 @@ def _copy_tree(source: Path, target: Path) -> None:
 
 def feedback_points() -> dict[str, float]:
     """Points per part for the feedback on push, summed from the rubric (where points live)."""
-    return dict(LESSON.points)
+    return dict(load_lesson().points)
+
+
+def ci_feedback_source() -> str:
+    """tools/ci_feedback.py: the template with the lesson's graded parts (the rubric's components but
+    the deliverables, which the checker scores), its notebook's file name and its short title."""
+    lesson = load_lesson()
+    parts = [c for c in lesson.components if c != lesson.deliverables_component]
+    literal = "(" + ", ".join(json.dumps(p) for p in parts) + ("," if len(parts) == 1 else "") + ")"
+    template = (TEMPLATES / "ci_feedback.py").read_text(encoding="utf-8")
+    text, found = re.subn(r"^PARTS = .*$", lambda _: f"PARTS = {literal}", template, count=1, flags=re.M)
+    if found != 1:
+        raise ValueError(f"{TEMPLATES / 'ci_feedback.py'} has no line `PARTS = ...` for the lesson's parts: put it back")
+    return text.replace("@@NOTEBOOK@@", lesson.notebook).replace("@@LABEL@@", lesson.label or lesson.title)
 
 
 def stub_texts() -> dict[str, str]:
     """file name -> the stub a student gets, generated from the reference."""
-    return stubs.stub_texts(LESSON.name)
+    return stubs.stub_texts_of(load_lesson().solutions)
 
 
 def _write_student_files(day: Path) -> None:
-    _copy_tree(ASSIGNMENT, day)
+    lesson = load_lesson()
+    _copy_tree(lesson.assignment, day)
     # The stubs come from the one source of truth, whatever state assignments/ is in.
     texts = stub_texts()
     for name, text in texts.items():
@@ -117,18 +150,18 @@ def _write_student_files(day: Path) -> None:
     tools = day / "tools"
     tools.mkdir(exist_ok=True)
     shutil.copyfile(CHECKER, tools / "deliverables.py")
-    for source, name in STUDENT_TOOLS.items():
+    for source, name in student_tools().items():
         if source.exists():
             shutil.copyfile(source, tools / name)
-    shutil.copyfile(TEMPLATES / "ci_feedback.py", tools / "ci_feedback.py")
+    (tools / "ci_feedback.py").write_text(ci_feedback_source(), encoding="utf-8")
     (tools / "points.json").write_text(json.dumps(feedback_points(), indent=1, sort_keys=True) + "\n",
                                        encoding="utf-8")
     # So the feedback script can tell a notebook student (stubs untouched) from a .py one.
     student_nb = notebook.build(student=True)
     released = {n: _digest(t) for n, t in texts.items()}
-    released[f"{LESSON.notebook}:code"] = _digest(notebook.code_of(student_nb))
+    released[f"{lesson.notebook}:code"] = _digest(notebook.code_of(student_nb))
     (tools / "stubs.json").write_text(json.dumps(released, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    notebook.write(student_nb, day / LESSON.notebook)
+    notebook.write(student_nb, day / lesson.notebook)
     workflows = day / ".github" / "workflows"
     workflows.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(TEMPLATES / "autograde.yml", workflows / "autograde.yml")
@@ -137,16 +170,18 @@ def _write_student_files(day: Path) -> None:
 
 def leaks(folder: Path) -> list[str]:
     """Everything in `folder` a student must not see, in words (empty when the release is clean)."""
+    lesson = load_lesson()
     found = []
     wanted = {}
-    for solution in sorted(SOLUTIONS.glob("*.py")):
+    for solution in sorted(lesson.solutions.glob("*.py")):
         for line in stubs.solution_lines(solution.read_text(encoding="utf-8")):
             wanted["".join(line.split())] = f"{solution.name}: {line}"
     reference_outputs = {hashlib.sha256(p.read_bytes()).hexdigest(): p.name
-                         for p in SOLUTIONS.rglob("*") if p.is_file() and p.suffix not in {".py", ".pyc"}}
-    hidden_files = {hashlib.sha256(p.read_bytes()).hexdigest(): str(p.relative_to(ROOT))
-                    for p in HIDDEN.rglob("*") if p.is_file() and p.suffix != ".pyc" and p.stat().st_size > 64
-                    and p not in STUDENT_TOOLS}
+                         for p in lesson.solutions.rglob("*") if p.is_file() and p.suffix not in {".py", ".pyc"}}
+    shipped = student_tools()
+    hidden_files = {hashlib.sha256(p.read_bytes()).hexdigest(): _shown(p)
+                    for p in lesson.folder.rglob("*") if p.is_file() and p.suffix != ".pyc" and p.stat().st_size > 64
+                    and p not in shipped and not p.is_relative_to(lesson.assignment)}
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         relative = path.relative_to(folder)
         data = path.read_bytes()
@@ -169,6 +204,10 @@ def leaks(folder: Path) -> list[str]:
         squeezed = "".join(text.split())
         found += [f"{relative}: holds solution line ({where})" for key, where in wanted.items() if key in squeezed]
     return found
+
+
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def _not_just_numbers(path: Path) -> list[str]:
@@ -260,8 +299,9 @@ def _zip(folder: Path, target: Path) -> None:
 
 def build(*, out: Path) -> Path:
     """Write <out>/<lesson>/ and <out>/<lesson>.zip; returns the folder. Raises LeakError on a leak."""
+    lesson = load_lesson()
     out.mkdir(parents=True, exist_ok=True)
-    day = out / LESSON.name
+    day = out / lesson.name
     if day.exists():
         if not (day / "tools" / "points.json").is_file():
             # Never delete a folder this command did not make (say `--out assignments` by mistake).
@@ -275,8 +315,8 @@ def build(*, out: Path) -> Path:
     if found:
         shutil.rmtree(day)
         raise LeakError("the release would leak:\n  " + "\n  ".join(found))
-    _zip(day, out / f"{LESSON.name}.zip")
-    notebook.write(notebook.build(student=False), out / "nbgrader" / "source" / LESSON.name / LESSON.notebook)
+    _zip(day, out / f"{lesson.name}.zip")
+    notebook.write(notebook.build(student=False), out / "nbgrader" / "source" / lesson.name / lesson.notebook)
     return day
 
 
@@ -290,9 +330,10 @@ def main(*, out: str = "dist") -> int:
         print(f"release refused: {error}\nFix the file named above, then run `make release` again.",
               file=sys.stderr)
         return 1
+    lesson = load_lesson()
     files = sorted(p.relative_to(day).as_posix() for p in day.rglob("*") if p.is_file())
-    print(f"wrote {day}/ ({len(files)} files) and {day.parent / (LESSON.name + '.zip')}")
+    print(f"wrote {day}/ ({len(files)} files) and {day.parent / (lesson.name + '.zip')}")
     for name in files:
         print(f"  {name}")
-    print(f"instructor only (not in the zip): {day.parent / 'nbgrader' / 'source' / LESSON.name / LESSON.notebook}")
+    print(f"instructor only (not in the zip): {day.parent / 'nbgrader' / 'source' / lesson.name / lesson.notebook}")
     return 0

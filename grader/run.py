@@ -32,6 +32,7 @@ from pathlib import Path
 
 from grader import intake, regrade
 from grader.checker import LimitedChecker
+from grader.lesson import load_lesson
 from grader.records import SubmissionResult
 from grader.sandbox import DEFAULT_CONFIG, SandboxConfig
 from grader.sandbox.confinement import enterable_temp_dir, is_root, mount_quota, prepare_scratch, slot_uid, unmount_quota
@@ -214,7 +215,7 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
     own control socket before its first submission.
     """
     clean_stale_scratch()
-    work = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=scratch_base()))
+    work = Path(tempfile.mkdtemp(prefix=scratch_prefix(), dir=scratch_base()))
     # Traversable but not listable, so a sandbox uid reaches its own copy and cannot find others.
     os.chmod(work, 0o711)
     (work / "owner").write_text(_process_identity(os.getpid()))
@@ -250,7 +251,15 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
     return faults
 
 
-SCRATCH_PREFIX = f"{intake.LESSON.name}-scratch-"
+def scratch_prefix() -> str:
+    return f"{load_lesson().name}-scratch-"
+
+
+def __getattr__(name: str):
+    # SCRATCH_PREFIX, from the run's lesson when asked for (after --lesson).
+    if name == "SCRATCH_PREFIX":
+        return scratch_prefix()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _process_identity(pid: int) -> str:
@@ -271,7 +280,7 @@ def scratch_base() -> Path:
 
 def clean_stale_scratch() -> None:
     """Remove the scratch folders (and unmount the quota tmpfs) of runs that were killed (kill -9)."""
-    for folder in scratch_base().glob(SCRATCH_PREFIX + "*"):
+    for folder in scratch_base().glob(scratch_prefix() + "*"):
         try:
             owner = (folder / "owner").read_text()
         except OSError:  # being created right now, or left by a kit without owner files long ago
@@ -443,8 +452,8 @@ def _preload():
     # The reference answers every call the hidden tests make; its cache is shared by every submission.
     # Only a warm-up: if it fails, each submission fills what it needs (and reports what goes wrong).
     with contextlib.suppress(Exception):
-        score.grade_submission(name="reference", directory=score.SOLUTIONS,
-                               transport=InProcessTransport(score.SOLUTIONS))
+        solutions = load_lesson().solutions
+        score.grade_submission(name="reference", directory=solutions, transport=InProcessTransport(solutions))
     _preloaded = score, plots, feedback
     return _preloaded
 

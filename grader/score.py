@@ -22,84 +22,120 @@ from pathlib import Path
 from grader import forbidden, mutants, scan
 from grader.calls import Adapter, InProcessTransport
 from grader.checks import GradeFailure
-from grader.intake import NOTEBOOK_MODULE, contract_module_source
+from grader.intake import contract_module_source, notebook_module_name
 from grader.lesson import load_lesson, read_rubric
 from grader.records import SubmissionResult, TestResult
 
 ROOT = Path(__file__).resolve().parents[1]
-LESSON = load_lesson()
-SOLUTIONS = LESSON.solutions
-RUBRIC = LESSON.rubric_path
-LIMITS = LESSON.limits_path  # the lesson's caps on replies and on the deliverables checks
-CODE_COMPONENTS = LESSON.modules
-FILE_OF = LESSON.file_of
-POLICY = LESSON.forbidden_path  # library attention and reflective constructs (lesson data)
-DELIVERABLES = LESSON.deliverables_component
-CATALOGUE = mutants.Catalogue.of(LESSON)  # the lesson's bugs (their hints are in its rubric)
-LESSON_ADAPTER = LESSON.adapter()  # the lesson's requests over the engine's call plumbing
+
+# What this stage takes from the run's lesson, read when asked for (after --lesson), so a library
+# caller may choose the lesson after importing this module.
+_LESSON_FIELDS = {"SOLUTIONS": "solutions", "RUBRIC": "rubric_path",
+                  "LIMITS": "limits_path",  # the lesson's caps on replies and on the deliverables checks
+                  "CODE_COMPONENTS": "modules", "FILE_OF": "file_of",
+                  "POLICY": "forbidden_path",  # library attention and reflective constructs (lesson data)
+                  "DELIVERABLES": "deliverables_component", "CONTRACT_FILE_OF": "contract_file_of"}
+
+
+def __getattr__(name: str):
+    if name == "LESSON":
+        return load_lesson()
+    if name in _LESSON_FIELDS:
+        return getattr(load_lesson(), _LESSON_FIELDS[name])
+    if name == "CATALOGUE":
+        return lesson_catalogue()
+    if name == "LESSON_ADAPTER":
+        return load_lesson().adapter()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def lesson_adapter() -> type:
+    """The lesson's requests over the engine's call plumbing (a grader.calls.Adapter)."""
+    return load_lesson().adapter()
+
+
+def lesson_catalogue() -> mutants.Catalogue:
+    """The run's lesson's bugs (their hints are in its rubric), one catalogue per lesson and process."""
+    lesson = load_lesson()
+    if lesson.folder not in _catalogues:
+        _catalogues[lesson.folder] = mutants.Catalogue.of(lesson)
+    return _catalogues[lesson.folder]
+
+
+_catalogues: dict[Path, mutants.Catalogue] = {}
 
 
 # -- rubric and tests ------------------------------------------------------------------------
 def load_rubric(path=None) -> dict:
-    return read_rubric(path or RUBRIC)
+    return read_rubric(path or load_lesson().rubric_path)
 
 
 @lru_cache(maxsize=4)
-def load_limits(path=None) -> dict:
-    """The lesson's limits ([replies], [deliverables]; see the file's comments)."""
-    with open(path or LIMITS, "rb") as f:
+def _limits(path: Path) -> dict:
+    with open(path, "rb") as f:
         return tomllib.load(f)
 
 
-@lru_cache(maxsize=1)
+def load_limits(path=None) -> dict:
+    """The lesson's limits ([replies], [deliverables]; see the file's comments)."""
+    return _limits(Path(path or load_lesson().limits_path))
+
+
 def hidden_tests() -> tuple:
     """(component, test id, function) in a fixed order: components as in records.COMPONENTS, tests in file order."""
+    lesson = load_lesson()
+    unscored = set(lesson.modules) - set(lesson.components)
+    if unscored:
+        raise ValueError(f"{lesson.rubric_path} gives no points to {', '.join(sorted(unscored))}: "
+                         "every contract module needs points in the rubric")
+    return _hidden_tests(tuple(lesson.test_module(component) for component in lesson.modules), lesson.modules)
+
+
+@lru_cache(maxsize=4)
+def _hidden_tests(test_modules: tuple[str, ...], components: tuple[str, ...]) -> tuple:
     found = []
-    for component in CODE_COMPONENTS:
-        module = importlib.import_module(LESSON.test_module(component))
+    for component, test_module in zip(components, test_modules):
+        module = importlib.import_module(test_module)
         for name, fn in vars(module).items():
             if name.startswith("test_") and inspect.isfunction(fn) and fn.__module__ == module.__name__:
                 found.append((component, name[len("test_"):], fn))
     return tuple(found)
 
 
-_reference: Adapter | None = None
+_references: dict[Path, Adapter] = {}
 
 
 def reference_adapter() -> Adapter:
     """The reference, in this process, with results cached by call for the whole batch."""
-    global _reference
-    if _reference is None:
-        _reference = LESSON_ADAPTER(InProcessTransport(SOLUTIONS), cache={})
-    return _reference
+    lesson = load_lesson()
+    if lesson.solutions not in _references:
+        _references[lesson.solutions] = lesson.adapter()(InProcessTransport(lesson.solutions), cache={})
+    return _references[lesson.solutions]
 
 
 # -- forbidden APIs: the static layer ----------------------------------------------------------
 def library_policy() -> dict:
     """The lesson's forbidden APIs and reflective constructs (its forbidden.toml, one loader)."""
-    global _policy
-    if _policy is None:
-        _policy = forbidden.load_policy(POLICY)
-    return _policy
+    path = load_lesson().forbidden_path
+    if path not in _policies:
+        _policies[path] = forbidden.load_policy(path)
+    return _policies[path]
 
 
-_policy: dict | None = None
+_policies: dict[Path, dict] = {}
 
 
 def scan_submission(directory: Path) -> scan.Findings:
     """What the static scan finds in a submission's source (grader/scan.py)."""
-    generated = {f"{module}.py": contract_module_source("", module) for module in LESSON.modules}
-    return scan.scan_sources(scan.read_sources(Path(directory), NOTEBOOK_MODULE, generated), library_policy(),
-                             CONTRACT_FILE_OF)
+    lesson = load_lesson()
+    generated = {f"{module}.py": contract_module_source("", module) for module in lesson.modules}
+    return scan.scan_sources(scan.read_sources(Path(directory), notebook_module_name(), generated), library_policy(),
+                             lesson.contract_file_of)
 
 
 def static_forbidden(directory: Path) -> dict[str, set[str]]:
     """file name -> library attention (or kit code) its source reaches."""
     return scan_submission(directory).costs
-
-
-# Which contract file each graded name belongs to (the lesson's contract), for notebook cells.
-CONTRACT_FILE_OF = LESSON.contract_file_of
 
 
 def _forbidden_by_component(runtime: dict[str, set], static: dict[str, set]) -> dict[str, set]:
@@ -109,7 +145,8 @@ def _forbidden_by_component(runtime: dict[str, set], static: dict[str, set]) -> 
     because each part runs against the grader's stand-ins for the other parts (grader/execute.py),
     so a block never runs the student's multihead.
     """
-    return {c: set(static.get(FILE_OF[c], ())) | set(runtime.get(c, ())) for c in CODE_COMPONENTS}
+    file_of = load_lesson().file_of
+    return {c: set(static.get(file_of[c], ())) | set(runtime.get(c, ())) for c in file_of}
 
 
 # -- a crash in a function costs only that function's tests -------------------------------------
@@ -151,7 +188,7 @@ def _retry_over_standins(header, answer) -> dict | None:
     if not isinstance(header, dict) or header.get("over_standins") or not isinstance(error, dict):
         return None
     inside = error.get("inside")
-    declared = LESSON.standin_names.get(header.get("module"), {})
+    declared = load_lesson().standin_names.get(header.get("module"), {})
     called = header.get("name") or header.get("cls")
     if not isinstance(inside, list) or forbidden.MARK in str(error.get("message", "")):
         return None
@@ -178,9 +215,11 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
 
     `check_deliverables(directory)` replaces grader.deliverables.run_checks (a grading run passes one
     that runs the checks in a limited process, grader/checker.py)."""
+    lesson = load_lesson()
+    file_of, catalogue = lesson.file_of, lesson_catalogue()
     rubric = load_rubric(rubric_path)
     reference = reference_adapter()
-    student = LESSON_ADAPTER(OverStandIns(transport), record=True, batch=True)
+    student = lesson.adapter()(OverStandIns(transport), record=True, batch=True)
     outcomes = []  # (component, test id, failure or None, calls)
     runtime = defaultdict(set)
     for component, test_id, fn in hidden_tests():
@@ -202,7 +241,7 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
         outcomes.append((component, test_id, failure, calls))
 
     found = scan_submission(Path(directory))
-    blamed = _forbidden_by_component(runtime, {FILE_OF[c]: found.reaching(FILE_OF[c], FILE_OF.values()) for c in CODE_COMPONENTS})
+    blamed = _forbidden_by_component(runtime, {file_of[c]: found.reaching(file_of[c], file_of.values()) for c in lesson.modules})
     result = SubmissionResult(submission=name, flags=list(found.flags))
     import_errors = set()
     crashes: dict[tuple, str] = {}  # one text per error, whichever test met it first
@@ -220,7 +259,7 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
         if blamed[component]:
             names = ", ".join(sorted(blamed[component]))
             text = rubric["meta"]["forbidden_message"].format(names=names)
-            bug = CATALOGUE.identify_forbidden(component, blamed[component])
+            bug = catalogue.identify_forbidden(component, blamed[component])
             result.tests.append(TestResult(name=rid, component=component, score=0.0, max_score=points,
                                            status="failed", output=text, hint_id=bug, title=title))
             continue
@@ -229,7 +268,7 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
                                            status="passed", output="", title=title))
             continue
         unfinished = bool(failure.error and failure.error.get("type") == "NotImplementedError")
-        bug = None if _is_import(failure) or unfinished else CATALOGUE.identify(component, rid, calls)
+        bug = None if _is_import(failure) or unfinished else catalogue.identify(component, rid, calls)
         hint = rubric.get("hints", {}).get(bug, {}).get("text") if bug else None
         if isinstance(failure.error, dict):
             # The student's code raised: every test this error stopped gets the same words, which the
@@ -294,12 +333,14 @@ def _is_import(failure: GradeFailure) -> bool:
 
 def _deliverables(directory: Path, rubric: dict, run_checks=None) -> list[TestResult]:
     """The deliverables component: the lesson's checks, run by grader.deliverables.run_checks."""
+    lesson = load_lesson()
     if run_checks is None:
         from grader import deliverables
 
-        checks = LESSON.deliverable_checks()
+        checks = lesson.deliverable_checks()
         run_checks = lambda folder: deliverables.run_checks(folder, checks)  # noqa: E731
-    table = rubric.get(DELIVERABLES, {})
+    component = lesson.deliverables_component
+    table = rubric.get(component, {})
     tests = []
     for check in run_checks(directory):
         entry = table.get(check.id)
@@ -310,11 +351,9 @@ def _deliverables(directory: Path, rubric: dict, run_checks=None) -> list[TestRe
         message = str(check.message or "")
         if not passed and entry.get("hint"):
             message += f"\n\nHint: {entry['hint']}"
-        tests.append(TestResult(name=f"{DELIVERABLES}.{check.id}", component=DELIVERABLES,
+        tests.append(TestResult(name=f"{component}.{check.id}", component=component,
                                 score=points if passed else 0.0, max_score=points,
                                 status="passed" if passed else "failed", output=message if not passed else "",
                                 title=entry.get("title", check.id)))
     return tests
 
-
-assert set(CODE_COMPONENTS) < set(LESSON.components), "every contract module needs points in the rubric"

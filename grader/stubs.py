@@ -137,6 +137,16 @@ def stub_texts(lesson: str | None = None) -> dict[str, str]:
             for solution, _ in stub_pairs() if lesson is None or solution.parent.name == lesson}
 
 
+def stub_texts_of(solutions: Path) -> dict[str, str]:
+    """file name -> the stub a student gets, for one lesson's reference folder wherever it lives."""
+    texts = {}
+    for solution in sorted(Path(solutions).glob("*.py")):
+        source = solution.read_text(encoding="utf-8")
+        if "BEGIN SOLUTION" in source:
+            texts[solution.name] = make_stub(source)
+    return texts
+
+
 def _digest(text: str) -> str:
     # Line endings may change on a student's machine; the content is what counts.
     return hashlib.sha256(text.replace("\r\n", "\n").encode("utf-8")).hexdigest()

@@ -35,7 +35,7 @@ from types import ModuleType
 from typing import Callable
 
 from grader import protocol
-from grader.lesson import LESSON_ENV
+from grader.lesson import LESSON_ENV, load_lesson
 from grader.sandbox import DEFAULT_CONFIG, SandboxConfig, startup, transport
 from grader.sandbox.confinement import (KIT_ROOT, PR_SET_PDEATHSIG, confine, is_root, own_network, seccomp_program,
                                         slot_uid, view_plan)
@@ -82,6 +82,8 @@ class Zygote:
         # whose error messages end up in its feedback. The lesson's name is no secret: the zygote
         # needs it to load the same lesson as the grader.
         env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "TZ", LESSON_ENV) if k in os.environ}
+        if os.environ.get(LESSON_ENV):  # a lesson given by path: the zygote starts in another folder
+            env[LESSON_ENV] = load_lesson().ref
         # One intra-op thread: a forked child of a process whose thread pool started would hang.
         # MALLOC_ARENA_MAX: each thread's 64 MB malloc arena would count against RLIMIT_AS.
         env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1", MALLOC_ARENA_MAX="2",

@@ -11,7 +11,7 @@ runner format to --output ($GITHUB_OUTPUT): a line `result=<base64 JSON>` holdin
 {"version": 1, "status", "max_score", "tests": [{"name", "status", "score", "message"}]},
 which classroom-resources/autograding-grading-reporter reads from FEEDBACK_RESULTS.
 
-If you work in day13.ipynb and leave the .py files as released, the feedback comes from the
+If you work in @@NOTEBOOK@@ and leave the .py files as released, the feedback comes from the
 notebook's test cells instead (tools/stubs.json tells the released files from yours).
 
 These points come from the visible tests only. They are feedback, not your grade: your
@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PARTS = ("self_attention", "multihead", "positional", "block")
+PARTS = ()  # the lesson's graded parts: the release writes them here, from its rubric
 MESSAGE_CHARS = 600
 
 
@@ -75,8 +75,8 @@ def _code_cells(notebook: Path) -> list[tuple[str, str]]:
 
 
 def notebook_submission(folder: Path) -> Path | None:
-    """day13.ipynb when the student works there: its code changed, every .py still the released stub."""
-    notebook, record = folder / "day13.ipynb", HERE / "stubs.json"
+    """@@NOTEBOOK@@ when the student works there: its code changed, every .py still the released stub."""
+    notebook, record = folder / "@@NOTEBOOK@@", HERE / "stubs.json"
     if not notebook.is_file() or not record.is_file():
         return None
     released = json.loads(record.read_text(encoding="utf-8"))
@@ -84,7 +84,7 @@ def notebook_submission(folder: Path) -> Path | None:
         code = "\n\n".join(source for _, source in _code_cells(notebook))
     except (ValueError, OSError):
         return None
-    if _digest(code) == released.get("day13.ipynb:code"):
+    if _digest(code) == released.get("@@NOTEBOOK@@:code"):
         return None  # the notebook is untouched: the .py files are where the work is
     for name, digest in released.items():
         path = folder / name
@@ -105,12 +105,12 @@ def run_notebook_tests(notebook: Path) -> dict[str, dict]:
                  for line in source.split("\n")]
         started, error = time.monotonic(), ""
         try:
-            exec(compile("\n".join(lines), f"day13.ipynb {grade_id}", "exec"), namespace)  # noqa: S102
+            exec(compile("\n".join(lines), f"@@NOTEBOOK@@ {grade_id}", "exec"), namespace)  # noqa: S102
         except (Exception, SystemExit) as exc:  # a failing cell is feedback, and later cells still run
             error = f"{type(exc).__name__}: {exc}"
         part = grade_id.removeprefix("test_")
         if grade_id.startswith("test_") and part in PARTS:
-            results[f"day13.ipynb::{grade_id}"] = {"part": part, "passed": not error,
+            results[f"@@NOTEBOOK@@::{grade_id}"] = {"part": part, "passed": not error,
                                                    "message": error[:MESSAGE_CHARS],
                                                    "seconds": time.monotonic() - started}
     return results
@@ -158,7 +158,7 @@ def classroom_result(tests: dict[str, dict], checks: list, points: dict[str, flo
 
 def summary_markdown(result: dict) -> str:
     total = sum(t["score"] for t in result["tests"])
-    lines = ["## Day 13 feedback (visible tests and deliverables)", "",
+    lines = ["## @@LABEL@@ feedback (visible tests and deliverables)", "",
              f"**{total:g} / {result['max_score']:g}** feedback points. This is not your grade: the "
              "instructor grades with hidden tests that your repository never holds.", "",
              "| part | passed | points |", "| --- | --- | --- |"]

@@ -1,6 +1,7 @@
 """grader/release.py: what the student release holds, what it must never hold, and that it works alone."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -167,7 +168,8 @@ def test_a_leaking_assignment_folder_is_refused(tmp_path, monkeypatch, capsys):
     shutil.copytree(release.ASSIGNMENT, assignment, ignore=shutil.ignore_patterns("__pycache__"))
     (assignment / "tools").mkdir(exist_ok=True)
     shutil.copyfile(release.SOLUTIONS / "self_attention.py", assignment / "tools" / "answer.py")
-    monkeypatch.setattr(release, "ASSIGNMENT", assignment)
+    lesson = dataclasses.replace(release.LESSON, assignment=assignment)
+    monkeypatch.setattr(release, "load_lesson", lambda: lesson)
     assert release.main(out=str(tmp_path / "dist")) == 1
     assert "tools/answer.py" in capsys.readouterr().err
     assert not (tmp_path / "dist" / "day13").exists() and not (tmp_path / "dist" / "day13.zip").exists()

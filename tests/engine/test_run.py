@@ -391,7 +391,7 @@ REMOVE_AS_OWNER = """
 import os, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
-from tests.test_run import _poisoned_tree
+from tests.engine.test_run import _poisoned_tree
 from grader.run import remove_tree
 root = Path(sys.argv[1]) / "scratch"
 _poisoned_tree(root, 10_000)

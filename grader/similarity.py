@@ -51,12 +51,18 @@ from pathlib import Path
 import numpy as np
 
 from grader import deliverables, intake
-from grader.lesson import load_lesson
+from grader.lesson import LessonError, load_lesson
 
 KIT = Path(__file__).resolve().parent.parent
-# The lesson's deliverable checks: which files are the README, the analysis and the pictures, and
-# the fingerprints of what every student may share (the handout, the assignment's README).
-_RULES = importlib.import_module(load_lesson().deliverables_module)
+
+
+def _rules():
+    """The lesson's deliverable checks (None for a lesson without deliverables): which files are the
+    README, the analysis and the pictures, and the fingerprints of what every student may share (the
+    handout, the assignment's README). Read when used: the run chooses its lesson after import."""
+    module = load_lesson().deliverables_module
+    return importlib.import_module(module) if module else None
+
 
 # ---- thresholds (documented in README.md, "Similarity"): a pair is flagged on one kind when its score
 # reaches the threshold and it shares at least the minimum of evidence.
@@ -330,12 +336,11 @@ BASE_FILE = "similarity_base.txt"
 
 
 def default_lesson() -> str:
-    """The lesson when there is one: the only folder under assignments/ with a grader/ folder too."""
-    lessons = sorted(p.name for p in (KIT / "assignments").iterdir()
-                     if p.is_dir() and (KIT / "grader" / p.name).is_dir()) if (KIT / "assignments").is_dir() else []
-    if len(lessons) != 1:
-        raise ValueError(f"name the lesson with --lesson (found {', '.join(lessons) or 'none'} under assignments/)")
-    return lessons[0]
+    """The run's lesson (--lesson NAME or PATH, else the only one), as `--lesson` takes it."""
+    try:
+        return load_lesson().ref
+    except LessonError as error:
+        raise ValueError(str(error)) from None
 
 
 def load_base(lesson: str, *, released: Path | None = None, lesson_data: Path | None = None,
@@ -343,9 +348,10 @@ def load_base(lesson: str, *, released: Path | None = None, lesson_data: Path | 
     """The base of `lesson`: its released folder (assignments/<lesson>/, every .py and notebook code
     cell), the handout fingerprints the README check ships, and the lesson's similarity_base.txt.
     `released_notebook` returns the code cells of a notebook the release builds; it is called only
-    when some submission holds a notebook (building it costs seconds)."""
-    released = released or KIT / "assignments" / lesson
-    lesson_data = lesson_data or KIT / "grader" / lesson / BASE_FILE
+    when some submission holds a notebook (building it costs seconds). `lesson` is a name or a path."""
+    found = load_lesson(lesson)
+    released = released or found.assignment
+    lesson_data = lesson_data or found.folder / BASE_FILE
     base = Base()
     sources = []
     for path in sorted(released.rglob("*")):
@@ -358,8 +364,10 @@ def load_base(lesson: str, *, released: Path | None = None, lesson_data: Path | 
     base.sources.append(f"the released student folder {released.relative_to(KIT) if released.is_relative_to(KIT) else released}"
                         f" ({len(sources)} code files: stubs, visible tests, tools"
                         f"{', and the released notebook when a submission holds one' if released_notebook else ''})")
-    handout = (deliverables.load_fingerprints(_RULES.FINGERPRINTS, section="handout") or set()) | \
-              (deliverables.load_fingerprints(_RULES.FINGERPRINTS, section="assignment-readme") or set())
+    rules = _rules()
+    handout = set() if rules is None else \
+        (deliverables.load_fingerprints(rules.FINGERPRINTS, section="handout") or set()) | \
+        (deliverables.load_fingerprints(rules.FINGERPRINTS, section="assignment-readme") or set())
     short: set[int] = set()
     if lesson_data.is_file():
         sections = _read_sections(lesson_data)
@@ -446,9 +454,23 @@ class Features:
     has_notebook: bool = False
 
 
-# The deliverables compared, by the names the lesson's checks accept.
-TEXTS = {"README": _RULES.README_NAMES, "analysis": _RULES.ANALYSIS_NAMES}
-IMAGES = {"heatmap": _RULES.HEATMAP_NAMES, "diagram": _RULES.DIAGRAM_NAMES}
+# The deliverables compared, by the names the lesson's checks accept (none without deliverables).
+def texts() -> dict[str, tuple]:
+    rules = _rules()
+    return {} if rules is None else {"README": rules.README_NAMES, "analysis": rules.ANALYSIS_NAMES}
+
+
+def images() -> dict[str, tuple]:
+    rules = _rules()
+    return {} if rules is None else {"heatmap": rules.HEATMAP_NAMES, "diagram": rules.DIAGRAM_NAMES}
+
+
+def __getattr__(name: str):
+    if name == "TEXTS":
+        return texts()
+    if name == "IMAGES":
+        return images()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _notebook_cells(data: bytes) -> list[str]:
@@ -510,7 +532,7 @@ def features_of(folder: Path, name: str, base: Base) -> Features:
             if h not in base.code:
                 feats.code.setdefault(h, (index, lines[i], lines[i + CODE_K - 1]))
     root = os.fspath(folder)
-    for what, names in TEXTS.items():
+    for what, names in texts().items():
         for found in deliverables.find(root, names):
             try:
                 raw = deliverables.read_file(root, found, deliverables.MAX_TEXT_BYTES)
@@ -520,7 +542,7 @@ def features_of(folder: Path, name: str, base: Base) -> Features:
             feats.texts[what] = (found, text[:MAX_TEXT_CHARS])
             feats.text_grams[what] = text_grams(text, base.text)[0]
             break
-    for what, names in IMAGES.items():
+    for what, names in images().items():
         for found in deliverables.find(root, names):
             try:
                 raw = deliverables.read_file(root, found, deliverables.MAX_IMAGE_BYTES)
@@ -688,10 +710,10 @@ def _image_rows(feats: list[Features], what: str) -> list[Row]:
 def compare(feats: list[Features]) -> list[Row]:
     """Every row of similarity.csv: code, each text and each picture, pairs at or above REPORT_FLOOR."""
     rows = _code_rows(feats)
-    for what in TEXTS:
+    for what in texts():
         rows += _overlap_rows(feats, "text", what, [f.text_grams.get(what, {}) for f in feats], TEXT_THRESHOLD,
                               TEXT_MIN_SHARED, f"{TEXT_N}-word passages")
-    for what in IMAGES:
+    for what in images():
         rows += _image_rows(feats, what)
     return sorted(rows, key=lambda r: (-r.flagged, -r.score, r.a, r.b, r.kind, r.what))
 
@@ -931,7 +953,7 @@ def _picture(sub, what: str) -> str:
     with tempfile.TemporaryDirectory(prefix="similarity-") as scratch:
         copy = Path(scratch) / "copy"
         intake.materialise(sub, copy, convert_notebook=False)
-        for found in deliverables.find(os.fspath(copy), IMAGES[what]):
+        for found in deliverables.find(os.fspath(copy), images()[what]):
             try:
                 return thumbnail_uri(deliverables.read_file(os.fspath(copy), found, deliverables.MAX_IMAGE_BYTES))
             except (deliverables.Problem, OSError):
@@ -1004,7 +1026,7 @@ def _tool_outputs(lesson: str) -> list[tuple[str, bytes, str]]:
             printed = io.StringIO()
             with contextlib.redirect_stdout(printed):
                 module.main(["--folder", os.fspath(KIT / "solutions" / lesson), "--mode", mode, "--out", scratch])
-            png = (Path(scratch) / _RULES.HEATMAP_NAMES[0]).read_bytes()
+            png = (Path(scratch) / _rules().HEATMAP_NAMES[0]).read_bytes()
             outputs.append((f"make heatmap's picture of its default sentence (MODE={mode})", png, printed.getvalue()))
     return outputs
 

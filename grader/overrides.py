@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from grader.records import COMPONENTS, SubmissionResult
+from grader.records import SubmissionResult, components
 
 COLUMNS = ("submission", "test", "points", "comment", "by", "at")
 FILE = "overrides.csv"
@@ -119,14 +119,14 @@ def check(rows: list[Override], records: list[SubmissionResult], *, path: Path |
             continue
         if row.test in tests:
             top = tests[row.test].max_score
-        elif row.test in COMPONENTS:
+        elif row.test in components():
             top = sum(t.max_score for t in result.tests if t.component == row.test)
         elif row.points is None and row.test.split(":", 1)[0] in REVIEW_PREFIXES:
             continue
         else:
             raise OverrideError(f"{where}: {row.submission} has no test or part {row.test!r}; write a test id "
                                 f"such as {next(iter(tests), 'deliverables.analysis')!r}, a part "
-                                f"({', '.join(COMPONENTS)}) or * for the total")
+                                f"({', '.join(components())}) or * for the total")
         if row.points is not None and not 0 <= row.points <= top:
             raise OverrideError(f"{where}: {row.points:g} points for {row.submission} {row.test} is outside "
                                 f"0..{top:g}")
@@ -139,7 +139,7 @@ def apply(result: SubmissionResult, decisions: dict[str, Override]) -> Submissio
     changed = copy.deepcopy(result)
     shown = []
     own = {name: row for name, row in decisions.items() if row.points is not None}
-    for component in COMPONENTS:
+    for component in components():
         part = own.get(component)
         if part is None:
             continue

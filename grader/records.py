@@ -12,11 +12,15 @@ from dataclasses import dataclass, field
 from grader.lesson import load_lesson
 
 
+def components() -> tuple[str, ...]:
+    """The run's lesson's graded parts, in rubric order (read when called, so that `--lesson` or a
+    library caller has chosen the lesson by then)."""
+    return load_lesson().components
+
+
 def __getattr__(name: str):
-    # COMPONENTS: the lesson's graded parts, in rubric order (read when first asked for, so that
-    # `--lesson` has chosen the lesson by then).
     if name == "COMPONENTS":
-        return load_lesson().components
+        return components()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -67,7 +71,7 @@ class SubmissionResult:
         return round(sum(t.max_score for t in self.tests), 4)
 
     def component_scores(self) -> dict[str, float]:
-        scores = {c: 0.0 for c in load_lesson().components}
+        scores = {c: 0.0 for c in components()}
         for t in self.tests:
             scores[t.component] = round(scores.get(t.component, 0.0) + t.score, 4)
         return scores

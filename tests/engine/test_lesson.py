@@ -175,3 +175,52 @@ def test_stand_ins_offer_contract_names_the_stand_ins_file_defines():
     for module, names in lesson.standin_names.items():
         assert set(names) <= set(lesson.graded_names[module]), module
         assert set(names.values()) <= defined, module
+
+
+def test_a_lesson_is_found_by_path_with_paths_relative_to_its_folder(tmp_path, monkeypatch):
+    folder = tmp_path / "elsewhere" / "day13"  # the same name as a lesson under grader/, elsewhere
+    _write_lesson(tmp_path / "elsewhere", "day13", "Elsewhere")
+    (folder / "c.md").write_text("contract\n", encoding="utf-8")
+    (folder / "s").mkdir()
+    (folder / "__init__.py").write_text("", encoding="utf-8")
+    (folder / "catalogue.py").write_text("from . import helper\nBUGS = helper.BUGS\n", encoding="utf-8")
+    (folder / "helper.py").write_text("BUGS = ('found',)\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(lessons.LESSON_ENV, lessons.lesson_option("elsewhere/day13"))
+    assert __import__("os").environ[lessons.LESSON_ENV] == str(folder.resolve()), "a path is kept absolute"
+    lesson = lessons.load_lesson()
+    assert (lesson.folder, lesson.title, lesson.ref) == (folder.resolve(), "Elsewhere", str(folder.resolve()))
+    assert (lesson.contract, lesson.solutions) == (folder.resolve() / "c.md", folder.resolve() / "s")
+    assert lesson.assignment == folder.resolve() / "a", "a path found nowhere is the lesson folder's"
+    assert not lesson.package.startswith("grader") and lesson.package != lessons.load_lesson("day13").package
+    assert __import__("importlib").import_module(lesson.catalogue_module).BUGS == ("found",)
+    assert lessons.load_lesson("day13").folder == ENGINE / "day13", "a name still means the folder under grader/"
+
+
+def test_engine_modules_read_the_lesson_when_called_not_at_import():
+    """Imported with an unknown lesson chosen, every engine module loads; the lesson is read on first use."""
+    import os
+    import subprocess
+    import sys
+
+    modules = sorted(p.stem for p in ENGINE.glob("*.py") if p.stem not in ("__init__", "__main__"))
+    code = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module('grader.' + m)\n"
+    env = dict(os.environ, **{lessons.LESSON_ENV: "no-such-lesson"})
+    done = subprocess.run([sys.executable, "-c", code, *modules], cwd=ENGINE.parent, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    late = subprocess.run([sys.executable, "-c", "import grader.release as r; r.feedback_points()"],
+                          cwd=ENGINE.parent, env=env, capture_output=True, text=True, timeout=300)
+    assert "no lesson 'no-such-lesson'" in late.stderr
+
+
+def test_the_feedback_script_is_written_with_the_lessons_parts():
+    from grader import release
+
+    lesson = lessons.load_lesson()
+    text = release.ci_feedback_source()
+    parts = tuple(c for c in lesson.components if c != lesson.deliverables_component)
+    assert f"PARTS = ({', '.join(map(repr, parts))})".replace("'", '"') in text
+    assert "@@" not in text and lesson.notebook in text
+    template = (release.TEMPLATES / "ci_feedback.py").read_text(encoding="utf-8")
+    assert lesson.name not in template and not any(f'"{p}"' in template for p in parts), "the template names no lesson"

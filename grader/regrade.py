@@ -54,14 +54,18 @@ def _structure(node):
     return node
 
 
-@functools.lru_cache(maxsize=1)
 def current() -> dict[str, str]:
-    """The digests of the grading inputs as they are on disk now (once per process)."""
+    """The digests of the grading inputs as they are on disk now (once per process and lesson)."""
+    return _digests(load_lesson().folder, rubric_path())
+
+
+@functools.lru_cache(maxsize=4)
+def _digests(folder: Path, rubric: Path) -> dict[str, str]:
     inputs = hashlib.sha256(b"grading inputs v1\n")
     engine = [p for p in ENGINE.rglob("*") if p.is_file() and not SKIP_PARTS & set(p.relative_to(ENGINE).parts)
               and p.name != "rubric.toml" and p.suffix not in (".pyc", ".pyo")]
     _hash_files(inputs, ROOT, engine)
-    lesson = load_lesson()
+    lesson = load_lesson(str(folder))
     if not lesson.folder.is_relative_to(ENGINE):  # a lesson found by path: its hidden tests and catalogue
         _hash_files(inputs, lesson.folder, [p for p in lesson.folder.rglob("*") if p.is_file()
                                             and not SKIP_PARTS & set(p.relative_to(lesson.folder).parts)
@@ -70,10 +74,13 @@ def current() -> dict[str, str]:
     _hash_files(inputs, ROOT if solutions.is_relative_to(ROOT) else solutions,
                 [p for p in solutions.rglob("*.py") if "__pycache__" not in p.parts])
     _hash_files(inputs, ROOT, [ROOT / "pyproject.toml"])
-    text = rubric_path().read_bytes()
+    text = rubric.read_bytes()
     structure = json.dumps(_structure(tomllib.loads(text.decode("utf-8"))), sort_keys=True)
     inputs.update(structure.encode())
     return {"inputs": inputs.hexdigest(), "rubric": hashlib.sha256(text).hexdigest()}
+
+
+current.cache_clear = _digests.cache_clear  # after editing an input in place
 
 
 def submission_digest(source: Path) -> str:

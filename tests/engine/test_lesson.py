@@ -14,7 +14,7 @@ ENGINE = Path(lessons.__file__).resolve().parent
 
 # Engine modules that take everything lesson-specific from the Lesson object. The list only grows:
 # a module joins it when its last lesson name is gone, and the test below keeps it that way.
-CONVERTED = ["lesson.py", "records.py", "notebook.py", "release.py", "stubs.py", "gradescope.py", "__main__.py", "intake.py", "regrade.py", "collect.py", "forbidden.py", "execute.py", "storage.py", "document.py", "feedback.py", "plots.py", "classreport.py", "merge.py", "review.py", "late.py", "run.py", "sandbox/__init__.py", "sandbox/__main__.py", "sandbox/confinement.py", "sandbox/startup.py", "sandbox/transport.py", "sandbox/zygote.py", "docs.py", "bench.py", "score.py", "checks.py", "calls.py", "tolerances.py", "deliverables.py", "checker.py", "similarity.py", "mutants.py", "killrate.py"]
+CONVERTED = ["lesson.py", "records.py", "notebook.py", "release.py", "stubs.py", "gradescope.py", "__main__.py", "intake.py", "regrade.py", "collect.py", "forbidden.py", "execute.py", "storage.py", "document.py", "feedback.py", "plots.py", "classreport.py", "merge.py", "review.py", "late.py", "run.py", "sandbox/__init__.py", "sandbox/__main__.py", "sandbox/confinement.py", "sandbox/startup.py", "sandbox/transport.py", "sandbox/zygote.py", "docs.py", "bench.py", "score.py", "checks.py", "calls.py", "tolerances.py", "deliverables.py", "checker.py", "similarity.py", "overrides.py", "mutants.py", "killrate.py"]
 
 
 def test_the_only_lesson_is_found_and_declares_what_the_engine_needs():

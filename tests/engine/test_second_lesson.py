@@ -1,0 +1,188 @@
+"""A second lesson, found by its path, goes through every stage with no edit to the engine.
+
+The toy lesson (tests/fixtures/lessons/toy/: softmax, and a linear classifier graded over the
+grader's softmax) has its own contract, reference, rubric with hints, hidden tests over the engine's
+call plumbing, three catalogue mutants, forbidden and limits files. Chosen after the engine was
+imported (GRADER_LESSON, or `--lesson PATH` on the command line), it is released (stubs, no solution
+leak), graded in the sandbox (an honest submission full marks, each mutant losing points in its own
+part only with its catalogue hint, a broken one), reported (its parts are the gradebook's columns),
+built into a notebook, and exported to Gradescope, where the exported zip grades it.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from engine_helpers import uid_base_for_tests  # noqa: E402
+
+from grader import lesson as lessons  # noqa: E402
+from grader import stubs  # noqa: E402
+from grader.sandbox import SandboxConfig  # noqa: E402
+
+KIT = Path(__file__).resolve().parents[2]
+TOY = KIT / "tests" / "fixtures" / "lessons" / "toy"
+PARTS = ("activations", "classifier")
+# The notebook stage (and the release, which ships the student notebook) builds Day 13's cells today.
+NOTEBOOK_NOT_YET = pytest.mark.xfail(
+    strict=True, reason="grader/notebook.py types out Day 13's notebook cells (VISIBLE, HIDDEN, _expected): "
+                        "waits for the notebook cells to come from the lesson (its visible tests)")
+CONFIG = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(5))
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    """The toy lesson is the run's lesson for this test (the engine is already imported)."""
+    monkeypatch.setenv(lessons.LESSON_ENV, str(TOY))
+    return lessons.load_lesson()
+
+
+def test_the_toy_is_found_by_path_under_its_own_package(toy, monkeypatch):
+    assert toy.folder == TOY and toy.components == PARTS and toy.points == {"activations": 6.0, "classifier": 4.0}
+    assert not toy.package.startswith("grader") and toy.package != lessons.load_lesson("day13").package
+    assert toy.solutions == TOY / "solutions" and toy.contract == TOY / "assignment" / "CONTRACT.md"
+    monkeypatch.chdir(KIT / "tests")
+    assert lessons.lesson_option(os.path.join("fixtures", "lessons", "toy")) == str(TOY), "a path is kept absolute"
+    # Day 13 keeps its kit-relative paths.
+    assert lessons.load_lesson("day13").contract == KIT / "assignments" / "day13" / "CONTRACT.md"
+
+
+def _cli(*args, cwd=KIT, timeout=600) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != lessons.LESSON_ENV}
+    return subprocess.run([sys.executable, "-m", "grader", *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@NOTEBOOK_NOT_YET
+def test_release_ships_stubs_and_no_solution(tmp_path):
+    done = _cli("release", "--lesson", str(TOY.relative_to(KIT)), "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    day = tmp_path / "toy"
+    assert (tmp_path / "toy.zip").is_file()
+    for part in PARTS:
+        solution = (TOY / "solutions" / f"{part}.py").read_text(encoding="utf-8")
+        assert (day / f"{part}.py").read_text(encoding="utf-8") == stubs.make_stub(solution)
+        assert "raise NotImplementedError" in (day / f"{part}.py").read_text(encoding="utf-8")
+    for name in ("CONTRACT.md", "tests/test_activations.py", "tests/test_classifier.py", "toy.ipynb",
+                 "tools/points.json", "tools/ci_feedback.py"):
+        assert (day / name).is_file(), name
+    solution_lines = ["".join(line.split()) for part in PARTS
+                      for line in stubs.solution_lines((TOY / "solutions" / f"{part}.py").read_text(encoding="utf-8"))]
+    assert solution_lines
+    for path in day.rglob("*"):
+        if path.is_file():
+            text = "".join(path.read_text(encoding="utf-8", errors="replace").split())
+            assert not [line for line in solution_lines if line in text], path
+    assert not (day / "tests" / "__init__.py").exists() and not (day / "catalogue.py").exists()
+    assert json.loads((day / "tools" / "points.json").read_text()) == {"activations": 6.0, "classifier": 4.0}
+    feedback = (day / "tools" / "ci_feedback.py").read_text(encoding="utf-8")
+    assert 'PARTS = ("activations", "classifier")' in feedback and "toy.ipynb" in feedback
+    assert "day13" not in feedback and "@@" not in feedback
+    # The student's own visible tests pass on the reference and fail on the stubs.
+    for part in PARTS:
+        shutil.copyfile(TOY / "solutions" / f"{part}.py", day / f"{part}.py")
+    visible = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=day,
+                             capture_output=True, text=True, timeout=300)
+    assert visible.returncode == 0, visible.stdout[-2000:]
+
+
+def _class(root: Path, catalogue) -> dict[str, str]:
+    """honest, one folder per catalogue mutant, and a broken one; returns row -> the bug it holds."""
+    shutil.copytree(TOY / "solutions", root / "honest", ignore=shutil.ignore_patterns("__pycache__"))
+    rows = {"honest": None}
+    for bug in catalogue.BUGS:
+        folder = root / bug.id.replace(".", "_")
+        folder.mkdir()
+        for name, text in catalogue.apply(bug).items():
+            (folder / name).write_text(text, encoding="utf-8")
+        rows[folder.name] = bug.id
+    shutil.copytree(TOY / "solutions", root / "broken", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "broken" / "classifier.py").write_text("class Classifier(:\n", encoding="utf-8")
+    rows["broken"] = "broken"
+    return rows
+
+
+def test_grade_in_the_sandbox_report_and_feedback(toy, tmp_path):
+    from grader import run, score
+
+    catalogue = score.lesson_catalogue()
+    assert len(catalogue.BUGS) == 3
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    rows = _class(subs, catalogue)
+    assert run.main(submissions=str(subs), out=str(out), jobs=1, config=CONFIG) == 0
+    with open(out / "grades.csv", newline="", encoding="utf-8") as f:
+        table = list(csv.DictReader(f))
+    header = list(table[0])
+    assert header[header.index("max_total") + 1:header.index("status")] == list(PARTS), header
+    by_row = {r["submission"]: r for r in table}
+    assert set(by_row) == set(rows)
+    full = {"activations": 6.0, "classifier": 4.0}
+    assert {p: float(by_row["honest"][p]) for p in PARTS} == full and float(by_row["honest"]["total"]) == 10
+    for row, bug_id in rows.items():
+        record = json.loads((out / row / "record.json").read_text(encoding="utf-8"))
+        assert record["isolation"], row
+        feedback = (out / row / "feedback.md").read_text(encoding="utf-8")
+        for part in PARTS:
+            assert part in feedback, (row, part)
+        if bug_id in (None, "broken"):
+            continue
+        bug = catalogue.BY_ID[bug_id]
+        scores = {p: float(by_row[row][p]) for p in PARTS}
+        assert scores[bug.component] < full[bug.component], row
+        assert {p: s for p, s in scores.items() if p != bug.component} == \
+               {p: s for p, s in full.items() if p != bug.component}, row
+        failed = [t for t in record["tests"] if t["status"] != "passed"]
+        assert failed and all(t["component"] == bug.component for t in failed), row
+        assert bug.test in {t["name"] for t in failed} and {t["hint_id"] for t in failed} == {bug_id}, row
+        hint = score.load_rubric()["hints"][bug_id]["text"]
+        assert all(hint in t["output"] for t in failed), row
+    broken = json.loads((out / "broken" / "record.json").read_text(encoding="utf-8"))
+    assert float(by_row["broken"]["activations"]) == 6 and float(by_row["broken"]["classifier"]) == 0
+    assert "classifier.py" in broken["status"]
+
+
+@NOTEBOOK_NOT_YET
+def test_notebook_is_built_from_the_toy(toy):
+    from grader import notebook
+
+    student, source = notebook.build(student=True), notebook.build(student=False)
+    code = notebook.code_of(student)
+    assert "raise NotImplementedError" in code and "def softmax" in code and "class Classifier" in code
+    assert "exps.sum(dim=dim" not in code and "exps.sum(dim=dim" in notebook.code_of(source)
+
+
+def test_gradescope_zip_holds_the_toy_and_grades_with_it(toy, tmp_path):
+    done = _cli("gradescope", "--lesson", str(TOY), "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    with zipfile.ZipFile(tmp_path / "gradescope.zip") as archive:
+        names = set(archive.namelist())
+        archive.extractall(tmp_path / "autograder" / "source")
+    inside = TOY.relative_to(KIT).as_posix()
+    for name in ("tests/test_activations.py", "tests/test_classifier.py", "catalogue.py", "rubric.toml",
+                 "solutions/activations.py", "solutions/classifier.py"):
+        assert f"{inside}/{name}" in names, name
+    assert not any(n.startswith("grader/day13/") or n.startswith("solutions/day13/") for n in names)
+    root = tmp_path / "autograder"
+    shutil.copytree(TOY / "solutions", root / "submission", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "submission" / "classifier.py").write_text(
+        (TOY / "solutions" / "classifier.py").read_text(encoding="utf-8").replace(
+            "        return softmax(logits, dim=-1)", "        return logits"), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != lessons.LESSON_ENV}
+    env.update(AUTOGRADER_ROOT=str(root), AUTOGRADER_PYTHON=sys.executable)
+    graded = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True,
+                            text=True, timeout=600)
+    assert graded.returncode == 0, graded.stdout[-2000:] + graded.stderr[-2000:]
+    results = json.loads((root / "results" / "results.json").read_text(encoding="utf-8"))
+    # Gradescope's test names are "<title> (<part>.<test>)".
+    tests = {t["name"].rsplit("(", 1)[1].rstrip(")"): t for t in results["tests"]}
+    assert {name.split(".")[0] for name in tests} == set(PARTS)
+    assert results["score"] == pytest.approx(7.0)
+    assert tests["classifier.reference"]["score"] == 0 and tests["activations.reference"]["score"] == 2

@@ -50,22 +50,11 @@ import torch
 
 from grader.lesson import ROOT, load_lesson
 
-# The lesson is read in the grader and the zygote, before any child exists (a child cannot read the kit,
+# The lesson is read in the grader and the zygote, before any child exists (a child cannot read the kit
 # and gets the zygote's answer from load_lesson()). Each part is graded on its own (the lesson's contract,
 # "One bug costs one part"), over the grader's stand-ins for the parts it uses, so a bug (or a failed
-# import) in one file never costs another file's points.
-
-
-def __getattr__(name: str):
-    # LESSON, STUDENT_MODULES, ALWAYS_STANDIN: the run's lesson, read when asked for (after --lesson).
-    if name == "LESSON":
-        return load_lesson()
-    if name == "STUDENT_MODULES":
-        return load_lesson().modules
-    if name == "ALWAYS_STANDIN":
-        return load_lesson().always_standin
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+# import) in one file never costs another file's points. Line numbers here show in students' feedback:
+# LESSON, STUDENT_MODULES and ALWAYS_STANDIN are read when asked for, in __getattr__ at the file's end.
 
 MAX_ELEMENTS = 4_000_000  # per returned array: far above any call the graders make
 SEED = 0
@@ -128,8 +117,7 @@ class ModuleLoader:
         if name in self.errors:
             raise _ImportFailure(name, self.errors[name])
         try:
-            stand_ins = {dep: _standin_module(dep, self.standin_module())
-                         for dep in load_lesson().always_standin.get(name, ())}
+            stand_ins = {dep: _standin_module(dep, self.standin_module()) for dep in load_lesson().always_standin.get(name, ())}
             module = self._import(name, stand_ins)
         except BaseException as exc:  # a student's import may raise anything, even SystemExit
             if isinstance(exc, KeyboardInterrupt):
@@ -390,7 +378,7 @@ def _raised_inside(exc: BaseException, module, module_name: str, called: str) ->
     except TypeError:
         return []
     codes: dict = {}
-    for name in LESSON.standin_names.get(module_name, {}):
+    for name in load_lesson().standin_names.get(module_name, {}):
         if name != called:
             for code in _code_objects(namespace.get(name)):
                 codes.setdefault(code, name)
@@ -432,7 +420,7 @@ def _over_standins(header: dict, loader: ModuleLoader, out_header: dict):
         yield
         return
     module_name = header.get("module")
-    declared = dict(LESSON.standin_names.get(module_name, {}))
+    declared = dict(load_lesson().standin_names.get(module_name, {}))
     declared.pop(header.get("name") or header.get("cls"), None)  # never the name the call grades
     with _stage("import", loader):
         if not isinstance(names, list) or not all(isinstance(n, str) and n in declared for n in names):
@@ -755,3 +743,14 @@ def _find_tensor(obj, paths, cls_name) -> torch.Tensor:
 
 def _shown(path: Path) -> str:
     return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name
+
+
+def __getattr__(name: str):
+    # LESSON, STUDENT_MODULES, ALWAYS_STANDIN: the run's lesson, read when asked for (after --lesson).
+    if name == "LESSON":
+        return load_lesson()
+    if name == "STUDENT_MODULES":
+        return load_lesson().modules
+    if name == "ALWAYS_STANDIN":
+        return load_lesson().always_standin
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,7 +25,6 @@ from pathlib import Path
 
 from grader.lesson import load_lesson
 
-LESSON = load_lesson()
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "docs" / "run-record.json"
 FILES = (ROOT / "README.md", ROOT / "demo" / "README.md")
@@ -45,21 +44,22 @@ def _grade(cwd: Path, submissions: str, out: str) -> tuple[str, float]:
 def record() -> dict:
     """Grade the lesson's example course (a few students of its demo class) and the demo class; what
     they printed and wrote."""
+    lesson = load_lesson()
     with tempfile.TemporaryDirectory(prefix="grader-docs-") as tmp:
         root = Path(tmp)
         subs = root / "out" / "course" / "submissions"
-        for name, folder in LESSON.example_course.items():
-            shutil.copytree(LESSON.demo_class / folder, subs / name)
+        for name, folder in lesson.example_course.items():
+            shutil.copytree(lesson.demo_class / folder, subs / name)
         printed, _ = _grade(root, "out/course/submissions", "out/course/grades")
         grades = root / "out" / "course" / "grades"
-        demo_printed, seconds = _grade(ROOT, str(LESSON.demo_class.relative_to(ROOT)), str(root / "demo"))
+        demo_printed, seconds = _grade(ROOT, str(lesson.demo_class.relative_to(ROOT)), str(root / "demo"))
         with open(root / "demo" / "grades.csv", encoding="utf-8") as handle:
             totals = {row["submission"]: row["total"] for row in csv.DictReader(handle)}
         return {
             "course_grade_output": [line for line in printed.splitlines() if line.strip()],
             "course_grades_csv": (grades / "grades.csv").read_text(encoding="utf-8"),
             "course_feedback_head":
-                (grades / LESSON.example_feedback / "feedback.md").read_text(encoding="utf-8").splitlines()[:9],
+                (grades / lesson.example_feedback / "feedback.md").read_text(encoding="utf-8").splitlines()[:9],
             "demo_totals": totals,
             "demo_seconds": round(seconds),
             "demo_submissions": len(totals),
@@ -73,7 +73,7 @@ def blocks(run: dict) -> dict[str, str]:
                        ".venv/bin/python -m grader grade out/course/submissions --out out/course/grades",
                        *run["course_grade_output"], "```"])
     review = "\n".join(["```console", "$ cat out/course/grades/grades.csv", *run["course_grades_csv"].splitlines(),
-                        f"$ head -9 out/course/grades/{LESSON.example_feedback}/feedback.md",
+                        f"$ head -9 out/course/grades/{load_lesson().example_feedback}/feedback.md",
                         *run["course_feedback_head"], "```"])
     names = {name: name.split("_")[0] for name in run["demo_totals"]}
     totals = ", ".join(f"{names[n]} {t}" for n, t in run["demo_totals"].items())

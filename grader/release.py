@@ -254,9 +254,10 @@ def _not_just_fingerprints(path: Path, folder: Path) -> list[str]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, ValueError) as error:
         return [f"is not JSON data ({type(error).__name__})"]
-    rubric = LESSON.rubric()
+    lesson = load_lesson()
+    rubric = lesson.rubric()
     hints = {k: v.get("text") for k, v in rubric.get("hints", {}).items() if isinstance(v, dict)}
-    names = load_policy(LESSON.forbidden_path)["names"]
+    names = load_policy(lesson.forbidden_path)["names"]
     words = {*filter(None, hints.values()), rubric.get("meta", {}).get("forbidden_message"),
              *(n for group in names.values() for n in group)}
     visible = {m for p in (folder / "tests").glob("test_*.py")

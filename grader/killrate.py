@@ -22,10 +22,19 @@ import numpy as np
 
 from grader import score
 from grader.calls import InProcessTransport
+from grader.lesson import load_lesson
 from grader.mutants import Bug
 
-LESSON = score.LESSON
-CODE = LESSON.modules  # the parts graded from code (not the deliverables)
+
+
+def __getattr__(name: str):
+    # LESSON and CODE (the parts graded from code, not the deliverables): the run's lesson, when asked for.
+    if name == "LESSON":
+        return load_lesson()
+    if name == "CODE":
+        return load_lesson().modules
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 COUNT_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 
 
@@ -60,7 +69,7 @@ def grade(directory: Path, name: str):
 
 def full_marks() -> dict:
     rubric = score.load_rubric()
-    return {c: float(sum(t["points"] for t in rubric[c].values())) for c in CODE}
+    return {c: float(sum(t["points"] for t in rubric[c].values())) for c in load_lesson().modules}
 
 
 def judge_mutant(bug: Bug, full: dict | None = None) -> MutantVerdict:
@@ -68,7 +77,7 @@ def judge_mutant(bug: Bug, full: dict | None = None) -> MutantVerdict:
     result = grade(catalogue().mutant_dir(bug.id), bug.id)
     scores = result.component_scores()
     failed = {t.name: t.hint_id for t in result.tests if t.status == "failed"}
-    others = [c for c in CODE if c != bug.component and scores[c] != full[c]]
+    others = [c for c in load_lesson().modules if c != bug.component and scores[c] != full[c]]
     if others:
         reason = f"also lost points in {', '.join(others)}"
     elif bug.test not in failed:
@@ -81,34 +90,34 @@ def judge_mutant(bug: Bug, full: dict | None = None) -> MutantVerdict:
 
 
 def variants() -> list[Path]:
-    folder = LESSON.variants
+    folder = load_lesson().variants
     return sorted(p for p in folder.iterdir() if p.is_dir()) if folder and folder.exists() else []
 
 
 def false_failures(directory: Path) -> list[str]:
     result = grade(directory, directory.name)
-    return [t.name for t in result.tests if t.component in CODE and t.status != "passed"]
+    return [t.name for t in result.tests if t.component in load_lesson().modules and t.status != "passed"]
 
 
 def skeletons() -> list[str]:
-    folder = LESSON.skeletons
+    folder = load_lesson().skeletons
     return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder and folder.exists() else []
 
 
 def skeleton_part(case: str) -> str | None:
     """The component a part skeleton replaces (None for a whole-submission skeleton)."""
-    return LESSON.skeleton_parts.get(case.split("_")[0])
+    return load_lesson().skeleton_parts.get(case.split("_")[0])
 
 
 def build_skeleton(case: str, folder: Path) -> Path:
     """The reference's code with the skeleton's files on top; a whole_* skeleton's parts.txt names
     the part skeletons it combines."""
     folder.mkdir(parents=True, exist_ok=True)
-    for path in LESSON.solutions.glob("*.py"):
+    for path in load_lesson().solutions.glob("*.py"):
         shutil.copyfile(path, folder / path.name)
-    listing = LESSON.skeletons / case / "parts.txt"
+    listing = load_lesson().skeletons / case / "parts.txt"
     for part in listing.read_text().split() if listing.exists() else [case]:
-        for path in (LESSON.skeletons / part).glob("*.py"):
+        for path in (load_lesson().skeletons / part).glob("*.py"):
             shutil.copyfile(path, folder / path.name)
     return folder
 
@@ -116,7 +125,7 @@ def build_skeleton(case: str, folder: Path) -> Path:
 def structure_points(component: str | None = None) -> dict:
     """rubric id -> points of the structure tests (of one component, or of all)."""
     rubric = score.load_rubric()
-    return {f"{c}.{t}": float(entry["points"]) for c in CODE if component in (None, c)
+    return {f"{c}.{t}": float(entry["points"]) for c in load_lesson().modules if component in (None, c)
             for t, entry in rubric[c].items() if entry.get("structure")}
 
 
@@ -124,7 +133,7 @@ def judge_skeleton(case: str, root: Path) -> tuple[float, float, list[str]]:
     """(points of what it replaces, the structure points there, the other tests it passed)."""
     result = grade(build_skeleton(case, root / case), case)
     part = skeleton_part(case)
-    mine = [t for t in result.tests if t.component in CODE and part in (None, t.component)]
+    mine = [t for t in result.tests if t.component in load_lesson().modules and part in (None, t.component)]
     structure = structure_points(part)
     beyond = [t.name for t in mine if t.status == "passed" and t.name not in structure]
     return sum(t.score for t in mine), sum(structure.values()), beyond
@@ -230,12 +239,13 @@ def main() -> int:
     cases = skeletons()
     if cases:
         print(f"Skeletons (the contract's shapes and attributes, no computation): {len(cases)}")
-        root = Path(tempfile.mkdtemp(prefix=f"{LESSON.name}-skeletons-"))
+        root = Path(tempfile.mkdtemp(prefix=f"{load_lesson().name}-skeletons-"))
         try:
             judged = {case: judge_skeleton(case, root) for case in cases}
         finally:
             shutil.rmtree(root, ignore_errors=True)
-        every_part = f"all {COUNT_WORDS[len(CODE)] if len(CODE) < len(COUNT_WORDS) else len(CODE)} parts"
+        code = load_lesson().modules
+        every_part = f"all {COUNT_WORDS[len(code)] if len(code) < len(COUNT_WORDS) else len(code)} parts"
         for case, (got, structure, beyond) in judged.items():
             mark = "structure only" if not beyond else "PASSED " + ", ".join(beyond)
             print(f"  {case:20s} {skeleton_part(case) or every_part:15s} {got:2g} pts "

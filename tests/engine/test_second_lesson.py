@@ -98,7 +98,7 @@ def _class(root: Path, catalogue) -> dict[str, str]:
     """honest, one folder per catalogue mutant, and a broken one; returns row -> the bug it holds."""
     shutil.copytree(TOY / "solutions", root / "honest", ignore=shutil.ignore_patterns("__pycache__"))
     rows = {"honest": None}
-    for bug in catalogue.BUGS:
+    for bug in catalogue.bugs:
         folder = root / bug.id.replace(".", "_")
         folder.mkdir()
         for name, text in catalogue.apply(bug).items():
@@ -114,7 +114,7 @@ def test_grade_in_the_sandbox_report_and_feedback(toy, tmp_path):
     from grader import run, score
 
     catalogue = score.lesson_catalogue()
-    assert len(catalogue.BUGS) == 3
+    assert len(catalogue.bugs) == 3
     subs, out = tmp_path / "subs", tmp_path / "out"
     rows = _class(subs, catalogue)
     assert run.main(submissions=str(subs), out=str(out), jobs=1, config=CONFIG) == 0
@@ -134,7 +134,7 @@ def test_grade_in_the_sandbox_report_and_feedback(toy, tmp_path):
             assert part in feedback, (row, part)
         if bug_id in (None, "broken"):
             continue
-        bug = catalogue.BY_ID[bug_id]
+        bug = catalogue.by_id[bug_id]
         scores = {p: float(by_row[row][p]) for p in PARTS}
         assert scores[bug.component] < full[bug.component], row
         assert {p: s for p, s in scores.items() if p != bug.component} == \

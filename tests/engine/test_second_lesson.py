@@ -6,7 +6,8 @@ call plumbing, three catalogue mutants, forbidden and limits files. Chosen after
 imported (GRADER_LESSON, or `--lesson PATH` on the command line), it is released (stubs, no solution
 leak), graded in the sandbox (an honest submission full marks, each mutant losing points in its own
 part only with its catalogue hint, a broken one), reported (its parts are the gradebook's columns),
-built into a notebook, and exported to Gradescope, where the exported zip grades it.
+built into a notebook, and exported to Gradescope, where the exported zip grades it; its kill rate is
+measured by the engine's `killrate` command.
 """
 from __future__ import annotations
 
@@ -186,3 +187,9 @@ def test_gradescope_zip_holds_the_toy_and_grades_with_it(toy, tmp_path):
     assert {name.split(".")[0] for name in tests} == set(PARTS)
     assert results["score"] == pytest.approx(7.0)
     assert tests["classifier.reference"]["score"] == 0 and tests["activations.reference"]["score"] == 2
+
+
+def test_kill_rate_of_the_toys_catalogue():
+    done = _cli("killrate", "--lesson", str(TOY))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Kill rate: 3/3 = 100.0%" in done.stdout, done.stdout[-2000:]

@@ -1,7 +1,8 @@
 """The example outputs in README.md and demo/README.md, produced from real runs.
 
-    python -m grader.docs          grade the example course and the demo class for real, store what
-                                   they printed and wrote in docs/run-record.json, and rewrite every
+    python -m grader.docs          grade the example course and the demo class and run the kill rate
+                                   for real, store what they printed and wrote in docs/run-record.json,
+                                   and rewrite every
                                    block between `<!-- docs:NAME -->` and `<!-- /docs:NAME -->`
     python -m grader.docs --check  exit 1 when a block differs from what the stored run gives, or the
                                    stored run no longer has the gradebook's columns (fast: grades nothing)
@@ -64,7 +65,38 @@ def record() -> dict:
             "demo_seconds": round(seconds),
             "demo_submissions": len(totals),
             "cores": os.cpu_count() or 1,
+            "killrate_output": _killrate(),
         }
+
+
+def _killrate() -> list[str]:
+    """What `python -m grader killrate` prints for the run's lesson (its catalogue, variants, skeletons)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "grader", "killrate"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"the kill rate failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    # Its report lines only: a correct variant may print while it is graded, and the timing varies.
+    return [line.rstrip() for line in done.stdout.splitlines() if line.startswith(" ") or ":" in line]
+
+
+def _abridged(lines: list[str]) -> list[str]:
+    """Each heading line with the first and last of its indented lines, an ellipsis between: the
+    figures a reader checks (counts, the summary lines) all stay."""
+    out, group = [], []
+
+    def flush():
+        out.extend(group if len(group) <= 2 else [group[0], "  …", group[-1]])
+        group.clear()
+
+    for line in lines:
+        if line.startswith(" "):
+            group.append(line)
+        else:
+            flush()
+            out.append(line)
+    flush()
+    return out
 
 
 def blocks(run: dict) -> dict[str, str]:
@@ -79,7 +111,14 @@ def blocks(run: dict) -> dict[str, str]:
     totals = ", ".join(f"{names[n]} {t}" for n, t in run["demo_totals"].items())
     demo = (f"Graded by the kit (`make grade`, {run['cores']} cores, {run['demo_seconds']} s for the class of "
             f"{run['demo_submissions']}), the totals were: {totals}.")
-    return {"course-grade": grade, "course-results": review, "demo-totals": _wrap(demo)}
+    counts = {line.split(":")[0].split(" (")[0]: line.split(":")[1].split()[0]
+              for line in run.get("killrate_output", []) if not line.startswith(" ") and ":" in line}
+    lead = _wrap(f"How well the graders separate right from wrong, on {counts.get('Bug catalogue', '?')} catalogued "
+                 f"bugs, {counts.get('Correct implementations', '?')} independent correct implementations "
+                 f"(`tests/fixtures/correct/`) and {counts.get('Skeletons', '?')} skeletons (`tests/fixtures/skeleton/`):")
+    killrate = "\n".join([lead, "", "```console", "$ .venv/bin/python -m grader killrate",
+                           *_abridged(run.get("killrate_output", [])), "```"])
+    return {"course-grade": grade, "course-results": review, "demo-totals": _wrap(demo), "killrate": killrate}
 
 
 def _wrap(text: str, width: int = 100) -> str:
@@ -116,6 +155,8 @@ def stale(run: dict) -> list[str]:
     if header != ",".join(columns):
         problems.append(f"{RECORD.relative_to(ROOT)} was recorded with the columns {header!r}; grades.csv now has "
                         f"{','.join(columns)!r}")
+    if not run.get("killrate_output"):
+        problems.append(f"{RECORD.relative_to(ROOT)} has no kill-rate output (it predates the killrate block)")
     for path in FILES:
         text = path.read_text(encoding="utf-8")
         if not BLOCK.search(text):

@@ -115,9 +115,14 @@ class _DoesNotImport:
             f"{name}.py does not import, so this test cannot run. Fix this first:\n"
             + "".join(traceback.format_exception_only(type(error), error))
         )
+        # The error is shown once, in the first test that needs the file; the others say where it is,
+        # so one broken file does not print the same message once per test.
+        self._again = f"{name}.py does not import (the error is shown in the first failing test that needs it)."
+        self._shown = False
 
     def __getattr__(self, attribute):
-        pytest.fail(self._message, pytrace=False)
+        message, self._shown = (self._again if self._shown else self._message), True
+        pytest.fail(message, pytrace=False)
 
 
 class StandInAttention(torch.nn.Module):

@@ -70,7 +70,9 @@ def test_every_reference_to_the_contract_is_a_path_that_exists():
         for match in re.findall(r"[\w.-]+(?:/[\w.-]+)*/CONTRACT\.md", text):
             if "/" in match:
                 cited += 1
-                assert (ROOT / match).is_file(), f"{path.relative_to(ROOT)} cites {match}, which does not exist"
+                # A lesson declaration's paths may be relative to its own folder (grader/lesson.py).
+                assert (ROOT / match).is_file() or (path.parent / match).is_file(), \
+                    f"{path.relative_to(ROOT)} cites {match}, which does not exist"
     assert cited, "nothing in the kit cites the contract by path"
 
 

@@ -442,11 +442,15 @@ def _maybe_convert_notebook(dest: Path, intake: Intake) -> None:
     if untouched:
         intake.note(f"{', '.join(p.name for p in untouched)} were the untouched stubs: the notebook was graded instead")
     label = printable(chosen.name)
+    from grader.notebook import is_test_cell
+
     try:
         cells = notebook_code_cells(chosen)
     except Exception as exc:  # nbformat raises several kinds for a damaged file
         intake.note(f"could not read the notebook {label} ({type(exc).__name__}: {exc})"[:300])
         return
+    # The released test cells run tests and define nothing: in the sandbox they would only cost time.
+    cells = [cell for cell in cells if not is_test_cell(cell)]
     (dest / f"{notebook_module_name()}.py").write_text(notebook_module_source(label, cells), encoding="utf-8")
     for module in lesson.modules:
         (dest / f"{module}.py").write_text(contract_module_source(label, module), encoding="utf-8")

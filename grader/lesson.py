@@ -112,6 +112,7 @@ class Lesson:
     sibling_imports: dict[str, tuple[str, str]]  # module -> (sibling module, name it imports from there)
     attention_components: tuple[str, ...]  # parts whose evidence the class report draws as heatmaps
     notebook_cells: tuple[str, ...]  # parts that have notebook cells
+    notebook_texts: Path  # the notebook's prose (TOML: intro, closing), in the lesson's folder
     deliverables_component: str
     deliverables_checks: Path | None  # the module defining the deliverable checks (CHECKS), if any; ships to students
     deliverables_data: tuple[Path, ...]  # files it reads beside itself; they ship with it
@@ -267,6 +268,7 @@ def _load(folder: Path) -> Lesson:
         sibling_imports={k: (v[0], v[1]) for k, v in siblings.items()},
         attention_components=tuple(data.get("report", {}).get("attention_components", ())),
         notebook_cells=tuple(data.get("notebook", {}).get("cells", ())),
+        notebook_texts=folder / data.get("notebook", {}).get("texts", "notebook.toml"),
         deliverables_component=str(deliverables.get("component", "deliverables")),
         deliverables_checks=checks if checks.is_file() else None,
         deliverables_data=tuple(folder / str(name) for name in deliverables.get("checks_data", ())),

@@ -1,25 +1,35 @@
-"""Stage "notebook": build the lesson's notebook from its reference (one source of truth).
+"""Stage "notebook": build the lesson's notebook from its reference, visible tests and rubric.
 
 Two versions come out of the same cells:
 
-- the *source* notebook (instructor only, `student=False`), in nbgrader's conventions: solution
-  cells hold the reference between `### BEGIN SOLUTION` / `### END SOLUTION`; autograded test
-  cells carry points and end with a `### BEGIN HIDDEN TESTS` / `### END HIDDEN TESTS` region.
-  A course that runs nbgrader puts it in `source/<lesson>/` and runs `nbgrader generate_assignment`.
 - the *student* notebook (`student=True`), shipped in the release: each solution region is the
-  same TODO + `raise NotImplementedError` as the .py stubs (grader/stubs.py), hidden regions removed.
+  same TODO + `raise NotImplementedError` as the .py stubs (grader/stubs.py); after each part come
+  its test cells, one per visible test of the lesson's assignment folder, each worth that test's
+  points in the feedback on push. A test cell runs that very test with pytest, on the notebook's
+  code, through tools/notebook_tests.py (grader/templates/notebook_tests.py): the same checks,
+  messages and hints as `make test`, from the one source, the visible test files.
+- the *source* notebook (instructor only, `student=False`), in nbgrader's conventions: solution
+  cells hold the reference between `### BEGIN SOLUTION` / `### END SOLUTION`; the visible test cells
+  carry no points; one autograded cell per hidden test carries the rubric's points and, inside a
+  `### BEGIN HIDDEN TESTS` / `### END HIDDEN TESTS` region, runs that hidden test through the engine
+  (`hidden_test`), so `nbgrader autograde` gives the points `python -m grader grade` gives.
+  A course that runs nbgrader puts it in `source/<lesson>/` and runs `nbgrader generate_assignment`.
 
-The hidden tests compare with values computed here by running the source notebook's own code
-cells, on inputs made by a formula (no random generator, so any torch version gives the same
-inputs). Points per component are read from the lesson's rubric.toml, where they live.
+The prose (intro, closing) is the lesson's (its notebook texts file, lesson.toml [notebook]).
 """
 from __future__ import annotations
 
 import ast
-import math
+import hashlib
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import tomllib
+from functools import lru_cache
 from pathlib import Path
-
-import nbformat
 
 from grader import stubs
 from grader.lesson import load_lesson, read_rubric, rubric_points
@@ -38,176 +48,35 @@ def __getattr__(name: str):
 
 BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
 END_HIDDEN = "### END HIDDEN TESTS"
+TEMPLATES = ROOT / "grader" / "templates"
+# Ships as tools/notebook_tests.py: runs the visible tests in the notebook's kernel, on its code.
+RUNNER = TEMPLATES / "notebook_tests.py"
+CI_FEEDBACK = TEMPLATES / "ci_feedback.py"
 
-# Helpers every test cell uses. Students see and may run them; they hold no answer.
-HELPERS = '''
-def fixed(*shape, seed=0):
-    """Deterministic test input of the given shape (a formula, so every machine gets the same numbers)."""
-    n = math.prod(shape)
-    return torch.sin(torch.arange(n, dtype=torch.float64) * 1.7 + seed).reshape(shape).float()
+# The cell that readies the test cells: the runner, told which modules the notebook stands for and which
+# name each imports from a sibling (where the tests put a stand-in, the notebook's name is rebound).
+VISIBLE_SETUP = '''\
+# Each cell below that calls visible_test(...) runs one test of tests/ on this notebook's code: the
+# same test, checks, messages and hints as `make test` on the .py files (tools/notebook_tests.py).
+import sys
 
+if "tools" not in sys.path:
+    sys.path.insert(0, "tools")
+from notebook_tests import VisibleTests
 
-def check_close(got, expected, what, section, atol=1e-4):
-    """Fail with expected vs got when `got` is not within atol of `expected`."""
-    got = torch.as_tensor(got).detach().double()
-    expected = torch.as_tensor(expected, dtype=torch.float64)
-    assert tuple(got.shape) == tuple(expected.shape), (
-        f"{what}: shape {tuple(got.shape)}, expected {tuple(expected.shape)} (handout {section})")
-    err = (got - expected).abs()
-    worst = err.max().item() if err.numel() else 0.0
-    assert worst <= atol, (
-        f"{what}: off by up to {worst:.3g} at index {tuple(int(i) for i in divmod_index(err))} "
-        f"(handout {section})\\nexpected:\\n{expected}\\ngot:\\n{got}")
+visible_test = VisibleTests(globals(), parts={parts!r},
+                            sibling_imports={siblings!r})'''
+VISIBLE_CALL = "visible_test({test!r})"
+# One autograded cell per hidden test in the instructor's notebook; nbgrader removes the hidden region
+# from what students get, so they see the title and the points only.
+HIDDEN_CELL = f'''\
+# Hidden test ({{points:g}} points): {{title}}
+{BEGIN_HIDDEN}
+from grader.notebook import hidden_test
 
-
-def divmod_index(err):
-    flat = int(err.reshape(-1).argmax())
-    index = []
-    for size in reversed(err.shape):
-        flat, rest = divmod(flat, size)
-        index.append(rest)
-    return reversed(index)
-
-
-def load_weights(module, values):
-    """Copy fixed weights into `module` by attribute path; 'W_q|Wq.weight' accepts either spelling."""
-    with torch.no_grad():
-        for path, value in values.items():
-            names, leaf = path.rsplit(".", 1)
-            target = module
-            for part in names.split("."):
-                choices = part.split("|")
-                found = [c for c in choices if hasattr(target, c)]
-                assert found, f"{type(module).__name__} has no attribute {' or '.join(choices)} (see the contract)"
-                target = getattr(target, found[0])
-            getattr(target, leaf).copy_(torch.as_tensor(value))
-'''
-
-# One visible and one hidden part per component. `{expected[...]}` fields are filled with numbers
-# computed from the reference; everything else is plain test code.
-VISIBLE = {
-    "self_attention": '''
-# §4: the three-token example, Q = K = V.
-X = torch.tensor([[1., 0.], [0., 1.], [1., 1.]])
-out, w = scaled_dot_product_attention(X, X, X)
-check_close(w, [[0.40, 0.20, 0.40], [0.20, 0.40, 0.40], [0.25, 0.25, 0.50]], "§4 weights", "§4", atol=6e-3)
-check_close(out[0], [0.80, 0.60], "§4 output of token 1", "§4", atol=6e-3)
-# §6: scores [1, 2, 3] in every row (d_k = 1), causal mask.
-m = causal_mask(3)
-check_close(m, torch.tril(torch.ones(3, 3)), "causal_mask(3)", "§6")
-_, w = scaled_dot_product_attention(torch.ones(3, 1), torch.tensor([[1.], [2.], [3.]]), torch.eye(3), m)
-check_close(w, [[1, 0, 0], [0.269, 0.731, 0], [0.090, 0.245, 0.665]], "§6 causal weights", "§6", atol=6e-4)
-# §5: shapes of SelfAttention.
-out, w = SelfAttention(d_model=16, d_k=8)(fixed(1, 6, 16))
-assert tuple(out.shape) == (1, 6, 8) and tuple(w.shape) == (1, 6, 6), f"§5: shapes {tuple(out.shape)}, {tuple(w.shape)}"
-''',
-    "multihead": '''
-# §7: one head per d_k = d_model / h features; the shape is kept.
-mha = MultiHeadAttention(d_model=16, n_heads=4)
-assert mha.h == 4 and mha.d_k == 4, f"§7: h={mha.h}, d_k={mha.d_k}; expected 4 and 4"
-y = mha(fixed(2, 6, 16))
-assert tuple(y.shape) == (2, 6, 16), f"§7: output shape {tuple(y.shape)}, expected (2, 6, 16)"
-try:
-    MultiHeadAttention(d_model=10, n_heads=3)
-except (ValueError, AssertionError):
-    pass
-else:
-    raise AssertionError("§7: d_model=10 with 3 heads must raise ValueError (10 is not divisible by 3)")
-''',
-    "positional": '''
-# §8: d_model = 4, positions 0, 1 and 2.
-pe = positional_encoding(3, 4)
-check_close(pe[0], [0, 1, 0, 1], "§8 position 0", "§8", atol=1e-3)
-check_close(pe[1], [0.841, 0.540, 0.010, 1.000], "§8 position 1", "§8", atol=1e-3)
-check_close(pe[2, :2], [0.909, -0.416], "§8 position 2", "§8", atol=1e-3)
-''',
-    "block": '''
-# §12: a block keeps the shape (B, T, d_model), Post-LN and Pre-LN.
-for pre_ln in (False, True):
-    y = TransformerBlock(d_model=16, n_heads=4, pre_ln=pre_ln)(fixed(2, 5, 16))
-    assert tuple(y.shape) == (2, 5, 16), f"§12 (pre_ln={pre_ln}): output shape {tuple(y.shape)}, expected (2, 5, 16)"
-''',
-}
-
-HIDDEN = {
-    "self_attention": '''
-expected_w, expected_out = {sdpa_w}, {sdpa_out}
-Q, K, V = fixed(2, 3, 4, seed=1), fixed(2, 5, 4, seed=2), fixed(2, 5, 3, seed=3)
-pad = torch.tensor([[[1., 1., 1., 0., 1.]], [[1., 0., 1., 1., 1.]]])  # (2, 1, 5)
-for mask, name in ((None, "no mask"), (pad, "float padding mask"), (pad.bool(), "bool padding mask")):
-    out, w = scaled_dot_product_attention(Q, K, V, mask)
-    check_close(w, expected_w[name], f"weights, {{name}}", "§3, §6")
-    check_close(out, expected_out[name], f"output, {{name}}", "§3, §6")
-expected_w, expected_out = {sa_w}, {sa_out}
-attn = SelfAttention(d_model=6, d_k=4)
-load_weights(attn, {{"W_q|Wq.weight": fixed(4, 6, seed=4), "W_k|Wk.weight": fixed(4, 6, seed=5),
-                    "W_v|Wv.weight": fixed(4, 6, seed=6)}})
-x = fixed(2, 4, 6, seed=7)
-for mask, name in ((None, "no mask"), (torch.tril(torch.ones(4, 4)), "causal")):
-    out, w = attn(x, mask)
-    check_close(w, expected_w[name], f"SelfAttention weights, {{name}}", "§5")
-    check_close(out, expected_out[name], f"SelfAttention output, {{name}}", "§5")
-check_close(causal_mask(5).float(), torch.tril(torch.ones(5, 5)), "causal_mask(5)", "§6")
-''',
-    "multihead": '''
-expected_out = {mha_out}
-mha = MultiHeadAttention(d_model=8, n_heads=2)
-load_weights(mha, {{"qkv.weight": fixed(24, 8, seed=11) * 0.5, "qkv.bias": fixed(24, seed=12) * 0.1,
-                   "out.weight": fixed(8, 8, seed=13) * 0.5, "out.bias": fixed(8, seed=14) * 0.1}})
-x = fixed(2, 5, 8, seed=15)
-pad = torch.tensor([1., 1., 1., 1., 0., 1., 1., 0., 1., 1.]).reshape(2, 1, 1, 5)
-for mask, name in ((None, "no mask"), (torch.tril(torch.ones(5, 5)), "causal"), (pad, "padding")):
-    check_close(mha(x, mask), expected_out[name], f"MultiHeadAttention output, {{name}}", "§7")
-''',
-    "positional": '''
-pe = positional_encoding(60, 16)
-check_close(pe[[0, 1, 7, 59]], {pe_rows}, "positional_encoding(60, 16), rows 0, 1, 7, 59", "§8")
-assert pe.dtype == torch.float32, f"§8: positional_encoding returns {{pe.dtype}}, expected torch.float32"
-layer = PositionalEncoding(16, max_len=60)
-assert not list(layer.parameters()), "§8: the table must be a buffer (register_buffer), not a trainable parameter"
-assert list(layer.buffers()), "§8: keep the table as a buffer with register_buffer"
-x = fixed(2, 7, 16, seed=21)
-check_close(layer(x), {pe_forward}, "PositionalEncoding(16)(x) = x + PE[:7]", "§8")
-''',
-    "block": '''
-class StandInAttention(nn.Module):
-    """A fixed stand-in for attn, so a MultiHeadAttention bug costs no block points."""
-    def forward(self, x, mask=None):
-        return 0.5 * torch.tanh(x).flip(1)
-
-x = fixed(2, 5, 8, seed=31)
-for pre_ln in (False, True):
-    blk = TransformerBlock(d_model=8, n_heads=2, d_ff=16, pre_ln=pre_ln)
-    blk.attn = StandInAttention()
-    load_weights(blk, {{"ln1.weight": 1 + 0.1 * fixed(8, seed=32), "ln1.bias": 0.1 * fixed(8, seed=33),
-                       "ln2.weight": 1 + 0.1 * fixed(8, seed=34), "ln2.bias": 0.1 * fixed(8, seed=35),
-                       "ffn.0.weight": 0.5 * fixed(16, 8, seed=36), "ffn.0.bias": 0.1 * fixed(16, seed=37),
-                       "ffn.2.weight": 0.5 * fixed(8, 16, seed=38), "ffn.2.bias": 0.1 * fixed(8, seed=39)}})
-    check_close(blk(x), {block_out}[pre_ln], f"TransformerBlock(pre_ln={{pre_ln}}) with a stand-in attn", "§12")
-''',
-}
-
-INTRO = """# Day 13 · Attention & Transformers
-
-Fill in every cell that says `raise NotImplementedError`, top to bottom, in the order of the
-handout: attention (§3–§6), multi-head attention (§7), positional encoding (§8), the
-Transformer block (§9–§12). The cells after each part check your code with the handout's
-worked values; run them as you go.
-
-The contract (names, shapes, attributes) is the same as for the `.py` files: a notebook
-that defines these names is graded exactly like them. Do not call
-`torch.nn.functional.scaled_dot_product_attention`, `torch.nn.MultiheadAttention` or
-`torch.nn.Transformer*`: computing attention is the point of the exercise.
-"""
-
-DELIVERABLES = """## Deliverables (handout §5, §18)
-
-Beside this notebook, hand in `attention_heatmap.png` (and optionally `attention_weights.npy`),
-`analysis.md` (4–5 lines on one sentence), `transformer_block.png` (your drawing of the block)
-and `README.md` (Q, K and V in your own words). `make heatmap` draws the heatmap with your
-`SelfAttention`; `make check` tells you what is missing.
-"""
-
+hidden_test({{test!r}}, globals())
+{END_HIDDEN}'''
+_VISIBLE_CALL_LINE = re.compile(r"""^visible_test\((?:"[^"\\\n]*"|'[^'\\\n]*')\)$""")
 
 # --------------------------------------------------------------------------- source splitting
 
@@ -245,18 +114,6 @@ def _to_nbgrader_markers(code: str) -> str:
     return "\n".join(out)
 
 
-def _strip_hidden(code: str) -> str:
-    keep, hidden = [], False
-    for line in code.split("\n"):
-        if BEGIN_HIDDEN in line:
-            hidden = True
-        elif END_HIDDEN in line:
-            hidden = False
-        elif not hidden:
-            keep.append(line)
-    return "\n".join(keep).rstrip("\n")
-
-
 # --------------------------------------------------------------------------- points
 
 def component_points(rubric: Path | None = None) -> dict[str, float]:
@@ -277,58 +134,137 @@ def component_points(rubric: Path | None = None) -> dict[str, float]:
     return {c: round(totals[c], 4) for c in cells}
 
 
-# --------------------------------------------------------------------------- expected values
+# --------------------------------------------------------------------------- the lesson's texts and tests
 
-def _round(t, digits=6):
-    import torch
+def texts(path: Path | None = None) -> dict[str, str]:
+    """The notebook's prose, from the lesson's folder: `intro` and `closing` (Markdown)."""
+    path = path or load_lesson().notebook_texts
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    missing = [key for key in ("intro", "closing") if not isinstance(data.get(key), str)]
+    if missing:
+        raise ValueError(f"{path} has no {' or '.join(missing)} text: add it (Markdown, see the lesson's notebook.toml)")
+    return {"intro": data["intro"], "closing": data["closing"]}
 
-    return torch.round(t.detach().double(), decimals=digits).tolist()
+
+def visible_tests(assignment: Path | None = None) -> tuple[tuple[str, str], ...]:
+    """(part, test id under tests/) of every visible test of `assignment` (the lesson's by default)."""
+    return _visible_tests(assignment or load_lesson().assignment)
 
 
-def _expected(namespace: dict) -> dict:
-    """Run the hidden tests' inputs through the reference definitions in `namespace`."""
-    import torch
+@lru_cache(maxsize=4)  # keyed by the folder, so a run that switches lessons asks pytest again
+def _visible_tests(assignment: Path) -> tuple[tuple[str, str], ...]:
+    """(part, test id under tests/) of every visible test, in the order `make test` runs them.
 
-    ns = namespace
-    fixed, load = ns["fixed"], ns["load_weights"]
-    values: dict = {"sdpa_w": {}, "sdpa_out": {}, "sa_w": {}, "sa_out": {}, "mha_out": {}}
-    Q, K, V = fixed(2, 3, 4, seed=1), fixed(2, 5, 4, seed=2), fixed(2, 5, 3, seed=3)
-    pad = torch.tensor([[[1., 1., 1., 0., 1.]], [[1., 0., 1., 1., 1.]]])
-    for mask, name in ((None, "no mask"), (pad, "float padding mask"), (pad.bool(), "bool padding mask")):
-        out, w = ns["scaled_dot_product_attention"](Q, K, V, mask)
-        values["sdpa_w"][name], values["sdpa_out"][name] = _round(w), _round(out)
-    attn = ns["SelfAttention"](d_model=6, d_k=4)
-    load(attn, {"W_q|Wq.weight": fixed(4, 6, seed=4), "W_k|Wk.weight": fixed(4, 6, seed=5),
-                "W_v|Wv.weight": fixed(4, 6, seed=6)})
-    x = fixed(2, 4, 6, seed=7)
-    for mask, name in ((None, "no mask"), (torch.tril(torch.ones(4, 4)), "causal")):
-        out, w = attn(x, mask)
-        values["sa_w"][name], values["sa_out"][name] = _round(w), _round(out)
-    mha = ns["MultiHeadAttention"](d_model=8, n_heads=2)
-    load(mha, {"qkv.weight": fixed(24, 8, seed=11) * 0.5, "qkv.bias": fixed(24, seed=12) * 0.1,
-               "out.weight": fixed(8, 8, seed=13) * 0.5, "out.bias": fixed(8, seed=14) * 0.1})
-    x = fixed(2, 5, 8, seed=15)
-    pad = torch.tensor([1., 1., 1., 1., 0., 1., 1., 0., 1., 1.]).reshape(2, 1, 1, 5)
-    for mask, name in ((None, "no mask"), (torch.tril(torch.ones(5, 5)), "causal"), (pad, "padding")):
-        values["mha_out"][name] = _round(mha(x, mask))
-    values["pe_rows"] = _round(ns["positional_encoding"](60, 16)[[0, 1, 7, 59]])
-    x = fixed(2, 7, 16, seed=21)
-    values["pe_forward"] = _round(ns["PositionalEncoding"](16, max_len=60)(x))
-    block_out = {}
-    standin = type("StandInAttention", (torch.nn.Module,),
-                   {"forward": lambda self, x, mask=None: 0.5 * torch.tanh(x).flip(1)})
-    x = fixed(2, 5, 8, seed=31)
-    for pre_ln in (False, True):
-        blk = ns["TransformerBlock"](d_model=8, n_heads=2, d_ff=16, pre_ln=pre_ln)
-        blk.attn = standin()
-        load(blk, {"ln1.weight": 1 + 0.1 * fixed(8, seed=32), "ln1.bias": 0.1 * fixed(8, seed=33),
-                   "ln2.weight": 1 + 0.1 * fixed(8, seed=34), "ln2.bias": 0.1 * fixed(8, seed=35),
-                   "ffn.0.weight": 0.5 * fixed(16, 8, seed=36), "ffn.0.bias": 0.1 * fixed(16, seed=37),
-                   "ffn.2.weight": 0.5 * fixed(8, 16, seed=38), "ffn.2.bias": 0.1 * fixed(8, seed=39)})
-        block_out[pre_ln] = _round(blk(x))
-    values["block_out"] = block_out
-    return values
+    Asked of pytest itself (a collection in a child process: the tests' conftest.py must not patch
+    torch in this one), so the notebook's test cells are the .py tests, parametrised cases included."""
+    modules = load_lesson().modules
+    run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-o", "addopts=",
+                          "-p", "no:cacheprovider"],
+                         cwd=assignment, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    found = []
+    for line in run.stdout.splitlines():
+        path, sep, name = line.strip().partition("::")
+        if not sep or not path.startswith("tests/"):
+            continue
+        part = Path(path).stem.removeprefix("test_")
+        if part not in modules:
+            raise ValueError(f"{assignment / path} tests no part of the contract ({', '.join(modules)}): "
+                             "name a visible test file tests/test_<part>.py")
+        found.append((part, f"{path.removeprefix('tests/')}::{name}"))
+    if run.returncode != 0 or not found:
+        raise RuntimeError(f"could not list the visible tests of {assignment}: fix them so that `pytest "
+                           f"--collect-only` passes there\n{run.stdout[-2000:]}{run.stderr[-2000:]}")
+    return tuple(found)
 
+
+def visible_points(rubric: Path | None = None) -> dict[str, float]:
+    """Test id -> its points: each visible test's share of its part, as the feedback on push counts them
+    (tools/ci_feedback.py, `_shares`), so a notebook's test cells are worth what the .py tests are."""
+    spec = importlib.util.spec_from_file_location("_ci_feedback_template", CI_FEEDBACK)
+    feedback = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(feedback)
+    points, tests = component_points(rubric), visible_tests()
+    shares = {}
+    for part in load_lesson().modules:
+        mine = sorted(test for p, test in tests if p == part)  # the order ci_feedback shares them in
+        shares.update(zip(mine, feedback._shares(points[part], len(mine))))
+    return shares
+
+
+def hidden_tests(rubric: Path | None = None) -> list[tuple[str, str, dict]]:
+    """(part, rubric id, entry) of every hidden test with points, in the rubric's order."""
+    table = read_rubric(rubric or load_lesson().rubric_path)
+    return [(part, f"{part}.{test}", entry) for part in load_lesson().modules
+            for test, entry in table.get(part, {}).items()
+            if isinstance(entry, dict) and isinstance(entry.get("points"), (int, float))]
+
+
+def visible_setup() -> str:
+    lesson = load_lesson()
+    return VISIBLE_SETUP.format(parts=tuple(lesson.modules),
+                                siblings={m: tuple(s) for m, s in lesson.sibling_imports.items()})
+
+
+def is_test_cell(source: str) -> bool:
+    """A cell that runs tests and defines nothing: the released test-cell set-up, visible_test(...) calls,
+    a hidden test. The grader leaves them out when it runs a notebook (running the visible tests in the
+    sandbox would only cost time), and so does a hidden test cell."""
+    text = source.strip()
+    if text == visible_setup().strip() or BEGIN_HIDDEN in text:
+        return True
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+    return bool(lines) and all(_VISIBLE_CALL_LINE.match(line) for line in lines)
+
+
+# --------------------------------------------------------------------------- hidden tests in nbgrader
+
+class HiddenTestFailed(AssertionError):
+    """A hidden test failed in an nbgrader cell; the message is the feedback `grader grade` gives."""
+
+
+def _ran_cells(namespace: dict) -> list[str]:
+    """The code cells this kernel ran, in order: IPython's raw input history (nbgrader runs each cell once,
+    top to bottom), or namespace["In"] where cells run without IPython (the kit's own tests do that)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        get_ipython = lambda: None  # noqa: E731
+    shell = get_ipython()
+    if shell is not None:
+        return list(shell.history_manager.input_hist_raw[1:])
+    return list(namespace.get("In", [""])[1:])
+
+
+def hidden_test(test: str, namespace: dict) -> None:
+    """An autograded cell of the instructor's notebook: grade one hidden test (`part.test`, a rubric id) on
+    the code this notebook ran, exactly as `python -m grader grade` grades a handed-in notebook.
+
+    The cells that ran (test cells left out) become the contract modules the way the grader's intake
+    makes them (grader.intake), and the engine runs that one hidden test on them in this process
+    (grader.score.grade_in_process): each part over the grader's stand-ins, with the rubric's points
+    and the feedback's text. The instructor's nbgrader environment has the kit installed; students
+    never see this cell's body. A failed test raises, so nbgrader gives the cell 0 points."""
+    from grader import intake, score
+
+    lesson = load_lesson()
+    cells = [intake.neutralise_magics(cell) for cell in _ran_cells(namespace) if not is_test_cell(cell)]
+    with tempfile.TemporaryDirectory(prefix="hidden-test-") as tmp:
+        folder = Path(tmp)
+        (folder / f"{intake.notebook_module_name()}.py").write_text(intake.notebook_module_source(lesson.notebook, cells),
+                                                                    encoding="utf-8")
+        for module in lesson.modules:
+            (folder / f"{module}.py").write_text(intake.contract_module_source(lesson.notebook, module),
+                                                 encoding="utf-8")
+        result = score.grade_in_process(folder, lesson.notebook, tests={test})
+    found = [t for t in result.tests if t.name == test]
+    if not found:
+        raise KeyError(f"{test} is not a hidden test with points in {lesson.rubric_path.name}: rebuild the notebook "
+                       "(python -m grader.notebook --source)")
+    if found[0].status != "passed":
+        raise HiddenTestFailed(f"{found[0].title}\n\n{found[0].output}")
+    print(f"{test}: passed ({found[0].score:g} points)")
 
 # --------------------------------------------------------------------------- building
 
@@ -337,6 +273,8 @@ def _cell_id(name: str) -> str:
 
 
 def _markdown(name: str, text: str):
+    import nbformat
+
     cell = nbformat.v4.new_markdown_cell(text.strip("\n"))
     cell.id = _cell_id(name)
     cell.metadata["nbgrader"] = {"grade": False, "grade_id": name, "locked": True,
@@ -345,6 +283,8 @@ def _markdown(name: str, text: str):
 
 
 def _code(name: str, code: str, *, solution=False, points=None):
+    import nbformat
+
     cell = nbformat.v4.new_code_cell(code.strip("\n"))
     cell.id = _cell_id(name)
     meta = {"grade": points is not None, "grade_id": name, "locked": not solution,
@@ -355,10 +295,26 @@ def _code(name: str, code: str, *, solution=False, points=None):
     return cell
 
 
-def build(*, student: bool, solutions: Path | None = None, rubric: Path | None = None) -> nbformat.NotebookNode:
-    """The lesson's notebook: the source version (student=False) or the student version."""
+def _test_cell_id(prefix: str, name: str) -> str:
+    """A cell id (and nbgrader grade id) for a test: letters, digits, - and _, at most 64 characters."""
+    name = re.sub(r"[^A-Za-z0-9_-]+", "_", name.replace("::", "-").removesuffix("]")).strip("_")
+    text = f"{prefix}-{name}"
+    if len(text) > 64:
+        text = text[:55] + "-" + hashlib.sha256(text.encode()).hexdigest()[:8]
+    return text
+
+
+def build(*, student: bool, solutions: Path | None = None, rubric: Path | None = None):
+    """The lesson's notebook: the nbgrader source version (student=False) or the student version.
+
+    Both hold, after each part's solution cell, one cell per visible test (the student version gives
+    each the points the feedback on push gives that test). The source version also holds one
+    autograded cell per hidden test, worth the rubric's points (`hidden_test`)."""
+    import nbformat
+
     solutions = solutions or load_lesson().solutions
-    points = component_points(rubric)
+    prose = texts()
+    shares = visible_points(rubric)
     parts, imports = [], []
     for module in load_lesson().modules:
         source = (solutions / f"{module}.py").read_text(encoding="utf-8")
@@ -367,27 +323,25 @@ def build(*, student: bool, solutions: Path | None = None, rubric: Path | None =
         imports += [line for line in found if line not in imports]
         parts.append((module, doc, reference, stub))
 
-    if "import math" not in imports:
-        imports.insert(0, "import math")
-    setup = "\n".join(imports)
-    setup = setup + "\n\n" + HELPERS.strip("\n")
-    namespace: dict = {}
-    exec(compile(setup, "<setup>", "exec"), namespace)  # noqa: S102 - trusted reference code
-    for module, _, reference, _ in parts:
-        exec(compile(reference, f"<{module}>", "exec"), namespace)  # noqa: S102
-    expected = _expected(namespace)
-
-    cells = [_markdown("intro", INTRO), _code("setup", setup)]
+    cells = [_markdown("intro", prose["intro"]), _code("setup", "\n".join(imports)),
+             _code("visible_tests", visible_setup())]
+    hidden = hidden_tests(rubric)
     for module, doc, reference, stub in parts:
         cells.append(_markdown(f"about_{module}", f"## `{module}`: {doc}"))
         code = stub if student else _to_nbgrader_markers(reference)
         cells.append(_code(f"solution_{module}", code, solution=True))
-        hidden = HIDDEN[module].format(**expected).strip("\n")
-        test = VISIBLE[module].strip("\n") + f"\n\n{BEGIN_HIDDEN}\n{hidden}\n{END_HIDDEN}"
-        if student:
-            test = _strip_hidden(test)
-        cells.append(_code(f"test_{module}", test, points=points[module]))
-    cells.append(_markdown("deliverables", DELIVERABLES))
+        for part, test in visible_tests():
+            if part == module:
+                cells.append(_code(_test_cell_id(f"test_{part}", test.split("::", 1)[1].removeprefix("test_")),
+                                   VISIBLE_CALL.format(test=test), points=shares[test] if student else None))
+        if not student:
+            for part, test, entry in hidden:
+                if part == module:
+                    cells.append(_code(_test_cell_id("hidden", test.replace(".", "-")),
+                                       HIDDEN_CELL.format(points=entry["points"], title=entry.get("title", test),
+                                                          test=test),
+                                       points=float(entry["points"])))
+    cells.append(_markdown("closing", prose["closing"]))
 
     nb = nbformat.v4.new_notebook(cells=cells)
     nb.metadata = {
@@ -398,14 +352,20 @@ def build(*, student: bool, solutions: Path | None = None, rubric: Path | None =
     return nb
 
 
-def write(nb: nbformat.NotebookNode, path: Path) -> Path:
+def runner_source() -> str:
+    """tools/notebook_tests.py, as the release ships it beside the notebook."""
+    return RUNNER.read_text(encoding="utf-8")
+
+def write(nb, path: Path) -> Path:
     """Write deterministically (fixed cell ids, sorted keys, one trailing newline)."""
+    import nbformat
+
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(nbformat.writes(nb) + "\n", encoding="utf-8")
     return path
 
 
-def code_of(nb: nbformat.NotebookNode) -> str:
+def code_of(nb) -> str:
     """The code cells joined, as a reader sees them (used to search a release for leaks)."""
     return "\n\n".join(cell.source for cell in nb.cells if cell.cell_type == "code")
 

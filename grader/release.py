@@ -6,7 +6,8 @@ What a student gets (and nothing else):
 - the student tools: the assignment's tools/ if present, grader/deliverables.py (the standalone
   checker) with the lesson's deliverable checks beside it (tools/deliverable_checks.py, and the
   files those read, such as the handout's fingerprints), tools/ci_feedback.py (written from
-  grader/templates/ with the lesson's parts, notebook and label) and tools/points.json;
+  grader/templates/ with the lesson's parts, notebook and label), tools/points.json and
+  tools/notebook_tests.py (runs the visible tests in the notebook's kernel);
 - the student notebook (grader/notebook.py);
 - .github/workflows/autograde.yml, feedback on every push (grader/templates/).
 
@@ -154,6 +155,8 @@ def _write_student_files(day: Path) -> None:
         if source.exists():
             shutil.copyfile(source, tools / name)
     (tools / "ci_feedback.py").write_text(ci_feedback_source(), encoding="utf-8")
+    # The notebook's test cells run the visible tests with it (grader/notebook.py).
+    (tools / "notebook_tests.py").write_text(notebook.runner_source(), encoding="utf-8")
     (tools / "points.json").write_text(json.dumps(feedback_points(), indent=1, sort_keys=True) + "\n",
                                        encoding="utf-8")
     # So the feedback script can tell a notebook student (stubs untouched) from a .py one.

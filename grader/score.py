@@ -210,11 +210,13 @@ def _standin_notes(calls) -> list[str]:
 
 
 # -- grading ----------------------------------------------------------------------------------
-def grade_submission(*, name: str, directory: Path, transport, rubric_path=None, check_deliverables=None) -> SubmissionResult:
+def grade_submission(*, name: str, directory: Path, transport, rubric_path=None, check_deliverables=None,
+                     tests=None) -> SubmissionResult:
     """Grade one submission whose code `transport` executes; deterministic for a given submission.
 
     `check_deliverables(directory)` replaces grader.deliverables.run_checks (a grading run passes one
-    that runs the checks in a limited process, grader/checker.py)."""
+    that runs the checks in a limited process, grader/checker.py). `tests` (rubric ids) grades those
+    hidden tests only, and no deliverables (an nbgrader cell grades one test: grade_in_process)."""
     lesson = load_lesson()
     file_of, catalogue = lesson.file_of, lesson_catalogue()
     rubric = load_rubric(rubric_path)
@@ -223,6 +225,8 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
     outcomes = []  # (component, test id, failure or None, calls)
     runtime = defaultdict(set)
     for component, test_id, fn in hidden_tests():
+        if tests is not None and f"{component}.{test_id}" not in tests:
+            continue
         student.current_test = f"{component}.{test_id}"
         start = len(student.calls)
         failure = None
@@ -294,12 +298,21 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
             result.evidence = {"test": rid, **failure.evidence}
 
     result.notes.extend(_standin_notes(student.calls))
-    result.tests.extend(_deliverables(Path(directory), rubric, check_deliverables))
+    if tests is None:
+        result.tests.extend(_deliverables(Path(directory), rubric, check_deliverables))
     if import_errors:
         result.status = "import-error: " + ", ".join(sorted(import_errors))
         result.notes.append("could not import " + ", ".join(sorted(import_errors))
                             + "; only the tests that need these files lost points")
     return result
+
+
+def grade_in_process(directory: Path, name: str, tests=None) -> SubmissionResult:
+    """Grade trusted code in this process, with the hidden-test machinery of `grade_submission` (no
+    sandbox). For code the caller already runs in its own process: the reference's mutants
+    (killrate), a notebook's hidden test cells under nbgrader (grader.notebook.hidden_test)."""
+    return grade_submission(name=name, directory=Path(directory), transport=InProcessTransport(directory),
+                            check_deliverables=lambda _: [], tests=tests)
 
 
 # What the executor was doing when the student's code raised (grader/execute.py's stages).

@@ -94,26 +94,35 @@ def notebook_submission(folder: Path) -> Path | None:
 
 
 def run_notebook_tests(notebook: Path) -> dict[str, dict]:
-    """Run the code cells in order in one namespace, as a kernel would; each part's test cell is its test.
+    """The visible tests on the notebook's code: its cells run in order in one namespace, as a kernel
+    would, except the test cells; then every visible test runs once on that code, with the runner the
+    notebook's test cells use (tools/notebook_tests.py), so the tests and their points are those of
+    the .py route.
 
-    IPython magics and shell lines (%..., !...) are skipped, as the grader does.
-    """
+    IPython magics and shell lines (%..., !...) are skipped, as the grader does."""
     namespace: dict = {"__name__": "__main__"}
-    results = {}
-    for grade_id, source in _code_cells(notebook):
-        lines = [line[: len(line) - len(line.lstrip())] + "pass" if line.lstrip().startswith(("%", "!")) else line
-                 for line in source.split("\n")]
-        started, error = time.monotonic(), ""
-        try:
-            exec(compile("\n".join(lines), f"@@NOTEBOOK@@ {grade_id}", "exec"), namespace)  # noqa: S102
-        except (Exception, SystemExit) as exc:  # a failing cell is feedback, and later cells still run
-            error = f"{type(exc).__name__}: {exc}"
-        part = grade_id.removeprefix("test_")
-        if grade_id.startswith("test_") and part in PARTS:
-            results[f"@@NOTEBOOK@@::{grade_id}"] = {"part": part, "passed": not error,
-                                                   "message": error[:MESSAGE_CHARS],
-                                                   "seconds": time.monotonic() - started}
-    return results
+    errors = []
+    sys.path.insert(0, str(HERE))  # the notebook's set-up cell imports the runner from tools/
+    try:
+        for grade_id, source in _code_cells(notebook):
+            if grade_id.startswith("test_"):
+                continue
+            lines = [line[: len(line) - len(line.lstrip())] + "pass" if line.lstrip().startswith(("%", "!")) else line
+                     for line in source.split("\n")]
+            try:
+                exec(compile("\n".join(lines), f"{notebook.name} {grade_id}", "exec"), namespace)  # noqa: S102
+            except (Exception, SystemExit) as exc:  # a failing cell is feedback, and later cells still run
+                errors.append(f"{grade_id}: {type(exc).__name__}: {exc}")
+        runner = namespace.get("visible_test")
+        if runner is None or not hasattr(runner, "run"):
+            problem = "; ".join(errors) or "its cell `visible_test = VisibleTests(...)` is gone"
+            return {f"{notebook.name}::set-up": {"part": part, "passed": False, "seconds": 0.0,
+                                                 "message": f"the notebook's tests could not start ({problem})"[:MESSAGE_CHARS]}
+                    for part in PARTS}
+        return {nodeid: {**result, "message": result["message"][:MESSAGE_CHARS]}
+                for nodeid, result in runner.run().items()}
+    finally:
+        sys.path.remove(str(HERE))
 
 
 def run_deliverables(folder: Path) -> list:

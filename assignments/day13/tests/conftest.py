@@ -372,14 +372,26 @@ def _not_implemented(error, test):
 NOT_YOURS = {"tests", "tools", ".venv", "venv", "env", "site-packages"}  # folders beside your files that hold no code of yours
 
 
+# When these tests run on a notebook's code (tools/notebook_tests.py), the file names its kernel gave
+# the notebook's cells, and how to name them ("Cell In[7]"): an error raised there is yours too.
+NOTEBOOK_CELLS = {}
+
+
 def _student_frames(error):
-    """The traceback's frames that are in your files (not the tests, not torch)."""
+    """The traceback's frames that are in your files or notebook cells (not the tests, not torch)."""
     frames = []
     for frame in traceback.extract_tb(error.__traceback__):
         path = Path(frame.filename).resolve()
-        if STUDENT_DIR in path.parents and not NOT_YOURS.intersection(path.relative_to(STUDENT_DIR).parts[:-1]):
+        if frame.filename in NOTEBOOK_CELLS or (
+                STUDENT_DIR in path.parents and not NOT_YOURS.intersection(path.relative_to(STUDENT_DIR).parts[:-1])):
             frames.append(frame)
     return frames
+
+
+def _file_name(frame, relative=False):
+    if frame.filename in NOTEBOOK_CELLS:
+        return NOTEBOOK_CELLS[frame.filename]
+    return Path(frame.filename).resolve().relative_to(STUDENT_DIR) if relative else Path(frame.filename).name
 
 
 def _student_line(error):
@@ -387,8 +399,7 @@ def _student_line(error):
     if not frames:
         return ""
     frame = frames[-1]
-    name = Path(frame.filename).resolve().relative_to(STUDENT_DIR)
-    return f"{name}:{frame.lineno}, in {frame.name}: {(frame.line or '').strip()}"
+    return f"{_file_name(frame, relative=True)}:{frame.lineno}, in {frame.name}: {(frame.line or '').strip()}"
 
 
 MATMUL_WORDS = ("size of tensor", "batch2", "mat1 and mat2", "must match", "Expected size", "cannot be multiplied",
@@ -402,7 +413,7 @@ def _raised_in_student_code(error, test):
     frames = _student_frames(error)
     if not frames:
         return None
-    place = f"{type(error).__name__} at {Path(frames[-1].filename).name}:{frames[-1].lineno}"
+    place = f"{type(error).__name__} at {_file_name(frames[-1])}:{frames[-1].lineno}"
     first = _errors_seen.setdefault(place, test)
     if first != test:
         return f"your code raised {place} (as in {first} above)"
@@ -411,7 +422,7 @@ def _raised_in_student_code(error, test):
         text = text[:300] + " ..."
     message = f"your code raised {type(error).__name__}: {text}\n  at {_student_line(error)}"
     if len(frames) > 1:
-        callers = ", ".join(f"{Path(f.filename).name}:{f.lineno}" for f in frames[:-1][-3:])
+        callers = ", ".join(f"{_file_name(f)}:{f.lineno}" for f in frames[:-1][-3:])
         message += f"\n  called from {callers}"
     line = frames[-1].line or ""
     if isinstance(error, (RuntimeError, ValueError)) and any(word in str(error) for word in MATMUL_WORDS):

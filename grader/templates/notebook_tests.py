@@ -27,6 +27,11 @@ FOLDER = Path(__file__).resolve().parents[1]  # the student folder: tests/, pyte
 TESTS = FOLDER / "tests"
 
 
+# Plugins that only turn stray exceptions (in __del__, in threads) into warnings; each run they would
+# collect the garbage several times over, most of a one-test run's time. They decide no outcome.
+QUICK = ("-p", "no:unraisableexception", "-p", "no:threadexception")
+
+
 class VisibleTestFailed(AssertionError):
     """A visible test failed. Jupyter shows the test's report only, not this runner's traceback."""
 
@@ -135,7 +140,7 @@ def run_tests(namespace: dict, args, *, parts, sibling_imports) -> dict[str, dic
     try:
         with _NotebookParts(namespace, parts, sibling_imports):
             with contextlib.redirect_stdout(io.StringIO()):  # the report is the cell's, not pytest's listing
-                pytest.main(["-p", "no:cacheprovider", "--rootdir", str(FOLDER), "-c", str(FOLDER / "pytest.ini"),
+                pytest.main(["-p", "no:cacheprovider", *QUICK, "--rootdir", str(FOLDER), "-c", str(FOLDER / "pytest.ini"),
                              *(args or [str(TESTS)])], plugins=[plugin])
     finally:
         for name in set(sys.modules) - before:  # the tests' own modules: imported afresh next time

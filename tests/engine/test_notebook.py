@@ -1,20 +1,33 @@
-"""grader/notebook.py: the notebook built from the reference, checked with the real nbgrader."""
+"""grader/notebook.py: the notebook built from the reference, the visible tests and the rubric, run in a
+real Jupyter kernel and graded with the real nbgrader."""
 from __future__ import annotations
 
+import importlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 import nbformat
 import pytest
 
-from grader import notebook, stubs
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from engine_helpers import uid_base_for_tests  # noqa: E402
+
+from grader import intake, notebook, run, score, stubs  # noqa: E402
+from grader.sandbox import SandboxConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
+LESSON = notebook.LESSON
+CONFIG = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(5))
+needs_jupyter = pytest.mark.skipif(shutil.which("jupyter-nbconvert", path=str(VENV_BIN)) is None
+                                   or shutil.which("nbgrader", path=str(VENV_BIN)) is None,
+                                   reason="Jupyter and nbgrader are in the dev extra: `pip install -e .[dev]`")
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +50,10 @@ def _cells(nb, kind):
             if c.metadata.get("nbgrader", {}).get(kind)}
 
 
+def _catalogue():
+    return importlib.import_module(LESSON.catalogue_module)
+
+
 def test_component_points_sums_each_component(tmp_path):
     path = tmp_path / "r.toml"
     path.write_text('[self_attention.a]\npoints = 2\n[self_attention.b]\npoints = 3.5\n'
@@ -54,34 +71,89 @@ def test_component_points_names_what_is_missing(tmp_path):
         notebook.component_points(path)
 
 
-def test_source_notebook_follows_nbgrader_conventions(source_nb, rubric):
-    solutions, graded = _cells(source_nb, "solution"), _cells(source_nb, "grade")
-    assert sorted(solutions) == sorted(f"solution_{m}" for m in notebook.MODULES)
-    assert sorted(graded) == sorted(f"test_{m}" for m in notebook.MODULES)
-    points = notebook.component_points(rubric)
-    for module in notebook.MODULES:
-        code = solutions[f"solution_{module}"].source
-        assert code.count("### BEGIN SOLUTION") == code.count("### END SOLUTION") >= 1
-        test = graded[f"test_{module}"]
-        assert test.metadata["nbgrader"]["points"] == points[module]
-        assert test.metadata["nbgrader"]["locked"] is True
-        assert notebook.BEGIN_HIDDEN in test.source and notebook.END_HIDDEN in test.source
-    ids = [c.id for c in source_nb.cells]
-    assert len(set(ids)) == len(ids)
-    nbformat.validate(source_nb)
+def test_the_prose_is_the_lessons(tmp_path):
+    prose = notebook.texts()
+    assert LESSON.notebook_texts.parent == LESSON.folder
+    assert prose["intro"].startswith("# ") and prose["closing"].startswith("## ")
+    path = tmp_path / "texts.toml"
+    path.write_text('intro = "# Hi"\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="closing"):
+        notebook.texts(path)
 
 
-def test_student_notebook_has_the_stubs_and_no_solution_or_hidden_test(student_nb):
+def test_test_cells_are_the_visible_test_files(tmp_path):
+    """The cells come from pytest's own collection of the assignment's tests: a test added there is a
+    cell here, parametrised cases included, in `make test`'s order."""
+    tests = notebook.visible_tests()
+    parts = [part for part, _ in tests]
+    assert parts == sorted(parts, key=notebook.MODULES.index), "make test runs the parts in task order"
+    assert any("[" in test for _, test in tests), "parametrised cases are cells of their own"
+    copy = tmp_path / "assignment"
+    shutil.copytree(LESSON.assignment, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    first = notebook.MODULES[0]
+    with open(copy / "tests" / f"test_{first}.py", "a", encoding="utf-8") as f:
+        f.write("\n\n@pytest.mark.parametrize('n', [1, 2])\ndef test_added_here(n):\n    assert n\n")
+    added = notebook.visible_tests(copy)
+    assert set(added) - set(tests) == {(first, f"test_{first}.py::test_added_here[1]"),
+                                       (first, f"test_{first}.py::test_added_here[2]")}
+
+
+def test_student_notebook_has_the_stubs_and_one_cell_per_visible_test(student_nb, rubric):
     code = notebook.code_of(student_nb)
-    assert "BEGIN SOLUTION" not in code and "HIDDEN TESTS" not in code
+    assert "BEGIN SOLUTION" not in code and "HIDDEN TESTS" not in code and "hidden_test" not in code
     squeezed = "".join(code.split())
     for module in notebook.MODULES:
         source = (notebook.SOLUTIONS / f"{module}.py").read_text(encoding="utf-8")
         for line in stubs.solution_lines(source):
             assert "".join(line.split()) not in squeezed, f"solution line leaked: {line}"
-        # Every stub line of the .py stub (bar module docstring and imports) is in the notebook.
         _, _, stub_body = notebook._split(stubs.make_stub(source))
         assert stub_body in code
+    graded = _cells(student_nb, "grade")
+    calls = {c.source: c.metadata["nbgrader"]["points"] for c in graded.values()}
+    shares = notebook.visible_points(rubric)
+    assert calls == {notebook.VISIBLE_CALL.format(test=test): shares[test] for _, test in notebook.visible_tests()}
+    points = notebook.component_points(rubric)
+    for part in notebook.MODULES:
+        mine = [shares[test] for p, test in notebook.visible_tests() if p == part]
+        assert sum(mine) == pytest.approx(points[part])
+    ids = [c.id for c in student_nb.cells]
+    assert len(set(ids)) == len(ids)
+    nbformat.validate(student_nb)
+
+
+def test_visible_points_are_those_of_the_feedback_on_push(rubric):
+    """tools/ci_feedback.py shares a part's points among its tests: the notebook's cells get the same."""
+    spec = importlib.util.spec_from_file_location("ci_feedback_under_test", notebook.CI_FEEDBACK)
+    feedback = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(feedback)
+    tests = {f"tests/{test}": {"part": part, "passed": True, "message": "", "seconds": 0.0}
+             for part, test in notebook.visible_tests()}
+    result = feedback.classroom_result(tests, [], notebook.component_points(rubric))
+    shares = notebook.visible_points(rubric)
+    assert {e["name"]: e["score"] for e in result["tests"]} == {
+        f"{part}: {test.split('::')[1]}": shares[test] for part, test in notebook.visible_tests()}
+
+
+def test_source_notebook_has_one_autograded_cell_per_hidden_test(source_nb, rubric):
+    solutions, graded = _cells(source_nb, "solution"), _cells(source_nb, "grade")
+    assert sorted(solutions) == sorted(f"solution_{m}" for m in notebook.MODULES)
+    hidden = {c.source.split("hidden_test(")[1].split(",")[0].strip("'\""): c for c in graded.values()}
+    engine = {f"{component}.{test_id}" for component, test_id, _ in score.hidden_tests()}
+    table = notebook.read_rubric(rubric)
+    assert set(hidden) == {rid for rid in engine if rid.split(".")[1] in table[rid.split(".")[0]]}
+    for rid, cell in hidden.items():
+        part, test = rid.split(".")
+        assert cell.metadata["nbgrader"]["points"] == table[part][test]["points"]
+        assert cell.metadata["nbgrader"]["locked"] is True
+        assert notebook.BEGIN_HIDDEN in cell.source and notebook.END_HIDDEN in cell.source
+    assert sum(c.metadata["nbgrader"]["points"] for c in graded.values()) == pytest.approx(
+        sum(notebook.component_points(rubric).values()))
+    for module in notebook.MODULES:
+        code = solutions[f"solution_{module}"].source
+        assert code.count("### BEGIN SOLUTION") == code.count("### END SOLUTION") >= 1
+    ids = [c.id for c in source_nb.cells]
+    assert len(set(ids)) == len(ids)
+    nbformat.validate(source_nb)
 
 
 def test_build_is_deterministic(rubric, tmp_path):
@@ -90,144 +162,274 @@ def test_build_is_deterministic(rubric, tmp_path):
     assert a.read_bytes() == b.read_bytes()
 
 
-def _run_cells(nb, replace=None) -> dict[str, str]:
-    """Run the code cells in one namespace like a kernel would; grade_id -> error ('' when it ran)."""
-    namespace: dict = {}
-    errors = {}
+def test_the_grader_leaves_out_test_cells_only(student_nb, source_nb):
+    tests = [c.source for c in student_nb.cells if c.cell_type == "code"
+             and c.metadata["nbgrader"]["grade_id"] not in ("setup",) and not c.metadata["nbgrader"]["solution"]]
+    hidden = [c.source for c in _cells(source_nb, "grade").values()]
+    assert tests and all(notebook.is_test_cell(code) for code in tests + hidden)
+    for code in ("visible_test('x')\nresult = 1", "def visible_test(t):\n    pass", "import torch",
+                 "# visible_test('x')", "visible_test('x'); import os"):
+        assert not notebook.is_test_cell(code), code
+
+
+# --------------------------------------------------------------------------- filling a notebook
+
+def _solution_code(folder: Path, module: str) -> str:
+    """`module` of `folder` (the reference or a mutant) as a student types it into its cell: its own
+    library imports, then its code (sibling imports dropped: a notebook has one namespace)."""
+    _, imports, code = notebook._split((folder / f"{module}.py").read_text(encoding="utf-8"))
+    code = "\n".join(line for line in code.split("\n") if not (stubs.BEGIN.match(line) or stubs.END.match(line)))
+    return "\n".join(imports) + "\n\n" + code
+
+
+def _filled(base, folder: Path, blank=()):
+    nb = nbformat.from_dict(json.loads(json.dumps(base)))
     for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        grade_id = cell.metadata["nbgrader"]["grade_id"]
-        source = (replace or {}).get(grade_id, cell.source)
-        try:
-            exec(compile(source, grade_id, "exec"), namespace)  # noqa: S102 - our own notebook
-            errors[grade_id] = ""
-        except Exception as error:  # noqa: BLE001 - a failing cell is the result under test
-            errors[grade_id] = f"{type(error).__name__}: {error}"
-    return errors
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+        module = grade_id.removeprefix("solution_")
+        if grade_id.startswith("solution_") and module not in blank:
+            cell.source = _solution_code(folder, module)
+    return nb
 
 
-def test_test_cells_pass_on_the_reference_and_fail_on_the_stubs(source_nb, student_nb):
-    assert all(not e for e in _run_cells(source_nb).values()), _run_cells(source_nb)
-    errors = _run_cells(student_nb)
-    for module in notebook.MODULES:
-        assert "not implemented yet" in errors[f"test_{module}"], errors
-        assert errors[f"solution_{module}"] == ""  # defining a stub is not an error
+def _student_folder(tmp: Path, files: Path | None = None) -> Path:
+    """A student folder as the release makes it: tests/, pytest.ini, tools/notebook_tests.py (and `files`' .py)."""
+    tmp.mkdir(parents=True)
+    shutil.copytree(LESSON.assignment / "tests", tmp / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copyfile(LESSON.assignment / "pytest.ini", tmp / "pytest.ini")
+    (tmp / "tools").mkdir()
+    (tmp / "tools" / "notebook_tests.py").write_text(notebook.runner_source(), encoding="utf-8")
+    for module in notebook.MODULES if files else ():
+        shutil.copyfile(files / f"{module}.py", tmp / f"{module}.py")
+    return tmp
 
 
-def test_hidden_tests_catch_a_missing_scale(source_nb):
-    """The hidden part checks real numbers: dropping 1/sqrt(d_k) fails it, the visible part alone would not."""
-    solution = _cells(source_nb, "solution")["solution_self_attention"].source
-    buggy = solution.replace("/ math.sqrt(d_k)", "")
-    assert buggy != solution
-    errors = _run_cells(source_nb, {"solution_self_attention": buggy})
-    assert "weights" in errors["test_self_attention"]
-    assert errors["test_positional"] == ""
-
-
-# --------------------------------------------------------------------------- real nbgrader
-
-def _nbgrader(course: Path, *args: str) -> None:
-    env = dict(os.environ)
-    # The kernel must be this venv's python (the venv's own kernel.json says plain "python").
-    kernels = course / "jupyter" / "kernels" / "python3"
+def _jupyter_env(home: Path) -> dict:
+    """A Jupyter whose python3 kernel is this venv's interpreter (the venv's kernel.json says "python")."""
+    kernels = home / "jupyter" / "kernels" / "python3"
     kernels.mkdir(parents=True, exist_ok=True)
     (kernels / "kernel.json").write_text(json.dumps({
         "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
         "display_name": "Python 3 (kit venv)", "language": "python"}), encoding="utf-8")
-    env.update(JUPYTER_PATH=str(course / "jupyter"), JUPYTER_CONFIG_DIR=str(course / "jupyter-config"),
-               JUPYTER_DATA_DIR=str(course / "jupyter-data"), PATH=f"{VENV_BIN}{os.pathsep}{env['PATH']}",
-               OMP_NUM_THREADS="1", PYDEVD_DISABLE_FILE_VALIDATION="1")
+    return {**os.environ, "JUPYTER_PATH": str(home / "jupyter"), "JUPYTER_CONFIG_DIR": str(home / "jupyter-config"),
+            "JUPYTER_DATA_DIR": str(home / "jupyter-data"), "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
+            "OMP_NUM_THREADS": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def _run_in_kernel(folder: Path, home: Path) -> dict[str, str | None]:
+    """Run folder/<notebook> in a real kernel, top to bottom; grade_id -> None (ran) or what it showed."""
+    run = subprocess.run([str(VENV_BIN / "jupyter-nbconvert"), "--execute", "--allow-errors", "--to", "notebook",
+                          "--ExecutePreprocessor.timeout=300", "--output", "ran.ipynb", LESSON.notebook],
+                         cwd=folder, env=_jupyter_env(home), capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    ran = nbformat.read(folder / "ran.ipynb", as_version=4)
+    shown = {}
+    for cell in ran.cells:
+        if cell.cell_type == "code":
+            errors = [o for o in cell.outputs if o.output_type == "error"]
+            shown[cell.metadata["nbgrader"]["grade_id"]] = "\n".join(errors[0].traceback) if errors else None
+    return shown
+
+
+def _visible_py(folder: Path) -> dict[str, str | None]:
+    """The same tests run as `make test` runs them on .py files: test id under tests/ -> None or pytest's report."""
+    report = folder / "report.xml"
+    subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={report}"], cwd=folder,
+                   capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    import xml.etree.ElementTree as ET
+
+    found = {}
+    for case in ET.parse(report).getroot().iter("testcase"):
+        problem = next((child for child in case if child.tag in ("failure", "error")), None)
+        test = f"{case.get('classname').removeprefix('tests.')}.py::{case.get('name')}"
+        found[test] = None if problem is None else (problem.text or problem.get("message") or "failed")
+    return found
+
+
+# Where an error was raised (a .py line or a notebook cell's), and objects' addresses, differ by route.
+PLACE = re.compile(r"(\b\w+\.py|Cell In\[\d+\]):\d+|0x[0-9a-f]+")
+
+
+# --------------------------------------------------------------------------- the notebook in a real kernel
+
+# One mutant per part, and one whose error is raised in the student's code (Q @ K on non-square shapes).
+KERNEL_MUTANTS = ("sa.no_transpose_k", "sa.inverted_mask", "mh.chunk_order", "pe.sin_cos_swapped",
+                  "blk.pre_post_swapped")
+
+
+@needs_jupyter
+def test_notebook_cells_fail_exactly_as_the_py_tests_do(tmp_path, student_nb):
+    """The reference passes every test cell, the stubs fail every one, and each mutant fails exactly the
+    cells whose tests it fails as .py files, each cell showing the report `make test` shows."""
+    catalogue = _catalogue()
+    cases = {"reference": notebook.SOLUTIONS, **{bug: catalogue.mutant_dir(bug) for bug in KERNEL_MUTANTS}}
+    by_cell = {notebook._test_cell_id(f"test_{part}", test.split("::", 1)[1].removeprefix("test_")): test
+               for part, test in notebook.visible_tests()}
+    stub_folder = _student_folder(tmp_path / "stubs")
+    notebook.write(student_nb, stub_folder / LESSON.notebook)
+    shown = _run_in_kernel(stub_folder, tmp_path / "home")
+    assert all("not implemented yet" in (shown[cell] or "") for cell in by_cell), shown
+    for name, folder in cases.items():
+        work = _student_folder(tmp_path / name.replace(".", "_"), files=folder)
+        notebook.write(_filled(student_nb, folder), work / LESSON.notebook)
+        shown = _run_in_kernel(work, tmp_path / "home")
+        expected = _visible_py(work)
+        assert set(expected) == set(by_cell.values())
+        assert {c for c, text in shown.items() if text and not c.startswith("test_")} == set(), (name, shown)
+        failed_cells = {by_cell[c] for c in by_cell if shown[c]}
+        failed_py = {test for test, text in expected.items() if text}
+        assert failed_cells == failed_py, (name, failed_cells ^ failed_py)
+        if name == "reference":
+            assert not failed_cells
+        else:
+            assert failed_cells, f"{name} passes every visible test: pick a mutant they catch"
+        for cell, test in by_cell.items():
+            if shown[cell] and "(as in " not in expected[test]:  # a .py run names a repeated error once
+                cell_report = shown[cell].split("\n", 1)[1]
+                assert PLACE.sub("<line>", cell_report).strip() == PLACE.sub("<line>", expected[test]).strip(), test
+        if name == "sa.no_transpose_k":  # raised in the student's code: the cell names the notebook's line
+            assert any("Cell In[" in (shown[cell] or "") for cell in by_cell), shown
+
+
+# --------------------------------------------------------------------------- nbgrader
+
+# At least ten catalogue mutants over every part, with the reference and an untouched notebook.
+NBGRADER_MUTANTS = ("sa.no_scale", "sa.inverted_mask", "sa.detached_scores", "sa.causal_triu", "sa.module_drops_mask",
+                    "mh.no_scale", "mh.mask_dropped", "mh.no_divisibility_check", "pe.sin_cos_swapped", "pe.parameter",
+                    "blk.pre_post_swapped", "blk.mask_dropped", "blk.d_ff_ignored")
+
+
+def _nbgrader(course: Path, *args: str) -> None:
+    # The hidden test cells import the kit (grader.notebook): the instructor's environment has it.
+    env = {**_jupyter_env(course), "PYTHONPATH": str(ROOT)}
     result = subprocess.run([str(VENV_BIN / "nbgrader"), *args], cwd=course, env=env,
-                            capture_output=True, text=True, timeout=300)
+                            capture_output=True, text=True, timeout=1800)
     assert result.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
 
 
-@pytest.mark.skipif(shutil.which("nbgrader", path=str(VENV_BIN)) is None,
-                    reason="nbgrader is in the dev extra: `pip install -e .[dev]`")
-def test_real_nbgrader_generate_and_autograde(tmp_path, source_nb, rubric):
-    course = tmp_path / "course"
-    students = {"filled": {}, "blank": None, "partial": {"solution_block"}}
-    (course / "source" / "day13").mkdir(parents=True)
+def _grader_points(class_folder: Path, out: Path) -> dict[str, dict[str, float]]:
+    """`python -m grader grade` on a folder of notebooks: row -> part -> points."""
+    assert run.main(submissions=class_folder, out=out, jobs=2, config=CONFIG) == 0
+    points = {}
+    for row in sorted(p for p in out.iterdir() if (p / "results.json").is_file()):
+        results = json.loads((row / "results.json").read_text(encoding="utf-8"))
+        totals = defaultdict(float)
+        for test in results["tests"]:
+            if test["name"].split(".")[0] in notebook.MODULES:
+                totals[test["name"].split(".")[0]] += test["score"]
+        points[row.name] = {part: round(totals[part], 4) for part in notebook.MODULES}
+    return points
+
+
+@needs_jupyter
+def test_nbgrader_autograde_gives_the_points_grader_grade_gives(tmp_path, source_nb, rubric):
+    """One nbgrader course, one autograde run for the reference, an untouched notebook and 13 catalogue
+    mutants: per part, nbgrader's gradebook holds exactly what `grader grade` gives the same notebooks."""
+    catalogue = _catalogue()
+    cases = {"reference": notebook.SOLUTIONS, "blank": None,
+             **{bug.replace(".", "_"): catalogue.mutant_dir(bug) for bug in NBGRADER_MUTANTS}}
+    course, name = tmp_path / "course", LESSON.name
+    (course / "source" / name).mkdir(parents=True)
     (course / "nbgrader_config.py").write_text(
         "c = get_config()\n"
-        "c.CourseDirectory.course_id = 'day13'\n"
-        "c.CourseDirectory.db_assignments = [dict(name='day13')]\n"
-        f"c.CourseDirectory.db_students = [{', '.join(f'dict(id={s!r})' for s in students)}]\n"
-        "c.ExecutePreprocessor.timeout = 120\n", encoding="utf-8")
-    notebook.write(source_nb, course / "source" / "day13" / "day13.ipynb")
-    _nbgrader(course, "generate_assignment", "day13", "--force")
+        f"c.CourseDirectory.course_id = {name!r}\n"
+        f"c.CourseDirectory.db_assignments = [dict(name={name!r})]\n"
+        f"c.CourseDirectory.db_students = [{', '.join(f'dict(id={s!r})' for s in cases)}]\n"
+        "c.ExecutePreprocessor.timeout = 300\n", encoding="utf-8")
+    notebook.write(source_nb, course / "source" / name / LESSON.notebook)
+    _nbgrader(course, "generate_assignment", name, "--force")
 
-    released = nbformat.read(course / "release" / "day13" / "day13.ipynb", as_version=4)
-    assert "HIDDEN TESTS" not in notebook.code_of(released)
-    reference = {gid: "\n".join(l for l in c.source.split("\n") if "SOLUTION" not in l)
-                 for gid, c in _cells(source_nb, "solution").items()}
-    for student, keep_blank in students.items():
-        nb = nbformat.from_dict(json.loads(json.dumps(released)))
-        for cell in nb.cells:
-            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-            if keep_blank is not None and grade_id in reference and grade_id not in keep_blank:
-                cell.source = reference[grade_id]
-        notebook.write(nb, course / "submitted" / student / "day13" / "day13.ipynb")
-    _nbgrader(course, "autograde", "day13", "--force")
+    released = nbformat.read(course / "release" / name / LESSON.notebook, as_version=4)
+    assert "HIDDEN TESTS" not in notebook.code_of(released) and "hidden_test" not in notebook.code_of(released)
+    class_folder = tmp_path / "class"
+    class_folder.mkdir()
+    for student, folder in cases.items():
+        nb = released if folder is None else _filled(released, folder)
+        notebook.write(nb, course / "submitted" / student / name / LESSON.notebook)
+        notebook.write(nb, class_folder / f"{student}.ipynb")
+    _nbgrader(course, "autograde", name, "--force")
 
     from nbgrader.api import Gradebook
 
-    points = notebook.component_points(rubric)
+    nbgrader_points = {}
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        scores = {s: gradebook.find_submission("day13", s).score for s in students}
-        max_score = gradebook.find_assignment("day13").max_score
-    assert max_score == pytest.approx(sum(points.values()))
-    assert scores["filled"] == pytest.approx(max_score)
-    assert scores["blank"] == 0
-    assert scores["partial"] == pytest.approx(max_score - points["block"])
+        max_score = gradebook.find_assignment(name).max_score
+        for student in cases:
+            totals = defaultdict(float)
+            for nb in gradebook.find_submission(name, student).notebooks:
+                for grade in nb.grades:
+                    totals[grade.name.split("-")[1]] += grade.score
+            nbgrader_points[student] = {part: round(totals[part], 4) for part in notebook.MODULES}
+    assert max_score == pytest.approx(sum(notebook.component_points(rubric).values()))
+    assert _grader_points(class_folder, tmp_path / "out") == nbgrader_points
+    full = notebook.component_points(rubric)
+    assert nbgrader_points["reference"] == full and sum(nbgrader_points["blank"].values()) == 0
+    for bug in NBGRADER_MUTANTS:
+        lost = [part for part in notebook.MODULES if nbgrader_points[bug.replace(".", "_")][part] < full[part]]
+        assert lost == [catalogue_component(bug)], (bug, nbgrader_points[bug.replace(".", "_")])
+
+
+def catalogue_component(bug_id: str) -> str:
+    return next(bug.component for bug in _catalogue().BUGS if bug.id == bug_id)
+
+
+def test_a_hidden_test_cell_grades_what_the_notebook_ran(source_nb):
+    """Without IPython (cells run here one by one, `In` kept as IPython keeps it), a hidden cell grades the
+    code that ran before it, and fails with the feedback's text when the test fails: a broken
+    scaled_dot_product_attention fails the first part's attention tests, and the next part (graded over
+    the grader's stand-in attention) still passes."""
+    first, second = notebook.MODULES[:2]
+    namespace: dict = {"__name__": "__main__", "In": [""]}
+    outcomes = {}
+    for cell in source_nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+        if cell.cell_type != "code" or grade_id.startswith("test_") or grade_id == "visible_tests":
+            continue  # the visible tests need the student folder's tests/ and tools/
+        source = cell.source
+        if grade_id == f"solution_{first}":
+            source += "\n\ndef scaled_dot_product_attention(Q, K, V, mask=None):\n    raise RuntimeError('broken')\n"
+        namespace["In"].append(source)
+        try:
+            exec(compile(source, grade_id, "exec"), namespace)  # noqa: S102 - the kit's own notebook
+            outcomes[grade_id] = ""
+        except Exception as error:  # noqa: BLE001 - a failing cell is the result under test
+            outcomes[grade_id] = f"{type(error).__name__}: {error}"
+        if grade_id.startswith(f"hidden-{second}"):
+            break
+    hidden = {gid: text for gid, text in outcomes.items() if gid.startswith("hidden-")}
+    failed = {gid for gid, text in hidden.items() if text}
+    assert failed and all(gid.startswith(f"hidden-{first}") for gid in failed), hidden
+    assert all(hidden[gid].startswith("HiddenTestFailed") and "broken" in hidden[gid] for gid in failed)
+    assert any(gid.startswith(f"hidden-{second}") and not text for gid, text in hidden.items())
 
 
 # --------------------------------------------------------------------------- the kit's own grader
 
-def _filled(student_nb, source_nb, edit=lambda code: code):
-    """The student notebook with the reference typed into its solution cells (and magics on top)."""
-    reference = {gid: "\n".join(l for l in c.source.split("\n") if "SOLUTION" not in l)
-                 for gid, c in _cells(source_nb, "solution").items()}
-    nb = nbformat.from_dict(json.loads(json.dumps(student_nb)))
-    for cell in nb.cells:
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
-        if grade_id in reference:
-            cell.source = edit(reference[grade_id])
+def test_notebook_and_py_files_get_the_same_score(tmp_path, student_nb):
+    """The same code, once as day13.ipynb and once as the four .py files, graded by the kit's engine.
+
+    The code has a classic bug (no 1/sqrt(d_k)), so the scores compared are partial and itemised; the
+    notebook also carries IPython magics, which must cost nothing, and its test cells, which the grader
+    leaves out."""
+    bug = _catalogue().mutant_dir("sa.no_scale")
+    subs = tmp_path / "subs"
+    deliverables = [p for p in notebook.SOLUTIONS.iterdir() if p.is_file() and p.suffix != ".py"]
+    nb = _filled(student_nb, bug)
     magic = nbformat.v4.new_code_cell("%matplotlib inline\n!pip install -q torch\nimport math")
     magic.id = "magics"
     nb.cells.insert(1, magic)
-    return nb, {gid.removeprefix("solution_"): edit(code) for gid, code in reference.items()}
-
-
-def test_notebook_and_py_files_get_the_same_score(tmp_path, student_nb, source_nb):
-    """The same code, once as day13.ipynb and once as the four .py files, graded by the kit's engine.
-
-    The code has a classic bug (no 1/sqrt(d_k)), so the scores compared are partial and itemised;
-    the notebook also carries IPython magics, which must cost nothing.
-    """
-    subs = tmp_path / "subs"
-    deliverables = [p for p in notebook.SOLUTIONS.iterdir() if p.is_file() and p.suffix != ".py"]
-    no_scale = lambda code: code.replace("/ math.sqrt(d_k)", "")  # noqa: E731 - a classic bug
-    for label, edit in (("noscale", no_scale),):
-        nb, modules = _filled(student_nb, source_nb, edit)
-        for form in ("nb", "py"):
-            folder = subs / f"{label}-{form}"
-            folder.mkdir(parents=True)
-            for path in deliverables:
-                shutil.copyfile(path, folder / path.name)
-            if form == "nb":
-                notebook.write(nb, folder / "day13.ipynb")
-            else:
-                for module, code in modules.items():
-                    # The .py files import what the notebook's setup cell imported, and their siblings.
-                    imports = "import math\nimport torch\nimport torch.nn as nn\n"
-                    siblings = "".join(f"from {m} import *\n" for m in notebook.MODULES[:notebook.MODULES.index(module)])
-                    (folder / f"{module}.py").write_text(imports + siblings + code + "\n", encoding="utf-8")
+    for form in ("nb", "py"):
+        folder = subs / f"noscale-{form}"
+        folder.mkdir(parents=True)
+        for path in deliverables:
+            shutil.copyfile(path, folder / path.name)
+        if form == "nb":
+            notebook.write(nb, folder / LESSON.notebook)
+        else:
+            for module in notebook.MODULES:
+                shutil.copyfile(bug / f"{module}.py", folder / f"{module}.py")
     out = tmp_path / "out"
-    run = subprocess.run([sys.executable, "-m", "grader", "grade", str(subs), "--out", str(out), "--jobs", "2"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG) == 0
 
     def scores(row):
         results = json.loads((out / row / "results.json").read_text(encoding="utf-8"))
@@ -239,3 +441,5 @@ def test_notebook_and_py_files_get_the_same_score(tmp_path, student_nb, source_n
     failed = [name for name, (_, status) in tests.items() if status == "failed"]
     assert passed and failed, "the bug must cost some tests and leave others: a real, partial score"
     assert any("positional" in name for name in passed)
+    converted = intake.notebook_code_cells(subs / "noscale-nb" / LESSON.notebook)
+    assert any(notebook.is_test_cell(cell) for cell in converted)

@@ -308,17 +308,12 @@ def _nbgrader(course: Path, *args: str) -> None:
 
 
 def _grader_points(class_folder: Path, out: Path) -> dict[str, dict[str, float]]:
-    """`python -m grader grade` on a folder of notebooks: row -> part -> points."""
+    """`python -m grader grade` on a folder of notebooks: row -> part -> points, from its grades.csv."""
+    import csv
+
     assert run.main(submissions=class_folder, out=out, jobs=2, config=CONFIG) == 0
-    points = {}
-    for row in sorted(p for p in out.iterdir() if (p / "results.json").is_file()):
-        results = json.loads((row / "results.json").read_text(encoding="utf-8"))
-        totals = defaultdict(float)
-        for test in results["tests"]:
-            if test["name"].split(".")[0] in notebook.MODULES:
-                totals[test["name"].split(".")[0]] += test["score"]
-        points[row.name] = {part: round(totals[part], 4) for part in notebook.MODULES}
-    return points
+    with open(out / "grades.csv", encoding="utf-8", newline="") as f:
+        return {row["submission"]: {part: float(row[part]) for part in notebook.MODULES} for row in csv.DictReader(f)}
 
 
 @needs_jupyter

@@ -310,7 +310,7 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
 def grade_in_process(directory: Path, name: str, tests=None) -> SubmissionResult:
     """Grade trusted code in this process, with the hidden-test machinery of `grade_submission` (no
     sandbox). For code the caller already runs in its own process: the reference's mutants
-    (killrate), a notebook's hidden test cells under nbgrader (grader.notebook.hidden_test)."""
+    (killrate), a notebook's hidden test cells under nbgrader (grader.hidden_cell.hidden_test)."""
     return grade_submission(name=name, directory=Path(directory), transport=InProcessTransport(directory),
                             check_deliverables=lambda _: [], tests=tests)
 

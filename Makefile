@@ -16,6 +16,9 @@ OUT ?= out/demo
 JOBS ?=
 FORCE ?=
 ONLY ?=
+BASE ?=
+SCALE ?=
+N ?=
 
 .PHONY: setup test grade review bench release gradescope stubs clean
 
@@ -47,8 +50,10 @@ grade: $(STAMP)
 review: $(STAMP)
 	$(PY) -m grader review $(OUT) --submissions $(SUBMISSIONS)
 
+# make bench BASE=<commit>: the same class graded by that commit too, in turns, so ratios come from one run.
+# SCALE=1000 grades a class of that size too (the per-submission figure should not grow with the class).
 bench: $(STAMP)
-	$(PY) -m grader.bench
+	$(PY) -m grader.bench $(if $(N),-n $(N),) $(if $(JOBS),--jobs $(JOBS),) $(if $(BASE),--base $(BASE),) $(if $(SCALE),--scale $(SCALE),)
 
 release: $(STAMP)
 	$(PY) -m grader release --out dist

@@ -1,0 +1,67 @@
+"""grader/bench.py (`make bench`): it runs, on a tiny class, with a BASE side by side, and says what it
+measured beside each goal; the per-stage breakdown names every stage and each stage that must cost
+something does. Timing figures themselves are never asserted (speed lives in the bench's output)."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from engine_helpers import KIT, uid_base_for_tests  # noqa: E402
+
+from grader import bench  # noqa: E402
+
+N = 2
+
+
+def test_make_bench_on_a_tiny_class_beside_a_base_commit():
+    # BASE=HEAD: the committed kit taken from git into a temporary folder and graded in turns with this
+    # tree; both must grade every submission of the same class.
+    done = subprocess.run([sys.executable, "-m", "grader.bench", "-n", str(N), "--jobs", "1", "--base", "HEAD",
+                           "--torch-repeats", "1", "--uid-base", str(uid_base_for_tests(9))],
+                          cwd=KIT, capture_output=True, text=True, timeout=900)
+    out = done.stdout
+    assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
+
+    # Both versions graded the whole class: one with a planted bug, the rest full marks.
+    for label in ("this kit", "BASE HEAD"):
+        line = next(x for x in out.splitlines() if x.startswith(f"{label}: "))
+        assert f"{N} records, {N - 1} with every code test passed" in line, line
+
+    # Every figure stands beside its goal, and says whether it met it.
+    figures = out.split("== figures and their goals\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    goals = [x for x in figures if not x.startswith("machine load")]
+    assert len(goals) >= 4, figures
+    assert all(re.search(r"\[goal [^\]]+: (met|NOT met|not checked)\]$", x) for x in goals), goals
+    assert any(x.startswith("per submission / bare torch import") for x in goals)
+    assert any(x.startswith("per submission, this kit / BASE HEAD") for x in goals)
+    assert any(x.startswith("peak memory of the grading run") for x in goals)
+
+    # The breakdown: each stage a row with a figure for both submissions, the rows adding up to the total.
+    table = out.split("== one submission, stage by stage", 1)[1].splitlines()[2:]
+    rows = {}
+    for line in table:
+        m = re.fullmatch(r"(.+?)\s+(-?[\d.]+)\s+(-?[\d.]+)", line)
+        if not m:
+            break
+        rows[m.group(1)] = (float(m.group(2)), float(m.group(3)))
+    stages = list(dict.fromkeys([s for _, _, s in bench.STAGES] + [bench.GATES, bench.REST]))
+    assert list(rows) == stages + ["total"], rows
+    for col in (0, 1):
+        assert abs(sum(rows[s][col] for s in stages) - rows["total"][col]) < 0.5, rows
+    # Work that every submission costs, timed where it happens (a renamed function would read 0 here).
+    for stage in ("intake (scratch copy, notebook)", "scan", "fork and confinement", "round trips",
+                  "deliverables checker", "feedback and records", bench.GATES):
+        assert rows[stage][0] > 0 and rows[stage][1] > 0, (stage, rows[stage])
+    # Only the planted bug's failing tests are replayed on the catalogue.
+    assert rows["mutant replay for hints"][0] == 0 and rows["mutant replay for hints"][1] > 0, rows
+    assert re.search(r"^reference: ([\d.]+)/\1 points; [1-9]\d* calls outside the gates", out, re.M), out
+    assert "isolation layers active: " in out
+
+
+def test_a_base_that_is_no_commit_is_refused_with_what_to_give():
+    done = subprocess.run([sys.executable, "-c", "from grader import bench\n"
+                           "with bench.checkout('no-such-commit-0000'):\n    pass"],
+                          cwd=KIT, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "BASE=no-such-commit-0000 is not a commit" in done.stderr and "give a commit id" in done.stderr

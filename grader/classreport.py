@@ -1,7 +1,7 @@
 """Stage "report", for the class: grades.csv, summary.md, report.html and the pictures under _plots/.
 
-`write_class` reads every <out>/*/record.json (grader/storage.py), applies the overrides file
-(grader/overrides.py) and the rubric's late policy (grader/late.py), rewrites each submission's
+`write_class` reads every <out>/*/record.json (grader/storage.py), makes each final total
+(grader/totals.py: the overrides file, the bonus cap, the rubric's late policy), rewrites each submission's
 results.json and feedback where those change them (grader/feedback.py), and writes the class files.
 
 summary.md and report.html are one description, `class_document` (a grader/document.py Document),
@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
 
-from grader import feedback, overrides
+from grader import feedback, overrides, totals
 from grader.document import (Bullets, Cell, Code, Document, FileName, Figure, Figures, Html, Image, Item, Link,
                              Only, Paragraph, Section, Strong, Table, mean, number, to_html, to_markdown)
 from grader.lesson import load_lesson
@@ -42,9 +42,7 @@ def write_class(out_dir: Path, overrides_path: Path | None = None,
     path = Path(overrides_path) if overrides_path else overrides.default_path(out_dir)
     rows = overrides.read(path)
     overrides.check(rows, records, path=path)
-    decided = overrides.effective(rows)
-    records = [overrides.apply(r, decided.get(r.submission, {})) for r in records]
-    _apply_late(out_dir, records)
+    records = totals.finalise(out_dir, records, overrides.effective(rows))
     hints = feedback.hint_texts()
     for r in records:
         feedback.rewrite_changed(out_dir / check_name(r.submission), r, hints, release)
@@ -57,22 +55,6 @@ def write_class(out_dir: Path, overrides_path: Path | None = None,
                               similarity.report_section(out_dir))
     write_atomic(out_dir / "summary.md", to_markdown(document))
     write_atomic(out_dir / "report.html", to_html(document))
-
-
-def _apply_late(out_dir: Path, records: list[SubmissionResult]) -> None:
-    """The rubric's late policy on each row's lateness (OUT/<name>/late.json); nothing without a policy."""
-    from grader import late
-
-    policy = late.load_policy(feedback.rubric_path())
-    if policy is None:
-        return
-    for r in records:
-        found = late.read_lateness(out_dir / r.submission)
-        if found is not None:
-            r.late = found
-            r.penalty = late.penalty(found["late_days"], r.max_total, policy)
-            r.late["policy"] = (f"{policy.penalty_per_day:g}% of the total per started day after "
-                                f"{policy.grace_minutes:g} minutes' grace, at most {policy.max_days} days")
 
 
 # ---------------------------------------------------------------- grades.csv
@@ -108,7 +90,7 @@ def _cell(text: str) -> str:
 
 def class_stats(records: list[SubmissionResult], hints: dict[str, str]) -> dict:
     """Everything the summary and the HTML report show, as plain data."""
-    totals = [r.total for r in records]
+    scores = [r.total for r in records]
     tests: dict[str, dict] = {}  # rubric order: first seen, over records sorted by name
     misconceptions: dict[str, dict] = {}
     for r in records:
@@ -132,11 +114,11 @@ def class_stats(records: list[SubmissionResult], hints: dict[str, str]) -> dict:
     return {
         "n": len(records),
         "max_total": max((r.max_total for r in records), default=0.0),
-        "totals": totals,
-        "mean": statistics.fmean(totals) if totals else 0.0,
-        "median": statistics.median(totals) if totals else 0.0,
-        "min": min(totals, default=0.0),
-        "max": max(totals, default=0.0),
+        "totals": scores,
+        "mean": statistics.fmean(scores) if scores else 0.0,
+        "median": statistics.median(scores) if scores else 0.0,
+        "min": min(scores, default=0.0),
+        "max": max(scores, default=0.0),
         "component_means": component_means,
         "status": Counter(r.status for r in records),
         "tests": list(tests.values()),
@@ -144,7 +126,7 @@ def class_stats(records: list[SubmissionResult], hints: dict[str, str]) -> dict:
         "faults": [(r.submission, r.status, list(r.notes)) for r in records if r.status != "ok" or r.notes],
         "flags": [(r.submission, list(r.flags)) for r in records if r.flags],
         "heatmaps": heatmap_candidates(records),
-        "rows": [(r.submission, r.total, r.max_total, r.status) for r in records],
+        "rows": [(r.submission, r.total, r.max_total, r.status, totals.explain(r)) for r in records],
         "renamed": [(r.submission, r.source, next((n for n in r.notes if n.startswith(NAME_FLAG)), ""))
                     for r in records if r.source and _stem(r.source) != r.submission
                     or any(n.startswith(NAME_FLAG) for n in r.notes)],
@@ -174,12 +156,12 @@ def class_document(stats: dict, plots: dict, problems: list[str], reviewed: list
                    Bullets(list(problems))]
     if "histogram" in plots:
         blocks.append(Image(plots["histogram"], "score histogram"))
-    # The page links each row to its feedback page; the text points to grades.csv (at the end).
-    blocks.append(Only("html", Section("Scores", [Table(
-        ("submission", "total", "status"),
-        [[Link(name, f"{quote(name)}/feedback.html"), f"{number(total)} / {number(top)}", Cell(status, status != "ok")]
-         for name, total, top, status in stats["rows"]],
-        numeric=frozenset({1}))])))
+    # Each row links to its feedback page; the final total, and why it is not the automated one.
+    blocks.append(Section("Scores", [Table(
+        ("submission", "total", "status", "why it differs from the automated total"),
+        [[Link(name, f"{quote(name)}/feedback.html"), f"{number(total)} / {number(top)}", Cell(status, status != "ok"),
+          why] for name, total, top, status, why in stats["rows"]],
+        numeric=frozenset({1}))]))
     blocks.append(Section("Mean per component", [Table(
         ("component", "mean", "out of"),
         [[c, mean(average), number(possible)] for c, (average, possible) in stats["component_means"].items()],
@@ -216,11 +198,19 @@ def class_document(stats: dict, plots: dict, problems: list[str], reviewed: list
         "Per-student scores are in grades.csv; each student's feedback is in <name>/feedback.md.")))
     blocks.append(Only("html", Html(similarity_section)))
     blocks.append(Section("Reviewed by hand (overrides.csv)", [Table(
-        ("submission", "test", "points", "comment", "by"),
-        [[r.submission, o["test"], feedback.override_change(o, number), o.get("comment", ""), o.get("by", "")]
+        ("submission", "test", "points", "comment to the student", "staff note (never shown to the student)", "by"),
+        [[r.submission, o["test"], feedback.override_change(o, number), *_audiences(o), o.get("by", "")]
          for r in reviewed for o in r.overrides])] if reviewed else [Paragraph("No overrides.")]))
     return Document(title=f"{lesson.heading}: class report", page_title=f"{lesson.label or lesson.title} class report",
                     blocks=blocks)
+
+
+def _audiences(o: dict) -> tuple[str, str]:
+    """(what the student reads, what only the staff read) of one decision: a staff-only row's comment
+    is the staff's too."""
+    if o.get("staff_only"):
+        return "(staff-only decision)", "; ".join(t for t in (o.get("comment", ""), o.get("staff_note", "")) if t)
+    return o.get("comment", ""), o.get("staff_note", "")
 
 
 def _heatmap_blocks(stats: dict, plots: dict) -> list:

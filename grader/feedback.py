@@ -100,11 +100,11 @@ def gradescope_json(result: SubmissionResult) -> dict:
         "tests": tests + ([{"name": "Late penalty", "score": -result.penalty, "max_score": 0, "status": "failed",
                             "output": late_line(result), "visibility": "visible"}] if result.penalty else [])
         + ([{"name": "Instructor's adjustment", "score": result.adjustment, "max_score": 0,
-                            "status": "passed", "output": "; ".join(o["comment"] for o in result.overrides
-                                                                       if o["test"] == overrides.BONUS),
+                            "status": "passed", "output": "; ".join(o["comment"] for o in overrides.for_student(result)
+                                                                       if o["test"] == overrides.BONUS and o["comment"]),
                             "visibility": "visible"}] if result.adjustment else []),
         "extra_data": {"status": result.status, "isolation": result.isolation,
-                       **({"overrides": result.overrides} if result.overrides else {})},
+                       **({"overrides": shown} if (shown := overrides.for_student(result)) else {})},
     }
 
 
@@ -153,9 +153,9 @@ def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = N
         passed = sum(t.status == "passed" for t in tests)
         out.append(f"| {component} | {_points(score)} / {_points(possible)} | {passed} / {len(tests)} |")
     out.append("")
-    if result.overrides:
+    if reviewed := overrides.for_student(result):
         out += ["## Reviewed by your instructor", ""]
-        for o in result.overrides:
+        for o in reviewed:
             who = f" ({md_inline(o['by'])})" if o.get("by") else ""
             change = override_change(o, _points, " points on the total", " points")
             comment = f": {md_inline(o['comment'])}" if o.get("comment") else ""
@@ -170,10 +170,8 @@ def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = N
         out += ["## What went wrong while grading", ""]
         out += [f"- {md_inline(n)}" for n in result.notes]
         out += ["", "Parts that did not need the failing code were graded as usual.", ""]
-    if result.flags:
-        out += ["## Integrity flags (for your instructor; no points)", ""]
-        out += ["Constructs this assignment never needs. They cost nothing by themselves:", ""]
-        out += [f"- {md_inline(f)}" for f in result.flags] + [""]
+    # Integrity flags are the staff's (the class report, the review page): a student reads what failed
+    # and why in each test's own output, in neutral words.
     if not result.tests:
         out += ["No tests could be run on this submission.", ""]
     for component in lesson.components:

@@ -1,7 +1,14 @@
 """A person's decisions on top of the automated grade: OUT/overrides.csv.
 
-Columns `submission,test,points,comment,by,at`, one decision a row; the review page
+Columns `submission,test,points,comment,staff_note,by,at`, one decision a row; the review page
 (`python -m grader review`) appends rows, and editing the file by hand works the same.
+
+Two readers, by construction: `comment` is for the student (their feedback and results.json show
+it), `staff_note` is for the teaching staff only (grades.csv, the class report and the review page).
+A row about a similarity pair or an integrity flag (`similarity:<other>`, `integrity...`) is
+staff-only as a whole, whatever its comment says: the student's files never show it. A file
+written before the staff_note column existed is read as it always was: its `comment` stays
+student-visible.
 
     test = a test id (`deliverables.analysis`)   the test gets `points` (0 .. its maximum)
     test = a part (`deliverables`)               the part's tests get `points` together (0 .. the
@@ -9,7 +16,7 @@ Columns `submission,test,points,comment,by,at`, one decision a row; the review p
     test = `*`                                   `points` is added to the total (a bonus or a penalty)
     points empty                                 no change of points: the row marks something as
                                                  reviewed (an integrity flag, a similarity pair, a
-                                                 test), with its comment
+                                                 test), with its comment or note
 
 The most specific row wins (a test's own row over its part's), and for the same submission and test
 the last row wins. A row for a submission or test the gradebook does not have is an error naming it
@@ -28,10 +35,11 @@ from pathlib import Path
 
 from grader.records import SubmissionResult, components
 
-COLUMNS = ("submission", "test", "points", "comment", "by", "at")
+COLUMNS = ("submission", "test", "points", "comment", "staff_note", "by", "at")
 FILE = "overrides.csv"
 BONUS = "*"
-REVIEW_PREFIXES = ("integrity", "similarity")  # labels a points-less row may carry besides test ids
+REVIEW_PREFIXES = ("integrity", "similarity")  # labels a points-less row may carry besides test ids;
+# such a row is about what the staff saw (another student, an attempt to cheat): staff-only, whole
 MAX_FILE_BYTES = 5 << 20
 
 
@@ -48,9 +56,26 @@ class Override:
     by: str = ""
     at: str = ""
     line: int = 0
+    staff_note: str = ""  # for the teaching staff only
+
+    @property
+    def staff_only(self) -> bool:
+        """A decision on a similarity pair or an integrity flag: no part of it reaches the student."""
+        return staff_only(self.test)
 
     def to_json(self) -> dict:
-        return {"test": self.test, "points": self.points, "comment": self.comment, "by": self.by, "at": self.at}
+        return {"test": self.test, "points": self.points, "comment": self.comment, "staff_note": self.staff_note,
+                "staff_only": self.staff_only, "by": self.by, "at": self.at}
+
+
+def staff_only(test: str) -> bool:
+    return test.split(":", 1)[0] in REVIEW_PREFIXES
+
+
+def for_student(result: SubmissionResult) -> list[dict]:
+    """The decisions on `result` a student may read: no staff-only row, no staff note."""
+    return [{k: o.get(k) for k in ("test", "points", "comment", "automated", "by", "at")}
+            for o in result.overrides if not o.get("staff_only")]
 
 
 def default_path(out: Path) -> Path:
@@ -86,7 +111,8 @@ def read(path: Path) -> list[Override]:
         if points is not None:
             points = round(points, 2)  # points are shown with at most two decimals everywhere
         rows.append(Override(submission, test, points, (row.get("comment") or "").strip(),
-                             (row.get("by") or "").strip(), (row.get("at") or "").strip(), number))
+                             (row.get("by") or "").strip(), (row.get("at") or "").strip(), number,
+                             staff_note=(row.get("staff_note") or "").strip()))
     return rows
 
 
@@ -114,8 +140,8 @@ def check(rows: list[Override], records: list[SubmissionResult], *, path: Path |
             continue  # graded later in this run: its tests are checked when the class files are written
         tests = {t.name: t for t in result.tests}
         if row.test == BONUS:
-            if row.points is None and not row.comment:
-                raise OverrideError(f"{where}: a `*` row needs points (added to the total) or a comment")
+            if row.points is None and not row.comment and not row.staff_note:
+                raise OverrideError(f"{where}: a `*` row needs points (added to the total), a comment or a note")
             continue
         if row.test in tests:
             top = tests[row.test].max_score
@@ -156,7 +182,7 @@ def apply(result: SubmissionResult, decisions: dict[str, Override]) -> Submissio
             t.score = row.points
     for t in changed.tests:
         row = decisions.get(t.name) or decisions.get(t.component)
-        if row is not None and row.comment:
+        if row is not None and row.comment and not row.staff_only:  # the test's output is the student's
             t.output = (t.output.rstrip() + "\n\n" if t.output.strip() else "") + \
                 f"Reviewed{f' by {row.by}' if row.by else ''}: {row.comment}"
     bonus = own.get(BONUS)

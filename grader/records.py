@@ -61,6 +61,8 @@ class SubmissionResult:
     late: dict = field(default_factory=dict)  # late_days, deadline, measured_from (grader/late.py), when late
     penalty: float = 0.0  # points the late policy takes from the total
     flags: list[str] = field(default_factory=list)  # reflective constructs the static scan saw (no points)
+    # The total before a person's decisions and the late policy (grader/totals.py); None in record.json.
+    automated: float | None = None
 
     @property
     def total(self) -> float:

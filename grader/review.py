@@ -2,9 +2,10 @@
 
 For each student: the score by part, the decisions already taken, integrity flags and grading
 notes, the attention heatmap, the block diagram, the analysis and the README, every test's verdict
-with the failing tests' output and hints. A TA sets points and a comment on any test, any part or
-the whole submission (added to the total); each decision is one line appended to OUT/overrides.csv
-(grader/overrides.py), which `grade` and `merge` apply to every output. Left/right arrows (or j/k)
+with the failing tests' output and hints. A TA sets points on any test, any part or the whole
+submission (added to the total), with a comment for the student and a note only the staff read (two
+fields: who may read a text is decided when it is written); each decision is one line appended to
+OUT/overrides.csv (grader/overrides.py), which `grade` and `merge` apply to every output. Left/right arrows (or j/k)
 move between students.
 
 Built on the standard library's http.server: the page is a handful of server-rendered routes on
@@ -31,7 +32,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from grader import overrides, similarity
+from grader import overrides, similarity, totals
 from grader.document import number
 from grader.feedback import by_component, clip, hint_texts, released, visibility_of
 from grader.lesson import load_lesson
@@ -66,6 +67,7 @@ table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .5em;tex
 pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em;max-height:30em;overflow:auto}
 img{max-width:100%;border:1px solid #ddd}.bad{color:#b00}.ok{color:#070}.grid{display:grid;grid-template-columns:1fr 1fr;gap:1em}
 form{background:#f0f4ff;padding:.6em;border:1px solid #ccd}form input,form select{margin:.2em}.flag{background:#fff3cd}
+.staff-note{background:#fde8e8}.why{color:#555}
 """
 
 
@@ -85,9 +87,9 @@ class Review:
             rows = overrides.read(self.overrides_path)
             overrides.check(rows, records, path=self.overrides_path)
         except overrides.OverrideError as error:
-            return records, str(error)
-        decided = overrides.effective(rows)
-        return [overrides.apply(r, decided.get(r.submission, {})) for r in records], ""
+            return totals.finalise(self.out, records, {}), str(error)
+        # The total every other output shows: decisions, the bonus cap and the late policy.
+        return totals.finalise(self.out, records, overrides.effective(rows)), ""
 
     def _source(self, result: SubmissionResult) -> Path | None:
         if self.submissions is None or not result.source:
@@ -173,6 +175,8 @@ def render_student(review: Review, records: list[SubmissionResult], index: int, 
         out.append(f'<p class="bad">{e(message)}</p>')
     status = "" if result.status == "ok" else f' <span class="bad">status: {e(result.status)}</span>'
     out.append(f"<h1>{e(name)}: {number(result.total)} / {number(result.max_total)}{status}</h1>")
+    if why := totals.explain(result):
+        out.append(f'<p class="why">{e(why)}</p>')
     out.append(f"<p>from <code>{e(result.source or '?')}</code></p>")
     out.append("<table><tr><th>part</th><th>points</th></tr>")
     for component, (score, possible) in by_component(result).items():
@@ -182,7 +186,12 @@ def render_student(review: Review, records: list[SubmissionResult], index: int, 
         out.append("<h2>Decisions in effect</h2><ul>")
         for o in result.overrides:
             points = "reviewed" if o["points"] is None else f"{o['points']:g}"
-            out.append(f"<li><code>{e(o['test'])}</code>: {e(points)} — {e(o.get('comment', ''))} "
+            said = "" if o.get("staff_only") or not o.get("comment") else \
+                f' — <span class="to-student">to the student: {e(o["comment"])}</span>'
+            staff = "; ".join(t for t in (o.get("comment", "") if o.get("staff_only") else "",
+                                           o.get("staff_note", "")) if t)
+            noted = f' — <span class="staff-note">staff only: {e(staff)}</span>' if staff else ""
+            out.append(f"<li><code>{e(o['test'])}</code>: {e(points)}{said}{noted} "
                        f"<small>({e(o.get('by', ''))} {e(o.get('at', ''))})</small></li>")
         out.append("</ul>")
     flags = list(getattr(result, "flags", []) or [])
@@ -243,7 +252,8 @@ def _form(result: SubmissionResult, token: str, by: str) -> str:
             f'<label>set <select name="test" id="test">{options}</select></label>'
             '<label>points <input name="points" id="points" type="number" step="any" '
             'placeholder="empty: mark reviewed"></label>'
-            '<label>comment <input name="comment" id="comment" size="40"></label>'
+            '<label>comment to the student <input name="comment" id="comment" size="36"></label>'
+            '<label>staff-only note <input name="staff_note" id="staff_note" size="36"></label>'
             f'<label>by <input name="by" id="by" size="8" value="{e(by)}"></label>'
             '<button type="submit" id="save">save</button></form>')
 
@@ -331,10 +341,12 @@ class Handler(BaseHTTPRequestHandler):
         name = unquote(parts[2])
         raw = field.get("points", "").strip()
         row = {"submission": name, "test": field.get("test", "").strip(), "points": raw,
-               "comment": field.get("comment", ""), "by": field.get("by", "")}
+               "comment": field.get("comment", ""), "staff_note": field.get("staff_note", ""),
+               "by": field.get("by", "")}
         try:
             points = float(raw) if raw else None
-            candidate = overrides.Override(name, row["test"], points, row["comment"].strip(), line=0)
+            candidate = overrides.Override(name, row["test"], points, row["comment"].strip(), line=0,
+                                           staff_note=row["staff_note"].strip())
             if points is not None and points != points:
                 raise ValueError
             overrides.check([candidate], [r for r in load_records(self.server.review.out)[0]

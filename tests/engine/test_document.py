@@ -21,6 +21,7 @@ HOSTILE = "<script>alert(1)</script> [x](http:evil) **b** | # `t` \\"
 
 def _markdown_words(text: str) -> list[str]:
     text = re.sub(r"!\[[^\]]*\]\([^)]*\)", " ", text)  # an image: on the page its alt is an attribute
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)  # a link: on the page its target is an attribute
     text = re.sub(r"^\|( ---:?\ \|)+$", " ", text, flags=re.M)  # a table's alignment row
     text = re.sub(r"\\(.)", r"\1", text.replace("**", " ").replace("`", " "))
     return re.sub(r"(?<!\S)(#+|\||-)(?=\s)", " ", text).split()

@@ -80,7 +80,10 @@ def test_most_specific_wins_last_row_wins_and_star_adds(out):
     assert row["overrides"] == ("self_attention 3->6; self_attention.causal_mask 3->1; "
                                 "similarity:alice reviewed; * -1.5")
     text = (out / "bob" / "feedback.md").read_text()
-    assert "-1.5 points on the total" in text and "independent work" in text
+    assert "-1.5 points on the total" in text
+    # A decision on a similarity pair is the staff's: it names a classmate, so the student never reads it.
+    assert "independent work" not in text and "similarity:alice" not in text
+    assert "independent work" in (out / "report.html").read_text()
     results = json.loads((out / "bob" / "results.json").read_text())
     assert results["score"] == 9.5
     assert results["tests"][-1]["name"] == "Instructor's adjustment" and results["tests"][-1]["score"] == -1.5
@@ -112,14 +115,14 @@ def test_grade_refuses_an_unknown_name_before_grading(out, tmp_path, capsys):
 def test_merge_applies_the_merged_folders_file_and_another_one(out, tmp_path):
     merged = tmp_path / "merged"
     merged.mkdir()
-    _write(merged / "overrides.csv", "alice,*,2,bonus for the write-up,ta")
+    _write(merged / "overrides.csv", "bob,*,2,bonus for the write-up,ta")
     assert merge(shards=[str(out)], out=str(merged)) == 0
-    assert _grades(merged)["alice"]["total"] == "13"
+    assert _grades(merged)["bob"]["total"] == "9"
     elsewhere = tmp_path / "decisions.csv"
     _write(elsewhere, "bob,deliverables,0,,ta")
     assert merge(shards=[str(out)], out=str(merged), overrides_path=str(elsewhere)) == 0
     rows = _grades(merged)
-    assert rows["alice"]["total"] == "11" and rows["bob"]["deliverables"] == "0"
+    assert rows["bob"]["total"] == "3" and rows["bob"]["deliverables"] == "0"
     _write(elsewhere, "nobody,*,1,,ta")
     assert merge(shards=[str(out)], out=str(merged), overrides_path=str(elsewhere)) == 2
 
@@ -136,7 +139,7 @@ def test_append_writes_one_plain_line_per_decision(tmp_path):
 
 def test_points_a_person_reads_have_at_most_two_decimals_in_every_file(out):
     # 5 points over tests worth 4 and 3 gives shares of 2.857142...; a written 1.2345 bonus.
-    _write(out / "overrides.csv", "bob,self_attention,5,,,", "alice,*,1.2345,,,")
+    _write(out / "overrides.csv", "bob,self_attention,5,,,", "alice,*,-1.2345,,,")
     classreport.write_class(out)
     texts = {"grades.csv": (out / "grades.csv").read_text()}
     for name in ("alice", "bob"):
@@ -151,4 +154,4 @@ def test_points_a_person_reads_have_at_most_two_decimals_in_every_file(out):
             assert all(round(n, 2) == n for n in numbers), (where, numbers)
         else:
             assert not re.search(r"(?<![\w.])\d+\.\d{3,}", text), (where, re.findall(r"\d+\.\d{3,}", text))
-    assert _grades(out)["bob"]["self_attention"] == "5" and _grades(out)["alice"]["total"] == "12.23"
+    assert _grades(out)["bob"]["self_attention"] == "5" and _grades(out)["alice"]["total"] == "9.77"

@@ -85,10 +85,12 @@ def test_a_ta_reviews_a_student_in_a_real_browser(tmp_path):
             page.select_option("#test", "deliverables")
             page.fill("#points", "4")
             page.fill("#comment", "diagram traced from the handout")
+            page.fill("#staff_note", "same strokes as amy's diagram")  # two fields, two readers
             page.click("#save")
             page.wait_for_url("**/s/ben")
             page.reload()
             assert "diagram traced from the handout" in page.content()
+            assert "same strokes as amy" in page.locator(".staff-note").first.inner_text()
             assert page.locator("h1").inner_text().startswith("ben: ")
             browser.close()
     finally:
@@ -96,7 +98,8 @@ def test_a_ta_reviews_a_student_in_a_real_browser(tmp_path):
         server.server_close()
     assert dialogs == []
     rows = (out / "overrides.csv").read_text().splitlines()
-    assert len(rows) == 2 and rows[1].startswith("ben,deliverables,4,diagram traced from the handout,ta-jo,")
+    assert len(rows) == 2 and rows[1].startswith(
+        "ben,deliverables,4,diagram traced from the handout,same strokes as amy's diagram,ta-jo,")
 
     assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG) == 0  # nothing regraded: applies it
     after = _grades(out)["ben"]
@@ -105,4 +108,5 @@ def test_a_ta_reviews_a_student_in_a_real_browser(tmp_path):
     assert after["overrides"].startswith("deliverables ")
     feedback = (out / "ben" / "feedback.md").read_text()
     assert "## Reviewed by your instructor" in feedback and "diagram traced from the handout" in feedback
+    assert "same strokes" not in feedback and "amy" not in feedback  # the staff note stays with the staff
     shutil.rmtree(tmp_path, ignore_errors=True)

@@ -125,12 +125,49 @@ def class_stats(records: list[SubmissionResult], hints: dict[str, str]) -> dict:
         "misconceptions": ranked,
         "faults": [(r.submission, r.status, list(r.notes)) for r in records if r.status != "ok" or r.notes],
         "flags": [(r.submission, list(r.flags)) for r in records if r.flags],
+        "isolation": isolation_warnings(records),
         "heatmaps": heatmap_candidates(records),
         "rows": [(r.submission, r.total, r.max_total, r.status, totals.explain(r)) for r in records],
         "renamed": [(r.submission, r.source, next((n for n in r.notes if n.startswith(NAME_FLAG)), ""))
                     for r in records if r.source and _stem(r.source) != r.submission
                     or any(n.startswith(NAME_FLAG) for n in r.notes)],
     }
+
+
+# The layers that keep one student's code from the machine, the network and the other students.
+# A run without any of them still grades right, but a person must know before trusting it.
+SANDBOX_LAYERS = ("pidns", "netns", "uid", "rlimits", "landlock", "seccomp")
+REQUIRED_LAYERS = ("pidns", "netns")
+
+
+def isolation_warnings(records: list[SubmissionResult]) -> list[str]:
+    """What a person must know about the sandbox of this class: rows graded without network or PID
+    isolation, and rows graded with fewer layers than others (shards from different machines)."""
+    def layers(r: SubmissionResult) -> frozenset:
+        return frozenset(k for k in SANDBOX_LAYERS if r.isolation.get(k))
+    sandboxed = [r for r in records if r.isolation]  # records from before layers were kept say nothing
+    if not sandboxed:
+        return []
+    warnings = []
+    for layer in REQUIRED_LAYERS:
+        missing = sorted(r.submission for r in sandboxed if layer not in layers(r))
+        if missing:
+            warnings.append(f"{len(missing)} of {len(sandboxed)} submissions were graded without the `{layer}` layer "
+                            f"({_some(missing)}): grade as root (sudo) on a machine that allows namespaces, "
+                            "then regrade them with --force.")
+    most = max(len(layers(r)) for r in sandboxed)
+    fewer = sorted((r for r in sandboxed if len(layers(r)) < most), key=lambda r: r.submission)
+    if fewer:
+        full = next(layers(r) for r in sandboxed if len(layers(r)) == most)
+        gaps = sorted({", ".join(sorted(full - layers(r))) for r in fewer})
+        warnings.append(f"{len(fewer)} submissions were graded with fewer sandbox layers than the others "
+                        f"(missing: {'; '.join(gaps)}; {_some([r.submission for r in fewer])}): "
+                        "shards graded on different machines or as different users.")
+    return warnings
+
+
+def _some(names: list[str], shown: int = 5) -> str:
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def _stem(source: str) -> str:
@@ -151,6 +188,8 @@ def class_document(stats: dict, plots: dict, problems: list[str], reviewed: list
     blocks = [Paragraph(f"{stats['n']} submissions graded. Mean {mean(stats['mean'])} / {number(stats['max_total'])}, "
                         f"median {number(stats['median'])}, lowest {number(stats['min'])}, "
                         f"highest {number(stats['max'])}.")]
+    if stats.get("isolation"):
+        blocks += [Paragraph("Sandbox layers missing in this run:", warning=True), Bullets(list(stats["isolation"]))]
     if problems:
         blocks += [Paragraph("Records that could not be read (these rows are missing from grades.csv):", warning=True),
                    Bullets(list(problems))]

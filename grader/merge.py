@@ -14,8 +14,9 @@ import tempfile
 from pathlib import Path
 
 from grader import overrides
-from grader.classreport import write_class
+from grader.classreport import isolation_warnings, write_class
 from grader.feedback import DEFAULT_RELEASE
+from grader.storage import load_records
 
 
 def merge(*, shards: list[str], out: str, overrides_path: str | None = None, release: str = DEFAULT_RELEASE) -> int:
@@ -79,6 +80,8 @@ def merge(*, shards: list[str], out: str, overrides_path: str | None = None, rel
         return 2
     print(f"merge: {len(sources)} submissions from {len(shards)} shards -> {out_dir}/grades.csv, "
           f"{out_dir}/report.html")
+    for warning in isolation_warnings(load_records(out_dir)[0]):
+        print(f"merge: WARNING: {warning}", file=sys.stderr)
     for d in duplicates:
         print(f"merge: duplicate kept once: {d}", file=sys.stderr)
     if incomplete:

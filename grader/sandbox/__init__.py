@@ -36,7 +36,10 @@ class SandboxConfig:
     call_timeout: float = 5.0  # wall seconds for one call (import included)
     submission_budget: float = 60.0  # wall seconds for all calls of one submission
     spawn_timeout: float = 10.0  # wall seconds for a fresh child to say hello
-    memory_bytes: int = 768 << 20  # RLIMIT_AS: torch with one thread plus a forward fits
+    # Memory a child may map beyond what it inherits from the zygote (RLIMIT_AS is set to the zygote's
+    # mapping plus this): torch's own libraries cost nothing, whichever build (CPU ~0.64 GB mapped, CUDA
+    # ~3.2 GB). A correct submission needs under 32 MB more (measured: 16 MB fails torch's lazy imports).
+    memory_bytes: int = 256 << 20
     cpu_seconds: int = 20  # RLIMIT_CPU: catches a busy loop even if the wall clock is generous
     max_open_files: int = 64
     max_file_bytes: int = 32 << 20  # RLIMIT_FSIZE: caps files *and* the captured stdout/stderr

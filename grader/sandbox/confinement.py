@@ -163,7 +163,7 @@ def _set_rlimits(config: SandboxConfig, uid) -> bool:
         (resource.RLIMIT_CORE, 0),
         (resource.RLIMIT_FSIZE, config.max_file_bytes),
         (resource.RLIMIT_NOFILE, config.max_open_files),
-        (resource.RLIMIT_AS, config.memory_bytes),
+        (resource.RLIMIT_AS, inherited_mapping() + config.memory_bytes),
     ]
     if uid is not None:  # NPROC never binds root, and for a shared uid it counts other processes too
         limits.append((resource.RLIMIT_NPROC, config.max_processes))
@@ -172,6 +172,20 @@ def _set_rlimits(config: SandboxConfig, uid) -> bool:
     # The soft limit sends SIGXCPU (reported as a timeout); the hard limit one second later kills.
     resource.setrlimit(resource.RLIMIT_CPU, (config.cpu_seconds, config.cpu_seconds + 1))
     return True
+
+
+def inherited_mapping() -> int:
+    """The address space this process has mapped (VmSize), bytes. Right after the fork it is the
+    zygote's: torch's libraries, mostly shared and never touched. A CUDA build maps ~3.2 GB of them
+    where the CPU build maps ~0.64 GB, so the limit is this plus the budget: what the child may add."""
+    try:
+        with open("/proc/self/status", "rb") as status:
+            for line in status:
+                if line.startswith(b"VmSize:"):
+                    return int(line.split()[1]) << 10
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 # -- The child's view of the machine. The child runs as an unprivileged uid: a file it cannot read is

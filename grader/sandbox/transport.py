@@ -243,7 +243,7 @@ class SandboxTransport:
         error = reply.get("error") if isinstance(reply, dict) else None
         if isinstance(error, dict) and _is_out_of_memory(error):
             return (self._after_fatal(module, self._fault(
-                "OutOfMemory", f"ran out of memory (limit {self.config.memory_bytes >> 20} MB per submission)"
+                "OutOfMemory", f"ran out of memory (it may use {self.config.memory_bytes >> 20} MB beyond torch's own)"
                                f": {str(error.get('message', ''))[:200]}"), first_use), {}), False
         child.served.add(module)
         if isinstance(reply, dict) and reply.pop("retry_without_meta", False) \

@@ -80,3 +80,28 @@ def test_merge_into_one_of_the_shards(tmp_path):
     assert [r.split(",")[0] for r in rows[1:]] == ["tia", "uma"]
     assert (b / "uma" / "record.json").is_file()  # the other shard is copied, not moved
 
+
+
+def test_merge_and_the_report_say_loudly_when_a_shard_had_fewer_layers(tmp_path, capsys):
+    # A shard graded as the runner's own user (no namespaces, no uid drop) beside shards graded as root.
+    full, weak, out = tmp_path / "root", tmp_path / "user", tmp_path / "out"
+    feedback.write_submission(full, make_record("ama"))
+    unconfined = make_record("obi")
+    unconfined.isolation = {"landlock": 7, "rlimits": True, "seccomp": True, "netns": False, "pidns": False}
+    feedback.write_submission(weak, unconfined)
+    assert merge(shards=[str(full), str(weak)], out=str(out)) == 0
+    err = capsys.readouterr().err
+    assert "WARNING" in err and "without the `netns` layer" in err and "without the `pidns` layer" in err
+    assert "fewer sandbox layers" in err and "netns, pidns, uid" in err and "obi" in err and "ama" not in err
+    for page in ("summary.md", "report.html"):
+        text = (out / page).read_text()
+        assert "Sandbox layers missing in this run" in text and "obi" in text.split("missing in this run")[1][:600]
+
+
+def test_no_layer_warning_when_every_shard_had_every_layer(tmp_path, capsys):
+    a, b, out = tmp_path / "a", tmp_path / "b", tmp_path / "out"
+    feedback.write_submission(a, make_record("ama"))
+    feedback.write_submission(b, make_record("obi"))
+    assert merge(shards=[str(a), str(b)], out=str(out)) == 0
+    assert "WARNING" not in capsys.readouterr().err
+    assert "Sandbox layers missing" not in (out / "summary.md").read_text()

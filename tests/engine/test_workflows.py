@@ -39,6 +39,11 @@ def _grader_args(command: str, values: dict[str, str], env: dict[str, str]) -> l
     expand = lambda text: EXPRESSION.sub(lambda m: values[m.group(1)], str(text))  # noqa: E731
     variables = {name: expand(value) for name, value in env.items()}
     words = [re.sub(r"\$\{?(\w+)\}?", lambda m: variables[m.group(1)], expand(w)) for w in shlex.split(command)]
+    if words[:1] == ["sudo"]:  # sudo [--options] "$(command -v python)" -m grader ...
+        words = words[1:]
+        while words and words[0].startswith("-"):
+            words = words[1:]
+        words[:1] = ["python"] if words and words[0].endswith("command -v python)") else words[:1]
     if words[:3] != ["python", "-m", "grader"]:
         return None
     return words[3:]
@@ -208,3 +213,46 @@ def test_student_workflow_on_a_notebook_submission(released, tmp_path):
     assert len(block) > 1, "one entry per visible test, as for .py files"
     assert all("not implemented yet" in t["message"] for t in block)
     assert "Task 7" in block[0]["message"]
+
+
+# --------------------------------------------------------------------------- the instructor's grade step, run here
+
+def _deny_user_namespaces():
+    """As on GitHub's Ubuntu runners (AppArmor's restrict_unprivileged_userns): no new user namespace."""
+    import errno
+
+    import pyseccomp as seccomp
+    CLONE_NEWUSER = 0x10000000
+    rules = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
+    for call in ("unshare", "clone"):
+        rules.add_rule(seccomp.ERRNO(errno.EPERM), call, seccomp.Arg(0, seccomp.MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))
+    rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")  # glibc falls back to clone, which the rule sees
+    rules.load()
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("sudo") is None and not os.environ.get("CI"),
+                    reason="needs root and sudo (.ci/run installs sudo)")
+def test_instructor_grade_step_as_written_records_every_layer_where_user_namespaces_are_denied(tmp_path):
+    pytest.importorskip("pyseccomp")
+    assert shutil.which("sudo"), "the instructor workflow's grade step runs under sudo: install it (.ci/run does)"
+    data = _load(INSTRUCTOR)
+    (step,) = [s for s in data["jobs"]["grade"]["steps"] if "grader grade" in s.get("run", "")]
+    # The runner's own user gets no namespaces there: the grader itself must run as root.
+    assert shlex.split(_commands(step)[0])[0] == "sudo", "run the grade step as root (sudo) on GitHub's runners"
+    checkout = tmp_path / "checkout"
+    for folder in ("grader", "solutions", "assignments"):
+        shutil.copytree(ROOT / folder, checkout / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(ROOT / "pyproject.toml", checkout / "pyproject.toml")
+    for name in ("ada_reference", "chloe_no_scale"):
+        shutil.copytree(ROOT / "demo" / "class" / name, checkout / "submissions" / name)
+    env = {**{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)},
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "SHARD": "1", "SHARDS": "1"}
+    probe = subprocess.run(["unshare", "--user", "true"], preexec_fn=_deny_user_namespaces, capture_output=True)
+    assert probe.returncode != 0, "the simulated runner must refuse user namespaces"
+    done = subprocess.run(["bash", "-ec", step["run"]], cwd=checkout, env=env, capture_output=True, text=True,
+                          timeout=600, preexec_fn=_deny_user_namespaces)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for name in ("ada_reference", "chloe_no_scale"):
+        layers = json.loads((checkout / "out" / "shard-1" / name / "record.json").read_text())["isolation"]
+        assert all(layers.get(k) for k in ("pidns", "netns", "uid", "seccomp", "landlock", "rlimits")), layers
+    assert "Sandbox layers missing" not in (checkout / "out" / "shard-1" / "summary.md").read_text()

@@ -66,6 +66,8 @@ def rewrite_changed(folder: Path, result: SubmissionResult, hints: dict[str, str
 def _summary_line(result: SubmissionResult) -> str:
     parts = " · ".join(f"{c} {number(s)}/{number(m)}" for c, (s, m) in by_component(result).items())
     line = f"Score {number(result.total)}/{number(result.max_total)} ({parts})."
+    if why := _why(result):
+        line += f" How this score was reached: {why}."
     if result.adjustment:
         line += f" Includes {result.adjustment:+g} from your instructor."
     if result.status != "ok":
@@ -108,6 +110,12 @@ def gradescope_json(result: SubmissionResult) -> dict:
     }
 
 
+def _why(result: SubmissionResult) -> str:
+    from grader import totals  # it reads overrides and late, which read this module's rubric_path
+
+    return totals.explain(result)
+
+
 def clip(text: str) -> str:
     if len(text) <= MAX_TEST_OUTPUT:
         return text
@@ -145,6 +153,8 @@ def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = N
     out = [f"# {md_inline(lesson.heading)}: feedback for {md_inline(result.submission)}", ""]
     status = "" if result.status == "ok" else f" · status: {md_inline(result.status)}"
     out += [f"**Score: {_points(result.total)} / {_points(result.max_total)}**{status}", ""]
+    if why := _why(result):
+        out += [md_inline(f"How this score was reached: {why}."), ""]
     if result.late:
         out += [md_inline(late_line(result)), ""]
     out += ["| part | points | tests passed |", "| --- | ---: | ---: |"]
@@ -222,7 +232,9 @@ def override_change(o: dict, fmt, bonus_unit: str = "", unit: str = "") -> str:
     if o["points"] is None:
         return "reviewed"
     if o["test"] == overrides.BONUS:
-        return f"{o['points']:+g}{bonus_unit}"
+        capped = o.get("capped")
+        return f"{o['points']:+g}{bonus_unit}" + ("" if capped is None else
+                                                  f" (capped to {capped:+g}: the total stops at the maximum)")
     return f"{fmt(o['automated'])} → {fmt(o['points'])}{unit}"
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from grader import intake, regrade
 from grader.checker import LimitedChecker
+from grader.document import number
 from grader.lesson import load_lesson
 from grader.records import SubmissionResult
 from grader.sandbox import DEFAULT_CONFIG, SandboxConfig
@@ -106,13 +107,18 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
     for line in regrade.describe(work):
         print(f"  {line}", flush=True)
 
+    from grader import late
+
+    # Lateness first: the progress line of each row already says its final total (grader/totals.py).
+    late.write_lateness(out, Path(submissions) / "collected.csv", {s.name for s in subs})
     faults: list[str] = []
     if todo:
         config = config or DEFAULT_CONFIG
         # Started first: nothing secret has been imported by this process yet.
         zygote = Zygote(slots=min(jobs, len(todo)), config=config)
         try:
-            faults = _grade_all(todo, out=out, zygote=zygote, config=config, jobs=min(jobs, len(todo)))
+            faults = _grade_all(todo, out=out, zygote=zygote, config=config, jobs=min(jobs, len(todo)),
+                                final=_final_totals(out, overrides_path))
         except SandboxRefused as exc:
             print(f"grade: {exc}", file=sys.stderr)
             return EXIT_ENGINE_FAULT
@@ -123,9 +129,6 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
     if shard_n == 1:
         _similarity(subs, out, jobs)
     regrade.keep_rubric(out)
-    from grader import late
-
-    late.write_lateness(out, Path(submissions) / "collected.csv", {s.name for s in subs})
     try:
         classreport.write_class(out, overrides_path, release)
     except decisions.OverrideError as exc:
@@ -205,7 +208,17 @@ def retire_moved_rows(out: Path, subs) -> list[str]:
     return said
 
 
-def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: int) -> list[str]:
+def _final_totals(out: Path, overrides_path: Path):
+    """name -> the row's final result, as grades.csv will say it (None: say the automated total)."""
+    from grader import totals
+
+    try:
+        return totals.Finaliser(out, overrides_path)
+    except (OSError, ValueError):
+        return None
+
+
+def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: int, final=None) -> list[str]:
     """Grade `todo` with `jobs` worker processes, one sandbox slot each.
 
     Workers are processes, not threads: the scorer keeps per-submission state in module globals, and
@@ -221,7 +234,7 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
     (work / "owner").write_text(_process_identity(os.getpid()))
     for slot in range(jobs):
         (work / f"slot{slot}").mkdir(mode=0o711)
-    progress = Progress(len(todo))
+    progress = Progress(len(todo), final=final)
     faults: list[str] = []
     try:
         _preload()  # while the zygote starts: it overlaps the start-up check below
@@ -562,14 +575,25 @@ def _dedupe(notes: list[str]) -> list[str]:
 class Progress:
     """A bar on a terminal, one plain line per submission otherwise (logs, CI)."""
 
-    def __init__(self, total: int, stream=None):
+    def __init__(self, total: int, stream=None, final=None):
         self.total, self.done, self.stream = total, 0, stream or sys.stdout
+        self.final = final  # name -> final SubmissionResult (grader/totals.py), or None
         self.tty = self.stream.isatty()
         self.start = time.monotonic()
 
     def step(self, name: str, total: float, max_total: float, status: str) -> None:
         self.done += 1
-        line = f"{name}: {total:g}/{max_total:g} ({status})"
+        why = ""
+        if self.final is not None:
+            from grader import totals
+
+            try:
+                result = self.final(name)
+            except (OSError, ValueError):
+                result = None
+            if result is not None:  # the total every class file says, and why it is not the automated one
+                total, max_total, why = result.total, result.max_total, totals.explain(result)
+        line = f"{name}: {number(total)}/{number(max_total)} ({status}{'; ' + why if why else ''})"
         if self.tty:
             width = 30
             filled = width * self.done // max(self.total, 1)

@@ -77,7 +77,8 @@ def _cap_bonus(result: SubmissionResult, extra: float) -> None:
 def explain(result: SubmissionResult) -> str:
     """Why the final total differs from the automated one, in a few words ("" when it does not)."""
     reasons = []
-    tests = [o for o in result.overrides if o["points"] is not None and o["test"] != overrides.BONUS]
+    tests = [o for o in result.overrides if o["points"] is not None and o["test"] != overrides.BONUS
+             and not o.get("staff_only")]
     if tests:
         reasons.append("overrides: " + ", ".join(f"{o['test']} {number(o['automated'])}→{number(o['points'])}"
                                                   for o in tests))

@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
 
-from grader import feedback, overrides, totals
+from grader import feedback, linecomments, overrides, regrade_requests, totals
 from grader.document import (Bullets, Cell, Code, Document, FileName, Figure, Figures, Html, Image, Item, Link,
                              Only, Paragraph, Section, Strong, Table, mean, number, to_html, to_markdown)
 from grader.lesson import load_lesson
@@ -43,6 +43,7 @@ def write_class(out_dir: Path, overrides_path: Path | None = None,
     rows = overrides.read(path)
     overrides.check(rows, records, path=path)
     records = totals.finalise(out_dir, records, overrides.effective(rows))
+    standings = _apply_comments_and_requests(out_dir, records, rows)
     hints = feedback.hint_texts()
     for r in records:
         feedback.rewrite_changed(out_dir / check_name(r.submission), r, hints, release)
@@ -52,9 +53,27 @@ def write_class(out_dir: Path, overrides_path: Path | None = None,
     from grader import similarity  # its section reads OUT/similarity.csv, written by `grade` or `similarity`
 
     document = class_document(stats, plots, problems, [r for r in records if r.overrides],
-                              similarity.report_section(out_dir))
+                              similarity.report_section(out_dir), standings)
     write_atomic(out_dir / "summary.md", to_markdown(document))
     write_atomic(out_dir / "report.html", to_html(document))
+
+
+def _apply_comments_and_requests(out_dir: Path, records: list[SubmissionResult],
+                                 rows: list[overrides.Override]) -> list:
+    """Give each record the line comments its student may read (OUT/comments.csv) and where its
+    regrade requests stand (OUT/regrade_requests.csv, decided by overrides.csv's rows); return every
+    request's standing, for the report. A row naming an unknown student or test stops the run."""
+    comments = linecomments.read(linecomments.default_path(out_dir))
+    linecomments.check(comments, {r.submission for r in records}, path=linecomments.default_path(out_dir))
+    requests = regrade_requests.read(regrade_requests.default_path(out_dir))
+    regrade_requests.check(requests, {r.submission: {t.name for t in r.tests} | {t.component for t in r.tests}
+                                      for r in records}, path=regrade_requests.default_path(out_dir))
+    standings = regrade_requests.standings(requests, rows)
+    said = linecomments.by_submission(comments)
+    for r in records:
+        r.line_comments = [shown for c in said.get(r.submission, []) if (shown := c.for_student())]
+        r.requests = [s.for_student() for s in standings if s.request.student == r.submission]
+    return standings
 
 
 # ---------------------------------------------------------------- grades.csv
@@ -182,7 +201,7 @@ def _stem(source: str) -> str:
 
 
 def class_document(stats: dict, plots: dict, problems: list[str], reviewed: list[SubmissionResult],
-                   similarity_section: str = "") -> Document:
+                   similarity_section: str = "", requests: list = ()) -> Document:
     """summary.md and report.html as one Document; `similarity_section` is ready-made HTML."""
     lesson = load_lesson()
     blocks = [Paragraph(f"{stats['n']} submissions graded. Mean {mean(stats['mean'])} / {number(stats['max_total'])}, "
@@ -240,6 +259,13 @@ def class_document(stats: dict, plots: dict, problems: list[str], reviewed: list
         ("submission", "test", "points", "comment to the student", "staff note (never shown to the student)", "by"),
         [[r.submission, o["test"], feedback.override_change(o, number), *_audiences(o), o.get("by", "")]
          for r in reviewed for o in r.overrides])] if reviewed else [Paragraph("No overrides.")]))
+    if requests:
+        counts = Counter(s.state for s in requests)
+        blocks.append(Section("Regrade requests (regrade_requests.csv)", [
+            Paragraph(", ".join(f"{counts[state]} {state}" for state in regrade_requests.STATES) + "."),
+            Table(("student", "test", "asked", "reason", "state", "decision"),
+                  [[s.request.student, Code(s.request.test), s.request.time, s.request.reason,
+                    Cell(s.state, s.state == "open"), _decision_words(s.decision)] for s in requests])]))
     return Document(title=f"{lesson.heading}: class report", page_title=f"{lesson.label or lesson.title} class report",
                     blocks=blocks)
 
@@ -250,6 +276,15 @@ def _audiences(o: dict) -> tuple[str, str]:
     if o.get("staff_only"):
         return "(staff-only decision)", "; ".join(t for t in (o.get("comment", ""), o.get("staff_note", "")) if t)
     return o.get("comment", ""), o.get("staff_note", "")
+
+
+def _decision_words(decision) -> str:
+    """A regrade decision for the report (staff-facing: the staff note too)."""
+    if decision is None:
+        return ""
+    change = "no change of points" if decision.points is None else f"{decision.points:g} points"
+    note = f"; staff: {decision.staff_note}" if decision.staff_note else ""
+    return f"{change}: {decision.comment}{note}" + (f" ({decision.by})" if decision.by else "")
 
 
 def _heatmap_blocks(stats: dict, plots: dict) -> list:

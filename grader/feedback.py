@@ -171,6 +171,19 @@ def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = N
             comment = f": {md_inline(o['comment'])}" if o.get("comment") else ""
             out.append(f"- {md_code(o['test'])} {change}{who}{comment}")
         out.append("")
+    if result.line_comments:
+        out += ["## Comments on your code", ""]
+        for c in result.line_comments:
+            who = f" ({md_inline(c['by'])})" if c.get("by") else ""
+            quoted = f": {md_code(c['code'].strip())}" if c.get("code", "").strip() else ""
+            out.append(f"- {md_code(c['file'])} line {c['line']}{quoted}{who}: {md_inline(c['comment'])}")
+        out.append("")
+    if result.requests:
+        out += ["## Your regrade requests", ""]
+        for r in result.requests:
+            answer = f": {md_inline(r['answer'])}" if r.get("answer") else ""
+            out.append(f"- {md_code(r['test'])} (asked {md_inline(r['time'])}): **{r['state']}**{answer}")
+        out.append("")
     if result.notes and result.status == "ok":
         # A graded notebook, a skipped symlink: how the submission was read, not a problem.
         out += ["## Notes on grading", ""]

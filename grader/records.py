@@ -57,6 +57,11 @@ class SubmissionResult:
     digests: dict = field(default_factory=dict)  # submission / inputs / rubric digests (grader/regrade.py)
     # A person's decisions (grader/overrides.py), applied when the files are written; empty in record.json.
     overrides: list = field(default_factory=list)
+    # Also applied when the files are written and never stored: the comments on lines of the code
+    # the student may read (grader/linecomments.py) and where their regrade requests stand
+    # (grader/regrade_requests.py).
+    line_comments: list = field(default_factory=list)
+    requests: list = field(default_factory=list)
     adjustment: float = 0.0  # points a `*` override adds to the total
     late: dict = field(default_factory=dict)  # late_days, deadline, measured_from (grader/late.py), when late
     penalty: float = 0.0  # points the late policy takes from the total

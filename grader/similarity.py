@@ -718,23 +718,60 @@ def compare(feats: list[Features]) -> list[Row]:
     return sorted(rows, key=lambda r: (-r.flagged, -r.score, r.a, r.b, r.kind, r.what))
 
 
-def clusters(rows: list[Row]) -> list[list[str]]:
-    """Groups of three or more submissions joined by flagged pairs (any kind)."""
-    parent: dict[str, str] = {}
+@dataclass(frozen=True)
+class Cluster:
+    """Three or more submissions joined by flagged pairs of one kind of evidence."""
 
-    def find(x: str) -> str:
-        while parent.setdefault(x, x) != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
+    what: str  # the evidence its pairs share: "code", "README", "analysis", "heatmap", ...
+    members: tuple[str, ...]
+    centre: str = ""  # the member paired with every other one, when exactly one is: the likely source
+    # (or the one who copied from each); empty for a ring where no one member stands out
 
+    def describe(self) -> str:
+        text = f"{self.what}: {', '.join(self.members)}"
+        if self.centre:
+            text += f" (each paired with {self.centre}: the likely source, or the one who took from each)"
+        return text
+
+
+def _what(row: Row) -> str:
+    # Every row's detail opens with what it compares ("README: 14 shared ..."); rows read back from
+    # similarity.csv have no `what` of their own.
+    return row.what or row.detail.split(":", 1)[0] or row.kind
+
+
+def clusters(rows: list[Row]) -> list[Cluster]:
+    """Groups of three or more submissions joined by flagged pairs of the same kind of evidence
+    (code with code, README with README, heatmap with heatmap): one student who took code from one
+    classmate, a README from a second and a picture from a third forms no cluster, only three pairs."""
+    by_what: dict[str, list[Row]] = {}
     for row in rows:
         if row.flagged:
+            by_what.setdefault(_what(row), []).append(row)
+    found = []
+    for what, flagged in by_what.items():
+        parent: dict[str, str] = {}
+
+        def find(x: str) -> str:
+            while parent.setdefault(x, x) != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        partners: dict[str, set[str]] = {}
+        for row in flagged:
             parent[find(row.a)] = find(row.b)
-    groups: dict[str, list[str]] = {}
-    for name in parent:
-        groups.setdefault(find(name), []).append(name)
-    return sorted((sorted(g) for g in groups.values() if len(g) >= 3), key=lambda g: (-len(g), g))
+            partners.setdefault(row.a, set()).add(row.b)
+            partners.setdefault(row.b, set()).add(row.a)
+        groups: dict[str, list[str]] = {}
+        for name in parent:
+            groups.setdefault(find(name), []).append(name)
+        for members in groups.values():
+            if len(members) < 3:
+                continue
+            hubs = [m for m in members if len(partners[m]) == len(members) - 1]
+            found.append(Cluster(what, tuple(sorted(members)), hubs[0] if len(hubs) == 1 else ""))
+    return sorted(found, key=lambda c: (-len(c.members), c.what, c.members))
 
 
 # =========================================================================== output
@@ -754,9 +791,9 @@ def similarity_csv(rows: list[Row]) -> str:
     return buffer.getvalue()
 
 
-def flagged_pairs(out_dir: Path, submission: str) -> list[dict]:
-    """The flagged rows of OUT/similarity.csv that involve `submission`, most similar first, each as
-    {"other", "kind", "score", "detail"}; [] when there is no report yet. For the review page."""
+def flagged_rows(out_dir: Path) -> list[dict]:
+    """The flagged rows of OUT/similarity.csv, each as {"a", "b", "kind", "score", "detail"}; [] when
+    there is no report yet."""
     path = Path(out_dir) / "similarity.csv"
     try:
         text = path.read_text(encoding="utf-8")
@@ -766,22 +803,32 @@ def flagged_pairs(out_dir: Path, submission: str) -> list[dict]:
     for row in csv.DictReader(io.StringIO(text)):
         if row.get("flagged") != "yes":
             continue
-        a, b = (row.get("a") or "").removeprefix("'"), (row.get("b") or "").removeprefix("'")
-        if submission not in (a, b):
-            continue
         try:
             score = float(row.get("score") or 0)
         except ValueError:
             continue
-        found.append({"other": b if a == submission else a, "kind": row.get("kind", ""), "score": score,
+        found.append({"a": (row.get("a") or "").removeprefix("'"), "b": (row.get("b") or "").removeprefix("'"),
+                      "kind": row.get("kind", ""), "score": score,
                       "detail": (row.get("detail") or "").removeprefix("'")})
+    return found
+
+
+def flagged_pairs(out_dir: Path, submission: str) -> list[dict]:
+    """The flagged rows of OUT/similarity.csv that involve `submission`, most similar first, each as
+    {"other", "kind", "score", "detail"}; [] when there is no report yet. For the review page."""
+    found = [{"other": r["b"] if r["a"] == submission else r["a"], "kind": r["kind"], "score": r["score"],
+              "detail": r["detail"]} for r in flagged_rows(out_dir) if submission in (r["a"], r["b"])]
     return sorted(found, key=lambda r: (-r["score"], r["other"], r["kind"]))
 
 
+# Code at 13px with room between lines: at .8em and the default line height, each line's <mark>
+# background was painted over the line above, hiding its underscores (scaled_dot_product_attention
+# read as "scaled dot product attention").
 _CSS = """body{font-family:system-ui,sans-serif;margin:1.5em;max-width:110em}table{border-collapse:collapse}
 td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}.n{text-align:right}
-.pair{display:grid;grid-template-columns:1fr 1fr;gap:1em}.pair pre{background:#f7f7f7;padding:.5em;overflow:auto;
-max-height:40em;font-size:.8em;white-space:pre-wrap;word-break:break-all}mark{background:#ffd24d}
+.pair{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:1em}.pair pre{background:#f7f7f7;padding:.5em;
+overflow:auto;max-height:40em;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px;line-height:1.6;
+white-space:pre-wrap;overflow-wrap:anywhere}mark{background:#fff0a8;color:inherit;padding:0}
 details{margin:.5em 0;border:1px solid #ddd;padding:.4em}summary{cursor:pointer;font-weight:600}.muted{color:#666}"""
 # No script can run on the page, whatever a student wrote: everything is escaped, and the policy forbids
 # scripts, frames and any load but the data: thumbnails the report made itself.
@@ -873,9 +920,9 @@ def similarity_html(rows: list[Row], feats: list[Features], base: Base, pictures
            f"<p class=muted>Flagged when: {e(thresholds_text())}</p>",
            "<p class=muted>Not evidence (removed before comparing): " + e("; ".join(base.sources)) + ".</p>"]
     groups = clusters(rows)
-    out.append("<h2>Clusters of three or more</h2>")
+    out.append("<h2>Clusters of three or more, one kind of evidence each</h2>")
     if groups:
-        out.append("<ul>" + "".join(f"<li>{e(', '.join(g))}</li>" for g in groups) + "</ul>")
+        out.append("<ul>" + "".join(f"<li>{e(g.describe())}</li>" for g in groups) + "</ul>")
     else:
         out.append("<p>None.</p>")
     out.append("<h2>Flagged pairs, most similar first</h2>")
@@ -920,9 +967,11 @@ def report_section(out_dir: Path) -> str:
     out.append("</table>")
     if len(rows) > 50:
         out.append(f"<p>{len(rows) - 50} more in similarity.csv.</p>")
-    groups = clusters([Row(r.get("a") or "", r.get("b") or "", r.get("kind") or "", 0.0, True, "") for r in rows])
+    groups = clusters([Row(r.get("a") or "", r.get("b") or "", r.get("kind") or "", 0.0, True,
+                           (r.get("detail") or "").removeprefix("'")) for r in rows])
     if groups:
-        out.append("<p>Clusters of three or more:</p><ul>" + "".join(f"<li>{e(', '.join(g))}</li>" for g in groups) + "</ul>")
+        out.append("<p>Clusters of three or more, one kind of evidence each:</p><ul>"
+                   + "".join(f"<li>{e(g.describe())}</li>" for g in groups) + "</ul>")
     return "\n".join(out)
 
 

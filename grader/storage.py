@@ -24,6 +24,7 @@ DIGITS = 4  # rounding of every score and evidence value written
 PLOTS = "_plots"  # intake never names a submission with a leading "_", so no student folder can clash
 # Every file a run writes beside the row folders: intake never gives a row one of these names.
 CLASS_FILES = ("grades.csv", "summary.md", "report.html", "similarity.csv", "similarity.html", "overrides.csv",
+               "comments.csv", "regrade_requests.csv",
                PLOTS)
 
 
@@ -87,6 +88,8 @@ def check_name(name: str) -> str:
 
 def record_to_json(result: SubmissionResult) -> dict:
     data = dataclasses.asdict(result)
+    for applied in ("line_comments", "requests"):  # read from OUT's files on every run, like overrides
+        data.pop(applied, None)
     data["record_version"] = RECORD_VERSION
     data["total"] = result.total
     data["max_total"] = result.max_total

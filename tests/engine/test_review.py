@@ -1,13 +1,17 @@
 """grader/review.py: the review page serves hostile student files as inert text and images, refuses
 writes without the token or from another Host or site, and writes only valid decisions."""
+import csv
+import html
 import http.client
+import io
+import re
 import threading
 import urllib.parse
 from pathlib import Path
 
 import pytest
 
-from grader import feedback, overrides, review
+from grader import classreport, feedback, linecomments, overrides, review
 from grader.records import SubmissionResult
 from grader.records import TestResult as Outcome
 
@@ -16,6 +20,18 @@ SCRIPT_README = ("# My README\n<script>document.title='pwned'; fetch('/s/mallory
                  "<form method=post action=/s/mallory/override><input name=points value=99></form>\n")
 SCRIPT_SVG = ('<?xml version="1.0"?>\n<svg xmlns="http://www.w3.org/2000/svg" width="200" height="200" '
               'onload="alert(3)"><script>alert(4)</script><rect width="200" height="200" fill="red"/></svg>\n')
+
+
+HOSTILE_CODE = ('import torch\n\n\ndef scaled_dot_product_attention(Q, K, V, mask=None):\n'
+                '    """</td></tr></table><script>alert(6)</script>"""\n'
+                '    scores = Q @ K.transpose(-2, -1)  # <img src=x onerror=alert(7)>\n'
+                '    return scores.softmax(dim=-1) @ V, scores\n')
+
+
+HOSTILE_CODE = ('import torch\n\n\ndef scaled_dot_product_attention(Q, K, V, mask=None):\n'
+                '    """</td></tr></table><script>alert(6)</script>"""\n'
+                '    scores = Q @ K.transpose(-2, -1)  # <img src=x onerror=alert(7)>\n'
+                '    return scores.softmax(dim=-1) @ V, scores\n')
 
 
 def _result(name: str) -> SubmissionResult:
@@ -37,6 +53,12 @@ def served(tmp_path):
     (subs / "mallory" / "README.md").write_text(SCRIPT_README)
     (subs / "mallory" / "transformer_block.svg").write_text(SCRIPT_SVG)
     (subs / "mallory" / "analysis.md").write_text("</pre><script>alert(5)</script>")
+    (subs / "mallory" / "self_attention.py").write_text(HOSTILE_CODE)
+    (out / "similarity.csv").write_text("a,b,kind,score,flagged,detail\n"
+                                        "mallory,nina,code,0.910,yes,code: 40 shared fingerprints\n")
+    (subs / "mallory" / "self_attention.py").write_text(HOSTILE_CODE)
+    (out / "similarity.csv").write_text("a,b,kind,score,flagged,detail\n"
+                                        "mallory,nina,code,0.910,yes,code: 40 shared fingerprints\n")
     server = review.ReviewServer(review.Review(out, subs, None, "all", "ta"))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -112,23 +134,180 @@ def test_a_valid_decision_is_appended_and_shown(served):
 
 
 @pytest.mark.parametrize("test, points, says", [
-    ("deliverables.readme", "3", "outside 0..2"),
-    ("deliverables.nothing", "1", "has no test or part"),
-    ("deliverables.readme", "many", "is not a number"),
+    ("deliverables.readme", "3", "must be between 0 and 2 (its maximum); you typed 3"),
+    ("deliverables", "7", "part deliverables must be between 0 and 4"),
+    ("deliverables.nothing", "1", "Choose what to set from the list"),
+    ("deliverables.readme", "many", "“many” is not a number"),
+    ("similarity:nina", "1", "can only be marked reviewed: leave points empty"),
 ])
-def test_an_impossible_decision_is_refused_and_nothing_written(served, test, points, says):
+def test_an_impossible_decision_is_refused_in_words_keeping_what_was_typed(served, test, points, says):
     server, out = served
     response, page = _request(server, "POST", "/s/mallory/override",
-                              {"token": server.token, "test": test, "points": points, "comment": "", "by": "ta"})
-    assert response.status == 400 and says in page
+                              {"token": server.token, "test": test, "points": points,
+                               "comment": "typed <b>before</b> the error", "by": "ta"})
+    assert response.status == 400 and says in page, page
+    assert "this form:" not in page and "outside 0.." not in page
+    # What was typed is still in the form: the points, the comment and the choice.
+    assert f'id="points" inputmode="decimal" placeholder="empty: mark reviewed" value="{points}"' in page
+    assert 'value="typed &lt;b&gt;before&lt;/b&gt; the error"' in page
+    if test != "deliverables.nothing":
+        assert f'<option value="{test}" selected>' in page
     assert not (out / "overrides.csv").exists()
 
 
 def test_navigation_links_walk_the_class(served):
     server, _ = served
-    response, _ = _request(server, "GET", "/")
-    assert response.status == 303 and response.getheader("Location") == "/s/mallory"
     _, first = _request(server, "GET", "/s/mallory")
     assert '<a rel="next" href="/s/nina">' in first and '<a rel="prev"' not in first
+    assert '<a rel="index" href="/">class list</a>' in first
+    assert '<a rel="next-unreviewed" href="/s/nina">next not reviewed (2 left)</a>' in first
     _, script = _request(server, "GET", "/app.js")
-    assert "ArrowRight" in script
+    assert "ArrowRight" in script and "next-unreviewed" in script
+
+
+def test_the_class_list_counts_filters_and_sorts(served):
+    server, out = served
+    response, page = _request(server, "GET", "/")
+    assert response.status == 200 and "0 of 2 reviewed · 2 left" in page
+    assert '<tr data-name="mallory">' in page and '<tr data-name="nina">' in page
+    assert "not reviewed (2)" in page and "in a similar pair (2)" in page
+    _request(server, "POST", "/s/mallory/override",
+             {"token": server.token, "test": "deliverables.readme", "points": "1", "comment": "", "by": "ta"})
+    _, page = _request(server, "GET", "/?show=not-reviewed")
+    assert "1 of 2 reviewed · 1 left" in page
+    assert '<tr data-name="nina">' in page and '<tr data-name="mallory">' not in page
+    _, page = _request(server, "GET", "/?sort=total")  # mallory 3 after her decision, nina 4
+    assert page.index('data-name="mallory"') < page.index('data-name="nina"')
+    _, page = _request(server, "GET", "/?sort=total-desc")
+    assert page.index('data-name="nina"') < page.index('data-name="mallory"')
+    _, page = _request(server, "GET", "/?show=failing&part=deliverables")
+    assert '<tr data-name="mallory">' in page and '<tr data-name="nina">' not in page
+    _, mallory = _request(server, "GET", "/s/mallory")
+    assert '<a rel="next-unreviewed" href="/s/nina">next not reviewed (1 left)</a>' in mallory
+
+
+def test_the_code_is_shown_coloured_numbered_and_inert(served):
+    server, _ = served
+    response, page = _request(server, "GET", "/s/mallory")
+    assert response.status == 200
+    assert "<script>alert(6)" not in page and "&lt;script&gt;alert(6)&lt;/script&gt;" in page
+    assert "<img src=x onerror=alert(7)>" not in page and page.count("<script") == 1
+    assert '<span class="k">def</span> <span class="d">scaled_dot_product_attention</span>' in page
+    assert 'data-file="self_attention.py" data-line="4">4</a>' in page
+    assert "diff from the released stub" in page
+    # The failing test sits under the definition it tests.
+    at = page.index('data-line="4">4</a>')
+    assert at < page.index("✗ self_attention.worked_values") < page.index('data-line="5">5</a>')
+
+
+TEXTS = ['x = "unterminated\n  def f(:\n', "'" * 3 + "open\nstring", "\tif a <b> & c:\n\t\tpass  # é",
+         "def f():\n    return 1\n", "%%bash\necho </pre>", "\x00\x7f", "class A:\n  def g(self): return f'{1}'"]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_highlighting_keeps_every_character_of_any_text(text):
+    from grader import codeview
+
+    painted = codeview.highlight(text)
+    assert len(painted) == len(text.split("\n"))
+    plain = [html.unescape(re.sub(r"<[^>]+>", "", line)) for line in painted]
+    assert plain == text.split("\n")
+    assert all("<" not in re.sub(r'</?span( class="[a-z]")?>', "", line) for line in painted)
+
+
+def test_a_line_comment_is_stored_with_its_line_and_shown(served):
+    server, out = served
+    bad, page = _request(server, "POST", "/s/mallory/comment",
+                         {"token": server.token, "file": "self_attention.py", "line": "99",
+                          "comment": "scale by sqrt(d_k)", "staff_note": "", "by": "jo"})
+    assert bad.status == 400 and "from 1 to 8" in page and 'value="scale by sqrt(d_k)"' in page
+    assert not (out / "comments.csv").exists()
+    good, _ = _request(server, "POST", "/s/mallory/comment",
+                       {"token": server.token, "file": "self_attention.py", "line": "6",
+                        "comment": "=scale by sqrt(d_k)", "staff_note": "same line as nina's", "by": "jo"})
+    assert good.status == 303
+    rows = linecomments.read(out / "comments.csv")
+    assert [(r.file, r.line, r.code.strip(), r.comment, r.staff_note) for r in rows] == [
+        ("self_attention.py", 6, "scores = Q @ K.transpose(-2, -1)  # <img src=x onerror=alert(7)>",
+         "=scale by sqrt(d_k)", "same line as nina's")]
+    assert "'=scale" in (out / "comments.csv").read_text()  # no formula for a spreadsheet
+    _, page = _request(server, "GET", "/s/mallory")
+    assert "to the student: =scale by sqrt(d_k)" in page and "staff only: same line as nina&#x27;s" in page
+
+
+def test_reviewing_a_similar_pair_marks_it_for_both(served):
+    server, out = served
+    response, _ = _request(server, "POST", "/s/mallory/override",
+                           {"token": server.token, "test": "similarity:nina", "points": "",
+                            "comment": "both followed the handout", "by": "jo"})
+    assert response.status == 303
+    rows = overrides.read(out / "overrides.csv")
+    assert {(r.submission, r.test, r.points) for r in rows} == {("mallory", "similarity:nina", None),
+                                                                ("nina", "similarity:mallory", None)}
+    _, page = _request(server, "GET", "/")
+    assert "2 of 2 reviewed · 0 left" in page
+
+
+def test_a_regrade_request_round_trips_to_the_gradebook_report_and_feedback(served):
+    server, out = served
+    (out / "regrade_requests.csv").write_text(
+        "student,test,reason,time\n"
+        "mallory,self_attention.worked_values,My softmax is along dim=-1 as §3 says,2026-12-01T10:00:00+00:00\n"
+        "nina,deliverables.readme,please look again,2026-12-01T10:05:00Z\n")
+    _, page = _request(server, "GET", "/s/mallory")
+    assert "regrade request (open): My softmax is along dim=-1 as §3 says" in page
+    refused, page = _request(server, "POST", "/s/mallory/regrade",
+                             {"token": server.token, "request": "0", "decision": "accept", "points": "9",
+                              "comment": "right", "by": "jo"})
+    assert refused.status == 400 and "between 0 and 4" in page
+    response, _ = _request(server, "POST", "/s/mallory/regrade",
+                           {"token": server.token, "request": "0", "decision": "accept", "points": "3",
+                            "comment": "your mask is right; the test's tolerance was too tight", "by": "jo"})
+    assert response.status == 303
+    _request(server, "POST", "/s/nina/regrade", {"token": server.token, "request": "0", "decision": "decline",
+                                                 "points": "", "comment": "the README is complete", "by": "jo"})
+    _, page = _request(server, "GET", "/s/mallory")
+    assert "regrade request (accepted)" in page
+    classreport.write_class(out, release="all")
+    grades = {r["submission"]: r for r in csv.DictReader(io.StringIO((out / "grades.csv").read_text()))}
+    assert grades["mallory"]["self_attention"] == "3"
+    assert "self_attention.worked_values 0->3" in grades["mallory"]["overrides"]
+    assert grades["nina"]["deliverables"] == "4"
+    summary = (out / "summary.md").read_text()
+    assert "## Regrade requests" in summary and "0 open, 1 accepted, 1 declined." in summary
+    mallory = (out / "mallory" / "feedback.md").read_text()
+    assert "## Your regrade requests" in mallory
+    assert "**accepted**: your mask is right; the test's tolerance was too tight" in mallory
+    assert "**declined**: the README is complete" in (out / "nina" / "feedback.md").read_text()
+    assert "declined" in (out / "nina" / "feedback.html").read_text()
+
+
+def test_a_request_is_decided_only_by_a_row_on_its_test_written_after_it():
+    from grader import regrade_requests
+
+    asked = regrade_requests.Request("amy", "block.shapes", "why?", "2026-12-01T12:00:00")
+    earlier = overrides.Override("amy", "block.shapes", 2.0, "", at="2026-12-01T11:59:59+00:00")
+    part = overrides.Override("amy", "block", 10.0, "", at="2026-12-01T12:30:00+00:00")
+    later = overrides.Override("amy", "block.shapes", None, "checked", at="2026-12-01T13:00:00+01:00")  # 12:00 UTC
+    assert [s.state for s in regrade_requests.standings([asked], [earlier, part])] == ["open"]
+    found = regrade_requests.standings([asked], [earlier, part, later])
+    assert [s.state for s in found] == ["declined"] and found[0].for_student()["answer"] == "checked"
+
+
+def test_the_feedback_shows_line_comments_for_the_student_and_never_the_note(served):
+    server, out = served
+    _request(server, "POST", "/s/mallory/comment",
+             {"token": server.token, "file": "self_attention.py", "line": "6", "comment": "divide by sqrt(d_k) here",
+              "staff_note": "STAFF-ONLY compare with nina", "by": "jo"})
+    _request(server, "POST", "/s/mallory/comment",
+             {"token": server.token, "file": "self_attention.py", "line": "7", "comment": "",
+              "staff_note": "STAFF-ONLY second note", "by": "jo"})
+    classreport.write_class(out, release="all")
+    for name in ("feedback.md", "feedback.html", "results.json"):
+        assert "STAFF-ONLY" not in (out / "mallory" / name).read_text()
+    text = (out / "mallory" / "feedback.md").read_text()
+    assert "## Comments on your code" in text
+    assert ("- `self_attention.py` line 6: `scores = Q @ K.transpose(-2, -1) # <img src=x onerror=alert(7)>` "
+            "(jo): divide by sqrt(d_k) here") in text
+    page = (out / "mallory" / "feedback.html").read_text()
+    assert "<img src=x" not in page and "divide by sqrt(d_k) here" in page

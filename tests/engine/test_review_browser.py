@@ -1,13 +1,21 @@
-"""The review page in a real browser (Debian's Chromium driven by Playwright): on a graded class, move
-to a student with the keyboard, enter points and a comment, reload, and find the decision in
-grades.csv and feedback.md after `grade` runs again (regrading nothing). Student files planted with
-script (a README, an SVG diagram) run nothing and write nothing."""
+"""The review page in a real browser (Debian's Chromium driven by Playwright), as a grader uses it on
+a graded class: the class list, filtered to who is not reviewed yet; a student's code with its diff
+from the stub; a comment on a line for the student and a note for the staff; points typed wrong, then
+right, without losing what was typed; a regrade request decided; the keyboard to the next student not
+reviewed. After `grade` runs again (regrading nothing), grades.csv, the report and the student's
+feedback show the decisions, the comment at its line, never the staff note. Student files planted
+with script (a README, an SVG diagram, the code itself) run nothing and write nothing.
+
+Screenshots at 1280x800 of the class list, a student's code and similarity.html go to
+$REVIEW_SCREENSHOTS when it is set (the issue's closing note shows them), else to the test's
+temporary folder; on each page nothing is wider than the window."""
 import csv
 import io
 import os
 import shutil
 import sys
 import threading
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -27,6 +35,9 @@ PLANTED = "<script>window.__pwned = 1; fetch('/s/amy/override', {method: 'POST'}
 SVG = ('<svg xmlns="http://www.w3.org/2000/svg" width="300" height="200" onload="top.__pwned = 2">'
        '<script>top.__pwned = 3</script><rect width="300" height="200" fill="#39c"/>'
        '<text x="20" y="100">block</text></svg>\n')
+SCALED = "scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k)"
+UNSCALED = "scores = Q @ K.transpose(-2, -1)  # </td><script>window.__pwned = 4</script>"
+WINDOW = {"width": 1280, "height": 800}
 
 
 def _browser() -> str:
@@ -53,15 +64,38 @@ def _grades(out: Path) -> dict[str, dict]:
     return {r["submission"]: r for r in csv.DictReader(io.StringIO((out / "grades.csv").read_text()))}
 
 
-def test_a_ta_reviews_a_student_in_a_real_browser(tmp_path):
-    executable, sync_playwright = _browser(), _playwright()
-    subs, out = tmp_path / "subs", tmp_path / "out"
-    make_submission(subs / "amy", {"README.md": "# Q, K and V\n" + PLANTED + "\nqueries keys values " * 30})
-    (subs / "amy" / "transformer_block.svg").write_text(SVG)
+def _class(subs: Path) -> None:
+    """amy: the reference; ben: forgets the scale (his code carries a script in a comment); cara:
+    ben's code and amy's README (a similar pair of each kind)."""
+    readme = "# Q, K and V\n" + PLANTED + "\nqueries keys values " * 30
+    make_submission(subs / "amy", {"README.md": readme})
     make_submission(subs / "ben", {"README.md": "# Ben\n" + PLANTED + "\n"})
-    (subs / "ben" / "transformer_block.svg").write_text(SVG)
+    make_submission(subs / "cara", {"README.md": readme})
+    for name in ("ben", "cara"):
+        path = subs / name / "self_attention.py"
+        text = path.read_text()
+        assert SCALED in text
+        path.write_text(text.replace(SCALED, UNSCALED))
+    for name in ("amy", "ben", "cara"):
+        (subs / name / "transformer_block.svg").write_text(SVG)
+
+
+def _fits(page) -> bool:
+    return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_a_grader_reviews_the_class_in_a_real_browser(tmp_path):
+    executable, sync_playwright = _browser(), _playwright()
+    shots = Path(os.environ.get("REVIEW_SCREENSHOTS") or tmp_path / "shots")
+    shots.mkdir(parents=True, exist_ok=True)
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    _class(subs)
     assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG) == 0
     before = _grades(out)["ben"]
+    assert float(before["self_attention"]) < 30
+    asked = (datetime.now(timezone.utc) - timedelta(hours=1)).replace(microsecond=0).isoformat()
+    (out / "regrade_requests.csv").write_text(
+        f"student,test,reason,time\nben,self_attention.worked_values,I think my attention is right,{asked}\n")
 
     server = review.ReviewServer(review.Review(out, subs, None, "all", "ta-jo"))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
@@ -70,43 +104,95 @@ def test_a_ta_reviews_a_student_in_a_real_browser(tmp_path):
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=executable, args=ARGS, headless=True)
-            page = browser.new_page()
+            page = browser.new_page(viewport=WINDOW)
             page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            # The class list: what is left, and a filter to it.
             page.goto(server.url)
-            assert page.url.endswith("/s/amy")
-            assert page.locator("pre").first.inner_text().count("<script>") == 1  # shown as text
-            page.wait_for_timeout(300)
-            assert page.evaluate("window.__pwned === undefined")
-            page.keyboard.press("ArrowRight")
+            assert "0 of 3 reviewed · 3 left" in page.locator("h1").inner_text()
+            assert _fits(page)
+            page.screenshot(path=str(shots / "class-list.png"))
+            page.click("text=not reviewed (3)")
+            page.wait_for_url("**/?show=not-reviewed")
+            assert page.locator("#students tr[data-name]").count() == 3
+            page.click('#students a:text-is("ben")')
             page.wait_for_url("**/s/ben")
-            diagram = page.locator('img[alt="diagram of ben"]')
-            assert diagram.evaluate("img => img.complete && img.naturalWidth") == 300  # drawn, as an image
             assert page.evaluate("window.__pwned === undefined")
-            page.select_option("#test", "deliverables")
-            page.fill("#points", "4")
-            page.fill("#comment", "diagram traced from the handout")
-            page.fill("#staff_note", "same strokes as amy's diagram")  # two fields, two readers
+            # His code: coloured, the failing test at its definition, the diff from the stub.
+            code = page.locator("#file-0")
+            assert code.locator("summary").first.inner_text().startswith("self_attention.py")
+            assert code.locator(".failing").first.is_visible()
+            diff = code.locator("details.diff")
+            assert not diff.locator("table").is_visible()
+            diff.locator("summary").click()
+            assert diff.locator("tr.add").first.is_visible() and diff.locator("tr.del").first.is_visible()
+            assert "window.__pwned = 4" in diff.inner_text()  # the student's script, shown as text
+            # A comment on the unscaled line for ben, a note for the staff.
+            line = code.locator("table.code:not(.diff) tr", has_text="scores = Q @ K.transpose(-2, -1)  #")
+            number = line.locator("a.ln").inner_text()
+            line.locator("a.ln").click()
+            assert page.input_value("#c-line") == number and page.input_value("#c-file") == "self_attention.py"
+            page.fill("#c-comment", "divide the scores by √d_k here (handout §3)")
+            page.fill("#c-note", "STAFF-NOTE same edit as cara")
+            page.click("#c-save")
+            page.wait_for_url("**/s/ben")
+            assert "to the student: divide the scores by √d_k here" in page.content()
+            page.locator(".said").first.scroll_into_view_if_needed()
+            assert _fits(page)
+            page.screenshot(path=str(shots / "student-code.png"))
+            page.evaluate("window.scrollTo(0, 0)")
+            page.screenshot(path=str(shots / "student-top.png"))
+            # Points typed wrong, then right: what was typed survives the refusal.
+            page.select_option("#test", "self_attention")
+            page.fill("#points", "70")
+            page.fill("#comment", "the scale is missing; the rest is right")
+            page.click("#save")
+            assert "between 0 and 30" in page.locator("#message").inner_text()
+            assert page.input_value("#points") == "70"
+            assert page.input_value("#comment") == "the scale is missing; the rest is right"
+            assert page.input_value("#test") == "self_attention"
+            page.fill("#points", "20")
+            page.fill("#staff_note", "STAFF-NOTE part mark agreed with the other TA")  # two fields, two readers
             page.click("#save")
             page.wait_for_url("**/s/ben")
-            page.reload()
-            assert "diagram traced from the handout" in page.content()
-            assert "same strokes as amy" in page.locator(".staff-note").first.inner_text()
-            assert page.locator("h1").inner_text().startswith("ben: ")
+            assert "agreed with the other TA" in page.locator(".staff-note").first.inner_text()
+            # His regrade request, decided beside it.
+            page.fill("#r-points-0", "3")
+            page.fill("#r-comment-0", "partial credit: only the scale is missing")
+            page.click("#r-accept-0")
+            page.wait_for_url("**/s/ben")
+            assert "regrade request (accepted)" in page.content()
+            # On with the keyboard to the next student not reviewed.
+            page.locator("h1").click()
+            page.keyboard.press("n")
+            page.wait_for_url("**/s/cara")
+            assert page.evaluate("window.__pwned === undefined")
+            page.keyboard.press("l")
+            page.wait_for_url(server.url)
+            assert "1 of 3 reviewed · 2 left" in page.locator("h1").inner_text()
+            # similarity.html: the pair side by side, code readable.
+            page.goto((out / "similarity.html").as_uri())
+            page.locator("details summary").first.click()
+            assert _fits(page)
+            page.screenshot(path=str(shots / "similarity.png"))
             browser.close()
     finally:
         server.shutdown()
         server.server_close()
     assert dialogs == []
-    rows = (out / "overrides.csv").read_text().splitlines()
-    assert len(rows) == 2 and rows[1].startswith(
-        "ben,deliverables,4,diagram traced from the handout,same strokes as amy's diagram,ta-jo,")
 
-    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG) == 0  # nothing regraded: applies it
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG) == 0  # nothing regraded: applies them
     after = _grades(out)["ben"]
-    assert after["deliverables"] == "4" and float(after["total"]) == float(before["total"]) - \
-        float(before["deliverables"]) + 4
-    assert after["overrides"].startswith("deliverables ")
+    # The part's 20 points go to its other tests; the accepted request gives worked_values its own 3.
+    assert after["self_attention"] == "23" and "self_attention.worked_values 0->3" in after["overrides"]
+    summary = (out / "summary.md").read_text()
+    assert "## Regrade requests" in summary and "1 accepted" in summary
     feedback = (out / "ben" / "feedback.md").read_text()
-    assert "## Reviewed by your instructor" in feedback and "diagram traced from the handout" in feedback
-    assert "same strokes" not in feedback and "amy" not in feedback  # the staff note stays with the staff
+    assert "## Comments on your code" in feedback
+    said = feedback[feedback.index("## Comments on your code"):].split("\n## ")[0]
+    quoted = " ".join(f"{UNSCALED} # (..., T_q, T_k)".split())  # the line as it was, its shape comment too
+    assert f"- `self_attention.py` line {number}: `{quoted}` (ta-jo): divide the scores by √d_k here" in said, said
+    assert "**accepted**: partial credit: only the scale is missing" in feedback
+    for name in ("feedback.md", "feedback.html", "results.json"):
+        assert "STAFF-NOTE" not in (out / "ben" / name).read_text()
+    assert "<script>window.__pwned" not in (out / "ben" / "feedback.html").read_text()
     shutil.rmtree(tmp_path, ignore_errors=True)

@@ -145,9 +145,22 @@ def test_csv_and_html_are_written_flagged_first_with_clusters(planted, tmp_path)
     assert all(0 <= float(line.split(",")[3]) <= 1 for line in lines[1:])
     page = (out / "similarity.html").read_text(encoding="utf-8")
     assert "<mark>" in page and "data:image/png;base64," in page and "zz_readme_plant" in page
-    three = [similarity.Row("a", "b", "code", 0.9, True, ""), similarity.Row("b", "c", "text", 0.8, True, ""),
-             similarity.Row("c", "d", "image", 0.1, False, "")]
-    assert similarity.clusters(three) == [["a", "b", "c"]]
+    assert "Clusters of three or more, one kind of evidence each" in page
+
+
+def test_clusters_are_formed_per_kind_of_evidence_and_name_their_centre():
+    Row = similarity.Row
+    # One copier who took code from a, a README from b and a heatmap from c: three pairs, no ring.
+    mixed = [Row("x", "a", "code", 0.9, True, "code: ..."), Row("x", "b", "text", 0.8, True, "README: ...", "README"),
+             Row("x", "c", "image", 0.9, True, "heatmap: ...", "heatmap"), Row("c", "d", "image", 0.1, False, "")]
+    assert similarity.clusters(mixed) == []
+    # Three students who each copied one source's code: a cluster of code, centred on the source.
+    star = [Row("src", n, "code", 0.9, True, "code: ...", "code") for n in ("p", "q", "r")]
+    assert similarity.clusters(star) == [similarity.Cluster("code", ("p", "q", "r", "src"), "src")]
+    assert "each paired with src" in similarity.clusters(star)[0].describe()
+    # A ring (everyone with everyone) has no centre; rows read back from the CSV have no `what`.
+    ring = [Row(a, b, "text", 0.9, True, "analysis: 40 shared") for a, b in (("a", "b"), ("b", "c"), ("a", "c"))]
+    assert similarity.clusters(ring) == [similarity.Cluster("analysis", ("a", "b", "c"), "")]
 
 
 def test_flagged_pairs_for_the_review_page(planted):
@@ -237,10 +250,12 @@ def test_report_html_gets_a_section_and_grades_csv_does_not_change(tmp_path):
     classreport.write_class(out)
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "&lt;b&gt;bob&lt;/b&gt;" in page and 'href="similarity.html"' in page
-    (out / "similarity.csv").write_text("a,b,kind,score,flagged,detail\nann,bob,code,0.900,yes,x\n"
-                                        "bob,cy,text,0.800,yes,y\ncy,dee,image,0.3,no,z\n", encoding="utf-8")
+    (out / "similarity.csv").write_text("a,b,kind,score,flagged,detail\nann,bob,code,0.900,yes,code: x\n"
+                                        "bob,cy,text,0.800,yes,README: y\ncy,dee,image,0.3,no,heatmap: z\n"
+                                        "cy,ann,code,0.700,yes,code: w\n", encoding="utf-8")
     classreport.write_class(out)
-    assert "<li>ann, bob, cy</li>" in (out / "report.html").read_text(encoding="utf-8")
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert "<li>code: ann, bob, cy (each paired with ann" in page  # the README pair joins no code cluster
     assert (out / "grades.csv").read_bytes() == before
 
 

@@ -81,6 +81,13 @@ def gradescope_json(result: SubmissionResult) -> dict:
     rubric = rubric_path()
     if result.notes:
         output += "\n" + "\n".join(f"- {n}" for n in result.notes)
+    if result.line_comments:  # Gradescope shows this text, not feedback.md: the same words, plain
+        output += "\n\nComments on your code:\n" + "\n".join(
+            f"- {c['file']} line {c['line']}: {c['comment']}" for c in result.line_comments)
+    if result.requests:
+        output += "\n\nYour regrade requests:\n" + "\n".join(
+            f"- {r['test']} (asked {r['time']}): {r['state']}" + (f": {r['answer']}" if r.get("answer") else "")
+            for r in result.requests)
     tests = [
         {
             "name": f"{t.title} ({t.name})" if t.title else t.name,

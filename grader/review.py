@@ -105,7 +105,7 @@ tr.note td.src{white-space:normal;font-family:system-ui,sans-serif;font-size:14p
 .staff{border-left:4px solid #a70;background:#fff6e5;padding:.2em .5em;margin:.2em 0}
 form#line-form{position:sticky;bottom:0;background:#eef7fb;border:1px solid #9cc;padding:.4em;display:flex;flex-wrap:wrap;gap:.3em .8em;align-items:center}
 .chips a,.chips span{margin-right:.8em}.chips .on{font-weight:700}.req{background:#eef0ff;border:1px solid #99c;padding:.3em .6em;margin:.3em 0}
-table.list{width:100%}table.list td.num{text-align:right}.staff-note{background:#fde8e8}.why{color:#555}
+table.list{width:100%}table.list td.num{text-align:right;white-space:nowrap}.staff-note{background:#fde8e8}.why{color:#555}
 """
 
 
@@ -367,7 +367,7 @@ def render_class(review: Review, records: list[SubmissionResult], query: dict[st
             f'<td class="{"ok" if s["reviewed"] else "bad"}">{"yes" if s["reviewed"] else "no"}</td>'
             f'<td class="{"flag" if s["flags"] else ""}">{s["flags"] or ""}</td>'
             f'<td>{e(", ".join(s["failed"]))}</td><td>{late_days}</td>'
-            f'<td>{e(", ".join(s["similar"]))}</td><td>{requests_open}</td></tr>')
+            f'<td>{e(_some(s["similar"]))}</td><td>{requests_open}</td></tr>')
     out.append("</table>")
     return _page("Review: class list", out)
 
@@ -432,7 +432,7 @@ def render_student(review: Review, records: list[SubmissionResult], index: int, 
                            [f"<li><b>flag</b>: {e(str(f))}</li>" for f in flags]
                            + [f"<li>{e(str(n))}</li>" for n in result.notes], tag="ul", cls="flag", open_under=4))
     if similar:  # evidence for the reviewer to weigh, never points
-        out.append(_folded(f"Similar to {len(similar)} pair(s): {', '.join(sorted({p['other'] for p in similar}))} "
+        out.append(_folded(f"Similar: {len(similar)} flagged pair(s) with {_some(sorted({p['other'] for p in similar}))} "
                            "(similarity.html)",
                            [f"<li>{e(p['other'])}: {e(p['kind'])} {p['score']:.2f}, {e(p['detail'])}</li>"
                             for p in similar[:20]], tag="ul", cls="flag", open_under=0))
@@ -471,6 +471,12 @@ def render_student(review: Review, records: list[SubmissionResult], index: int, 
                    f"<td>{number(t.score)} / {number(t.max_score)}</td><td>{details}</td></tr>")
     out.append("</table>")
     return _page(f"Review: {name}", out)
+
+
+def _some(names: list[str], shown: int = 4) -> str:
+    """A few names and how many more: a row of the list stays one or two lines high."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
 
 
 def _decision_item(o: dict) -> str:

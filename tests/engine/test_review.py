@@ -4,6 +4,7 @@ import csv
 import html
 import http.client
 import io
+import json
 import re
 import threading
 import urllib.parse
@@ -280,6 +281,8 @@ def test_a_regrade_request_round_trips_to_the_gradebook_report_and_feedback(serv
     assert "**accepted**: your mask is right; the test's tolerance was too tight" in mallory
     assert "**declined**: the README is complete" in (out / "nina" / "feedback.md").read_text()
     assert "declined" in (out / "nina" / "feedback.html").read_text()
+    told = json.loads((out / "mallory" / "results.json").read_text())["output"]  # what Gradescope shows
+    assert "self_attention.worked_values (asked 2026-12-01T10:00:00+00:00): accepted: your mask is right" in told
 
 
 def test_a_request_is_decided_only_by_a_row_on_its_test_written_after_it():
@@ -305,9 +308,29 @@ def test_the_feedback_shows_line_comments_for_the_student_and_never_the_note(ser
     classreport.write_class(out, release="all")
     for name in ("feedback.md", "feedback.html", "results.json"):
         assert "STAFF-ONLY" not in (out / "mallory" / name).read_text()
+    said = json.loads((out / "mallory" / "results.json").read_text())["output"]
+    assert "Comments on your code:\n- self_attention.py line 6: divide by sqrt(d_k) here" in said
     text = (out / "mallory" / "feedback.md").read_text()
     assert "## Comments on your code" in text
     assert ("- `self_attention.py` line 6: `scores = Q @ K.transpose(-2, -1) # <img src=x onerror=alert(7)>` "
             "(jo): divide by sqrt(d_k) here") in text
     page = (out / "mallory" / "feedback.html").read_text()
     assert "<img src=x" not in page and "divide by sqrt(d_k) here" in page
+
+
+def test_the_code_view_reads_a_notebook_and_a_zip_as_grading_does():
+    from grader import codeview
+
+    demo = Path(__file__).resolve().parents[2] / "demo" / "class"
+    notebook = codeview.graded_files(codeview.submission_of("jun", demo / "jun_notebook.ipynb"), stubs={},
+                                     released_cells=lambda: ["# the released cell"])
+    assert [f.name for f in notebook] == ["jun_notebook.ipynb"]
+    lines = notebook[0].lines
+    assert lines[0] == "# In[1]" and any(line.startswith("def scaled_dot_product_attention") for line in lines)
+    assert not any(line.lstrip().startswith(("!", "%")) for line in lines)  # magics neutralised, as graded
+    assert notebook[0].stub == "# In[1]\n# the released cell"
+    archive = codeview.graded_files(codeview.submission_of("kim", demo / "kim_zip.zip"), stubs={"block.py": "stub"})
+    names = [f.name for f in archive]
+    assert names[:4] == ["self_attention.py", "multihead.py", "positional.py", "block.py"]
+    assert next(f for f in archive if f.name == "block.py").stub == "stub"
+    assert codeview.submission_of("x", demo / "README.md") is None

@@ -107,6 +107,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=lambda a: _call("similarity", "main", submissions=a.submissions, out=a.out,
                                        lesson=a.lesson, jobs=a.jobs))
 
+    p = sub.add_parser("export", help="the final grades for the school's gradebook (Canvas, Moodle, Blackboard, CSV)")
+    p.add_argument("out", help="the --out folder of a grading run (its grades.csv)")
+    p.add_argument("--format", required=True, choices=("canvas", "moodle", "blackboard", "csv"))
+    p.add_argument("--roster", default=None, help="CSV mapping submissions to students (a GitHub Classroom "
+                                                  "roster works as it is); see grader/roster.py")
+    p.add_argument("--dest", default=None, help="file to write (default OUT/export-FORMAT.csv)")
+    p.add_argument("--parts", action="store_true", help="each part's points too (csv format)")
+    p.add_argument("--title", default=None, help="the assignment's name in the gradebook (default: the lesson's)")
+    p.set_defaults(run=lambda a: _call("export", "main", out=a.out, format=a.format, roster=a.roster,
+                                       dest=a.dest, parts=a.parts, title=a.title))
+
     p = sub.add_parser("killrate", help="grade every bug-catalogue mutant and correct variant; print the rates")
     p.set_defaults(run=lambda a: _call("killrate", "main"))
 

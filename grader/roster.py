@@ -1,0 +1,126 @@
+"""Who a submission belongs to: the class roster, as the school's gradebook knows each student.
+
+A roster is a CSV file with a header row. Column names are matched ignoring case and spaces; the first
+column present in each list below is used:
+
+    identity     identifier, roster_identifier, student_id, sis_user_id, id, email
+                 (GitHub Classroom's roster export has `identifier`, its grades export `roster_identifier`)
+    submission   submission, github_username, login, student_repository_name
+                 (the row name the submission has in OUT: its folder, zip, notebook or GitHub user name;
+                 without one, the identity is the submission name)
+    group        group, group_name (students who share one submission: each gets the group's grade)
+    name         name, display_name, full_name, or first_name + last_name
+    login        sis_login_id, username, login, email (what Canvas and Blackboard match on; the identity
+                 when there is none)
+    email        email, email_address
+    section      section
+
+A Classroom roster CSV works as it is: `identifier` is the identity, `github_username` the
+submission. A member of a group whose own row names no submission takes the group's.
+Standard library only.
+"""
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+
+IDENTITY = ("identifier", "roster_identifier", "student_id", "sis_user_id", "id", "email")
+SUBMISSION = ("submission", "github_username", "login", "student_repository_name")
+GROUP = ("group", "group_name")
+NAME = ("name", "display_name", "full_name")
+LOGIN = ("sis_login_id", "username", "login", "email")
+EMAIL = ("email", "email_address")
+SECTION = ("section",)
+
+
+class RosterError(ValueError):
+    """A roster that cannot be read: the message says which file, line and what to write."""
+
+
+@dataclass(frozen=True)
+class Student:
+    identity: str
+    name: str = ""
+    first_name: str = ""
+    last_name: str = ""
+    login: str = ""
+    email: str = ""
+    section: str = ""
+    submission: str = ""  # the row name in OUT
+    group: str = ""
+
+
+@dataclass
+class Roster:
+    students: list[Student] = field(default_factory=list)
+
+    def members(self, submission: str) -> list[Student]:
+        """The students a submission belongs to (a group's members: several), in roster order."""
+        key = submission.casefold()
+        return [s for s in self.students if s.submission.casefold() == key]
+
+    def groups(self) -> dict[str, list[Student]]:
+        """Submissions that belong to more than one student: submission -> its members."""
+        found: dict[str, list[Student]] = {}
+        for s in self.students:
+            found.setdefault(s.submission, []).append(s)
+        return {k: v for k, v in found.items() if len(v) > 1}
+
+    def partners(self, a: str, b: str) -> bool:
+        """Whether two submissions are the same group's (partners are never similar to each other)."""
+        return bool(a) and a.casefold() == b.casefold() and bool(self.members(a))
+
+
+def _norm(column: str) -> str:
+    return column.strip().lower().replace(" ", "_").replace("-", "_")
+
+
+def read(path: Path) -> Roster:
+    """The roster at `path`; RosterError names what is missing."""
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except OSError as error:
+        raise RosterError(f"{path}: cannot read the roster ({error.strerror or error})") from None
+    rows = list(csv.reader(io.StringIO(text)))
+    rows = [r for r in rows if any(c.strip() for c in r)]
+    if not rows:
+        raise RosterError(f"{path}: the roster is empty; write a header row, e.g. identifier,github_username,name")
+    header = [_norm(c) for c in rows[0]]
+
+    def column(names: tuple[str, ...]) -> int | None:
+        return next((header.index(n) for n in names if n in header), None)
+
+    at = {key: column(names) for key, names in (("identity", IDENTITY), ("submission", SUBMISSION),
+                                                ("group", GROUP), ("name", NAME), ("login", LOGIN),
+                                                ("email", EMAIL), ("section", SECTION))}
+    at["first_name"], at["last_name"] = column(("first_name",)), column(("last_name",))
+    if at["identity"] is None:
+        raise RosterError(f"{path}: no column says who each student is; name one of "
+                          f"{', '.join(IDENTITY)} (found: {', '.join(header)})")
+    students, seen = [], set()
+    for number, row in enumerate(rows[1:], start=2):
+        def cell(key: str) -> str:
+            i = at[key]
+            return row[i].strip() if i is not None and i < len(row) else ""
+        identity = cell("identity")
+        if not identity:
+            raise RosterError(f"{path}:{number}: this row has no {header[at['identity']]}; every student needs one")
+        if identity.casefold() in seen:
+            raise RosterError(f"{path}:{number}: {identity!r} is listed twice; keep one row per student")
+        seen.add(identity.casefold())
+        first, last = cell("first_name"), cell("last_name")
+        name = cell("name") or " ".join(p for p in (first, last) if p)
+        group = cell("group")
+        students.append(Student(identity=identity, name=name, first_name=first, last_name=last,
+                                login=cell("login") or identity, email=cell("email"), section=cell("section"),
+                                submission=cell("submission") or group or identity, group=group))
+    # A member whose own row names no submission shares the one a groupmate's row names.
+    by_group: dict[str, str] = {}
+    for s in students:
+        if s.group and s.submission != s.group and s.submission != s.identity:
+            by_group.setdefault(s.group, s.submission)
+    students = [Student(**{**s.__dict__, "submission": by_group[s.group]})
+                if s.group in by_group and s.submission in (s.group, s.identity) else s for s in students]
+    return Roster(students)

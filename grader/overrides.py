@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from grader.document import number
 from grader.records import SubmissionResult, components
 
 COLUMNS = ("submission", "test", "points", "comment", "staff_note", "by", "at")
@@ -226,3 +227,24 @@ def _plain(value) -> str:
     text = "" if value is None else (f"{value:g}" if isinstance(value, float) else str(value))
     text = " ".join(text.split())  # one line per decision, whatever was typed
     return "'" + text if text[:1] in ("=", "+", "@", "\t", "\r") else text
+
+
+def explain(result: SubmissionResult) -> str:
+    """Why the final total differs from the automated one, in a few words ("" when it does not)."""
+    reasons = []
+    tests = [o for o in result.overrides if o["points"] is not None and o["test"] != BONUS
+             and not o.get("staff_only")]
+    if tests:
+        reasons.append("overrides: " + ", ".join(f"{o['test']} {number(o['automated'])}→{number(o['points'])}"
+                                                  for o in tests))
+    bonus = next((o for o in result.overrides if o["test"] == BONUS and o["points"] is not None), None)
+    if bonus is not None:
+        capped = bonus.get("capped")
+        reasons.append(f"bonus {bonus['points']:+g}" + (f" (capped to {capped:+g}: the rubric's maximum)"
+                                                        if capped is not None else ""))
+    days = result.late.get("late_days", 0) if result.late else 0
+    if days:
+        reasons.append(f"{days} day{'s' if days != 1 else ''} late: -{number(result.penalty)}")
+    if result.automated is None or not reasons:
+        return ""
+    return f"automated {number(result.automated)}; " + "; ".join(reasons)

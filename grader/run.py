@@ -253,7 +253,7 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
                     summary = grader.grade(sub)
                     _account(summary, progress, faults)
             finally:
-                grader.checker.close()
+                grader.close()
         else:
             _grade_in_processes(todo, out=out, work=work, zygote=zygote, config=config, jobs=jobs,
                                 progress=progress, faults=faults)
@@ -431,7 +431,7 @@ def _worker_main(slot, todo, tasks, results, **kwargs) -> None:
         while (i := tasks.get()) is not None:
             results.put(grader.grade(todo[i]))
     finally:
-        grader.checker.close()
+        grader.close()
         import importlib
 
         # The scorer (already loaded: no import cost here) holds the lesson's bug catalogue.
@@ -482,6 +482,7 @@ class _Worker:
         self.score, _, self.feedback = _preload()  # already done (and inherited) when workers are forked
         limits = self.score.load_limits().get("deliverables", {})
         self.checker = LimitedChecker(memory_bytes=limits.get("memory_bytes", 1 << 30), seconds=limits.get("seconds", 30))
+        self.scanner = self.score.limited_scan(**self.score.load_limits().get("scan", {}))
         # The zygote's start-up is the run's, not the first submission's: its execution_time starts after.
         with contextlib.suppress(SandboxUnavailable):  # then each row says so, as an engine fault
             zygote.wait_ready(slot)
@@ -490,7 +491,7 @@ class _Worker:
         fault = None
         try:
             result = grade_one(sub, slot=self.slot, work=self.work, zygote=self.zygote, config=self.config,
-                               score=self.score, checker=self.checker)
+                               score=self.score, checker=self.checker, scanner=self.scanner)
         except Exception as exc:  # the engine's own fault: it costs this row only
             tb = traceback.format_exc(limit=-3)
             fault = tb.strip().splitlines()[-1]
@@ -506,16 +507,22 @@ class _Worker:
             fault = f"could not write its results ({type(exc).__name__}: {exc})"
         return sub.name, result.total, result.max_total, result.status, fault
 
+    def close(self) -> None:
+        self.checker.close()
+        self.scanner.close()
+
 
 def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConfig, score,
-              checker=None) -> SubmissionResult:
+              checker=None, scanner=None) -> SubmissionResult:
     """Copy, sandbox and grade one submission; every fault becomes part of its result.
 
     The scratch copy is fresh for every submission, whatever the one before left in the slot: as
     root, the slot gets a new tmpfs (the quota) for each submission and loses it after, so nothing a
     child wrote there (a full quota, a deep tree, folders it locked) outlives its submission;
     otherwise the copy is removed with remove_tree. `checker` runs the deliverables checks
-    (grader/checker.py); without one they run in this process."""
+    (grader/checker.py); without one they run in this process. `scanner` parses the sources (a
+    score.limited_scan); without one they are parsed in this process. Either way the sources are read
+    before any student code runs, so what the child does to its files changes no flag."""
     start = time.monotonic()
     config = with_lesson_limits(config, score.load_limits())
     digests = {"submission": regrade.submission_digest(sub.source), **regrade.current()}
@@ -525,11 +532,12 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
     try:
         taken = intake.materialise(sub, scratch)
         prepare_scratch(scratch, slot_uid(config, slot))
+        findings = scanner.scan(scratch) if scanner else score.scan_submission(scratch)
         if checker:
             # The deliverables as handed in, checked by the helper while the hidden tests run.
             checker.start(scratch)
         with SandboxTransport(zygote=zygote, slot=slot, scratch=scratch, config=config) as transport:
-            result = score.grade_submission(name=sub.name, directory=scratch, transport=transport,
+            result = score.grade_submission(name=sub.name, directory=scratch, transport=transport, findings=findings,
                                             check_deliverables=(lambda _: checker.finish()) if checker else None)
             fault_types, faults = list(transport.fault_types), list(transport.faults)
             isolation = dict(transport.isolation)

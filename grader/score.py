@@ -125,12 +125,27 @@ def library_policy() -> dict:
 _policies: dict[Path, dict] = {}
 
 
+def _generated_modules() -> dict[str, str]:
+    """The contract modules the intake writes around a notebook's cells (the kit's text, not the student's)."""
+    return {f"{module}.py": contract_module_source("", module) for module in load_lesson().modules}
+
+
 def scan_submission(directory: Path) -> scan.Findings:
-    """What the static scan finds in a submission's source (grader/scan.py)."""
+    """What the static scan finds in a submission's source (grader/scan.py), parsed in this process:
+    for trusted code, and for tests; a grading run scans in a limited helper (`limited_scan`)."""
     lesson = load_lesson()
-    generated = {f"{module}.py": contract_module_source("", module) for module in lesson.modules}
-    return scan.scan_sources(scan.read_sources(Path(directory), notebook_module_name(), generated), library_policy(),
-                             lesson.contract_file_of)
+    sources, found = scan.snapshot(Path(directory), notebook_module_name(), _generated_modules())
+    found.merge(scan.scan_sources([(name, data, scan.read_cells(data) if cells else None)
+                                   for name, data, cells in sources], library_policy(), lesson.contract_file_of))
+    return found
+
+
+def limited_scan(**limits) -> scan.LimitedScan:
+    """The lesson's scan in a limited helper process (`limits`: memory_bytes, seconds, budget; the
+    lesson's limits.toml [scan])."""
+    lesson = load_lesson()
+    return scan.LimitedScan(policy_path=lesson.forbidden_path, contract=lesson.contract_file_of,
+                            notebook_module=notebook_module_name(), generated=_generated_modules(), **limits)
 
 
 def static_forbidden(directory: Path) -> dict[str, set[str]]:
@@ -211,13 +226,16 @@ def _standin_notes(calls) -> list[str]:
 
 # -- grading ----------------------------------------------------------------------------------
 def grade_submission(*, name: str, directory: Path, transport, rubric_path=None, check_deliverables=None,
-                     tests=None) -> SubmissionResult:
+                     tests=None, findings: scan.Findings | None = None) -> SubmissionResult:
     """Grade one submission whose code `transport` executes; deterministic for a given submission.
 
     `check_deliverables(directory)` replaces grader.deliverables.run_checks (a grading run passes one
     that runs the checks in a limited process, grader/checker.py). `tests` (rubric ids) grades those
-    hidden tests only, and no deliverables (an nbgrader cell grades one test: grade_in_process)."""
+    hidden tests only, and no deliverables (an nbgrader cell grades one test: grade_in_process).
+    `findings`: the static scan of the submission as handed in (a grading run scans it in a limited
+    helper before any student code runs); without it, `directory` is scanned here, first."""
     lesson = load_lesson()
+    found = findings if findings is not None else scan_submission(Path(directory))
     file_of, catalogue = lesson.file_of, lesson_catalogue()
     rubric = load_rubric(rubric_path)
     reference = reference_adapter()
@@ -244,9 +262,8 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
             runtime[component] |= set(c.result.forbidden)
         outcomes.append((component, test_id, failure, calls))
 
-    found = scan_submission(Path(directory))
     blamed = _forbidden_by_component(runtime, {file_of[c]: found.reaching(file_of[c], file_of.values()) for c in lesson.modules})
-    result = SubmissionResult(submission=name, flags=list(found.flags))
+    result = SubmissionResult(submission=name, flags=found.shown())
     import_errors = set()
     crashes: dict[tuple, str] = {}  # one text per error, whichever test met it first
     for component, test_id, failure, calls in outcomes:

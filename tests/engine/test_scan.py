@@ -1,0 +1,267 @@
+"""The static scan (grader/scan.py) is total and bounded: whatever a submission's files hold, each file
+is scanned or named in a flag, the scan never raises, and its time and memory are limited.
+
+The hostile files run through the limited helper a grading run uses (`LimitedScan`, 512 MB of address
+space), beside honest files whose findings must not change."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from grader import forbidden, scan
+
+KIT = Path(__file__).resolve().parents[2]
+SOLUTIONS = KIT / "solutions" / "day13"
+POLICY_PATH = KIT / "grader" / "day13" / "forbidden.toml"
+POLICY = forbidden.load_policy(POLICY_PATH)
+CAP = 512 << 20
+
+# A never-imported helper holding one constant of 2000 terms: folding it used to recurse past Python's
+# limit (engine-error, 0/100 for correct code, and the grader exited 1).
+DEEP_CONSTANT = "import sys\nX = " + " + ".join(['"ab"'] * 2000) + "\n"
+
+
+def _scanner(**limits):
+    return scan.LimitedScan(policy_path=POLICY_PATH, contract={}, notebook_module="_day13_notebook",
+                            memory_bytes=limits.pop("memory_bytes", CAP), **limits)
+
+
+def _honest(folder: Path) -> None:
+    for f in SOLUTIONS.glob("*.py"):
+        (folder / f.name).write_bytes(f.read_bytes())
+
+
+def test_a_2000_term_constant_is_folded_and_the_rest_of_its_file_is_still_read():
+    source = DEEP_CONSTANT + "import torch.nn.functional as F\ny = F.scaled_dot_product_attention\n"
+    found = scan.scan_sources([("helper.py", source, None)], POLICY)
+    assert found.costs == {"helper.py": {"scaled_dot_product_attention"}}
+    assert found.flags == []
+
+
+def test_a_name_glued_from_many_pieces_is_still_worked_out():
+    pieces = " + ".join(f'"{c}"' for c in "scaled_dot_product_attention")
+    source = f"import torch.nn.functional as F\nf = getattr(F, {pieces})\n"
+    assert scan.scan_sources([("a.py", source, None)], POLICY).costs == {"a.py": {"scaled_dot_product_attention"}}
+
+
+def test_doubling_strings_stay_small():
+    # 40 doublings of a 64-character string would be 70 TB if folded without a cap.
+    lines = ["import sys", f"s0 = {'a' * 64!r}"] + [f"s{i + 1} = s{i} + s{i}" for i in range(40)]
+    found = scan.scan_sources([("a.py", "\n".join(lines), None)], POLICY)
+    assert found.costs == {} and found.flags == []
+
+
+def test_a_long_chain_of_lookups_is_followed_and_a_deeper_one_is_named():
+    source = "import torch\nx = torch" + ".Transformer" * 500 + "\n"
+    assert scan.scan_sources([("a.py", source, None)], POLICY).costs == {"a.py": {"Transformer"}}
+    source = "import torch\nx = torch" + ".Transformer" * 20000 + "\n"  # deeper than Python's parser goes
+    found = scan.scan_sources([("a.py", source, None)], POLICY)
+    assert found.flags == ["a.py: not read by the grader's scan (too deeply nested for Python's parser)"]
+
+
+def test_a_flood_of_flags_keeps_100_of_each_kind_and_counts_the_rest():
+    source = "import torch\n" + "".join(f"a{i} = x{i}.__globals__\n" for i in range(3000))
+    found = scan.scan_sources([("a.py", source, None), ("b.py", source, None)], POLICY)
+    assert len(found.flags) == scan.MAX_FLAGS_PER_KIND
+    assert found.shown()[-1] == "... and 5900 more flags like: __globals__ (reflective access)"
+
+
+def test_a_file_that_imports_differently_than_utf8_is_read_as_python_reads_it():
+    # A latin-1 file with its coding line imports fine; read as UTF-8 it did not parse, so the scan
+    # skipped it in silence.
+    source = ("# -*- coding: latin-1 -*-\nimport torch.nn.functional as F\ncaf\xe9 = 1\n"
+              "y = F.scaled_dot_product_attention\n").encode("latin-1")
+    found = scan.scan_sources([("a.py", source, None)], POLICY)
+    assert found.costs == {"a.py": {"scaled_dot_product_attention"}}
+
+
+def test_a_file_in_a_package_is_read_and_its_costs_reach_the_file_that_imports_it(tmp_path):
+    _honest(tmp_path)
+    (tmp_path / "helpers").mkdir()
+    (tmp_path / "helpers" / "__init__.py").write_text("from torch.nn import MultiheadAttention as M\n")
+    text = (tmp_path / "multihead.py").read_text()
+    (tmp_path / "multihead.py").write_text("import helpers\n" + text)
+    sources = scan.read_sources(tmp_path, "_day13_notebook")
+    found = scan.scan_sources(sources, POLICY)
+    assert found.reaching("multihead.py") == {"MultiheadAttention"}
+    assert found.reaching("self_attention.py") == set()
+
+
+def test_a_file_over_the_size_limit_and_compiled_code_are_named_not_skipped(tmp_path):
+    _honest(tmp_path)
+    (tmp_path / "big.py").write_text("x = 1\n" * 240_000)  # 1.44 MB
+    (tmp_path / "fast.pyc").write_bytes(b"\x00" * 64)
+    found = _scanner().scan(tmp_path)
+    assert found.flags == ["big.py: not read by the grader's scan (1.4 MB, over the scan's 1.0 MB)",
+                           "fast.pyc: not read by the grader's scan (compiled code, which Python can import "
+                           "but the scan cannot read)"]
+    assert found.costs == {}
+
+
+def _hostile_files(folder: Path) -> dict:
+    """The hostile-file suite: name -> bytes."""
+    def flood(var):  # 30,000 suspicious attribute reads, ~800 KB
+        return "import torch\n" + "".join(f"{var}{i} = {var}.__globals__\n" for i in range(30_000))
+
+    files = {
+        "deep_constant.py": DEEP_CONSTANT,
+        "deep_sum.py": "import sys\nx = " + "1 + " * 100_000 + "1\n",  # too deep for ast.parse, fine for import
+        "deep_unary.py": "import sys\nx = " + "-" * 100_000 + "1\n",
+        "deep_attribute.py": "import sys\nx = y" + ".a" * 150_000 + "\n",
+        "huge_constant.py": "import sys\nX = " + repr("ab" * 450_000) + "\n",
+        "lines_100k.py": "import sys\n" + "x = 1\n" * 100_000,
+        "flood_a.py": flood("a"),
+        "flood_b.py": flood("b"),
+        "nested_fstrings.py": "import sys\nx = f\"{f'{sys.modules!r}'}\"\n" + 'y = f"{' * 300 + "1" + '}"' * 300 + "\n",
+        "null_bytes.py": "import sys\nx = 1\x00\n",
+        "not_utf8.py": b"import sys\nx = '\xff\xfe'\n",
+    }
+    for name, text in files.items():
+        (folder / name).write_bytes(text if isinstance(text, bytes) else text.encode())
+    return files
+
+
+def _limited_run(code: str, timeout: float) -> dict:
+    """Run `code` (which prints one JSON line) in a fresh interpreter under the 512 MB cap."""
+    script = "import resource\nresource.setrlimit(resource.RLIMIT_AS, (%d, %d))\n" % (CAP, CAP) + code
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout,
+                          cwd=KIT, env={**os.environ, "PYTHONPATH": str(KIT)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def test_the_hostile_file_suite_is_scanned_or_named_under_512_mb_beside_honest_files(tmp_path):
+    _honest(tmp_path)
+    (tmp_path / "self_attention.py").write_text((tmp_path / "self_attention.py").read_text()
+                                                + "\nimport gc\n")  # the honest sibling's one flag
+    files = _hostile_files(tmp_path)
+    # The grader's side (snapshot, merge) runs under the cap too; the helper has its own.
+    code = textwrap.dedent(f"""
+        import json, time
+        from grader import scan
+        start = time.monotonic()
+        with scan.LimitedScan(policy_path={str(POLICY_PATH)!r}, contract={{}}, notebook_module="_day13_notebook",
+                              memory_bytes={CAP}, seconds=20, budget=120) as s:
+            found = s.scan({str(tmp_path)!r})
+        print(json.dumps({{"flags": found.shown(), "costs": {{f: sorted(n) for f, n in found.costs.items()}},
+                          "imports": sorted(found.imports), "seconds": time.monotonic() - start}}))
+    """)
+    got = _limited_run(code, timeout=300)
+    flags = got["flags"]
+    assert got["costs"] == {}
+    assert any(f.startswith("self_attention.py line") and f.endswith("imports gc") for f in flags)
+    for honest in ("multihead.py", "positional.py", "block.py"):
+        assert not any(f.startswith(honest) for f in flags), honest
+    # Each hostile file was read (its imports are known) or is named in a flag.
+    for name in files:
+        assert name in got["imports"] or any(f.startswith(f"{name}: not read") for f in flags), name
+    # Python's parser cannot build these trees: named, never silence.
+    for name in ("deep_sum.py", "deep_unary.py", "deep_attribute.py"):
+        assert any(f.startswith(f"{name}: not read") for f in flags), name
+    # The flood: 100 kept, the rest counted in one line.
+    assert sum("__globals__" in f for f in flags) == scan.MAX_FLAGS_PER_KIND + 1
+    assert "... and 59900 more flags like: __globals__ (reflective access)" in flags
+    assert len("\n".join(flags)) < 100_000
+
+
+def test_a_file_that_runs_the_helper_out_of_memory_is_named_and_the_others_are_scanned(tmp_path):
+    (tmp_path / "a_first.py").write_text("import gc\n")
+    (tmp_path / "b_big.py").write_text("import sys\n" + "x = [1, 2, 3]\n" * 70_000)
+    (tmp_path / "c_last.py").write_text("from torch.nn import MultiheadAttention\n")
+    # A cap the helper can start under but not parse 70,000 lists in.
+    with _scanner(memory_bytes=160 << 20) as s:
+        found = s.scan(tmp_path)
+    assert found.flags[0] == "a_first.py line 1: imports gc"
+    assert found.flags[1].startswith("b_big.py: not read by the grader's scan (parsing it needed more")
+    assert found.costs == {"c_last.py": {"MultiheadAttention"}}
+
+
+def test_a_file_that_takes_the_helper_too_long_is_named_and_the_others_are_scanned(tmp_path):
+    (tmp_path / "a_slow.py").write_text("import sys\n" + "x = 1\n" * 150_000)
+    (tmp_path / "b_next.py").write_text("from torch.nn import MultiheadAttention\n")
+    with _scanner(seconds=0.01) as s:
+        found = s.scan(tmp_path)
+    assert found.flags[0].startswith("a_slow.py: not read by the grader's scan (parsing it took more than")
+    # b_next.py gets the same 0.01 s with a fresh helper (start-up included): named, or scanned.
+    assert found.costs == {"b_next.py": {"MultiheadAttention"}} or found.flags[1].startswith("b_next.py: not read")
+
+
+def test_the_helper_finds_what_the_in_process_scan_finds(tmp_path):
+    _honest(tmp_path)
+    (tmp_path / "helpers.py").write_text("import torch.nn.functional as F\nimport inspect\n"
+                                         "def attend(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v)\n")
+    text = (tmp_path / "self_attention.py").read_text()
+    (tmp_path / "self_attention.py").write_text("from helpers import attend\n" + text)
+    sources = scan.read_sources(tmp_path, "_day13_notebook")
+    here = scan.scan_sources(sources, POLICY)
+    with _scanner() as s:
+        there = s.scan(tmp_path)
+    assert there.costs == here.costs == {"helpers.py": {"scaled_dot_product_attention"}}
+    assert there.flags == here.flags == ["helpers.py line 2: imports inspect"]
+    assert there.reaching("self_attention.py") == {"scaled_dot_product_attention"}
+
+
+# -- in a grading run: the scan reads what was handed in, and nothing it meets stops the run ---------
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from engine_helpers import CODE_PARTS, components, make_submission, uid_base_for_tests  # noqa: E402
+
+# Imported, it rewrites its own file to clean text and adds another: a scan done after the hidden tests
+# saw neither its reflective import nor its library attention's name, and read the added file.
+REWRITES_ITSELF = '''
+import gc  # reflective: flagged
+import os
+from torch.nn import MultiheadAttention as _M  # library attention named, never used: costs multihead
+with open(__file__, "w") as _f:
+    _f.write("# nothing to see\\n")
+with open("late.py", "w") as _f:
+    _f.write("import ctypes\\n")
+'''
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    from grader import run
+    from grader.sandbox import SandboxConfig
+
+    root = tmp_path_factory.mktemp("scan-run")
+    subs, out = root / "submissions", root / "out"
+    make_submission(subs / "aaa_honest")
+    bomb = make_submission(subs / "scan_bomb")
+    (bomb / "never_imported.py").write_text(DEEP_CONSTANT)
+    (bomb / "big.py").write_text("x = 1\n" * 240_000)
+    for var in "ab":
+        (bomb / f"flood_{var}.py").write_text("import torch\n" + "".join(f"{var}{i} = {var}.__globals__\n"
+                                                                         for i in range(30_000)))
+    rewriter = make_submission(subs / "rewrites_itself")
+    (rewriter / "multihead.py").write_text(REWRITES_ITSELF + (rewriter / "multihead.py").read_text())
+    config = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(13))
+    code = run.main(submissions=subs, out=out, jobs=1, config=config)
+    records = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/record.json")}
+    return dict(code=code, records=records, out=out)
+
+
+def test_files_that_break_the_scan_cost_nothing_and_are_named(graded):
+    assert graded["code"] == 0
+    record = graded["records"]["scan_bomb"]
+    assert record["status"] == "ok"
+    assert all(got == top for got, top in components(record).values())
+    assert "big.py: not read by the grader's scan (1.4 MB, over the scan's 1.0 MB)" in record["flags"]
+    assert "... and 59900 more flags like: __globals__ (reflective access)" in record["flags"]
+    assert len(record["flags"]) == scan.MAX_FLAGS_PER_KIND + 2
+    assert len((graded["out"] / "scan_bomb" / "feedback.md").read_bytes()) < 200_000
+    honest = graded["records"]["aaa_honest"]
+    assert honest["flags"] == [] and all(got == top for got, top in components(honest).values())
+
+
+def test_sources_rewritten_at_run_time_are_judged_as_handed_in(graded):
+    record = graded["records"]["rewrites_itself"]
+    assert "multihead.py line 2: imports gc" in record["flags"]
+    assert not any("late.py" in f for f in record["flags"])  # written by the child: not handed in
+    got = components(record)
+    assert got["multihead"][0] == 0
+    assert all(got[c][0] == got[c][1] for c in CODE_PARTS if c != "multihead")

@@ -265,8 +265,17 @@ def _targets(result: SubmissionResult, similar: list[dict] = ()) -> list[tuple[s
 
 def statuses(review: Review, records: list[SubmissionResult]) -> list[dict]:
     """One row per student for the class list: reviewed or not, flags, parts failed, late, similar
-    pairs, regrade requests."""
-    decided = {row.submission for row in review.decisions()}
+    pairs (and which of them are reviewed), regrade requests.
+
+    A student is reviewed once a decision on their work (a test, a part, the total, their flags) or
+    a line comment names them. A similarity pair marked reviewed counts for the pair only: it is
+    written for both students, and the classmate's own work is still to be looked at."""
+    rows = review.decisions()
+    decided = {row.submission for row in rows if not row.test.startswith("similarity:")}
+    pairs_done: dict[str, set[str]] = {}
+    for row in rows:
+        if row.test.startswith("similarity:"):
+            pairs_done.setdefault(row.submission, set()).add(row.test.split(":", 1)[1])
     comments, _ = review.comments()
     requests, _ = review.requests(records)
     similar = review.similar()
@@ -278,7 +287,9 @@ def statuses(review: Review, records: list[SubmissionResult]) -> list[dict]:
             "name": r.submission, "total": r.total, "max": r.max_total, "status": r.status,
             "reviewed": r.submission in decided or r.submission in comments,
             "flags": len(r.flags), "failed": [c for c, (got, top) in parts.items() if top and got < top],
-            "late": int(lateness.get("late_days") or 0), "similar": sorted({p["other"] for p in similar.get(r.submission, [])}),
+            "late": int(lateness.get("late_days") or 0),
+            "similar": sorted({p["other"] for p in similar.get(r.submission, [])}),
+            "pairs_done": pairs_done.get(r.submission, set()),
             "open": sum(s.state == "open" for s in requests.get(r.submission, [])),
         })
     return found
@@ -289,7 +300,7 @@ FILTERS = {"all": ("everyone", lambda s: True),
            "flagged": ("integrity flags", lambda s: s["flags"] > 0),
            "failing": ("failed a part", lambda s: bool(s["failed"])),
            "late": ("late", lambda s: s["late"] > 0),
-           "similar": ("in a similar pair", lambda s: bool(s["similar"])),
+           "similar": ("similar pair to look at", lambda s: bool(set(s["similar"]) - s["pairs_done"])),
            "requests": ("open regrade request", lambda s: s["open"] > 0)}
 SORTS = {"name": lambda s: s["name"], "total": lambda s: (s["total"], s["name"]),
          "total-desc": lambda s: (-s["total"], s["name"]), "flags": lambda s: (-s["flags"], s["name"]),
@@ -367,7 +378,8 @@ def render_class(review: Review, records: list[SubmissionResult], query: dict[st
             f'<td class="{"ok" if s["reviewed"] else "bad"}">{"yes" if s["reviewed"] else "no"}</td>'
             f'<td class="{"flag" if s["flags"] else ""}">{s["flags"] or ""}</td>'
             f'<td>{e(", ".join(s["failed"]))}</td><td>{late_days}</td>'
-            f'<td>{e(_some(s["similar"]))}</td><td>{requests_open}</td></tr>')
+            f'<td>{e(_some([n + (" ✓" if n in s["pairs_done"] else "") for n in s["similar"]]))}</td>'
+            f'<td>{requests_open}</td></tr>')
     out.append("</table>")
     return _page("Review: class list", out)
 
@@ -434,8 +446,9 @@ def render_student(review: Review, records: list[SubmissionResult], index: int, 
     if similar:  # evidence for the reviewer to weigh, never points
         out.append(_folded(f"Similar: {len(similar)} flagged pair(s) with {_some(sorted({p['other'] for p in similar}))} "
                            "(similarity.html)",
-                           [f"<li>{e(p['other'])}: {e(p['kind'])} {p['score']:.2f}, {e(p['detail'])}</li>"
-                            for p in similar[:20]], tag="ul", cls="flag", open_under=0))
+                           [f"<li>{e(p['other'])}: {e(p['kind'])} {p['score']:.2f}, {e(p['detail'])}"
+                            + (' <b class="ok">pair reviewed ✓</b>' if p["other"] in state["pairs_done"] else "")
+                            + "</li>" for p in similar[:20]], tag="ul", cls="flag", open_under=0))
     out.append(_code_section(review, result, mine, token, line_form))
     out.append('<div class="grid">')
     for kind, names in IMAGES.items():

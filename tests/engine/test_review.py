@@ -171,7 +171,7 @@ def test_the_class_list_counts_filters_and_sorts(served):
     response, page = _request(server, "GET", "/")
     assert response.status == 200 and "0 of 2 reviewed · 2 left" in page
     assert '<tr data-name="mallory">' in page and '<tr data-name="nina">' in page
-    assert "not reviewed (2)" in page and "in a similar pair (2)" in page
+    assert "not reviewed (2)" in page and "similar pair to look at (2)" in page
     _request(server, "POST", "/s/mallory/override",
              {"token": server.token, "test": "deliverables.readme", "points": "1", "comment": "", "by": "ta"})
     _, page = _request(server, "GET", "/?show=not-reviewed")
@@ -246,7 +246,11 @@ def test_reviewing_a_similar_pair_marks_it_for_both(served):
     assert {(r.submission, r.test, r.points) for r in rows} == {("mallory", "similarity:nina", None),
                                                                 ("nina", "similarity:mallory", None)}
     _, page = _request(server, "GET", "/")
-    assert "2 of 2 reviewed · 0 left" in page
+    # The pair is reviewed for both; neither student's own work is, yet.
+    assert "0 of 2 reviewed · 2 left" in page and "similar pair to look at (0)" in page
+    assert "<td>nina ✓</td>" in page and "<td>mallory ✓</td>" in page
+    _, nina = _request(server, "GET", "/s/nina")
+    assert "pair reviewed ✓" in nina
 
 
 def test_a_regrade_request_round_trips_to_the_gradebook_report_and_feedback(served):

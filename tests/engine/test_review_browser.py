@@ -172,7 +172,17 @@ def test_a_grader_reviews_the_class_in_a_real_browser(tmp_path):
             # similarity.html: the pair side by side, code readable.
             page.goto((out / "similarity.html").as_uri())
             page.locator("details summary").first.click()
+            page.locator("details[open] .pair").first.evaluate("e => e.scrollIntoView()")
             assert _fits(page)
+            # Room under every highlighted line: the next line's highlight never covers its underscores
+            # (at .8em and the default line height they touched, and d_k read as "d k").
+            gaps = page.evaluate("""() => { const gaps = [];
+              for (const pre of document.querySelectorAll('details[open] pre')) {
+                const boxes = [...pre.querySelectorAll('mark')].map(m => m.getBoundingClientRect());
+                for (let i = 1; i < boxes.length; i++) {
+                  if (boxes[i].top > boxes[i - 1].top) { gaps.push(boxes[i].top - boxes[i - 1].bottom); } } }
+              return gaps; }""")
+            assert gaps and min(gaps) >= 2, gaps
             page.screenshot(path=str(shots / "similarity.png"))
             browser.close()
     finally:

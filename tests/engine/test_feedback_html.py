@@ -31,3 +31,37 @@ def test_the_class_report_links_to_the_pages_and_overrides_reach_them(tmp_path):
     assert 'href="zed/feedback.html"' in (tmp_path / "report.html").read_text()
     page = (tmp_path / "zed" / "feedback.html").read_text()
     assert "Reviewed by your instructor" in page and "fair" in page
+
+
+def _inline_one_character_at_a_time(text: str) -> str:
+    """The inline rules as written first, one character at a time: the specification the run-at-a-time
+    renderer must keep (code spans, **bold**, backslash escapes; everything else escaped)."""
+    import html
+
+    out, i, strong = [], 0, False
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text) and not text[i + 1].isalnum():
+            out.append(html.escape(text[i + 1]))
+            i += 2
+        elif ch == "`":
+            end = text.find("`", i + 1)
+            out.append("`" if end < 0 else f"<code>{html.escape(text[i + 1:end])}</code>")
+            i = i + 1 if end < 0 else end + 1
+        elif text.startswith("**", i):
+            out.append("</strong>" if strong else "<strong>")
+            strong, i = not strong, i + 2
+        else:
+            out.append(html.escape(ch))
+            i += 1
+    return "".join(out) + ("</strong>" if strong else "")
+
+
+def test_inline_markup_is_rendered_as_one_character_at_a_time_would():
+    import random
+
+    pieces = list("ab1 é\\`*<>&\"'") + ["**", "\\*", "``", "\\a", "<script>", HOSTILE]
+    rng = random.Random(13)
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        assert feedback._inline_html(text) == _inline_one_character_at_a_time(text), text

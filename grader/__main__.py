@@ -54,10 +54,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard", default=None, metavar="K/N", help="grade only slice K of N (1-based)")
     p.add_argument("--overrides", default=None, metavar="FILE",
                    help="a person's decisions on points (default OUT/overrides.csv; see grader/overrides.py)")
+    p.add_argument("--roster", default=None, metavar="FILE",
+                   help="who each submission belongs to (kept as OUT/roster.csv): grades.csv gets a row per "
+                        "student, partners keep their own lateness and are never flagged as similar; see grader/roster.py")
     _release_option(p)
     p.set_defaults(run=lambda a: _call("run", "main", submissions=a.submissions, out=a.out,
                                        jobs=a.jobs, force=a.force, only=a.only, shard=a.shard,
-                                       overrides=a.overrides, release=a.release))
+                                       overrides=a.overrides, release=a.release, roster=a.roster))
 
     p = sub.add_parser("merge", help="join the outputs of several shards into one gradebook and report")
     p.add_argument("shards", nargs="+", help="the --out folders of the shards")

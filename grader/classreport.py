@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
 
-from grader import feedback, linecomments, overrides, regrade_requests, totals
+from grader import feedback, linecomments, overrides, regrade_requests, roster, totals
 from grader.document import (Bullets, Cell, Code, Document, FileName, Figure, Figures, Html, Image, Item, Link,
                              Only, Paragraph, Section, Strong, Table, mean, number, to_html, to_markdown)
 from grader.lesson import load_lesson
@@ -47,8 +47,18 @@ def write_class(out_dir: Path, overrides_path: Path | None = None,
     hints = feedback.hint_texts()
     for r in records:
         feedback.rewrite_changed(out_dir / check_name(r.submission), r, hints, release)
-    write_atomic(out_dir / "grades.csv", grades_csv(records))
+    try:
+        people = roster.in_out(out_dir)
+    except roster.RosterError as error:  # stops `grade` and `merge` as a bad overrides.csv does
+        raise overrides.OverrideError(str(error)) from None
+    write_atomic(out_dir / "grades.csv", grades_csv(records) if people is None
+                 else grades_csv_by_student(totals.per_student(out_dir, records, people)))
     stats = class_stats(records, hints)
+    if people is not None:  # who shares a submission, and partners who each handed in the pair's work
+        stats["groups"] = sorted({(s.group or s.submission, ", ".join(f"{m.name or m.identity} ({m.submission})"
+                                                                      for m in people.students
+                                                                      if (m.group or m.submission) == (s.group or s.submission)))
+                                  for s in people.students if s.group or len(people.members(s.submission)) > 1})
     plots = write_plots(out_dir, records, stats)
     from grader import similarity  # its section reads OUT/similarity.csv, written by `grade` or `similarity`
 
@@ -93,6 +103,25 @@ def grades_csv(records: list[SubmissionResult]) -> str:
     for r in sorted(records, key=lambda r: r.submission):
         parts = r.component_scores()
         writer.writerow([_cell(r.submission), number(r.total), number(r.max_total),
+                         *(number(parts.get(c, 0.0)) for c in components), _cell(r.status), _cell(r.source),
+                         _cell(overrides.summary(r)), str(r.late["late_days"]) if r.late else "",
+                         number(r.penalty) if r.late else ""])
+    return buffer.getvalue()
+
+
+def grades_csv_by_student(rows: list) -> str:
+    """grades.csv when OUT holds a roster: a row per student (a group's submission gives each member
+    one, with the group's points and the member's own lateness), keyed by the roster's identity."""
+    components = load_lesson().components
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    columns = grades_columns(components)
+    writer.writerow([columns[0], "student", "name", "group", *columns[1:]])
+    for student, r in sorted(rows, key=lambda row: (row[1].submission, row[0].identity if row[0] else "")):
+        parts = r.component_scores()
+        writer.writerow([_cell(r.submission), _cell(student.identity if student else ""),
+                         _cell(student.name if student else ""), _cell(student.group if student else ""),
+                         number(r.total), number(r.max_total),
                          *(number(parts.get(c, 0.0)) for c in components), _cell(r.status), _cell(r.source),
                          _cell(overrides.summary(r)), str(r.late["late_days"]) if r.late else "",
                          number(r.penalty) if r.late else ""])
@@ -244,6 +273,9 @@ def class_document(stats: dict, plots: dict, problems: list[str], reviewed: list
                        " in grades.csv has every row's."]),
             Table(("row", "submitted as", "why"),
                   [[name, FileName(source), why] for name, source, why in stats["renamed"]])]))
+    if stats.get("groups"):
+        blocks.append(Section("Groups (roster.csv)", [Table(("group", "members (submission)"),
+                                                           [[g, members] for g, members in stats["groups"]])]))
     blocks.append(Section("Faults and notes", [Bullets(
         [Item([Strong(name), ": ", status], tuple(notes)) for name, status, notes in stats["faults"]])]
         if stats["faults"] else [Paragraph("None.")]))

@@ -81,6 +81,7 @@ class Entry:
     pushed: str = ""  # push time from the roster (a Classroom export's submission_timestamp)
     late_days: str = ""  # with a late policy only
     late_basis: str = ""
+    handed_in: str = ""  # the time lateness was measured from (push or commit), ISO: a partner's own deadline needs it
 
 
 # --------------------------------------------------------------------------- roster
@@ -366,10 +367,12 @@ def collect_one(entry: Entry, out: Path, deadline: str | None, policy: late.Poli
         committed = late.parse_time(entry.committed)
         if pushed is not None and pushed <= due + policy.last_day:
             entry.late_days, entry.late_basis = str(late.late_days(due, pushed, policy)), "push time"
+            entry.handed_in = pushed.isoformat()
         elif committed is not None:
             # The commit time was written by the student's machine; said so wherever it is shown.
             entry.late_days, entry.late_basis = str(late.late_days(due, committed, policy)), \
                 "commit time (written by the student's machine)"
+            entry.handed_in = committed.isoformat()
     try:
         skipped = _export(cache, entry.commit, out / entry.name)
     except (OverCap, ValueError) as error:  # ValueError: a tree object that does not parse
@@ -404,10 +407,11 @@ def write_manifest(out: Path, entries: list[Entry]) -> Path:
     tmp = path.with_suffix(".tmp")
     with open(tmp, "w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(["name", "source", "commit", "committed", "status", "deadline", "late_days", "late_basis"])
+        writer.writerow(["name", "source", "commit", "committed", "status", "deadline", "late_days", "late_basis",
+                         "handed_in"])
         for entry in sorted(entries, key=lambda e: e.name):
             writer.writerow([entry.name, entry.source, entry.commit, entry.committed, entry.status, entry.deadline,
-                             entry.late_days, entry.late_basis])
+                             entry.late_days, entry.late_basis, entry.handed_in])
     tmp.replace(path)
     return path
 

@@ -61,16 +61,19 @@ def rows_for(grades: list[dict], roster: roster_module.Roster | None) -> tuple[l
     if roster is None:
         return [{"student": None, "grade": g} for g in grades], [], []
     by_name = {g["submission"].casefold(): g for g in grades}
+    # grades.csv made with this roster has a row per student, with that student's own lateness.
+    by_student = {g["student"].casefold(): g for g in grades if g.get("student")}
     rows, missing = [], []
     for student in roster.students:
-        grade = by_name.get(student.submission.casefold())
+        grade = by_student.get(student.identity.casefold()) or by_name.get(student.submission.casefold())
         if grade is None:
             missing.append(f"{student.identity} ({student.name or 'no name'}): no graded submission "
                            f"named {student.submission!r}")
         rows.append({"student": student, "grade": grade})
     claimed = {s.submission.casefold() for s in roster.students}
-    unclaimed = [g["submission"] for g in grades if g["submission"].casefold() not in claimed]
-    rows += [{"student": None, "grade": g} for g in grades if g["submission"] in unclaimed]
+    strays = [g for g in grades if g["submission"].casefold() not in claimed and not g.get("student")]
+    unclaimed = [g["submission"] for g in strays]
+    rows += [{"student": None, "grade": g} for g in strays]
     return rows, missing, unclaimed
 
 
@@ -149,7 +152,7 @@ def main(*, out: str, format: str, roster: str | None = None, dest: str | None =
         return 2
     try:
         grades, fields = _grades(out_dir)
-        people = roster_module.read(Path(roster)) if roster else None
+        people = roster_module.read(Path(roster)) if roster else roster_module.in_out(out_dir)
     except (FileNotFoundError, roster_module.RosterError) as error:
         print(f"export: {error}", file=sys.stderr)
         return 2
@@ -164,7 +167,7 @@ def main(*, out: str, format: str, roster: str | None = None, dest: str | None =
                                 parts=_parts(fields) if parts else None))
     print(f"export: {len(rows)} rows ({format}) -> {target}")
     if people is None:
-        print("export: no roster given (--roster FILE): rows are keyed by submission name, which the school's "
+        print("export: no roster given (--roster FILE, or OUT/roster.csv from grade --roster): rows are keyed by submission name, which the school's "
               "gradebook may not know", file=sys.stderr)
     for line in missing:
         print(f"export: on the roster, not graded: {line} (kept, with an empty grade)", file=sys.stderr)

@@ -95,6 +95,8 @@ def write_lateness(out: Path, collected: Path, names: set[str]) -> None:
                 folder.mkdir(parents=True, exist_ok=True)
                 data = {"late_days": int(row["late_days"]), "deadline": row.get("deadline", ""),
                         "measured_from": row.get("late_basis", "")}
+                if (row.get("handed_in") or "").strip():  # a partner with an extension measures from it
+                    data["handed_in"] = row["handed_in"].strip()
                 text = json.dumps(data, sort_keys=True) + "\n"
                 path = folder / FILE
                 if not path.is_file() or path.read_text(encoding="utf-8") != text:

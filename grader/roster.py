@@ -14,6 +14,8 @@ column present in each list below is used:
                  when there is none)
     email        email, email_address
     section      section
+    deadline     deadline (this student's own, for an extension: ISO time; a partner in a group keeps
+                 theirs, measured from the time the group handed in)
 
 A Classroom roster CSV works as it is: `identifier` is the identity, `github_username` the
 submission. A member of a group whose own row names no submission takes the group's.
@@ -33,6 +35,8 @@ NAME = ("name", "display_name", "full_name")
 LOGIN = ("sis_login_id", "username", "login", "email")
 EMAIL = ("email", "email_address")
 SECTION = ("section",)
+DEADLINE = ("deadline", "due")
+FILE = "roster.csv"  # in OUT: `grade --roster FILE` puts it there; export, the report and similarity read it
 
 
 class RosterError(ValueError):
@@ -50,6 +54,7 @@ class Student:
     section: str = ""
     submission: str = ""  # the row name in OUT
     group: str = ""
+    deadline: str = ""
 
 
 @dataclass
@@ -68,9 +73,22 @@ class Roster:
             found.setdefault(s.submission, []).append(s)
         return {k: v for k, v in found.items() if len(v) > 1}
 
+    def group_of(self, submission: str) -> str:
+        """The group a submission belongs to ("" for one student's own)."""
+        return next((s.group for s in self.members(submission) if s.group), "")
+
     def partners(self, a: str, b: str) -> bool:
-        """Whether two submissions are the same group's (partners are never similar to each other)."""
-        return bool(a) and a.casefold() == b.casefold() and bool(self.members(a))
+        """Whether two submissions are partners' (one group's members, each handing in a copy): their
+        likeness is the pair work itself, never evidence of copying."""
+        group = self.group_of(a)
+        return bool(group) and group == self.group_of(b)
+
+
+def in_out(out_dir: Path) -> "Roster | None":
+    """OUT/roster.csv if the instructor put one there; None without one. A roster that cannot be read
+    is an error the caller reports (never silently ignored: rows would lose their students)."""
+    path = Path(out_dir) / FILE
+    return read(path) if path.is_file() else None
 
 
 def _norm(column: str) -> str:
@@ -94,7 +112,8 @@ def read(path: Path) -> Roster:
 
     at = {key: column(names) for key, names in (("identity", IDENTITY), ("submission", SUBMISSION),
                                                 ("group", GROUP), ("name", NAME), ("login", LOGIN),
-                                                ("email", EMAIL), ("section", SECTION))}
+                                                ("email", EMAIL), ("section", SECTION),
+                                                ("deadline", DEADLINE))}
     at["first_name"], at["last_name"] = column(("first_name",)), column(("last_name",))
     if at["identity"] is None:
         raise RosterError(f"{path}: no column says who each student is; name one of "
@@ -115,7 +134,8 @@ def read(path: Path) -> Roster:
         group = cell("group")
         students.append(Student(identity=identity, name=name, first_name=first, last_name=last,
                                 login=cell("login") or identity, email=cell("email"), section=cell("section"),
-                                submission=cell("submission") or group or identity, group=group))
+                                submission=cell("submission") or group or identity, group=group,
+                                deadline=cell("deadline")))
     # A member whose own row names no submission shares the one a groupmate's row names.
     by_group: dict[str, str] = {}
     for s in students:

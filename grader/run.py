@@ -48,8 +48,23 @@ class UsageError(ValueError):
     pass
 
 
+def _take_roster(out: Path, roster: str | None) -> None:
+    """Read the roster before anything is graded (a bad one stops the run at once, saying which line),
+    and keep it in OUT as roster.csv, where grades.csv, the report, similarity and export read it."""
+    from grader import roster as people
+    from grader.storage import write_atomic
+
+    if roster is None:
+        if (out / people.FILE).is_file():
+            people.read(out / people.FILE)
+        return
+    people.read(Path(roster))
+    out.mkdir(parents=True, exist_ok=True)
+    write_atomic(out / people.FILE, Path(roster).read_bytes())
+
+
 def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, overrides=None,
-         release="after_due_date", config: SandboxConfig | None = None) -> int:
+         release="after_due_date", config: SandboxConfig | None = None, roster=None) -> int:
     """Grade every submission under `submissions` into `out`. Returns 0, 1 (engine fault) or 2 (usage).
 
     `config` exists for the engine's own tests (short limits); the command line uses the defaults.
@@ -75,6 +90,11 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
         decisions.check(decisions.read(overrides_path), load_records(out)[0] if out.is_dir() else [],
                         path=overrides_path, submissions={s.name for s in subs})
     except (decisions.OverrideError, OSError) as exc:
+        print(f"grade: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        _take_roster(out, roster)
+    except (ValueError, OSError) as exc:
         print(f"grade: {exc}", file=sys.stderr)
         return EXIT_USAGE
     subs = [s for i, s in enumerate(subs) if i % shard_n == shard_k - 1]

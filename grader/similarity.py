@@ -986,7 +986,7 @@ def run(*, subs, out: Path, base: Base, jobs: int = 1) -> list[Row]:
         notebook_base = base_code_hashes(base.notebook() or [])
         for f in feats:
             f.code = {h: where for h, where in f.code.items() if h not in notebook_base}
-    rows = compare(feats)
+    rows = not_between_partners(compare(feats), out)
     pictures = {}
     shown = [r for r in rows if r.flagged][:MAX_DETAILED]
     wanted = {(name, r.what) for r in shown if r.kind == "image" for name in (r.a, r.b)}
@@ -996,6 +996,24 @@ def run(*, subs, out: Path, base: Base, jobs: int = 1) -> list[Row]:
     write_atomic(out / "similarity.csv", similarity_csv(rows))
     write_atomic(out / "similarity.html", similarity_html(rows, feats, base, pictures))
     return rows
+
+
+def not_between_partners(rows: list[Row], out: Path) -> list[Row]:
+    """Partners of one group (OUT/roster.csv) each handing in the pair's work look alike by design:
+    such a pair is never flagged, and the row says why."""
+    from dataclasses import replace
+
+    from grader import roster
+
+    try:
+        people = roster.in_out(out)
+    except roster.RosterError:
+        return rows  # grade and merge stop on it and say which line
+    if people is None:
+        return rows
+    return [replace(r, flagged=False, detail=f"{r.detail}; partners in group {people.group_of(r.a)}: "
+                                             "their pair work, not evidence")
+            if r.flagged and people.partners(r.a, r.b) else r for r in rows]
 
 
 def _picture(sub, what: str) -> str:

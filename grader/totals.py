@@ -93,3 +93,32 @@ class Finaliser:
         except (OSError, ValueError, TypeError):
             return None
         return finalise(self.out_dir, [record], self.decided)[0]
+
+
+def per_student(out_dir: Path, final: list[SubmissionResult], people) -> list[tuple[object, SubmissionResult]]:
+    """One row per student when a roster (grader/roster.py) says who handed in what: (student, result).
+    A group's members share its grade, and each keeps their own lateness: their own deadline (an
+    extension) against the time the group handed in, when both are known. Graded submissions that no
+    roster row claims keep a row of their own (student None); roster students with nothing graded
+    have none here (grader/export.py lists them)."""
+    import dataclasses
+
+    from grader import late
+    from grader.feedback import rubric_path
+
+    policy = late.load_policy(rubric_path())
+    by_name = {r.submission.casefold(): r for r in final}
+    rows, claimed = [], set()
+    for student in people.students:
+        result = by_name.get(student.submission.casefold())
+        if result is None:
+            continue
+        claimed.add(result.submission)
+        due, handed_in = late.parse_time(student.deadline), late.parse_time((result.late or {}).get("handed_in", ""))
+        if policy is not None and due is not None and handed_in is not None:
+            days = late.late_days(due, handed_in, policy)
+            result = dataclasses.replace(result, late={**result.late, "late_days": days, "deadline": student.deadline},
+                                         penalty=late.penalty(days, result.max_total, policy))
+        rows.append((student, result))
+    rows += [(None, r) for r in final if r.submission not in claimed]
+    return rows

@@ -1,0 +1,88 @@
+"""Pair work: a roster says who handed in what. A group's one submission gives each member a row in
+grades.csv and the export, with the group's points and the member's own lateness (an extension counts);
+partners who each hand in the pair's work are never flagged as similar to each other."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from pathlib import Path
+
+from grader import classreport, export, feedback, regrade, similarity
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from engine_helpers import make_submission  # noqa: E402
+from report_records import make_record  # noqa: E402
+
+POLICY = "\n[late]\ngrace_minutes = 0\npenalty_per_day = 10\nmax_days = 3\n"
+DUE = "2026-02-10T12:00:00+00:00"
+EXTENDED = "2026-02-12T12:00:00+00:00"
+ROSTER = f"""identifier,submission,name,group,deadline
+bo@uni.edu,team7,Bo Chen,team7,{DUE}
+cy@uni.edu,team7,Cy Diaz,team7,{EXTENDED}
+di@uni.edu,di,Di Eze,,{DUE}
+"""
+
+
+def _rows(text: str) -> list[dict]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def test_a_pair_gets_a_row_each_with_its_own_late_days(tmp_path, monkeypatch):
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text(regrade.rubric_path().read_text() + POLICY)
+    monkeypatch.setattr(feedback, "rubric_path", lambda: rubric)
+    out = tmp_path / "out"
+    feedback.write_submission(out, make_record("team7"))
+    feedback.write_submission(out, make_record("di"))
+    # collect measured the group's push 20 hours after the class deadline
+    (out / "team7" / "late.json").write_text(json.dumps(
+        {"late_days": 1, "deadline": DUE, "measured_from": "push time", "handed_in": "2026-02-11T08:00:00+00:00"}))
+    (out / "roster.csv").write_text(ROSTER)
+    classreport.write_class(out)
+    grades = {r["student"]: r for r in _rows((out / "grades.csv").read_text())}
+    assert set(grades) == {"bo@uni.edu", "cy@uni.edu", "di@uni.edu"}
+    bo, cy = grades["bo@uni.edu"], grades["cy@uni.edu"]
+    assert bo["submission"] == cy["submission"] == "team7" and bo["group"] == cy["group"] == "team7"
+    assert (bo["late_days"], bo["penalty"], bo["total"]) == ("1", "10", "90")
+    assert (cy["late_days"], cy["penalty"], cy["total"]) == ("0", "0", "100")  # the extension
+    assert grades["di@uni.edu"]["late_days"] == ""  # on time, no lateness recorded
+    assert export.main(out=str(out), format="csv") == 0  # the roster in OUT is used
+    exported = {r["identity"]: r for r in _rows((out / "export-csv.csv").read_text())}
+    assert (exported["bo@uni.edu"]["total"], exported["cy@uni.edu"]["total"]) == ("90", "100")
+    assert exported["cy@uni.edu"]["late_days"] == "0"
+
+
+def test_partners_are_never_flagged_as_similar_but_others_are(tmp_path):
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    for name in ("bo", "cy", "zed"):  # the same code three times: bo and cy are partners
+        make_submission(subs / name)
+    out.mkdir()
+    (out / "roster.csv").write_text("identifier,submission,group\nbo@x,bo,duo\ncy@x,cy,duo\nzed@x,zed,\n")
+    assert similarity.main(submissions=str(subs), out=str(out)) == 0
+    rows = _rows((out / "similarity.csv").read_text())
+    pairs = {(r["a"], r["b"]) for r in rows if r["flagged"] == "yes"}
+    assert ("bo", "cy") not in pairs and {("bo", "zed"), ("cy", "zed")} <= pairs
+    assert any("partners in group duo" in r["detail"] for r in rows if (r["a"], r["b"]) == ("bo", "cy"))
+
+
+def test_a_roster_that_cannot_be_read_stops_grade_saying_where(tmp_path):
+    from grader import run
+
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    make_submission(subs / "bo")
+    bad = tmp_path / "roster.csv"
+    bad.write_text("github_username\nbo\n")
+    assert run.main(submissions=str(subs), out=str(out), roster=str(bad)) == run.EXIT_USAGE
+    assert not (out / "grades.csv").exists()
+
+
+def test_the_report_shows_the_groups(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    feedback.write_submission(out, make_record("team7"))
+    (out / "roster.csv").write_text(ROSTER)
+    classreport.write_class(out)
+    for page in ("summary.md", "report.html"):
+        text = (out / page).read_text()
+        assert "Groups (roster.csv)" in text and "Bo Chen (team7), Cy Diaz (team7)" in text

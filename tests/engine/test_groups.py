@@ -86,3 +86,35 @@ def test_the_report_shows_the_groups(tmp_path, monkeypatch):
     for page in ("summary.md", "report.html"):
         text = (out / page).read_text()
         assert "Groups (roster.csv)" in text and "Bo Chen (team7), Cy Diaz (team7)" in text
+
+
+def test_similarity_after_merge_rewrites_the_merged_report(tmp_path):
+    """The instructor workflow merges shards, then compares the whole class: the report it uploads
+    must carry the similarity section, not "No similarity report"."""
+    from grader.merge import merge
+
+    subs, shard1, shard2, out = (tmp_path / n for n in ("subs", "s1", "s2", "gradebook"))
+    for name in ("bo", "zed"):
+        make_submission(subs / name)
+    feedback.write_submission(shard1, make_record("bo"))
+    feedback.write_submission(shard2, make_record("zed"))
+    assert merge(shards=[str(shard1), str(shard2)], out=str(out)) == 0
+    assert "No similarity report" in (out / "report.html").read_text()
+    assert similarity.main(submissions=str(subs), out=str(out)) == 0
+    report = (out / "report.html").read_text()
+    assert "No similarity report" not in report and "similarity.html" in report
+
+
+def test_the_instructor_workflow_compares_the_class_after_merging():
+    import yaml
+
+    from grader import release
+
+    data = yaml.safe_load((release.TEMPLATES / "instructor-grade.yml").read_text())
+    runs = [s.get("run", "") for s in data["jobs"]["merge"]["steps"]]
+    merged = next(i for i, r in enumerate(runs) if "grader merge" in r)
+    compared = next(i for i, r in enumerate(runs) if "grader similarity" in r)
+    assert compared > merged and "--out gradebook" in runs[compared] and "--out gradebook" in runs[merged]
+    downloads = [s["with"]["name"] for s in data["jobs"]["merge"]["steps"]
+                 if s.get("uses", "").startswith("actions/download-artifact@") and "name" in s.get("with", {})]
+    assert "submissions" in downloads

@@ -103,8 +103,8 @@ def test_instructor_workflow_collects_grades_shards_and_merges():
             env = {**data["env"], **job.get("env", {}), **step.get("env", {})}
             for command in _commands(step):
                 args = _grader_args(command, values, env)
-                if args is not None:
-                    parsed[name] = build_parser().parse_args(args)  # exits (fails the test) on a bad command
+                if args is not None:  # each command must parse; a job is named by its first one
+                    parsed.setdefault(name, build_parser().parse_args(args))  # exits (fails) on a bad command
     assert parsed["collect"].command == "collect" and parsed["collect"].deadline == values["inputs.deadline"]
     assert parsed["grade"].command == "grade" and parsed["grade"].shard == f"2/{data['env']['SHARDS']}"
     assert parsed["grade"].submissions == parsed["collect"].out

@@ -280,7 +280,9 @@ def class_document(stats: dict, plots: dict, problems: list[str], reviewed: list
         [Item([Strong(name), ": ", status], tuple(notes)) for name, status, notes in stats["faults"]])]
         if stats["faults"] else [Paragraph("None.")]))
     blocks.append(Section("Integrity flags", [
-        Paragraph("Reflective constructs the static scan saw (no points by themselves; worth a look):"),
+        Paragraph("What the grader saw, for the staff only: attempts to fake a result (each neutralised: a "
+                  "planted or printed result is never read) and constructs the assignment never needs. No "
+                  "points by themselves; worth a look:"),
         Bullets([Item(Strong(name), tuple(flags)) for name, flags in stats["flags"]])]
         if stats["flags"] else [Paragraph("None.")]))
     blocks.append(Section("Status counts", [Bullets([f"{s}: {n}" for s, n in sorted(stats["status"].items())])]))

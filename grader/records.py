@@ -65,7 +65,8 @@ class SubmissionResult:
     adjustment: float = 0.0  # points a `*` override adds to the total
     late: dict = field(default_factory=dict)  # late_days, deadline, measured_from (grader/late.py), when late
     penalty: float = 0.0  # points the late policy takes from the total
-    flags: list[str] = field(default_factory=list)  # reflective constructs the static scan saw (no points)
+    # For the staff only (grader/integrity.py, grader/scan.py): what the code tried or reached for; no points.
+    flags: list[str] = field(default_factory=list)
     # The total before a person's decisions and the late policy (grader/totals.py); None in record.json.
     automated: float | None = None
 

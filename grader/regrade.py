@@ -9,8 +9,9 @@ Each record keeps three digests (`SubmissionResult.digests`):
 
 A submission is regraded (its code runs again) when its submission or inputs digest differs from
 the current one, or it has no complete record. When only the rubric digest differs, the change is
-one of points, titles or hints: the record is rescored from the rubric it was graded with (kept
-under OUT/_rubrics/<digest>.toml) without running anything. Standard library only, and no import
+one of points, titles, hints or policy (`[late]`, `[meta] extra_credit`, which the outputs apply
+to the records): the record is rescored from the rubric it was graded with (kept under
+OUT/_rubrics/<digest>.toml) without running anything. Standard library only, and no import
 of the scorer: the plan is made before the sandbox starts.
 """
 from __future__ import annotations
@@ -30,6 +31,9 @@ ENGINE = ROOT / "grader"
 RUBRIC_SNAPSHOTS = "_rubrics"  # under OUT; "_" keeps it apart from the students' folders
 # Rubric keys that hold points or words: changing them rescores, everything else is structure.
 WORDING_KEYS = frozenset({"points", "title", "hint", "text", "section", "forbidden_message", "visibility"})
+# Rubric tables of policy the outputs apply to the records (grader/totals.py): a change rescores too.
+POLICY_TABLES = frozenset({"late"})
+POLICY_META = frozenset({"extra_credit"})
 SKIP_PARTS = frozenset({"__pycache__", "templates", ".pytest_cache"})
 
 
@@ -75,7 +79,11 @@ def _digests(folder: Path, rubric: Path) -> dict[str, str]:
                 [p for p in solutions.rglob("*.py") if "__pycache__" not in p.parts])
     _hash_files(inputs, ROOT, [ROOT / "pyproject.toml"])
     text = rubric.read_bytes()
-    structure = json.dumps(_structure(tomllib.loads(text.decode("utf-8"))), sort_keys=True)
+    rubric_data = tomllib.loads(text.decode("utf-8"))
+    rubric_data = {k: v for k, v in rubric_data.items() if k not in POLICY_TABLES}
+    if isinstance(rubric_data.get("meta"), dict):
+        rubric_data["meta"] = {k: v for k, v in rubric_data["meta"].items() if k not in POLICY_META}
+    structure = json.dumps(_structure(rubric_data), sort_keys=True)
     inputs.update(structure.encode())
     return {"inputs": inputs.hexdigest(), "rubric": hashlib.sha256(text).hexdigest()}
 

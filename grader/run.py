@@ -30,7 +30,7 @@ import time
 import traceback
 from pathlib import Path
 
-from grader import intake, regrade
+from grader import intake, integrity, regrade
 from grader.checker import LimitedChecker
 from grader.document import number
 from grader.lesson import load_lesson
@@ -551,6 +551,8 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
     scratch = Path(tempfile.mkdtemp(prefix="s", dir=slot_dir if slot_dir.is_dir() else work))
     try:
         taken = intake.materialise(sub, scratch)
+        # Read before any of its code runs: the names it holds, and paths that plant a result.
+        handed_in, named = integrity.top_files(scratch), integrity.named_paths(scratch)
         prepare_scratch(scratch, slot_uid(config, slot))
         findings = scanner.scan(scratch) if scanner else score.scan_submission(scratch)
         if checker:
@@ -561,12 +563,16 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
                                             check_deliverables=(lambda _: checker.finish()) if checker else None)
             fault_types, faults = list(transport.fault_types), list(transport.faults)
             isolation = dict(transport.isolation)
+            printed = integrity.printed_claims(transport.printed_heads())
+        planted = integrity.written_results(handed_in, integrity.top_files(scratch))
     finally:
         if quota:
             unmount_quota(slot_dir)  # the whole tmpfs goes, whatever is in it
         else:
             remove_tree(scratch)
     result.submission, result.source = sub.name, intake.source_label(sub)
+    # What it tried is for the staff (the report, the review page); its feedback never shows flags.
+    result.flags += [f for f in named + planted + printed if f not in result.flags]
     result.notes = _dedupe(list(sub.flags) + list(taken.notes) + list(result.notes) + faults)
     if taken.notebook:
         result.notes.insert(0, f"graded the code cells of {taken.notebook}")

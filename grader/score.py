@@ -19,7 +19,7 @@ from collections import defaultdict
 from functools import lru_cache
 from pathlib import Path
 
-from grader import forbidden, mutants, scan
+from grader import forbidden, integrity, mutants, scan
 from grader.calls import Adapter, InProcessTransport
 from grader.checks import GradeFailure
 from grader.intake import contract_module_source, notebook_module_name
@@ -265,6 +265,7 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
     blamed = _forbidden_by_component(runtime, {file_of[c]: found.reaching(file_of[c], file_of.values()) for c in lesson.modules})
     result = SubmissionResult(submission=name, flags=found.shown())
     import_errors = set()
+    exits: list[tuple[str, dict]] = []  # (file, error) of calls a file's exit stopped: integrity flags
     crashes: dict[tuple, str] = {}  # one text per error, whichever test met it first
     for component, test_id, failure, calls in outcomes:
         entry = rubric.get(component, {}).get(test_id)
@@ -277,6 +278,8 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
             err = c.result.error
             if err and err.get("stage") == "import" and "module" in c.header:
                 import_errors.add(f"{c.header['module']}.py")
+            if err and "module" in c.header and err.get("type") in ("SystemExit", "Crashed"):
+                exits.append((f"{c.header['module']}.py", err))
         if blamed[component]:
             names = ", ".join(sorted(blamed[component]))
             text = rubric["meta"]["forbidden_message"].format(names=names)
@@ -315,6 +318,7 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
             result.evidence = {"test": rid, **failure.evidence}
 
     result.notes.extend(_standin_notes(student.calls))
+    result.flags += [f for f in integrity.early_exits(exits) if f not in result.flags]
     if tests is None:
         result.tests.extend(_deliverables(Path(directory), rubric, check_deliverables))
     if import_errors:

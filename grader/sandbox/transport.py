@@ -55,6 +55,7 @@ class SandboxTransport:
         self._replies_full = False  # set once an answer would have passed config.replies_bytes
         self._no_meta = False  # set once a child had to answer an inspect again on CPU
         self._output = tempfile.TemporaryFile()  # unnamed: nothing else can open it
+        self._printed: list[str] = []  # the start of what each earlier child printed (printed_heads)
 
     # -- public
 
@@ -151,6 +152,19 @@ class SandboxTransport:
         n = min(size, self.config.output_tail_bytes)
         data = os.pread(self._output.fileno(), n, size - n) if n else b""
         return data.decode("utf-8", "replace")
+
+    PRINTED_CHILDREN = 8  # children whose printed output is kept for printed_heads()
+
+    def printed_heads(self) -> list[str]:
+        """The first bytes each child of this submission printed, the live one's last: what the
+        grader looks through for printed claims of a result (grader/integrity.py). Only read, never
+        parsed as a grade."""
+        return self._printed + [self._output_head()]
+
+    def _output_head(self) -> str:
+        self._output.flush()
+        n = min(os.fstat(self._output.fileno()).st_size, self.config.output_tail_bytes)
+        return os.pread(self._output.fileno(), n, 0).decode("utf-8", "replace") if n else ""
 
     def close(self) -> None:
         if self._child is not None:
@@ -262,6 +276,8 @@ class SandboxTransport:
             self._child = None
 
     def _spawn(self):
+        if len(self._printed) < self.PRINTED_CHILDREN and (head := self._output_head()):
+            self._printed.append(head)
         self._output.truncate(0)
         self._output.seek(0)
         # SandboxUnavailable propagates: a dead zygote is the engine's fault, not the submission's.

@@ -129,7 +129,11 @@ def test_the_cheater_shows_on_the_review_page_in_a_browser(demo):
             browser = p.chromium.launch(executable_path=executable, args=ARGS, headless=True)
             page = browser.new_page()
             page.goto(server.url + "s/noah_cheater")
-            flags = page.locator("ul.flag").first.inner_text()
+            folded = page.locator("details", has=page.locator("ul.flag")).first
+            assert "Integrity flags (" in folded.locator("summary").inner_text()  # seen without a click
+            if folded.get_attribute("open") is None:
+                folded.locator("summary").click()
+            flags = folded.locator("ul.flag").inner_text()
             for seen in ("results.json", "/autograder/results", "30 passed", "sys.exit"):
                 assert seen in flags, (seen, flags)
             decisions = page.locator(".staff-note").all_inner_texts()

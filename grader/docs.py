@@ -56,7 +56,11 @@ def record() -> dict:
         demo_printed, seconds = _grade(ROOT, str(lesson.demo_class.relative_to(ROOT)), str(root / "demo"))
         with open(root / "demo" / "grades.csv", encoding="utf-8") as handle:
             totals = {row["submission"]: row["total"] for row in csv.DictReader(handle)}
+        release_printed = _run(root, "release", "--out", "dist")
+        gradescope_printed = _run(root, "gradescope", "--out", "dist")
         return {
+            "release_output": release_printed,
+            "gradescope_output": gradescope_printed,
             "course_grade_output": [line for line in printed.splitlines() if line.strip()],
             "course_grades_csv": (grades / "grades.csv").read_text(encoding="utf-8"),
             "course_feedback_head":
@@ -67,6 +71,16 @@ def record() -> dict:
             "cores": os.cpu_count() or 1,
             "killrate_output": _killrate(),
         }
+
+
+def _run(cwd: Path, *args: str) -> list[str]:
+    """What `python -m grader ARGS` prints, run from `cwd` (so its paths read as the README's)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "grader", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(f"grader {' '.join(args)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+    return [line.rstrip() for line in done.stdout.splitlines() if line.strip()]
 
 
 def _killrate() -> list[str]:
@@ -118,7 +132,12 @@ def blocks(run: dict) -> dict[str, str]:
                  f"(`tests/fixtures/correct/`) and {counts.get('Skeletons', '?')} skeletons (`tests/fixtures/skeleton/`):")
     killrate = "\n".join([lead, "", "```console", "$ .venv/bin/python -m grader killrate",
                            *_abridged(run.get("killrate_output", [])), "```"])
-    return {"course-grade": grade, "course-results": review, "demo-totals": _wrap(demo), "killrate": killrate}
+    release = "\n".join(["```console", "$ make release", ".venv/bin/python -m grader release --out dist",
+                          *run.get("release_output", []), "```"])
+    gradescope = "\n".join(["```console", "$ make gradescope", ".venv/bin/python -m grader gradescope --out dist",
+                             *run.get("gradescope_output", []), "```"])
+    return {"course-grade": grade, "course-results": review, "demo-totals": _wrap(demo), "killrate": killrate,
+            "release": release, "gradescope": gradescope}
 
 
 def _wrap(text: str, width: int = 100) -> str:

@@ -183,12 +183,24 @@ class Review:
         if sub is None:
             return []
         key = (result.submission, str(source), source.stat().st_mtime_ns)
-        with self.lock:
-            if key not in self._code:
-                if self._stubs is None:  # generated from the reference's markers, as the release does
-                    self._stubs = stubs.stub_texts_of(load_lesson().solutions)
-                self._code[key] = codeview.graded_files(sub, stubs=self._stubs, released_cells=self._released_cells)
-            return self._code[key]
+        found = self._code.get(key)
+        if found is None:
+            # Read without holding the decisions' lock: the first notebook imports nbformat and builds
+            # the released notebook (seconds), and a save must never wait for that.
+            if self._stubs is None:  # generated from the reference's markers, as the release does
+                self._stubs = stubs.stub_texts_of(load_lesson().solutions)
+            found = self._code[key] = codeview.graded_files(sub, stubs=self._stubs,
+                                                            released_cells=self._released_cells)
+        return found
+
+    def warm(self) -> None:
+        """Read every student's code once, in class order, so pages open at once (a background thread
+        of `main`; a page asked for first reads its own)."""
+        try:
+            for result in load_records(self.out)[0]:
+                self.code_files(result)
+        except Exception as error:  # noqa: BLE001 - a page asked for later shows the problem itself
+            print(f"review: reading the code ahead stopped ({type(error).__name__}: {error})", file=sys.stderr)
 
     def _released_cells(self) -> list[str]:
         if self._cells is None:
@@ -892,6 +904,7 @@ def main(*, out: str, submissions: str | None = None, overrides_path: str | None
     except OSError as error:
         print(f"review: cannot listen on 127.0.0.1:{port} ({error}); pass --port with a free port", file=sys.stderr)
         return 2
+    threading.Thread(target=review.warm, daemon=True).start()
     print(f"review: {server.url} (this machine only; Ctrl-C to stop). Decisions go to {review.overrides_path};"
           f" run grade again to write them into grades.csv and feedback.md.", flush=True)
     try:

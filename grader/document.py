@@ -20,7 +20,9 @@ MEDIA = ("markdown", "html")
 STYLE = """body{font-family:system-ui,sans-serif;max-width:60em;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}
 td.n{text-align:right}img{max-width:100%}code{background:#f4f4f4;padding:0 .2em}
-.bad{color:#b00}figure{display:inline-block;margin:.5em}figcaption{font-size:.85em}"""
+.bad{color:#b00}figure{display:inline-block;margin:.5em}figcaption{font-size:.85em}
+pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}body,td,th,li,p,h1,h2,h3,pre,code{overflow-wrap:anywhere}
+table{max-width:100%}"""  # a long line without a space (a hint, an error, a name) wraps: the page keeps its width
 
 
 # ---------------------------------------------------------------- numbers

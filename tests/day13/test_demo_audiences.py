@@ -120,7 +120,7 @@ def test_the_cheater_shows_in_the_report_not_in_anyones_feedback(demo):
 
 def test_the_cheater_shows_on_the_review_page_in_a_browser(demo):
     executable, sync_playwright = _browser(), _playwright()
-    _, subs, out, _ = demo
+    _, subs, out, names = demo
     server = review.ReviewServer(review.Review(out, subs, None, "all", "ta"))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -140,6 +140,13 @@ def test_the_cheater_shows_on_the_review_page_in_a_browser(demo):
             assert any("student admitted copying" in d for d in decisions), decisions
             page.goto(server.url + "s/ada_reference")
             assert "noah" not in page.locator("h1").inner_text()
+            # Every student's feedback page fits a 1280 px window (a long hint line used to widen it).
+            page.set_viewport_size({"width": 1280, "height": 800})
+            widths = {}
+            for name in names:
+                page.goto((out / name / "feedback.html").as_uri())
+                widths[name] = page.evaluate("document.documentElement.scrollWidth")
+            assert max(widths.values()) <= 1280, widths
             browser.close()
     finally:
         server.shutdown()

@@ -65,3 +65,30 @@ def test_inline_markup_is_rendered_as_one_character_at_a_time_would():
     for _ in range(20000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
         assert feedback._inline_html(text) == _inline_one_character_at_a_time(text), text
+
+
+def test_the_page_fits_a_1280_pixel_window_in_a_browser(tmp_path):
+    """A long line without a space (a hint, an error, a path, a student's name) wraps instead of
+    widening the page: the feedback page of a real class was 1757 px wide in a 1280 px window."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_review_browser import ARGS, _browser, _playwright
+
+    executable, sync_playwright = _browser(), _playwright()
+    unbroken = "softmax(QK^T/sqrt(d_k))·V_" * 40
+    long_line = "Hint: " + " ".join(["the weights of each query must sum to one over the keys,"] * 30)
+    result = SubmissionResult(submission="w" * 200, source="zed/", notes=[unbroken], tests=[
+        Outcome(name="deliverables.analysis", component="deliverables", score=0, max_score=2, status="failed",
+                output=long_line + "\n" + unbroken + "\n    " + "x = torch.zeros(" * 30, title=unbroken)])
+    feedback.write_submission(tmp_path, result)
+    page_file = tmp_path / ("w" * 200) / "feedback.html"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=executable, args=ARGS, headless=True)
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(page_file.as_uri())
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert page.locator("pre").count() >= 1 and page.locator("h1").count() == 1
+        browser.close()
+    assert width <= 1280, f"feedback.html is {width} px wide in a 1280 px window"

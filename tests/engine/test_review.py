@@ -35,6 +35,9 @@ HOSTILE_CODE = ('import torch\n\n\ndef scaled_dot_product_attention(Q, K, V, mas
                 '    return scores.softmax(dim=-1) @ V, scores\n')
 
 
+HOSTILE_NAME = 'h"><img src=y onerror=alert(8)>.py'
+
+
 def _result(name: str) -> SubmissionResult:
     return SubmissionResult(submission=name, source=f"{name}/", flags=["uses exec() (a reflective construct)"],
                             tests=[
@@ -55,9 +58,11 @@ def served(tmp_path):
     (subs / "mallory" / "transformer_block.svg").write_text(SCRIPT_SVG)
     (subs / "mallory" / "analysis.md").write_text("</pre><script>alert(5)</script>")
     (subs / "mallory" / "self_attention.py").write_text(HOSTILE_CODE)
+    (subs / "mallory" / HOSTILE_NAME).write_text("x = 1\n")
     (out / "similarity.csv").write_text("a,b,kind,score,flagged,detail\n"
                                         "mallory,nina,code,0.910,yes,code: 40 shared fingerprints\n")
     (subs / "mallory" / "self_attention.py").write_text(HOSTILE_CODE)
+    (subs / "mallory" / HOSTILE_NAME).write_text("x = 1\n")
     (out / "similarity.csv").write_text("a,b,kind,score,flagged,detail\n"
                                         "mallory,nina,code,0.910,yes,code: 40 shared fingerprints\n")
     server = review.ReviewServer(review.Review(out, subs, None, "all", "ta"))
@@ -193,6 +198,7 @@ def test_the_code_is_shown_coloured_numbered_and_inert(served):
     assert response.status == 200
     assert "<script>alert(6)" not in page and "&lt;script&gt;alert(6)&lt;/script&gt;" in page
     assert "<img src=x onerror=alert(7)>" not in page and page.count("<script") == 1
+    assert "<img src=y" not in page and 'data-file="h&quot;&gt;&lt;img src=y onerror=alert(8)&gt;.py"' in page
     assert '<span class="k">def</span> <span class="d">scaled_dot_product_attention</span>' in page
     assert 'data-file="self_attention.py" data-line="4">4</a>' in page
     assert "diff from the released stub" in page

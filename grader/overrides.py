@@ -205,7 +205,8 @@ def summary(result: SubmissionResult) -> str:
         if o["points"] is None:
             parts.append(f"{o['test']} reviewed")
         elif o["test"] == BONUS:
-            parts.append(f"* {o['points']:+g}")
+            capped = o.get("capped")
+            parts.append(f"* {o['points']:+g}" + ("" if capped is None else f" (capped to {capped:+g})"))
         else:
             parts.append(f"{o['test']} {o['automated']:g}->{o['points']:g}")
     return "; ".join(parts)
@@ -240,8 +241,9 @@ def explain(result: SubmissionResult) -> str:
     bonus = next((o for o in result.overrides if o["test"] == BONUS and o["points"] is not None), None)
     if bonus is not None:
         capped = bonus.get("capped")
-        reasons.append(f"bonus {bonus['points']:+g}" + (f" (capped to {capped:+g}: the rubric's maximum)"
-                                                        if capped is not None else ""))
+        kind = "bonus" if bonus["points"] >= 0 else "deduction"
+        reasons.append(f"{kind} {bonus['points']:+g}" + (f" (capped to {capped:+g}: the rubric's maximum)"
+                                                         if capped is not None else ""))
     days = result.late.get("late_days", 0) if result.late else 0
     if days:
         reasons.append(f"{days} day{'s' if days != 1 else ''} late: -{number(result.penalty)}")

@@ -91,6 +91,7 @@ def test_every_output_says_the_same_final_total(late_class, monkeypatch, capsys)
     assert json.loads((out / "dan" / "record.json").read_text())["total"] == 90
     assert (dan["total"], dan["max_total"], dan["penalty"]) == ("90", "100", "10")
     assert "bonus +15 (capped to +10" in summary and "1 day late: -10" in console
+    assert dan["overrides"] == "* +15 (capped to +10)"
     # eve: the doubled table fails positional tests; analysis 2 -> 1; +2; two days late: -20.
     record = json.loads((out / "eve" / "record.json").read_text())
     automated = record["total"]

@@ -351,8 +351,9 @@ def render_class(review: Review, records: list[SubmissionResult], query: dict[st
     out = ["<nav><strong>Review: class list</strong>",
            f'<a rel="next-unreviewed" href="/s/{e(quote(first, safe=""))}">first not reviewed →</a>' if first
            else "<span>everyone reviewed</span>", "<small>keys: n next not reviewed</small></nav>"]
-    if problem:
-        out.append(f'<p class="error">{e(problem)}</p>')
+    troubles = [problem and f"The overrides file has a problem; totals below are without it: {problem}",
+                review.comments()[1], review.requests(records)[1]]
+    out += [f'<p class="error">{e(t)}</p>' for t in troubles if t]
     out.append(f"<h1>{len(states) - len(left)} of {len(states)} reviewed · {len(left)} left</h1>")
     out.append('<p class="muted">Left to review: '
                + ", ".join(f"{sum(FILTERS[k][1](s) for s in left)} {FILTERS[k][0]}"

@@ -344,3 +344,14 @@ def test_the_code_view_reads_a_notebook_and_a_zip_as_grading_does():
     assert names[:4] == ["self_attention.py", "multihead.py", "positional.py", "block.py"]
     assert next(f for f in archive if f.name == "block.py").stub == "stub"
     assert codeview.submission_of("x", demo / "README.md") is None
+
+
+def test_a_bad_row_in_the_page_s_files_is_said_on_the_list_and_the_page(served):
+    server, out = served
+    (out / "regrade_requests.csv").write_text("student,test,reason,time\nmallory,deliverables.readme,why,yesterday\n")
+    (out / "comments.csv").write_text("submission,file,line,code,comment,staff_note,by,at\nmallory,a.py,zero,,x,,,\n")
+    for path in ("/", "/s/mallory"):
+        response, page = _request(server, "GET", path)
+        assert response.status == 200
+        assert "regrade_requests.csv:2: time &#x27;yesterday&#x27; is not an ISO 8601 time" in page
+        assert "comments.csv:2: line &#x27;zero&#x27; is not a line number" in page

@@ -726,9 +726,10 @@ class Cluster:
     members: tuple[str, ...]
     centre: str = ""  # the member paired with every other one, when exactly one is: the likely source
     # (or the one who copied from each); empty for a ring where no one member stands out
+    file: str = ""  # for code: the file its pairs most often name as the most shared one
 
     def describe(self) -> str:
-        text = f"{self.what}: {', '.join(self.members)}"
+        text = f"{self.what}{f' (most shared file: {self.file})' if self.file else ''}: {', '.join(self.members)}"
         if self.centre:
             text += f" (each paired with {self.centre}: the likely source, or the one who took from each)"
         return text
@@ -738,6 +739,20 @@ def _what(row: Row) -> str:
     # Every row's detail opens with what it compares ("README: 14 shared ..."); rows read back from
     # similarity.csv have no `what` of their own.
     return row.what or row.detail.split(":", 1)[0] or row.kind
+
+
+def _most_named_file(rows: list[Row], members: list[str]) -> str:
+    """The file that a cluster's code rows most often name as their most shared one ("" if none)."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        found = re.search(r"most shared file: (.+) \(\d+%\)$", row.detail)
+        if not found:
+            continue
+        owner = next((m for m in members if found.group(1).startswith(f"{m}'s ")), None)
+        if owner is not None:
+            path = found.group(1)[len(owner) + 3:]
+            counts[path] = counts.get(path, 0) + 1
+    return min(counts, key=lambda path: (-counts[path], path)) if counts else ""
 
 
 def clusters(rows: list[Row]) -> list[Cluster]:
@@ -770,7 +785,9 @@ def clusters(rows: list[Row]) -> list[Cluster]:
             if len(members) < 3:
                 continue
             hubs = [m for m in members if len(partners[m]) == len(members) - 1]
-            found.append(Cluster(what, tuple(sorted(members)), hubs[0] if len(hubs) == 1 else ""))
+            inside = [row for row in flagged if row.a in members]
+            found.append(Cluster(what, tuple(sorted(members)), hubs[0] if len(hubs) == 1 else "",
+                                 _most_named_file(inside, members)))
     return sorted(found, key=lambda c: (-len(c.members), c.what, c.members))
 
 

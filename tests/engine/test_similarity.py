@@ -155,9 +155,12 @@ def test_clusters_are_formed_per_kind_of_evidence_and_name_their_centre():
              Row("x", "c", "image", 0.9, True, "heatmap: ...", "heatmap"), Row("c", "d", "image", 0.1, False, "")]
     assert similarity.clusters(mixed) == []
     # Three students who each copied one source's code: a cluster of code, centred on the source.
-    star = [Row("src", n, "code", 0.9, True, "code: ...", "code") for n in ("p", "q", "r")]
-    assert similarity.clusters(star) == [similarity.Cluster("code", ("p", "q", "r", "src"), "src")]
-    assert "each paired with src" in similarity.clusters(star)[0].describe()
+    star = [Row("src", n, "code", 0.9, True, f"code: 40 shared; most shared file: {owner}'s {path} (90%)", "code")
+            for n, owner, path in (("p", "src", "multihead.py"), ("q", "q", "multihead.py"), ("r", "src", "block.py"))]
+    assert similarity.clusters(star) == [similarity.Cluster("code", ("p", "q", "r", "src"), "src", "multihead.py")]
+    assert similarity.clusters(star)[0].describe() == (
+        "code (most shared file: multihead.py): p, q, r, src (each paired with src: the likely source, "
+        "or the one who took from each)")
     # A ring (everyone with everyone) has no centre; rows read back from the CSV have no `what`.
     ring = [Row(a, b, "text", 0.9, True, "analysis: 40 shared") for a, b in (("a", "b"), ("b", "c"), ("a", "c"))]
     assert similarity.clusters(ring) == [similarity.Cluster("analysis", ("a", "b", "c"), "")]

@@ -107,8 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("submissions", help="folder holding one entry per student")
     p.add_argument("--out", required=True, help="folder for similarity.csv and similarity.html")
     p.add_argument("--jobs", type=int, default=None, help="parallel readers (default: number of cores)")
-    p.set_defaults(run=lambda a: _call("similarity", "main", submissions=a.submissions, out=a.out,
-                                       lesson=a.lesson, jobs=a.jobs))
+    p.set_defaults(run=_similarity)
 
     p = sub.add_parser("export", help="the final grades for the school's gradebook (Canvas, Moodle, Blackboard, CSV)")
     p.add_argument("out", help="the --out folder of a grading run (its grades.csv)")
@@ -127,6 +126,25 @@ def build_parser() -> argparse.ArgumentParser:
     for command in sub.choices.values():
         _lesson_option(command)
     return parser
+
+
+def _similarity(a) -> int:
+    """Compare every pair; an OUT that holds a graded class (a merged one) gets its report rewritten
+    with the similarity section, as `grade` writes it."""
+    from pathlib import Path
+
+    code = _call("similarity", "main", submissions=a.submissions, out=a.out, lesson=a.lesson, jobs=a.jobs)
+    if code != 0 or not (Path(a.out) / "grades.csv").is_file():
+        return code
+    from grader import classreport, overrides
+
+    try:
+        classreport.write_class(Path(a.out))
+    except overrides.OverrideError as error:
+        print(f"similarity: the class report was not rewritten: {error}", file=sys.stderr)
+        return 1
+    print(f"similarity: {Path(a.out) / 'report.html'} rewritten with the similarity section")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1070,15 +1070,6 @@ def main(*, submissions, out, lesson: str | None = None, jobs: int | None = None
     flagged = [r for r in rows if r.flagged]
     print(f"compared {len(subs)} submissions: {len(flagged)} flagged row(s), {len(clusters(rows))} cluster(s) of "
           f"three or more; {out_dir / 'similarity.csv'}, {out_dir / 'similarity.html'}")
-    if (out_dir / "grades.csv").is_file():  # a graded class (a merged one): its report gets this section
-        from grader import classreport, overrides
-
-        try:
-            classreport.write_class(out_dir)
-        except overrides.OverrideError as error:
-            print(f"similarity: the class report was not rewritten: {error}", file=sys.stderr)
-            return 1
-        print(f"similarity: {out_dir / 'report.html'} rewritten with the similarity section")
     return 0
 
 

@@ -100,7 +100,9 @@ def test_similarity_after_merge_rewrites_the_merged_report(tmp_path):
     feedback.write_submission(shard2, make_record("zed"))
     assert merge(shards=[str(shard1), str(shard2)], out=str(out)) == 0
     assert "No similarity report" in (out / "report.html").read_text()
-    assert similarity.main(submissions=str(subs), out=str(out)) == 0
+    from grader.__main__ import main as cli
+
+    assert cli(["similarity", str(subs), "--out", str(out)]) == 0
     report = (out / "report.html").read_text()
     assert "No similarity report" not in report and "similarity.html" in report
 

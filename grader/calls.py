@@ -135,8 +135,13 @@ class Adapter:
     `send()`; a hidden test asks all its calls before it checks any, so each test's calls go to
     the sandboxed child as one pipelined batch."""
 
-    # Parameter (attribute) name in the hidden tests -> the paths the contract allows, most usual first.
+    # Parameter name in the hidden tests -> where the contract puts it in a student's module: a rule the
+    # executor applies (grader/execute.py, _bind), {"names": [paths...]} or {"within", "type", "index",
+    # "count", "tensor"}, with the contract's words for it. `param_paths` is the short form of the first
+    # kind (name -> paths, most usual first); a name neither lists is looked for under its own path.
+    bindings: ClassVar[dict[str, dict]] = {}
     param_paths: ClassVar[dict[str, tuple[str, ...]]] = {}
+    # Attribute name in the hidden tests -> the paths the contract allows, most usual first.
     attr_paths: ClassVar[dict[str, tuple[str, ...]]] = {}
 
     transport: object
@@ -187,6 +192,12 @@ class Adapter:
         return self.call(header, {}, f"{cls}({args})")
 
     # -- building calls ----------------------------------------------------------------------
+    def binding(self, name: str) -> dict:
+        """The rule that finds parameter `name` in a student's module (sent in the call's header)."""
+        if name in self.bindings:
+            return dict(self.bindings[name])
+        return {"names": list(self.param_paths.get(name, (name,)))}
+
     def _module(self, module, cls, init, init_kwargs, x, weights, mask, *, dtype, grad_out=None,
                 standins=None, request=""):
         arrays = {"x": np.asarray(x, dtype=dtype)}
@@ -197,7 +208,7 @@ class Adapter:
         params = []
         for i, (name, value) in enumerate(sorted(weights.items())):
             arrays[f"p{i}"] = np.asarray(value, dtype=dtype)
-            params.append({"name": name, "paths": list(self.param_paths.get(name, (name,))), "array": f"p{i}"})
+            params.append({"name": name, "bind": self.binding(name), "array": f"p{i}"})
         header = {"op": "module", "module": module, "cls": cls, "init": list(init), "init_kwargs": init_kwargs,
                   "dtype": dtype, "params": params, "args": args}
         if standins:

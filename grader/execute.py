@@ -13,7 +13,7 @@ to an entry of `arrays`. Ops:
   module    {"op": "module", "module": "multihead", "cls": "MultiHeadAttention",
              "init": [16, 4], "init_kwargs": {}, "dtype": "float64",
              "standins": {"attn": "attention"},            # replace sub-modules first
-             "params": [{"name": "qkv.weight", "paths": ["qkv.weight"], "array": "p0"}],
+             "params": [{"name": "qkv.weight", "bind": {"names": ["qkv.weight"]}, "array": "p0"}],
              "args": [{"array": "x"}], "kwargs": {}, "grad_wrt": ["x"], "grad_params": true,
              "grad_out": {"0": "g0"}}
   inspect   {"op": "inspect", "module": ..., "cls": ..., "init": [...],
@@ -483,18 +483,18 @@ def _run_module(header, arrays, loader, out_header, out_arrays):
                 raise GraderCallError(f"{header['cls']} has no attribute {path!r} (the contract names it)")
             setattr(parent, attr, standins.make(kind, obj=getattr(parent, attr), header=header))
         dtype = _DTYPES[header.get("dtype", "float32")]
-        obj.to(dtype)
+        _to_call_dtype(obj, dtype)  # float64 calls only: the student's module is judged as built
         obj.eval()  # dropout, if a student added it, must not make grading random
         for spec in header.get("params", []):
-            target = _find_tensor(obj, spec["paths"], header["cls"])
             value = tensors[spec["array"]].detach().to(dtype)
-            if tuple(target.shape) != tuple(value.shape):
-                raise GraderCallError(
-                    f"{header['cls']}.{spec['paths'][0]} has shape {tuple(target.shape)}, "
-                    f"the contract gives it shape {tuple(value.shape)}")
-            with torch.no_grad():
-                target.copy_(value)
-            loaded[spec["name"]] = target
+            for path, target in _bind(obj, spec, header["cls"]):
+                if tuple(target.shape) != tuple(value.shape):
+                    raise GraderCallError(
+                        f"{header['cls']}.{path} has shape {tuple(target.shape)}, "
+                        f"the contract gives it shape {tuple(value.shape)}")
+                with torch.no_grad():
+                    target.copy_(value)
+                loaded.setdefault(spec["name"], target)
         for p in obj.parameters():
             p.requires_grad_(False)
         if header.get("grad_params"):
@@ -728,19 +728,6 @@ def _parent(obj, path: str):
     return (_resolve(obj, ".".join(head)) if head else obj), last
 
 
-def _find_tensor(obj, paths, cls_name) -> torch.Tensor:
-    for path in paths:
-        try:
-            value = _resolve(obj, path)
-        except AttributeError:
-            continue
-        if isinstance(value, torch.Tensor):
-            return value
-    raise GraderCallError(
-        f"{cls_name} has no tensor at {' or '.join(paths)}: the contract's attribute names let the "
-        f"grader load fixed weights (see {_shown(load_lesson().contract)})")
-
-
 def _shown(path: Path) -> str:
     return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name
 
@@ -754,3 +741,59 @@ def __getattr__(name: str):
     if name == "ALWAYS_STANDIN":
         return load_lesson().always_standin
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# -- binding to the contract ------------------------------------------------------------------------
+# Where the grader's weights go in a student's module is the lesson's data (a rule in each call's
+# header, see grader/calls.py Adapter.binding); the executor applies it and knows no name.
+def _to_call_dtype(obj, dtype) -> None:
+    """The one change the executor makes to a student's module before judging it: a float64 call
+    converts it as `model.double()` would, since a module is built in float32 (torch's default) and the
+    contract asks it to work on whatever dtype x has. A float32 call uses the module as the student
+    built it, so a float64 table or layer inside shows in the output's dtype, never repaired."""
+    if dtype == torch.float64:
+        obj.to(dtype)
+
+
+def _bind(obj, spec: dict, cls_name: str) -> list[tuple[str, torch.Tensor]]:
+    """(path, tensor) pairs of a student's module that receive the grader's values for `spec`.
+
+    {"names": [...]}: every accepted path present as a tensor (the same tensor once), so that a module
+    holding two accepted names (W_q and Wq, one of them unused) is loaded whichever it uses.
+    {"within", "type", "index", "count", "tensor"}: the index-th layer of that torch.nn type inside
+    `within`, in registration order, whatever the keys; there must be exactly `count` of them."""
+    rule = spec.get("bind") or {"names": spec.get("paths") or [spec["name"]]}
+    where = f"(see {_shown(load_lesson().contract)})"
+    contract = rule.get("contract") or f"{cls_name} needs {' or '.join(rule.get('names', ()))}"
+    if "within" not in rule:
+        found, seen = [], set()
+        for path in rule["names"]:
+            try:
+                value = _resolve(obj, path)
+            except AttributeError:
+                continue
+            if isinstance(value, torch.Tensor) and id(value) not in seen:
+                seen.add(id(value))
+                found.append((path, value))
+        if not found:
+            raise GraderCallError(f"{cls_name} has no tensor at {' or '.join(rule['names'])}: {contract} {where}")
+        return found
+    kind = getattr(torch.nn, rule["type"], None)
+    if not (isinstance(kind, type) and issubclass(kind, torch.nn.Module)):
+        raise GraderCallError(f"the lesson binds to torch.nn.{rule['type']}, which is no module type (an engine fault)")
+    try:
+        container = _resolve(obj, rule["within"])
+    except AttributeError:
+        container = None
+    if not isinstance(container, torch.nn.Module):
+        raise GraderCallError(f"{cls_name} has no module {rule['within']}: {contract} {where}")
+    layers = [(name, m) for name, m in container.named_modules() if isinstance(m, kind)]
+    if len(layers) != rule["count"]:
+        raise GraderCallError(f"{contract}; found {len(layers)} {where}")
+    name, layer = layers[rule["index"]]
+    path = ".".join(p for p in (rule["within"], name, rule["tensor"]) if p)
+    value = getattr(layer, rule["tensor"], None)
+    if not isinstance(value, torch.Tensor):
+        raise GraderCallError(f"{cls_name}.{path} is missing: {contract} {where}")
+    return [(path, value)]
+

@@ -35,7 +35,8 @@ class Bug:
 
 
 def apply(bug: Bug, source_dir: Path) -> dict[str, str]:
-    """The mutant's sources: file name -> text. Raises if a find text is not there exactly once."""
+    """The mutant's sources: file name -> text. Raises if a find text is not there exactly once.
+    Anything with `id` and `patches` will do (a correct variant's patches too)."""
     sources = {p.name: p.read_text() for p in sorted(Path(source_dir).glob("*.py"))}
     for file, find, replace in bug.patches:
         count = sources[file].count(find)
@@ -44,6 +45,18 @@ def apply(bug: Bug, source_dir: Path) -> dict[str, str]:
                              f"(expected once); update the patch to the current reference:\n{find!r}")
         sources[file] = sources[file].replace(find, replace)
     return sources
+
+
+def write_patched(patched, source_dir: Path, folder: Path) -> Path:
+    """A submission folder: the reference's files with `patched.patches` applied (a catalogue bug, or a
+    correct variant that takes one of the contract's freedoms); the deliverables too, so only code differs."""
+    folder.mkdir(parents=True)
+    for path in sorted(Path(source_dir).iterdir()):
+        if path.is_file() and path.suffix != ".py":
+            shutil.copyfile(path, folder / path.name)
+    for name, text in apply(patched, source_dir).items():
+        (folder / name).write_text(text)
+    return folder
 
 
 class Catalogue:
@@ -82,12 +95,7 @@ class Catalogue:
             atexit.register(self.cleanup)
         folder = self._root / bug_id
         if not folder.exists():
-            folder.mkdir()
-            for path in sorted(self.solutions.iterdir()):  # the deliverables too, so only code differs
-                if path.is_file() and path.suffix != ".py":
-                    shutil.copyfile(path, folder / path.name)
-            for name, text in self.apply(self.by_id[bug_id]).items():
-                (folder / name).write_text(text)
+            write_patched(self.by_id[bug_id], self.solutions, folder)
         return folder
 
     def cleanup(self) -> None:
@@ -140,8 +148,8 @@ def results_match(a, b, t: Tol) -> bool:
     if len(a.outputs) != len(b.outputs) or a.inspect != b.inspect:
         return False
     for i, (da, db) in enumerate(zip(a.outputs, b.outputs)):
-        if da.get("kind") != db.get("kind"):
-            return False
+        if da.get("kind") != db.get("kind") or da.get("dtype") != db.get("dtype"):
+            return False  # a float64 answer where the mutant gives float32 is another bug, whatever its values
         if da.get("kind") == "tensor" and not _close(a.array(i), b.array(i), t):
             return False
         if da.get("kind") == "value" and da.get("value") != db.get("value"):

@@ -6,33 +6,24 @@ class, and the engine reaches it through the lesson (`Lesson.adapter()`).
 """
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 import numpy as np
 
 from grader import calls
 
-# Parameter names the contract allows, most usual first (assignments/day13/CONTRACT.md).
-PARAM_PATHS = {
-    "W_q": ("W_q.weight", "Wq.weight"),
-    "W_k": ("W_k.weight", "Wk.weight"),
-    "W_v": ("W_v.weight", "Wv.weight"),
-    "qkv.weight": ("qkv.weight",),
-    "qkv.bias": ("qkv.bias",),
-    "out.weight": ("out.weight", "W_o.weight", "Wo.weight", "W_O.weight"),
-    "out.bias": ("out.bias", "W_o.bias", "Wo.bias", "W_O.bias"),
-    # The FFN's second Linear: index 2 in the contract's Sequential(Linear, GELU, Linear); index 3
-    # when a student adds a Dropout (inactive in eval mode: still correct); index 1 when the GELU is
-    # missing, so that bug costs the numeric tests it breaks rather than every block test.
-    "ffn.2.weight": ("ffn.2.weight", "ffn.3.weight", "ffn.1.weight"),
-    "ffn.2.bias": ("ffn.2.bias", "ffn.3.bias", "ffn.1.bias"),
-}
-ATTR_PATHS = {"W_q": ("W_q", "Wq"), "W_k": ("W_k", "Wk"), "W_v": ("W_v", "Wv"), "out": ("out", "W_o", "Wo", "W_O")}
+# Where each tensor the hidden tests load, and each attribute they read, is in a student's module: the
+# contract's description as data (bindings.toml), sent with the calls and applied by the engine.
+with open(Path(__file__).with_name("bindings.toml"), "rb") as _f:
+    BINDINGS = tomllib.load(_f)
 
 
 class Adapter(calls.Adapter):
     """The engine's adapter with Day 13's request builders, one per graded name of the contract."""
 
-    param_paths = PARAM_PATHS
-    attr_paths = ATTR_PATHS
+    bindings = BINDINGS["params"]
+    attr_paths = {name: tuple(paths) for name, paths in BINDINGS["attributes"].items()}
 
     # -- self_attention.py -------------------------------------------------------------
     def sdpa(self, Q, K, V, mask=None, *, grad_out=None) -> calls.Result:

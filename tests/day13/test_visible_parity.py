@@ -1,47 +1,24 @@
 """Parity: the students' visible tests and the hidden grading agree on which parts are fully right.
 
-For every bug-catalogue mutant and every correct variant (tests/fixtures/correct/), a part's visible
+For every bug-catalogue mutant, every correct variant (tests/fixtures/correct/) and every variant generated
+from the contract's freedoms (grader/day13/freedoms.py, one per freedom and their combinations), a part's visible
 tests all pass exactly when the hidden grading gives that part full points. The hidden grading runs
 in this process (trusted code only: the reference and its mutants); the visible tests run as a
 student runs them, with pytest in a folder holding the four files, two folders at a time.
 """
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import sys
-import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from grader import killrate
+from grader import killrate, mutants
+from grader.day13 import freedoms
 
-ROOT = Path(__file__).resolve().parents[2]
-ASSIGNMENT = ROOT / "assignments" / "day13"
-PARTS = ("self_attention", "multihead", "positional", "block")
-
-
-def _visible_parts(folder: Path, work: Path) -> dict[str, tuple[bool, list[str]]]:
-    """part -> (every visible test passed, the failing tests with the first line of their message)."""
-    work.mkdir(parents=True)
-    for path in folder.glob("*.py"):
-        shutil.copyfile(path, work / path.name)
-    shutil.copytree(ASSIGNMENT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copyfile(ASSIGNMENT / "pytest.ini", work / "pytest.ini")
-    report = work / "report.xml"
-    subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={report}"], cwd=work,
-                   capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
-    parts = {part: (True, []) for part in PARTS}
-    for case in ET.parse(report).getroot().iter("testcase"):
-        part = case.get("classname").removeprefix("tests.test_")
-        problem = next((child for child in case if child.tag in ("failure", "error")), None)
-        if problem is not None:
-            first = (problem.get("message") or "").splitlines()[:1]
-            parts[part] = (False, parts[part][1] + [f"{case.get('name')}: {first[0][:160] if first else ''}"])
-    return parts
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from visible_run import PARTS, visible_parts  # noqa: E402
 
 
 def _hidden_parts(folder: Path, name: str) -> dict[str, bool]:
@@ -50,18 +27,26 @@ def _hidden_parts(folder: Path, name: str) -> dict[str, bool]:
     return {part: scores[part] == full[part] for part in PARTS}
 
 
-def _cases() -> dict[str, Path]:
+def _freedom_variants(root: Path) -> dict[str, Path]:
+    """One submission per freedom of the contract, and one per combination (grader/day13/freedoms.py)."""
+    made = list(freedoms.FREEDOMS) + [freedoms.combined(ids) for ids in freedoms.COMBINATIONS]
+    return {f"freedom/{f.id}": mutants.write_patched(f, killrate.catalogue().solutions, root / f"freedom{i}")
+            for i, f in enumerate(made)}
+
+
+def _cases(root: Path) -> dict[str, Path]:
     cases = {bug.id: killrate.catalogue().mutant_dir(bug.id) for bug in killrate.catalogue().bugs if not bug.forbidden}
     cases.update({f"correct/{p.name}": p for p in killrate.variants()})
+    cases.update(_freedom_variants(root))
     return cases
 
 
 @pytest.fixture(scope="module")
 def verdicts(tmp_path_factory):
-    cases = _cases()
+    cases = _cases(tmp_path_factory.mktemp("freedoms"))
     work = tmp_path_factory.mktemp("parity")
     with ThreadPoolExecutor(max_workers=2) as pool:
-        visible = dict(zip(cases, pool.map(lambda item: _visible_parts(item[1], work / item[0].replace("/", "_")),
+        visible = dict(zip(cases, pool.map(lambda item: visible_parts(item[1], work / item[0].replace("/", "_")),
                                            cases.items())))
     hidden = {name: _hidden_parts(folder, name) for name, folder in cases.items()}
     return visible, hidden
@@ -78,3 +63,15 @@ def test_visible_tests_and_hidden_grading_agree_on_every_part(verdicts):
                 verdict = "visible: all passed, hidden: points lost" if seen else "visible: failed, hidden: full"
                 found[(name, part)] = f"{name} / {part}: {verdict} {why[:3]}"
     assert not found, f"{len(found)} disagreements:\n" + "\n".join(found.values())
+
+
+def test_every_freedom_of_the_contract_gets_full_marks_hidden_and_visible(verdicts):
+    """A layout the contract allows is never a false "wrong": each generated variant passes every visible
+    test and gets every hidden point."""
+    visible, hidden = verdicts
+    names = [name for name in visible if name.startswith("freedom/")]
+    assert len(names) == len(freedoms.FREEDOMS) + len(freedoms.COMBINATIONS)
+    lost = {name: ([p for p in PARTS if not hidden[name][p]], [w for p in PARTS for w in visible[name][p][1]])
+            for name in names if not all(hidden[name].values()) or not all(v[0] for v in visible[name].values())}
+    assert not lost, "\n".join(f"{name}: hidden lost {parts}, visible failed {why[:3]}" for name, (parts, why) in lost.items())
+

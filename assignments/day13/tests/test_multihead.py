@@ -8,13 +8,22 @@ LAYOUT_HINT = ("split with q, k, v = qkv(x).chunk(3, dim=-1), then view(B, T, h,
                "features i*d_k:(i+1)*d_k; each head divides its scores by √d_k with d_k = d_model // h (handout §7).")
 
 
+def _out(mha):
+    """W_O: the contract names it out; the handout's W_o (also Wo, W_O) is fine too."""
+    for name in ("out", "W_o", "Wo", "W_O"):
+        layer = getattr(mha, name, None)
+        if layer is not None:
+            return layer
+    pytest.fail("§7: MultiHeadAttention needs an attribute out (W_O), nn.Linear(d_model, d_model)", pytrace=False)
+
+
 def _identity_heads(mha, d_model):
     """qkv makes Q = K = V = x and W_O is the identity, with zero biases: the heads can be worked by hand."""
     with torch.no_grad():
         mha.qkv.weight.copy_(torch.eye(d_model).repeat(3, 1))  # (3·d_model, d_model)
         mha.qkv.bias.zero_()
-        mha.out.weight.copy_(torch.eye(d_model))
-        mha.out.bias.zero_()
+        _out(mha).weight.copy_(torch.eye(d_model))
+        _out(mha).bias.zero_()
 
 
 def _randn(seed, *shape):
@@ -26,7 +35,7 @@ def _fixed_weights(mha, d_model, seed):
     """Weights from a fixed generator, so that the run does not depend on how your layers draw theirs."""
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        for layer in (mha.qkv, mha.out):
+        for layer in (mha.qkv, _out(mha)):
             layer.weight.copy_(torch.randn(layer.weight.shape, generator=generator) / d_model ** 0.5)
             layer.bias.copy_(torch.randn(layer.bias.shape, generator=generator) / 10)
     return mha
@@ -46,11 +55,11 @@ def test_s7_projection_weights(multihead):
     mha = multihead.MultiHeadAttention(512, 8)
     assert tuple(mha.qkv.weight.shape) == (3 * 512, 512), (
         f"§7: qkv should be nn.Linear(d_model, 3 * d_model), its weight is {tuple(mha.qkv.weight.shape)}")
-    assert tuple(mha.out.weight.shape) == (512, 512), (
-        f"§7: out (W_O) should be nn.Linear(d_model, d_model), its weight is {tuple(mha.out.weight.shape)}")
-    weights = mha.qkv.weight.numel() + mha.out.weight.numel()
+    assert tuple(_out(mha).weight.shape) == (512, 512), (
+        f"§7: out (W_O) should be nn.Linear(d_model, d_model), its weight is {tuple(_out(mha).weight.shape)}")
+    weights = mha.qkv.weight.numel() + _out(mha).weight.numel()
     assert weights == 1_048_576, f"§7: expected 1,048,576 projection weights, got {weights:,}"
-    assert mha.qkv.bias is not None and mha.out.bias is not None, "§7: qkv and out keep their biases, as in the handout"
+    assert mha.qkv.bias is not None and _out(mha).bias is not None, "§7: qkv and out keep their biases, as in the handout"
 
 
 def test_s7_heads_must_divide_d_model(multihead):
@@ -131,8 +140,8 @@ def _worked_weights(mha):
     with torch.no_grad():
         mha.qkv.weight.copy_(((torch.arange(48.0).reshape(12, 4) * 5) % 7 - 3) / 4)
         mha.qkv.bias.copy_(((torch.arange(12.0) % 3) - 1) / 10)
-        mha.out.weight.copy_(((torch.arange(16.0).reshape(4, 4) * 3) % 5 - 2) / 3)
-        mha.out.bias.copy_(torch.tensor([0.1, -0.2, 0.3, 0.0]))
+        _out(mha).weight.copy_(((torch.arange(16.0).reshape(4, 4) * 3) % 5 - 2) / 3)
+        _out(mha).bias.copy_(torch.tensor([0.1, -0.2, 0.3, 0.0]))
 
 
 # MultiHeadAttention(4, 2) with _worked_weights on the §7 tokens below: output and the gradient of

@@ -51,6 +51,9 @@ def test_module_adds_the_table(positional, check):
     x = torch.randn(2, 7, 16, requires_grad=True)
     out = module(x)
     check.shape(out, (2, 7, 16), "§8: PositionalEncoding(16)(x) for x of shape (2, 7, 16)")
+    assert out.dtype == x.dtype, (f"§8: a float32 x must come back float32, got {out.dtype}: the table is "
+                                  "float32, as torch.zeros(T, d_model) gives (a float64 table, from numpy or "
+                                  "torch.float64, turns x + PE into float64)")
     expected = x.detach().double() + _handout_formula(7, 16)
     check.close(out, expected, "§8: input = token_embedding + positional_encoding", atol=1e-4,
                 hint="add the first T rows of the table to x (the same rows for every sentence in the batch).")

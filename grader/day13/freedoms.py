@@ -1,0 +1,175 @@
+"""The freedoms the contract gives (assignments/day13/CONTRACT.md), each with a correct variant (data only).
+
+A freedom is a way of writing a part that the contract allows and that differs from the reference in
+something the grader reads or feeds: a name, the form of a container, an extra module that does nothing
+in eval mode, a dtype inside, where a table comes from, the form of a mask. Each entry says where the
+contract allows it and holds patches (file, exact text, replacement) over the lesson's reference, as the
+bug catalogue's do, that take that freedom and nothing else. `COMBINATIONS` takes several at once.
+
+tests/day13/test_freedoms.py builds every variant and every combination, grades each with the hidden
+tests and runs the visible tests on it: each must get full marks in both. A freedom listed here without
+patches that change the reference fails that test, and so does one whose variant loses a point.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from grader.day13.catalogue import BL, CONCAT, FILL, MH, PE, SA, SCORES, SOFTMAX
+
+
+@dataclass(frozen=True)
+class Freedom:
+    id: str
+    component: str
+    contract: str  # where CONTRACT.md gives this freedom, in its words
+    patches: tuple  # ((file, find, replace), ...) over the reference
+
+
+FFN = ("        self.ffn = nn.Sequential(\n"
+       "            nn.Linear(d_model, d_ff),  # expand: (B, T, d_ff)\n"
+       "            nn.GELU(),\n"
+       "            nn.Linear(d_ff, d_model),  # project back: (B, T, d_model)\n"
+       "        )\n")
+SA_INIT = ("        self.W_q = nn.Linear(d_model, d_k, bias=False)\n"
+           "        self.W_k = nn.Linear(d_model, d_k, bias=False)\n"
+           "        self.W_v = nn.Linear(d_model, d_k, bias=False)\n")
+SA_FORWARD = "        Q, K, V = self.W_q(x), self.W_k(x), self.W_v(x)  # each (B, T, d_k)\n"
+SA_RETURN = "        return scaled_dot_product_attention(Q, K, V, mask)  # (B, T, d_k), (B, T, T)\n"
+MH_CHECK = ("        if d_model % n_heads != 0:\n"
+            "            raise ValueError(\n"
+            '                f"d_model={d_model} is not divisible by n_heads={n_heads}: "\n'
+            '                "every head needs d_model // n_heads features (handout §7)"\n'
+            "            )\n")
+MH_OUT_INIT = "        self.out = nn.Linear(d_model, d_model)  # W_O\n"
+MH_OUT_CALL = "        return self.out(ctx)  # (B, T, D)\n"
+MH_CTX = "        ctx, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, h, T, d_k)\n"
+PE_BODY = ("    pos = torch.arange(T, dtype=torch.float32).unsqueeze(1)  # (T, 1)\n"
+           "    two_i = torch.arange(0, d_model, 2, dtype=torch.float32)  # (d_model/2,)\n"
+           "    angle = pos / (10000 ** (two_i / d_model))  # (T, d_model/2)\n"
+           "    pe = torch.zeros(T, d_model)  # (T, d_model)\n"
+           "    pe[:, 0::2] = torch.sin(angle)  # even features\n"
+           "    pe[:, 1::2] = torch.cos(angle)  # odd features\n"
+           "    return pe\n")
+PE_BUFFER = '        self.register_buffer("pe", positional_encoding(max_len, d_model))  # (max_len, d_model)\n'
+PE_ADD = "        return x + self.pe[:T]  # (B, T, d_model) + (T, d_model) broadcasts over B\n"
+POST = ("            x = self.ln1(x + self.attn(x, mask))  # (B, T, d_model)\n"
+        "            x = self.ln2(x + self.ffn(x))  # (B, T, d_model)\n")
+PRE = ("            x = x + self.attn(self.ln1(x), mask)  # (B, T, d_model)\n"
+       "            x = x + self.ffn(self.ln2(x))  # (B, T, d_model)\n")
+BL_IMPORT = "import torch.nn as nn\n"
+LN = "        self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)\n"
+MH_SIZES = "        self.h, self.d_k = n_heads, d_model // n_heads\n"
+SA_DK = "        self.d_k = d_k\n"
+
+FREEDOMS: tuple[Freedom, ...] = (
+    # ------------------------------------------------------------------ self_attention.py
+    Freedom("sa.recap_names", "self_attention",
+            "SelfAttention: the handout's recap writes Wq, Wk, Wv: both spellings are accepted",
+            ((SA, SA_INIT, SA_INIT.replace("W_", "W")), (SA, SA_FORWARD, SA_FORWARD.replace("W_", "W")))),
+    Freedom("sa.causal_bool", "self_attention",
+            "Masks: causal_mask may return a bool tensor or a float/integer tensor of 0s and 1s",
+            ((SA, "    return torch.tril(torch.ones(T, T, device=device))",
+              "    return torch.ones(T, T, dtype=torch.bool, device=device).tril()"),)),
+    Freedom("sa.mask_as_bool", "self_attention",
+            "mask: a 0 (or False) entry blocks that position; any other value lets it through",
+            ((SA, FILL, '        scores = scores.masked_fill(~mask.bool(), float("-inf"))  # (..., T_q, T_k)\n'),)),
+    Freedom("sa.large_negative", "self_attention",
+            "Blocked positions get a weight of exactly 0 (a fill of -1e9 underflows to exactly 0 after softmax)",
+            ((SA, FILL, "        scores = scores.masked_fill(mask == 0, -1e9)  # (..., T_q, T_k)\n"),)),
+    Freedom("sa.float64_inside", "self_attention",
+            "float32 is enough; working in float64 inside is fine when the output has the input's dtype",
+            ((SA, SCORES, "    scores = Q.double() @ K.double().transpose(-2, -1) / math.sqrt(d_k)  # (..., T_q, T_k)\n"),
+             (SA, SOFTMAX, "    weights = torch.softmax(scores, dim=-1).to(Q.dtype)  # back to the input's dtype\n"))),
+    Freedom("sa.module_dropout", "self_attention",
+            "an extra module that does nothing in eval mode (dropout on the output)",
+            ((SA, SA_DK, SA_DK + "        self.dropout = nn.Dropout(0.1)\n"),
+             (SA, SA_RETURN, "        out, weights = scaled_dot_product_attention(Q, K, V, mask)\n"
+                             "        return self.dropout(out), weights\n"))),
+    Freedom("sa.import_side_effects", "self_attention",
+            "Printing, seeding, or drawing random numbers when your file is imported is fine",
+            ((SA, "import torch.nn as nn\n",
+              "import torch.nn as nn\n\ntorch.manual_seed(1234)\n_warm = torch.randn(4)\nprint('self_attention loaded')\n"),)),
+    # ------------------------------------------------------------------ multihead.py
+    Freedom("mh.assert_divisible", "multihead",
+            "d_model not divisible by n_heads raises ValueError (an AssertionError, as in the handout, is accepted too)",
+            ((MH, MH_CHECK, '        assert d_model % n_heads == 0, "d_model must be divisible by n_heads"\n'),)),
+    Freedom("mh.out_named_W_o", "multihead",
+            "out is W_O: the names W_o, Wo and W_O are accepted too",
+            ((MH, MH_OUT_INIT, "        self.W_o = nn.Linear(d_model, d_model)\n"),
+             (MH, MH_OUT_CALL, "        return self.W_o(ctx)  # (B, T, D)\n"))),
+    Freedom("mh.mask_to_bool", "multihead",
+            "any mask this page allows may reach you in either form (bool or 0/1)",
+            ((MH, MH_CTX, "        mask = None if mask is None else mask != 0  # True where a key may be seen\n" + MH_CTX),)),
+    Freedom("mh.attention_dropout", "multihead",
+            "an extra module that does nothing in eval mode (dropout on the heads' output)",
+            ((MH, MH_SIZES, MH_SIZES + "        self.drop = nn.Dropout(0.1)\n"),
+             (MH, CONCAT, CONCAT + "        ctx = self.drop(ctx)\n"))),
+    # ------------------------------------------------------------------ positional.py
+    Freedom("pe.numpy_table", "positional",
+            "the imports allow numpy: the table may be computed in numpy (float64) and returned as float32",
+            ((PE, "import torch\n", "import numpy as np\nimport torch\n"),
+             (PE, PE_BODY, "    pos = np.arange(T)[:, None]\n"
+                           "    two_i = np.arange(0, d_model, 2)\n"
+                           "    angle = pos / np.power(10000.0, two_i / d_model)\n"
+                           "    table = np.zeros((T, d_model))\n"
+                           "    table[:, 0::2] = np.sin(angle)\n"
+                           "    table[:, 1::2] = np.cos(angle)\n"
+                           "    return torch.from_numpy(table).float()\n"))),
+    Freedom("pe.non_persistent", "positional",
+            "A buffer registered with persistent=False counts as a buffer",
+            ((PE, PE_BUFFER, '        self.register_buffer("pe", positional_encoding(max_len, d_model), persistent=False)\n'),)),
+    Freedom("pe.batch_buffer", "positional",
+            "the table is a buffer under any name, with a leading batch dimension of 1 if you like",
+            ((PE, PE_BUFFER, '        self.register_buffer("table", positional_encoding(max_len, d_model).unsqueeze(0))\n'),
+             (PE, PE_ADD, "        return x + self.table[:, :T]  # (B, T, d_model)\n"))),
+    Freedom("pe.follows_input_dtype", "positional",
+            "the output has the input's dtype: the table may be cast to x's dtype before adding",
+            ((PE, PE_ADD, "        return x + self.pe[:T].to(x.dtype)\n"),)),
+    Freedom("pe.module_dropout", "positional",
+            "an extra module that does nothing in eval mode (dropout after adding, as in the PyTorch tutorial)",
+            ((PE, PE_BUFFER, PE_BUFFER + "        self.dropout = nn.Dropout(0.1)\n"),
+             (PE, PE_ADD, "        return self.dropout(x + self.pe[:T])\n"))),
+    # ------------------------------------------------------------------ block.py
+    Freedom("blk.ffn_ordered_dict", "block",
+            "ffn is an nn.Sequential of Linear, GELU, Linear in this order, whatever its layers are called",
+            ((BL, BL_IMPORT, "from collections import OrderedDict\n\n" + BL_IMPORT),
+             (BL, FFN, "        self.ffn = nn.Sequential(OrderedDict(\n"
+                       "            fc1=nn.Linear(d_model, d_ff), act=nn.GELU(), fc2=nn.Linear(d_ff, d_model)))\n"))),
+    Freedom("blk.ffn_add_module", "block",
+            "ffn is an nn.Sequential of Linear, GELU, Linear in this order, however it is built",
+            ((BL, FFN, "        self.ffn = nn.Sequential()\n"
+                       '        self.ffn.add_module("expand", nn.Linear(d_model, d_ff))\n'
+                       '        self.ffn.add_module("gelu", nn.GELU())\n'
+                       '        self.ffn.add_module("project", nn.Linear(d_ff, d_model))\n'),)),
+    Freedom("blk.ffn_inert_layers", "block",
+            "extra layers that do nothing in eval mode inside ffn (Dropout, Identity)",
+            ((BL, FFN, "        self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Dropout(0.1),\n"
+                       "                                 nn.Linear(d_ff, d_model), nn.Identity())\n"),)),
+    Freedom("blk.residual_dropout", "block",
+            "an extra module that does nothing in eval mode (dropout on each sub-layer's output)",
+            ((BL, LN, LN + "        self.drop = nn.Dropout(0.1)\n"),
+             (BL, POST, "            x = self.ln1(x + self.drop(self.attn(x, mask)))\n"
+                        "            x = self.ln2(x + self.drop(self.ffn(x)))\n"),
+             (BL, PRE, "            x = x + self.drop(self.attn(self.ln1(x), mask))\n"
+                       "            x = x + self.drop(self.ffn(self.ln2(x)))\n"))),
+)
+
+# Several freedoms taken at once, one submission each (no two of them patch the same text).
+COMBINATIONS: tuple[tuple[str, ...], ...] = (
+    ("sa.recap_names", "sa.causal_bool", "sa.mask_as_bool", "mh.assert_divisible", "mh.out_named_W_o",
+     "mh.mask_to_bool", "pe.numpy_table", "pe.non_persistent", "blk.ffn_ordered_dict", "blk.residual_dropout"),
+    ("sa.float64_inside", "sa.large_negative", "sa.module_dropout", "sa.import_side_effects", "mh.attention_dropout",
+     "pe.batch_buffer", "blk.ffn_add_module"),
+    ("sa.recap_names", "mh.out_named_W_o", "mh.attention_dropout", "pe.follows_input_dtype", "blk.ffn_inert_layers"),
+)
+
+
+def by_id() -> dict[str, Freedom]:
+    return {f.id: f for f in FREEDOMS}
+
+
+def combined(ids: tuple[str, ...]) -> Freedom:
+    """One variant that takes every freedom of `ids` (their patches in order)."""
+    chosen = [by_id()[i] for i in ids]
+    return Freedom("+".join(ids), ",".join(sorted({f.component for f in chosen})), "; ".join(f.contract for f in chosen),
+                   tuple(p for f in chosen for p in f.patches))

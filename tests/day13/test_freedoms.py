@@ -1,0 +1,147 @@
+"""The contract's freedoms (grader/day13/freedoms.py) and how the grader binds to the contract
+(grader/day13/bindings.toml, applied by grader/execute.py).
+
+Every freedom has a variant that takes it; tests/day13/test_visible_parity.py grades each, hidden and
+visible, at full marks. Here: the list itself, the layouts that first failed (an `nn.Sequential` whose
+layers are named, a positional table that leaks float64), and the contract's words when a layout is
+outside it. Everything graded here is our own trusted code, in this process.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grader import killrate, mutants
+from grader.calls import InProcessTransport
+from grader.day13 import freedoms
+from grader.day13.adapter import BINDINGS, Adapter
+from grader.day13.tests import test_block
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from visible_run import visible_parts  # noqa: E402
+
+SOLUTIONS = killrate.catalogue().solutions
+FILES = {"self_attention": "self_attention.py", "multihead": "multihead.py", "positional": "positional.py",
+         "block": "block.py"}
+
+
+@pytest.mark.parametrize("freedom", freedoms.FREEDOMS, ids=lambda f: f.id)
+def test_every_freedom_has_a_variant_that_changes_its_part_only(freedom):
+    assert freedom.patches, f"{freedom.id} is listed without a variant: give it the patches that take it"
+    assert freedom.contract.strip(), f"{freedom.id}: say where the contract allows it"
+    sources = mutants.apply(freedom, SOLUTIONS)  # raises if a patch's text is not there exactly once
+    changed = {name for name, text in sources.items() if text != (SOLUTIONS / name).read_text()}
+    assert changed == {FILES[freedom.component]}
+
+
+@pytest.mark.parametrize("ids", freedoms.COMBINATIONS, ids=lambda ids: "+".join(ids)[:60])
+def test_every_combination_applies(ids):
+    combined = freedoms.combined(ids)
+    sources = mutants.apply(combined, SOLUTIONS)
+    assert {f for f, _, _ in combined.patches} == {n for n, t in sources.items() if t != (SOLUTIONS / n).read_text()}
+
+
+def test_every_freedom_is_taken_by_some_combination_or_alone():
+    ids = [f.id for f in freedoms.FREEDOMS]
+    assert len(set(ids)) == len(ids)
+    assert {i for combination in freedoms.COMBINATIONS for i in combination} <= set(ids)
+
+
+def _grade(patched, tmp_path: Path):
+    folder = mutants.write_patched(patched, SOLUTIONS, tmp_path / "sub")
+    return folder, killrate.grade(folder, patched.id)
+
+
+def test_a_feed_forward_with_named_layers_gets_full_block_marks(tmp_path):
+    """nn.Sequential(OrderedDict(fc1=Linear, act=GELU, fc2=Linear)): first graded 5/20, the grader looked
+    for its weights at ffn.0 and ffn.2."""
+    _, result = _grade(freedoms.by_id()["blk.ffn_ordered_dict"], tmp_path)
+    block = [t for t in result.tests if t.component == "block"]
+    assert block and all(t.status == "passed" for t in block), [(t.name, t.output[:200]) for t in block]
+
+
+LEAK = freedoms.Freedom(
+    "pe.float64_leak", "positional", "not a freedom: the module's own table is numpy's float64",
+    (("positional.py", "import torch\n", "import numpy as np\nimport torch\n"),
+     ("positional.py",
+      '        self.register_buffer("pe", positional_encoding(max_len, d_model))  # (max_len, d_model)\n',
+      "        pos = np.arange(max_len)[:, None]\n"
+      "        angle = pos / np.power(10000.0, np.arange(0, d_model, 2) / d_model)\n"
+      "        table = np.zeros((max_len, d_model))\n"
+      "        table[:, 0::2], table[:, 1::2] = np.sin(angle), np.cos(angle)\n"
+      '        self.register_buffer("pe", torch.from_numpy(table))  # float64: x + pe comes back float64\n')))
+
+
+def test_a_positional_table_that_leaks_float64_loses_positional_points_hidden_and_visible(tmp_path):
+    """A float32 x must come back float32. The executor used to cast the student's module to the call's
+    dtype before forward, repairing this bug before judging it; the visible tests did not look."""
+    folder, result = _grade(LEAK, tmp_path)
+    full = killrate.full_marks()
+    scores = result.component_scores()
+    assert {c: scores[c] for c in full if scores[c] != full[c]}.keys() == {"positional"}
+    failed = {t.name: t.output for t in result.tests if t.status != "passed" and t.component in full}
+    assert set(failed) == {"positional.module_forward"}, failed
+    assert "float64" in failed["positional.module_forward"]
+    visible = visible_parts(folder, tmp_path / "visible")
+    assert {p for p, (ok, _) in visible.items() if not ok} == {"positional"}
+    assert any("float64" in why for why in visible["positional"][1]), visible["positional"]
+
+
+BLOCK = "block.py"
+FFN = ("        self.ffn = nn.Sequential(\n"
+       "            nn.Linear(d_model, d_ff),  # expand: (B, T, d_ff)\n"
+       "            nn.GELU(),\n"
+       "            nn.Linear(d_ff, d_model),  # project back: (B, T, d_model)\n"
+       "        )\n")
+
+
+@pytest.mark.parametrize(("ffn", "found"), [
+    ("        self.ffn = nn.Sequential(nn.Linear(d_model, d_model), nn.GELU())\n", 1),
+    ("        self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_ff),\n"
+     "                                 nn.Linear(d_ff, d_model))\n", 3),
+])
+def test_a_feed_forward_outside_the_contract_is_said_in_the_contracts_words(tmp_path, ffn, found):
+    outside = freedoms.Freedom("blk.outside", "block", "", ((BLOCK, FFN, ffn),))
+    folder = mutants.write_patched(outside, SOLUTIONS, tmp_path / "sub")
+    student = Adapter(InProcessTransport(folder))
+    x = np.random.default_rng(0).standard_normal((2, 3, 8)).astype(np.float32)
+    error = student.block(x, test_block._weights(1, 8), n_heads=2, pre_ln=False).error
+    assert error and error["type"] == "GraderCallError"
+    assert f"TransformerBlock.ffn must hold two Linear layers (an nn.Sequential of Linear, GELU, Linear)" \
+           f"; found {found}" in error["message"], error
+
+
+def test_two_accepted_names_as_different_layers_both_receive_the_weights(tmp_path):
+    """W_q and Wq both present (one a leftover): the grader loads each, so whichever forward uses is right."""
+    both = freedoms.Freedom("sa.both_names", "self_attention", "", (
+        ("self_attention.py", "        self.d_k = d_k\n",
+         "        self.d_k = d_k\n        self.Wq = nn.Linear(d_model, d_k, bias=False)  # unused leftover\n"),
+        ("self_attention.py", "        Q, K, V = self.W_q(x), self.W_k(x), self.W_v(x)",
+         "        Q, K, V = self.Wq(x), self.W_k(x), self.W_v(x)")))
+    folder = mutants.write_patched(both, SOLUTIONS, tmp_path / "sub")
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 4, 6)).astype(np.float32)
+    w = {n: rng.standard_normal((3, 6)).astype(np.float32) for n in ("W_q", "W_k", "W_v")}
+    got = Adapter(InProcessTransport(folder)).self_attention(x, w)
+    expected = Adapter(InProcessTransport(SOLUTIONS)).self_attention(x, w)
+    assert got.error is None and np.allclose(got.array(0), expected.array(0), atol=1e-6)
+
+
+def test_every_name_the_hidden_tests_load_is_bound_by_the_lessons_data():
+    """No name is looked for under its own path by default: each parameter the hidden tests load, and each
+    attribute they read, is found by a rule of bindings.toml (the reference's calls, every hidden test)."""
+    reference = Adapter(InProcessTransport(SOLUTIONS), record=True)
+    for module in ("test_self_attention", "test_multihead", "test_positional", "test_block"):
+        tests = importlib.import_module(f"grader.day13.tests.{module}")
+        for name, test in sorted(vars(tests).items()):
+            if name.startswith("test_") and callable(test):
+                test(reference, reference)  # the reference passes its own tests
+    loaded = {p["name"] for c in reference.calls for p in c.header.get("params", [])}
+    assert loaded and loaded == set(BINDINGS["params"]), loaded ^ set(BINDINGS["params"])
+    for call in reference.calls:
+        for spec in call.header.get("params", []):
+            assert spec["bind"] == BINDINGS["params"][spec["name"]]

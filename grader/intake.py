@@ -18,8 +18,11 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import stat
+import subprocess
+import sys
 import zipfile
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -289,8 +292,7 @@ def _copy_file(src: Path, dest: Path, intake: Intake, limits: IntakeLimits, rel:
         return
     with os.fdopen(fd, "rb") as fin:
         changed = os.fstat(fin.fileno()).st_mtime_ns
-        _store(fin, dest, limits.max_file_bytes, intake,
-               f"skipped {shown(rel)}: larger than {limits.max_file_bytes >> 20} MB")
+        _store(fin, dest, limits.max_file_bytes, intake, _too_large(rel, limits))
     _keep_mtime(dest, changed)
 
 
@@ -301,6 +303,17 @@ def _keep_mtime(dest: Path, mtime_ns: int) -> None:
             os.utime(dest, ns=(mtime_ns, mtime_ns))
 
 
+def _too_large(rel: str, limits: IntakeLimits) -> str:
+    text = f"skipped {shown(rel)}: larger than {limits.max_file_bytes >> 20} MB"
+    if rel.lower().endswith(".ipynb"):  # its outputs (pictures) make it so: the code is a few KB
+        text += f"; {CLEAR_OUTPUTS}"
+    return text
+
+
+CLEAR_OUTPUTS = ("clear the cells' outputs (Jupyter: Edit > Clear Outputs of All Cells), save, and hand it in "
+                 "again: outputs are never graded")
+
+
 def _room_for(intake: Intake, limits: IntakeLimits, size: int, rel: str) -> bool:
     if intake.files >= limits.max_files:
         if intake.files == limits.max_files:
@@ -308,7 +321,7 @@ def _room_for(intake: Intake, limits: IntakeLimits, size: int, rel: str) -> bool
             intake.files += 1  # note once
         return False
     if size > limits.max_file_bytes:
-        intake.note(f"skipped {shown(rel)}: larger than {limits.max_file_bytes >> 20} MB")
+        intake.note(_too_large(rel, limits))
         return False
     if intake.bytes + size > limits.max_total_bytes:
         intake.note(f"skipped {shown(rel)}: the submission is over {limits.max_total_bytes >> 20} MB in total")
@@ -515,17 +528,15 @@ def notebook_limits() -> dict:
 
 
 def notebook_code_cells(path: Path) -> list[str]:
-    """The code cells' text, magics neutralised. Version 4 notebooks (every Jupyter since 2015) are read
-    as plain JSON, linear in their size: nbformat's validation took 80 s on a 13 MB notebook of
-    300,000 cells. Older versions go through nbformat's converter, under the same size limit."""
+    """The code cells' text, magics neutralised. A notebook is graded by its code: its outputs, attachments
+    and metadata are dropped while it is read (grader/nbstrip.py, in a process limited to the lesson's
+    [notebooks] memory and time), and the limits on what a notebook may cost apply to what is left. A
+    file over intake's per-file limit is not read at all. Version 4 notebooks (every Jupyter since 2015)
+    are read as plain JSON, linear in their size: nbformat's validation took 80 s on a 13 MB notebook of
+    300,000 cells. Older versions go through nbformat's converter, after the same stripping."""
     limits = notebook_limits()
     max_bytes, max_cells = limits.get("bytes", 8 << 20), limits.get("cells", 5000)
-    size = path.stat().st_size
-    if size > max_bytes:
-        raise NotebookTooLarge(f"{size} bytes, over the limit of {max_bytes}: clear the cells' outputs "
-                               "(Jupyter: Edit > Clear Outputs of All Cells), save, and hand it in again")
-    with open(path, "rb") as f:
-        data = json.loads(f.read(max_bytes + 1))
+    data = json.loads(_stripped_notebook(Path(path), max_bytes, limits))
     if not isinstance(data, dict) or not isinstance(data.get("nbformat"), int):
         raise ValueError("not a Jupyter notebook (no nbformat version)")
     if data["nbformat"] >= 4:
@@ -548,6 +559,43 @@ def notebook_code_cells(path: Path) -> list[str]:
         if isinstance(source, str):
             code.append(neutralise_magics(source))
     return code
+
+
+def _stripped_notebook(path: Path, max_bytes: int, limits: dict) -> str:
+    """The notebook's JSON text with its outputs, attachments and metadata dropped (grader/nbstrip.py)."""
+    max_read = DEFAULT_LIMITS.max_file_bytes
+    size = path.stat().st_size
+    if size > max_read:
+        raise NotebookTooLarge(f"{size} bytes, over the limit of {max_read}: {CLEAR_OUTPUTS}")
+    memory, seconds = int(limits.get("memory_bytes", 1 << 30)), float(limits.get("seconds", 30))
+    env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL") if k in os.environ}
+    proc = subprocess.Popen([sys.executable, "-I", "-S", str(Path(__file__).with_name("nbstrip.py")),
+                             str(max_read), str(max_bytes)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        # Set from outside (no preexec_fn: the caller may have threads); the helper reads nothing before
+        # it is sent the path.
+        resource.prlimit(proc.pid, resource.RLIMIT_AS, (memory, memory))
+        resource.prlimit(proc.pid, resource.RLIMIT_CORE, (0, 0))
+        out, err = proc.communicate(os.fsencode(path) + b"\n", timeout=seconds)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise NotebookTooLarge(f"reading it took more than {seconds:g} s: {CLEAR_OUTPUTS}") from None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if proc.returncode == 3:
+        raise NotebookTooLarge(f"over {max_read} bytes: {CLEAR_OUTPUTS}")
+    if proc.returncode == 4:
+        raise NotebookTooLarge(f"its code, outputs aside, is over the limit of {max_bytes} bytes")
+    if proc.returncode != 0:
+        last = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
+        if "MemoryError" in last[0]:
+            raise NotebookTooLarge(f"reading it needs more than {memory >> 20} MB: {CLEAR_OUTPUTS}")
+        raise ValueError(last[0][:200])
+    return out.decode("ascii")
 
 
 def neutralise_magics(source: str) -> str:

@@ -52,7 +52,7 @@ def load_policy(path=None) -> dict:
     """The lesson's forbidden.toml as a dict (every table present, possibly empty)."""
     with open(path or __getattr__("LESSON_POLICY"), "rb") as f:
         policy = tomllib.load(f)
-    for table in ("names", "kernels", "python", "flags", "standins"):
+    for table in ("names", "kernels", "python", "flags", "standins", "audit"):
         policy.setdefault(table, {})
     return policy
 
@@ -67,6 +67,7 @@ def prepare(policy: dict | None = None, *, kit_root: str | None = None):
     _disable_kernels(policy["kernels"].get("ops", ()))
     _remove_c_methods(policy["python"].get("c_methods", ()))
     sources = _disable_python(policy["python"].get("functions", ()))
+    sources |= _deny_modules(policy["python"].get("modules", ()))
     denied = _identities(sources)
     kit = [Path(kit_root, p) for p in policy["names"].get("kit_packages", ())] if kit_root else []
     kit_files = [f for folder in kit if folder.is_dir() for f in folder.rglob("*") if f.is_file()]
@@ -169,6 +170,54 @@ def _disable_python(functions) -> set[str]:
                 with contextlib.suppress(Exception):
                     sources.add(importlib.util.cache_from_source(module.__file__, optimization=level))
     return sources
+
+
+def _deny_modules(names) -> set[str]:
+    """The source and bytecode files of whole modules of library attention (a pattern library of plain
+    functions that each compute attention, too costly to import in the zygote): the child may not open
+    them, so it cannot import them. One already imported here has every function in it made to raise."""
+    files = set()
+    for name in names:
+        module = sys.modules.get(name)
+        if module is not None:
+            for qualname, function in _functions_in(module):
+                _refuse_in_place(function, f"{name}.{qualname}")
+            path = getattr(module, "__file__", None)
+        else:
+            path = _source_of(name)
+        if path:
+            files.add(str(path))
+            for level in ("", 1, 2):
+                with contextlib.suppress(Exception):
+                    files.add(importlib.util.cache_from_source(str(path), optimization=level))
+    return files
+
+
+def _source_of(name: str) -> Path | None:
+    """Where the module `name` would be loaded from, found from its top package's folder without
+    importing it (importing its parent packages could be what the policy avoids)."""
+    top, *rest = name.split(".")
+    package = sys.modules.get(top)
+    if package is None or not getattr(package, "__file__", None) or not rest:
+        return None
+    base = Path(package.__file__).parent.joinpath(*rest)
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _functions_in(module) -> list:
+    found = []
+    for name, value in vars(module).items():
+        if getattr(value, "__module__", None) != module.__name__:
+            continue
+        if hasattr(value, "__code__"):
+            found.append((name, value))
+        elif isinstance(value, type):
+            found += [(f"{name}.{n}", getattr(v, "__func__", v)) for n, v in vars(value).items()
+                      if hasattr(getattr(v, "__func__", v), "__code__")]
+    return found
 
 
 def _refuse_in_place(function, qualname: str) -> None:

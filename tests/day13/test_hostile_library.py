@@ -73,6 +73,11 @@ CASES = [
     ("ao_mha", "multihead", COSTED, r"imports importlib"),
     ("native_mha", "multihead", COSTED, None),
     ("transformer_layer_runtime", "block", COSTED, r"sys\.modules"),
+    # torch.onnx.ops' Attention: its public op and the plain function behind it (30/30, no flag, before
+    # they were banned); torch's compiler's attention patterns (a module the child may not import).
+    ("onnx_attention", "self_attention", COSTED, None),
+    ("onnx_attention_impl", "self_attention", COSTED, None),
+    ("sfdp_pattern", "self_attention", COSTED, r"spec_from_file_location"),
 ]
 
 

@@ -12,7 +12,6 @@ its folder after, the child's printed output as bytes, the transport's own exit 
 """
 from __future__ import annotations
 
-import ast
 import os
 import re
 from pathlib import Path
@@ -28,7 +27,8 @@ CLAIM = re.compile(r"\b\d+ passed\b|\ball (the )?tests? (have )?passed\b|\bscore
 MAX_PER_KIND = 3  # flags of one kind per submission: enough to see the attempt, never a flood
 MAX_SEEN = 120  # characters of a seen line or string quoted in a flag
 MAX_ENTRIES = 2000  # top-level entries of a folder listed
-MAX_SOURCE_BYTES = 1_000_000
+MAX_SOURCE_BYTES = 4_000_000  # bytes of source read in all for named_paths
+_LITERAL = re.compile(r"""(['"])([^'"\n\\]{1,200})\1""")  # a short one-line string literal (no escapes)
 
 
 def _quoted(text: str) -> str:
@@ -58,21 +58,26 @@ def written_results(before: set[str], after: set[str]) -> list[str]:
 
 
 def named_paths(folder: Path) -> list[str]:
-    """Flags for string constants in the submission's top-level .py files that name a result file or a
-    place outside its folder (where a write is refused): the sign of an attempt to plant a result."""
-    flags = []
+    """Flags for string literals in the submission's top-level .py files that name a result file or a
+    place outside its folder (where a write is refused): the sign of an attempt to plant a result.
+
+    A text search, not a parse: linear in the bytes read (at most MAX_SOURCE_BYTES in all), so a
+    hostile file costs the grader no more than reading it (the scan parses, in its limited helper)."""
+    flags, budget = [], MAX_SOURCE_BYTES
     for path in sorted(Path(folder).glob("*.py"))[:50]:
         try:
-            if path.is_symlink() or path.stat().st_size > MAX_SOURCE_BYTES:
+            if path.is_symlink() or not path.is_file():
                 continue
-            tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-        except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+            with open(path, "rb") as handle:
+                text = handle.read(budget).decode("utf-8", "replace")
+        except OSError:
+            continue
+        budget -= len(text)
+        if not any(key in text for key in ("..", "/autograder", *RESULT_FILES)):
             continue
         seen = set()
-        for node in ast.walk(tree):
-            if not (isinstance(node, ast.Constant) and isinstance(node.value, str)) or len(node.value) > 200:
-                continue
-            value = node.value.strip()
+        for match in _LITERAL.finditer(text):
+            value = match.group(2).strip()
             base = value.rstrip("/").rsplit("/", 1)[-1].lower()
             if base in RESULT_FILES:
                 why = "a result file the grader writes"
@@ -82,8 +87,13 @@ def named_paths(folder: Path) -> list[str]:
                 continue
             if value not in seen:
                 seen.add(value)
-                flags.append(f"{path.name} line {node.lineno}: names {_quoted(value)} ({why})")
-    return flags[:MAX_PER_KIND * 2]
+                line = text.count("\n", 0, match.start()) + 1
+                flags.append(f"{path.name} line {line}: names {_quoted(value)} ({why})")
+                if len(flags) >= MAX_PER_KIND * 2:
+                    return flags  # enough to see the attempt; the rest of a flood is never counted
+        if budget <= 0:
+            break
+    return flags
 
 
 def printed_claims(outputs: list[str]) -> list[str]:

@@ -52,3 +52,7 @@ def test_a_hostile_folder_is_read_within_bounds(tmp_path):
                                    + "\nx = '" + "/autograder/" * 500 + "'\n")
     flags = integrity.named_paths(tmp_path)
     assert 0 < len(flags) <= 2 * integrity.MAX_PER_KIND
+    # A file of nothing but distinct planted paths: read once, never a parse, a few flags.
+    (tmp_path / "b.py").write_text("".join(f"p{i} = '../r{i}'\n" for i in range(200_000)))
+    (tmp_path / "a.py").unlink()
+    assert len(integrity.named_paths(tmp_path)) == 2 * integrity.MAX_PER_KIND

@@ -19,8 +19,8 @@ to an entry of `arrays`. Ops:
   inspect   {"op": "inspect", "module": ..., "cls": ..., "init": [...],
              "attrs": [{"name": "W_q", "paths": ["W_q", "Wq"]}]}
 
-A header may carry "standins_source": the source of the grader's stand-ins, sent to a sandboxed
-child with the first call that needs them (grader/sandbox/transport.py) and never held by a child before.
+A header may carry "standins_source": {name: source} of grader stand-ins lent to a sandboxed child,
+each alone, with the first call that needs it (grader/sandbox/lending.py), never held by a child before.
 A header's "over_standins" lists graded names of the call's module bound to their stand-ins while
 it runs (the answer repeats the list): the grader asks a call again that way when its error is
 marked "inside" such a name, i.e. raised while that function of the student's ran, so that a crash
@@ -92,15 +92,15 @@ class ModuleLoader:
         self.meta_inspect = meta_inspect
         self.modules: dict[str, types.ModuleType] = {}
         self.errors: dict[str, dict] = {}
-        self.standins: types.ModuleType | None = None  # the grader's stand-ins, once this loader has them
+        self.standins = None  # the grader's stand-ins (a module, or _Lent in a child), once this loader has them
 
-    def receive_standins(self, source: str) -> None:
-        """The stand-ins' source, sent by the grader with the first call that needs them: run as a
-        module that is in no sys.modules, so student code cannot import it by name."""
-        if self.standins is None:
-            module = types.ModuleType("grader_standins")
-            exec(compile(source, "<grader stand-ins>", "exec"), module.__dict__)
-            self.standins = module
+    def receive_standins(self, units: dict) -> None:
+        """Stand-ins lent by the grader, each alone ({name: its own source}, grader/sandbox/lending.py):
+        each runs in a namespace of its own that is in no sys.modules, so none reaches another."""
+        lent = self.standins if isinstance(self.standins, _Lent) else _Lent()
+        for name, source in units.items():
+            lent.receive(name, source)
+        self.standins = lent
 
     def standin_module(self) -> types.ModuleType:
         if self.standins is None:
@@ -319,7 +319,7 @@ def execute(header: dict, arrays: dict, *, loader: ModuleLoader) -> tuple[dict, 
     out_header: dict = {"error": None, "outputs": [], "grads": {}, "grad_error": None}
     out_arrays: dict = {}
     op = header.get("op")
-    if isinstance(header.get("standins_source"), str):
+    if isinstance(header.get("standins_source"), dict):
         loader.receive_standins(header["standins_source"])
     try:
         with loader.active(), _over_standins(header, loader, out_header):
@@ -730,6 +730,22 @@ def _parent(obj, path: str):
 
 def _shown(path: Path) -> str:
     return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name
+
+
+class _Lent:
+    """The stand-ins a sandboxed child was lent: one attribute each, each run alone in its own namespace."""
+
+    def receive(self, name: str, source: str) -> None:
+        namespace = {"__name__": f"grader_standin_{name}"}
+        exec(compile(source, f"<grader stand-in {name}>", "exec"), namespace)
+        vars(self)[name] = namespace[name]
+
+    def __getattr__(self, name: str):
+        raise _NotLent(f"the grader's stand-in {name} was not lent to this process (an engine fault)")
+
+
+class _NotLent(GraderCallError, AttributeError):
+    """An engine fault when the executor asks; an attribute that is not there to student code."""
 
 
 def __getattr__(name: str):

@@ -23,7 +23,6 @@ import os
 import queue
 import re
 import signal
-import stat
 import sys
 import tempfile
 import time
@@ -36,7 +35,7 @@ from grader.document import number
 from grader.lesson import load_lesson
 from grader.records import SubmissionResult
 from grader.sandbox import DEFAULT_CONFIG, SandboxConfig
-from grader.sandbox.confinement import enterable_temp_dir, is_root, mount_quota, prepare_scratch, slot_uid, unmount_quota
+from grader.sandbox.confinement import enterable_temp_dir, is_root, mount_quota, remove_tree, unmount_quota
 from grader.sandbox.startup import skip_absent_device_seed_stacks
 from grader.sandbox.transport import SandboxTransport, without_paths
 from grader.sandbox.zygote import SandboxRefused, SandboxUnavailable, Zygote
@@ -339,67 +338,6 @@ def _unmount_under(folder: Path) -> None:
         unmount_quota(Path(mount_point))
 
 
-def remove_tree(path: Path) -> bool:
-    """Delete `path` and everything under it, whatever a student's process left there; True if all went.
-
-    No recursion and no path that grows with the depth: the folder is first renamed into a holding
-    folder beside it (so its name is free at once), then each folder met is moved up into the holding
-    folder before it is emptied, so a tree 10,000 levels deep is 10,000 shallow folders. Folders a
-    process made unreadable or read-only (chmod 000) get their owner's rights back first; the grader
-    is that owner, or root."""
-    path = Path(path)
-    try:
-        if not stat.S_ISDIR(os.lstat(path).st_mode):
-            os.unlink(path)
-            return True
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    holding = Path(tempfile.mkdtemp(prefix=".discard-", dir=path.parent))
-    try:
-        _own(path)
-        os.rename(path, holding / "0")
-    except OSError:
-        os.rmdir(holding)
-        return False
-    top = os.open(holding, os.O_RDONLY | os.O_DIRECTORY)
-    pending, moved = ["0"], 0
-    try:
-        while pending:
-            name = pending.pop()
-            with contextlib.suppress(OSError):
-                _own(name, top)
-                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=top)
-                try:
-                    for entry in list(os.scandir(fd)):
-                        with contextlib.suppress(OSError):
-                            if entry.is_dir(follow_symlinks=False):
-                                moved += 1
-                                _own(entry.name, fd)  # renaming a folder rewrites its "..": it must be writable
-                                os.rename(entry.name, str(moved), src_dir_fd=fd, dst_dir_fd=top)
-                                pending.append(str(moved))
-                            else:
-                                os.unlink(entry.name, dir_fd=fd)
-                finally:
-                    os.close(fd)
-                os.rmdir(name, dir_fd=top)
-    finally:
-        os.close(top)
-    try:
-        os.rmdir(holding)
-    except OSError:
-        return False
-    return True
-
-
-def _own(name, dir_fd=None) -> None:
-    """Give a folder its owner's full rights back (root needs none: it is never refused)."""
-    if os.geteuid() != 0:
-        with contextlib.suppress(OSError):
-            os.chmod(name, 0o700, dir_fd=dir_fd)
-
-
 def _account(summary, progress, faults) -> None:
     name, total, max_total, status, fault = summary
     if fault:
@@ -550,10 +488,10 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
     quota = slot_dir.is_dir() and mount_quota(slot_dir, config)
     scratch = Path(tempfile.mkdtemp(prefix="s", dir=slot_dir if slot_dir.is_dir() else work))
     try:
+        # Intake's copy stays the grader's: each child gets a fresh copy of it (SandboxTransport).
         taken = intake.materialise(sub, scratch)
         # Read before any of its code runs: the names it holds, and paths that plant a result.
         handed_in, named = integrity.top_files(scratch), integrity.named_paths(scratch)
-        prepare_scratch(scratch, slot_uid(config, slot))
         findings = scanner.scan(scratch) if scanner else score.scan_submission(scratch)
         if checker:
             # The deliverables as handed in, checked by the helper while the hidden tests run.
@@ -564,7 +502,7 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
             fault_types, faults = list(transport.fault_types), list(transport.faults)
             isolation = dict(transport.isolation)
             printed = integrity.printed_claims(transport.printed_heads())
-        planted = integrity.written_results(handed_in, integrity.top_files(scratch))
+            planted = integrity.written_results(handed_in, transport.top_names())  # each child wrote in its own copy
     finally:
         if quota:
             unmount_quota(slot_dir)  # the whole tmpfs goes, whatever is in it
@@ -580,7 +518,7 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
         result.status = _STATUS[fault_types[0]]
     elif sub.kind == "symlink" or (sub.kind != "folder" and taken.files == 0):
         result.status = "no-files"
-    isolation.update(scratch_copy=True, fresh_process_per_submission=True,
+    isolation.update(scratch_copy=True, copy_per_child=True, fresh_process_per_submission=True,
                      scratch_quota_mb=(config.scratch_quota_bytes >> 20) if quota else False)
     result.isolation = dict(sorted(isolation.items()))
     result.execution_time = round(time.monotonic() - start, 3)

@@ -6,8 +6,9 @@ Process tree (as root; without root the layers that need it are skipped and reco
                           │      this package; nothing else. Its heap has no hidden test, no reference,
                           │      no expected output, no stand-in to find; library attention is switched
                           │      off in it.)
-                          └─fork─► student child = PID 1 of a new PID namespace, in a new network
-                                   namespace; rlimits, uid drop, Landlock, seccomp, then
+                          └─fork─► student child = PID 1 of a new PID namespace, in new network and
+                                   IPC namespaces, in its own copy of the submission; rlimits,
+                                   uid drop, Landlock, seccomp, then
                                    a loop: recv call ─► execute() ─► send result
 
 One file per part, in the order a call meets them:
@@ -52,7 +53,7 @@ class SandboxConfig:
     # grading run takes both from the lesson's data (`limits.toml` beside its rubric).
     reply_bytes: int = 0  # one call's answer
     replies_bytes: int = 0  # all the answers of one submission (the grader keeps them until it is scored)
-    layers: tuple[str, ...] = ("pidns", "netns", "rlimits", "uid", "landlock", "seccomp", "quota")
+    layers: tuple[str, ...] = ("pidns", "netns", "ipcns", "rlimits", "uid", "landlock", "seccomp", "quota")
 
 
 DEFAULT_CONFIG = SandboxConfig()

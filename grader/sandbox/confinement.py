@@ -19,8 +19,10 @@ import ctypes
 import errno
 import os
 import resource
+import shutil
 import signal
 import socket
+import stat
 import sys
 import tempfile
 from pathlib import Path
@@ -30,7 +32,7 @@ from grader.sandbox import SandboxConfig
 KIT_ROOT = Path(__file__).resolve().parents[2]
 
 # Linux constants (include/uapi); same values on x86_64 and aarch64.
-CLONE_NEWNET, CLONE_NEWNS, CLONE_THREAD = 0x40000000, 0x00020000, 0x00010000
+CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWIPC, CLONE_THREAD = 0x40000000, 0x00020000, 0x08000000, 0x00010000
 MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 38, 22
 SECCOMP_MODE_FILTER = 2
@@ -98,6 +100,100 @@ def unmount_quota(folder: Path) -> None:
     libc.umount2(str(folder).encode(), 2)  # MNT_DETACH: never blocks on a busy mount
 
 
+def child_copy(submission: Path, uid: int | None) -> Path:
+    """A fresh writable copy of `submission` (intake's copy, as handed in) for one child, beside it.
+
+    Every child starts from what was handed in, and what it writes goes with its copy when it ends
+    (discard_copy): nothing one child writes is read by a later one. Intake's copy stays the
+    grader's (a child cannot read it, let alone change it), so the scan and the deliverables checks
+    read what was handed in. Regular files and folders only (intake's copy has nothing else); a
+    stack, not recursion, for any depth intake allowed."""
+    dest = Path(tempfile.mkdtemp(prefix="c", dir=Path(submission).parent))
+    try:
+        folders = [(os.fspath(submission), os.fspath(dest))]
+        while folders:
+            source, target = folders.pop()
+            with os.scandir(source) as entries:
+                for entry in entries:
+                    where = os.path.join(target, entry.name)
+                    if entry.is_dir(follow_symlinks=False):
+                        os.mkdir(where)
+                        folders.append((entry.path, where))
+                    elif entry.is_file(follow_symlinks=False):
+                        shutil.copyfile(entry.path, where, follow_symlinks=False)
+        prepare_scratch(dest, uid)
+    except BaseException:
+        remove_tree(dest)
+        raise
+    return dest
+
+
+def discard_copy(copy: Path) -> None:
+    """Remove a child's copy once the child is gone, whatever it left there."""
+    remove_tree(copy)
+
+
+def remove_tree(path: Path) -> bool:
+    """Delete `path` and everything under it, whatever a student's process left there; True if all went.
+
+    No recursion and no path that grows with the depth: the folder is first renamed into a holding
+    folder beside it (so its name is free at once), then each folder met is moved up into the holding
+    folder before it is emptied, so a tree 10,000 levels deep is 10,000 shallow folders. Folders a
+    process made unreadable or read-only (chmod 000) get their owner's rights back first; the grader
+    is that owner, or root."""
+    path = Path(path)
+    try:
+        if not stat.S_ISDIR(os.lstat(path).st_mode):
+            os.unlink(path)
+            return True
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    holding = Path(tempfile.mkdtemp(prefix=".discard-", dir=path.parent))
+    try:
+        _own(path)
+        os.rename(path, holding / "0")
+    except OSError:
+        os.rmdir(holding)
+        return False
+    top = os.open(holding, os.O_RDONLY | os.O_DIRECTORY)
+    pending, moved = ["0"], 0
+    try:
+        while pending:
+            name = pending.pop()
+            with contextlib.suppress(OSError):
+                _own(name, top)
+                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=top)
+                try:
+                    for entry in list(os.scandir(fd)):
+                        with contextlib.suppress(OSError):
+                            if entry.is_dir(follow_symlinks=False):
+                                moved += 1
+                                _own(entry.name, fd)  # renaming a folder rewrites its "..": it must be writable
+                                os.rename(entry.name, str(moved), src_dir_fd=fd, dst_dir_fd=top)
+                                pending.append(str(moved))
+                            else:
+                                os.unlink(entry.name, dir_fd=fd)
+                finally:
+                    os.close(fd)
+                os.rmdir(name, dir_fd=top)
+    finally:
+        os.close(top)
+    try:
+        os.rmdir(holding)
+    except OSError:
+        return False
+    return True
+
+
+def _own(name, dir_fd=None) -> None:
+    """Give a folder its owner's full rights back (root needs none: it is never refused)."""
+    if os.geteuid() != 0:
+        with contextlib.suppress(OSError):
+            os.chmod(name, 0o700, dir_fd=dir_fd)
+
+
 # --------------------------------------------------------------------------- in the child
 
 
@@ -153,6 +249,13 @@ def own_network(config: SandboxConfig, libc) -> bool:
     """Move this process into a network namespace of its own (no interface but a down loopback).
     It applies at once to whoever unshares it, so the child takes it itself, right after the fork."""
     return "netns" in config.layers and is_root() and libc.unshare(CLONE_NEWNET) == 0
+
+
+def own_ipc(config: SandboxConfig, libc) -> bool:
+    """Move this process into an IPC namespace of its own: SysV shared memory, semaphores and message
+    queues, and POSIX message queues, that one child makes are gone with it, never found by the next
+    child of its slot (the same uid). Taken by the child itself, right after the fork."""
+    return "ipcns" in config.layers and is_root() and libc.unshare(CLONE_NEWIPC) == 0
 
 
 # --------------------------------------------------------------------------- the layers
@@ -366,7 +469,8 @@ def _landlock(libc, scratch: str) -> int:
 
 
 def _seccomp_filter(me: int):
-    """Deny new processes, exec, non-Unix sockets, ptrace and signals to others. Threads still work."""
+    """Deny new processes, exec, non-Unix sockets, ptrace, signals to others and the kernel's shared
+    stores (IPC, keyrings). Threads still work."""
     import pyseccomp as sc
 
     f = sc.SyscallFilter(defaction=sc.ALLOW)
@@ -376,6 +480,11 @@ def _seccomp_filter(me: int):
         ("process_vm_writev",), ("unshare",), ("setns",), ("mount",), ("umount2",), ("chroot",),
         ("pivot_root",), ("bpf",), ("perf_event_open",), ("userfaultfd",), ("kcmp",), ("tkill",),
         ("pidfd_open",), ("pidfd_send_signal",), ("pidfd_getfd",),
+        # Channels to a later child, whatever namespaces this kernel gives: SysV IPC, POSIX message
+        # queues, and keys kept in the kernel's keyrings (the user keyring outlives the process).
+        ("shmget",), ("shmat",), ("shmctl",), ("semget",), ("semop",), ("semtimedop",), ("semctl",),
+        ("msgget",), ("msgsnd",), ("msgrcv",), ("msgctl",), ("mq_open",), ("mq_unlink",), ("mq_timedsend",),
+        ("mq_timedreceive",), ("mq_notify",), ("mq_getsetattr",), ("add_key",), ("request_key",), ("keyctl",),
         ("clone", sc.Arg(0, sc.MASKED_EQ, CLONE_THREAD, 0)),  # a new process, not a thread
         ("socket", sc.Arg(0, sc.NE, socket.AF_UNIX)),
         ("kill", sc.Arg(0, sc.NE, me)),

@@ -22,7 +22,7 @@ import numpy as np
 
 from grader import protocol
 from grader.sandbox import SandboxConfig
-from grader.sandbox.confinement import EXIT_CPU_LIMIT, EXIT_FILE_LIMIT
+from grader.sandbox.confinement import EXIT_CPU_LIMIT, EXIT_FILE_LIMIT, child_copy, discard_copy, slot_uid
 
 if TYPE_CHECKING:
     from grader.sandbox.zygote import Child, Zygote
@@ -37,8 +37,9 @@ class SandboxTransport:
     """`call(header, arrays) -> (header, arrays)` into a sandboxed child of one submission.
 
     The child is spawned lazily and respawned after any fault, so a part that hangs or crashes
-    costs only the calls that hit it. `faults` lists what happened, in words, for the result's notes;
-    `isolation` which layers were active. `close()` leaves no process behind.
+    costs only the calls that hit it. Each child works in its own fresh copy of `scratch` (the
+    submission as handed in), removed when the child ends. `faults` lists what happened, in words,
+    for the result's notes; `isolation` which layers were active. `close()` leaves no process behind.
     """
 
     def __init__(self, *, zygote: Zygote, slot: int, scratch: Path, config: SandboxConfig | None = None):
@@ -48,6 +49,8 @@ class SandboxTransport:
         self.fault_types: list[str] = []
         self.isolation: dict = {}
         self._child: Child | None = None
+        self._copy: Path | None = None  # the current child's own copy of the submission
+        self._names: set[str] = set()  # top-level names seen in any child's copy when it ended (top_names)
         self._import_faults: dict[str, int] = {}
         self._condemned: dict[str, dict] = {}
         self._spent = 0.0
@@ -85,9 +88,10 @@ class SandboxTransport:
                 i = todo[0]
                 header, arrays = calls[i]
                 module = str(header.get("module", "")) if isinstance(header, dict) else ""
-                if self._child is not None and module in self._child.holds:
-                    # This child holds a working implementation of the part this call grades (the
-                    # grader's stand-ins): the call goes to a fresh child, once the calls ahead are answered.
+                if self._child is not None and self._refuses(self._child, header):
+                    # This child was lent a working implementation of the graded name this call grades
+                    # (a stand-in the call does not need): the call goes to a fresh child, once the
+                    # calls ahead are answered.
                     if flight:
                         break
                     self._stop_child()
@@ -167,9 +171,7 @@ class SandboxTransport:
         return os.pread(self._output.fileno(), n, 0).decode("utf-8", "replace") if n else ""
 
     def close(self) -> None:
-        if self._child is not None:
-            self._child.kill()
-            self._child = None
+        self._stop_child()
         self._output.close()
 
     def __enter__(self):
@@ -180,15 +182,20 @@ class SandboxTransport:
 
     # -- internals
 
+    def _refuses(self, child, header) -> bool:
+        lent = self.zygote.standins
+        return bool(lent and child.lent and isinstance(header, dict) and lent.refuses(child.lent, header))
+
     def _with_standins(self, header, module):
-        """The call as sent: with the stand-ins' source if it needs them and this child has none yet."""
-        standins = self.zygote.standins
-        if not standins or not isinstance(header, dict) or self._child.has_standins:
+        """The call as sent: with the source of each stand-in it needs that this child was not lent yet."""
+        lent = self.zygote.standins
+        if not lent or not isinstance(header, dict):
             return header
-        if module in standins["needed_by"] or header.get("standins") or header.get("over_standins"):
-            self._child.holds, self._child.has_standins = standins["implements"], True
-            return dict(header, standins_source=standins["source"])
-        return header
+        new = sorted(lent.needed(header) - self._child.lent)
+        if not new:
+            return header
+        self._child.lent.update(new)
+        return dict(header, standins_source={name: lent.units[name] for name in new})
 
     def _answer_without_child(self, module):
         if module in self._condemned:
@@ -271,17 +278,32 @@ class SandboxTransport:
         return (reply, out), False
 
     def _stop_child(self) -> None:
+        """Kill the child, then remove its copy: what it wrote is read by no later child."""
         if self._child is not None:
             self._child.kill()
             self._child = None
+        if self._copy is not None:
+            self._names |= _top_names(self._copy)
+            discard_copy(self._copy)
+            self._copy = None
+
+    def top_names(self) -> set[str]:
+        """The names at the top of each child's copy when it ended, the live one's too: with the names
+        handed in, what the submission's code wrote into its own folder (grader/integrity.py)."""
+        return self._names | (_top_names(self._copy) if self._copy is not None else set())
 
     def _spawn(self):
         if len(self._printed) < self.PRINTED_CHILDREN and (head := self._output_head()):
             self._printed.append(head)
         self._output.truncate(0)
         self._output.seek(0)
+        try:
+            self._copy = child_copy(self.scratch, slot_uid(self.config, self.slot))
+        except OSError as exc:  # a full quota, a vanished folder: said like a child that could not start
+            return self._fault("Crashed", f"the sandbox could not set up the process: "
+                                          f"{without_paths(f'{type(exc).__name__}: {exc}')}")
         # SandboxUnavailable propagates: a dead zygote is the engine's fault, not the submission's.
-        child = self.zygote.spawn(self.slot, scratch=self.scratch, output_fd=self._output.fileno())
+        child = self.zygote.spawn(self.slot, scratch=self._copy, output_fd=self._output.fileno())
         deadline = time.monotonic() + self.config.spawn_timeout
         try:
             # Sent by the grader's own code before any student code runs: small, whatever the caps.
@@ -328,9 +350,7 @@ class SandboxTransport:
         return self._fault("Crashed", f"the process died from signal {name}")
 
     def _fault(self, kind: str, message: str, record: bool = True) -> dict:
-        if self._child is not None:
-            self._child.kill()
-            self._child = None
+        self._stop_child()
         if record:
             self.faults.append(f"{kind}: {message}")
             self.fault_types.append(kind)
@@ -345,6 +365,19 @@ class SandboxTransport:
                                          "not retried)")
                 self._condemned[module] = condemned
         return header
+
+
+def _top_names(folder: Path, limit: int = 2000) -> set[str]:
+    names = set()
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if len(names) >= limit:
+                    break
+                names.add(entry.name)
+    except OSError:
+        pass
+    return names
 
 
 def without_paths(text: str) -> str:

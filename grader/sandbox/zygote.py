@@ -36,9 +36,9 @@ from typing import Callable
 
 from grader import protocol
 from grader.lesson import LESSON_ENV, load_lesson
-from grader.sandbox import DEFAULT_CONFIG, SandboxConfig, startup, transport
-from grader.sandbox.confinement import (KIT_ROOT, PR_SET_PDEATHSIG, confine, is_root, own_network, seccomp_program,
-                                        slot_uid, view_plan)
+from grader.sandbox import DEFAULT_CONFIG, SandboxConfig, lending, startup, transport
+from grader.sandbox.confinement import (KIT_ROOT, PR_SET_PDEATHSIG, confine, is_root, own_ipc, own_network,
+                                        seccomp_program, slot_uid, view_plan)
 
 # Linux constants (include/uapi); same values on x86_64 and aarch64.
 CLONE_NEWPID, PR_SET_CHILD_SUBREAPER = 0x20000000, 36
@@ -67,9 +67,9 @@ class Zygote:
                  entry: str = "grader.execute", install: str | None = "grader.forbidden",
                  preload: tuple[str, ...] = (), extra_path: tuple[str, ...] = ()):
         self.config = config
-        # The grader's stand-ins are never in the zygote (every child would hold them): each child gets
-        # their source with the first call that needs them (SandboxTransport), and from then on answers
-        # no call of a part they implement.
+        # The grader's stand-ins are never in the zygote (every child would hold them): a child is lent
+        # each one alone, with the first call that needs it (SandboxTransport), and from then on
+        # answers no call of a graded name it implements.
         self.standins = _lesson_standins() if install else None
         self._ctrl, theirs = [], []
         for _ in range(slots):
@@ -177,8 +177,7 @@ class Child:
     pidfd: int = -1
     layers: dict = field(default_factory=dict)
     served: set = field(default_factory=set)  # modules this child has already answered calls into
-    holds: frozenset = frozenset()  # parts the stand-ins it was sent implement: it answers none of their calls
-    has_standins: bool = False
+    lent: set = field(default_factory=set)  # the stand-ins it was sent (grader/sandbox/lending.py)
     starts: dict = field(default_factory=dict)  # pid -> start time, checked before a kill by pid
 
     def kill(self) -> None:
@@ -226,14 +225,16 @@ def _pidfd_open(pid: int) -> int:
         return -1
 
 
-def _lesson_standins() -> dict:
-    """The lesson's stand-ins as the transport sends them: source, the modules whose calls need them,
-    and the parts they implement (the lesson's forbidden.toml, [standins])."""
+def _lesson_standins() -> lending.Lending:
+    """The lesson's stand-ins as the transport lends them, one by one (grader/sandbox/lending.py): each
+    one's own source, and the graded names each implements (the lesson's forbidden.toml, [standins])."""
     from grader import forbidden
 
+    lesson = load_lesson()
     table = forbidden.load_policy()["standins"]
-    return {"source": forbidden.LESSON_POLICY.with_name(table.get("file", "standins.py")).read_text(),
-            "needed_by": frozenset(table.get("needed_by", ())), "implements": frozenset(table.get("implements", ()))}
+    source = forbidden.LESSON_POLICY.with_name(table.get("file", "standins.py")).read_text()
+    return lending.lending(source, dict(table.get("implements", {})), always_standin=lesson.always_standin,
+                           standin_names=lesson.standin_names)
 
 
 # --------------------------------------------------------------------------- zygote side
@@ -396,7 +397,7 @@ def _fork_child(request, fds, *, ctrls, setup: ChildSetup, zygote_pid: int) -> t
                 c.close()
             sock_fd, out_fd = fds
             sock = socket.socket(fileno=sock_fd)
-            layers = {"pidns": pidns, "netns": own_network(setup.config, libc)}
+            layers = {"pidns": pidns, "netns": own_network(setup.config, libc), "ipcns": own_ipc(setup.config, libc)}
             try:
                 _child(request, sock, out_fd, setup, layers)
             except BaseException as exc:  # a setup step failed: say which, rather than die silently

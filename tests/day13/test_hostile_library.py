@@ -120,9 +120,9 @@ def test_flags_reach_the_feedback_and_the_class_report(batch):
     assert "imports gc" in (batch["out"] / "report.html").read_text()
 
 
-def test_the_stand_ins_implement_exactly_the_parts_the_policy_says(tmp_path):
-    # A child holding the stand-ins never answers a call of a part in [standins] implements. That
-    # list is right only if a submission made of the stand-ins earns points in those parts and no other.
+def test_the_stand_ins_implement_no_part_the_policy_leaves_out(tmp_path):
+    # A child lent a stand-in never answers a call of a graded name it implements ([standins.implements]).
+    # That list is safe only if a submission made of the stand-ins earns points in no part it leaves out.
     from grader import killrate
     from grader.day13 import standins
     from grader.forbidden import load_policy
@@ -135,5 +135,6 @@ def test_the_stand_ins_implement_exactly_the_parts_the_policy_says(tmp_path):
     scores = killrate.grade(folder, "standins").component_scores()
     full = killrate.full_marks()
     earned = {c for c in ("self_attention", "multihead", "positional") if scores[c] > 0}
-    assert earned == set(load_policy()["standins"]["implements"]) == {"self_attention", "positional"}
+    listed = {graded.split(".")[0] for names in load_policy()["standins"]["implements"].values() for graded in names}
+    assert earned == {"self_attention", "positional"} and earned <= listed
     assert scores["self_attention"] == full["self_attention"] and scores["multihead"] == 0

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from grader.execute import ModuleLoader, execute, to_numpy
+from grader.sandbox.zygote import _lesson_standins
 
 torch.set_num_threads(1)
 
@@ -140,16 +141,22 @@ def test_stand_ins_reach_a_sandboxed_loader_only_with_a_call_that_sends_them(tmp
     bare = ModuleLoader(folder, isolated=False)
     h, _ = execute(header, {"x": x}, loader=bare)
     assert "stand-ins were not sent" in h["error"]["message"] and bare.standins is None
-    source = (ROOT / "grader" / "day13" / "standins.py").read_text()
+    units = _lesson_standins().units
+    lent = {name: units[name] for name in ("scaled_dot_product_attention", "causal_mask", "StandInSelfAttention")}
     sent = ModuleLoader(folder, isolated=False)
     try:
-        h, a = execute(dict(header, standins_source=source), {"x": x}, loader=sent)
+        h, a = execute(dict(header, standins_source=lent), {"x": x}, loader=sent)
     finally:
         sys.path.remove(str(folder)) if str(folder) in sys.path else None
         for name in ("multihead", "self_attention"):
             sys.modules.pop(name, None)
     assert h["error"] is None and a["out0"].shape == (1, 3, 4)
-    assert sent.standins.__name__ not in sys.modules
+    # Each stand-in alone, in a namespace of its own that is in no sys.modules.
+    namespaces = {name: getattr(getattr(sent.standins, name), "forward", getattr(sent.standins, name)).__globals__
+                  for name in lent}
+    assert namespaces["causal_mask"] is not namespaces["scaled_dot_product_attention"]
+    assert "positional_encoding" not in namespaces["scaled_dot_product_attention"]
+    assert not any(ns["__name__"] in sys.modules for ns in namespaces.values())
 
 
 def test_student_exceptions_even_system_exit_become_error_records(tmp_path):

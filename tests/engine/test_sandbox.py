@@ -89,7 +89,7 @@ def test_child_answers_exactly_like_the_in_process_executor(transport):
         np.testing.assert_array_equal(got[k], want[k])
     assert t.faults == []
     if is_root():
-        assert t.isolation == {"pidns": True, "netns": True, "rlimits": True, "uid": True,
+        assert t.isolation == {"pidns": True, "netns": True, "ipcns": True, "rlimits": True, "uid": True,
                                "landlock": t.isolation["landlock"], "landlock_hides_kit": True, "seccomp": True}
         assert t.isolation["landlock"] >= 1
     else:

@@ -1,0 +1,119 @@
+"""Which of the grader's stand-ins a call needs, and which child may answer it.
+
+A stand-in is a working implementation of a graded name (the lesson's stand-ins file). A call that
+grades a part over a stand-in of another (the lesson's [always_standin], a sub-module replaced by
+one, a retry over the stand-in of a function that raised: grader/score.py's OverStandIns) needs it
+in the child that answers. So:
+
+- each stand-in is lent alone: its own source, cut from the stand-ins file with only the imports
+  and the other stand-ins it calls, run by the child in a namespace of its own (grader/execute.py,
+  ModuleLoader.receive_standins). Whatever the child reaches from it (`__globals__`, closures,
+  code constants) implements what it implements, and nothing more;
+- a child that was lent a stand-in answers no call of a graded name that stand-in implements (the
+  lesson's forbidden.toml, [standins.implements]; a stand-in also implements what those it calls
+  do), unless that call itself needs that stand-in. Such a call goes to a fresh child, whose copy of
+  the submission is fresh too (grader/sandbox/transport.py).
+
+Grader side only: the child receives sources and never sees this module's decisions.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+# The stand-ins file's function that builds a replacement sub-module ("standins" in a call's header:
+# {attribute path: kind}); grader/execute.py calls it by this name.
+MAKER = "make"
+
+
+@dataclass(frozen=True)
+class Lending:
+    """The lesson's stand-ins as the transport lends them."""
+
+    units: dict[str, str]  # stand-in name -> the source that defines it alone (and what it calls)
+    implements: dict[str, frozenset]  # stand-in name -> graded names ("module.name") it could answer
+    always: dict[str, tuple[str, ...]] = field(default_factory=dict)  # module -> stand-ins it is always graded over
+    over: dict[str, dict[str, str]] = field(default_factory=dict)  # module -> {graded name: its stand-in}
+
+    def needed(self, header: dict) -> frozenset:
+        """The stand-ins the child must hold to answer this call."""
+        module = header.get("module")
+        if not isinstance(module, str):
+            return frozenset()
+        names = set(self.always.get(module, ()))
+        if header.get("standins"):
+            names.add(MAKER)
+        over = header.get("over_standins")
+        for name in over if isinstance(over, list) else ():
+            if isinstance(name, str) and name in self.over.get(module, {}):
+                names.add(self.over[module][name])
+        return frozenset(n for n in names if n in self.units)
+
+    def refuses(self, lent: set, header: dict) -> bool:
+        """Whether a child that holds the stand-ins `lent` may not answer this call: one of them, not
+        needed by the call, implements the graded name the call grades."""
+        graded = graded_name(header)
+        needed = self.needed(header)
+        return any(graded in self.implements.get(name, ()) for name in lent if name not in needed)
+
+
+def graded_name(header: dict) -> str:
+    """"module.name" of the graded function or class a call runs."""
+    return f"{header.get('module')}.{header.get('name') or header.get('cls')}"
+
+
+def lending(source: str, implements: dict[str, list[str]], *, always_standin: dict, standin_names: dict) -> Lending:
+    """The Lending of a stand-ins file's `source`, with what each of its names implements (lesson data),
+    the lesson's [always_standin] and [standin_names]."""
+    units, closures = cut(source)
+    unknown = sorted(set(implements) - set(units))
+    if unknown:
+        raise ValueError(f"[standins.implements] names {', '.join(unknown)}, which the stand-ins file does not define")
+    always = {module: tuple(sorted({name for dep in deps for name in standin_names.get(dep, {}).values()}))
+              for module, deps in always_standin.items()}
+    return Lending(
+        units=units,
+        implements={name: frozenset(g for member in closures[name] for g in implements.get(member, ()))
+                    for name in units},
+        always=always,
+        over={module: dict(names) for module, names in standin_names.items()},
+    )
+
+
+def cut(source: str) -> tuple[dict[str, str], dict[str, frozenset]]:
+    """({name: source of that top-level function or class alone}, {name: the names its source holds}).
+
+    A name's source is the file's `from __future__` lines, the imports it uses, and the definitions
+    of the top-level names it refers to, followed in turn: never another stand-in it does not call."""
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    defined: dict[str, ast.AST] = {}
+    imports: list[tuple[ast.AST, set[str]]] = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined[node.name] = node
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound = {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+            imports.append((node, bound))
+    uses = {name: {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} for name, node in defined.items()}
+
+    def segment(node) -> str:
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+        return "".join(lines[first - 1:node.end_lineno])
+
+    units, closures = {}, {}
+    for name in defined:
+        members, todo = {name}, [name]
+        while todo:
+            for used in uses[todo.pop()] & set(defined):
+                if used not in members:
+                    members.add(used)
+                    todo.append(used)
+        names_used = set().union(*(uses[m] for m in members))
+        parts = [segment(node) for node, bound in imports
+                 if (isinstance(node, ast.ImportFrom) and node.module == "__future__") or bound & names_used]
+        # In the file's order, so a class's base or a default value is defined before it is used.
+        parts += [segment(node) for member, node in defined.items() if member in members]
+        units[name] = "\n".join(parts)
+        closures[name] = frozenset(members)
+    return units, closures

@@ -1,0 +1,204 @@
+"""What one sandboxed child leaves behind, no later child reads: its files, SysV IPC, POSIX message
+queues, keys in the kernel's keyrings, abstract Unix sockets, files in /tmp and /dev/shm.
+
+Each channel is tried as a submission would, in two children: the first makes something, the second
+(a fresh child of the same worker slot, so the same sandbox uid, or a child alive at the same time in
+another slot) looks for it. The children here have no audit hook (the zygote installs none), so they
+may use ctypes: each test proves the layer below the hook on its own, as if a student had got past it.
+"""
+import ctypes
+import dataclasses
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from engine_helpers import descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
+
+from grader.sandbox import SandboxConfig  # noqa: E402
+from grader.sandbox.confinement import is_root, prepare_scratch, slot_uid  # noqa: E402
+from grader.sandbox.transport import SandboxTransport  # noqa: E402
+from grader.sandbox.zygote import Zygote  # noqa: E402
+
+CONFIG = SandboxConfig(call_timeout=5.0, spawn_timeout=10, cpu_seconds=6, uid_base=uid_base_for_tests(8))
+SLOTS = 2
+SANDBOX_UIDS = range(CONFIG.uid_base, CONFIG.uid_base + SLOTS)
+TAG = f"day13-channel-{os.getpid()}"
+KEY = 0x0D13_0000 + os.getpid() % 0xFFFF  # a SysV key of this test run only
+
+PROBE = f"""
+import ctypes, ctypes.util, errno, os, socket
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+KEEP = []
+
+
+def _result(value):
+    return value if value >= 0 else -ctypes.get_errno()
+
+
+def sysv_make():
+    return _result(libc.shmget({KEY}, 4096, 0o1000 | 0o666))  # IPC_CREAT
+
+
+def sysv_find():
+    return _result(libc.shmget({KEY}, 0, 0))
+
+
+def mqueue_make():
+    return _result(libc.mq_open(b"/{TAG}", os.O_CREAT | os.O_RDWR, 0o666, None))
+
+
+def mqueue_find():
+    return _result(libc.mq_open(b"/{TAG}", os.O_RDWR))
+
+
+SYS_ADD_KEY, SYS_REQUEST_KEY = {{"x86_64": (248, 249), "aarch64": (217, 218)}}[os.uname().machine]
+USER_KEYRING = -4
+
+
+def key_make():
+    return _result(libc.syscall(SYS_ADD_KEY, b"user", b"{TAG}", b"secret", 6, USER_KEYRING))
+
+
+def key_find():
+    return _result(libc.syscall(SYS_REQUEST_KEY, b"user", b"{TAG}", None, 0))
+
+
+def file_make(path):
+    try:
+        with open(path, "w") as f:
+            f.write("kept")
+        return 1
+    except OSError as exc:
+        return -exc.errno
+
+
+def file_find(path):
+    return 1 if os.path.exists(path) else 0
+
+
+def abstract_listen():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.bind(b"\\0{TAG}")
+        s.listen(1)
+    except OSError as exc:
+        return -exc.errno
+    KEEP.append(s)
+    return 1
+
+
+def abstract_connect():
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(b"\\0{TAG}")
+        return 1
+    except OSError as exc:
+        return -exc.errno
+"""
+
+
+@pytest.fixture(scope="module")
+def zygote():
+    z = Zygote(slots=SLOTS, config=CONFIG, install=None)  # no audit hook: ctypes stays usable
+    z.wait_ready()
+    yield z
+    z.close()
+    assert settled(lambda: descendants(os.getpid())) == []
+
+
+@pytest.fixture
+def child(zygote):
+    """child(slot) -> a transport over a fresh copy of the probe submission."""
+    opened = []
+    work = Path(tempfile.mkdtemp(prefix="day13-test-channels-"))
+    os.chmod(work, 0o711)
+
+    def make(slot=0):
+        scratch = make_submission(work / f"sub{len(opened)}", {"probe.py": PROBE}, reference=False)
+        prepare_scratch(scratch, slot_uid(CONFIG, slot))
+        t = SandboxTransport(zygote=zygote, slot=slot, scratch=scratch, config=CONFIG)
+        opened.append(t)
+        return t
+
+    yield make
+    for t in opened:
+        t.close()
+    shutil.rmtree(work)
+    for leftover in (f"/tmp/{TAG}", f"/dev/shm/{TAG}", f"/var/tmp/{TAG}"):
+        Path(leftover).unlink(missing_ok=True)
+    _remove_segment()  # one a failing run left in the machine's own IPC namespace
+    assert settled(lambda: processes_of(SANDBOX_UIDS)) == []
+
+
+def _remove_segment() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    shmid = libc.shmget(KEY, 0, 0)
+    if shmid >= 0:
+        libc.shmctl(shmid, 0, None)  # IPC_RMID
+
+
+def ask(t, name, *args) -> int:
+    header, _ = t.call({"op": "function", "module": "probe", "name": name, "args": list(args)}, {})
+    assert header["error"] is None, header["error"]
+    return header["outputs"][0]["value"]
+
+
+@pytest.mark.parametrize("kind", ["sysv", "mqueue", "key"])
+def test_kernel_ipc_made_by_one_child_is_gone_for_the_next(child, kind):
+    first = child(slot=0)
+    made = ask(first, f"{kind}_make")
+    first.close()  # that child is gone; the next one of this slot has the same uid
+    found = ask(child(slot=0), f"{kind}_find")
+    assert found < 0, (kind, made, found)
+
+
+@pytest.mark.skipif(not is_root(), reason="an unprivileged grader cannot take an IPC namespace")
+@pytest.mark.parametrize("layer", ["ipcns", "seccomp"])
+def test_each_layer_alone_closes_ipc(layer):
+    # The IPC namespace without seccomp, and seccomp without the namespace: either one is enough.
+    config = dataclasses.replace(CONFIG, layers=tuple(name for name in CONFIG.layers if name != layer))
+    work = Path(tempfile.mkdtemp(prefix="day13-test-channels-"))
+    os.chmod(work, 0o711)  # like run.py's scratch root: the sandbox uid may enter it (pytest's tmp_path it may not)
+    try:
+        with Zygote(slots=1, config=config, install=None) as zygote:
+            for kind in ("sysv", "mqueue"):
+                found = []
+                for step in ("make", "find"):
+                    scratch = make_submission(work / f"{kind}-{step}", {"probe.py": PROBE}, reference=False)
+                    with SandboxTransport(zygote=zygote, slot=0, scratch=scratch, config=config) as t:
+                        found.append(ask(t, f"{kind}_{step}"))
+                assert found[1] < 0, (layer, kind, found)
+    finally:
+        _remove_segment()
+        shutil.rmtree(work)
+
+
+@pytest.mark.parametrize("path", [f"/tmp/{TAG}", f"/dev/shm/{TAG}", f"/var/tmp/{TAG}"])
+def test_shared_temporary_folders_carry_nothing_to_the_next_child(child, path):
+    first = child(slot=0)
+    made = ask(first, "file_make", path)
+    first.close()
+    assert ask(child(slot=0), "file_find", path) == 0, (path, made)
+    assert not os.path.exists(path), path  # nor does anything reach the machine's own folder
+
+
+def test_an_abstract_socket_of_a_live_child_cannot_be_reached_from_another(child):
+    listening = child(slot=0)
+    made = ask(listening, "abstract_listen")
+    other = child(slot=1)
+    assert ask(other, "abstract_connect") < 0, made
+    listening.close()
+
+
+@pytest.mark.skipif(not is_root(), reason="an unprivileged grader cannot take a SysV namespace; seccomp is tested")
+def test_the_child_records_its_own_ipc_namespace(child):
+    t = child(slot=0)
+    ask(t, "file_find", "/")
+    assert t.isolation.get("ipcns") is True, t.isolation

@@ -37,7 +37,7 @@ $(STAMP): pyproject.toml
 	       "PYTHON_BASE=/usr/bin/python3.11), or first install torch's CPU wheel for this Python:" \
 	       "$(PY) -m pip install torch==$(TORCH) --index-url <PyTorch's CPU-only index, from the install" \
 	       "selector on PyTorch's website>, then run make setup again." >&2; exit 1; fi
-	umask 022 && $(PY) -m pip install -q $(FIND_LINKS) ".[dev]"
+	umask 022 && $(PY) -m pip install -q $(FIND_LINKS) -e ".[dev]"
 	@# A venv that already has PyPI's CUDA build is used as it is: the sandbox grades alike with it.
 	@$(PY) -c 'import torch; torch.version.cuda and print("make setup: using the torch in $(VENV) (" + torch.__version__ + "), a CUDA build: several GB where the CPU build is under 1 GB; it grades the same")'
 	@rm -f $(VENV)/.installed-* && touch $@

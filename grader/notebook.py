@@ -9,11 +9,15 @@ Two versions come out of the same cells:
   code, through tools/notebook_tests.py (grader/templates/notebook_tests.py): the same checks,
   messages and hints as `make test`, from the one source, the visible test files.
 - the *source* notebook (instructor only, `student=False`), in nbgrader's conventions: solution
-  cells hold the reference between `### BEGIN SOLUTION` / `### END SOLUTION`; the visible test cells
-  carry no points; one autograded cell per hidden test carries the rubric's points and, inside a
-  `### BEGIN HIDDEN TESTS` / `### END HIDDEN TESTS` region, runs that hidden test through the engine
-  (grader/hidden_cell.py), so `nbgrader autograde` gives the points `python -m grader grade` gives.
-  A course that runs nbgrader puts it in `source/<lesson>/` and runs `nbgrader generate_assignment`.
+  cells hold the reference between `### BEGIN SOLUTION` / `### END SOLUTION`; each visible test cell
+  is an nbgrader grade cell worth 0 points, so `nbgrader validate` fails on a test the notebook
+  fails; one autograded cell per hidden test carries the rubric's points. A hidden test cell holds
+  no test: it names its hidden test (`hidden_test("part.test")`), and the kit's autograde step
+  (grader/nbgrader_autograde.py, enabled in nbgrader_config.py) grades the notebook with the kit's
+  engine and sandbox in nbgrader's own process and writes each test's points and feedback into its
+  cell. Nothing runs in the student's kernel at autograde, so nothing a cell does there can change
+  a hidden verdict. A course puts `write_nbgrader_source`'s folder (the notebook, with the files its
+  visible test cells need) in `source/<lesson>/` and runs `nbgrader generate_assignment`.
 
 The prose (intro, closing) is the lesson's (its notebook texts file, lesson.toml [notebook]).
 """
@@ -24,8 +28,10 @@ import hashlib
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
+import textwrap
 import tomllib
 from functools import lru_cache
 from pathlib import Path
@@ -45,8 +51,6 @@ def __getattr__(name: str):
         return getattr(load_lesson(), fields[name]) if fields[name] else load_lesson()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
-END_HIDDEN = "### END HIDDEN TESTS"
 TEMPLATES = ROOT / "grader" / "templates"
 # Ships as tools/notebook_tests.py: runs the visible tests in the notebook's kernel, on its code.
 RUNNER = TEMPLATES / "notebook_tests.py"
@@ -66,16 +70,40 @@ from notebook_tests import VisibleTests
 visible_test = VisibleTests(globals(), parts={parts!r},
                             sibling_imports={siblings!r})'''
 VISIBLE_CALL = "visible_test({test!r})"
-# One autograded cell per hidden test in the instructor's notebook; nbgrader removes the hidden region
-# from what students get, so they see the title and the points only.
-HIDDEN_CELL = f'''\
-# Hidden test ({{points:g}} points): {{title}}
-{BEGIN_HIDDEN}
-from grader.hidden_cell import hidden_test
+# The instructor's notebook: what the hidden test cells call. Outside autograde a hidden test cell only
+# says when it is graded. Under `nbgrader autograde` no cell should run at all (the kit's step grades the
+# notebook in nbgrader's process): if one does, the course's nbgrader_config.py lacks that step, and the
+# cell stops the run (a dead kernel fails autograde for the notebook) rather than give its points.
+NOT_SET_UP = ("nbgrader autograde ran a hidden test cell in the student's kernel: the course's nbgrader_config.py "
+              "does not enable the grading kit's autograde step, or could not import it (see the error printed "
+              "when nbgrader read its config). Run nbgrader from the kit's venv, end nbgrader_config.py with "
+              "`from grader.nbgrader_autograde import use_the_kit` and `use_the_kit(c)` (the kit's README, "
+              "section nbgrader), then run nbgrader autograde again with --force.")
+HIDDEN_SETUP = '''\
+# The hidden test cells below are graded when the course autogrades this notebook, with the course's
+# grading kit, on the code of this notebook; here they only say so.
+import os
 
-hidden_test({{test!r}}, globals())
-{END_HIDDEN}'''
-_VISIBLE_CALL_LINE = re.compile(r"""^visible_test\((?:"[^"\\\n]*"|'[^'\\\n]*')\)$""")
+NOT_SET_UP = (
+MESSAGE)
+
+
+def hidden_test(test):
+    if os.environ.get("NBGRADER_EXECUTION") == "autograde":
+        os.write(2, f"\\n{NOT_SET_UP}\\n".encode())
+        os._exit(70)
+    print(f"hidden test {test}: graded when your notebook is autograded")'''.replace(
+    "MESSAGE", "\n".join(f"    {line!r}" for line in textwrap.wrap(NOT_SET_UP, 96, drop_whitespace=False)))
+# One autograded cell per hidden test in the instructor's notebook: its title, its points, its rubric id.
+HIDDEN_CELL = '''\
+# Hidden test ({points:g} points): {title}
+hidden_test({test!r})'''
+# The hidden test cells of notebooks built before the kit's autograde step (grader/hidden_cell.py):
+# the step grades them too, from their rubric id.
+BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
+END_HIDDEN = "### END HIDDEN TESTS"
+HIDDEN_TEST_ID = re.compile(r"""^hidden_test\((?:"([^"\\\n]+)"|'([^'\\\n]+)')(?:, globals\(\))?\)$""", re.M)
+_TEST_CALL_LINE = re.compile(r"""^(?:visible|hidden)_test\((?:"[^"\\\n]*"|'[^'\\\n]*')\)$""")
 
 # --------------------------------------------------------------------------- source splitting
 
@@ -208,13 +236,20 @@ def visible_setup() -> str:
 
 def is_test_cell(source: str) -> bool:
     """A cell that runs tests and defines nothing: the released test-cell set-up, visible_test(...) calls,
-    a hidden test. The grader leaves them out when it runs a notebook (running the visible tests in the
+    the hidden tests' set-up and cells. The grader leaves them out when it runs a notebook (running the visible tests in the
     sandbox would only cost time), and so does a hidden test cell."""
     text = source.strip()
-    if text == visible_setup().strip() or BEGIN_HIDDEN in text:
+    if text in (visible_setup().strip(), HIDDEN_SETUP.strip()) or BEGIN_HIDDEN in text:
         return True
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
-    return bool(lines) and all(_VISIBLE_CALL_LINE.match(line) for line in lines)
+    return bool(lines) and all(_TEST_CALL_LINE.match(line) for line in lines)
+
+
+def hidden_test_of(source: str) -> str | None:
+    """The rubric id a hidden test cell of the instructor's notebook names (this kit's cells and those of
+    notebooks built before its autograde step), or None."""
+    found = HIDDEN_TEST_ID.search(source)
+    return (found.group(1) or found.group(2)) if found else None
 
 
 # --------------------------------------------------------------------------- building
@@ -259,8 +294,9 @@ def build(*, student: bool, solutions: Path | None = None, rubric: Path | None =
     """The lesson's notebook: the nbgrader source version (student=False) or the student version.
 
     Both hold, after each part's solution cell, one cell per visible test (the student version gives
-    each the points the feedback on push gives that test). The source version also holds one
-    autograded cell per hidden test, worth the rubric's points (grader/hidden_cell.py)."""
+    each the points the feedback on push gives that test; the source version 0, so that `nbgrader
+    validate` reports a failing one). The source version also holds one autograded cell per hidden
+    test, worth the rubric's points, which the kit's autograde step grades (grader/nbgrader_autograde.py)."""
     import nbformat
 
     solutions = solutions or load_lesson().solutions
@@ -276,6 +312,8 @@ def build(*, student: bool, solutions: Path | None = None, rubric: Path | None =
 
     cells = [_markdown("intro", prose["intro"]), _code("setup", "\n".join(imports)),
              _code("visible_tests", visible_setup())]
+    if not student:
+        cells.append(_code("hidden_tests", HIDDEN_SETUP))
     hidden = hidden_tests(rubric)
     for module, doc, reference, stub in parts:
         cells.append(_markdown(f"about_{module}", f"## `{module}`: {doc}"))
@@ -284,7 +322,7 @@ def build(*, student: bool, solutions: Path | None = None, rubric: Path | None =
         for part, test in visible_tests():
             if part == module:
                 cells.append(_code(_test_cell_id(f"test_{part}", test.split("::", 1)[1].removeprefix("test_")),
-                                   VISIBLE_CALL.format(test=test), points=shares[test] if student else None))
+                                   VISIBLE_CALL.format(test=test), points=shares[test] if student else 0.0))
         if not student:
             for part, test, entry in hidden:
                 if part == module:
@@ -301,6 +339,24 @@ def build(*, student: bool, solutions: Path | None = None, rubric: Path | None =
     }
     nbformat.validate(nb)
     return nb
+
+
+def write_nbgrader_source(folder: Path) -> Path:
+    """The instructor's nbgrader source folder of the lesson (`source/<lesson>/` of a course): the source
+    notebook and what its visible test cells need beside it (tests/, pytest.ini, tools/notebook_tests.py),
+    which `nbgrader generate_assignment` releases with the notebook and `nbgrader autograde` restores from
+    here. Returns the notebook's path."""
+    lesson = load_lesson()
+    folder.mkdir(parents=True, exist_ok=True)
+    tests = folder / "tests"
+    if tests.exists():
+        shutil.rmtree(tests)
+    shutil.copytree(lesson.assignment / "tests", tests,
+                    ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.pyc"))
+    shutil.copyfile(lesson.assignment / "pytest.ini", folder / "pytest.ini")
+    (folder / "tools").mkdir(exist_ok=True)
+    (folder / "tools" / "notebook_tests.py").write_text(runner_source(), encoding="utf-8")
+    return write(build(student=False), folder / lesson.notebook)
 
 
 def runner_source() -> str:
@@ -322,9 +378,12 @@ def code_of(nb) -> str:
 
 
 def main(*, out: str = "dist", student: bool = True) -> int:
-    """Write `<out>/<the lesson's notebook>` (student version) or the nbgrader source notebook."""
+    """Write `<out>/<the lesson's notebook>` (student version) or the nbgrader source folder in `<out>`."""
     target = Path(out) / load_lesson().notebook
-    write(build(student=student), target)
+    if student:
+        write(build(student=True), target)
+    else:
+        write_nbgrader_source(Path(out))
     print(f"wrote {target}")
     return 0
 
@@ -335,6 +394,7 @@ if __name__ == "__main__":
 
     parser = argparse.ArgumentParser(prog="python -m grader.notebook", description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="dist")
-    parser.add_argument("--source", action="store_true", help="the instructor's nbgrader source version")
+    parser.add_argument("--source", action="store_true",
+                        help="the instructor's nbgrader source folder (the notebook and the files its test cells need)")
     args = parser.parse_args()
     sys.exit(main(out=args.out, student=not args.source))

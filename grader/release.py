@@ -320,7 +320,8 @@ def build(*, out: Path) -> Path:
         shutil.rmtree(day)
         raise LeakError("the release would leak:\n  " + "\n  ".join(found))
     _zip(day, out / f"{lesson.name}.zip")
-    notebook.write(notebook.build(student=False), out / "nbgrader" / "source" / lesson.name / lesson.notebook)
+    # The nbgrader source folder: the notebook and the files its visible test cells need beside it.
+    notebook.write_nbgrader_source(out / "nbgrader" / "source" / lesson.name)
     return day
 
 

@@ -138,9 +138,12 @@ def test_visible_points_are_those_of_the_feedback_on_push(rubric):
 
 
 def test_source_notebook_has_one_autograded_cell_per_hidden_test(source_nb, rubric):
+    """Each hidden test cell names its rubric id and carries its points, and holds no test (the kit's
+    autograde step grades it in nbgrader's process); each visible test cell is a grade cell worth 0."""
     solutions, graded = _cells(source_nb, "solution"), _cells(source_nb, "grade")
     assert sorted(solutions) == sorted(f"solution_{m}" for m in notebook.MODULES)
-    hidden = {c.source.split("hidden_test(")[1].split(",")[0].strip("'\""): c for c in graded.values()}
+    hidden = {notebook.hidden_test_of(c.source): c for c in graded.values() if notebook.hidden_test_of(c.source)}
+    visible = {gid: c for gid, c in graded.items() if notebook.hidden_test_of(c.source) is None}
     engine = {f"{component}.{test_id}" for component, test_id, _ in score.hidden_tests()}
     table = notebook.read_rubric(rubric)
     assert set(hidden) == {rid for rid in engine if rid.split(".")[1] in table[rid.split(".")[0]]}
@@ -148,7 +151,9 @@ def test_source_notebook_has_one_autograded_cell_per_hidden_test(source_nb, rubr
         part, test = rid.split(".")
         assert cell.metadata["nbgrader"]["points"] == table[part][test]["points"]
         assert cell.metadata["nbgrader"]["locked"] is True
-        assert notebook.BEGIN_HIDDEN in cell.source and notebook.END_HIDDEN in cell.source
+        assert notebook.BEGIN_HIDDEN not in cell.source and "import" not in cell.source, "nothing to hide, nothing run"
+    assert {c.source for c in visible.values()} == {notebook.VISIBLE_CALL.format(test=t) for _, t in notebook.visible_tests()}
+    assert all(c.metadata["nbgrader"]["points"] == 0 for c in visible.values())
     assert sum(c.metadata["nbgrader"]["points"] for c in graded.values()) == pytest.approx(
         sum(notebook.component_points(rubric).values()))
     for module in notebook.MODULES:
@@ -168,10 +173,11 @@ def test_build_is_deterministic(rubric, tmp_path):
 def test_the_grader_leaves_out_test_cells_only(student_nb, source_nb):
     tests = [c.source for c in student_nb.cells if c.cell_type == "code"
              and c.metadata["nbgrader"]["grade_id"] not in ("setup",) and not c.metadata["nbgrader"]["solution"]]
-    hidden = [c.source for c in _cells(source_nb, "grade").values()]
+    hidden = [c.source for c in _cells(source_nb, "grade").values()] + [notebook.HIDDEN_SETUP]
     assert tests and all(notebook.is_test_cell(code) for code in tests + hidden)
     for code in ("visible_test('x')\nresult = 1", "def visible_test(t):\n    pass", "import torch",
-                 "# visible_test('x')", "visible_test('x'); import os"):
+                 "# visible_test('x')", "visible_test('x'); import os", "hidden_test('x')\nimport os",
+                 "def hidden_test(t):\n    pass"):
         assert not notebook.is_test_cell(code), code
 
 
@@ -303,8 +309,8 @@ NBGRADER_MUTANTS = ("sa.no_scale", "sa.inverted_mask", "sa.detached_scores", "sa
 
 
 def _nbgrader(course: Path, *args: str) -> None:
-    # The hidden test cells import the kit (grader.notebook): the instructor's environment has it.
-    env = {**_jupyter_env(course), "PYTHONPATH": str(ROOT)}
+    # The kit is importable in its venv from any folder (an editable install): no PYTHONPATH.
+    env = {key: value for key, value in _jupyter_env(course).items() if key != "PYTHONPATH"}
     result = subprocess.run([str(VENV_BIN / "nbgrader"), *args], cwd=course, env=env,
                             capture_output=True, text=True, timeout=1800)
     assert result.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
@@ -331,14 +337,17 @@ def test_nbgrader_autograde_gives_the_points_grader_grade_gives(tmp_path, source
     (course / "nbgrader_config.py").write_text(
         "c = get_config()\n"
         f"c.CourseDirectory.course_id = {name!r}\n"
-        f"c.CourseDirectory.db_assignments = [dict(name={name!r})]\n"
-        f"c.CourseDirectory.db_students = [{', '.join(f'dict(id={s!r})' for s in cases)}]\n"
-        "c.ExecutePreprocessor.timeout = 300\n", encoding="utf-8")
-    notebook.write(source_nb, course / "source" / name / LESSON.notebook)
+        "from grader.nbgrader_autograde import use_the_kit\n"
+        "use_the_kit(c)\n"
+        f"c.HiddenTests.sandbox_uid_base = {CONFIG.uid_base}\n", encoding="utf-8")
+    notebook.write_nbgrader_source(course / "source" / name)
     _nbgrader(course, "generate_assignment", name, "--force")
 
     released = nbformat.read(course / "release" / name / LESSON.notebook, as_version=4)
-    assert "HIDDEN TESTS" not in notebook.code_of(released) and "hidden_test" not in notebook.code_of(released)
+    source = nbformat.read(course / "source" / name / LESSON.notebook, as_version=4)
+    # Nothing is hidden, so nothing is cleared: every cell but the solutions is released as written.
+    assert [c.source for c in released.cells if not c.metadata["nbgrader"].get("solution")] == [
+        c.source for c in source.cells if not c.metadata["nbgrader"].get("solution")]
     class_folder = tmp_path / "class"
     class_folder.mkdir()
     for student, folder in cases.items():
@@ -356,7 +365,8 @@ def test_nbgrader_autograde_gives_the_points_grader_grade_gives(tmp_path, source
             totals = defaultdict(float)
             for nb in gradebook.find_submission(name, student).notebooks:
                 for grade in nb.grades:
-                    totals[grade.name.split("-")[1]] += grade.score
+                    if grade.name.startswith("hidden-"):
+                        totals[grade.name.split("-")[1]] += grade.score
             nbgrader_points[student] = {part: round(totals[part], 4) for part in notebook.MODULES}
     assert max_score == pytest.approx(sum(notebook.component_points(rubric).values()))
     assert _grader_points(class_folder, tmp_path / "out") == nbgrader_points
@@ -371,34 +381,25 @@ def catalogue_component(bug_id: str) -> str:
     return next(bug.component for bug in _catalogue().bugs if bug.id == bug_id)
 
 
-def test_a_hidden_test_cell_grades_what_the_notebook_ran(source_nb):
-    """Without IPython (cells run here one by one, `In` kept as IPython keeps it), a hidden cell grades the
-    code that ran before it, and fails with the feedback's text when the test fails: a broken
-    scaled_dot_product_attention fails the first part's attention tests, and the next part (graded over
-    the grader's stand-in attention) still passes."""
-    first, second = notebook.MODULES[:2]
-    namespace: dict = {"__name__": "__main__", "In": [""]}
-    outcomes = {}
-    for cell in source_nb.cells:
-        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
-        if cell.cell_type != "code" or grade_id.startswith("test_") or grade_id == "visible_tests":
-            continue  # the visible tests need the student folder's tests/ and tools/
-        source = cell.source
-        if grade_id == f"solution_{first}":
-            source += "\n\ndef scaled_dot_product_attention(Q, K, V, mask=None):\n    raise RuntimeError('broken')\n"
-        namespace["In"].append(source)
-        try:
-            exec(compile(source, grade_id, "exec"), namespace)  # noqa: S102 - the kit's own notebook
-            outcomes[grade_id] = ""
-        except Exception as error:  # noqa: BLE001 - a failing cell is the result under test
-            outcomes[grade_id] = f"{type(error).__name__}: {error}"
-        if grade_id.startswith(f"hidden-{second}"):
-            break
-    hidden = {gid: text for gid, text in outcomes.items() if gid.startswith("hidden-")}
-    failed = {gid for gid, text in hidden.items() if text}
-    assert failed and all(gid.startswith(f"hidden-{first}") for gid in failed), hidden
-    assert all(hidden[gid].startswith("HiddenTestFailed") and "broken" in hidden[gid] for gid in failed)
-    assert any(gid.startswith(f"hidden-{second}") and not text for gid, text in hidden.items())
+def test_old_hidden_cells_grade_nothing_in_a_kernel(source_nb):
+    """The hidden cells of source notebooks built before the kit's autograde step import
+    grader.hidden_cell: it decides nothing in a kernel, and under nbgrader autograde (which should run no
+    cell of the notebook) it stops the kernel with what to do, so the run fails instead of giving points.
+    The new cells' set-up does the same."""
+    old = "from grader.hidden_cell import hidden_test\n\nhidden_test('self_attention.shapes', globals())"
+    new = notebook.HIDDEN_SETUP + "\n\nhidden_test('self_attention.shapes')"
+    for code in (old, new):
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        env.pop("NBGRADER_EXECUTION", None)
+        plain = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+        graded = subprocess.run([sys.executable, "-c", code], env={**env, "NBGRADER_EXECUTION": "autograde"},
+                                capture_output=True, text=True, timeout=120)
+        assert graded.returncode == 70 and "use_the_kit(c)" in graded.stderr, graded
+        assert notebook.hidden_test_of(code) == "self_attention.shapes"
+        if code == old:
+            assert plain.returncode == 1 and "graded by nbgrader autograde" in plain.stderr
+        else:
+            assert plain.returncode == 0 and "graded when your notebook is autograded" in plain.stdout
 
 
 # --------------------------------------------------------------------------- the kit's own grader

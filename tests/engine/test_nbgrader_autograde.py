@@ -1,0 +1,230 @@
+"""The nbgrader route in a real nbgrader course: the hidden tests graded by the kit's autograde step
+(grader/nbgrader_autograde.py) in nbgrader's process, never in the student's kernel.
+
+Hostile notebooks sit beside honest ones in one autograde run: a cell faking the kit's modules, a cell
+patching torch or the kit, a cell that sleeps, a cell that exits. None gains a point over `grader grade`
+of the same notebook, and the honest notebooks keep full marks."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import nbformat
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from engine_helpers import uid_base_for_tests  # noqa: E402
+
+from grader import notebook, run, stubs  # noqa: E402
+from grader.sandbox import SandboxConfig  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+LESSON = notebook.LESSON
+CONFIG = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(9))
+needs_nbgrader = pytest.mark.skipif(shutil.which("nbgrader", path=str(VENV_BIN)) is None,
+                                    reason="nbgrader is in the dev extra: `pip install -e .[dev]`")
+
+# --------------------------------------------------------------------------- hostile cells
+
+# Puts a fake grader.hidden_cell (and a fake grader) in the kernel: the old in-kernel hidden cells
+# imported `hidden_test` from there after the student's cells had run.
+FAKE_KIT_MODULE = """\
+import sys, types
+_fake = types.ModuleType("grader.hidden_cell")
+_fake.hidden_test = lambda *args, **kwargs: print("passed")
+sys.modules["grader"] = types.ModuleType("grader")
+sys.modules["grader"].hidden_cell = _fake
+sys.modules["grader.hidden_cell"] = _fake
+def hidden_test(*args, **kwargs):
+    print("passed")"""
+# Makes every comparison pass in the process that runs it, and the kit's own checks too where importable.
+PATCH_TORCH_AND_KIT = """\
+import torch
+torch.allclose = lambda *args, **kwargs: True
+torch.testing.assert_close = lambda *args, **kwargs: None
+try:
+    import grader.checks, grader.score
+    grader.checks.close = lambda *args, **kwargs: None
+    grader.score.grade_in_process = lambda *args, **kwargs: None
+except Exception:
+    pass"""
+SLEEPS = "import time\ntime.sleep(30)"
+EXITS = "import os\nos._exit(0)"
+
+
+def _solution_code(folder: Path, module: str) -> str:
+    """`module` of `folder` (the reference or a mutant) as a student types it into its cell."""
+    _, imports, code = notebook._split((folder / f"{module}.py").read_text(encoding="utf-8"))
+    code = "\n".join(line for line in code.split("\n") if not (stubs.BEGIN.match(line) or stubs.END.match(line)))
+    return "\n".join(imports) + "\n\n" + code
+
+
+def _filled(base, folder: Path | None, extra: str | None = None, at: int = 3):
+    """A copy of `base` with `folder`'s code in the solution cells and, when given, one student cell
+    `extra` inserted at position `at` (after the set-up cells, before the first part)."""
+    nb = nbformat.from_dict(json.loads(json.dumps(base)))
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+        if folder is not None and grade_id.startswith("solution_"):
+            cell.source = _solution_code(folder, grade_id.removeprefix("solution_"))
+    if extra is not None:
+        cell = nbformat.v4.new_code_cell(extra)
+        cell.id = "student-extra"
+        nb.cells.insert(at, cell)
+    return nb
+
+
+def _jupyter_env(home: Path) -> dict:
+    kernels = home / "jupyter" / "kernels" / "python3"
+    kernels.mkdir(parents=True, exist_ok=True)
+    (kernels / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "Python 3 (kit venv)", "language": "python"}), encoding="utf-8")
+    env = {**os.environ, "JUPYTER_PATH": str(home / "jupyter"), "JUPYTER_CONFIG_DIR": str(home / "jupyter-config"),
+           "JUPYTER_DATA_DIR": str(home / "jupyter-data"), "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}",
+           "OMP_NUM_THREADS": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTHONPATH", None)  # the kit is importable because it is installed in its venv, nowhere else
+    return env
+
+
+def _nbgrader(course: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run([str(VENV_BIN / "nbgrader"), *args], cwd=course, env=_jupyter_env(course),
+                            capture_output=True, text=True, timeout=1800)
+    if check:
+        assert result.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def _course(tmp: Path, *, kit_step: bool = True) -> Path:
+    course, name = tmp / "course", LESSON.name
+    (course / "source").mkdir(parents=True)
+    lines = ["c = get_config()", f"c.CourseDirectory.course_id = {name!r}"]
+    if kit_step:
+        lines += ["from grader.nbgrader_autograde import use_the_kit", "use_the_kit(c)",
+                  f"c.HiddenTests.sandbox_uid_base = {CONFIG.uid_base}"]
+    (course / "nbgrader_config.py").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    notebook.write_nbgrader_source(course / "source" / name)
+    _nbgrader(course, "generate_assignment", name, "--force")
+    return course
+
+
+def _released(course: Path):
+    return nbformat.read(course / "release" / LESSON.name / LESSON.notebook, as_version=4)
+
+
+def _submit(course: Path, cases: dict) -> None:
+    for student, nb in cases.items():
+        notebook.write(nb, course / "submitted" / student / LESSON.name / LESSON.notebook)
+
+
+def _gradebook_points(course: Path, students) -> dict[str, float]:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        return {s: round(gradebook.find_submission(LESSON.name, s).score, 4) for s in students}
+
+
+def _grader_totals(cases: dict, tmp: Path) -> dict[str, float]:
+    """`python -m grader grade` of the same notebooks: row -> points of the notebook's parts."""
+    folder = tmp / "class"
+    folder.mkdir()
+    for student, nb in cases.items():
+        notebook.write(nb, folder / f"{student}.ipynb")
+    out = tmp / "out"
+    assert run.main(submissions=folder, out=out, jobs=2, config=CONFIG) == 0
+    with open(out / "grades.csv", encoding="utf-8", newline="") as f:
+        return {row["submission"]: round(sum(float(row[p]) for p in notebook.MODULES), 4) for row in csv.DictReader(f)}
+
+
+@needs_nbgrader
+def test_hostile_cells_gain_nothing_and_cost_honest_students_nothing(tmp_path):
+    full = sum(notebook.component_points().values())
+    students = ("honest", "honest_too", "fake_kit", "fake_kit_correct", "patches", "sleeps", "exits")
+    course = _course(tmp_path)
+    released = _released(course)
+    cases = {"honest": _filled(released, notebook.SOLUTIONS),
+             "fake_kit": _filled(released, None, FAKE_KIT_MODULE),
+             "fake_kit_correct": _filled(released, notebook.SOLUTIONS, FAKE_KIT_MODULE),
+             "patches": _filled(released, None, PATCH_TORCH_AND_KIT),
+             "sleeps": _filled(released, None, SLEEPS),
+             "exits": _filled(released, None, EXITS),
+             "honest_too": _filled(released, notebook.SOLUTIONS)}
+    _submit(course, cases)
+    _nbgrader(course, "autograde", LESSON.name, "--force")
+    points = _gradebook_points(course, students)
+    assert points["honest"] == points["honest_too"] == full, points
+    for hostile in ("fake_kit", "patches", "sleeps", "exits"):
+        assert points[hostile] == 0, (hostile, points)
+    # A correct notebook with the fake-module cell: what `grader grade` gives it, no more.
+    assert points["fake_kit_correct"] == _grader_totals({"fake_kit_correct": cases["fake_kit_correct"]},
+                                                        tmp_path)["fake_kit_correct"]
+
+
+# --------------------------------------------------------------------------- the kit in its venv
+
+# A student module that is the reference, unless the sandboxed child can reach the kit through the venv's
+# path file (the editable install puts the kit's folder on every interpreter's path): then it raises, and
+# the part it belongs to loses its points. Reflective on purpose: the scan cannot see the names.
+PROBE = '''\
+import importlib as _importlib, os as _os, sys as _sys
+_reached = []
+for _name in ("gra" + "der", "gra" + "der.day13.tests"):
+    try:
+        _importlib.import_module(_name)
+        _reached.append(_name)
+    except BaseException:
+        pass
+for _folder in list(_sys.path):
+    for _tail in (("gra" + "der", "day13", "tests"), ("gra" + "der", "day13", "rubric.toml")):
+        try:
+            if _os.path.exists(_os.path.join(_folder, *_tail)):
+                _reached.append(_os.path.join(_folder, *_tail))
+        except BaseException:
+            pass
+if _reached:
+    raise RuntimeError(f"reached the kit: {_reached}")
+'''
+
+
+def test_the_kit_is_importable_from_anywhere_and_never_copied_into_its_venv(tmp_path):
+    """`make setup` installs the kit editable: a path file names the kit's folder and no file of the kit lies
+    in the venv, where a sandboxed child could read it (the sandbox hides the kit's folder, not the venv)."""
+    site = Path(nbformat.__file__).resolve().parents[1]
+    if site.parent.parent.parent != ROOT / ".venv":
+        pytest.skip("checks the kit's own venv (make setup)")
+    anywhere = subprocess.run([sys.executable, "-c", "import grader, sys; print(grader.__file__)"], cwd=tmp_path,
+                              env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+                              capture_output=True, text=True, timeout=120)
+    assert anywhere.stdout.strip() == str(ROOT / "grader" / "__init__.py"), anywhere
+    copied = [str(p) for p in site.rglob("*") if p.name in ("rubric.toml", "lesson.toml", "hidden_cell.py")
+              or p.parts[-2:] == ("grader", "__init__.py")]
+    assert copied == [], f"files of the kit were copied into the venv: {copied}"
+    paths = [line for pth in site.glob("*.pth") for line in pth.read_text(encoding="utf-8").splitlines()]
+    assert str(ROOT) in paths, "the kit is on the venv's path through a path file"
+
+
+def test_a_sandboxed_child_cannot_reach_the_hidden_tests_through_the_venv(tmp_path):
+    subs = tmp_path / "subs"
+    honest, probing = subs / "honest", subs / "probing"
+    for folder in (honest, probing):
+        folder.mkdir(parents=True)
+        for module in notebook.MODULES:
+            shutil.copyfile(notebook.SOLUTIONS / f"{module}.py", folder / f"{module}.py")
+    first = notebook.MODULES[0]
+    (probing / f"{first}.py").write_text(PROBE + (honest / f"{first}.py").read_text(encoding="utf-8"), encoding="utf-8")
+    out = tmp_path / "out"
+    assert run.main(submissions=subs, out=out, jobs=1, config=CONFIG) == 0
+    with open(out / "grades.csv", encoding="utf-8", newline="") as f:
+        rows = {row["submission"]: float(row[first]) for row in csv.DictReader(f)}
+    assert rows["probing"] == rows["honest"] == notebook.component_points()[first], rows
+    # The probe is not blind: run where the kit is reachable, it raises.
+    reach = subprocess.run([sys.executable, "-c", PROBE], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                           env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+    assert reach.returncode != 0 and "reached the kit" in reach.stderr, reach

@@ -26,7 +26,7 @@ from PIL import Image  # noqa: E402
 
 DEMO = Path(__file__).resolve().parent / "class"
 ZIP_SOURCE = Path(__file__).resolve().parent / "zip_source"  # kim's text files; not a submission
-SOLUTIONS = Path(__file__).resolve().parents[1] / "solutions" / "day13"
+NOTEBOOK_SOURCE = Path(__file__).resolve().parent / "notebook_source"  # jun's cells; not a submission
 ZIP_TIME = (2026, 11, 27, 23, 58, 0)  # handed in two minutes before a midnight deadline
 
 # student -> (sentence, seed, colour map, write the .npy too)
@@ -41,14 +41,16 @@ HEATMAPS = {
     "leo_syntax_error": ("GPT predicts the next word", 9, "inferno", True),
     "mia_infinite_loop": ("Queries ask and keys answer", 6, "viridis", False),
 }
-DIAGRAMS = {  # student -> (file name, box colour)
-    "ada_reference": ("transformer_block.png", "#cfe2f3"),
-    "chloe_no_scale": ("transformer_block.png", "#fce5cd"),
-    "dev_softmax_axis": ("transformer_block.png", "#d9ead3"),
-    "farah_pe_swapped": ("transformer_block.png", "#ead1dc"),
-    "gabe_ln_swapped": ("transformer_block.jpg", "#fff2cc"),
-    "leo_syntax_error": ("transformer_block.png", "#d0e0e3"),
-    "mia_infinite_loop": ("transformer_block.png", "#cfe2f3"),
+# student -> (file name, box colour, drawing style): each student draws the block their own way, so
+# no two diagrams look alike to the similarity check (only noah's copied heatmap should).
+DIAGRAMS = {
+    "ada_reference": ("transformer_block.png", "#cfe2f3", "column"),
+    "chloe_no_scale": ("transformer_block.png", "#fce5cd", "row"),
+    "dev_softmax_axis": ("transformer_block.png", "#d9ead3", "pre_ln"),
+    "farah_pe_swapped": ("transformer_block.png", "#ead1dc", "stack"),
+    "gabe_ln_swapped": ("transformer_block.jpg", "#fff2cc", "dark"),
+    "leo_syntax_error": ("transformer_block.png", "#d0e0e3", "zigzag"),
+    "mia_infinite_loop": ("transformer_block.png", "#cfe2f3", "sketch"),
 }
 
 
@@ -83,31 +85,88 @@ def heatmap(sentence: str, weights: np.ndarray, cmap: str) -> bytes:
     return png_bytes(fig)
 
 
-def block_diagram(colour: str) -> bytes:
-    """The handout §12 block, Post-LN, with the shapes beside each stage."""
-    fig, ax = plt.subplots(figsize=(4.6, 6.4))
-    ax.set_xlim(0, 10)
-    ax.set_ylim(0, 14)
+STAGES = [  # (label, shape) of the handout §12 block, Post-LN
+    ("Input x = embeddings + positions", "(B, T, d_model)"),
+    ("Multi-Head Attention", "(B, T, d_model)"),
+    ("Add & LayerNorm", "x + Attn(x)"),
+    ("Feed-Forward\nLinear → GELU → Linear", "d_model → 4·d_model → d_model"),
+    ("Add & LayerNorm", "x + FFN(x)"),
+    ("Output", "(B, T, d_model), stack N times"),
+]
+PRE_LN_STAGES = [
+    ("x", "(B, T, d_model)"),
+    ("LayerNorm", "ln1"),
+    ("Multi-Head Attention", "(B, T, d_model)"),
+    ("+ x", "residual"),
+    ("LayerNorm", "ln2"),
+    ("FFN: Linear, GELU, Linear", "(B, T, 4·d) then (B, T, d)"),
+    ("+", "residual"),
+    ("out", "(B, T, d_model)"),
+]
+
+
+def block_diagram(colour: str, style: str = "column") -> bytes:
+    """The handout §12 block with the shapes beside each stage, drawn in one student's style:
+    column (the handout's, top to bottom), row (left to right), pre_ln (the Pre-LN order, bottom
+    to top), stack (boxes of growing width), dark (light on black), zigzag (two columns), sketch
+    (a wide page, stages as ellipses around a circle)."""
+    if style == "row":
+        fig, ax = plt.subplots(figsize=(9.6, 3.0))
+        ax.set_xlim(0, 24)
+        ax.set_ylim(0, 6)
+        places = [(2 + 4 * n, 3.2) for n in range(len(STAGES))]
+    elif style == "pre_ln":
+        fig, ax = plt.subplots(figsize=(3.6, 7.2))
+        ax.set_xlim(0, 10)
+        ax.set_ylim(0, 18)
+        places = [(5.0, 1.2 + 2.2 * n) for n in range(len(PRE_LN_STAGES))]
+    elif style == "zigzag":
+        fig, ax = plt.subplots(figsize=(6.4, 4.8))
+        ax.set_xlim(0, 16)
+        ax.set_ylim(0, 12)
+        places = [(4.0 if n % 2 == 0 else 12.0, 10.5 - 1.8 * n) for n in range(len(STAGES))]
+    elif style == "sketch":
+        fig, ax = plt.subplots(figsize=(8.0, 5.0))
+        ax.set_xlim(-10, 10)
+        ax.set_ylim(-6.5, 6.5)
+        angles = np.linspace(np.pi / 2, np.pi / 2 - 2 * np.pi, len(STAGES), endpoint=False)
+        places = [(7.0 * np.cos(a), 4.6 * np.sin(a)) for a in angles]
+    else:
+        fig, ax = plt.subplots(figsize=(4.6, 6.4))
+        ax.set_xlim(0, 10)
+        ax.set_ylim(0, 14)
+        places = [(4.0, y) for y in (12.6, 10.4, 8.4, 6.2, 4.0, 1.8)]
     ax.axis("off")
-    stages = [  # (y, label, shape)
-        (12.6, "Input x = embeddings + positions", "(B, T, d_model)"),
-        (10.4, "Multi-Head Attention", "(B, T, d_model)"),
-        (8.4, "Add & LayerNorm", "x + Attn(x)"),
-        (6.2, "Feed-Forward\nLinear → GELU → Linear", "d_model → 4·d_model → d_model"),
-        (4.0, "Add & LayerNorm", "x + FFN(x)"),
-        (1.8, "Output", "(B, T, d_model), stack N times"),
-    ]
-    for y, label, shape in stages:
-        ax.add_patch(FancyBboxPatch((1.2, y - 0.55), 5.6, 1.1, boxstyle="round,pad=0.1",
-                                    facecolor=colour, edgecolor="black"))
-        ax.text(4.0, y, label, ha="center", va="center", fontsize=8)
-        ax.text(4.0, y - 0.85, shape, ha="center", va="center", fontsize=6.5, color="#444")
-    for (y0, *_), (y1, *_) in zip(stages, stages[1:]):
-        ax.annotate("", xy=(4.0, y1 + 0.7), xytext=(4.0, y0 - 1.0), arrowprops={"arrowstyle": "->"})
-    for top, bottom in ((12.6, 8.4), (8.4, 4.0)):  # the two residual paths
-        ax.plot([6.9, 8.6, 8.6, 6.9], [top - 0.3, top - 0.3, bottom, bottom], color="#c00")
-        ax.text(8.8, (top + bottom) / 2, "residual", rotation=90, va="center", fontsize=7, color="#c00")
-    ax.set_title("Transformer block (Post-LN, handout §12)", fontsize=9)
+    ink = "black"
+    if style == "dark":
+        fig.patch.set_facecolor("black")
+        ink = "white"
+    stages = PRE_LN_STAGES if style == "pre_ln" else STAGES
+    for n, ((x, y), (label, shape)) in enumerate(zip(places, stages)):
+        width = {"row": 3.4, "pre_ln": 7.6, "zigzag": 6.6, "sketch": 5.2}.get(style, 5.6)
+        if style == "stack":
+            width = 3.0 + 0.8 * n
+        if style == "sketch":
+            from matplotlib.patches import Ellipse
+            ax.add_patch(Ellipse((x, y), width, 2.0, facecolor=colour, edgecolor=ink, linewidth=2))
+        else:
+            ax.add_patch(FancyBboxPatch((x - width / 2, y - 0.55), width, 1.1, boxstyle="round,pad=0.1",
+                                        facecolor="black" if style == "dark" else colour, edgecolor=ink))
+        ax.text(x, y, label, ha="center", va="center", fontsize=7 if style == "row" else 8, color=ink)
+        ax.text(x, y - 0.85, shape, ha="center", va="center", fontsize=6.5,
+                color="#bbb" if style == "dark" else "#444")
+    for (x0, y0), (x1, y1) in zip(places, places[1:]):
+        if style == "zigzag":  # from the side of one box to the facing side of the next
+            x0, x1 = (7.4, 8.6) if x0 < x1 else (8.6, 7.4)
+        shrink = {"zigzag": 2, "sketch": 30}.get(style, 14)
+        ax.annotate("", xy=(x1, y1), xytext=(x0, y0),
+                    arrowprops={"arrowstyle": "->", "color": ink, "shrinkA": shrink, "shrinkB": shrink})
+    if style in ("column", "stack", "dark"):
+        for top, bottom in ((12.6, 8.4), (8.4, 4.0)):  # the two residual paths
+            ax.plot([6.9, 8.6, 8.6, 6.9], [top - 0.3, top - 0.3, bottom, bottom], color="#c00")
+            ax.text(8.8, (top + bottom) / 2, "residual", rotation=90, va="center", fontsize=7, color="#c00")
+    title = "Pre-LN block (ln before each sublayer)" if style == "pre_ln" else "Transformer block (handout §12)"
+    ax.set_title(title, fontsize=9, color=ink)
     return png_bytes(fig)
 
 
@@ -117,8 +176,8 @@ def write_deliverables() -> None:
         (DEMO / student / "attention_heatmap.png").write_bytes(heatmap(sentence, weights, cmap))
         if with_npy:
             np.save(DEMO / student / "attention_weights.npy", weights.astype(np.float32))
-    for student, (name, colour) in DIAGRAMS.items():
-        data = block_diagram(colour)
+    for student, (name, colour, style) in DIAGRAMS.items():
+        data = block_diagram(colour, style)
         if name.endswith(".jpg"):
             buffer = io.BytesIO()
             Image.open(io.BytesIO(data)).convert("RGB").save(buffer, format="JPEG", quality=85)
@@ -133,14 +192,10 @@ def write_deliverables() -> None:
         (DEMO / "ada_reference" / "attention_heatmap.png").read_bytes())
 
 
-def reference_code(module: str) -> str:
-    text = (SOLUTIONS / f"{module}.py").read_text()
-    return "".join(line for line in text.splitlines(keepends=True) if "SOLUTION (" not in line)
-
-
 def write_zip() -> None:
-    """kim hands in a zip of her folder `day13/`: reference-quality code, no block diagram."""
-    files = {f"day13/{m}.py": reference_code(m) for m in ("self_attention", "multihead", "positional", "block")}
+    """kim hands in a zip of her folder `day13/`: her own correct code, no block diagram."""
+    files = {f"day13/{m}.py": (ZIP_SOURCE / f"{m}.py").read_text()
+             for m in ("self_attention", "multihead", "positional", "block")}
     files["day13/README.md"] = (ZIP_SOURCE / "README.md").read_text()
     files["day13/analysis.md"] = (ZIP_SOURCE / "analysis.md").read_text()
     weights = attention_weights("She poured water into the glass", 14)
@@ -167,8 +222,7 @@ def write_notebook() -> None:
 
     def body(module: str) -> str:
         # In one notebook the modules share a namespace, so the cross-module imports go.
-        text = reference_code(module)
-        text = re.sub(r'^""".*?"""\n', "", text, count=1, flags=re.S)
+        text = (NOTEBOOK_SOURCE / f"{module}.py").read_text()
         return re.sub(r"^from (self_attention|multihead) import .*\n", "", text, flags=re.M)
 
     cells = [

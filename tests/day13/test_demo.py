@@ -86,3 +86,18 @@ def test_committed_binaries_are_what_the_build_script_makes(tmp_path, monkeypatc
         else:
             with Image.open(p) as new, Image.open(committed) as old:
                 assert (new.format, new.size) == (old.format, old.size), p.relative_to(copy)
+
+
+def test_similarity_flags_exactly_the_planted_pair(tmp_path):
+    """The demo's students wrote their own code, prose and pictures: the one pair the check may flag is
+    the copy planted on purpose (noah's heatmap is ada's file). When the demo students were the
+    reference with one bug each, this flagged 88 rows and buried that pair."""
+    from grader import intake, similarity
+
+    base = similarity.load_base("day13", released_notebook=similarity.released_notebook_code)
+    rows = similarity.run(subs=intake.discover(DEMO), out=tmp_path, base=base, jobs=2)
+    flagged = [(r.a, r.b, r.kind) for r in rows if r.flagged]
+    assert flagged == [("ada_reference", "noah_cheater", "image")], flagged
+    # Honest pairs stay clear of the thresholds, so a small change to a demo file does not tip one over.
+    honest = [r for r in rows if not r.flagged]
+    assert max(r.score for r in honest if r.kind == "code") <= similarity.FILE_THRESHOLD - 0.2

@@ -1,4 +1,4 @@
-"""Scaled dot-product attention, masks and a single-head SelfAttention (handout §3–§6)."""
+# Emil - Day 13 assignment, part 1 (attention) and part 2 (one head)
 import math
 
 import torch
@@ -6,41 +6,25 @@ import torch.nn as nn
 
 
 def scaled_dot_product_attention(Q, K, V, mask=None):
-    """Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V   (handout §3, §4, §6).
+    dk = Q.size(-1)
+    Kt = torch.transpose(K, -2, -1)
+    s = torch.matmul(Q, Kt) * (1.0 / math.sqrt(dk))
 
-    Q: (..., T_q, d_k)   K: (..., T_k, d_k)   V: (..., T_k, d_v)
-    mask: None, or broadcastable to (..., T_q, T_k); an entry equal to 0 (or False)
-          blocks that key for that query, anything else allows it.
-    Returns (out, weights): out (..., T_q, d_v), weights (..., T_q, T_k),
-    each row of weights sums to 1 and blocked entries are exactly 0.
-    """
-    d_k = Q.size(-1)
-    scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k)  # (..., T_q, T_k)
+    # masked positions -> -inf so they get weight 0 after softmax
     if mask is not None:
-        # -inf, not a large negative number: softmax then gives blocked keys exactly 0.
-        scores = scores.masked_fill(mask == 0, float("-inf"))  # (..., T_q, T_k)
-    weights = torch.softmax(scores, dim=-1)  # (..., T_q, T_k), each row sums to 1
-    out = weights @ V  # (..., T_q, d_v)
-    return out, weights
+        s = s.masked_fill(torch.logical_not(mask.to(torch.bool)), -math.inf)
+
+    w = torch.softmax(s, -1)
+    o = torch.matmul(w, V)
+    return o, w
 
 
 def causal_mask(T, device=None):
-    """The causal mask of handout §6: token t may look at tokens 0..t only.
-
-    Returns a (T, T) tensor with 1 on and below the diagonal and 0 above it,
-    i.e. torch.tril(torch.ones(T, T)).
-    """
-    return torch.tril(torch.ones(T, T, device=device))  # (T, T)
+    m = torch.ones(T, T, dtype=torch.bool, device=device)
+    return torch.tril(m)
 
 
 class SelfAttention(nn.Module):
-    """Single-head self-attention (handout §5).
-
-    Q = x W_q, K = x W_k, V = x W_v, each nn.Linear(d_model, d_k, bias=False);
-    then Attention(Q, K, V) = softmax(Q Kᵀ / √d_k) V.
-    x: (B, T, d_model) -> (out (B, T, d_k), weights (B, T, T)).
-    Attributes: W_q, W_k, W_v, d_k.
-    """
 
     def __init__(self, d_model, d_k):
         super().__init__()
@@ -50,9 +34,8 @@ class SelfAttention(nn.Module):
         self.d_k = d_k
 
     def forward(self, x, mask=None):
-        """x: (B, T, d_model); mask: None or broadcastable to (B, T, T).
-
-        Returns (out (B, T, d_k), weights (B, T, T)).
-        """
-        Q, K, V = self.W_q(x), self.W_k(x), self.W_v(x)  # each (B, T, d_k)
-        return scaled_dot_product_attention(Q, K, V, mask)  # (B, T, d_k), (B, T, T)
+        q = self.W_q(x)
+        k = self.W_k(x)
+        v = self.W_v(x)
+        o, w = scaled_dot_product_attention(q, k, v, mask)
+        return o, w

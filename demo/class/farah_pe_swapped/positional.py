@@ -1,37 +1,24 @@
-"""Sinusoidal positional encoding (handout §8)."""
+"""Farah's Day 13: where each token is."""
+import math
+
 import torch
 import torch.nn as nn
 
 
 def positional_encoding(T, d_model):
-    """The sinusoidal table of "Attention Is All You Need" (handout §8).
-
-    PE[pos, 2i]   = sin(pos / 10000^(2i/d_model))
-    PE[pos, 2i+1] = cos(pos / 10000^(2i/d_model))
-    Returns a float32 tensor of shape (T, d_model); d_model is even.
-    """
-    pos = torch.arange(T, dtype=torch.float32).unsqueeze(1)  # (T, 1)
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float32)  # (d_model/2,)
-    angle = pos / (10000 ** (two_i / d_model))  # (T, d_model/2)
-    pe = torch.zeros(T, d_model)  # (T, d_model)
-    pe[:, 0::2] = torch.cos(angle)  # cos first, then sin, like the (cos, sin) pairs on a circle
-    pe[:, 1::2] = torch.sin(angle)
+    position = torch.arange(0, T, dtype=torch.float).unsqueeze(-1)
+    div_term = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
+    pe = torch.empty(T, d_model)
+    pe[:, 0::2] = torch.cos(position * div_term)  # cos first, then sin, like the (cos, sin) pairs on a circle
+    pe[:, 1::2] = torch.sin(position * div_term)
     return pe
 
 
 class PositionalEncoding(nn.Module):
-    """Adds the sinusoidal table to token embeddings: x + PE[:T] (handout §8).
-
-    The table (max_len, d_model) is a buffer, not a trainable parameter.
-    x: (B, T, d_model) -> (B, T, d_model).
-    """
-
     def __init__(self, d_model, max_len=5000):
         super().__init__()
-        # A buffer moves with .to(device) and is saved, but the optimiser never changes it.
-        self.register_buffer("pe", positional_encoding(max_len, d_model))  # (max_len, d_model)
+        table = positional_encoding(max_len, d_model)
+        self.register_buffer("encoding", table)
 
     def forward(self, x):
-        """x: (B, T, d_model) -> x + PE[:T], (B, T, d_model)."""
-        T = x.size(1)
-        return x + self.pe[:T]  # (B, T, d_model) + (T, d_model) broadcasts over B
+        return x + self.encoding[: x.shape[-2]]

@@ -19,6 +19,10 @@ ONLY ?=
 BASE ?=
 SCALE ?=
 N ?=
+# Who each submission belongs to (grader/roster.py): grades.csv gets a row per student. The demo class
+# has its own roster (a pair shares kim_zip) and one regrade request, copied into OUT unless OUT has one.
+DEMO_CLASS := $(filter demo/class demo/class/,$(SUBMISSIONS))
+ROSTER ?= $(if $(DEMO_CLASS),demo/roster.csv,)
 
 .PHONY: setup test test-python grade review bench release gradescope stubs clean
 
@@ -50,7 +54,8 @@ test-python:
 	.ci/test-python $(PY)
 
 grade: $(STAMP)
-	$(PY) -m grader grade $(SUBMISSIONS) --out $(OUT) $(if $(JOBS),--jobs $(JOBS),) $(if $(FORCE),--force,) $(if $(ONLY),--only $(ONLY),)
+	$(if $(DEMO_CLASS),@mkdir -p $(OUT) && { test -e $(OUT)/regrade_requests.csv || cp demo/regrade_requests.csv $(OUT)/; })
+	$(PY) -m grader grade $(SUBMISSIONS) --out $(OUT) $(if $(JOBS),--jobs $(JOBS),) $(if $(FORCE),--force,) $(if $(ONLY),--only $(ONLY),) $(if $(ROSTER),--roster $(ROSTER),)
 
 # The page for looking at each student and setting points by hand (OUT/overrides.csv).
 review: $(STAMP)

@@ -22,7 +22,8 @@ CONTRACT = {"scaled_dot_product_attention", "causal_mask", "SelfAttention", "Mul
 
 def test_readme_table_lists_exactly_the_demo_submissions():
     table = re.findall(r"^\| `([^`]+)` \|", (ROOT / "demo" / "README.md").read_text(), flags=re.M)
-    on_disk = sorted(p.name + ("/" if p.is_dir() else "") for p in DEMO.iterdir())
+    # collected.csv is the class's lateness (as `grader collect` writes it), not a submission.
+    on_disk = sorted(p.name + ("/" if p.is_dir() else "") for p in DEMO.iterdir() if p.name != "collected.csv")
     assert sorted(table) == on_disk
     assert len(on_disk) >= 12
 
@@ -101,3 +102,26 @@ def test_similarity_flags_exactly_the_planted_pair(tmp_path):
     # Honest pairs stay clear of the thresholds, so a small change to a demo file does not tip one over.
     honest = [r for r in rows if not r.flagged]
     assert max(r.score for r in honest if r.kind == "code") <= similarity.FILE_THRESHOLD - 0.2
+
+
+def test_roster_lateness_and_regrade_request_name_demo_submissions():
+    """demo/roster.csv (one pair), demo/class/collected.csv (one late student) and
+    demo/regrade_requests.csv name submissions the demo has, so `make grade` takes them as they are."""
+    import csv
+
+    from grader import regrade_requests, roster
+
+    names = {p.name[:-4] if p.suffix == ".zip" else p.stem if p.suffix == ".ipynb" else p.name
+             for p in DEMO.iterdir() if p.name != "collected.csv"}
+    people = roster.read(ROOT / "demo" / "roster.csv")
+    assert {s.submission for s in people.students} == names
+    groups = {}
+    for s in people.students:
+        if s.group:
+            groups.setdefault(s.group, set()).add(s.submission)
+    assert groups == {"kim-lena": {"kim_zip"}}
+    with open(DEMO / "collected.csv", encoding="utf-8", newline="") as handle:
+        late = {row["name"]: int(row["late_days"]) for row in csv.DictReader(handle)}
+    assert set(late) == names and {n for n, days in late.items() if days} == {"gabe_ln_swapped"}
+    requests = regrade_requests.read(ROOT / "demo" / "regrade_requests.csv")
+    assert [(r.student, r.test) for r in requests] == [("chloe_no_scale", "self_attention")]

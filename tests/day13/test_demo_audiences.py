@@ -65,7 +65,7 @@ def demo():
     # noah's planted paths also name a classmate's folder: his integrity flags then name ada.
     block = subs / "noah_cheater" / "block.py"
     block.write_text(block.read_text().replace('"/autograder/results")', '"/autograder/results", "../ada_reference")'))
-    names = sorted(p.name.removesuffix(".zip").removesuffix(".ipynb") for p in subs.iterdir())
+    names = sorted(p.name.removesuffix(".zip").removesuffix(".ipynb") for p in subs.iterdir() if p.suffix != ".csv")
     (subs / "collected.csv").write_text(
         "name,source,commit,committed,status,deadline,late_days,late_basis,github_username\n"
         + "".join(f"{n},x,c,t,ok,{DUE},{LATE.get(n, 0)},push time,{ROSTER.get(n, '')}\n" for n in names))

@@ -110,6 +110,9 @@ def test_the_cheater_shows_in_the_report_not_in_anyones_feedback(demo):
     assert "noah_cheater" in integrity
     for seen in ("'results.json'", "'/autograder/results'", "30 passed", "sys.exit"):
         assert seen in integrity, seen
+    # Seen at run time too, not only in the source: the file it wrote, the line it printed.
+    assert "wrote 'results.json' into its own folder while graded" in integrity
+    assert "printed a line that looks like a test result" in integrity
     own = _student_text(out, "noah_cheater")
     assert "could not import block.py" in own  # what he needs, in neutral words
     assert "30 passed" not in own and "/autograder/results" not in own and "printed a line" not in own

@@ -42,6 +42,7 @@ from pathlib import Path
 
 MAX_SOURCE_BYTES = 1_000_000  # a file larger than this is not parsed, and is flagged (the child still covers it)
 MAX_FILES = 200  # source files read from one submission; the others are flagged, unread
+MAX_TOTAL_BYTES = 16_000_000  # bytes of source read from one submission (the worker holds them while it scans)
 MAX_FLAGS_PER_KIND = 100  # flags of one kind kept for a submission; the rest are counted in one line
 MAX_FOLDED = 512  # characters: no name the policy lists is anywhere near this long
 MAX_SHOWN = 120  # characters of a student's own text (a module name, a variable) a flag quotes
@@ -505,7 +506,7 @@ def snapshot(directory: Path, notebook_module: str,
     is no integrity flag), and the cells it runs are read from the notebook module. Links are never
     followed (the intake copies none)."""
     directory = Path(directory)
-    sources, found = [], Findings()
+    sources, found, total = [], Findings(), 0
     for rel in _files(directory):
         name = rel.as_posix()
         if rel.suffix in COMPILED:
@@ -516,11 +517,14 @@ def snapshot(directory: Path, notebook_module: str,
         if len(sources) >= MAX_FILES:
             found.flag(*not_read(name, f"a submission's first {MAX_FILES} source files are read"))
             continue
-        data, size = _read(directory / rel)
+        data, size = _read(directory / rel, MAX_TOTAL_BYTES - total)
         if data is None:
-            if size is not None:
+            if size is not None and size > MAX_SOURCE_BYTES:
                 found.flag(*not_read(name, f"{_size(size)}, over the scan's {_size(MAX_SOURCE_BYTES)}"))
+            elif size is not None:
+                found.flag(*not_read(name, f"a submission's first {_size(MAX_TOTAL_BYTES)} of source are read"))
             continue
+        total += len(data)
         if generated and len(rel.parts) == 1 and generated.get(name, "").encode() == data:
             continue
         sources.append((name, data, len(rel.parts) == 1 and rel.stem == notebook_module))
@@ -544,9 +548,10 @@ def _files(directory: Path) -> list[Path]:
     return sorted(found)
 
 
-def _read(path: Path) -> tuple[bytes | None, int | None]:
-    """(bytes, size) of a regular file of at most MAX_SOURCE_BYTES; (None, size) when larger; (None, None)
-    when it cannot be opened as a regular file. The size is checked before a byte is read."""
+def _read(path: Path, room: int) -> tuple[bytes | None, int | None]:
+    """(bytes, size) of a regular file of at most MAX_SOURCE_BYTES and `room` bytes; (None, size) when
+    larger; (None, None) when it cannot be opened as a regular file. The size is checked before a byte
+    is read."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
@@ -555,14 +560,15 @@ def _read(path: Path) -> tuple[bytes | None, int | None]:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
             return None, None
-        if st.st_size > MAX_SOURCE_BYTES:
+        limit = min(MAX_SOURCE_BYTES, room)
+        if st.st_size > limit:
             return None, st.st_size
-        data = f.read(MAX_SOURCE_BYTES + 1)
-    return (None, len(data)) if len(data) > MAX_SOURCE_BYTES else (data, len(data))
+        data = f.read(limit + 1)
+    return (None, len(data)) if len(data) > limit else (data, len(data))
 
 
 def _size(n: int) -> str:
-    return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n / 1e3:.0f} KB"
+    return f"{n / 1e6:.1f} MB" if n >= 1_000_000 else f"{n / 1e3:.0f} KB"
 
 
 def read_sources(directory: Path, notebook_module: str,

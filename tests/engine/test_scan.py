@@ -103,6 +103,15 @@ def test_a_file_over_the_size_limit_and_compiled_code_are_named_not_skipped(tmp_
     assert found.costs == {}
 
 
+def test_sources_past_the_total_the_scan_reads_are_named(tmp_path, monkeypatch):
+    monkeypatch.setattr(scan, "MAX_TOTAL_BYTES", 250_000)
+    for name in ("a.py", "b.py", "c.py"):
+        (tmp_path / name).write_text("import gc\n" + "x = 1\n" * 20_000)  # 120 KB each
+    sources, found = scan.snapshot(tmp_path, "_day13_notebook")
+    assert [name for name, _, _ in sources] == ["a.py", "b.py"]
+    assert found.flags == ["c.py: not read by the grader's scan (a submission's first 250 KB of source are read)"]
+
+
 def _hostile_files(folder: Path) -> dict:
     """The hostile-file suite: name -> bytes."""
     def flood(var):  # 30,000 suspicious attribute reads, ~800 KB

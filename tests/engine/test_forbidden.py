@@ -58,6 +58,15 @@ def fresh_functional():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
 
+def onnx_decomposition():
+    table = importlib.import_module("torch.onnx.ops._impl").ONNX_ATEN_DECOMP_TABLE
+    return [fn(q4, q4, q4) for op, fn in table.items() if "Attention" in str(op)] or 1 / 0
+
+def compiler_patterns():
+    path = os.path.join(os.path.dirname(torch.__file__), "_inductor", "fx_passes", "fuse_attention.py")
+    spec = importlib.util.spec_from_file_location("patterns", path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
 def hooks_found():
     return [o for o in gc.get_objects() if getattr(o, "__name__", "") == "hook" or (type(o) is list and any(callable(x) and getattr(x, "__name__", "") == "hook" for x in o))]
 
@@ -95,6 +104,10 @@ routes = {
     "torch.from_file": lambda: torch.from_file(F.__file__, size=8, dtype=torch.uint8),
     "UntypedStorage.from_file": lambda: torch.UntypedStorage.from_file(F.__file__, False, 64),
     "FloatStorage.from_file": lambda: torch.FloatStorage.from_file(F.__file__, False, 16),
+    "onnx attention": lambda: importlib.import_module("torch.onnx.ops").attention(q4, q4, q4),
+    "onnx attention_23's function": lambda: importlib.import_module("torch.onnx.ops._impl").attention_23._init_fn(q4, q4, q4),
+    "onnx decomposition table": onnx_decomposition,
+    "the compiler's attention patterns": compiler_patterns,
     "the kit's stand-ins": lambda: open(os.path.join(KIT, "grader", "day13", "standins.py")).read(),
     "import the kit": lambda: importlib.import_module("grader.day13.standins"),
 }
@@ -132,7 +145,8 @@ LIBRARY = ["F.scaled_dot_product_attention", "with gradients", "inference mode",
            "nn.MultiheadAttention", "subclass of it", "module path", "multi_head_attention_forward",
            "TransformerEncoderLayer", "Transformer", "quantizable MultiheadAttention", "flex attention",
            "native multi-head op", "reload functional", "a second copy from source", "read the source",
-           "the kit's stand-ins", "torch.from_file"]
+           "the kit's stand-ins", "torch.from_file", "onnx attention", "onnx attention_23's function",
+           "onnx decomposition table", "the compiler's attention patterns"]
 
 
 @pytest.mark.parametrize("route", LIBRARY)

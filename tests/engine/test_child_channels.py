@@ -1,5 +1,5 @@
 """What one sandboxed child leaves behind, no later child reads: its files, SysV IPC, POSIX message
-queues, keys in the kernel's keyrings, abstract Unix sockets, files in /tmp and /dev/shm.
+queues, keys in the kernel's keyrings, abstract Unix sockets, files in /tmp and /dev/shm, what it printed.
 
 Each channel is tried as a submission would, in two children: the first makes something, the second
 (a fresh child of the same worker slot, so the same sandbox uid, or a child alive at the same time in
@@ -81,6 +81,15 @@ def file_make(path):
 
 def file_find(path):
     return 1 if os.path.exists(path) else 0
+
+
+def printed_make():
+    print("kept in the output file", flush=True)
+    return 1
+
+
+def printed_find():
+    return 1 if b"kept in the output" in os.pread(1, 1 << 16, 0) else 0
 
 
 def abstract_listen():
@@ -178,6 +187,26 @@ def test_each_layer_alone_closes_ipc(layer):
     finally:
         _remove_segment()
         shutil.rmtree(work)
+
+
+def test_each_child_works_in_its_own_copy_which_goes_with_it(child):
+    t = child(slot=0)
+    intake = t.scratch  # the submission as handed in: the grader's, never the child's
+    assert ask(t, "file_make", "mine.txt") == 1 and ask(t, "file_find", "mine.txt") == 1
+    assert ask(t, "file_make", str(intake / "planted.txt")) < 0
+    t._stop_child()
+    assert ask(t, "file_find", "mine.txt") == 0  # the next child starts from what was handed in
+    t.close()
+    assert [p.name for p in intake.parent.iterdir()] == [intake.name]  # every child's copy is gone
+    assert sorted(p.name for p in intake.iterdir()) == ["probe.py"]
+
+
+def test_what_one_child_printed_is_not_read_by_the_next(child):
+    # stdout is a file the grader keeps per submission: a fresh child finds it empty.
+    t = child(slot=0)
+    assert ask(t, "printed_make") == 1 and ask(t, "printed_find") == 1  # the probe can read its own
+    t._stop_child()  # the next call goes to a fresh child of the same submission
+    assert ask(t, "printed_find") == 0
 
 
 @pytest.mark.parametrize("path", [f"/tmp/{TAG}", f"/dev/shm/{TAG}", f"/var/tmp/{TAG}"])

@@ -246,7 +246,6 @@ class MemoryGroup:
 # makes the breakdown fail loudly (tests/engine/test_bench.py runs it), never report a stage as free.
 STAGES = (
     ("grader.run", "intake.materialise", "intake (scratch copy, notebook)"),
-    ("grader.run", "prepare_scratch", "intake (scratch copy, notebook)"),
     ("grader.run", "mount_quota", "intake (scratch copy, notebook)"),
     ("grader.run", "unmount_quota", "intake (scratch copy, notebook)"),
     ("grader.run", "remove_tree", "intake (scratch copy, notebook)"),
@@ -254,6 +253,8 @@ STAGES = (
     ("grader.run", "regrade.current", "digests (regrade)"),
     ("grader.score", "scan_submission", "scan"),
     ("grader.sandbox.transport", "SandboxTransport._spawn", "fork and confinement"),
+    ("grader.sandbox.transport", "child_copy", "each child's own copy of the submission"),
+    ("grader.sandbox.transport", "discard_copy", "each child's own copy of the submission"),
     ("grader.sandbox.transport", "SandboxTransport.call_many", "round trips"),
     ("grader.sandbox.transport", "SandboxTransport.close", "fork and confinement"),
     ("grader.mutants", "Catalogue.identify", "mutant replay for hints"),

@@ -183,7 +183,7 @@ def test_a_file_that_runs_the_helper_out_of_memory_is_named_and_the_others_are_s
     (tmp_path / "b_big.py").write_text("import sys\n" + "x = [1, 2, 3]\n" * 70_000)
     (tmp_path / "c_last.py").write_text("from torch.nn import MultiheadAttention\n")
     # A cap the helper can start under but not parse 70,000 lists in.
-    with _scanner(memory_bytes=160 << 20) as s:
+    with _scanner(memory_bytes=100 << 20) as s:
         found = s.scan(tmp_path)
     assert found.flags[0] == "a_first.py line 1: imports gc"
     assert found.flags[1].startswith("b_big.py: not read by the grader's scan (parsing it needed more")

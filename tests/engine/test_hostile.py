@@ -190,7 +190,7 @@ def test_fork_storm_is_refused(batch):
 
 
 def test_memory_grab_is_stopped(batch):
-    check(batch, "memory_grab", hit="positional", reason=r"OutOfMemory: ran out of memory \(limit 768 MB")
+    check(batch, "memory_grab", hit="positional", reason=r"OutOfMemory: ran out of memory \(it may use \d+ MB beyond torch.s own")
 
 
 def test_infinite_loop_costs_only_that_part(batch):

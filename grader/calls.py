@@ -199,7 +199,7 @@ class Adapter:
         return {"names": list(self.param_paths.get(name, (name,)))}
 
     def _module(self, module, cls, init, init_kwargs, x, weights, mask, *, dtype, grad_out=None,
-                standins=None, request=""):
+                standins=None, request="", seed=None):
         arrays = {"x": np.asarray(x, dtype=dtype)}
         args = [{"array": "x"}]
         if mask is not None:
@@ -213,6 +213,8 @@ class Adapter:
                   "dtype": dtype, "params": params, "args": args}
         if standins:
             header["standins"] = standins
+        if seed is not None:  # the same call under another random seed: shows whether randomness runs in it
+            header["seed"] = int(seed)
         if grad_out is not None:
             header["grad_params"] = True
         self._grads(header, arrays, grad_out, wrt=["x"])

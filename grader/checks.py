@@ -11,6 +11,7 @@ from typing import Callable
 
 import numpy as np
 
+from grader import diagnose
 from grader.tolerances import Tol
 
 SMALL = 36  # arrays with at most this many elements are printed whole
@@ -19,11 +20,39 @@ SMALL = 36  # arrays with at most this many elements are printed whole
 class GradeFailure(AssertionError):
     """A hidden test's verdict: the message is shown to the student."""
 
-    def __init__(self, message: str, *, evidence: dict | None = None, error: dict | None = None):
+    def __init__(self, message: str, *, evidence: dict | None = None, error: dict | None = None,
+                 facts: list | None = None):
         super().__init__(message)
         self.message = message
         self.evidence = evidence
         self.error = error  # the student's exception record, when their code raised
+        self.facts = list(facts or [])  # what the numbers show (grader/diagnose.py): data, never words
+        self.compared = []  # [(got, expected, fact options, tolerance)] the facts were found in
+
+
+class facts_on_failure:
+    """Adds facts found by other calls (a repeated call, a changed batch) to a GradeFailure raised inside:
+
+        with facts_on_failure(lambda: diagnose.repeat(a, b)):
+            same_outputs(...)
+
+    The facts are computed only when a comparison fails."""
+
+    def __init__(self, *makers):
+        self.makers = makers
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, tb):
+        if isinstance(error, GradeFailure) and error.error is None:
+            for make in self.makers:
+                try:
+                    found = make()
+                except Exception:  # noqa: BLE001 - a fact that cannot be computed is not claimed
+                    found = []
+                error.facts += [f for f in found if f not in error.facts]
+        return False
 
 
 # -- inputs --------------------------------------------------------------------------------
@@ -82,12 +111,16 @@ def dtype_of(res, i: int) -> str:
 
 
 # -- comparisons ---------------------------------------------------------------------------
-def close(got, expected, t: Tol, what: str, *, evidence: bool = False) -> None:
-    """Elementwise |got - expected| <= atol·scale + rtol·|expected| with scale = max(1, max|expected|)."""
+def close(got, expected, t: Tol, what: str, *, evidence: bool = False, facts: dict | None = None) -> None:
+    """Elementwise |got - expected| <= atol·scale + rtol·|expected| with scale = max(1, max|expected|).
+
+    On a failure the GradeFailure carries what grader/diagnose.py finds in the numbers; `facts` are its
+    keyword arguments (allowed, probabilities, constants, axes)."""
     expected = np.asarray(expected, dtype=np.float64)
     got_arr = np.asarray(got)
     if got_arr.shape != expected.shape:
-        raise GradeFailure(f"{what}: expected shape {tuple(expected.shape)}, got shape {tuple(got_arr.shape)}")
+        raise GradeFailure(f"{what}: expected shape {tuple(expected.shape)}, got shape {tuple(got_arr.shape)}",
+                           facts=_facts(got_arr, expected, facts))
     got64 = got_arr.astype(np.float64)
     peak = float(np.abs(expected).max(initial=0.0))
     if not math.isfinite(peak):  # nan or inf expected somewhere: the scale comes from the finite values
@@ -100,7 +133,19 @@ def close(got, expected, t: Tol, what: str, *, evidence: bool = False) -> None:
     bad &= ~(np.isnan(expected) & np.isnan(got64))
     if not bad.any():
         return
-    raise GradeFailure(describe(got64, expected, bad, what), evidence=_evidence(got64, expected) if evidence else None)
+    failure = GradeFailure(describe(got64, expected, bad, what), evidence=_evidence(got64, expected) if evidence else None,
+                           facts=_facts(got64, expected, facts, t))
+    failure.compared = [(got64, expected, dict(facts or {}), t)]  # the numbers the facts were found in
+    raise failure
+
+
+def _facts(got, expected, options: dict | None, t: Tol | None = None) -> list[dict]:
+    """What the numbers show about a failed comparison (never raises: a fact that cannot be computed is not claimed)."""
+    try:
+        tolerance = {"atol": t.atol, "rtol": t.rtol} if t is not None else {}
+        return diagnose.compare(got, expected, **tolerance, **(options or {}))
+    except Exception:  # noqa: BLE001
+        return []
 
 
 def describe(got: np.ndarray, expected: np.ndarray, bad: np.ndarray, what: str) -> str:
@@ -134,14 +179,35 @@ def _evidence(got: np.ndarray, expected: np.ndarray) -> dict:
 
 
 def same_outputs(got_res, exp_res, what: str, names: tuple[str, ...], *, values: Callable[[str], Tol],
-                 dtype="float32", evidence_output: int | None = None) -> None:
-    """Each named output of the student's call equals the reference's, within `values(dtype)`."""
+                 dtype="float32", evidence_output: int | None = None, probabilities: tuple[str, ...] = (),
+                 facts: dict | None = None) -> None:
+    """Each named output of the student's call equals the reference's, within `values(dtype)`. The outputs
+    named in `probabilities` hold distributions along their last axis (their facts check that too);
+    `facts` goes on to grader/diagnose.py (constants, axes, allowed)."""
     ok(exp_res, f"reference for {what}")  # a broken reference is the grader's bug, never the student's
+
+    def options(name):
+        found = dict(facts or {}, probabilities=name in probabilities)
+        if not found["probabilities"]:
+            found.pop("allowed", None)
+        return found
+
     for i, name in enumerate(names):
         expected = exp_res.array(i)
         got = output(got_res, i, f"{what}: {name}", count=len(names))
-        close(got, expected, values(_judged_as(got_res, i, dtype)), f"{what}: {name}",
-              evidence=(i == evidence_output))
+        try:
+            close(got, expected, values(_judged_as(got_res, i, dtype)), f"{what}: {name}",
+                  evidence=(i == evidence_output), facts=options(name))
+        except GradeFailure as failure:
+            # A wrong output often comes from wrong weights, which show more (their sums, their scaling).
+            for j, other in enumerate(names):
+                if j > i and other in probabilities and j < len(got_res.outputs):
+                    tolerance = values(_judged_as(got_res, j, dtype))
+                    found = _facts(got_res.array(j), exp_res.array(j), options(other), tolerance)
+                    failure.facts += [f for f in found if f["id"] != "differs" and f not in failure.facts]
+                    if found:
+                        failure.compared.append((got_res.array(j), exp_res.array(j), options(other), tolerance))
+            raise
 
 
 def _judged_as(res, i: int, dtype: str) -> str:
@@ -163,13 +229,15 @@ def same_grads(got_res, exp_res, what: str, names, *, grads: Callable[[str], Tol
         got = got_res.grad(name)
         if got is None:
             raise GradeFailure(f"{what}: no gradient reached {name}: keep the computation inside autograd "
-                               "(no .detach(), torch.no_grad() or numpy round trip)")
+                               "(no .detach(), torch.no_grad() or numpy round trip)",
+                               facts=[{"id": "no_gradient", "name": name}])
         close(got, expected, grads(dtype), f"{what}: gradient of {name}")
 
 
 def check(condition: bool, message: str) -> None:
+    """A rule the answer must keep (a shape, an attribute, a count): when it does not, that is the fact."""
     if not condition:
-        raise GradeFailure(message)
+        raise GradeFailure(message, facts=[{"id": "rule"}])
 
 
 # -- the student's own function does the work -------------------------------------------------

@@ -151,7 +151,7 @@ def class_stats(records: list[SubmissionResult], hints: dict[str, str]) -> dict:
                 m = misconceptions.setdefault(t.hint_id, {"hint_id": t.hint_id, "submissions": [], "text": ""})
                 if r.submission not in m["submissions"]:  # one student failing three tests counts once
                     m["submissions"].append(r.submission)
-                m["text"] = m["text"] or hints.get(t.hint_id) or feedback.hint_from_output(t.output)
+                m["text"] = m["text"] or hints.get(t.hint_id, "")  # words by id, never read back out of an output
     ranked = sorted(misconceptions.values(), key=lambda m: (-len(m["submissions"]), m["hint_id"]))
     parts = [feedback.by_component(r) for r in records]
     component_means = {}

@@ -235,7 +235,7 @@ def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = N
             hint = hints.get(t.hint_id or "")
             if hint and hint not in t.output:
                 out += [f"**Hint:** {md_inline(hint)}", ""]
-            elif t.hint_id and not hint and not hint_from_output(t.output):
+            elif t.hint_id and not hint:  # a mistake the rubric no longer words: its id, as data
                 out += [f"Likely misconception: {md_code(t.hint_id)}", ""]
         for visibility, count in withheld.items():
             out += ([] if out[-1] == "" else [""]) + [
@@ -468,11 +468,3 @@ def _parse_hints(file: str, mtime_ns: int) -> dict[str, str]:
 
     walk("", data)
     return found
-
-
-def hint_from_output(output: str) -> str:
-    for line in output.splitlines():
-        stripped = line.strip()
-        if stripped.lower().startswith(("hint", "likely misconception")) and ":" in stripped:
-            return stripped.split(":", 1)[1].strip()
-    return ""

@@ -35,7 +35,7 @@ DECLARATION = "lesson.toml"
 LESSON_ENV = "GRADER_LESSON"
 PATH_PACKAGE_PREFIX = "_grader_lesson_"  # the importable name of a lesson found by path
 # Rubric tables that configure grading rather than hold a part's tests.
-RUBRIC_SETTINGS = frozenset({"meta", "hints", "visibility", "late"})
+RUBRIC_SETTINGS = frozenset({"meta", "hints", "facts", "visibility", "late"})
 
 
 class LessonError(RuntimeError):

@@ -37,6 +37,9 @@ class TestResult:
     hint_id: str | None = None  # bug-catalogue id when a misconception was recognised
     visibility: str = "visible"  # Gradescope visibility
     title: str = ""  # human title from the rubric
+    # What the numbers showed when no catalogued mistake matched (grader/diagnose.py facts: id and numbers);
+    # the words in `output` were chosen from these ids, and nothing reads them back out of the text.
+    facts: list = field(default_factory=list)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)

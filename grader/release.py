@@ -242,7 +242,7 @@ FINGERPRINT_MAX_BYTES = 1_000_000
 _WORD = re.compile(r"-?[a-z][a-z_]{0,19}")  # short lowercase words as values: kinds of comparison, "nan", "inf"
 # The file's own field names; every other key must be a visible test's name, a comparison's number or a
 # rubric hint id, so nothing can be keyed to inputs the visible tests do not use.
-FINGERPRINT_FIELDS = frozenset({"format", "hints", "forbidden", "anywhere", "torch_only", "kit_packages", "message",
+FINGERPRINT_FIELDS = frozenset({"format", "hints", "facts", "forbidden", "anywhere", "torch_only", "kit_packages", "message",
                                 "tests", "kind", "got", "expected", "shape", "values", "mutants"})
 
 
@@ -260,6 +260,8 @@ def _not_just_fingerprints(path: Path, folder: Path) -> list[str]:
     lesson = load_lesson()
     rubric = lesson.rubric()
     hints = {k: v.get("text") for k, v in rubric.get("hints", {}).items() if isinstance(v, dict)}
+    # the words for what a student's numbers show ([facts.*]), keyed by fact id, as the hints are
+    hints.update({k: v.get("text") for k, v in rubric.get("facts", {}).items() if isinstance(v, dict)})
     names = load_policy(lesson.forbidden_path)["names"]
     words = {*filter(None, hints.values()), rubric.get("meta", {}).get("forbidden_message"),
              *(n for group in names.values() for n in group)}

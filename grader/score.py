@@ -19,7 +19,7 @@ from collections import defaultdict
 from functools import lru_cache
 from pathlib import Path
 
-from grader import forbidden, integrity, mutants, scan
+from grader import diagnose, forbidden, integrity, mutants, scan
 from grader.calls import Adapter, InProcessTransport
 from grader.checks import GradeFailure
 from grader.intake import contract_module_source, notebook_module_name
@@ -311,9 +311,10 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
         elif isinstance(failure.error, dict):
             pass  # a timeout, a refused answer, a missing attribute: the message says what to do
         else:
-            text += f"\n\nHint ({entry.get('section', '')}): {entry.get('hint', '')}".replace(" ()", "")
+            text += evidence_words(entry, failure.facts, rubric.get("facts", {}))
         result.tests.append(TestResult(name=rid, component=component, score=0.0, max_score=points,
-                                       status="failed", output=text, hint_id=bug, title=title))
+                                       status="failed", output=text, hint_id=bug, title=title,
+                                       facts=[] if hint or unfinished else list(failure.facts)))
         if not result.evidence and failure.evidence:
             result.evidence = {"test": rid, **failure.evidence}
 
@@ -326,6 +327,22 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
         result.notes.append("could not import " + ", ".join(sorted(import_errors))
                             + "; only the tests that need these files lost points")
     return result
+
+
+def evidence_words(entry: dict, facts: list, texts: dict) -> str:
+    """What a failed test adds to its message when no catalogued mistake matched: the rubric's sentence for
+    each fact the numbers show ([facts.<id>]), the test's hint only when one of the facts it is written for
+    (its `when`) was found, and the handout section that holds the formula. No fact, no cause named."""
+    sentences = diagnose.words(facts, {k: v.get("text", "") for k, v in texts.items() if isinstance(v, dict)})
+    text = ""
+    if sentences:
+        text += "\n\nWhat your numbers show:\n" + "\n".join(f"- {s}" for s in sentences)
+    section = entry.get("section", "")
+    if entry.get("hint") and diagnose.matched(facts, entry.get("when", ())):
+        text += f"\n\nHint ({section}): {entry['hint']}".replace(" ()", "")
+    elif section:
+        text += f"\n\nThe formula this test checks is in the handout, {section}."
+    return text
 
 
 def grade_in_process(directory: Path, name: str, tests=None) -> SubmissionResult:

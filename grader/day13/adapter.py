@@ -67,12 +67,13 @@ class Adapter(calls.Adapter):
 
     # -- block.py ----------------------------------------------------------------------
     def block(self, x, weights: dict, *, n_heads: int, pre_ln: bool, d_ff=None, mask=None,
-              dtype="float32", grad_out=None) -> calls.Result:
-        """TransformerBlock with the grader's stand-in attention (a multihead bug never costs block points)."""
+              dtype="float32", grad_out=None, seed=None) -> calls.Result:
+        """TransformerBlock with the grader's stand-in attention (a multihead bug never costs block points);
+        `seed` runs the same call under another random seed."""
         d_model = x.shape[-1]
         init_kwargs = {"pre_ln": pre_ln} if d_ff is None else {"d_ff": d_ff, "pre_ln": pre_ln}
         return self._module("block", "TransformerBlock", [d_model, n_heads], init_kwargs, x, weights, mask,
-                            dtype=dtype, grad_out=grad_out, standins={"attn": "attention"},
+                            dtype=dtype, grad_out=grad_out, standins={"attn": "attention"}, seed=seed,
                             request=f"TransformerBlock({d_model}, {n_heads}, "
                                     f"{'' if d_ff is None else f'd_ff={d_ff}, '}pre_ln={pre_ln})(x {_s(x)}{_m(mask)}), {dtype}")
 

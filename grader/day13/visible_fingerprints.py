@@ -33,6 +33,9 @@ ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENT = ROOT / "assignments" / "day13"
 SOLUTIONS = ROOT / "solutions" / "day13"
 TARGET = ASSIGNMENT / "tests" / "known_mistakes.json"
+# The graders' fact finder, shipped beside the visible tests so that a student's machine computes the same
+# facts from the visible inputs (a copy of the engine's module: one source, checked by --check).
+DIAGNOSE, DIAGNOSE_COPY = ROOT / "grader" / "diagnose.py", ASSIGNMENT / "tests" / "diagnose.py"
 PARTS = ("self_attention", "multihead", "positional", "block")
 _PLAN, _OUT = "DAY13_FINGERPRINTS_PLAN", "DAY13_FINGERPRINTS_OUT"
 DIGITS = 5  # significant digits kept: far finer than the match tolerance, coarse enough to be stable
@@ -51,9 +54,6 @@ def build() -> dict:
     bugs = [bug for bug in catalogue.BUGS if not bug.forbidden and bug.id in hints]
     with tempfile.TemporaryDirectory(prefix="day13-fingerprints-") as tmp:
         tmp = Path(tmp)
-        folder = tmp / "day13"
-        shutil.copytree(ASSIGNMENT / "tests", folder / "tests", ignore=shutil.ignore_patterns("__pycache__"))
-        shutil.copyfile(ASSIGNMENT / "pytest.ini", folder / "pytest.ini")
         plan = [{"name": "reference", "part": None, "folder": str(SOLUTIONS)}]
         for bug in bugs:
             mutant = tmp / "mutants" / bug.id
@@ -61,18 +61,33 @@ def build() -> dict:
             for name, text in apply(bug, SOLUTIONS).items():
                 (mutant / name).write_text(text, encoding="utf-8")
             plan.append({"name": bug.id, "part": bug.component, "folder": str(mutant)})
+        records = record_visible(plan)["comparisons"]
+    policy = load_policy(lesson.forbidden_path)
+    table = _table(records, bugs, hints, policy["names"], rubric["meta"]["forbidden_message"])
+    # The words for what the numbers show (rubric [facts.*]), the same as the hidden feedback's.
+    table["facts"] = {k: v["text"] for k, v in sorted(rubric.get("facts", {}).items()) if isinstance(v, dict)}
+    return table
+
+
+def record_visible(plan: list[dict]) -> dict:
+    """Run the visible tests on each folder of `plan` ({name, part or None for all, folder}), in one pytest
+    process. Returns {"comparisons": {name: {test: [comparison, ...]}}, "told": {name: {test: [what a
+    failure found and said, ...]}}} (the conftest's EVIDENCE.record and EVIDENCE.told)."""
+    with tempfile.TemporaryDirectory(prefix="day13-visible-") as tmp:
+        tmp = Path(tmp)
+        folder = tmp / "day13"
+        shutil.copytree(ASSIGNMENT / "tests", folder / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copyfile(ASSIGNMENT / "pytest.ini", folder / "pytest.ini")
         (tmp / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
         out = tmp / "records.json"
         env = {**os.environ, _PLAN: str(tmp / "plan.json"), _OUT: str(out), "PYTHONPATH": str(ROOT),
                "PYTHONDONTWRITEBYTECODE": "1"}
         done = subprocess.run([sys.executable, "-m", "pytest", "-p", "grader.day13.visible_fingerprints", "-p",
                                "no:cacheprovider", "-q"], cwd=folder, env=env, capture_output=True, text=True,
-                              timeout=900)
+                              timeout=1800)
         if not out.exists():
-            raise RuntimeError(f"recording the mutants' fingerprints failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
-        records = json.loads(out.read_text(encoding="utf-8"))
-    policy = load_policy(lesson.forbidden_path)
-    return _table(records, bugs, hints, policy["names"], rubric["meta"]["forbidden_message"])
+            raise RuntimeError(f"running the visible tests on the plan failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+        return json.loads(out.read_text(encoding="utf-8"))
 
 
 def _table(records: dict, bugs, hints: dict, names: dict, message: str) -> dict:
@@ -151,20 +166,26 @@ def pytest_runtestloop(session):
         raise RuntimeError("the visible tests' conftest.py has no EVIDENCE to record")
     plan = json.loads(Path(os.environ[_PLAN]).read_text(encoding="utf-8"))
     records: dict = {}
+    told_all: dict = {}
     for run in plan:
         _use_folder(conftest, Path(run["folder"]))
         seen = records[run["name"]] = {}
+        told = told_all[run["name"]] = {}
 
         def record(test, n, kind, got, expected, failed, seen=seen):
             seen.setdefault(test, []).append({"n": n, "kind": kind, "got": got, "expected": expected,
                                               "failed": bool(failed)})
 
+        def tell(test, found, told=told):
+            told.setdefault(test, []).append(found)
+
         conftest.EVIDENCE.record = record
+        conftest.EVIDENCE.told = tell
         for item in session.items:
             if run["part"] is None or item.get_closest_marker(run["part"]):
                 runtestprotocol(item, log=False, nextitem=None)
-    conftest.EVIDENCE.record = None
-    Path(os.environ[_OUT]).write_text(json.dumps(records), encoding="utf-8")
+    conftest.EVIDENCE.record = conftest.EVIDENCE.told = None
+    Path(os.environ[_OUT]).write_text(json.dumps({"comparisons": records, "told": told_all}), encoding="utf-8")
     return True
 
 
@@ -193,8 +214,13 @@ def main(argv: list[str] | None = None) -> int:
             current = same_tables(json.loads(TARGET.read_text(encoding="utf-8")), json.loads(dumps(fresh)))
         except (OSError, ValueError):
             current = False
+        copied = DIAGNOSE_COPY.exists() and DIAGNOSE_COPY.read_bytes() == DIAGNOSE.read_bytes()
         print(f"{where} is {'up to date' if current else 'out of date: run python -m grader.day13.visible_fingerprints'}")
-        return 0 if current else 1
+        if not copied:
+            print(f"{DIAGNOSE_COPY.relative_to(ROOT)} is not a copy of {DIAGNOSE.relative_to(ROOT)}: "
+                  "run python -m grader.day13.visible_fingerprints")
+        return 0 if current and copied else 1
+    shutil.copyfile(DIAGNOSE, DIAGNOSE_COPY)
     TARGET.write_text(dumps(fresh), encoding="utf-8")
     count = sum(len(slot) for places in fresh["tests"].values() for slot in places.values())
     print(f"wrote {where} ({count} fingerprints of {len(fresh['hints'])} mistakes, {TARGET.stat().st_size} bytes)")

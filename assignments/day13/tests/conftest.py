@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
+import diagnose  # the graders' own fact finder (grader/diagnose.py), shipped beside these tests
+
 STUDENT_DIR = Path(__file__).resolve().parents[1]
 if str(STUDENT_DIR) not in sys.path:
     sys.path.insert(0, str(STUDENT_DIR))
@@ -402,6 +404,14 @@ def _student_line(error):
     return f"{_file_name(frame, relative=True)}:{frame.lineno}, in {frame.name}: {(frame.line or '').strip()}"
 
 
+# Words that follow from a fact about an error: which fact, then the words (nothing here is said without it).
+ERROR_HINTS = {
+    "matmul_error.batched_T": ("Hint: on a batch of matrices (3 or more dimensions) .T reverses every dimension, not the "
+                               "last two; write K.transpose(-2, -1). See the handout, §3 \"A common error and its message\"."),
+    "matmul_error": ("Hint: the inner sizes of a matrix product must match: print the shapes of both sides. "
+                     "See the handout, §3 \"A common error and its message\"."),
+}
+
 MATMUL_WORDS = ("size of tensor", "batch2", "mat1 and mat2", "must match", "Expected size", "cannot be multiplied",
                 "shapes cannot", "dimension")
 
@@ -424,15 +434,22 @@ def _raised_in_student_code(error, test):
     if len(frames) > 1:
         callers = ", ".join(f"{_file_name(f)}:{f.lineno}" for f in frames[:-1][-3:])
         message += f"\n  called from {callers}"
-    line = frames[-1].line or ""
-    if isinstance(error, (RuntimeError, ValueError)) and any(word in str(error) for word in MATMUL_WORDS):
-        if ".T" in line.replace(" ", ""):
-            message += ("\nHint: on a batch of matrices (3 or more dimensions) .T reverses every dimension, not the "
-                        "last two; write K.transpose(-2, -1). See the handout, §3 \"A common error and its message\".")
-        elif "@" in line or "matmul" in line or "bmm" in line:
-            message += ("\nHint: the inner sizes of a matrix product must match: print the shapes of both sides. "
-                        "See the handout, §3 \"A common error and its message\".")
+    fact = _error_fact(error, frames[-1].line or "")
+    if fact:
+        message += "\n" + ERROR_HINTS[fact]
     return message
+
+
+def _error_fact(error, line):
+    """What the error and the line that raised it show: a size mismatch in a matrix product, on a line
+    that uses .T (the fact `matmul_error.batched_T`) or another product (`matmul_error`); else None."""
+    if not (isinstance(error, (RuntimeError, ValueError)) and any(word in str(error) for word in MATMUL_WORDS)):
+        return None
+    if ".T" in line.replace(" ", ""):
+        return "matmul_error.batched_T"
+    if "@" in line or "matmul" in line or "bmm" in line:
+        return "matmul_error"
+    return None
 
 
 class Check:
@@ -462,8 +479,15 @@ class Check:
         if failed:
             pytest.fail(f"{what}: expected shape {tuple(expected)}, got {tuple(value.shape)}" + evidence, pytrace=False)
 
-    def close(self, got, expected, what, *, decimals=None, atol=1e-5, hint=""):
-        """got ≈ expected; `decimals` compares at the handout's rounding (half a unit of the last place)."""
+    def close(self, got, expected, what, *, decimals=None, atol=1e-5, hint="", when=(), facts=None, weights=None,
+              allowed=None, means=None):
+        """got ≈ expected; `decimals` compares at the handout's rounding (half a unit of the last place).
+
+        On a failure the message shows what differs and where, then what the numbers show: a known mistake
+        whose numbers these are (its words), else the facts diagnose.py finds (`facts`: its options for
+        this comparison; `weights`: attention weights checked as distributions, with `allowed` for a mask;
+        `means`: the fact this comparison's failure itself establishes) and `hint` only when one of the
+        facts in `when` was found."""
         got = self.tensor(got, what).to(torch.float64)
         if isinstance(expected, torch.Tensor):
             expected = expected.detach()
@@ -472,15 +496,36 @@ class Check:
             atol = 0.5 * 10 ** -decimals + 1e-9
         if tuple(got.shape) != tuple(expected.shape):
             evidence = EVIDENCE.compared("close", got, expected, True)
+            found = EVIDENCE.facts(got, expected, facts, weights, allowed, means, atol)
             pytest.fail(f"{what}: expected shape {tuple(expected.shape)}, got {tuple(got.shape)}"
-                        + (evidence or (f"\nHint: {hint}" if hint else "")), pytrace=False)
+                        + EVIDENCE.words(evidence, found, hint, when), pytrace=False)
         gap = (got - expected).abs().nan_to_num(nan=float("inf"))  # NaN counts as the largest gap
         bad = ~(gap <= atol)
         evidence = EVIDENCE.compared("close", got, expected, bool(bad.any()))
         if bad.any():
             shown = 4 if decimals is None else decimals + 1
+            found = EVIDENCE.facts(got, expected, facts, weights, allowed, means, atol)
             pytest.fail(f"{what}\n" + _difference(got, expected, gap, bad, atol, shown)
-                        + (evidence or (f"\nHint: {hint}" if hint else "")), pytrace=False)
+                        + EVIDENCE.words(evidence, found, hint, when), pytrace=False)
+
+    @staticmethod
+    def observe(*facts):
+        """Facts this test found with calls of its own (a repeated call, a changed sentence), told with its
+        next failure."""
+        EVIDENCE.extra += [f for f in facts if f not in EVIDENCE.extra]
+
+    @staticmethod
+    def seen():
+        """The facts this test has observed so far."""
+        return list(EVIDENCE.extra)
+
+    @staticmethod
+    def repeat(call):
+        """Call `call` twice: when the two answers differ, the test's failures say that something random runs."""
+        with torch.no_grad():
+            first, second = (Check.tensor(call(), "the same call, run twice") for _ in range(2))
+        Check.observe(*diagnose.repeat(first.numpy(), second.numpy()))
+        return first
 
 
 # -- Evidence: naming a misconception only when the numbers point to it --------------------------------
@@ -521,9 +566,47 @@ class Evidence:
     def __init__(self):
         self.test, self.count = None, 0
         self.record = None  # the kit's fingerprint generator listens here: record(test, n, kind, got, expected, failed)
+        self.told = None  # the kit's diagnostics audit listens here: told(test, what was found and said)
+        self.extra, self.matched = [], []
 
     def start(self, test):
         self.test, self.count = test, 0
+        self.extra, self.matched = [], []
+
+    def facts(self, got, expected, options, weights, allowed, means, atol):
+        """What the numbers of a failed comparison show (diagnose.py), with the test's own observations."""
+        found = []
+        try:
+            found = diagnose.compare(got.numpy(), expected.numpy(), atol=atol, rtol=0.0, **(options or {}))
+            if weights is not None:
+                mask = None if allowed is None else (torch.as_tensor(allowed) != 0).numpy()
+                found += diagnose.distributions(weights.detach().to(torch.float64).numpy(), mask)
+        except Exception:  # noqa: BLE001 - a fact that cannot be computed is not claimed
+            pass
+        if means:
+            found.append(dict(means) if isinstance(means, dict) else {"id": means})
+        found += [f for f in self.extra if f not in found]
+        if self.told is not None:
+            self.pending = {"facts": found, "got": got.tolist(), "expected": expected.tolist(),
+                            "options": {k: v for k, v in (options or {}).items() if k != "allowed"}, "atol": atol,
+                            "allowed": None if allowed is None else (torch.as_tensor(allowed) != 0).tolist(),
+                            "weights": None if weights is None else weights.detach().tolist()}
+        return found
+
+    def words(self, evidence, found, hint, when):
+        """The words of a failure: a known mistake's when the numbers are its, else the facts' and the hint
+        when one of its facts is there. Nothing names a cause the numbers do not show."""
+        shown = bool(hint) and bool(diagnose.matched(found, when)) and not evidence
+        if self.told is not None:
+            self.told(self.test, {**getattr(self, "pending", {}), "mutants": list(self.matched),
+                                  "hint": hint if shown else "", "when": list(when)})
+            self.pending = {}
+        if evidence:
+            return evidence
+        sentences = diagnose.words(found, KNOWN.get("facts", {}))
+        text = "".join(f"\n- {line}" for line in sentences)
+        text = f"\nWhat your numbers show:{text}" if text else ""
+        return text + (f"\nHint: {hint}" if shown else "")
 
     def compared(self, kind, got, expected, failed):
         """Call at every comparison; returns the text to add to a failure ("" when nothing is known)."""
@@ -532,7 +615,8 @@ class Evidence:
             self.record(self.test, self.count, kind, *self._fingerprints(kind, got, expected), failed)
         if not failed:
             return ""
-        return self.explain(self.matches(kind, got, expected))
+        self.matched = self.matches(kind, got, expected)
+        return self.explain(self.matched)
 
     @staticmethod
     def _fingerprints(kind, got, expected):

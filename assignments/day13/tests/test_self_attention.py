@@ -10,11 +10,25 @@ pytestmark = pytest.mark.self_attention
 
 X = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])  # the three tokens of handout §4
 
-WEIGHTS_HINT = "weights = softmax(Q Kᵀ / √d_k), the softmax over the last dimension (handout §3, steps 1-3)."
+# Each hint is said only when the numbers show one of the facts it follows from (`when`, grader/diagnose.py's
+# ids); otherwise a failure says what differs, where, and what the numbers show, and names no cause.
+SCALE_HINT = ("the weights are right but for the constant that divides Q Kᵀ: divide by √d_k, d_k being the size of "
+              "the last axis of the queries and keys, not of V (handout §3, step 2).")
+SCALE_FACTS = ("score_scale",)
 OUT_HINT = "out = weights @ V (handout §3, step 4)."
 ROWS_HINT = "take the softmax over the last dimension (dim=-1), so that each ROW sums to 1 (handout §3, step 3)."
+ROWS_FACTS = ("sums_to_1_along",)
 MASK_HINT = ("a mask entry equal to 0 blocks that key: set its score to float('-inf') before the softmax, "
              "so its weight is exactly 0 (handout §6).")
+MASK_FACTS = ("blocked_weight",)
+
+
+def weights_of(d_k, d_v=None, mask=None):
+    """What diagnose.py needs to read attention weights: they are distributions, and the sizes a scaling
+    constant may be named after."""
+    sizes = {"d_k": d_k} if d_v is None else {"d_k": d_k, "d_v": d_v}
+    found = {"probabilities": True, "constants": sizes}
+    return found if mask is None else {**found, "allowed": (torch.as_tensor(mask) != 0).numpy()}
 
 
 def test_s3_two_tokens(self_attention, check):
@@ -24,26 +38,28 @@ def test_s3_two_tokens(self_attention, check):
     out, weights = check.pair(self_attention.scaled_dot_product_attention(Q, K, V),
                               "scaled_dot_product_attention(Q, K, V)")
     check.close(weights, [[0.67, 0.33], [0.33, 0.67]], "§3 two tokens: attention weights", decimals=2,
-                hint=WEIGHTS_HINT)
-    check.close(out, [[1.66, 2.66], [2.34, 3.34]], "§3 two tokens: output = weights @ V", decimals=2, hint=OUT_HINT)
+                hint=SCALE_HINT, when=SCALE_FACTS, facts=weights_of(2))
+    check.close(out, [[1.66, 2.66], [2.34, 3.34]], "§3 two tokens: output = weights @ V", decimals=2, hint=OUT_HINT,
+                when=("weights_right",), means="weights_right")
 
 
 def test_s4_three_token_example(self_attention, check):
     """§4 worked example (and the line-by-line walkthrough of §3): Q = K = V = X, d_k = 2."""
     out, weights = check.pair(self_attention.scaled_dot_product_attention(X, X, X),
                               "scaled_dot_product_attention(X, X, X)")
-    check.close(weights.sum(-1), [1.0, 1.0, 1.0], "§4: every row of the weights must sum to 1", hint=ROWS_HINT)
+    check.close(weights.sum(-1), [1.0, 1.0, 1.0], "§4: every row of the weights must sum to 1", hint=ROWS_HINT,
+                when=ROWS_FACTS, weights=weights)
     check.close(weights, [[0.40, 0.20, 0.40], [0.20, 0.40, 0.40], [0.25, 0.25, 0.50]],
-                "§4 step 3: attention weights", decimals=2, hint=WEIGHTS_HINT)
+                "§4 step 3: attention weights", decimals=2, hint=SCALE_HINT, when=SCALE_FACTS, facts=weights_of(2))
     check.close(out, [[0.80, 0.60], [0.60, 0.80], [0.75, 0.75]], "§4 step 4: output = weights @ V", decimals=2,
-                hint=OUT_HINT)
+                hint=OUT_HINT, when=("weights_right",), means="weights_right")
 
 
 def test_s17_task1_token2_row(self_attention, check):
     """§17 practice task 1: token 2's row of the §4 example is [0.20, 0.40, 0.40] and its output [0.60, 0.80]."""
     out, weights = check.pair(self_attention.scaled_dot_product_attention(X, X, X),
                               "scaled_dot_product_attention(X, X, X)")
-    check.close(weights[1], [0.20, 0.40, 0.40], "§17 task 1: weights of token 2", decimals=2)
+    check.close(weights[1], [0.20, 0.40, 0.40], "§17 task 1: weights of token 2", decimals=2, facts=weights_of(2))
     check.close(out[1], [0.60, 0.80], "§17 task 1: output of token 2", decimals=2)
 
 
@@ -56,7 +72,8 @@ def test_s6_causal_mask_worked_problem(self_attention, check):
     _, weights = check.pair(self_attention.scaled_dot_product_attention(Q, K, V, mask),
                             "scaled_dot_product_attention(Q, K, V, mask)")
     check.close(weights, [[1.0, 0.0, 0.0], [0.269, 0.731, 0.0], [0.090, 0.245, 0.665]],
-                "§6 causal mask: attention weights", decimals=3, hint=MASK_HINT)
+                "§6 causal mask: attention weights", decimals=3, hint=MASK_HINT, when=MASK_FACTS,
+                facts=weights_of(1, 3, mask))
     above = weights[torch.triu(torch.ones(3, 3), 1).bool()]
     assert torch.all(above == 0), f"§6: blocked (future) weights must be exactly 0, got {above.tolist()}. {MASK_HINT}"
 
@@ -69,7 +86,8 @@ def test_s6_padding_mask_your_turn(self_attention, check):
     mask = torch.tensor([[1.0, 1.0, 0.0]])  # (T_q, T_k) = (1, 3): the last key is padding
     _, weights = check.pair(self_attention.scaled_dot_product_attention(Q, K, V, mask),
                             "scaled_dot_product_attention(Q, K, V, mask)")
-    check.close(weights, [[0.378, 0.622, 0.0]], "§6 padding mask: attention weights", decimals=3, hint=MASK_HINT)
+    check.close(weights, [[0.378, 0.622, 0.0]], "§6 padding mask: attention weights", decimals=3, hint=MASK_HINT,
+                when=MASK_FACTS, facts=weights_of(1, 3, mask))
     assert weights[0, 2].item() == 0.0, f"§6: the padding token must get exactly 0 weight. {MASK_HINT}"
 
 
@@ -80,7 +98,8 @@ def test_mask_may_be_bool_or_float(self_attention, check):
     out_float, w_float = check.pair(self_attention.scaled_dot_product_attention(Q, K, V, mask), "float mask")
     out_bool, w_bool = check.pair(self_attention.scaled_dot_product_attention(Q, K, V, mask.bool()), "bool mask")
     check.close(w_bool, w_float, "§6: weights with a bool mask vs the same mask as floats",
-                hint="compare the mask with 0 (mask == 0) so that False and 0.0 both block.")
+                hint="compare the mask with 0 (mask == 0) so that False and 0.0 both block.",
+                when=("mask_kinds_differ",), means="mask_kinds_differ")
     check.close(out_bool, out_float, "§6: output with a bool mask vs the same mask as floats")
 
 
@@ -91,7 +110,8 @@ def test_shapes_rows_and_batch_dims(self_attention, check):
                               "scaled_dot_product_attention(Q, K, V)")
     check.shape(weights, (2, 3, 5, 7), "§3: weights for Q (2, 3, 5, 8), K (2, 3, 7, 8)")
     check.shape(out, (2, 3, 5, 4), "§3: output for V (2, 3, 7, 4)")
-    check.close(weights.sum(-1), torch.ones(2, 3, 5), "§3 step 3: each row of weights must sum to 1", hint=ROWS_HINT)
+    check.close(weights.sum(-1), torch.ones(2, 3, 5), "§3 step 3: each row of weights must sum to 1", hint=ROWS_HINT,
+                when=ROWS_FACTS, weights=weights)
     assert torch.all(weights >= 0), "§3: softmax weights are never negative"
     manual = weights @ V
     check.close(out, manual, "§3 step 4: out must equal weights @ V", atol=1e-5)
@@ -139,7 +159,8 @@ def test_s5_self_attention_shapes(self_attention, check):
         out, weights = check.pair(attn(x), "SelfAttention.forward")
         check.shape(out, (1, 6, d_k), f"§5: output of SelfAttention(16, {d_k})")
         check.shape(weights, (1, 6, 6), f"§5: weights of SelfAttention(16, {d_k})")
-        check.close(weights.sum(-1), torch.ones(1, 6), "§5: each row of the weights must sum to 1", hint=ROWS_HINT)
+        check.close(weights.sum(-1), torch.ones(1, 6), "§5: each row of the weights must sum to 1", hint=ROWS_HINT,
+                    when=ROWS_FACTS, weights=weights)
 
 
 def test_s4_through_self_attention(self_attention, check):
@@ -151,7 +172,8 @@ def test_s4_through_self_attention(self_attention, check):
     out, weights = check.pair(attn(X.unsqueeze(0)), "SelfAttention.forward")
     check.close(weights, [[[0.40, 0.20, 0.40], [0.20, 0.40, 0.40], [0.25, 0.25, 0.50]]],
                 "§4 through SelfAttention: weights", decimals=2,
-                hint="Q, K and V come from W_q, W_k and W_v applied to x; then divide by √d_k (handout §5).")
+                hint="Q, K and V come from W_q, W_k and W_v applied to x; then divide by √d_k (handout §5).",
+                when=SCALE_FACTS, facts=weights_of(2))
     check.close(out, [[[0.80, 0.60], [0.60, 0.80], [0.75, 0.75]]], "§4 through SelfAttention: output", decimals=2)
 
 
@@ -163,7 +185,8 @@ def test_s17_task3_causal_weights_are_lower_triangular(self_attention, check):
     check.shape(weights, (2, 6, 6), "§6: weights with a causal mask")
     future = weights.triu(1)
     assert torch.all(future == 0), f"§6: weights above the diagonal must be exactly 0, got\n{weights[0]}\n{MASK_HINT}"
-    check.close(weights.sum(-1), torch.ones(2, 6), "§6: rows must still sum to 1 after masking", hint=ROWS_HINT)
+    check.close(weights.sum(-1), torch.ones(2, 6), "§6: rows must still sum to 1 after masking", hint=ROWS_HINT,
+                when=ROWS_FACTS, weights=weights)
 
 
 def test_s3_gradients_reach_Q_K_and_V(self_attention):
@@ -252,9 +275,9 @@ def test_s5_module_uses_its_three_projections(self_attention, check):
     hint = ("Q, K and V come from W_q, W_k and W_v applied to x, each its own layer; pass the mask on; "
             "keep every step in torch so the gradients flow (handout §5).")
     check.close(got[1], own[1], "§5: weights of SelfAttention(6, 4) vs your attention on x W_qᵀ, x W_kᵀ, x W_vᵀ",
-                hint=hint)
+                hint=hint, when=("differs_from_own",), means="differs_from_own")
     check.close(got[0], own[0], "§5: output of SelfAttention(6, 4) vs your attention on x W_qᵀ, x W_kᵀ, x W_vᵀ",
-                hint=hint)
+                hint=hint, when=("differs_from_own",), means="differs_from_own")
     g_out, g_w = torch.randn(2, 5, 4), torch.randn(2, 5, 5)
     loss = (got[0] * g_out).sum() + (got[1] * g_w).sum()
     params = [x] + [layer.weight for layer in layers]
@@ -263,5 +286,6 @@ def test_s5_module_uses_its_three_projections(self_attention, check):
     for name, g, e in zip(("x", "W_q", "W_k", "W_v"), grads, expected):
         if g is None:
             pytest.fail(f"§5: no gradient reaches {name} through SelfAttention. Hint: {hint}", pytrace=False)
-        check.close(g, e, f"§5: gradient with respect to {name}", hint=hint)
+        check.close(g, e, f"§5: gradient with respect to {name}", hint=hint, when=("differs_from_own",),
+                    means="differs_from_own")
 

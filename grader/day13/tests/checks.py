@@ -12,7 +12,36 @@ from grader.checks import (  # noqa: F401  (the hidden tests reach every asserti
 from grader.day13 import tolerances as tol
 
 # The engine's comparisons at Day 13's tolerances.
-same_outputs = partial(engine.same_outputs, values=tol.values)
+same_outputs = partial(engine.same_outputs, values=tol.values, probabilities=("weights",))
+facts_on_failure = engine.facts_on_failure
+TOKENS = ("sentence", "token", "feature")  # the axes of a (B, T, d_model) answer, as the facts name them
+
+
+def sizes(Q, V) -> dict:
+    """The sizes a constant factor of the scores may be named after (grader/diagnose.py)."""
+    return {"d_k": int(np.shape(Q)[-1]), "d_v": int(np.shape(V)[-1])}
+
+
+def cases(results) -> None:
+    """Compare several cases, all of them, and fail with the first failure plus what the set of cases shows:
+    `results` is [(label, masked, compare)] with compare() raising GradeFailure. When the answers are wrong
+    only with a mask (or only without), the failure says so as facts (only_with, only_with_mask)."""
+    failures, passed, failed = [], [], []
+    for label, masked, compare in results:
+        try:
+            compare()
+            passed.append((label, masked))
+        except GradeFailure as failure:
+            failures.append(failure)
+            failed.append((label, masked))
+    if not failures:
+        return
+    first = failures[0]
+    if first.error is None and passed:
+        first.facts.append({"id": "only_with", "conditions": [l for l, _ in failed], "right_with": [l for l, _ in passed]})
+        if all(m for _, m in failed) and not any(m for _, m in passed):
+            first.facts.append({"id": "only_with_mask"})
+    raise first
 same_grads = partial(engine.same_grads, grads=tol.grads)
 # "Your function reacts to its input": two answers differ when some entry moves by more than DEPENDS.
 changed = partial(engine.changed, t=tol.DEPENDS)

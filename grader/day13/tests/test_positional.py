@@ -9,9 +9,11 @@ def test_worked_values(student, reference):
     res = student.positional_encoding(3, 4)
     pe = ck.output(res, 0, "positional_encoding(3, 4)", count=1)
     ck.check(pe.shape == (3, 4), f"positional_encoding(3, 4): expected shape (3, 4), got {pe.shape}")
-    ck.close(pe[0], [0, 1, 0, 1], tol.WORKED_3DP, "§8 position 0 (d_model = 4)")
-    ck.close(pe[1], [0.841, 0.540, 0.010, 1.000], tol.WORKED_3DP, "§8 position 1 (d_model = 4)")
-    ck.close(pe[2, :2], [0.909, -0.416], tol.WORKED_3DP, "§8 position 2, first two features (d_model = 4)")
+    feature = {"axes": ("feature",)}
+    ck.close(pe[0], [0, 1, 0, 1], tol.WORKED_3DP, "§8 position 0 (d_model = 4)", facts=feature)
+    ck.close(pe[1], [0.841, 0.540, 0.010, 1.000], tol.WORKED_3DP, "§8 position 1 (d_model = 4)", facts=feature)
+    ck.close(pe[2, :2], [0.909, -0.416], tol.WORKED_3DP, "§8 position 2, first two features (d_model = 4)",
+             facts=feature)
 
 
 TABLE_CASES = [(1, 8), (50, 16), (7, 6), (5000, 64)]
@@ -21,7 +23,8 @@ def test_table_reference(student, reference):
     pairs = [((T, d), student.positional_encoding(T, d), reference.positional_encoding(T, d)) for T, d in TABLE_CASES]
     for (T, d), got, exp in pairs:
         what = f"positional_encoding({T}, {d})"
-        ck.close(ck.output(got, 0, what, count=1), ck.output(exp, 0, "reference"), tol.PE_TABLE, what)
+        ck.close(ck.output(got, 0, what, count=1), ck.output(exp, 0, "reference"), tol.PE_TABLE, what,
+                 facts={"axes": ("position", "feature")})
 
 
 def test_dtype_shape(student, reference):
@@ -55,7 +58,7 @@ def test_module_forward(student, reference):
                 continue
             except ck.GradeFailure:
                 pass
-        ck.close(out, ck.output(exp, 0, "reference"), tol.PE_TABLE, f"{what}: x + PE[:T]")
+        ck.close(out, ck.output(exp, 0, "reference"), tol.PE_TABLE, f"{what}: x + PE[:T]", facts={"axes": ck.TOKENS})
 
 
 def test_buffer(student, reference):

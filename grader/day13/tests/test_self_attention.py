@@ -5,7 +5,9 @@ calls are complete when they are replayed on the bug catalogue.
 """
 import numpy as np
 
+from grader import diagnose
 from grader.day13 import tolerances as tol
+from grader.tolerances import Tol
 from grader.day13.tests import checks as ck
 
 F32, F64 = "float32", "float64"
@@ -32,22 +34,24 @@ def test_worked_values(student, reference):
         "§6 causal": student.sdpa(q1, k1, np.eye(3, dtype=F32), ck.causal(3)),
         "§6 padding": student.sdpa(np.ones((1, 1), F32), kp, np.eye(3, dtype=F32), np.array([[1, 1, 0]], F32)),
     }
+    weights = {"probabilities": True, "constants": {"d_k": 2}}
     r = calls["§3"]
     ck.close(ck.output(r, 1, "§3 two tokens: weights", count=2), [[0.67, 0.33], [0.33, 0.67]], tol.WORKED_2DP,
-             "§3 two tokens: weights", evidence=True)
+             "§3 two tokens: weights", evidence=True, facts=weights)
     ck.close(ck.output(r, 0, "§3 two tokens: output"), [[1.66, 2.66], [2.34, 3.34]], tol.WORKED_2DP,
              "§3 two tokens: output")
     r = calls["§4"]
     ck.close(ck.output(r, 1, "§4 three tokens: weights", count=2),
              [[0.40, 0.20, 0.40], [0.20, 0.40, 0.40], [0.25, 0.25, 0.50]], tol.WORKED_2DP,
-             "§4 three tokens: weights", evidence=True)
+             "§4 three tokens: weights", evidence=True, facts=weights)
     ck.close(ck.output(r, 0, "§4 three tokens: output"), [[0.80, 0.60], [0.60, 0.80], [0.75, 0.75]],
              tol.WORKED_2DP, "§4 three tokens: output")
     ck.close(ck.output(calls["§6 causal"], 1, "§6 causal rows", count=2),
              [[1, 0, 0], [0.269, 0.731, 0], [0.090, 0.245, 0.665]], tol.WORKED_3DP, "§6 causal mask: weights",
-             evidence=True)
+             evidence=True, facts={"probabilities": True, "constants": {"d_k": 1, "d_v": 3}, "allowed": ck.causal(3) != 0})
     ck.close(ck.output(calls["§6 padding"], 1, "§6 padding row", count=2), [[0.378, 0.622, 0]], tol.WORKED_3DP,
-             "§6 padding mask: weights")
+             "§6 padding mask: weights",
+             facts={"probabilities": True, "constants": {"d_k": 1, "d_v": 3}, "allowed": np.array([[True, True, False]])})
 
 
 SDPA_CASES = [  # (description, Q shape, K shape, V shape, dtype)
@@ -63,10 +67,11 @@ def test_sdpa_reference(student, reference):
     pairs = []
     for n, (what, qs, ks, vs, dtype) in enumerate(SDPA_CASES):
         Q, K, V = (ck.randn(100 + 10 * n + j, *s, dtype=dtype, scale=1.5) for j, s in enumerate((qs, ks, vs)))
-        pairs.append((what, dtype, student.sdpa(Q, K, V), reference.sdpa(Q, K, V)))
-    for what, dtype, got, exp in pairs:
-        ck.same_outputs(got, exp, f"scaled_dot_product_attention ({what})", ("out", "weights"), dtype=dtype,
-                        evidence_output=1)
+        pairs.append((what, dtype, student.sdpa(Q, K, V), reference.sdpa(Q, K, V), ck.sizes(Q, V)))
+    # Weights first: a wrong weight makes a wrong output, and the weights show more (their sums, the scaling).
+    ck.cases([(what, False, lambda got=got, exp=exp, what=what, dtype=dtype, sizes=sizes: ck.same_outputs(
+        got, exp, f"scaled_dot_product_attention ({what})", ("out", "weights"), dtype=dtype, evidence_output=1,
+        facts={"constants": sizes})) for what, dtype, got, exp, sizes in pairs])
 
 
 def _mask_cases():
@@ -101,7 +106,7 @@ def test_sdpa_masks(student, reference):
         expected /= expected.sum(-1, keepdims=True)
         ck.close(wm, expected, tol.values(F32),
                  f"{label}: weights (expected: your unmasked weights with blocked keys set to 0, each row renormalised)",
-                 evidence=True)
+                 evidence=True, facts={"probabilities": True, "allowed": keep})
         ck.close(out, wm.astype(np.float64) @ V, tol.values(F32), f"{label}: out (expected: your masked weights @ V)")
 
 
@@ -163,9 +168,12 @@ def test_causal_mask(student, reference):
         allowed = m != 0
         expected = np.tril(np.ones((T, T), bool))
         if not np.array_equal(allowed, expected):
-            raise ck.GradeFailure(
+            failure = ck.GradeFailure(
                 f"causal_mask({T}): expected 1 on and below the diagonal, 0 above\n  expected:\n"
-                f"{ck.fmt(expected.astype(int))}\n  got:\n{ck.fmt(np.asarray(m, dtype=float))}")
+                f"{ck.fmt(expected.astype(int))}\n  got:\n{ck.fmt(np.asarray(m, dtype=float))}",
+                facts=diagnose.compare(allowed, expected, axes=("query", "key"), atol=0.0, rtol=0.0))
+            failure.compared = [(allowed.astype(float), expected.astype(float), {}, Tol(0.0, 0.0))]
+            raise failure
         if m.dtype != bool:
             ck.check(bool(np.all((m == 0) | (m == 1))), f"causal_mask({T}): entries must be 0 or 1 (or bool)")
 
@@ -197,7 +205,8 @@ def test_module_worked_values(student, reference):
     if own_is_real and not own.error and _all_close([got_w, got_out], [own.array(1), own.array(0)], F32):
         return
     ck.close(got_w[0], [[0.40, 0.20, 0.40], [0.20, 0.40, 0.40], [0.25, 0.25, 0.50]], tol.WORKED_2DP,
-             "SelfAttention with identity weights on §4's X: weights", evidence=True)
+             "SelfAttention with identity weights on §4's X: weights", evidence=True,
+             facts={"probabilities": True, "constants": {"d_k": 2}})
     ck.close(got_out[0], [[0.80, 0.60], [0.60, 0.80], [0.75, 0.75]], tol.WORKED_2DP,
              "SelfAttention with identity weights on §4's X: output")
 
@@ -231,12 +240,16 @@ def test_module_reference(student, reference):
         calls.append((what, dtype, student.self_attention(x, w, m, dtype=dtype),
                        reference.self_attention(x, w, m, dtype=dtype), student.sdpa(Q, K, V, m)))
     own_is_real = ck.attention_is_real(student)
-    for what, dtype, got, exp, own in calls:
+
+    def compare(what, dtype, got, exp, own):
         ck.ok(got, f"SelfAttention ({what})")
         if own_is_real and not own.error and len(got.outputs) == 2 and _all_close(
                 [got.array(0), got.array(1)], [own.array(0), own.array(1)], dtype):
-            continue
+            return
         ck.same_outputs(got, exp, f"SelfAttention ({what})", ("out", "weights"), dtype=dtype, evidence_output=1)
+
+    masked = {what: m is not None for what, x, w, m, dtype in _module_cases()}
+    ck.cases([(c[0], masked[c[0]], lambda c=c: compare(*c)) for c in calls])
 
 
 def test_module_gradients(student, reference):

@@ -23,11 +23,11 @@ MASK_HINT = ("a mask entry equal to 0 blocks that key: set its score to float('-
 MASK_FACTS = ("blocked_weight",)
 
 
-def weights_of(d_k, d_v=None, mask=None):
-    """What diagnose.py needs to read attention weights: they are distributions, and the sizes a scaling
-    constant may be named after."""
+def weights_of(d_k, d_v=None, mask=None, axes=("query", "key")):
+    """What diagnose.py needs to read attention weights: they are distributions, the sizes a scaling
+    constant may be named after, and the names of their axes."""
     sizes = {"d_k": d_k} if d_v is None else {"d_k": d_k, "d_v": d_v}
-    found = {"probabilities": True, "constants": sizes}
+    found = {"probabilities": True, "constants": sizes, "axes": axes}
     return found if mask is None else {**found, "allowed": (torch.as_tensor(mask) != 0).numpy()}
 
 
@@ -173,7 +173,7 @@ def test_s4_through_self_attention(self_attention, check):
     check.close(weights, [[[0.40, 0.20, 0.40], [0.20, 0.40, 0.40], [0.25, 0.25, 0.50]]],
                 "§4 through SelfAttention: weights", decimals=2,
                 hint="Q, K and V come from W_q, W_k and W_v applied to x; then divide by √d_k (handout §5).",
-                when=SCALE_FACTS, facts=weights_of(2))
+                when=SCALE_FACTS, facts=weights_of(2, axes=("sentence", "query", "key")))
     check.close(out, [[[0.80, 0.60], [0.60, 0.80], [0.75, 0.75]]], "§4 through SelfAttention: output", decimals=2)
 
 

@@ -34,7 +34,7 @@ def test_worked_values(student, reference):
         "§6 causal": student.sdpa(q1, k1, np.eye(3, dtype=F32), ck.causal(3)),
         "§6 padding": student.sdpa(np.ones((1, 1), F32), kp, np.eye(3, dtype=F32), np.array([[1, 1, 0]], F32)),
     }
-    weights = {"probabilities": True, "constants": {"d_k": 2}}
+    weights = {"probabilities": True, "constants": {"d_k": 2}, "axes": ("query", "key")}
     r = calls["§3"]
     ck.close(ck.output(r, 1, "§3 two tokens: weights", count=2), [[0.67, 0.33], [0.33, 0.67]], tol.WORKED_2DP,
              "§3 two tokens: weights", evidence=True, facts=weights)
@@ -48,10 +48,12 @@ def test_worked_values(student, reference):
              tol.WORKED_2DP, "§4 three tokens: output")
     ck.close(ck.output(calls["§6 causal"], 1, "§6 causal rows", count=2),
              [[1, 0, 0], [0.269, 0.731, 0], [0.090, 0.245, 0.665]], tol.WORKED_3DP, "§6 causal mask: weights",
-             evidence=True, facts={"probabilities": True, "constants": {"d_k": 1, "d_v": 3}, "allowed": ck.causal(3) != 0})
+             evidence=True, facts={"probabilities": True, "constants": {"d_k": 1, "d_v": 3}, "allowed": ck.causal(3) != 0,
+                    "axes": ("query", "key")})
     ck.close(ck.output(calls["§6 padding"], 1, "§6 padding row", count=2), [[0.378, 0.622, 0]], tol.WORKED_3DP,
              "§6 padding mask: weights",
-             facts={"probabilities": True, "constants": {"d_k": 1, "d_v": 3}, "allowed": np.array([[True, True, False]])})
+             facts={"probabilities": True, "constants": {"d_k": 1, "d_v": 3}, "allowed": np.array([[True, True, False]]),
+                    "axes": ("query", "key")})
 
 
 SDPA_CASES = [  # (description, Q shape, K shape, V shape, dtype)

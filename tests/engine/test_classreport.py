@@ -69,7 +69,9 @@ def test_summary_and_report_show_histogram_pass_rates_misconceptions_heatmaps(gr
         assert (graded / rel).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"]({rel})" in summary
     assert "| `missing_sqrt_dk` | 2 |" in summary  # Adam and carol, counted once each
-    assert md_inline(HINT) in summary and html.escape(HINT) in page
+    # A misconception's words come from the rubric by its id, never read back out of a test's output (this
+    # made-up id has none in the rubric, so its output's "Hint:" line must not reach the report).
+    assert md_inline(HINT) not in summary and html.escape(HINT) not in page
     assert "| `self_attention.sdpa_worked_example` | self_attention | 3 / 5 | 60% |" in summary
     assert "**bob_timeout**: timeout" in summary and "<b>bob_timeout</b>: timeout" in page
 

@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 
 from grader import overrides
-from grader.document import STYLE, md_code, md_inline, number
+from grader.document import STYLE, md_code, md_inline
 from grader.lesson import load_lesson, read_rubric
 from grader.records import SubmissionResult
 from grader.storage import check_name, dumps, write_atomic, write_record
@@ -65,12 +65,12 @@ def rewrite_changed(folder: Path, result: SubmissionResult, hints: dict[str, str
 
 
 def _summary_line(result: SubmissionResult) -> str:
-    parts = " · ".join(f"{c} {number(s)}/{number(m)}" for c, (s, m) in by_component(result).items())
-    line = f"Score {number(result.total)}/{number(result.max_total)} ({parts})."
+    parts = " · ".join(f"{c} {_points(s)}/{_points(m)}" for c, (s, m) in by_component(result).items())
+    line = f"Score {_points(result.total)}/{_points(result.max_total)} ({parts})."
     if why := _why(result):
         line += f" How this score was reached: {why}."
     if result.adjustment:
-        line += f" Includes {result.adjustment:+g} from your instructor."
+        line += f" Includes {'+' if result.adjustment > 0 else '-'}{_points(abs(result.adjustment))} from your instructor."
     if result.status != "ok":
         line += f" Status: {result.status}."
     return line
@@ -262,7 +262,7 @@ def late_line(result: SubmissionResult) -> str:
     if not days:
         return f"Handed in on time (deadline {result.late.get('deadline', '?')})."
     return (f"Handed in {days} day{'s' if days > 1 else ''} late (deadline {result.late.get('deadline', '?')}, "
-            f"measured from the {result.late.get('measured_from') or 'commit time'}): -{number(result.penalty)} "
+            f"measured from the {result.late.get('measured_from') or 'commit time'}): -{_points(result.penalty)} "
             f"points ({result.late.get('policy', '')}).")
 
 

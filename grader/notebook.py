@@ -321,8 +321,12 @@ def build(*, student: bool, solutions: Path | None = None, rubric: Path | None =
         cells.append(_code(f"solution_{module}", code, solution=True))
         for part, test in visible_tests():
             if part == module:
-                cells.append(_code(_test_cell_id(f"test_{part}", test.split("::", 1)[1].removeprefix("test_")),
-                                   VISIBLE_CALL.format(test=test), points=shares[test] if student else 0.0))
+                cell = _code(_test_cell_id(f"test_{part}", test.split("::", 1)[1].removeprefix("test_")),
+                             VISIBLE_CALL.format(test=test), points=shares[test] if student else 0.0)
+                # A failing test shows its report and "Run All" goes on to the next parts' tests, as
+                # `make test` runs them all (Jupyter and nbclient honour this tag).
+                cell.metadata["tags"] = ["raises-exception"]
+                cells.append(cell)
         if not student:
             for part, test, entry in hidden:
                 if part == module:

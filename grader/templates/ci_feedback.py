@@ -165,10 +165,16 @@ def classroom_result(tests: dict[str, dict], checks: list, points: dict[str, flo
     return {"version": 1, "status": status, "max_score": max_score, "tests": entries}
 
 
+def shown_points(x: float) -> str:
+    """Points as a person reads them: at most two decimals (93.71, 12.5, 30); the result keeps them all."""
+    text = f"{round(float(x), 2):.2f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
 def summary_markdown(result: dict) -> str:
     total = sum(t["score"] for t in result["tests"])
     lines = ["## @@LABEL@@ feedback (visible tests and deliverables)", "",
-             f"**{total:g} / {result['max_score']:g}** feedback points. This is not your grade: the "
+             f"**{shown_points(total)} / {shown_points(result['max_score'])}** feedback points. This is not your grade: the "
              "instructor grades with hidden tests that your repository never holds.", "",
              "| part | passed | points |", "| --- | --- | --- |"]
     by_part: dict[str, list] = {}
@@ -176,7 +182,7 @@ def summary_markdown(result: dict) -> str:
         by_part.setdefault(test["name"].split(":")[0], []).append(test)
     for part, tests in by_part.items():
         passed = sum(t["status"] == "pass" for t in tests)
-        lines.append(f"| {part} | {passed}/{len(tests)} | {sum(t['score'] for t in tests):g} |")
+        lines.append(f"| {part} | {passed}/{len(tests)} | {shown_points(sum(t['score'] for t in tests))} |")
     failing = [t for t in result["tests"] if t["status"] != "pass"]
     if failing:
         lines += ["", "### To fix", ""]

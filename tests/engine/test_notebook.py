@@ -226,8 +226,9 @@ def _jupyter_env(home: Path) -> dict:
 
 
 def _run_in_kernel(folder: Path, home: Path) -> dict[str, str | None]:
-    """Run folder/<notebook> in a real kernel, top to bottom; grade_id -> None (ran) or what it showed."""
-    run = subprocess.run([str(VENV_BIN / "jupyter-nbconvert"), "--execute", "--allow-errors", "--to", "notebook",
+    """Run folder/<notebook> in a real kernel, top to bottom, as "Run All" does: no --allow-errors, so a failing
+    test cell lets the run go on only through its raises-exception tag; grade_id -> None (ran) or what it showed."""
+    run = subprocess.run([str(VENV_BIN / "jupyter-nbconvert"), "--execute", "--to", "notebook",
                           "--ExecutePreprocessor.timeout=300", "--output", "ran.ipynb", LESSON.notebook],
                          cwd=folder, env=_jupyter_env(home), capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]

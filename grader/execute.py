@@ -703,6 +703,7 @@ def _inspect_attr(obj, paths) -> dict:
         if isinstance(value, torch.nn.Module):
             info["kind"] = "module"
             info["parameters"] = {n: list(p.shape) for n, p in value.named_parameters()}
+            info["sequential"] = isinstance(value, torch.nn.Sequential)  # a contract may ask for one
         elif isinstance(value, torch.Tensor):
             info["kind"] = "tensor"
             info["shape"] = list(value.shape)

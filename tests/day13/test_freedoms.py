@@ -145,3 +145,26 @@ def test_every_name_the_hidden_tests_load_is_bound_by_the_lessons_data():
     for call in reference.calls:
         for spec in call.header.get("params", []):
             assert spec["bind"] == BINDINGS["params"][spec["name"]]
+
+
+OWN_FFN = freedoms.Freedom("blk.own_ffn_class", "block", "not a freedom: ffn is an nn.Sequential itself", (
+    (BLOCK, "class TransformerBlock(nn.Module):\n",
+     "class FeedForward(nn.Module):\n"
+     "    def __init__(self, d_model, d_ff):\n"
+     "        super().__init__()\n"
+     "        self.fc1, self.act, self.fc2 = nn.Linear(d_model, d_ff), nn.GELU(), nn.Linear(d_ff, d_model)\n\n"
+     "    def forward(self, x):\n"
+     "        return self.fc2(self.act(self.fc1(x)))\n\n\n"
+     "class TransformerBlock(nn.Module):\n"),
+    (BLOCK, FFN, "        self.ffn = FeedForward(d_model, d_ff)\n")))
+
+
+def test_a_feed_forward_class_of_ones_own_costs_the_structure_test_hidden_and_visible(tmp_path):
+    """The contract asks for an nn.Sequential, and the visible tests look at its layers in order: the hidden
+    structure test says so too (it once gave such a block full marks while the visible tests failed it)."""
+    folder, result = _grade(OWN_FFN, tmp_path)
+    failed = {t.name: t.output for t in result.tests if t.status != "passed" and t.component in killrate.full_marks()}
+    assert set(failed) == {"block.attributes"}, failed
+    assert "FeedForward" in failed["block.attributes"]
+    visible = visible_parts(folder, tmp_path / "visible")
+    assert {p for p, (ok, _) in visible.items() if not ok} == {"block"}

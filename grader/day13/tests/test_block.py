@@ -44,9 +44,9 @@ def test_attributes(student, reference):
     ffn = attrs["ffn"]
     expected = {"0.weight": [64, 16], "0.bias": [64], "2.weight": [16, 64], "2.bias": [16]}
     got = ffn.get("parameters") or {}
-    ck.check(ffn.get("kind") == "module" and _same_shapes(got, expected),
+    ck.check(ffn.get("kind") == "module" and ffn.get("sequential", True) and _same_shapes(got, expected),
              f"TransformerBlock(16, 4).ffn: expected nn.Sequential(Linear(16, 64), GELU(), Linear(64, 16)) "
-             f"with parameters {expected}, got {got}")
+             f"with parameters {expected}, got {ffn.get('type', 'nothing')} with {got}")
     # §9 worked problems: 2,099,712 FFN parameters for 512 -> 2048 -> 512, and 4,722,432 for 768 -> 3072 -> 768.
     for r, label, count in ((big, "TransformerBlock(512, 8)", 2_099_712),
                             (bert, "TransformerBlock(768, 12, d_ff=3072)", 4_722_432)):

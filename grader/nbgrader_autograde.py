@@ -176,8 +176,8 @@ def grade_notebook(nb, *, uid_base: int = 0):
         record = out / Path(lesson.notebook).stem / "record.json"
         if code != run.EXIT_OK or not record.is_file():
             message = _what_went_wrong(said.getvalue())
-            if "refus" in message or code == run.EXIT_USAGE:
-                _not_ready.append(message)
+            if any(line.startswith("grade:") for line in said.getvalue().splitlines()):
+                _not_ready.append(message)  # the run's own refusal (the sandbox's start-up check): the next is the same
             raise KitNotReady(message)
         result = record_from_json(json.loads(record.read_text(encoding="utf-8")))
     if result.status == "engine-error":

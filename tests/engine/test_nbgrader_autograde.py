@@ -56,6 +56,13 @@ try:
 except Exception:
     pass"""
 SLEEPS = "import time\ntime.sleep(30)"
+# Leaves a mark wherever it runs with the machine's files in reach (a kernel); the sandbox has none.
+MARKS_WHERE_IT_RUNS = """\
+try:
+    with open({path!r}, "a") as _mark:
+        _mark.write("ran\\n")
+except Exception:
+    pass"""
 EXITS = "import os\nos._exit(0)"
 
 
@@ -149,7 +156,8 @@ def test_hostile_cells_gain_nothing_and_cost_honest_students_nothing(tmp_path):
     students = ("honest", "honest_too", "fake_kit", "fake_kit_correct", "patches", "sleeps", "exits")
     course = _course(tmp_path)
     released = _released(course)
-    cases = {"honest": _filled(released, notebook.SOLUTIONS),
+    mark = tmp_path / "a-kernel-ran-the-students-code"
+    cases = {"honest": _filled(released, notebook.SOLUTIONS, MARKS_WHERE_IT_RUNS.format(path=str(mark))),
              "fake_kit": _filled(released, None, FAKE_KIT_MODULE),
              "fake_kit_correct": _filled(released, notebook.SOLUTIONS, FAKE_KIT_MODULE),
              "patches": _filled(released, None, PATCH_TORCH_AND_KIT),
@@ -157,9 +165,12 @@ def test_hostile_cells_gain_nothing_and_cost_honest_students_nothing(tmp_path):
              "exits": _filled(released, None, EXITS),
              "honest_too": _filled(released, notebook.SOLUTIONS)}
     _submit(course, cases)
-    _nbgrader(course, "autograde", LESSON.name, "--force")
+    graded = _nbgrader(course, "autograde", LESSON.name, "--force")
     points = _gradebook_points(course, students)
     assert points["honest"] == points["honest_too"] == full, points
+    # The students' code ran in no kernel, and each notebook was graded once (in the sandbox, by the kit).
+    assert not mark.exists()
+    assert (graded.stdout + graded.stderr).count("Graded the hidden tests of") == len(students)
     for hostile in ("fake_kit", "patches", "sleeps", "exits"):
         assert points[hostile] == 0, (hostile, points)
     # A correct notebook with the fake-module cell: what `grader grade` gives it, no more.
@@ -228,3 +239,27 @@ def test_a_sandboxed_child_cannot_reach_the_hidden_tests_through_the_venv(tmp_pa
     reach = subprocess.run([sys.executable, "-c", PROBE], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert reach.returncode != 0 and "reached the kit" in reach.stderr, reach
+
+
+def test_a_sandbox_that_refuses_stops_every_notebook_with_what_to_do(monkeypatch, tmp_path):
+    """`grader grade` refuses to grade when the sandbox's start-up check fails: the kit's step says so, with
+    where to look, instead of saving points, and does not start the sandbox again for the next notebook."""
+    from grader import nbgrader_autograde
+
+    starts = []
+
+    def refusing(**kwargs):
+        starts.append(kwargs)
+        print("grade: the sandboxed child could not be started with its view of the machine (mount: EPERM).",
+              file=sys.stderr)
+        return run.EXIT_ENGINE_FAULT
+
+    monkeypatch.setattr(run, "main", refusing)
+    monkeypatch.setattr(nbgrader_autograde, "_not_ready", [])
+    released = notebook.build(student=False)
+    for _ in range(2):
+        with pytest.raises(nbgrader_autograde.KitNotReady) as refused:
+            nbgrader_autograde.grade_notebook(released)
+        assert "could not be started with its view of the machine" in str(refused.value)
+        assert "python -m grader.sandbox --check" in str(refused.value)
+    assert len(starts) == 1

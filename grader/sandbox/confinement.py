@@ -128,6 +128,30 @@ def child_copy(submission: Path, uid: int | None) -> Path:
     return dest
 
 
+SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")  # folders every user may write in
+
+
+def sweep_shared(uid: int | None) -> None:
+    """Remove what `uid` (a worker slot's, used by nothing else) left at the top of the folders every
+    user may write in, once its child is gone: where Landlock is missing they are the one place a
+    child could leave something for the next child of its slot. Nothing is followed: an entry is
+    judged by lstat, and a folder is removed by remove_tree."""
+    if uid is None:
+        return
+    for folder in SHARED_FOLDERS:
+        try:
+            with os.scandir(folder) as entries:
+                mine = [entry.path for entry in entries if entry.stat(follow_symlinks=False).st_uid == uid]
+        except OSError:
+            continue
+        for path in mine:
+            with contextlib.suppress(OSError):
+                if stat.S_ISDIR(os.lstat(path).st_mode):
+                    remove_tree(Path(path))
+                else:
+                    os.unlink(path)
+
+
 def discard_copy(copy: Path) -> None:
     """Remove a child's copy once the child is gone, whatever it left there."""
     remove_tree(copy)

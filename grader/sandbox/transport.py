@@ -22,7 +22,8 @@ import numpy as np
 
 from grader import protocol
 from grader.sandbox import SandboxConfig
-from grader.sandbox.confinement import EXIT_CPU_LIMIT, EXIT_FILE_LIMIT, child_copy, discard_copy, slot_uid
+from grader.sandbox.confinement import (EXIT_CPU_LIMIT, EXIT_FILE_LIMIT, child_copy, discard_copy, slot_uid,
+                                        sweep_shared)
 
 if TYPE_CHECKING:
     from grader.sandbox.zygote import Child, Zygote
@@ -281,6 +282,9 @@ class SandboxTransport:
         """Kill the child, then remove its copy: what it wrote is read by no later child."""
         if self._child is not None:
             self._child.kill()
+            if self._child.layers.get("uid") and not self._child.layers.get("landlock"):
+                # No Landlock (kernel < 5.13): the slot's uid could write in the folders every user may.
+                sweep_shared(slot_uid(self.config, self.slot))
             self._child = None
         if self._copy is not None:
             self._names |= _top_names(self._copy)

@@ -218,6 +218,29 @@ def test_shared_temporary_folders_carry_nothing_to_the_next_child(child, path):
     assert not os.path.exists(path), path  # nor does anything reach the machine's own folder
 
 
+@pytest.mark.skipif(not is_root(), reason="without root every child is the grader's own uid")
+def test_without_landlock_shared_folders_still_carry_nothing_to_the_next_child():
+    # An older kernel has no Landlock: the slot's uid may write in /tmp and /dev/shm, and the grader
+    # removes what it left there once its child is gone.
+    config = dataclasses.replace(CONFIG, layers=tuple(name for name in CONFIG.layers if name != "landlock"))
+    work = Path(tempfile.mkdtemp(prefix="day13-test-channels-"))
+    os.chmod(work, 0o711)
+    paths = [f"/tmp/{TAG}", f"/dev/shm/{TAG}"]
+    try:
+        with Zygote(slots=1, config=config, install=None) as zygote:
+            for path in paths:
+                found = []
+                for step in ("make", "find"):
+                    scratch = make_submission(work / f"{len(path)}-{step}", {"probe.py": PROBE}, reference=False)
+                    with SandboxTransport(zygote=zygote, slot=0, scratch=scratch, config=config) as t:
+                        found.append(ask(t, f"file_{step}", path))
+                assert found == [1, 0], (path, found)  # written (no Landlock), and gone for the next child
+    finally:
+        for path in paths:
+            Path(path).unlink(missing_ok=True)
+        shutil.rmtree(work)
+
+
 def test_an_abstract_socket_of_a_live_child_cannot_be_reached_from_another(child):
     listening = child(slot=0)
     made = ask(listening, "abstract_listen")

@@ -245,12 +245,17 @@ class MemoryGroup:
 # the grader (building inputs, the reference's cached answers, comparisons). A name that has moved
 # makes the breakdown fail loudly (tests/engine/test_bench.py runs it), never report a stage as free.
 STAGES = (
-    ("grader.run", "intake.materialise", "intake (scratch copy, notebook)"),
-    ("grader.run", "mount_quota", "intake (scratch copy, notebook)"),
-    ("grader.run", "unmount_quota", "intake (scratch copy, notebook)"),
-    ("grader.run", "remove_tree", "intake (scratch copy, notebook)"),
+    ("grader.run", "intake.materialise", "intake (scratch copy, notebook, quota)"),
+    ("grader.run", "mount_quota", "intake (scratch copy, notebook, quota)"),
+    ("grader.run", "unmount_quota", "intake (scratch copy, notebook, quota)"),
+    ("grader.run", "remove_tree", "intake (scratch copy, notebook, quota)"),
     ("grader.run", "regrade.submission_digest", "digests (regrade)"),
     ("grader.run", "regrade.current", "digests (regrade)"),
+    ("grader.run", "integrity.top_files", "integrity checks (files, printed claims)"),
+    ("grader.run", "integrity.named_paths", "integrity checks (files, printed claims)"),
+    ("grader.run", "integrity.printed_claims", "integrity checks (files, printed claims)"),
+    ("grader.run", "integrity.written_results", "integrity checks (files, printed claims)"),
+    ("grader.scan", "LimitedScan.scan", "scan"),
     ("grader.score", "scan_submission", "scan"),
     ("grader.sandbox.transport", "SandboxTransport._spawn", "fork and confinement"),
     ("grader.sandbox.transport", "child_copy", "each child's own copy of the submission"),
@@ -370,9 +375,11 @@ def one_submission_breakdown(*, repeats: int = 3, uid_base: int = BENCH_UID_BASE
     breakdown: dict = {}
     clock = StageClock()
     try:
-        with Zygote(slots=1, config=config) as zygote:
+        with contextlib.ExitStack() as stack, Zygote(slots=1, config=config) as zygote:
             score = run._preload()[0]  # as a grading worker has it: the reference's answers cached
             limits = score.load_limits().get("deliverables", {})
+            scanner = score.limited_scan(**score.load_limits().get("scan", {}))
+            stack.callback(scanner.close)
             with LimitedChecker(memory_bytes=limits.get("memory_bytes", 1 << 30),
                                 seconds=limits.get("seconds", 30)) as checker:
                 zygote.wait_ready(0)
@@ -382,7 +389,7 @@ def one_submission_breakdown(*, repeats: int = 3, uid_base: int = BENCH_UID_BASE
                         clock.reset()
                         start = time.perf_counter()
                         result = run.grade_one(found[name], slot=0, work=work, zygote=zygote, config=config,
-                                               score=score, checker=checker)
+                                               score=score, checker=checker, scanner=scanner)
                         feedback.write_submission(out, result)
                         total = time.perf_counter() - start
                     stages = dict(clock.seconds)
@@ -402,12 +409,10 @@ def one_submission_breakdown(*, repeats: int = 3, uid_base: int = BENCH_UID_BASE
 def _child_peak_mb(zygote, work, config, score, sub) -> float:
     """The peak RSS (VmHWM) of one student child, read before it ends."""
     from grader import intake
-    from grader.sandbox.confinement import prepare_scratch, slot_uid
     from grader.sandbox.transport import SandboxTransport
 
     scratch = Path(tempfile.mkdtemp(prefix="peak", dir=work / "slot0"))
     intake.materialise(sub, scratch)
-    prepare_scratch(scratch, slot_uid(config, 0))
     with SandboxTransport(zygote=zygote, slot=0, scratch=scratch, config=config) as transport:
         score.grade_submission(name="peak", directory=scratch, transport=transport)
         status = Path(f"/proc/{transport._child.pid}/status").read_text()

@@ -50,8 +50,10 @@ def test_make_bench_on_a_tiny_class_beside_a_base_commit():
     for col in (0, 1):
         assert abs(sum(rows[s][col] for s in stages) - rows["total"][col]) < 0.5, rows
     # Work that every submission costs, timed where it happens (a renamed function would read 0 here).
-    for stage in ("intake (scratch copy, notebook)", "scan", "fork and confinement", "round trips",
-                  "deliverables checker", "feedback and records", bench.GATES):
+    for stage in ("intake (scratch copy, notebook, quota)", "digests (regrade)",
+                  "integrity checks (files, printed claims)", "scan", "fork and confinement",
+                  "each child's own copy of the submission",
+                  "round trips", "deliverables checker", "feedback and records", bench.GATES):
         assert rows[stage][0] > 0 and rows[stage][1] > 0, (stage, rows[stage])
     # Only the planted bug's failing tests are replayed on the catalogue.
     assert rows["mutant replay for hints"][0] == 0 and rows["mutant replay for hints"][1] > 0, rows

@@ -119,8 +119,10 @@ def close(got, expected, t: Tol, what: str, *, evidence: bool = False, facts: di
     expected = np.asarray(expected, dtype=np.float64)
     got_arr = np.asarray(got)
     if got_arr.shape != expected.shape:
-        raise GradeFailure(f"{what}: expected shape {tuple(expected.shape)}, got shape {tuple(got_arr.shape)}",
-                           facts=_facts(got_arr, expected, facts))
+        failure = GradeFailure(f"{what}: expected shape {tuple(expected.shape)}, got shape {tuple(got_arr.shape)}",
+                               facts=_facts(got_arr, expected, facts, t))
+        failure.compared = [(got_arr, expected, dict(facts or {}), t)]
+        raise failure
     got64 = got_arr.astype(np.float64)
     peak = float(np.abs(expected).max(initial=0.0))
     if not math.isfinite(peak):  # nan or inf expected somewhere: the scale comes from the finite values

@@ -589,7 +589,7 @@ class Evidence:
         if self.told is not None:
             self.pending = {"facts": found, "got": got.tolist(), "expected": expected.tolist(),
                             "options": {k: v for k, v in (options or {}).items() if k != "allowed"}, "atol": atol,
-                            "allowed": None if allowed is None else (torch.as_tensor(allowed) != 0).tolist(),
+                            "allowed": _allowed_list(allowed if allowed is not None else (options or {}).get("allowed")),
                             "weights": None if weights is None else weights.detach().tolist()}
         return found
 
@@ -651,6 +651,11 @@ class Evidence:
 
 
 EVIDENCE = Evidence()
+
+
+def _allowed_list(allowed):
+    """A mask as lists of booleans (True where a key may be seen), for the kit's audit."""
+    return None if allowed is None else (torch.as_tensor(allowed) != 0).tolist()
 
 
 SMALL = 16  # a tensor with at most this many entries is shown whole

@@ -15,10 +15,13 @@ One file per part, in the order a call meets them:
 
     transport.py    the call socket, both ends: SandboxTransport (grader side: pipelined calls, time
                     limits, answer checks, faults in words) and serve() (the child's loop)
+    lending.py      which of the grader's stand-ins a call needs, each one's own source, and which
+                    child may answer a call (never one lent a stand-in of the name it grades)
     zygote.py       the zygote: Zygote (the grader's handle), its main loop, one fork per child in a
                     PID namespace of its own, reaping; Child (a live child, killed by pidfd)
-    confinement.py  the layers around a child: scratch ownership and quota, private mount view,
-                    rlimits, uid drop, Landlock, seccomp, network namespace, then the audit hook
+    confinement.py  the layers around a child: its own copy of the submission, ownership and quota,
+                    private mount view, rlimits, uid drop, Landlock, seccomp, network and IPC
+                    namespaces, then the audit hook
     startup.py      what the zygote does once before its first child: warm-up, and the start-up
                     check (a child that proves it can read its import path and import what torch
                     loads lazily); SandboxRefused when it cannot

@@ -184,7 +184,7 @@ def class_stats(records: list[SubmissionResult], hints: dict[str, str]) -> dict:
 
 # The layers that keep one student's code from the machine, the network and the other students.
 # A run without any of them still grades right, but a person must know before trusting it.
-SANDBOX_LAYERS = ("pidns", "netns", "uid", "rlimits", "landlock", "seccomp")
+SANDBOX_LAYERS = ("pidns", "netns", "ipcns", "uid", "rlimits", "landlock", "seccomp")
 REQUIRED_LAYERS = ("pidns", "netns")
 
 

@@ -309,6 +309,10 @@ NBGRADER_MUTANTS = ("sa.no_scale", "sa.inverted_mask", "sa.detached_scores", "sa
                     "blk.pre_post_swapped", "blk.mask_dropped", "blk.d_ff_ignored")
 
 
+# Correct implementations of the catalogue that differ from the reference in how they compute.
+NBGRADER_VARIANTS = ("einsum", "head_loop", "large_negative")
+
+
 def _nbgrader(course: Path, *args: str) -> None:
     # The kit is importable in its venv from any folder (an editable install): no PYTHONPATH.
     env = {key: value for key, value in _jupyter_env(course).items() if key != "PYTHONPATH"}
@@ -330,8 +334,12 @@ def _grader_points(class_folder: Path, out: Path) -> dict[str, dict[str, float]]
 def test_nbgrader_autograde_gives_the_points_grader_grade_gives(tmp_path, source_nb, rubric):
     """One nbgrader course, one autograde run for the reference, an untouched notebook and 13 catalogue
     mutants: per part, nbgrader's gradebook holds exactly what `grader grade` gives the same notebooks."""
+    from grader import killrate
+
     catalogue = _catalogue()
-    cases = {"reference": notebook.SOLUTIONS, "blank": None,
+    variants = {f"variant_{path.name}": path for path in killrate.variants() if path.name in NBGRADER_VARIANTS}
+    assert len(variants) == len(NBGRADER_VARIANTS), "the catalogue's correct variants named here exist"
+    cases = {"reference": notebook.SOLUTIONS, "blank": None, **variants,
              **{bug.replace(".", "_"): catalogue.mutant_dir(bug) for bug in NBGRADER_MUTANTS}}
     course, name = tmp_path / "course", LESSON.name
     (course / "source" / name).mkdir(parents=True)
@@ -373,6 +381,7 @@ def test_nbgrader_autograde_gives_the_points_grader_grade_gives(tmp_path, source
     assert _grader_points(class_folder, tmp_path / "out") == nbgrader_points
     full = notebook.component_points(rubric)
     assert nbgrader_points["reference"] == full and sum(nbgrader_points["blank"].values()) == 0
+    assert all(nbgrader_points[name] == full for name in variants), "a correct variant gets full marks"
     for bug in NBGRADER_MUTANTS:
         lost = [part for part in notebook.MODULES if nbgrader_points[bug.replace(".", "_")][part] < full[part]]
         assert lost == [catalogue_component(bug)], (bug, nbgrader_points[bug.replace(".", "_")])

@@ -577,7 +577,7 @@ def _stripped_notebook(path: Path, max_bytes: int, limits: dict) -> str:
         # it is sent the path.
         resource.prlimit(proc.pid, resource.RLIMIT_AS, (memory, memory))
         resource.prlimit(proc.pid, resource.RLIMIT_CORE, (0, 0))
-        out, err = proc.communicate(os.fsencode(path) + b"\n", timeout=seconds)
+        out, err = proc.communicate(os.fsencode(path), timeout=seconds)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()

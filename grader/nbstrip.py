@@ -5,7 +5,7 @@ and time from outside, because a notebook is the student's file: pictures in its
 one 10-20 MB, and 20 MB of JSON built of tiny values would cost the grader's own process far more memory
 than any honest file. Standard library only, and nothing of the kit is imported: it starts in ~20 ms.
 
-    python -I -S grader/nbstrip.py MAX_READ MAX_LEFT   (stdin: the notebook's path, one line)
+    python -I -S grader/nbstrip.py MAX_READ MAX_LEFT   (stdin: the notebook's path, its bytes to the end)
 
 Prints the stripped JSON, or exits 3 when the file is over MAX_READ bytes and 4 when what is left is
 over MAX_LEFT; any other failure (not JSON, out of memory) exits with Python's status and its message on
@@ -36,7 +36,9 @@ def strip(data) -> None:
 
 def main() -> int:
     max_read, max_left = int(sys.argv[1]), int(sys.argv[2])
-    path = sys.stdin.readline().rstrip("\n")  # sent once the limits are on this process
+    # The path's bytes, all of stdin (sent once the limits are on this process): a file's name may hold
+    # a newline, so no line is read.
+    path = sys.stdin.buffer.read()
     with open(path, "rb") as f:
         raw = f.read(max_read + 1)
     if len(raw) > max_read:

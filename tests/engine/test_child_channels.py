@@ -209,8 +209,11 @@ def test_what_one_child_printed_is_not_read_by_the_next(child):
     assert ask(t, "printed_find") == 0
 
 
-@pytest.mark.parametrize("path", [f"/tmp/{TAG}", f"/dev/shm/{TAG}", f"/var/tmp/{TAG}"])
-def test_shared_temporary_folders_carry_nothing_to_the_next_child(child, path):
+# The folder is the parameter, the file's name is this process's: parallel workers (pytest-xdist) must
+# collect the same test ids, so no pid may appear in them.
+@pytest.mark.parametrize("folder", ["/tmp", "/dev/shm", "/var/tmp"])
+def test_shared_temporary_folders_carry_nothing_to_the_next_child(child, folder):
+    path = f"{folder}/{TAG}"
     first = child(slot=0)
     made = ask(first, "file_make", path)
     first.close()

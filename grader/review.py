@@ -438,6 +438,7 @@ def render_student(review: Review, records: list[SubmissionResult], index: int, 
         out.append(f'<p class="why">{e(why)}</p>')
     left_column = [f"<p>from <code>{e(result.source or '?')}</code>"
                    + (f' · <span class="bad">{state["late"]} day(s) late</span>' if state["late"] else "") + "</p>",
+                   *_group_line(review.out, name),
                    "<table><tr><th>part</th><th>points</th></tr>"]
     for component, (score, possible) in by_component(result).items():
         cls = ' class="bad"' if possible and score < possible else ""
@@ -515,6 +516,28 @@ def _decision_item(o: dict) -> str:
     noted = f' — <span class="staff-note">staff only: {e(staff)}</span>' if staff else ""
     return (f"<li><code>{e(o['test'])}</code>: {e(points)}{said}{noted} "
             f"<small>({e(o.get('by', ''))} {e(o.get('at', ''))})</small></li>")
+
+
+def _group_line(out_dir: Path, name: str) -> list[str]:
+    """Who this submission belongs to when OUT/roster.csv names a group (grader/roster.py)."""
+    from grader import roster
+
+    try:
+        people = roster.in_out(out_dir)
+    except roster.RosterError as error:
+        return [f'<p class="error">roster.csv: {html.escape(str(error))}</p>']
+    if people is None:
+        return []
+    members = people.members(name)
+    group = people.group_of(name)
+    if len(members) < 2 and not group:
+        return []
+    partners = [s for s in people.students if group and s.group == group and s.submission != name]
+    said = ", ".join(html.escape(m.name or m.identity) for m in members)
+    if partners:
+        said += " · partners' own submissions: " + ", ".join(
+            html.escape(f"{p.name or p.identity} ({p.submission})") for p in partners)
+    return [f'<p class="group">group {html.escape(group or name)}: {said}</p>']
 
 
 def _folded(title: str, items: list[str], *, tag: str = "div", cls: str = "", open_under: int = 4) -> str:

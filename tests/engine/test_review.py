@@ -355,3 +355,13 @@ def test_a_bad_row_in_the_page_s_files_is_said_on_the_list_and_the_page(served):
         assert response.status == 200
         assert "regrade_requests.csv:2: time &#x27;yesterday&#x27; is not an ISO 8601 time" in page
         assert "comments.csv:2: line &#x27;zero&#x27; is not a line number" in page
+
+
+def test_the_student_page_shows_the_group_from_the_roster(served):
+    server, out = served
+    (out / "roster.csv").write_text("identifier,submission,name,group\nm@x,mallory,Mal <Lory>,duo\n"
+                                    "p@x,mallory,Pat,duo\nn@x,nina,Nina,\n")
+    _, page = _request(server, "GET", "/s/mallory")
+    assert "group duo: Mal &lt;Lory&gt;, Pat" in page and "<Lory>" not in page
+    _, page = _request(server, "GET", "/s/nina")
+    assert 'class="group"' not in page  # one student's own submission: no group line

@@ -248,7 +248,8 @@ def confine(*, scratch: str, uid: int | None, out_fd: int, keep_fd: int, config:
     os.chdir(scratch)
     # Libraries that cache or write temporary files (matplotlib, tempfile) find a writable home here.
     os.environ.update(HOME=scratch, TMPDIR=scratch, MPLCONFIGDIR=os.path.join(scratch, ".config"))
-    sys.path[:] = [scratch] + [p for p in sys.path if p and Path(p).resolve() != KIT_ROOT]
+    # No kit on the child's path: this one, nor another copy a venv's editable install (.pth) names.
+    sys.path[:] = [scratch] + [p for p in sys.path if p and Path(p).resolve() != KIT_ROOT and not _is_a_kit(p)]
     layers["rlimits"] = "rlimits" in config.layers and _set_rlimits(config, uid)
     layers["uid"] = False
     if uid is not None:
@@ -428,6 +429,10 @@ def landlock_abi(libc=None) -> int:
     libc = libc or ctypes.CDLL(None, use_errno=True)
     abi = libc.syscall(SYS_LANDLOCK["create"], None, ctypes.c_size_t(0), ctypes.c_uint32(1))
     return max(abi, 0)
+
+
+def _is_a_kit(path: str) -> bool:
+    return os.path.isfile(os.path.join(path, "grader", "sandbox", "confinement.py"))
 
 
 def read_only_paths() -> list[str]:

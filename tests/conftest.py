@@ -34,3 +34,15 @@ def load_reference():
 def ref():
     """The reference modules (solutions/day13), as a namespace: ref.self_attention, ref.multihead, ..."""
     return load_reference()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_start_for_leftover_checks():
+    """Mark when this test module began, for engine_helpers.descendants (see MODULE_STARTED there)."""
+    fixtures = str(Path(__file__).resolve().parent / "fixtures")
+    if fixtures not in sys.path:
+        sys.path.insert(0, fixtures)
+    import engine_helpers
+
+    engine_helpers.MODULE_STARTED[0] = engine_helpers.now_ticks() - 1
+    yield

@@ -20,7 +20,7 @@ TEST_WORKERS ?= auto
 BASE ?=
 SCALE ?=
 N ?=
-# Who each submission belongs to (grader/roster.py): grades.csv gets a row per student. The demo class
+# Who each submission belongs to (grader/intake/roster.py): grades.csv gets a row per student. The demo class
 # has its own roster (a pair shares kim_zip) and one regrade request, copied into OUT unless OUT has one.
 DEMO_CLASS := $(filter demo/class demo/class/,$(SUBMISSIONS))
 ROSTER ?= $(if $(DEMO_CLASS),demo/roster.csv,)
@@ -69,7 +69,7 @@ review: $(STAMP)
 # make bench BASE=<commit>: the same class graded by that commit too, in turns, so ratios come from one run.
 # SCALE=1000 grades a class of that size too (the per-submission figure should not grow with the class).
 bench: $(STAMP)
-	$(PY) -m grader.bench $(if $(N),-n $(N),) $(if $(JOBS),--jobs $(JOBS),) $(if $(BASE),--base $(BASE),) $(if $(SCALE),--scale $(SCALE),)
+	$(PY) -m grader.devtools.bench $(if $(N),-n $(N),) $(if $(JOBS),--jobs $(JOBS),) $(if $(BASE),--base $(BASE),) $(if $(SCALE),--scale $(SCALE),)
 
 release: $(STAMP)
 	$(PY) -m grader release --out dist

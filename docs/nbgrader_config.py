@@ -7,6 +7,6 @@ c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))
 # reach (nbgrader's default is /srv/nbgrader/exchange).
 c.Exchange.root = os.path.join(c.CourseDirectory.root, "exchange")
 # The kit grades the hidden tests in nbgrader's process instead of executing the notebook in a kernel.
-from grader.nbgrader_autograde import use_the_kit
+from grader.release.nbgrader_autograde import use_the_kit
 
 use_the_kit(c)

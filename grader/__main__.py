@@ -10,12 +10,12 @@ import sys
 
 
 def _call(module: str, function: str, **kwargs) -> int:
-    stage = importlib.import_module(module if "." in module else f"grader.{module}")
+    stage = importlib.import_module(f"grader.{module}")
     code = getattr(stage, function)(**kwargs)
     return int(code or 0)
 
 
-RELEASES = ("now", "after_due_date", "published", "all")  # grader.feedback.RELEASES, without importing it
+RELEASES = ("now", "after_due_date", "published", "all")  # grader.results.feedback.RELEASES, without importing it
 
 
 def _lesson_option(p) -> None:
@@ -53,12 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="regrade these submissions (rows of grades.csv) and leave the others as they are")
     p.add_argument("--shard", default=None, metavar="K/N", help="grade only slice K of N (1-based)")
     p.add_argument("--overrides", default=None, metavar="FILE",
-                   help="a person's decisions on points (default OUT/overrides.csv; see grader/overrides.py)")
+                   help="a person's decisions on points (default OUT/overrides.csv; see grader/admin/overrides.py)")
     p.add_argument("--roster", default=None, metavar="FILE",
                    help="who each submission belongs to (kept as OUT/roster.csv): grades.csv gets a row per "
-                        "student, partners keep their own lateness and are never flagged as similar; see grader/roster.py")
+                        "student, partners keep their own lateness and are never flagged as similar; see grader/intake/roster.py")
     _release_option(p)
-    p.set_defaults(run=lambda a: _call("run", "main", submissions=a.submissions, out=a.out,
+    p.set_defaults(run=lambda a: _call("running.grade", "main", submissions=a.submissions, out=a.out,
                                        jobs=a.jobs, force=a.force, only=a.only, shard=a.shard,
                                        overrides=a.overrides, release=a.release, roster=a.roster))
 
@@ -67,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True)
     p.add_argument("--overrides", default=None, metavar="FILE", help="default: the merged folder's overrides.csv")
     _release_option(p)
-    p.set_defaults(run=lambda a: _call("merge", "merge", shards=a.shards, out=a.out, overrides_path=a.overrides,
+    p.set_defaults(run=lambda a: _call("admin.merge", "merge", shards=a.shards, out=a.out, overrides_path=a.overrides,
                                        release=a.release))
 
     p = sub.add_parser("review", help="a page on this machine to walk the class and set points by hand")
@@ -78,30 +78,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--by", default="", help="your name or initials, written with each decision")
     p.add_argument("--release", choices=RELEASES, default="all",
                    help="which tests' details the page shows (default all: the teaching staff's view)")
-    p.set_defaults(run=lambda a: _call("review", "main", out=a.out, submissions=a.submissions,
+    p.set_defaults(run=lambda a: _call("admin.review", "main", out=a.out, submissions=a.submissions,
                                        overrides_path=a.overrides, port=a.port, release=a.release, by=a.by))
 
     p = sub.add_parser("check", help="check one submission's deliverables (heatmap, analysis, diagram, README)")
     p.add_argument("submission")
-    p.set_defaults(run=lambda a: _call("checker", "main", submission=a.submission))
+    p.set_defaults(run=lambda a: _call("running.deliverables_process", "main", submission=a.submission))
 
     p = sub.add_parser("stubs", help="regenerate assignments/ stubs from solutions/ markers")
     p.add_argument("--check", action="store_true", help="fail if the committed stubs differ")
-    p.set_defaults(run=lambda a: _call("stubs", "main", check=a.check))
+    p.set_defaults(run=lambda a: _call("release.stubs", "main", check=a.check))
 
     p = sub.add_parser("release", help="build the student release (dist/<lesson>, dist/<lesson>.zip)")
     p.add_argument("--out", default="dist")
-    p.set_defaults(run=lambda a: _call("release", "main", out=a.out))
+    p.set_defaults(run=lambda a: _call("release.student_release", "main", out=a.out))
 
     p = sub.add_parser("gradescope", help="build the Gradescope autograder zip")
     p.add_argument("--out", default="dist")
-    p.set_defaults(run=lambda a: _call("gradescope", "main", out=a.out))
+    p.set_defaults(run=lambda a: _call("release.gradescope", "main", out=a.out))
 
     p = sub.add_parser("collect", help="clone or update student repositories at a deadline")
     p.add_argument("roster", help="text file of repository URLs/paths, or a GitHub Classroom export (.csv)")
     p.add_argument("--out", required=True, help="folder that receives one sub-folder per student")
     p.add_argument("--deadline", default=None, help="ISO time: take the last commit before it")
-    p.set_defaults(run=lambda a: _call("collect", "main", roster=a.roster, out=a.out, deadline=a.deadline))
+    p.set_defaults(run=lambda a: _call("intake.collect", "main", roster=a.roster, out=a.out, deadline=a.deadline))
 
     p = sub.add_parser("similarity", help="compare every pair of submissions (code, README/analysis, pictures)")
     p.add_argument("submissions", help="folder holding one entry per student")
@@ -113,15 +113,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("out", help="the --out folder of a grading run (its grades.csv)")
     p.add_argument("--format", required=True, choices=("canvas", "moodle", "blackboard", "csv"))
     p.add_argument("--roster", default=None, help="CSV mapping submissions to students (a GitHub Classroom "
-                                                  "roster works as it is); see grader/roster.py")
+                                                  "roster works as it is); see grader/intake/roster.py")
     p.add_argument("--dest", default=None, help="file to write (default OUT/export-FORMAT.csv)")
     p.add_argument("--parts", action="store_true", help="each part's points too (csv format)")
     p.add_argument("--title", default=None, help="the assignment's name in the gradebook (default: the lesson's)")
-    p.set_defaults(run=lambda a: _call("export", "main", out=a.out, format=a.format, roster=a.roster,
+    p.set_defaults(run=lambda a: _call("admin.export", "main", out=a.out, format=a.format, roster=a.roster,
                                        dest=a.dest, parts=a.parts, title=a.title))
 
     p = sub.add_parser("killrate", help="grade every bug-catalogue mutant and correct variant; print the rates")
-    p.set_defaults(run=lambda a: _call("killrate", "main"))
+    p.set_defaults(run=lambda a: _call("admin.killrate", "main"))
 
     for command in sub.choices.values():
         _lesson_option(command)
@@ -133,10 +133,11 @@ def _similarity(a) -> int:
     with the similarity section, as `grade` writes it."""
     from pathlib import Path
 
-    code = _call("similarity", "main", submissions=a.submissions, out=a.out, lesson=a.lesson, jobs=a.jobs)
+    code = _call("admin.similarity", "main", submissions=a.submissions, out=a.out, lesson=a.lesson, jobs=a.jobs)
     if code != 0 or not (Path(a.out) / "grades.csv").is_file():
         return code
-    from grader import classreport, overrides
+    from grader.results import classreport
+    from grader.admin import overrides
 
     try:
         classreport.write_class(Path(a.out))

@@ -2,7 +2,7 @@
 
 Those cells ran `from grader.hidden_cell import hidden_test; hidden_test("part.test", globals())` in the
 student's kernel, after the student's cells, where a student cell could replace this module or patch
-what it used. They no longer grade anything here: the kit's autograde step (grader/nbgrader_autograde.py)
+what it used. They no longer grade anything here: the kit's autograde step (grader/release/nbgrader_autograde.py)
 reads their rubric ids from the gradebook and grades the notebook in nbgrader's own process. Run in a
 kernel, this function only says so, and under `nbgrader autograde` (which should run no cell of such a
 notebook) it stops the run rather than let a cell decide points.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from grader.notebook import NOT_SET_UP
+from grader.release.notebook import NOT_SET_UP
 
 
 def hidden_test(test: str, namespace: dict | None = None) -> None:
@@ -20,4 +20,4 @@ def hidden_test(test: str, namespace: dict | None = None) -> None:
         os.write(2, f"\n{NOT_SET_UP}\n".encode())
         os._exit(70)
     raise RuntimeError(f"hidden test {test} is graded by nbgrader autograde with the kit's step "
-                       "(grader/nbgrader_autograde.py), not in a notebook's kernel")
+                       "(grader/release/nbgrader_autograde.py), not in a notebook's kernel")

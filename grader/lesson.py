@@ -127,7 +127,7 @@ class Lesson:
     standins_module: str  # importable names of the lesson's modules
     catalogue_module: str
     tolerances_module: str
-    adapter_class: str  # "package.module:Class": the hidden tests' adapter (a grader.calls.Adapter)
+    adapter_class: str  # "package.module:Class": the hidden tests' adapter (a grader.running.calls.Adapter)
     variants: Path | None  # correct implementations the kill rate grades (none: no false-failure figure)
     skeletons: Path | None  # skeletons (shapes, no computation) the kill rate grades
     skeleton_parts: dict[str, str]  # a part skeleton's name prefix -> the part it replaces
@@ -178,7 +178,7 @@ class Lesson:
         return f"{self.package}.{self.deliverables_checks.stem}" if self.deliverables_checks else None
 
     def deliverable_checks(self) -> tuple:
-        """The lesson's deliverable checks, ((check id, check), ...), for grader.deliverables.run_checks.
+        """The lesson's deliverable checks, ((check id, check), ...), for grader.judging.deliverables.run_checks.
         Imported on first use: the checks need numpy and Pillow."""
         if self.deliverables_module is None:
             return ()
@@ -213,7 +213,7 @@ def _adapter_class(package: str, declared_as, where: Path) -> str:
     """`module:Class` in lesson.toml, the module named within the lesson's package; a lesson that
     declares none asks through the engine's plain adapter (calls by hand, no request builders)."""
     if declared_as is None:
-        return f"{ENGINE.name}.calls:Adapter"
+        return f"{ENGINE.name}.running.calls:Adapter"
     module, colon, name = str(declared_as).partition(":")
     if not (colon and module and name.isidentifier()):
         raise LessonError(f"{where}: adapter = {declared_as!r}; write it as \"module:Class\" (a module of the lesson)")

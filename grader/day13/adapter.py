@@ -1,7 +1,7 @@
 """Day 13's requests: what its hidden tests ask a submission (`student.sdpa(...)`, `student.mha(...)`, ...).
 
-Each method turns a request into a call (header + arrays, see grader/execute.py); the engine's
-`grader.calls.Adapter` records, batches and sends it through a transport. lesson.toml declares this
+Each method turns a request into a call (header + arrays, see grader/running/executor.py); the engine's
+`grader.running.calls.Adapter` records, batches and sends it through a transport. lesson.toml declares this
 class, and the engine reaches it through the lesson (`Lesson.adapter()`).
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from grader import calls
+from grader.running import calls
 
 # Where each tensor the hidden tests load, and each attribute they read, is in a student's module: the
 # contract's description as data (bindings.toml), sent with the calls and applied by the engine.

@@ -5,11 +5,11 @@ reference that shows the bug: patches (file, exact text, replacement) applied to
 lesson's reference (lesson.toml `solutions`; tests/day13/test_graders.py checks that each text occurs
 exactly once, so the catalogue cannot rot silently). Hint texts live in rubric.toml under
 [hints."<id>"]. The engine builds the mutants and replays a failing student's calls on them to name
-the misconception (grader/mutants.py).
+the misconception (grader/judging/mutants.py).
 """
 from __future__ import annotations
 
-from grader.mutants import Bug
+from grader.judging.mutants import Bug
 
 SA, MH, PE, BL = "self_attention.py", "multihead.py", "positional.py", "block.py"
 

@@ -2,7 +2,7 @@
 README on Q, K and V (handout §5, §12, §18; assignments/day13/CONTRACT.md, "The other deliverables").
 
 What each file must be is decided here; reading it safely and judging pictures, text and vector
-drawings is the deliverables checker's (grader/deliverables.py), which runs `CHECKS`. The student
+drawings is the deliverables checker's (grader/judging/deliverables.py), which runs `CHECKS`. The student
 release ships this file as tools/deliverable_checks.py beside the checker, with the handout's
 fingerprints (handout_ngrams.txt, beside this file), so `make check` runs the grader's own checks.
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 if __package__:  # in the kit, grader/day13/
-    from grader import deliverables as kit
+    from grader.judging import deliverables as kit
 else:  # in the student release, tools/ beside the checker
     import deliverables as kit
 

@@ -33,7 +33,7 @@ def causal_mask(T, device=None):
 def positional_encoding(T, d_model):
     """The sinusoidal table of handout §8. When a student's function raises while the class of its
     file that calls it runs (SelfAttention, PositionalEncoding), that class is graded again over
-    the function's stand-in (grader/execute.py, "over_standins")."""
+    the function's stand-in (grader/running/executor.py, "over_standins")."""
     angle = torch.arange(T, dtype=torch.float32)[:, None] / 10000 ** (
         torch.arange(0, d_model, 2, dtype=torch.float32) / d_model)  # (T, d_model/2)
     return torch.stack([torch.sin(angle), torch.cos(angle)], dim=-1).reshape(T, d_model)  # (T, d_model)

@@ -2,7 +2,7 @@
 
 A comparison passes when |got - expected| <= atol + rtol * |expected| elementwise, where the
 reference scale of atol is max(1, max|expected|) so that large gradients are judged relative
-to their size (the engine's grader/tolerances.py and grader/checks.py).
+to their size (the engine's grader/judging/tolerances.py and grader/judging/assertions.py).
 
 How the numbers were chosen: `python -m grader.day13.tolerances` runs the hidden tests on every
 correct variant in tests/fixtures/correct/ (einsum, manual stable softmax, per-head loop,
@@ -28,7 +28,7 @@ tests/day13/test_graders.py re-measures these margins and grades every mutant (t
 """
 from __future__ import annotations
 
-from grader.tolerances import Tol, for_dtype
+from grader.judging.tolerances import Tol, for_dtype
 
 VALUES = {
     "float32": Tol(2e-5, 1e-4, "float32 rounding across matmul/einsum/loop/float64-inside: spread ~6e-7"),
@@ -78,7 +78,7 @@ def grads(dtype: str) -> Tol:
 
 def main() -> int:
     """Print the measured spread of the correct variants per kind of value."""
-    from grader.killrate import measure_spread
+    from grader.admin.killrate import measure_spread
 
     for kind, (spread, where) in sorted(measure_spread().items()):
         print(f"{kind:28s} {spread:.3e}   ({where})")

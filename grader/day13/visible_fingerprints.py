@@ -44,9 +44,9 @@ DIGITS = 5  # significant digits kept: far finer than the match tolerance, coars
 def build() -> dict:
     """Run the reference and every catalogue mutant through the visible tests; the file's contents."""
     from grader.day13 import catalogue
-    from grader.forbidden import load_policy
+    from grader.running.forbidden import load_policy
     from grader.lesson import load_lesson
-    from grader.mutants import apply
+    from grader.judging.mutants import apply
 
     lesson = load_lesson("day13")
     rubric = lesson.rubric()

@@ -2,7 +2,7 @@
 
 Process tree (as root; without root the layers that need it are skipped and recorded):
 
-    grader ──spawns──► zygote  (fresh interpreter: torch, numpy, grader.protocol/execute/forbidden and
+    grader ──spawns──► zygote  (fresh interpreter: torch, numpy, grader.running.protocol/execute/forbidden and
                           │      this package; nothing else. Its heap has no hidden test, no reference,
                           │      no expected output, no stand-in to find; library attention is switched
                           │      off in it.)

@@ -226,7 +226,7 @@ def confine(*, scratch: str, uid: int | None, out_fd: int, keep_fd: int, config:
     """Every layer, in order, in a child just forked by the zygote; what took goes into `layers`.
 
     `view` is the zygote's view_plan(), `seccomp` its precompiled filter (None: compiled here), `arm`
-    what grader/forbidden.py's prepare() returned (it installs the audit hook, the last layer)."""
+    what grader/running/forbidden.py's prepare() returned (it installs the audit hook, the last layer)."""
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(out_fd, 1)

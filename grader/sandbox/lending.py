@@ -2,11 +2,11 @@
 
 A stand-in is a working implementation of a graded name (the lesson's stand-ins file). A call that
 grades a part over a stand-in of another (the lesson's [always_standin], a sub-module replaced by
-one, a retry over the stand-in of a function that raised: grader/score.py's OverStandIns) needs it
+one, a retry over the stand-in of a function that raised: grader/judging/score.py's OverStandIns) needs it
 in the child that answers. So:
 
 - each stand-in is lent alone: its own source, cut from the stand-ins file with only the imports
-  and the other stand-ins it calls, run by the child in a namespace of its own (grader/execute.py,
+  and the other stand-ins it calls, run by the child in a namespace of its own (grader/running/executor.py,
   ModuleLoader.receive_standins). Whatever the child reaches from it (`__globals__`, closures,
   code constants) implements what it implements, and nothing more;
 - a child that was lent a stand-in answers no call of a graded name that stand-in implements (the
@@ -22,7 +22,7 @@ import ast
 from dataclasses import dataclass, field
 
 # The stand-ins file's function that builds a replacement sub-module ("standins" in a call's header:
-# {attribute path: kind}); grader/execute.py calls it by this name.
+# {attribute path: kind}); grader/running/executor.py calls it by this name.
 MAKER = "make"
 
 

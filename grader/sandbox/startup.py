@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from grader import protocol
+from grader.running import protocol
 from grader.sandbox.confinement import KIT_ROOT, enterable_temp_dir, prepare_scratch, slot_uid
 
 PROBE_TIMEOUT = 45.0  # wall seconds for the start-up check (within Zygote.wait_ready's 60)

@@ -1,7 +1,7 @@
 """The call socket between the grader and a student child, both ends.
 
 Grader side, SandboxTransport: `call(header, arrays) -> (header, arrays)` into a sandboxed child of
-one submission (grader/protocol.py frames, no pickle). It pipelines a batch of calls, holds each to
+one submission (grader/running/protocol.py frames, no pickle). It pipelines a batch of calls, holds each to
 its time limit and the submission to its budget, caps what the child may send back, and checks every
 answer's fields against what the executor writes (reply_problem): a forged, oversized or missing
 answer, a death or a hang becomes a fault of that call, in words, and the next call goes to a fresh
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from grader import protocol
+from grader.running import protocol
 from grader.sandbox import SandboxConfig
 from grader.sandbox.confinement import (EXIT_CPU_LIMIT, EXIT_FILE_LIMIT, child_copy, discard_copy, slot_uid,
                                         sweep_shared)
@@ -162,7 +162,7 @@ class SandboxTransport:
 
     def printed_heads(self) -> list[str]:
         """The first bytes each child of this submission printed, the live one's last: what the
-        grader looks through for printed claims of a result (grader/integrity.py). Only read, never
+        grader looks through for printed claims of a result (grader/judging/integrity.py). Only read, never
         parsed as a grade."""
         return self._printed + [self._output_head()]
 
@@ -271,7 +271,7 @@ class SandboxTransport:
         if isinstance(reply, dict) and reply.pop("retry_without_meta", False) \
                 and isinstance(header, dict) and not header.get("no_meta"):
             # The child built an inspected module on the meta device and something of it outlived the
-            # call (grader/execute.py, _inspect_on_meta): answer from a fresh child that builds on CPU,
+            # call (grader/running/executor.py, _inspect_on_meta): answer from a fresh child that builds on CPU,
             # as every later inspect of this submission will. Not a fault of the submission.
             self._no_meta = True
             self._stop_child()
@@ -293,7 +293,7 @@ class SandboxTransport:
 
     def top_names(self) -> set[str]:
         """The names at the top of each child's copy when it ended, the live one's too: with the names
-        handed in, what the submission's code wrote into its own folder (grader/integrity.py)."""
+        handed in, what the submission's code wrote into its own folder (grader/judging/integrity.py)."""
         return self._names | (_top_names(self._copy) if self._copy is not None else set())
 
     def _spawn(self):
@@ -385,7 +385,7 @@ def _top_names(folder: Path, limit: int = 2000) -> set[str]:
 
 
 def without_paths(text: str) -> str:
-    """`text` with every absolute path cut to its last part (`/home/x/kit/grader/run.py` -> `…/run.py`):
+    """`text` with every absolute path cut to its last part (`/home/x/kit/grader/running/grade.py` -> `…/run.py`):
     for messages about the engine that end up in a student's feedback."""
     return re.sub(r"(?<![\w.~])(?:[A-Za-z]:)?[/\\][^\s'\"]*[/\\]([^\s/\\'\"]*)", r"…/\1", text)
 
@@ -398,7 +398,7 @@ def _mb(n: int) -> str:
 
 
 def reply_problem(header: dict, arrays: dict) -> str | None:
-    """What is wrong with a call's answer, by the shape grader/execute.py gives it; None if nothing.
+    """What is wrong with a call's answer, by the shape grader/running/executor.py gives it; None if nothing.
 
     Every field the scorer reads is checked for its type (and every array it names for being
     there), so a forged or damaged answer is refused here, as the submission's fault, instead of

@@ -34,7 +34,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
-from grader import protocol
+from grader.running import protocol
 from grader.lesson import LESSON_ENV, load_lesson
 from grader.sandbox import DEFAULT_CONFIG, SandboxConfig, lending, startup, transport
 from grader.sandbox.confinement import (KIT_ROOT, PR_SET_PDEATHSIG, confine, is_root, own_ipc, own_network,
@@ -64,7 +64,7 @@ class Zygote:
     """
 
     def __init__(self, *, slots: int, config: SandboxConfig = DEFAULT_CONFIG,
-                 entry: str = "grader.execute", install: str | None = "grader.forbidden",
+                 entry: str = "grader.running.executor", install: str | None = "grader.running.forbidden",
                  preload: tuple[str, ...] = (), extra_path: tuple[str, ...] = ()):
         self.config = config
         # The grader's stand-ins are never in the zygote (every child would hold them): a child is lent
@@ -228,7 +228,7 @@ def _pidfd_open(pid: int) -> int:
 def _lesson_standins() -> lending.Lending:
     """The lesson's stand-ins as the transport lends them, one by one (grader/sandbox/lending.py): each
     one's own source, and the graded names each implements (the lesson's forbidden.toml, [standins])."""
-    from grader import forbidden
+    from grader.running import forbidden
 
     lesson = load_lesson()
     table = forbidden.load_policy()["standins"]
@@ -246,8 +246,8 @@ class ChildSetup:
     check's child, forked before the warm-up, gets it without the precompiled seccomp filter."""
 
     config: SandboxConfig
-    entry: ModuleType  # the executor (grader/execute.py)
-    arm: Callable[[str], None] | None  # grader/forbidden.py's arm(scratch): installs the audit hook
+    entry: ModuleType  # the executor (grader/running/executor.py)
+    arm: Callable[[str], None] | None  # grader/running/forbidden.py's arm(scratch): installs the audit hook
     libc: ctypes.CDLL
     own_pidns: int  # an fd of the zygote's own PID namespace; -1 when children get no namespace of their own
     view_plan: list  # confinement.view_plan() of this zygote: applied in each child before it drops root

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import notebook, release
+from grader.release import notebook
+
+from grader.release import student_release as release
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTRACT = release.ASSIGNMENT / "CONTRACT.md"

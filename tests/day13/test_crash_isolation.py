@@ -18,7 +18,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import REFERENCE, components, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
 
-from grader import killrate, run  # noqa: E402
+from grader.admin import killrate
+
+from grader.running import grade as run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
 torch.set_num_threads(1)

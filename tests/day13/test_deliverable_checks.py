@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from grader import deliverables
+from grader.judging import deliverables
 from grader.day13 import deliverable_checks as rules
 
 ROOT = Path(__file__).resolve().parents[2]

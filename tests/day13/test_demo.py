@@ -93,7 +93,8 @@ def test_similarity_flags_exactly_the_planted_pair(tmp_path):
     """The demo's students wrote their own code, prose and pictures: the one pair the check may flag is
     the copy planted on purpose (noah's heatmap is ada's file). When the demo students were the
     reference with one bug each, this flagged 88 rows and buried that pair."""
-    from grader import intake, similarity
+    from grader.intake import submissions as intake
+    from grader.admin import similarity
 
     base = similarity.load_base("day13", released_notebook=similarity.released_notebook_code)
     rows = similarity.run(subs=intake.discover(DEMO), out=tmp_path, base=base, jobs=2)
@@ -109,7 +110,9 @@ def test_roster_lateness_and_regrade_request_name_demo_submissions():
     demo/regrade_requests.csv name submissions the demo has, so `make grade` takes them as they are."""
     import csv
 
-    from grader import regrade_requests, roster
+    from grader.admin import regrade_requests
+
+    from grader.intake import roster
 
     names = {p.name[:-4] if p.suffix == ".zip" else p.stem if p.suffix == ".ipynb" else p.name
              for p in DEMO.iterdir() if p.name != "collected.csv"}

@@ -24,7 +24,13 @@ sys.path.insert(0, str(HERE.parent / "engine"))
 from engine_helpers import KIT, uid_base_for_tests  # noqa: E402
 from test_review_browser import ARGS, _browser, _playwright  # noqa: E402
 
-from grader import feedback, regrade, review, run  # noqa: E402
+from grader.results import feedback
+
+from grader.admin import regrade
+
+from grader.admin import review
+
+from grader.running import grade as run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
 CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(14))

@@ -3,12 +3,12 @@ visible tests alike.
 
 Every catalogue mutant, every correct variant and the fresh mistakes of tests/fixtures/fresh_mistakes.py (none
 of them in the catalogue) go through both routes:
-- the hidden grading (grader/score.py, in this process: trusted code only), and each hidden test run again here
+- the hidden grading (grader/judging/score.py, in this process: trusted code only), and each hidden test run again here
   to keep the numbers its failure compared;
 - the visible tests, as a student runs them, recorded by the conftest's EVIDENCE.told (grader/day13/
   visible_fingerprints.record_visible).
 Then: a hint naming a cause appears only with its fingerprint (a catalogue mistake) or with one of the facts
-it is written for; every fact claimed is recomputed here, independently of grader/diagnose.py, from the numbers
+it is written for; every fact claimed is recomputed here, independently of grader/judging/diagnose.py, from the numbers
 it was found in; the facts that need other calls (randomness) are held to what is known of each submission;
 and each fresh mistake gets, in both routes, the fact that points at its place.
 """
@@ -24,9 +24,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader import diagnose, killrate, score
-from grader.calls import InProcessTransport
-from grader.checks import GradeFailure
+from grader.judging import diagnose
+
+from grader.admin import killrate
+
+from grader.judging import score
+from grader.running.calls import InProcessTransport
+from grader.judging.assertions import GradeFailure
 from grader.day13 import visible_fingerprints
 from grader.lesson import load_lesson
 
@@ -140,7 +144,7 @@ def visible(submissions):
     return visible_fingerprints.record_visible(plan)["told"]
 
 
-# -- recomputing a fact, independently of grader/diagnose.py ----------------------------------------
+# -- recomputing a fact, independently of grader/judging/diagnose.py ----------------------------------------
 def _bad(got, expected, atol, rtol):
     scale = max(1.0, float(np.nanmax(np.abs(np.where(np.isfinite(expected), expected, 0.0)), initial=0.0)))
     with np.errstate(invalid="ignore"):

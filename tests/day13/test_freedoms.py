@@ -1,5 +1,5 @@
 """The contract's freedoms (grader/day13/freedoms.py) and how the grader binds to the contract
-(grader/day13/bindings.toml, applied by grader/execute.py).
+(grader/day13/bindings.toml, applied by grader/running/executor.py).
 
 Every freedom has a variant that takes it; tests/day13/test_visible_parity.py grades each, hidden and
 visible, at full marks. Here: the list itself, the layouts that first failed (an `nn.Sequential` whose
@@ -15,8 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader import killrate, mutants
-from grader.calls import InProcessTransport
+from grader.admin import killrate
+
+from grader.judging import mutants
+from grader.running.calls import InProcessTransport
 from grader.day13 import freedoms
 from grader.day13.adapter import BINDINGS, Adapter
 from grader.day13.tests import test_block

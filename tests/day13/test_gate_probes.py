@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import killrate
+from grader.admin import killrate
 
 ROOT = Path(__file__).resolve().parents[2]
 CHEATS = ROOT / "tests" / "fixtures" / "gate_cheats"

@@ -11,8 +11,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader import killrate, mutants, score
-from grader.calls import InProcessTransport
+from grader.admin import killrate
+
+from grader.judging import mutants
+
+from grader.judging import score
+from grader.running.calls import InProcessTransport
 from grader.day13 import tolerances
 
 torch.set_num_threads(1)
@@ -212,7 +216,7 @@ def test_static_scan_finds_library_attention_but_not_the_students_own_function(t
 
 
 def test_static_scan_reads_notebook_cells_and_blames_the_part_a_cell_defines(tmp_path):
-    from grader.intake import NOTEBOOK_MODULE, notebook_module_source
+    from grader.intake.submissions import NOTEBOOK_MODULE, notebook_module_source
 
     cells = ["import torch.nn as nn",
              "class MultiHeadAttention(nn.Module):\n    def __init__(self, d, h):\n"
@@ -224,7 +228,7 @@ def test_static_scan_reads_notebook_cells_and_blames_the_part_a_cell_defines(tmp
 
 
 def test_static_scan_knows_a_torch_alias_imported_in_an_earlier_notebook_cell(tmp_path):
-    from grader.intake import NOTEBOOK_MODULE, notebook_module_source
+    from grader.intake.submissions import NOTEBOOK_MODULE, notebook_module_source
 
     cells = ["import torch.nn.functional as G",
              "def scaled_dot_product_attention(Q, K, V, mask=None):\n"
@@ -236,7 +240,7 @@ def test_static_scan_knows_a_torch_alias_imported_in_an_earlier_notebook_cell(tm
 def test_a_correct_notebook_raises_no_integrity_flag_but_a_student_file_like_the_wrapper_does(tmp_path):
     # The intake wraps a notebook's cells in contract modules that call globals(); those are the kit's
     # text, not the student's. The same call written by a student is still flagged.
-    from grader.intake import discover, materialise
+    from grader.intake.submissions import discover, materialise
 
     subs = tmp_path / "subs"
     subs.mkdir()

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grader import deliverables
+from grader.judging import deliverables
 from grader.day13 import deliverable_checks
 
 ROOT = Path(__file__).resolve().parents[2]

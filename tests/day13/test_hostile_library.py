@@ -16,7 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import CODE_PARTS, components, make_submission, text_of, uid_base_for_tests  # noqa: E402
 
-from grader import run  # noqa: E402
+from grader.running import grade as run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
 HOSTILE = Path(__file__).resolve().parents[1] / "fixtures" / "hostile_library"
@@ -125,9 +125,9 @@ def test_flags_reach_the_staff_and_not_the_student(batch):
 def test_the_stand_ins_implement_no_part_the_policy_leaves_out(tmp_path):
     # A child lent a stand-in never answers a call of a graded name it implements ([standins.implements]).
     # That list is safe only if a submission made of the stand-ins earns points in no part it leaves out.
-    from grader import killrate
+    from grader.admin import killrate
     from grader.day13 import standins
-    from grader.forbidden import load_policy
+    from grader.running.forbidden import load_policy
 
     source = Path(standins.__file__).read_text().split("\ndef make(")[0]
     folder = make_submission(tmp_path / "standins", reference=False)

@@ -18,8 +18,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import REFERENCE, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
 
-from grader import killrate, run, score  # noqa: E402
-from grader.calls import InProcessTransport  # noqa: E402
+from grader.admin import killrate
+
+from grader.running import grade as run
+
+from grader.judging import score  # noqa: E402
+from grader.running.calls import InProcessTransport  # noqa: E402
 from grader.day13.adapter import Adapter  # noqa: E402
 from grader.day13.tests import checks as ck  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402

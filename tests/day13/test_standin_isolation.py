@@ -1,7 +1,7 @@
 """Nothing that works outlives the call it was lent for (tests/fixtures/borrow/).
 
 A submission that raises on purpose inside another graded name has the call asked again over the
-grader's stand-in of that name (grader/score.py, OverStandIns). Each borrowing submission here does
+grader's stand-in of that name (grader/judging/score.py, OverStandIns). Each borrowing submission here does
 that in every graded name it can, takes every function a lent stand-in lets it reach, uses it at
 once and keeps it (marshal) where a later child might read it: in its scratch folder, /tmp or
 /dev/shm. A submission that rewrites a sibling's source for a later child tries the same with its files.
@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import (REFERENCE, components, descendants, make_submission, processes_of, settled,  # noqa: E402
                             uid_base_for_tests)
 
-from grader import run  # noqa: E402
+from grader.running import grade as run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
 BORROW = Path(__file__).resolve().parents[1] / "fixtures" / "borrow"

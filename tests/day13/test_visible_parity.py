@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import killrate, mutants
+from grader.admin import killrate
+
+from grader.judging import mutants
 from grader.day13 import freedoms
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))

@@ -7,9 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from grader import classreport, feedback, overrides
-from grader.records import SubmissionResult
-from grader.records import TestResult as Outcome
+from grader.results import classreport
+
+from grader.results import feedback
+
+from grader.admin import overrides
+from grader.results.records import SubmissionResult
+from grader.results.records import TestResult as Outcome
 
 STUDENT_FILES = ("feedback.md", "feedback.html", "results.json")
 

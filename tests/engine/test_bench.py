@@ -1,4 +1,4 @@
-"""grader/bench.py (`make bench`): it runs, on a tiny class, with a BASE side by side, and says what it
+"""grader/devtools/bench.py (`make bench`): it runs, on a tiny class, with a BASE side by side, and says what it
 measured beside each goal; the per-stage breakdown names every stage and each stage that must cost
 something does. Timing figures themselves are never asserted (speed lives in the bench's output)."""
 import re
@@ -9,7 +9,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import KIT, uid_base_for_tests  # noqa: E402
 
-from grader import bench  # noqa: E402
+from grader.devtools import bench  # noqa: E402
 
 N = 2
 
@@ -17,7 +17,7 @@ N = 2
 def test_make_bench_on_a_tiny_class_beside_a_base_commit():
     # BASE=HEAD: the committed kit taken from git into a temporary folder and graded in turns with this
     # tree; both must grade every submission of the same class.
-    done = subprocess.run([sys.executable, "-m", "grader.bench", "-n", str(N), "--jobs", "1", "--base", "HEAD",
+    done = subprocess.run([sys.executable, "-m", "grader.devtools.bench", "-n", str(N), "--jobs", "1", "--base", "HEAD",
                            "--torch-repeats", "1", "--uid-base", str(uid_base_for_tests(9))],
                           cwd=KIT, capture_output=True, text=True, timeout=900)
     out = done.stdout

@@ -25,7 +25,7 @@ from PIL import Image
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import KIT, REFERENCE, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
 
-from grader import deliverables  # noqa: E402
+from grader.judging import deliverables  # noqa: E402
 
 BOUNDED = Path(__file__).resolve().parents[1] / "fixtures" / "bounded"
 CODE = ("self_attention", "multihead", "positional", "block")
@@ -38,7 +38,7 @@ HONEST = ("aaa_reference", "zzz_reference_1", "zzz_reference_2", "zzz_reference_
 
 GRADE = """
 import sys
-from grader import run
+from grader.running import grade as run
 from grader.sandbox import SandboxConfig
 # 10 s a call: the slot poisoner builds its 10,000 folders at import, on a machine that may be busy.
 config = SandboxConfig(call_timeout=10.0, cpu_seconds=20, uid_base=int(sys.argv[3]))

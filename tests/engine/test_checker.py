@@ -1,4 +1,4 @@
-"""grader/checker.py: the deliverables checks in a limited helper answer like run_checks, and a
+"""grader/running/deliverables_process.py: the deliverables checks in a limited helper answer like run_checks, and a
 submission whose files pass the helper's memory or time limit gets that reason; the next one is
 checked by a fresh helper."""
 import os
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from grader import deliverables
-from grader.checker import LimitedChecker
+from grader.judging import deliverables
+from grader.running.deliverables_process import LimitedChecker
 from grader.lesson import load_lesson
 
 REFERENCE = Path(__file__).resolve().parents[2] / "solutions" / "day13"
@@ -68,7 +68,7 @@ def test_checks_that_overrun_their_time_are_stopped_and_the_next_folder_gets_a_f
 def test_a_lesson_without_deliverable_checks_gets_no_checks_and_no_helper(folders, monkeypatch):
     from types import SimpleNamespace
 
-    from grader import checker as checker_module
+    from grader.running import deliverables_process as checker_module
 
     monkeypatch.setattr(checker_module, "load_lesson", lambda: SimpleNamespace(deliverables_module=None))
     with LimitedChecker(memory_bytes=1 << 30, seconds=120) as checker:

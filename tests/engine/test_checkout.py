@@ -58,7 +58,7 @@ def run_kit(kit, *args, timeout=600):
 # limit generous enough for a loaded machine (a child's first broadcast_shapes imports sympy).
 GRADE = """
 import sys
-from grader import run
+from grader.running import grade as run
 from grader.sandbox import SandboxConfig
 config = SandboxConfig(call_timeout=30.0, uid_base={uid_base})
 sys.exit(run.main(submissions=sys.argv[1], out=sys.argv[2], jobs=2, config=config))

@@ -1,4 +1,4 @@
-"""grader/classreport.py (and the plots it draws): grades.csv, summary.md, report.html, from records made here."""
+"""grader/results/classreport.py (and the plots it draws): grades.csv, summary.md, report.html, from records made here."""
 from __future__ import annotations
 
 import csv
@@ -9,8 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from grader import classreport, feedback, plots, storage
-from grader.document import md_inline
+from grader.results import classreport
+
+from grader.results import feedback
+
+from grader.results import plots
+
+from grader.results import storage
+from grader.results.document import md_inline
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from report_records import CLASS, EXPECTED_W, HINT, UNSCALED_W, class_files, grade_class, make_record  # noqa: E402

@@ -1,4 +1,4 @@
-"""grader/collect.py with real git on local bare repositories."""
+"""grader/intake/collect.py with real git on local bare repositories."""
 from __future__ import annotations
 
 import csv
@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import collect, intake
+from grader.intake import collect
+
+from grader.intake import submissions as intake
 
 JAN = "2026-01-10T12:00:00+00:00"
 FEB = "2026-02-10T12:00:00+00:00"
@@ -173,10 +175,11 @@ def test_naive_deadline_means_utc():
 
 
 def test_a_snapshot_keeps_every_file_and_dates_each_notebook_by_its_last_commit(tmp_path):
-    """Stubs stay in the snapshot (the grader decides what is the student's work, grader/intake.py);
+    """Stubs stay in the snapshot (the grader decides what is the student's work, grader/intake/submissions.py);
     each notebook carries the time of the last commit that changed it, so that of two edited
     notebooks the grader takes the one the student changed last, not the one written last."""
-    from grader import intake, release
+    from grader.intake import submissions as intake
+    from grader.release import student_release as release
 
     repo = StudentRepo(tmp_path, "nb-student")
     files = dict(release.stub_texts())

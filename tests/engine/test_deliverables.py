@@ -1,4 +1,4 @@
-"""grader/deliverables.py, the lesson-free checker: safe reading, the image, array, text, drawing and
+"""grader/judging/deliverables.py, the lesson-free checker: safe reading, the image, array, text, drawing and
 fingerprint helpers, and the runner and its command line, on a toy lesson's checks defined here.
 Day 13's own checks are tested in tests/day13/test_deliverable_checks.py. Pure file checks, no torch."""
 from __future__ import annotations
@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-from grader import deliverables
-from grader.deliverables import Check, Problem, run_checks
+from grader.judging import deliverables
+from grader.judging.deliverables import Check, Problem, run_checks
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -453,7 +453,7 @@ def test_main_on_a_zip_says_to_unzip(tmp_path, capsys):
 
 
 def test_the_checker_needs_only_the_standard_library_numpy_and_pillow():
-    tree = ast.parse((ROOT / "grader" / "deliverables.py").read_text(encoding="utf-8"))
+    tree = ast.parse((ROOT / "grader" / "judging" / "deliverables.py").read_text(encoding="utf-8"))
     imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import)
                 for alias in node.names}
     imported |= {node.module.split(".")[0] for node in ast.walk(tree)
@@ -476,7 +476,7 @@ def test_a_copy_runs_alone_with_the_checks_beside_it(sub, tmp_path):
     """As the release ships it: the checker and a lesson's checks file in one folder, nothing else."""
     tools = tmp_path / "tools"
     tools.mkdir()
-    (tools / "deliverables.py").write_bytes((ROOT / "grader" / "deliverables.py").read_bytes())
+    (tools / "deliverables.py").write_bytes((ROOT / "grader" / "judging" / "deliverables.py").read_bytes())
     run = [sys.executable, str(tools / "deliverables.py"), str(sub)]
     done = subprocess.run(run, capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert done.returncode == 2 and "deliverable_checks.py is missing" in done.stderr

@@ -1,4 +1,4 @@
-"""grader/diagnose.py: each fact is claimed exactly when the numbers show it, and every fact is data.
+"""grader/judging/diagnose.py: each fact is claimed exactly when the numbers show it, and every fact is data.
 
 Each case builds a wrong answer whose fault is known by construction, and checks the fact found, its
 parameters, and that no other cause-naming fact is claimed; the near misses (a factor that is not
@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from grader import diagnose
+from grader.judging import diagnose
 
 CAUSES = {"scaled", "sign_flipped", "score_scale", "permuted", "rows_not_normalised", "sums_to_1_along",
           "blocked_weight", "nonfinite", "random", "batch_mixing"}

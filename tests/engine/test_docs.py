@@ -1,14 +1,14 @@
 """README.md's and demo/README.md's example outputs are what the stored real run printed and wrote
-(grader/docs.py): compares with docs/run-record.json, grades nothing; rebuilds the release and the
+(grader/devtools/examples.py): compares with docs/run-record.json, grades nothing; rebuilds the release and the
 Gradescope zip to check their figures."""
 import json
 
-from grader import docs
+from grader.devtools import examples as docs
 
 
 def test_the_example_outputs_match_the_stored_run():
     run = json.loads(docs.RECORD.read_text(encoding="utf-8"))
-    assert docs.stale(run) == [], "run `python -m grader.docs` and commit what it changes"
+    assert docs.stale(run) == [], "run `python -m grader.devtools.examples` and commit what it changes"
     assert set(docs.blocks(run)) == {m.group("name") for path in docs.FILES
                                      for m in docs.BLOCK.finditer(path.read_text(encoding="utf-8"))}
 
@@ -28,7 +28,7 @@ def test_the_stored_release_and_gradescope_figures_are_what_the_kit_builds_now(t
     stored run must still be what `grader release` and `grader gradescope` print today."""
     run = json.loads(docs.RECORD.read_text(encoding="utf-8"))
     assert docs._run(tmp_path, "release", "--out", "dist") == run["release_output"], \
-        "run `python -m grader.docs` and commit what it changes"
+        "run `python -m grader.devtools.examples` and commit what it changes"
     import re
 
     def figures(line: str) -> tuple[int, int]:
@@ -38,4 +38,4 @@ def test_the_stored_release_and_gradescope_figures_are_what_the_kit_builds_now(t
     now, stored = figures(docs._run(tmp_path, "gradescope", "--out", "dist")[0]), figures(run["gradescope_output"][0])
     # Every edit of the engine changes the zip's size a little; its file count and size within 15% must hold.
     assert now[0] == stored[0] and abs(now[1] - stored[1]) <= 0.15 * stored[1], \
-        f"the zip is {now}, the README says {stored}: run `python -m grader.docs` and commit what it changes"
+        f"the zip is {now}, the README says {stored}: run `python -m grader.devtools.examples` and commit what it changes"

@@ -1,4 +1,4 @@
-"""grader/document.py: one description of a report, rendered to Markdown and to HTML, saying the same."""
+"""grader/results/document.py: one description of a report, rendered to Markdown and to HTML, saying the same."""
 from __future__ import annotations
 
 import html
@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from grader import classreport, document
-from grader.document import (Bullets, Cell, Code, Document, FileName, Figure, Figures, Html, Image, Item, Link,
+from grader.results import classreport
+
+from grader.results import document
+from grader.results.document import (Bullets, Cell, Code, Document, FileName, Figure, Figures, Html, Image, Item, Link,
                              Only, Paragraph, Section, Strong, Table, to_html, to_markdown)
-from grader.storage import load_records
+from grader.results.storage import load_records
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from report_records import grade_class  # noqa: E402

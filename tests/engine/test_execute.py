@@ -1,4 +1,4 @@
-"""The call executor (grader/execute.py)."""
+"""The call executor (grader/running/executor.py)."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from grader.execute import ModuleLoader, execute, to_numpy
+from grader.running.executor import ModuleLoader, execute, to_numpy
 from grader.sandbox.zygote import _lesson_standins
 
 torch.set_num_threads(1)
@@ -230,7 +230,7 @@ class MultiHeadAttention(nn.Module):
         except Exception:
             self.d_k = -1
 ''')
-    from grader import execute as ex
+    from grader.running import executor as ex
 
     built = []
     real = ex._inspect_on_meta
@@ -292,7 +292,7 @@ def table(d):
     assert got["inspect"]["buffers"] == {"pe": [4, 8]} and "retry_without_meta" not in got
 
 
-# -- a crash in a function costs only that function's tests (grader/execute.py, "over_standins") --
+# -- a crash in a function costs only that function's tests (grader/running/executor.py, "over_standins") --
 SA_CALLS_SDPA = '''
 import torch
 import torch.nn as nn

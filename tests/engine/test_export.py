@@ -1,4 +1,4 @@
-"""grader/export.py: the final grades in the columns each school gradebook's import reads, keyed by the
+"""grader/admin/export.py: the final grades in the columns each school gradebook's import reads, keyed by the
 roster's identity; a pair's submission gives each partner a row; nobody is dropped on either side."""
 from __future__ import annotations
 
@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from grader import classreport, export, feedback, regrade, roster
+from grader.results import classreport
+
+from grader.admin import export
+
+from grader.results import feedback
+
+from grader.admin import regrade
+
+from grader.intake import roster
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from report_records import make_record  # noqa: E402

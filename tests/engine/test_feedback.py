@@ -1,4 +1,4 @@
-"""grader/feedback.py: what a student is told (results.json, feedback.md), from records made here."""
+"""grader/results/feedback.py: what a student is told (results.json, feedback.md), from records made here."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import feedback
+from grader.results import feedback
 from grader.lesson import load_lesson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))

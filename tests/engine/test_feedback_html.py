@@ -1,8 +1,9 @@
 """feedback.html: each student's feedback as a page (the class report links to it), rendered from
 feedback.md with every student-derived character escaped."""
-from grader import classreport, feedback
-from grader.records import SubmissionResult
-from grader.records import TestResult as Outcome
+from grader.results import classreport
+from grader.results import feedback
+from grader.results.records import SubmissionResult
+from grader.results.records import TestResult as Outcome
 
 HOSTILE = "<script>alert(1)</script> **bold** `code` [x](javascript:alert(2)) <img src=x onerror=alert(3)>"
 

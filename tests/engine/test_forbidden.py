@@ -1,4 +1,4 @@
-"""Library attention switched off in the sandboxed child (grader/forbidden.py).
+"""Library attention switched off in the sandboxed child (grader/running/forbidden.py).
 
 The switch-off is irreversible, so each check runs in a fresh interpreter that does what the zygote
 and a child do (prepare, then arm), then tries every route to library attention it knows."""
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from grader import forbidden
+from grader.running import forbidden
 
 KIT = Path(__file__).resolve().parents[2]
 
@@ -19,7 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 sys.path.insert(0, KIT)
-from grader import forbidden
+from grader.running import forbidden
 arm = forbidden.prepare(kit_root=KIT)
 sys.path.remove(KIT)
 gc.collect(); gc.freeze()
@@ -191,5 +191,5 @@ def test_the_policy_is_one_file_of_lesson_data():
     policy = forbidden.load_policy()
     assert "MultiheadAttention" in policy["names"]["anywhere"]
     assert "scaled_dot_product_attention" in policy["kernels"]["ops"]
-    assert set(policy["standins"]["implements"]) >= {name for names in __import__("grader.execute").execute.LESSON
+    assert set(policy["standins"]["implements"]) >= {name for names in __import__("grader.running.executor").execute.LESSON
                                                      .standin_names.values() for name in names.values()}

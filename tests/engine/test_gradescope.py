@@ -1,4 +1,4 @@
-"""grader/gradescope.py: the autograder zip, and run_autograder on a fake /autograder tree."""
+"""grader/release/gradescope.py: the autograder zip, and run_autograder on a fake /autograder tree."""
 from __future__ import annotations
 
 import json
@@ -16,7 +16,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import in_kit_view, make_submission, uid_base_for_tests  # noqa: E402
 
-from grader import gradescope, intake, run  # noqa: E402
+from grader.release import gradescope
+
+from grader.intake import submissions as intake
+
+from grader.running import grade as run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "solutions" / "day13"
@@ -38,7 +42,7 @@ def test_zip_holds_scripts_engine_hidden_graders_and_reference(built, tmp_path):
     for script in ("setup.sh", "run_autograder"):
         assert infos[script].external_attr >> 16 & 0o111, f"{script} must be executable"
     names = set(infos)
-    for needed in ("grader/run.py", "grader/score.py", "grader/sandbox/zygote.py", "grader/storage.py", "grader/feedback.py",
+    for needed in ("grader/running/grade.py", "grader/judging/score.py", "grader/sandbox/zygote.py", "grader/results/storage.py", "grader/results/feedback.py",
                    "grader/day13/rubric.toml", "pyproject.toml", *(f"solutions/day13/{m}" for m in CODE)):
         assert needed in names, f"{needed} missing from the autograder zip"
     hidden = {p.relative_to(ROOT).as_posix() for p in (ROOT / "grader" / "day13").rglob("*.py")
@@ -130,7 +134,7 @@ def test_missing_submission_folder(tmp_path):
 
 
 def test_stage_submission_grades_the_notebook_over_untouched_stubs(tmp_path):
-    from grader import release
+    from grader.release import student_release as release
 
     submission = tmp_path / "submission"
     submission.mkdir()
@@ -139,7 +143,7 @@ def test_stage_submission_grades_the_notebook_over_untouched_stubs(tmp_path):
     (submission / "day13.ipynb").write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}\n')
     staged = gradescope.stage_submission(submission, tmp_path / "subs")
     assert len(list(submission.glob("*.py"))) == 4, "Gradescope's own copy is left as it was"
-    # The intake decides what is the student's work (grader/intake.py): here the notebook.
+    # The intake decides what is the student's work (grader/intake/submissions.py): here the notebook.
     got = intake.materialise(intake.discover(staged.parent)[0], tmp_path / "scratch")
     assert got.notebook == "day13.ipynb" and any("untouched stubs" in n for n in got.notes), got.notes
 
@@ -164,7 +168,7 @@ for _path in {secrets!r}:
 WITHOUT_LANDLOCK = '''
 import sys
 import grader
-from grader import run
+from grader.running import grade as run
 from grader.sandbox import DEFAULT_CONFIG, SandboxConfig
 
 print("engine:", grader.__file__)

@@ -9,7 +9,15 @@ import json
 import sys
 from pathlib import Path
 
-from grader import classreport, export, feedback, regrade, similarity
+from grader.results import classreport
+
+from grader.admin import export
+
+from grader.results import feedback
+
+from grader.admin import regrade
+
+from grader.admin import similarity
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import make_submission  # noqa: E402
@@ -68,7 +76,7 @@ def test_partners_are_never_flagged_as_similar_but_others_are(tmp_path):
 
 
 def test_a_roster_that_cannot_be_read_stops_grade_saying_where(tmp_path):
-    from grader import run
+    from grader.running import grade as run
 
     subs, out = tmp_path / "subs", tmp_path / "out"
     make_submission(subs / "bo")
@@ -91,7 +99,7 @@ def test_the_report_shows_the_groups(tmp_path, monkeypatch):
 def test_similarity_after_merge_rewrites_the_merged_report(tmp_path):
     """The instructor workflow merges shards, then compares the whole class: the report it uploads
     must carry the similarity section, not "No similarity report"."""
-    from grader.merge import merge
+    from grader.admin.merge import merge
 
     subs, shard1, shard2, out = (tmp_path / n for n in ("subs", "s1", "s2", "gradebook"))
     for name in ("bo", "zed"):
@@ -110,7 +118,7 @@ def test_similarity_after_merge_rewrites_the_merged_report(tmp_path):
 def test_the_instructor_workflow_compares_the_class_after_merging():
     import yaml
 
-    from grader import release
+    from grader.release import student_release as release
 
     data = yaml.safe_load((release.TEMPLATES / "instructor-grade.yml").read_text())
     runs = [s.get("run", "") for s in data["jobs"]["merge"]["steps"]]

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import (CODE_PARTS, KIT, REFERENCE, components, descendants, make_submission, processes_of,  # noqa: E402
                             settled, text_of, uid_base_for_tests)
 
-from grader import run  # noqa: E402
+from grader.running import grade as run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
 HOSTILE = Path(__file__).resolve().parents[1] / "fixtures" / "hostile"
@@ -253,7 +253,7 @@ def test_the_secret_scanner_would_find_secrets_in_the_grader_process(tmp_path):
     # The scanner can fail: run in a process that has loaded the scorer, it finds the secrets.
     code = _render((HOSTILE / "secret_scanner" / "self_attention.py").read_text(), {"KIT": KIT})
     (tmp_path / "scanner.py").write_text(code)
-    probe = ("import sys; sys.path.insert(0, %r); import grader.score; sys.path.insert(0, %r); import scanner;"
+    probe = ("import sys; sys.path.insert(0, %r); import grader.judging.score; sys.path.insert(0, %r); import scanner;"
              "print(sorted({f.split(':')[0] for f in scanner.FOUND}))" % (str(KIT), str(tmp_path)))
     env = dict(os.environ, DAY13_TEST_SECRET_TOKEN="x")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=KIT, env=env)

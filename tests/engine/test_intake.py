@@ -1,4 +1,4 @@
-"""grader/intake.py: discovery, scratch copies that never follow a symlink out, zips, notebooks."""
+"""grader/intake/submissions.py: discovery, scratch copies that never follow a symlink out, zips, notebooks."""
 import io
 import json
 import os
@@ -11,8 +11,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import intake
-from grader.intake import IntakeLimits, discover, materialise, neutralise_magics
+from grader.intake import submissions as intake
+from grader.intake.submissions import IntakeLimits, discover, materialise, neutralise_magics
 
 SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions" / "day13"
 
@@ -218,7 +218,7 @@ def test_folder_with_py_files_keeps_them_over_a_notebook(tmp_path):
 
 def test_untouched_stubs_beside_a_notebook_make_way_for_it(tmp_path):
     # A student who worked only in day13.ipynb still has the released stubs in the repository.
-    from grader.release import stub_texts
+    from grader.release.student_release import stub_texts
 
     sub = tmp_path / "subs" / "nb_student"
     sub.mkdir(parents=True)

@@ -1,8 +1,8 @@
-"""grader/integrity.py: what a submission tried, from what the grader saw; bounded, and silent on
+"""grader/judging/integrity.py: what a submission tried, from what the grader saw; bounded, and silent on
 honest work (a flag on an honest student is noise a person must read)."""
 from pathlib import Path
 
-from grader import integrity
+from grader.judging import integrity
 
 KIT = Path(__file__).resolve().parents[2]
 

@@ -8,9 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from grader import classreport, collect, feedback, late, regrade
-from grader.records import SubmissionResult
-from grader.records import TestResult as Outcome
+from grader.results import classreport
+
+from grader.intake import collect
+
+from grader.results import feedback
+
+from grader.judging import late
+
+from grader.admin import regrade
+from grader.results.records import SubmissionResult
+from grader.results.records import TestResult as Outcome
 from test_collect import StudentRepo, manifest
 
 DUE = "2026-02-10T12:00:00+00:00"

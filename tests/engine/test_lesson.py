@@ -34,7 +34,7 @@ def test_the_only_lesson_is_found_and_declares_what_the_engine_needs():
     for folder in (lesson.variants, lesson.skeletons):  # what the kill rate grades, when declared
         assert folder is None or folder.is_dir(), folder
     assert set(lesson.skeleton_parts.values()) <= set(lesson.modules)
-    from grader.mutants import Catalogue
+    from grader.judging.mutants import Catalogue
 
     assert set(lesson.bench_mutants) <= set(Catalogue.of(lesson).by_id), "make bench plants catalogue bugs only"
     assert all((lesson.solutions / picture).is_file() for picture in lesson.bench_pictures)
@@ -86,7 +86,7 @@ def test_a_lesson_is_chosen_by_name_when_there_are_several(tmp_path):
 
 
 def test_the_hidden_tests_adapter_is_the_engines_with_the_lessons_requests(tmp_path):
-    from grader import calls
+    from grader.running import calls
 
     lesson = lessons.load_lesson()
     adapter = lesson.adapter()
@@ -205,19 +205,22 @@ def test_engine_modules_read_the_lesson_when_called_not_at_import():
     import subprocess
     import sys
 
-    modules = sorted(p.stem for p in ENGINE.glob("*.py") if p.stem not in ("__init__", "__main__"))
+    modules = sorted(".".join(p.relative_to(ENGINE).with_suffix("").parts) for p in ENGINE.rglob("*.py")
+                     if p.stem != "__main__" and str(p.relative_to(ENGINE)) in CONVERTED
+                     and "templates" not in p.relative_to(ENGINE).parts)
+    assert len(modules) > 40, "every engine module, in every stage package"
     code = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module('grader.' + m)\n"
     env = dict(os.environ, **{lessons.LESSON_ENV: "no-such-lesson"})
     done = subprocess.run([sys.executable, "-c", code, *modules], cwd=ENGINE.parent, env=env,
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
-    late = subprocess.run([sys.executable, "-c", "import grader.release as r; r.feedback_points()"],
+    late = subprocess.run([sys.executable, "-c", "import grader.release.student_release as r; r.feedback_points()"],
                           cwd=ENGINE.parent, env=env, capture_output=True, text=True, timeout=300)
     assert "no lesson 'no-such-lesson'" in late.stderr
 
 
 def test_the_feedback_script_is_written_with_the_lessons_parts():
-    from grader import release
+    from grader.release import student_release as release
 
     lesson = lessons.load_lesson()
     text = release.ci_feedback_source()

@@ -1,4 +1,4 @@
-"""grader/merge.py: the --out folders of several shards joined into one gradebook."""
+"""grader/admin/merge.py: the --out folders of several shards joined into one gradebook."""
 from __future__ import annotations
 
 import sys
@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from grader import classreport, feedback
-from grader.merge import merge
+from grader.results import classreport
+
+from grader.results import feedback
+from grader.admin.merge import merge
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from report_records import CLASS, class_files, grade_class, make_record  # noqa: E402

@@ -24,9 +24,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import REFERENCE, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
 
-from grader import intake, regrade, run  # noqa: E402
-from grader.storage import CLASS_FILES  # noqa: E402
-from grader.intake import IntakeLimits, discover, materialise  # noqa: E402
+from grader.intake import submissions as intake
+
+from grader.admin import regrade
+
+from grader.running import grade as run  # noqa: E402
+from grader.results.storage import CLASS_FILES  # noqa: E402
+from grader.intake.submissions import IntakeLimits, discover, materialise  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
 CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(3))

@@ -1,5 +1,5 @@
 """The nbgrader route in a real nbgrader course: the hidden tests graded by the kit's autograde step
-(grader/nbgrader_autograde.py) in nbgrader's process, never in the student's kernel.
+(grader/release/nbgrader_autograde.py) in nbgrader's process, never in the student's kernel.
 
 Hostile notebooks sit beside honest ones in one autograde run: a cell faking the kit's modules, a cell
 patching torch or the kit, a cell that sleeps, a cell that exits. None gains a point over `grader grade`
@@ -21,7 +21,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import uid_base_for_tests  # noqa: E402
 
-from grader import notebook, run, stubs  # noqa: E402
+from grader.release import notebook
+
+from grader.running import grade as run
+
+from grader.release import stubs  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,9 +54,9 @@ import torch
 torch.allclose = lambda *args, **kwargs: True
 torch.testing.assert_close = lambda *args, **kwargs: None
 try:
-    import grader.checks, grader.score
-    grader.checks.close = lambda *args, **kwargs: None
-    grader.score.grade_in_process = lambda *args, **kwargs: None
+    import grader.judging.assertions, grader.judging.score
+    grader.judging.assertions.close = lambda *args, **kwargs: None
+    grader.judging.score.grade_in_process = lambda *args, **kwargs: None
 except Exception:
     pass"""
 SLEEPS = "import time\ntime.sleep(30)"
@@ -114,7 +118,7 @@ def _course(tmp: Path, *, kit_step: bool = True) -> Path:
     (course / "source").mkdir(parents=True)
     lines = ["c = get_config()", f"c.CourseDirectory.course_id = {name!r}"]
     if kit_step:
-        lines += ["from grader.nbgrader_autograde import use_the_kit", "use_the_kit(c)",
+        lines += ["from grader.release.nbgrader_autograde import use_the_kit", "use_the_kit(c)",
                   f"c.HiddenTests.sandbox_uid_base = {CONFIG.uid_base}"]
     (course / "nbgrader_config.py").write_text("\n".join(lines) + "\n", encoding="utf-8")
     notebook.write_nbgrader_source(course / "source" / name)
@@ -244,7 +248,7 @@ def test_a_sandboxed_child_cannot_reach_the_hidden_tests_through_the_venv(tmp_pa
 def test_a_sandbox_that_refuses_stops_every_notebook_with_what_to_do(monkeypatch, tmp_path):
     """`grader grade` refuses to grade when the sandbox's start-up check fails: the kit's step says so, with
     where to look, instead of saving points, and does not start the sandbox again for the next notebook."""
-    from grader import nbgrader_autograde
+    from grader.release import nbgrader_autograde
 
     starts = []
 

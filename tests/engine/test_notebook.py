@@ -1,4 +1,4 @@
-"""grader/notebook.py: the notebook built from the reference, the visible tests and the rubric, run in a
+"""grader/release/notebook.py: the notebook built from the reference, the visible tests and the rubric, run in a
 real Jupyter kernel and graded with the real nbgrader."""
 from __future__ import annotations
 
@@ -18,7 +18,17 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import uid_base_for_tests  # noqa: E402
 
-from grader import intake, notebook, release, run, score, stubs  # noqa: E402
+from grader.intake import submissions as intake
+
+from grader.release import notebook
+
+from grader.release import student_release as release
+
+from grader.running import grade as run
+
+from grader.judging import score
+
+from grader.release import stubs  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,7 +61,7 @@ def _cells(nb, kind):
 
 
 def _catalogue():
-    from grader import killrate  # the lesson's catalogue, as the kill rate reads it
+    from grader.admin import killrate  # the lesson's catalogue, as the kill rate reads it
 
     return killrate.catalogue()
 
@@ -125,7 +135,7 @@ def test_student_notebook_has_the_stubs_and_one_cell_per_visible_test(student_nb
 
 def test_visible_points_are_those_of_the_feedback_on_push(rubric):
     """tools/ci_feedback.py shares a part's points among its tests: the notebook's cells get the same."""
-    # As released: the template's PARTS line is written from the lesson (grader.release).
+    # As released: the template's PARTS line is written from the lesson (grader.release.student_release).
     feedback = types.ModuleType("ci_feedback_under_test")
     feedback.__file__ = str(notebook.CI_FEEDBACK)
     exec(compile(release.ci_feedback_source(), str(notebook.CI_FEEDBACK), "exec"), feedback.__dict__)  # noqa: S102
@@ -334,7 +344,7 @@ def _grader_points(class_folder: Path, out: Path) -> dict[str, dict[str, float]]
 def test_nbgrader_autograde_gives_the_points_grader_grade_gives(tmp_path, source_nb, rubric):
     """One nbgrader course, one autograde run for the reference, an untouched notebook and 13 catalogue
     mutants: per part, nbgrader's gradebook holds exactly what `grader grade` gives the same notebooks."""
-    from grader import killrate
+    from grader.admin import killrate
 
     catalogue = _catalogue()
     variants = {f"variant_{path.name}": path for path in killrate.variants() if path.name in NBGRADER_VARIANTS}
@@ -346,7 +356,7 @@ def test_nbgrader_autograde_gives_the_points_grader_grade_gives(tmp_path, source
     (course / "nbgrader_config.py").write_text(
         "c = get_config()\n"
         f"c.CourseDirectory.course_id = {name!r}\n"
-        "from grader.nbgrader_autograde import use_the_kit\n"
+        "from grader.release.nbgrader_autograde import use_the_kit\n"
         "use_the_kit(c)\n"
         f"c.HiddenTests.sandbox_uid_base = {CONFIG.uid_base}\n", encoding="utf-8")
     notebook.write_nbgrader_source(course / "source" / name)

@@ -1,4 +1,4 @@
-"""Which of a submission's notebooks and .py files is graded (grader/intake.py; issue 13, point 5).
+"""Which of a submission's notebooks and .py files is graded (grader/intake/submissions.py; issue 13, point 5).
 
 Whatever name a student gives the notebook, the one that differs from the released template is
 graded; of several, the most recently changed, the others named in a note; edited .py files beside a
@@ -16,7 +16,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import REFERENCE, components, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
 
-from grader import notebook, release, run  # noqa: E402
+from grader.release import notebook
+
+from grader.release import student_release as release
+
+from grader.running import grade as run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
 CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(5))

@@ -1,4 +1,4 @@
-"""A notebook is graded by its code (grader/intake.py, grader/nbstrip.py): its outputs, attachments and
+"""A notebook is graded by its code (grader/intake/submissions.py, grader/intake/nbstrip.py): its outputs, attachments and
 metadata are dropped while it is read, in a process limited in memory and time, and the notebook limits
 apply to what is left. A notebook saved after "Run All" with its pictures once scored 0 for its code
 (10 MB, over an 8 MB limit on the whole file). Also: the student notebook's test cells let "Run All" go
@@ -18,7 +18,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import REFERENCE  # noqa: E402
 
-from grader import intake, killrate, notebook  # noqa: E402
+from grader.intake import submissions as intake
+
+from grader.admin import killrate
+
+from grader.release import notebook  # noqa: E402
 
 MB = 1 << 20
 

@@ -1,4 +1,4 @@
-"""grader/overrides.py: a TA's decisions in OUT/overrides.csv, applied by grade and merge to
+"""grader/admin/overrides.py: a TA's decisions in OUT/overrides.csv, applied by grade and merge to
 grades.csv, feedback.md, results.json and the class report."""
 import csv
 import io
@@ -7,10 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from grader import classreport, feedback, overrides, run
-from grader.merge import merge
-from grader.records import SubmissionResult
-from grader.records import TestResult as Outcome
+from grader.results import classreport
+
+from grader.results import feedback
+
+from grader.admin import overrides
+
+from grader.running import grade as run
+from grader.admin.merge import merge
+from grader.results.records import SubmissionResult
+from grader.results.records import TestResult as Outcome
 
 
 def _result(name: str, passed: bool = True) -> SubmissionResult:

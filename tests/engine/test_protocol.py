@@ -1,4 +1,4 @@
-"""grader/protocol.py: frames round-trip exactly, and every malformed frame is refused before allocation."""
+"""grader/running/protocol.py: frames round-trip exactly, and every malformed frame is refused before allocation."""
 import json
 import socket
 import struct
@@ -8,8 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from grader import protocol
-from grader.protocol import ConnectionClosed, Limits, ProtocolError, recv_message, send_message
+from grader.running import protocol
+from grader.running.protocol import ConnectionClosed, Limits, ProtocolError, recv_message, send_message
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""grader/regrade.py: a rerun regrades exactly what changed, rescores a change of rubric points or
+"""grader/admin/regrade.py: a rerun regrades exactly what changed, rescores a change of rubric points or
 words from the records, and --force / --only / make FORCE=1 ONLY=... choose by hand."""
 import json
 import shutil
@@ -12,9 +12,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import KIT, make_submission, uid_base_for_tests  # noqa: E402
 
-from grader import regrade, run  # noqa: E402
-from grader.records import SubmissionResult
-from grader.records import TestResult as Outcome  # noqa: E402
+from grader.admin import regrade
+
+from grader.running import grade as run  # noqa: E402
+from grader.results.records import SubmissionResult
+from grader.results.records import TestResult as Outcome  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
 CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(7))

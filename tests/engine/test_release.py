@@ -1,4 +1,4 @@
-"""grader/release.py: what the student release holds, what it must never hold, and that it works alone."""
+"""grader/release/student_release.py: what the student release holds, what it must never hold, and that it works alone."""
 from __future__ import annotations
 
 import dataclasses
@@ -15,7 +15,11 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader import notebook, release, stubs
+from grader.release import notebook
+
+from grader.release import student_release as release
+
+from grader.release import stubs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -247,7 +251,7 @@ def test_the_release_as_handed_in_is_graded_as_its_stubs_and_a_renamed_notebook_
     """The released folder handed in untouched is the stubs (nothing differs from the release), whatever
     a checkout did to its line endings; the released notebook saved under another name with the
     student's code beside the untouched day13.ipynb is the student's work, not the template."""
-    from grader import intake
+    from grader.intake import submissions as intake
 
     folder = tmp_path / "subs" / "as_released"
     shutil.copytree(built / "day13", folder)

@@ -7,10 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from grader import classreport, feedback, gradescope
+from grader.results import classreport
+
+from grader.results import feedback
+
+from grader.release import gradescope
 from grader.__main__ import build_parser
-from grader.records import SubmissionResult
-from grader.records import TestResult as Outcome
+from grader.results.records import SubmissionResult
+from grader.results.records import TestResult as Outcome
 
 SECRET = "expected 0.2689 got 0.5"
 

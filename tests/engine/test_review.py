@@ -1,4 +1,4 @@
-"""grader/review.py: the review page serves hostile student files as inert text and images, refuses
+"""grader/admin/review.py: the review page serves hostile student files as inert text and images, refuses
 writes without the token or from another Host or site, and writes only valid decisions."""
 import csv
 import html
@@ -12,9 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from grader import classreport, feedback, linecomments, overrides, review
-from grader.records import SubmissionResult
-from grader.records import TestResult as Outcome
+from grader.results import classreport
+
+from grader.results import feedback
+
+from grader.admin import linecomments
+
+from grader.admin import overrides
+
+from grader.admin import review
+from grader.results.records import SubmissionResult
+from grader.results.records import TestResult as Outcome
 
 SCRIPT_README = ("# My README\n<script>document.title='pwned'; fetch('/s/mallory/override', {method:'POST'})</script>\n"
                  "<img src=x onerror=\"alert(1)\">\n[click](javascript:alert(2))\n"
@@ -213,7 +221,7 @@ TEXTS = ['x = "unterminated\n  def f(:\n', "'" * 3 + "open\nstring", "\tif a <b>
 
 @pytest.mark.parametrize("text", TEXTS)
 def test_highlighting_keeps_every_character_of_any_text(text):
-    from grader import codeview
+    from grader.admin import codeview
 
     painted = codeview.highlight(text)
     assert len(painted) == len(text.split("\n"))
@@ -296,7 +304,7 @@ def test_a_regrade_request_round_trips_to_the_gradebook_report_and_feedback(serv
 
 
 def test_a_request_is_decided_only_by_a_row_on_its_test_written_after_it():
-    from grader import regrade_requests
+    from grader.admin import regrade_requests
 
     asked = regrade_requests.Request("amy", "block.shapes", "why?", "2026-12-01T12:00:00")
     earlier = overrides.Override("amy", "block.shapes", 2.0, "", at="2026-12-01T11:59:59+00:00")
@@ -329,7 +337,7 @@ def test_the_feedback_shows_line_comments_for_the_student_and_never_the_note(ser
 
 
 def test_the_code_view_reads_a_notebook_and_a_zip_as_grading_does():
-    from grader import codeview
+    from grader.admin import codeview
 
     demo = Path(__file__).resolve().parents[2] / "demo" / "class"
     notebook = codeview.graded_files(codeview.submission_of("jun", demo / "jun_notebook.ipynb"), stubs={},

@@ -23,7 +23,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import make_submission, uid_base_for_tests  # noqa: E402
 
-from grader import review, run  # noqa: E402
+from grader.admin import review
+
+from grader.running import grade as run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
 CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(8))

@@ -1,4 +1,4 @@
-"""grader/run.py: the batch runner end to end: outputs, resume after kill -9, --force, shards,
+"""grader/running/grade.py: the batch runner end to end: outputs, resume after kill -9, --force, shards,
 exit codes, determinism, notebooks graded like .py files, and the CLI under `make grade`."""
 import json
 import os
@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import (KIT, REFERENCE, descendants, in_kit_view, make_submission, processes_of, settled,  # noqa: E402
                             uid_base_for_tests)
 
-from grader import run  # noqa: E402
+from grader.running import grade as run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
 CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(2))
@@ -192,7 +192,7 @@ def test_shards_partition_the_class_and_merge_equals_one_run(graded, tmp_path):
         shard_outs.append(shard_out)
     names = [sorted(p.parent.name for p in o.glob("*/record.json")) for o in shard_outs]
     assert names == [["alice", "carol", "erin"], ["bob", "dan"]]
-    from grader.merge import merge
+    from grader.admin.merge import merge
     merged = tmp_path / "merged"
     assert merge(shards=[str(o) for o in shard_outs], out=str(merged)) == 0
     assert rows(merged) == rows(out)
@@ -220,14 +220,14 @@ def test_an_engine_fault_on_one_submission_exits_1_and_keeps_the_others(graded, 
 
     def flaky(sub, **kw):
         if sub.name == "bob":
-            raise RuntimeError(f"engine bug for bob in {KIT}/grader/run.py")
+            raise RuntimeError(f"engine bug for bob in {KIT}/grader/running/grade.py")
         return real(sub, **kw)
 
     monkeypatch.setattr(run, "grade_one", flaky)
     out2 = tmp_path / "out"
     assert run.main(submissions=subs, out=out2, jobs=1, config=CONFIG) == 1
     err = capsys.readouterr().err
-    assert f"engine fault (bob): RuntimeError: engine bug for bob in {KIT}/grader/run.py; run the same command again" in err
+    assert f"engine fault (bob): RuntimeError: engine bug for bob in {KIT}/grader/running/grade.py; run the same command again" in err
     assert record(out2, "bob")["status"] == "engine-error"
     notes = " ".join(record(out2, "bob")["notes"])
     # The student is told what failed, never where: the instructor's paths stay on the console.
@@ -352,7 +352,7 @@ def test_without_root_the_engine_grades_alike_with_the_layers_it_has():
 def test_every_correct_variant_gets_full_code_marks_through_the_sandbox(tmp_path):
     # The in-process graders already give them full marks (test_graders.py); this proves the engine
     # (sandbox, pipelined batches, stand-ins) adds no false "wrong" on the way.
-    from grader import killrate
+    from grader.admin import killrate
 
     subs = tmp_path / "subs"
     for folder in killrate.variants():
@@ -392,7 +392,7 @@ import os, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
 from tests.engine.test_run import _poisoned_tree
-from grader.run import remove_tree
+from grader.running.grade import remove_tree
 root = Path(sys.argv[1]) / "scratch"
 _poisoned_tree(root, 10_000)
 print(remove_tree(root), os.path.lexists(root), os.listdir(sys.argv[1]))

@@ -17,7 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import KIT, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
 
-from grader.execute import ModuleLoader, execute  # noqa: E402
+from grader.running.executor import ModuleLoader, execute  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 from grader.sandbox.confinement import closed_ancestor, is_root, prepare_scratch, slot_uid  # noqa: E402
 from grader.sandbox.transport import SandboxTransport  # noqa: E402
@@ -102,7 +102,7 @@ def test_identity_and_confinement_of_the_child(transport):
         def uid():
             return torch.tensor([os.getuid(), os.getpid()])
         def read_kit():
-            return open(os.environ.get("KIT", "/") + "/grader/records.py").read()
+            return open(os.environ.get("KIT", "/") + "/grader/results/records.py").read()
         def write_outside():
             open("/tmp/day13-sandbox-escape", "w").write("x")
         def write_inside():

@@ -1,4 +1,4 @@
-"""The static scan (grader/scan.py) is total and bounded: whatever a submission's files hold, each file
+"""The static scan (grader/judging/source_scan.py) is total and bounded: whatever a submission's files hold, each file
 is scanned or named in a flag, the scan never raises, and its time and memory are limited.
 
 The hostile files run through the limited helper a grading run uses (`LimitedScan`, 512 MB of address
@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from grader import forbidden, scan
+from grader.running import forbidden
+
+from grader.judging import source_scan as scan
 
 KIT = Path(__file__).resolve().parents[2]
 SOLUTIONS = KIT / "solutions" / "day13"
@@ -152,7 +154,7 @@ def test_the_hostile_file_suite_is_scanned_or_named_under_512_mb_beside_honest_f
     # The grader's side (snapshot, merge) runs under the cap too; the helper has its own.
     code = textwrap.dedent(f"""
         import json, time
-        from grader import scan
+        from grader.judging import source_scan as scan
         start = time.monotonic()
         with scan.LimitedScan(policy_path={str(POLICY_PATH)!r}, contract={{}}, notebook_module="_day13_notebook",
                               memory_bytes={CAP}, seconds=20, budget=120) as s:
@@ -234,7 +236,7 @@ with open("late.py", "w") as _f:
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    from grader import run
+    from grader.running import grade as run
     from grader.sandbox import SandboxConfig
 
     root = tmp_path_factory.mktemp("scan-run")

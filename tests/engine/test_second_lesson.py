@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import uid_base_for_tests  # noqa: E402
 
 from grader import lesson as lessons  # noqa: E402
-from grader import stubs  # noqa: E402
+from grader.release import stubs  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
 KIT = Path(__file__).resolve().parents[2]
@@ -107,7 +107,8 @@ def _class(root: Path, catalogue) -> dict[str, str]:
 
 
 def test_grade_in_the_sandbox_report_and_feedback(toy, tmp_path):
-    from grader import run, score
+    from grader.running import grade as run
+    from grader.judging import score
 
     catalogue = score.lesson_catalogue()
     assert len(catalogue.bugs) == 3
@@ -146,7 +147,7 @@ def test_grade_in_the_sandbox_report_and_feedback(toy, tmp_path):
 
 
 def test_notebook_is_built_from_the_toy(toy):
-    from grader import notebook
+    from grader.release import notebook
 
     student, source = notebook.build(student=True), notebook.build(student=False)
     code = notebook.code_of(student)

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import types
 
-from grader import feedback, notebook, release
-from grader import records
+from grader.results import feedback
+
+from grader.release import notebook
+
+from grader.release import student_release as release
+from grader.results import records
 
 
 def _ci_feedback():

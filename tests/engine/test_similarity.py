@@ -1,4 +1,4 @@
-"""grader/similarity.py: copies planted among honest, independent work are flagged; honest work is not.
+"""grader/admin/similarity.py: copies planted among honest, independent work are flagged; honest work is not.
 
 The honest class is the correct fixtures (tests/fixtures/correct/, each with its own code, README,
 analysis, heatmap and diagram) and the reference. The plants are made here from them: code renamed,
@@ -17,8 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from grader import classreport, feedback, intake, similarity
-from grader.bench import disguised
+from grader.results import classreport
+
+from grader.results import feedback
+
+from grader.intake import submissions as intake
+
+from grader.admin import similarity
+from grader.devtools.bench import disguised
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from report_records import make_record  # noqa: E402
@@ -263,7 +269,7 @@ def test_report_html_gets_a_section_and_grades_csv_does_not_change(tmp_path):
 
 
 def test_the_engine_names_no_lesson():
-    text = (ROOT / "grader" / "similarity.py").read_text(encoding="utf-8")
+    text = (ROOT / "grader" / "admin" / "similarity.py").read_text(encoding="utf-8")
     assert "day13" not in text.lower()
 
 
@@ -273,7 +279,7 @@ def test_the_base_file_matches_the_engine_parameters():
 
 
 def test_the_released_notebook_untouched_is_not_evidence(tmp_path, base):
-    from grader import notebook
+    from grader.release import notebook
 
     for name in ("n1", "n2"):
         notebook.write(notebook.build(student=True), tmp_path / "class" / f"{name}.ipynb")
@@ -283,7 +289,7 @@ def test_the_released_notebook_untouched_is_not_evidence(tmp_path, base):
 
 def test_the_review_page_shows_a_submissions_flagged_pairs(tmp_path):
 
-    from grader import review
+    from grader.admin import review
 
     out = tmp_path / "out"
     for name in ("ann", "bob"):

@@ -1,4 +1,4 @@
-"""grader/storage.py: records on disk, atomic writes, names that cannot leave OUT."""
+"""grader/results/storage.py: records on disk, atomic writes, names that cannot leave OUT."""
 from __future__ import annotations
 
 import json
@@ -7,7 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from grader import classreport, feedback, storage
+from grader.results import classreport
+
+from grader.results import feedback
+
+from grader.results import storage
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from report_records import CLASS, EXPECTED_W, grade_class, make_record  # noqa: E402

@@ -1,10 +1,10 @@
-"""grader/stubs.py: the student stubs are generated from the reference, and nothing of the reference leaks."""
+"""grader/release/stubs.py: the student stubs are generated from the reference, and nothing of the reference leaks."""
 import ast
 import re
 
 import pytest
 
-from grader import stubs
+from grader.release import stubs
 
 PAIRS = stubs.stub_pairs()
 ASSIGNMENT_DIR = stubs.ASSIGNMENTS / "day13"

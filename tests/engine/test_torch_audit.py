@@ -1,11 +1,13 @@
-"""Every attention in the installed torch is known (grader/torch_audit.py): each candidate is banned by
+"""Every attention in the installed torch is known (grader/running/torch_audit.py): each candidate is banned by
 the lesson's forbidden.toml or reviewed, with a reason, in its review file."""
 import subprocess
 import sys
 from pathlib import Path
 
-from grader import forbidden, torch_audit
-from grader.torch_audit import Candidate
+from grader.running import forbidden
+
+from grader.running import torch_audit
+from grader.running.torch_audit import Candidate
 
 KIT = Path(__file__).resolve().parents[2]
 POLICY_PATH = KIT / "grader" / "day13" / "forbidden.toml"
@@ -13,7 +15,7 @@ POLICY = forbidden.load_policy(POLICY_PATH)
 
 
 def test_every_attention_candidate_in_the_installed_torch_is_banned_or_reviewed():
-    proc = subprocess.run([sys.executable, "-m", "grader.torch_audit", "--lesson", "day13"], cwd=KIT,
+    proc = subprocess.run([sys.executable, "-m", "grader.running.torch_audit", "--lesson", "day13"], cwd=KIT,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-5000:]
     assert "attention candidates are banned or reviewed" in proc.stdout

@@ -16,7 +16,15 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import KIT, make_submission, uid_base_for_tests  # noqa: E402
 
-from grader import feedback, regrade, review, run, totals  # noqa: E402
+from grader.results import feedback
+
+from grader.admin import regrade
+
+from grader.admin import review
+
+from grader.running import grade as run
+
+from grader.judging import totals  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
 CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(13))
@@ -109,7 +117,7 @@ def test_a_bonus_stops_at_the_maximum_unless_the_rubric_declares_extra_credit(la
     extra.write_text(rubric.read_text().replace("[meta]\n", "[meta]\nextra_credit = 3\n", 1))
     assert totals.extra_credit(extra) == 3 and totals.extra_credit(rubric) == 0
     _with_policy(monkeypatch, extra)
-    from grader import classreport
+    from grader.results import classreport
 
     classreport.write_class(out)
     assert _grades(out)["dan"]["total"] == "93"  # 90 + 13 of the 15 asked, -10 late

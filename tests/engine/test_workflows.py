@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grader import notebook, release
+from grader.release import notebook
+
+from grader.release import student_release as release
 from grader.__main__ import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import diagnose  # the graders' own fact finder (grader/diagnose.py), shipped beside these tests
+import diagnose  # the graders' own fact finder (grader/judging/diagnose.py), shipped beside these tests
 
 STUDENT_DIR = Path(__file__).resolve().parents[1]
 if str(STUDENT_DIR) not in sys.path:

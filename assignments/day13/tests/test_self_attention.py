@@ -10,7 +10,7 @@ pytestmark = pytest.mark.self_attention
 
 X = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])  # the three tokens of handout §4
 
-# Each hint is said only when the numbers show one of the facts it follows from (`when`, grader/diagnose.py's
+# Each hint is said only when the numbers show one of the facts it follows from (`when`, grader/judging/diagnose.py's
 # ids); otherwise a failure says what differs, where, and what the numbers show, and names no cause.
 SCALE_HINT = ("the weights are right but for the constant that divides Q Kᵀ: divide by √d_k, d_k being the size of "
               "the last axis of the queries and keys, not of V (handout §3, step 2).")

@@ -5,7 +5,7 @@
 
 The checks are the same code the grader scores the deliverables with. In the release they sit
 beside this file (tools/deliverables.py runs the checks of tools/deliverable_checks.py); in the
-course kit they are grader/deliverables.py and grader/day13/deliverable_checks.py.
+course kit they are grader/judging/deliverables.py and grader/day13/deliverable_checks.py.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def load_checker():
                                     "the assignment's tools folder again.")
         where, names = HERE, ("deliverables", "deliverable_checks")
     elif (KIT / "grader" / "day13" / "deliverable_checks.py").is_file():
-        where, names = KIT, ("grader.deliverables", "grader.day13.deliverable_checks")
+        where, names = KIT, ("grader.judging.deliverables", "grader.day13.deliverable_checks")
     else:
         raise FileNotFoundError("the deliverables checker (tools/deliverables.py) is missing: download the "
                                 "assignment's tools folder again.")

@@ -1,13 +1,13 @@
 """Day 13's assertions for the hidden tests: its masks, its "does the work" probes, and the engine's
-comparisons (grader/checks.py) bound to Day 13's tolerances (grader/day13/tolerances.py)."""
+comparisons (grader/judging/assertions.py) bound to Day 13's tolerances (grader/day13/tolerances.py)."""
 from __future__ import annotations
 
 from functools import partial
 
 import numpy as np
 
-from grader import checks as engine
-from grader.checks import (  # noqa: F401  (the hidden tests reach every assertion through this module)
+from grader.judging import assertions as engine
+from grader.judging.assertions import (  # noqa: F401  (the hidden tests reach every assertion through this module)
     SMALL, GradeFailure, check, close, describe, dtype_of, fmt, ok, output, randn, require_real)
 from grader.day13 import tolerances as tol
 
@@ -18,7 +18,7 @@ TOKENS = ("sentence", "token", "feature")  # the axes of a (B, T, d_model) answe
 
 
 def sizes(Q, V) -> dict:
-    """The sizes a constant factor of the scores may be named after (grader/diagnose.py)."""
+    """The sizes a constant factor of the scores may be named after (grader/judging/diagnose.py)."""
     return {"d_k": int(np.shape(Q)[-1]), "d_v": int(np.shape(V)[-1])}
 
 

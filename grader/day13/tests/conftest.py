@@ -1,6 +1,6 @@
 """Run the hidden tests under real pytest: `pytest grader/day13/tests --submission PATH`.
 
-Batch grading does not use pytest (grader/score.py calls the same test functions directly);
+Batch grading does not use pytest (grader/judging/score.py calls the same test functions directly);
 this is for an instructor debugging one submission, or a new hidden test, with pytest's output.
 The submission runs IN THIS PROCESS, next to the reference: use it on code you trust (ours,
 a mutant, a submission you have read). Untrusted work goes through `python -m grader grade`,
@@ -36,14 +36,14 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def reference():
-    from grader.score import reference_adapter
+    from grader.judging.score import reference_adapter
 
     return reference_adapter()
 
 
 @pytest.fixture(scope="session")
 def student(request):
-    from grader.calls import InProcessTransport
+    from grader.running.calls import InProcessTransport
     from grader.day13.adapter import Adapter
 
     option = request.config.getoption("--submission")

@@ -5,7 +5,7 @@ place of the student's MultiHeadAttention, so a multihead bug never costs block 
 """
 import numpy as np
 
-from grader import diagnose
+from grader.judging import diagnose
 from grader.day13 import tolerances as tol
 from grader.day13.tests import checks as ck
 

@@ -5,9 +5,9 @@ calls are complete when they are replayed on the bug catalogue.
 """
 import numpy as np
 
-from grader import diagnose
+from grader.judging import diagnose
 from grader.day13 import tolerances as tol
-from grader.tolerances import Tol
+from grader.judging.tolerances import Tol
 from grader.day13.tests import checks as ck
 
 F32, F64 = "float32", "float64"

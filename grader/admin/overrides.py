@@ -1,0 +1,252 @@
+"""A person's decisions on top of the automated grade: OUT/overrides.csv.
+
+Columns `submission,test,points,comment,staff_note,by,at`, one decision a row; the review page
+(`python -m grader review`) appends rows, and editing the file by hand works the same.
+
+Two readers, by construction: `comment` is for the student (their feedback and results.json show
+it), `staff_note` is for the teaching staff only (grades.csv, the class report and the review page).
+A row about a similarity pair or an integrity flag (`similarity:<other>`, `integrity...`) is
+staff-only as a whole, whatever its comment says: the student's files never show it. A file
+written before the staff_note column existed is read as it always was: its `comment` stays
+student-visible.
+
+    test = a test id (`deliverables.analysis`)   the test gets `points` (0 .. its maximum)
+    test = a part (`deliverables`)               the part's tests get `points` together (0 .. the
+                                                 part's maximum), except tests that have their own row
+    test = `*`                                   `points` is added to the total (a bonus or a penalty)
+    points empty                                 no change of points: the row marks something as
+                                                 reviewed (an integrity flag, a similarity pair, a
+                                                 test), with its comment or note
+
+The most specific row wins (a test's own row over its part's), and for the same submission and test
+the last row wins. A row for a submission or test the gradebook does not have is an error naming it
+(OverrideError). Records on disk stay the automated result; `grade` and `merge` apply the file on
+every run when they write grades.csv, feedback.md, results.json and the report.
+"""
+from __future__ import annotations
+
+import copy
+import csv
+import io
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from grader.results.document import number
+from grader.results.records import SubmissionResult, components
+
+COLUMNS = ("submission", "test", "points", "comment", "staff_note", "by", "at")
+FILE = "overrides.csv"
+BONUS = "*"
+REVIEW_PREFIXES = ("integrity", "similarity")  # labels a points-less row may carry besides test ids;
+# such a row is about what the staff saw (another student, an attempt to cheat): staff-only, whole
+MAX_FILE_BYTES = 5 << 20
+
+
+class OverrideError(ValueError):
+    """The overrides file cannot be applied; the message names the row and what to change."""
+
+
+@dataclass(frozen=True)
+class Override:
+    submission: str
+    test: str
+    points: float | None
+    comment: str = ""
+    by: str = ""
+    at: str = ""
+    line: int = 0
+    staff_note: str = ""  # for the teaching staff only
+
+    @property
+    def staff_only(self) -> bool:
+        """A decision on a similarity pair or an integrity flag: no part of it reaches the student."""
+        return staff_only(self.test)
+
+    def to_json(self) -> dict:
+        return {"test": self.test, "points": self.points, "comment": self.comment, "staff_note": self.staff_note,
+                "staff_only": self.staff_only, "by": self.by, "at": self.at}
+
+
+def staff_only(test: str) -> bool:
+    return test.split(":", 1)[0] in REVIEW_PREFIXES
+
+
+def for_student(result: SubmissionResult) -> list[dict]:
+    """The decisions on `result` a student may read: no staff-only row, no staff note."""
+    return [{k: o.get(k) for k in ("test", "points", "comment", "automated", "by", "at")}
+            for o in result.overrides if not o.get("staff_only")]
+
+
+def default_path(out: Path) -> Path:
+    return Path(out) / FILE
+
+
+def read(path: Path) -> list[Override]:
+    """Every row of the file in order (none when it does not exist)."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise OverrideError(f"{path} is over {MAX_FILE_BYTES >> 20} MB; it should hold one line per decision")
+    text = path.read_text(encoding="utf-8-sig")
+    reader = csv.DictReader(io.StringIO(text))
+    missing = [c for c in ("submission", "test", "points") if c not in (reader.fieldnames or [])]
+    if missing:
+        raise OverrideError(f"{path}: the first line must name the columns {','.join(COLUMNS)} "
+                            f"(missing: {', '.join(missing)})")
+    rows = []
+    for number, row in enumerate(reader, start=2):
+        submission, test = (row.get("submission") or "").strip(), (row.get("test") or "").strip()
+        if not submission and not test:
+            continue
+        raw = (row.get("points") or "").strip()
+        try:
+            points = float(raw) if raw else None
+        except ValueError:
+            raise OverrideError(f"{path}:{number}: points {raw!r} is not a number; write e.g. 3 or 2.5, "
+                                "or leave it empty to mark something as reviewed") from None
+        if points is not None and not math.isfinite(points):
+            raise OverrideError(f"{path}:{number}: points {raw!r} is not a finite number")
+        if points is not None:
+            points = round(points, 2)  # points are shown with at most two decimals everywhere
+        rows.append(Override(submission, test, points, (row.get("comment") or "").strip(),
+                             (row.get("by") or "").strip(), (row.get("at") or "").strip(), number,
+                             staff_note=(row.get("staff_note") or "").strip()))
+    return rows
+
+
+def effective(rows: list[Override]) -> dict[str, dict[str, Override]]:
+    """submission -> test -> the row that counts (the last one for each key)."""
+    found: dict[str, dict[str, Override]] = {}
+    for row in rows:
+        found.setdefault(row.submission, {})[row.test] = row
+    return found
+
+
+def check(rows: list[Override], records: list[SubmissionResult], *, path: Path | str = FILE,
+          submissions: set[str] | None = None) -> None:
+    """OverrideError naming the first row whose submission or test is unknown, or whose points are
+    out of range. `submissions` are names that will have records (a run still grading them)."""
+    by_name = {r.submission: r for r in records}
+    known = set(by_name) | set(submissions or ())
+    for row in rows:
+        where = f"{path}:{row.line}"
+        if row.submission not in known:
+            raise OverrideError(f"{where}: no submission named {row.submission!r} in this gradebook "
+                                "(the names are the rows of grades.csv)")
+        result = by_name.get(row.submission)
+        if result is None:
+            continue  # graded later in this run: its tests are checked when the class files are written
+        tests = {t.name: t for t in result.tests}
+        if row.test == BONUS:
+            if row.points is None and not row.comment and not row.staff_note:
+                raise OverrideError(f"{where}: a `*` row needs points (added to the total), a comment or a note")
+            continue
+        if row.test in tests:
+            top = tests[row.test].max_score
+        elif row.test in components():
+            top = sum(t.max_score for t in result.tests if t.component == row.test)
+        elif row.points is None and row.test.split(":", 1)[0] in REVIEW_PREFIXES:
+            continue
+        else:
+            raise OverrideError(f"{where}: {row.submission} has no test or part {row.test!r}; write a test id "
+                                f"such as {next(iter(tests), 'deliverables.analysis')!r}, a part "
+                                f"({', '.join(components())}) or * for the total")
+        if row.points is not None and not 0 <= row.points <= top:
+            raise OverrideError(f"{where}: {row.points:g} points for {row.submission} {row.test} is outside "
+                                f"0..{top:g}")
+
+
+def apply(result: SubmissionResult, decisions: dict[str, Override]) -> SubmissionResult:
+    """A copy of `result` with the decisions (test -> row, from effective()) applied."""
+    if not decisions:
+        return result
+    changed = copy.deepcopy(result)
+    shown = []
+    own = {name: row for name, row in decisions.items() if row.points is not None}
+    for component in components():
+        part = own.get(component)
+        if part is None:
+            continue
+        rest = [t for t in changed.tests if t.component == component and t.name not in own]
+        possible = sum(t.max_score for t in rest)
+        given = 0.0
+        for i, t in enumerate(rest):  # in hundredths of a point, the last test taking what is left
+            share = round(part.points - given, 2) if i == len(rest) - 1 else \
+                round(part.points * t.max_score / possible, 2) if possible else 0.0
+            t.score, given = share, given + share
+    for t in changed.tests:
+        row = own.get(t.name)
+        if row is not None:
+            t.score = row.points
+    for t in changed.tests:
+        row = decisions.get(t.name) or decisions.get(t.component)
+        if row is not None and row.comment and not row.staff_only:  # the test's output is the student's
+            t.output = (t.output.rstrip() + "\n\n" if t.output.strip() else "") + \
+                f"Reviewed{f' by {row.by}' if row.by else ''}: {row.comment}"
+    bonus = own.get(BONUS)
+    changed.adjustment = round(bonus.points, 4) if bonus else 0.0
+    for name in sorted(decisions, key=lambda n: (n == BONUS, n)):
+        row = decisions[name]
+        automated = None
+        if row.points is not None and name != BONUS:
+            automated = round(sum(t.score for t in result.tests if t.name == name or t.component == name), 4)
+        shown.append({**row.to_json(), "automated": automated})
+    changed.overrides = shown
+    return changed
+
+
+def summary(result: SubmissionResult) -> str:
+    """The grades.csv cell: `deliverables.analysis 5->3; * +2; similarity:bob reviewed`."""
+    parts = []
+    for o in result.overrides:
+        if o["points"] is None:
+            parts.append(f"{o['test']} reviewed")
+        elif o["test"] == BONUS:
+            capped = o.get("capped")
+            parts.append(f"* {o['points']:+g}" + ("" if capped is None else f" (capped to {capped:+g})"))
+        else:
+            parts.append(f"{o['test']} {o['automated']:g}->{o['points']:g}")
+    return "; ".join(parts)
+
+
+def append(path: Path, row: dict) -> None:
+    """Add one decision at the end of the file (created with its header when missing)."""
+    path = Path(path)
+    new = not path.is_file() or path.stat().st_size == 0
+    values = {**row, "at": row.get("at") or datetime.now(timezone.utc).replace(microsecond=0).isoformat()}
+    with open(path, "a", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        if new:
+            writer.writerow(COLUMNS)
+        writer.writerow([_plain(values.get(c, "")) for c in COLUMNS])
+
+
+def _plain(value) -> str:
+    text = "" if value is None else (f"{value:g}" if isinstance(value, float) else str(value))
+    text = " ".join(text.split())  # one line per decision, whatever was typed
+    return "'" + text if text[:1] in ("=", "+", "@", "\t", "\r") else text
+
+
+def explain(result: SubmissionResult) -> str:
+    """Why the final total differs from the automated one, in a few words ("" when it does not)."""
+    reasons = []
+    tests = [o for o in result.overrides if o["points"] is not None and o["test"] != BONUS
+             and not o.get("staff_only")]
+    if tests:
+        reasons.append("overrides: " + ", ".join(f"{o['test']} {number(o['automated'])}→{number(o['points'])}"
+                                                  for o in tests))
+    bonus = next((o for o in result.overrides if o["test"] == BONUS and o["points"] is not None), None)
+    if bonus is not None:
+        capped = bonus.get("capped")
+        kind = "bonus" if bonus["points"] >= 0 else "deduction"
+        reasons.append(f"{kind} {bonus['points']:+g}" + (f" (capped to {capped:+g}: the rubric's maximum)"
+                                                         if capped is not None else ""))
+    days = result.late.get("late_days", 0) if result.late else 0
+    if days:
+        reasons.append(f"{days} day{'s' if days != 1 else ''} late: -{number(result.penalty)}")
+    if result.automated is None or not reasons:
+        return ""
+    return f"automated {number(result.automated)}; " + "; ".join(reasons)

@@ -1,0 +1,131 @@
+"""Students' requests to look at a test again: OUT/regrade_requests.csv, and where each one stands.
+
+The instructor collects the requests (a form, an e-mail, an issue) into one file beside
+overrides.csv, one row a request, columns `student,test,reason,time`:
+
+    student   the row name in grades.csv
+    test      a test id (`self_attention.sdpa_masks`) or a part (`self_attention`)
+    reason    the student's words
+    time      when it was asked, ISO 8601 (`2026-12-01T15:00:00+00:00`; no zone means UTC)
+
+A request is decided by an override (overrides.csv) on what it names (the test, or the part),
+written at or after the request's time: with points, the request is *accepted*; without points (a row that
+marks the test reviewed), it is *declined*. The override's comment is the reason the student reads.
+Until then the request is *open*. The state is derived, never stored, so the file the instructor
+collects is never rewritten and the decision lives in one place: overrides.csv.
+"""
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from grader.admin.overrides import Override, OverrideError
+
+COLUMNS = ("student", "test", "reason", "time")
+FILE = "regrade_requests.csv"
+MAX_FILE_BYTES = 5 << 20
+STATES = ("open", "accepted", "declined")
+
+
+class RequestError(OverrideError):
+    """The requests file cannot be read; the message names the row and what to change (an
+    OverrideError: `grade` and `merge` stop on it as on a bad overrides.csv)."""
+
+
+@dataclass(frozen=True)
+class Request:
+    student: str
+    test: str
+    reason: str
+    time: str
+    line: int = 0
+
+    @property
+    def when(self) -> datetime:
+        return _moment(self.time)
+
+
+@dataclass(frozen=True)
+class Standing:
+    """A request and where it stands."""
+
+    request: Request
+    state: str  # one of STATES
+    decision: Override | None = None  # the override that decided it
+
+    def for_student(self) -> dict:
+        """What the student reads: their request, its state, and the reason for the decision."""
+        return {"test": self.request.test, "reason": self.request.reason, "time": self.request.time,
+                "state": self.state, "answer": self.decision.comment if self.decision else "",
+                "points": self.decision.points if self.decision else None}
+
+
+def default_path(out: Path) -> Path:
+    return Path(out) / FILE
+
+
+def _moment(text: str) -> datetime:
+    moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def read(path: Path) -> list[Request]:
+    """Every request of the file in order (none when it does not exist)."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise RequestError(f"{path} is over {MAX_FILE_BYTES >> 20} MB; it should hold one line per request")
+    reader = csv.DictReader(io.StringIO(path.read_text(encoding="utf-8-sig")))
+    missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise RequestError(f"{path}: the first line must name the columns {','.join(COLUMNS)} "
+                           f"(missing: {', '.join(missing)})")
+    found = []
+    for number, row in enumerate(reader, start=2):
+        student, test = (row.get("student") or "").strip(), (row.get("test") or "").strip()
+        if not student and not test:
+            continue
+        time = (row.get("time") or "").strip()
+        try:
+            _moment(time)
+        except ValueError:
+            raise RequestError(f"{path}:{number}: time {time!r} is not an ISO 8601 time; write it as "
+                               "2026-12-01T15:00:00+00:00 (or without the zone, meaning UTC)") from None
+        found.append(Request(student, test, (row.get("reason") or "").strip(), time, number))
+    return found
+
+
+def check(requests: list[Request], tests_of: dict[str, set[str]], *, path: Path | str = FILE) -> None:
+    """RequestError for the first request naming a student or a test the gradebook does not have.
+    `tests_of` maps each student to its test ids and parts."""
+    for r in requests:
+        where = f"{path}:{r.line}"
+        if r.student not in tests_of:
+            raise RequestError(f"{where}: no student named {r.student!r} in this gradebook (the names are the "
+                               "rows of grades.csv)")
+        if r.test not in tests_of[r.student]:
+            raise RequestError(f"{where}: {r.student} has no test or part {r.test!r}; write a test id as "
+                               "grades.csv's report names it (self_attention.sdpa_masks) or a part")
+
+
+def standings(requests: list[Request], rows: list[Override]) -> list[Standing]:
+    """Each request with its state, from the overrides file's rows. Only a row on what the request
+    names decides it: a new mark for the whole part answers no request about one of its tests."""
+    found = []
+    for r in requests:
+        decision = None
+        for row in rows:  # the last row on that test, written at or after the request
+            if row.submission != r.student or row.test != r.test or not row.at:
+                continue
+            try:
+                if _moment(row.at) >= r.when:
+                    decision = row
+            except ValueError:
+                continue
+        state = "open" if decision is None else "accepted" if decision.points is not None else "declined"
+        found.append(Standing(r, state, decision))
+    return found

@@ -1,0 +1,1121 @@
+"""Class similarity report: which submissions share code, text or pictures beyond what every student shares.
+
+    python -m grader similarity SUBMISSIONS --out DIR      # DIR/similarity.csv and DIR/similarity.html
+
+Evidence for a person to read, never a grade: nothing here touches a record or grades.csv.
+
+**Code** is compared the way MOSS does it (Schleimer, Wilkerson and Aiken, "Winnowing", SIGMOD 2003):
+each file is cut into tokens with comments and docstrings dropped, every identifier replaced by one
+symbol and every string literal by another, so renaming, reformatting and comment edits change
+nothing; the hashes of every run of CODE_K tokens are winnowed (the smallest hash of each window of
+CODE_WINDOW) into a submission's fingerprints, a set, so reordering functions changes nothing either.
+Base code is removed before anything is compared: every k-gram of the released student folder
+(stubs, visible tests, tools, notebook) and of the handout's own code blocks (`base` data file).
+
+**Text** (README, analysis) is compared by word TEXT_N-grams after the words every student may
+share are removed: passages of the handout (the lesson's handout_ngrams.txt, the same fingerprints
+the README check uses), of the assignment's own README, the handout's example sentences and the lines
+the kit's heatmap tool prints (`base` data file).
+
+**Images** (heatmap, raster diagram) are compared by a perceptual hash (the signs of the lowest
+16x16 DCT frequencies of a 64x64 grey thumbnail, as pHash does), which survives re-encoding and resizing.
+An image within BASE_IMAGE_BITS of a picture the kit's heatmap tool makes the same way for every
+student (its default sentence, each mode, on the reference) is not evidence. SVG and PDF diagrams
+are compared byte for byte.
+
+Only pairs that share fingerprints are looked at (an inverted index), so a class of 500 costs
+seconds; the detailed view (which lines, which words) is drawn for flagged pairs only. Every
+student file is read through grader/intake/submissions.py's capped scratch copy and then capped again here.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import csv
+import hashlib
+import html
+import importlib
+import io
+import json
+import keyword
+import multiprocessing
+import os
+import re
+import sys
+import tempfile
+import unicodedata
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from grader.judging import deliverables
+
+from grader.intake import submissions as intake
+from grader.lesson import LessonError, load_lesson
+
+KIT = Path(__file__).resolve().parents[2]
+
+
+def _rules():
+    """The lesson's deliverable checks (None for a lesson without deliverables): which files are the
+    README, the analysis and the pictures, and the fingerprints of what every student may share (the
+    handout, the assignment's README). Read when used: the run chooses its lesson after import."""
+    module = load_lesson().deliverables_module
+    return importlib.import_module(module) if module else None
+
+
+# ---- thresholds (documented in README.md, "Similarity"): a pair is flagged on one kind when its score
+# reaches the threshold and it shares at least the minimum of evidence.
+CODE_K = 20  # tokens per k-gram: one typical statement and a half
+CODE_WINDOW = 6  # winnowing window: any run of CODE_K + CODE_WINDOW - 1 shared tokens is always seen
+CODE_THRESHOLD = 0.5  # shared fingerprints / the smaller submission's fingerprints
+CODE_MIN_SHARED = 12
+# One file copied into otherwise own work: a file of at least FILE_MIN_PRINTS fingerprints of which
+# FILE_THRESHOLD are found in the other submission (honest files reach about 0.6 on the fixtures).
+FILE_THRESHOLD, FILE_MIN_PRINTS = 0.75, 20
+TEXT_N = 6  # words per n-gram
+TEXT_THRESHOLD = 0.5
+TEXT_MIN_SHARED = 8
+IMAGE_FLAG_BITS = 32  # perceptual hashes (256 bits) this close or closer are the same picture
+BASE_IMAGE_BITS = 32
+REPORT_FLOOR = 0.2  # rows below this score on a kind are left out of similarity.csv
+# A fingerprint found in more submissions than this is common code (MOSS's -m): it joins no pair.
+COMMON_MIN, COMMON_SHARE = 20, 0.1
+
+# ---- caps on what is read from one submission (the intake caps come first)
+MAX_CODE_BYTES = 200 << 10  # all code files of one submission together
+MAX_NOTEBOOK_BYTES = intake.DEFAULT_LIMITS.max_file_bytes  # outputs (plots) make notebooks big
+MAX_TEXT_CHARS = 64 << 10
+MAX_SHOWN_LINES = 400  # per side in the detailed view
+MAX_DETAILED = 100  # flagged rows drawn side by side in similarity.html; the table lists more
+MAX_LISTED = 2000  # flagged rows in the page's table; similarity.csv has them all
+
+CSV_COLUMNS = ("a", "b", "kind", "score", "flagged", "detail")
+KINDS = ("code", "text", "image")
+
+
+# =========================================================================== code fingerprints
+
+_CODE_TOKEN = re.compile(r"""
+    (?P<string>(?:[rRbBuUfF]{1,2})?(?:\"\"\"[\s\S]*?(?:\"\"\"|\Z)|'''[\s\S]*?(?:'''|\Z)|"(?:\\.|[^"\\\n])*"?|'(?:\\.|[^'\\\n])*'?))
+  | (?P<comment>\#[^\n]*)
+  | (?P<space>[^\S\n]+|\\\n)
+  | (?P<newline>\n)
+  | (?P<name>[^\W\d]\w*)
+  | (?P<number>\d[\w.]*(?:[eE][-+]?\d+)?)
+  | (?P<op>\*\*=?|//=?|->|<<=?|>>=?|[-+*/%@&|^<>=!:]=|\.\.\.|[^\s\w])
+""", re.VERBOSE)
+_KEPT_NAMES = frozenset(keyword.kwlist) | {"self", "super"}
+_CLOSERS = {")", "]", "}"}
+
+
+def code_tokens(source: str) -> tuple[list[str], list[int]]:
+    """The normalised tokens of Python source and the line of each. Never raises: text that is not
+    Python (a damaged cell, the handout's prose) still becomes tokens, just less meaningful ones.
+
+    Identifiers become `N` (keywords and `self` stay), string literals `S`, comments vanish, a
+    docstring (a string that is a whole statement) vanishes, numbers stay as written, layout and a
+    trailing comma before a closing bracket are dropped."""
+    tokens: list[str] = []
+    lines: list[int] = []
+    line, depth = 1, 0
+    statement_start = True
+    docstring_at: int | None = None  # where a string that may be a whole statement starts
+    for match in _CODE_TOKEN.finditer(source):
+        kind = match.lastgroup
+        text = match.group(0)
+        if kind == "space" or kind == "comment":
+            line += text.endswith("\n")  # a backslash continuation
+            continue
+        if kind == "newline":
+            line += 1
+            if depth == 0:
+                if docstring_at is not None:
+                    del tokens[docstring_at:], lines[docstring_at:]
+                    docstring_at = None
+                statement_start = True
+            continue
+        if kind == "op" and text == ";" and depth == 0:
+            if docstring_at is not None:
+                del tokens[docstring_at:], lines[docstring_at:]
+                docstring_at = None
+            statement_start = True
+            continue
+        if kind == "string":
+            if statement_start:
+                docstring_at = len(tokens)
+            tokens.append("S")
+            lines.append(line)
+            line += text.count("\n")
+            statement_start = False
+            continue
+        docstring_at = None
+        if kind == "name":
+            tokens.append(text if text in _KEPT_NAMES else "N")
+        elif kind == "op":
+            if text in _CLOSERS:
+                depth = max(0, depth - 1)
+                if tokens and tokens[-1] == ",":
+                    tokens.pop(), lines.pop()
+            elif text in ("(", "[", "{"):
+                depth += 1
+            tokens.append(text)
+        else:
+            tokens.append(text)
+        lines.append(line)
+        statement_start = kind == "op" and text == ":" and depth == 0
+    if docstring_at is not None:
+        del tokens[docstring_at:], lines[docstring_at:]
+    return tokens, lines
+
+
+_TOKEN_IDS: dict[str, int] = {}
+_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _kgram_hashes(tokens: list[str], k: int) -> np.ndarray:
+    """A 64-bit hash of every run of k tokens (stable across processes and runs: no salted hash())."""
+    if len(tokens) < k:
+        return np.zeros(0, dtype=np.uint64)
+    ids = np.fromiter((_TOKEN_IDS.setdefault(t, zlib.crc32(t.encode()) | 1) for t in tokens),
+                      dtype=np.uint64, count=len(tokens))
+    n = len(tokens) - k + 1
+    hashes = np.zeros(n, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for j in range(k):
+            hashes = hashes * _MULTIPLIER + ids[j:j + n]
+        hashes ^= hashes >> np.uint64(29)
+    return hashes
+
+
+def _winnow(hashes: np.ndarray, window: int) -> np.ndarray:
+    """Indexes of the winnowed hashes: the rightmost smallest of every window of `window` hashes."""
+    if len(hashes) <= window:
+        return np.array([int(np.argmin(hashes))]) if len(hashes) else np.zeros(0, dtype=np.int64)
+    windows = np.lib.stride_tricks.sliding_window_view(hashes, window)
+    rightmost = window - 1 - np.argmin(windows[:, ::-1], axis=1)
+    return np.unique(rightmost + np.arange(len(windows)))
+
+
+def base_code_hashes(sources: list[str]) -> set[int]:
+    """Every k-gram hash of code every student has (not winnowed: all of it is base)."""
+    base: set[int] = set()
+    for source in sources:
+        base.update(int(h) for h in _kgram_hashes(code_tokens(source)[0], CODE_K))
+    return base
+
+
+# =========================================================================== text fingerprints
+
+def _words(text: str) -> list[tuple[str, int, int]]:
+    return deliverables.words(unicodedata.normalize("NFKC", text))
+
+
+def _hash_words(words: list[str]) -> int:
+    return int.from_bytes(hashlib.blake2b(" ".join(words).encode(), digest_size=8).digest(), "big")
+
+
+def _covered(words: list[tuple[str, int, int]], n: int, prints: set[int] | frozenset[int], hasher) -> np.ndarray:
+    """Which words lie inside an n-gram whose fingerprint is in `prints`."""
+    covered = np.zeros(len(words), dtype=bool)
+    if not prints:
+        return covered
+    plain = [w for w, _, _ in words]
+    for i in range(len(words) - n + 1):
+        if hasher(plain[i:i + n]) in prints:
+            covered[i:i + n] = True
+    return covered
+
+
+@dataclass
+class TextBase:
+    """What every student may write the same way: handout passages (deliverables' 8-grams), the
+    assignment README's, the handout's example sentences and the kit tool's printed lines."""
+
+    handout: frozenset[int] = frozenset()  # deliverables.NGRAM-grams, deliverables' hash
+    short: frozenset[int] = frozenset()  # SHORT_N-grams of example sentences and tool output
+    note: str = ""
+
+
+SHORT_N = 3
+
+
+def text_grams(text: str, base: TextBase) -> tuple[dict[int, tuple[int, int]], list[tuple[str, int, int]]]:
+    """{fingerprint: (first word, last word)} of the TEXT_N-grams of `text` that touch no base word."""
+    words = _words(text[:MAX_TEXT_CHARS])
+    base_words = _covered(words, deliverables.NGRAM, base.handout, deliverables.fingerprint)
+    base_words |= _covered(words, SHORT_N, base.short, _hash_words)
+    grams: dict[int, tuple[int, int]] = {}
+    plain = [w for w, _, _ in words]
+    for i in range(len(words) - TEXT_N + 1):
+        if not base_words[i:i + TEXT_N].any():
+            grams.setdefault(_hash_words(plain[i:i + TEXT_N]), (i, i + TEXT_N - 1))
+    return grams, words
+
+
+def short_text_hashes(texts: list[str]) -> set[int]:
+    prints: set[int] = set()
+    for text in texts:
+        plain = [w for w, _, _ in _words(text)]
+        prints.update(_hash_words(plain[i:i + SHORT_N]) for i in range(len(plain) - SHORT_N + 1))
+    return prints
+
+
+# =========================================================================== image hashes
+
+def _dct_matrix(n: int) -> np.ndarray:
+    k = np.arange(n)[:, None]
+    return np.cos(np.pi * (2 * np.arange(n)[None, :] + 1) * k / (2 * n))
+
+
+HASH_SIDE, HASH_LOW = 64, 16  # a 64x64 grey thumbnail; its 16x16 lowest frequencies make the 256 bits
+HASH_BITS = HASH_LOW * HASH_LOW
+_DCT = _dct_matrix(HASH_SIDE)
+
+
+def image_hash(data: bytes) -> int | None:
+    """The perceptual hash of a picture (256 bits: the signs of its lowest DCT frequencies against
+    their median, as pHash does, on a finer grid because every heatmap of the kit's tool shares its
+    frame and colour bar); None when it is not a picture Pillow reads within the checker's pixel cap.
+    Transparent pixels are composited on white first."""
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as probe:
+            width, height = probe.size
+            if width * height > deliverables.MAX_PIXELS or width < 8 or height < 8:
+                return None
+            if probe.format == "JPEG":
+                probe.draft("RGB", (4 * HASH_SIDE, 4 * HASH_SIDE))
+            probe.load()
+            grey = deliverables.to_rgb(probe).convert("L")
+    except Exception:  # Pillow raises many kinds for a damaged file; all mean "not a picture"
+        return None
+    small = np.asarray(grey.resize((HASH_SIDE, HASH_SIDE), Image.Resampling.BOX), dtype=np.float64)
+    low = (_DCT @ small @ _DCT.T)[:HASH_LOW, :HASH_LOW].flatten()
+    bits = low > np.median(low[1:])  # the first coefficient is the mean brightness: left out of the median
+    return int.from_bytes(np.packbits(bits).tobytes(), "big")
+
+
+def thumbnail_uri(data: bytes, side: int = 320) -> str:
+    """A PNG re-drawn by Pillow from the student's picture, as a data: URI (nothing of the original
+    file's bytes reaches the page)."""
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            width, height = image.size
+            if width * height > deliverables.MAX_PIXELS:
+                return ""
+            if image.format == "JPEG":
+                image.draft("RGB", (side * 2, side * 2))
+            image.load()
+            rgb = deliverables.to_rgb(image)
+            rgb.thumbnail((side, side))
+            buffer = io.BytesIO()
+            rgb.save(buffer, format="PNG")
+    except Exception:
+        return ""
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+# =========================================================================== the base
+
+@dataclass
+class Base:
+    """Everything every student shares, so it is never evidence."""
+
+    code: set[int] = field(default_factory=set)
+    text: TextBase = field(default_factory=TextBase)
+    images: list[tuple[str, int]] = field(default_factory=list)  # (what, perceptual hash)
+    sources: list[str] = field(default_factory=list)  # said in the report
+    notebook: object = None  # () -> the released notebook's code cells
+
+
+BASE_FILE = "similarity_base.txt"
+
+
+def default_lesson() -> str:
+    """The run's lesson (--lesson NAME or PATH, else the only one), as `--lesson` takes it."""
+    try:
+        return load_lesson().ref
+    except LessonError as error:
+        raise ValueError(str(error)) from None
+
+
+def load_base(lesson: str, *, released: Path | None = None, lesson_data: Path | None = None,
+              released_notebook=None) -> Base:
+    """The base of `lesson`: its released folder (assignments/<lesson>/, every .py and notebook code
+    cell), the handout fingerprints the README check ships, and the lesson's similarity_base.txt.
+    `released_notebook` returns the code cells of a notebook the release builds; it is called only
+    when some submission holds a notebook (building it costs seconds). `lesson` is a name or a path."""
+    found = load_lesson(lesson)
+    released = released or found.assignment
+    lesson_data = lesson_data or found.folder / BASE_FILE
+    base = Base()
+    sources = []
+    for path in sorted(released.rglob("*")):
+        if path.suffix == ".py" and path.is_file():
+            sources.append(path.read_text(encoding="utf-8", errors="replace"))
+        elif path.suffix == ".ipynb" and path.is_file():
+            sources += _notebook_cells(path.read_bytes())
+    base.code = base_code_hashes(sources)
+    base.notebook = released_notebook
+    base.sources.append(f"the released student folder {released.relative_to(KIT) if released.is_relative_to(KIT) else released}"
+                        f" ({len(sources)} code files: stubs, visible tests, tools"
+                        f"{', and the released notebook when a submission holds one' if released_notebook else ''})")
+    rules = _rules()
+    handout = set() if rules is None else \
+        (deliverables.load_fingerprints(rules.FINGERPRINTS, section="handout") or set()) | \
+        (deliverables.load_fingerprints(rules.FINGERPRINTS, section="assignment-readme") or set())
+    short: set[int] = set()
+    if lesson_data.is_file():
+        sections = _read_sections(lesson_data)
+        base.code |= {int(x, 16) for x in sections.get("handout-code", [])}
+        short |= {int(x, 16) for x in sections.get("text-short", [])}
+        for line in sections.get("images", []):
+            what, phash = line.rsplit(" ", 1)
+            base.images.append((what, int(phash, 16)))
+        base.sources.append(f"{lesson_data.name}: the handout's code ({len(sections.get('handout-code', []))} k-grams), "
+                            f"its example sentences and the heatmap tool's printed lines, "
+                            f"{len(base.images)} pictures the heatmap tool makes the same for everyone")
+    base.text = TextBase(handout=frozenset(handout), short=frozenset(short))
+    if handout:
+        base.sources.append("handout_ngrams.txt: the handout's passages and the assignment README (the README check's fingerprints)")
+    return base
+
+
+def _read_sections(path: Path) -> dict[str, list[str]]:
+    sections: dict[str, list[str]] = {}
+    current = None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        if line.startswith("@"):
+            current = line[1:].split()[0]
+            sections[current] = []
+        elif current:
+            sections[current].append(line.strip())
+    return sections
+
+
+_QUOTED = re.compile(r"“[^”]{1,400}”|\"[^\"\n]{1,400}\"")
+_CODE_LINE = re.compile(r"^\s*(def |class |return\b|import |from \S+ import|if .*:|for .*:|assert |print\(|"
+                        r"[\w.\[\], ()]+\s*[-+*/@]?=[^=]|@\w|\w[\w.]*\(.*\)\s*(#.*)?$)")
+
+
+def handout_code(handout: str) -> list[str]:
+    """The handout's code, as runs of consecutive code-looking lines (a text handout has no fences)."""
+    blocks, current = [], []
+    for line in handout.splitlines():
+        if _CODE_LINE.match(line) or (current and line.startswith((" ", "\t")) and line.strip()):
+            current.append(line)
+        elif current:
+            blocks.append("\n".join(current))
+            current = []
+    if current:
+        blocks.append("\n".join(current))
+    return [b for b in blocks if len(code_tokens(b)[0]) >= CODE_K]
+
+
+def build_base_file(*, handout: Path, out: Path, tool_outputs: list[tuple[str, bytes, str]]) -> str:
+    """Write the lesson's similarity_base.txt from the handout and the heatmap tool's outputs
+    (what, PNG bytes, printed text); only hashes are written, never the handout's text."""
+    text = Path(handout).read_text(encoding="utf-8")
+    code = sorted(base_code_hashes(handout_code(text)))
+    quotes = [m.group(0) for m in _QUOTED.finditer(unicodedata.normalize("NFKC", text))]
+    short = sorted(short_text_hashes(quotes + [printed for _, _, printed in tool_outputs]))
+    lines = ["# Base for the similarity report (grader/admin/similarity.py): what every student shares.",
+             "# Made by `python -m grader.admin.similarity --build-base HANDOUT`; do not edit by hand.",
+             f"# handout-sha256={hashlib.sha256(text.encode()).hexdigest()[:16]} code-k={CODE_K} text-short-n={SHORT_N}",
+             f"@handout-code count={len(code)}", *(f"{h:016x}" for h in code),
+             f"@text-short count={len(short)}", *(f"{h:016x}" for h in short),
+             f"@images count={len(tool_outputs)}"]
+    for what, png, _ in tool_outputs:
+        phash = image_hash(png)
+        if phash is not None:
+            lines.append(f"{what} {phash:064x}")
+    Path(out).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return f"wrote {out}: {len(code)} code k-grams, {len(short)} short text n-grams, {len(tool_outputs)} pictures"
+
+
+# =========================================================================== one submission
+
+@dataclass
+class Features:
+    name: str
+    code: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # hash -> (file, first line, last line)
+    code_files: list[tuple[str, str]] = field(default_factory=list)  # (path, text) as read, for the detailed view
+    texts: dict[str, tuple[str, str]] = field(default_factory=dict)  # "README" -> (file name, text)
+    text_grams: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)
+    images: dict[str, tuple[str, int, str]] = field(default_factory=dict)  # "heatmap" -> (file, hash, digest)
+    image_base: dict[str, str] = field(default_factory=dict)  # "heatmap" -> which kit picture it is
+    notes: list[str] = field(default_factory=list)
+    has_notebook: bool = False
+
+
+# The deliverables compared, by the names the lesson's checks accept (none without deliverables).
+def texts() -> dict[str, tuple]:
+    rules = _rules()
+    return {} if rules is None else {"README": rules.README_NAMES, "analysis": rules.ANALYSIS_NAMES}
+
+
+def images() -> dict[str, tuple]:
+    rules = _rules()
+    return {} if rules is None else {"heatmap": rules.HEATMAP_NAMES, "diagram": rules.DIAGRAM_NAMES}
+
+
+def __getattr__(name: str):
+    if name == "TEXTS":
+        return texts()
+    if name == "IMAGES":
+        return images()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _notebook_cells(data: bytes) -> list[str]:
+    """The code cells of a notebook (each on its own: no k-gram spans two cells); [] for anything
+    that is not a notebook."""
+    try:
+        nb = json.loads(data.decode("utf-8", errors="replace"))
+        cells = nb.get("cells", []) if isinstance(nb, dict) else []
+        parts = []
+        for cell in cells:
+            if isinstance(cell, dict) and cell.get("cell_type") == "code":
+                source = cell.get("source", "")
+                parts.append("".join(source) if isinstance(source, list) else str(source))
+        return [intake.neutralise_magics(p) for p in parts]
+    except (ValueError, TypeError, AttributeError, RecursionError):
+        return []
+
+
+def _read_capped(path: Path, cap: int) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(cap)
+
+
+def _code_files(folder: Path) -> list[tuple[str, str]]:
+    files, budget = [], MAX_CODE_BYTES
+    for path in sorted(folder.rglob("*")):
+        if budget <= 0:
+            break
+        rel = path.relative_to(folder).as_posix()
+        if not path.is_file() or path.is_symlink():
+            continue
+        if path.suffix == ".py":
+            text = _read_capped(path, budget).decode("utf-8", errors="replace")
+        elif path.suffix == ".ipynb":
+            for number, cell in enumerate(_notebook_cells(_read_capped(path, MAX_NOTEBOOK_BYTES)), 1):
+                if budget <= 0:
+                    break
+                cell = cell[:budget]
+                budget -= len(cell.encode("utf-8", errors="replace"))
+                files.append((f"{rel} cell {number}", cell))
+            continue
+        else:
+            continue
+        budget -= len(text.encode("utf-8", errors="replace"))
+        files.append((rel, text))
+    return files
+
+
+def features_of(folder: Path, name: str, base: Base) -> Features:
+    """The fingerprints of one submission's scratch copy (never raises on student content)."""
+    feats = Features(name=name)
+    feats.code_files = _code_files(folder)
+    feats.has_notebook = any(".ipynb cell " in path for path, _ in feats.code_files)
+    for index, (_, text) in enumerate(feats.code_files):
+        tokens, lines = code_tokens(text)
+        hashes = _kgram_hashes(tokens, CODE_K)
+        for i in _winnow(hashes, CODE_WINDOW):
+            h = int(hashes[i])
+            if h not in base.code:
+                feats.code.setdefault(h, (index, lines[i], lines[i + CODE_K - 1]))
+    root = os.fspath(folder)
+    for what, names in texts().items():
+        for found in deliverables.find(root, names):
+            try:
+                raw = deliverables.read_file(root, found, deliverables.MAX_TEXT_BYTES)
+                text = deliverables.decode_text(found, raw)
+            except (deliverables.Problem, OSError):
+                continue
+            feats.texts[what] = (found, text[:MAX_TEXT_CHARS])
+            feats.text_grams[what] = text_grams(text, base.text)[0]
+            break
+    for what, names in images().items():
+        for found in deliverables.find(root, names):
+            try:
+                raw = deliverables.read_file(root, found, deliverables.MAX_IMAGE_BYTES)
+            except (deliverables.Problem, OSError):
+                continue
+            digest = hashlib.sha256(raw).hexdigest()
+            phash = None if found.lower().endswith((".svg", ".pdf")) else image_hash(raw)
+            # A vector drawing (or a file Pillow cannot read) is compared byte for byte instead.
+            feats.images[what] = (found, phash or 0, digest if phash is None else "")
+            if phash is not None:
+                for label, base_hash in base.images:
+                    if (phash ^ base_hash).bit_count() <= BASE_IMAGE_BITS:
+                        feats.image_base[what] = label
+                        break
+            break
+    return feats
+
+
+def _extract(job) -> Features:
+    sub, base = job
+    with tempfile.TemporaryDirectory(prefix="similarity-") as scratch:
+        copy = Path(scratch) / "copy"
+        try:
+            # Notebooks stay notebooks: their cells are read here, no modules are generated from them.
+            intake.materialise(sub, copy, convert_notebook=False)
+        except Exception as exc:  # an unreadable submission is a note, not a failed report
+            feats = Features(name=sub.name)
+            feats.notes.append(f"could not be read: {type(exc).__name__}")
+            return feats
+        return features_of(copy, sub.name, base)
+
+
+_WORKER_BASE: Base | None = None
+
+
+def _init_worker(base: Base) -> None:
+    global _WORKER_BASE
+    _WORKER_BASE = base
+
+
+def _extract_in_worker(sub) -> Features:
+    return _extract((sub, _WORKER_BASE))
+
+
+def extract_all(subs, base: Base, jobs: int) -> list[Features]:
+    if jobs <= 1 or len(subs) < 8:
+        return [_extract((s, base)) for s in subs]
+    context = multiprocessing.get_context("fork")
+    with context.Pool(jobs, initializer=_init_worker, initargs=(base,)) as pool:
+        return pool.map(_extract_in_worker, subs, chunksize=max(1, len(subs) // (jobs * 8)))
+
+
+# =========================================================================== pairs
+
+@dataclass
+class Row:
+    a: str
+    b: str
+    kind: str
+    score: float
+    flagged: bool
+    detail: str
+    what: str = ""  # "code", "README", "heatmap", ... (for the detailed view)
+
+
+def _shared_counts(prints: list[set[int] | dict], n: int) -> dict[tuple[int, int], int]:
+    """How many fingerprints each pair of documents shares, from an inverted index: only pairs that
+    share something are ever touched. Fingerprints in too many documents are common, not evidence."""
+    index: dict[int, list[int]] = {}
+    for i, doc in enumerate(prints):
+        for h in doc:
+            index.setdefault(h, []).append(i)
+    common = max(COMMON_MIN, int(COMMON_SHARE * n))
+    counts: dict[tuple[int, int], int] = {}
+    for holders in index.values():
+        if 1 < len(holders) <= common:
+            for x in range(len(holders)):
+                for y in range(x + 1, len(holders)):
+                    key = (holders[x], holders[y])
+                    counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def _overlap_rows(feats: list[Features], kind: str, what: str, docs: list[dict], threshold: float,
+                  min_shared: int, unit: str) -> list[Row]:
+    rows = []
+    for (i, j), shared in _shared_counts(docs, len(feats)).items():
+        smaller = min(len(docs[i]), len(docs[j]))
+        score = shared / smaller if smaller else 0.0
+        if score < REPORT_FLOOR:
+            continue
+        flagged = score >= threshold and shared >= min_shared
+        detail = (f"{what}: {shared} shared {unit} = {100 * shared / len(docs[i]):.0f}% of {feats[i].name}'s, "
+                  f"{100 * shared / len(docs[j]):.0f}% of {feats[j].name}'s")
+        rows.append(Row(feats[i].name, feats[j].name, kind, round(score, 3), flagged, detail, what))
+    return rows
+
+
+def _most_copied_file(f: Features, shared: set[int]) -> tuple[float, str]:
+    """(share, path) of `f`'s file with the largest share of its fingerprints in `shared`, among
+    files of FILE_MIN_PRINTS fingerprints or more."""
+    total: dict[int, int] = {}
+    common: dict[int, int] = {}
+    for h, (file_index, _, _) in f.code.items():
+        total[file_index] = total.get(file_index, 0) + 1
+        if h in shared:
+            common[file_index] = common.get(file_index, 0) + 1
+    best = max(((common.get(i, 0) / n, f.code_files[i][0]) for i, n in total.items() if n >= FILE_MIN_PRINTS),
+               default=(0.0, ""))
+    return best
+
+
+def _code_rows(feats: list[Features]) -> list[Row]:
+    """Code rows: the share of the smaller submission's fingerprints found in the other, or, when
+    larger, the share of the most copied file (one file copied into otherwise own work)."""
+    rows = []
+    for (i, j), shared in _shared_counts([f.code for f in feats], len(feats)).items():
+        fa, fb = feats[i], feats[j]
+        overall = shared / min(len(fa.code), len(fb.code))
+        file_share, file_path, owner = 0.0, "", ""
+        if shared >= CODE_MIN_SHARED:
+            common = fa.code.keys() & fb.code.keys()
+            for f in (fa, fb):
+                share, path = _most_copied_file(f, common)
+                if share > file_share:
+                    file_share, file_path, owner = share, path, f.name
+        score = max(overall, file_share)
+        if score < REPORT_FLOOR:
+            continue
+        flagged = (overall >= CODE_THRESHOLD and shared >= CODE_MIN_SHARED) or file_share >= FILE_THRESHOLD
+        detail = (f"code: {shared} shared fingerprints = {100 * shared / len(fa.code):.0f}% of {fa.name}'s, "
+                  f"{100 * shared / len(fb.code):.0f}% of {fb.name}'s")
+        if file_path:
+            detail += f"; most shared file: {owner}'s {file_path} ({100 * file_share:.0f}%)"
+        rows.append(Row(fa.name, fb.name, "code", round(score, 3), flagged, detail, "code"))
+    return rows
+
+
+def _image_rows(feats: list[Features], what: str) -> list[Row]:
+    have = [(f, f.images[what]) for f in feats if what in f.images]
+    rows = []
+    for x in range(len(have)):
+        fa, (file_a, pa, digest_a) = have[x]
+        for y in range(x + 1, len(have)):
+            fb, (file_b, pb, digest_b) = have[y]
+            if digest_a or digest_b:  # SVG/PDF: byte for byte
+                if digest_a and digest_a == digest_b:
+                    rows.append(Row(fa.name, fb.name, "image", 1.0, True, f"{what}: {file_a} and {file_b} are the same file, byte for byte", what))
+                continue
+            bits = (pa ^ pb).bit_count()
+            # 0.5 at the flagging distance, like the other kinds' thresholds; 0 at twice that distance
+            # (pictures of the kit's tool share a frame and colour bar: honest pairs sit 60-100 bits apart).
+            score = max(0.0, 1 - bits / (2 * IMAGE_FLAG_BITS))
+            if score < REPORT_FLOOR:
+                continue
+            same = bits <= IMAGE_FLAG_BITS
+            kit = fa.image_base.get(what) if fa.image_base.get(what) == fb.image_base.get(what) else None
+            detail = f"{what}: {file_a} and {file_b}, perceptual hashes {bits} of {HASH_BITS} bits apart"
+            if same and kit:
+                detail += f"; both are {kit}, which the kit's tool draws the same for every student: not evidence"
+            rows.append(Row(fa.name, fb.name, "image", round(score, 3), same and not kit, detail, what))
+    return rows
+
+
+def compare(feats: list[Features]) -> list[Row]:
+    """Every row of similarity.csv: code, each text and each picture, pairs at or above REPORT_FLOOR."""
+    rows = _code_rows(feats)
+    for what in texts():
+        rows += _overlap_rows(feats, "text", what, [f.text_grams.get(what, {}) for f in feats], TEXT_THRESHOLD,
+                              TEXT_MIN_SHARED, f"{TEXT_N}-word passages")
+    for what in images():
+        rows += _image_rows(feats, what)
+    return sorted(rows, key=lambda r: (-r.flagged, -r.score, r.a, r.b, r.kind, r.what))
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Three or more submissions joined by flagged pairs of one kind of evidence."""
+
+    what: str  # the evidence its pairs share: "code", "README", "analysis", "heatmap", ...
+    members: tuple[str, ...]
+    centre: str = ""  # the member paired with every other one, when exactly one is: the likely source
+    # (or the one who copied from each); empty for a ring where no one member stands out
+    file: str = ""  # for code: the file its pairs most often name as the most shared one
+
+    def describe(self) -> str:
+        text = f"{self.what}{f' (most shared file: {self.file})' if self.file else ''}: {', '.join(self.members)}"
+        if self.centre:
+            text += f" (each paired with {self.centre}: the likely source, or the one who took from each)"
+        return text
+
+
+def _what(row: Row) -> str:
+    # Every row's detail opens with what it compares ("README: 14 shared ..."); rows read back from
+    # similarity.csv have no `what` of their own.
+    return row.what or row.detail.split(":", 1)[0] or row.kind
+
+
+def _most_named_file(rows: list[Row], members: list[str]) -> str:
+    """The file that a cluster's code rows most often name as their most shared one ("" if none)."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        found = re.search(r"most shared file: (.+) \(\d+%\)$", row.detail)
+        if not found:
+            continue
+        owner = next((m for m in members if found.group(1).startswith(f"{m}'s ")), None)
+        if owner is not None:
+            path = found.group(1)[len(owner) + 3:]
+            counts[path] = counts.get(path, 0) + 1
+    return min(counts, key=lambda path: (-counts[path], path)) if counts else ""
+
+
+def clusters(rows: list[Row]) -> list[Cluster]:
+    """Groups of three or more submissions joined by flagged pairs of the same kind of evidence
+    (code with code, README with README, heatmap with heatmap): one student who took code from one
+    classmate, a README from a second and a picture from a third forms no cluster, only three pairs."""
+    by_what: dict[str, list[Row]] = {}
+    for row in rows:
+        if row.flagged:
+            by_what.setdefault(_what(row), []).append(row)
+    found = []
+    for what, flagged in by_what.items():
+        parent: dict[str, str] = {}
+
+        def find(x: str) -> str:
+            while parent.setdefault(x, x) != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        partners: dict[str, set[str]] = {}
+        for row in flagged:
+            parent[find(row.a)] = find(row.b)
+            partners.setdefault(row.a, set()).add(row.b)
+            partners.setdefault(row.b, set()).add(row.a)
+        groups: dict[str, list[str]] = {}
+        for name in parent:
+            groups.setdefault(find(name), []).append(name)
+        for members in groups.values():
+            if len(members) < 3:
+                continue
+            hubs = [m for m in members if len(partners[m]) == len(members) - 1]
+            inside = [row for row in flagged if row.a in members]
+            found.append(Cluster(what, tuple(sorted(members)), hubs[0] if len(hubs) == 1 else "",
+                                 _most_named_file(inside, members)))
+    return sorted(found, key=lambda c: (-len(c.members), c.what, c.members))
+
+
+# =========================================================================== output
+
+def _csv_cell(text: str) -> str:
+    # A spreadsheet runs a cell starting with = + - @ as a formula; names come from students.
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+
+
+def similarity_csv(rows: list[Row]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for r in rows:
+        writer.writerow([_csv_cell(r.a), _csv_cell(r.b), r.kind, f"{r.score:.3f}", "yes" if r.flagged else "no",
+                         _csv_cell(r.detail)])
+    return buffer.getvalue()
+
+
+def flagged_rows(out_dir: Path) -> list[dict]:
+    """The flagged rows of OUT/similarity.csv, each as {"a", "b", "kind", "score", "detail"}; [] when
+    there is no report yet."""
+    path = Path(out_dir) / "similarity.csv"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return []
+    found = []
+    for row in csv.DictReader(io.StringIO(text)):
+        if row.get("flagged") != "yes":
+            continue
+        try:
+            score = float(row.get("score") or 0)
+        except ValueError:
+            continue
+        found.append({"a": (row.get("a") or "").removeprefix("'"), "b": (row.get("b") or "").removeprefix("'"),
+                      "kind": row.get("kind", ""), "score": score,
+                      "detail": (row.get("detail") or "").removeprefix("'")})
+    return found
+
+
+def flagged_pairs(out_dir: Path, submission: str) -> list[dict]:
+    """The flagged rows of OUT/similarity.csv that involve `submission`, most similar first, each as
+    {"other", "kind", "score", "detail"}; [] when there is no report yet. For the review page."""
+    found = [{"other": r["b"] if r["a"] == submission else r["a"], "kind": r["kind"], "score": r["score"],
+              "detail": r["detail"]} for r in flagged_rows(out_dir) if submission in (r["a"], r["b"])]
+    return sorted(found, key=lambda r: (-r["score"], r["other"], r["kind"]))
+
+
+# Code at 13px with room between lines: at .8em and the default line height, each line's <mark>
+# background was painted over the line above, hiding its underscores (scaled_dot_product_attention
+# read as "scaled dot product attention").
+_CSS = """body{font-family:system-ui,sans-serif;margin:1.5em;max-width:110em}table{border-collapse:collapse}
+td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}.n{text-align:right}
+.pair{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:1em}.pair pre{background:#f7f7f7;padding:.5em;
+overflow:auto;max-height:40em;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px;line-height:1.6;
+white-space:pre-wrap;overflow-wrap:anywhere}mark{background:#fff0a8;color:inherit;padding:0}
+details{margin:.5em 0;border:1px solid #ddd;padding:.4em}summary{cursor:pointer;font-weight:600}.muted{color:#666}"""
+# No script can run on the page, whatever a student wrote: everything is escaped, and the policy forbids
+# scripts, frames and any load but the data: thumbnails the report made itself.
+_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+
+
+def _code_side(feats: Features, spans: list[tuple[int, int, int]]) -> str:
+    marked: dict[int, set[int]] = {}
+    for file_index, first, last in spans:
+        marked.setdefault(file_index, set()).update(range(first, last + 1))
+    out = []
+    for index, (path, text) in enumerate(feats.code_files):
+        if index not in marked:
+            continue
+        out.append(f"<b>{html.escape(path)}</b>")
+        lines = text.split("\n")[:MAX_SHOWN_LINES]
+        body = "\n".join(f"<mark>{html.escape(line)}</mark>" if n in marked[index] else html.escape(line)
+                         for n, line in enumerate(lines, 1))
+        more = "\n…" if len(text.split("\n")) > MAX_SHOWN_LINES else ""
+        out.append(f"<pre>{body}{more}</pre>")
+    return "".join(out) or "<p class=muted>(no code)</p>"
+
+
+def _text_side(feats: Features, what: str, spans: list[tuple[int, int]], base: Base) -> str:
+    file, text = feats.texts.get(what, ("", ""))
+    words = _words(text)
+    marked = np.zeros(len(words), dtype=bool)
+    for first, last in spans:
+        marked[first:last + 1] = True
+    out, last_end, open_mark = [], 0, False
+    for i, (_, start, end) in enumerate(words):
+        out.append(html.escape(text[last_end:start]))
+        if marked[i] and not open_mark:
+            out.append("<mark>")
+            open_mark = True
+        elif not marked[i] and open_mark:
+            out.append("</mark>")
+            open_mark = False
+        out.append(html.escape(text[start:end]))
+        last_end = end
+    if open_mark:
+        out.append("</mark>")
+    out.append(html.escape(text[last_end:]))
+    return f"<b>{html.escape(file)}</b><pre>{''.join(out)}</pre>"
+
+
+def _detail_html(row: Row, by_name: dict[str, Features], base: Base, pictures: dict) -> str:
+    fa, fb = by_name[row.a], by_name[row.b]
+    if row.kind == "code":
+        shared = fa.code.keys() & fb.code.keys()
+        left = _code_side(fa, [fa.code[h] for h in shared])
+        right = _code_side(fb, [fb.code[h] for h in shared])
+    elif row.kind == "text":
+        ga, gb = fa.text_grams.get(row.what, {}), fb.text_grams.get(row.what, {})
+        shared = ga.keys() & gb.keys()
+        left = _text_side(fa, row.what, [ga[h] for h in shared], base)
+        right = _text_side(fb, row.what, [gb[h] for h in shared], base)
+    else:
+        left, right = (f"<b>{html.escape(f.images[row.what][0])}</b><br>"
+                       + (f'<img alt="" src="{pictures.get((f.name, row.what), "")}">'
+                          if pictures.get((f.name, row.what)) else "<p class=muted>(not shown)</p>")
+                       for f in (fa, fb))
+    return (f"<details><summary>{html.escape(row.a)} ↔ {html.escape(row.b)}: {row.kind} "
+            f"{row.score:.2f}</summary><p>{html.escape(row.detail)}</p><div class=pair>"
+            f"<div><h4>{html.escape(row.a)}</h4>{left}</div><div><h4>{html.escape(row.b)}</h4>{right}</div>"
+            "</div></details>")
+
+
+def thresholds_text() -> str:
+    return (f"code: at least {CODE_MIN_SHARED} shared fingerprints and {CODE_THRESHOLD:.0%} of the smaller "
+            f"submission's (k = {CODE_K} tokens, window {CODE_WINDOW}), or {FILE_THRESHOLD:.0%} of one file of "
+            f"{FILE_MIN_PRINTS} fingerprints or more; text: at least {TEXT_MIN_SHARED} shared "
+            f"{TEXT_N}-word passages and {TEXT_THRESHOLD:.0%} of the shorter text's; image: perceptual hashes at "
+            f"most {IMAGE_FLAG_BITS} of {HASH_BITS} bits apart (SVG/PDF: the same bytes). "
+            f"A fingerprint in more than max({COMMON_MIN}, {COMMON_SHARE:.0%} of the class) submissions is common "
+            "code and joins no pair.")
+
+
+def similarity_html(rows: list[Row], feats: list[Features], base: Base, pictures: dict) -> str:
+    e = html.escape
+    flagged = [r for r in rows if r.flagged]
+    by_name = {f.name: f for f in feats}
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
+           "<title>Similarity report</title>", f"<style>{_CSS}</style></head><body>",
+           "<h1>Similarity report</h1>",
+           f"<p>{len(feats)} submissions compared; {len(flagged)} flagged pair(s) on some kind. Evidence for a "
+           "person to read, never a grade: grades.csv does not change.</p>",
+           f"<p class=muted>Flagged when: {e(thresholds_text())}</p>",
+           "<p class=muted>Not evidence (removed before comparing): " + e("; ".join(base.sources)) + ".</p>"]
+    groups = clusters(rows)
+    out.append("<h2>Clusters of three or more, one kind of evidence each</h2>")
+    if groups:
+        out.append("<ul>" + "".join(f"<li>{e(g.describe())}</li>" for g in groups) + "</ul>")
+    else:
+        out.append("<p>None.</p>")
+    out.append("<h2>Flagged pairs, most similar first</h2>")
+    if flagged:
+        out.append("<table><tr><th>a</th><th>b</th><th>kind</th><th>score</th><th>detail</th></tr>")
+        out += [f"<tr><td>{e(r.a)}</td><td>{e(r.b)}</td><td>{r.kind}</td><td class=n>{r.score:.2f}</td>"
+                f"<td>{e(r.detail)}</td></tr>" for r in flagged[:MAX_LISTED]]
+        out.append("</table>")
+        if len(flagged) > MAX_LISTED:
+            out.append(f"<p>{len(flagged) - MAX_LISTED} more flagged rows in similarity.csv.</p>")
+        out.append(f"<h2>Side by side</h2><p>The {min(len(flagged), MAX_DETAILED)} most similar flagged rows; "
+                   "open one to see both sides, matching passages highlighted.</p>")
+        out += [_detail_html(r, by_name, base, pictures) for r in flagged[:MAX_DETAILED]]
+    else:
+        out.append("<p>None.</p>")
+    notes = [(f.name, n) for f in feats for n in f.notes]
+    if notes:
+        out.append("<h2>Not compared</h2><ul>" + "".join(f"<li>{e(a)}: {e(n)}</li>" for a, n in notes) + "</ul>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+def report_section(out_dir: Path) -> str:
+    """The similarity section of report.html, from OUT/similarity.csv (escaped; '' never raises)."""
+    e = html.escape
+    path = Path(out_dir) / "similarity.csv"
+    head = "<h2>Similarity (evidence for a person, not a grade)</h2>"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return head + ("<p>No similarity report: run <code>python -m grader similarity SUBMISSIONS --out "
+                       "OUT</code>.</p>")
+    rows = [r for r in csv.DictReader(io.StringIO(text)) if r.get("flagged") == "yes"]
+    if not rows:
+        return head + '<p>No flagged pair. <a href="similarity.html">similarity.html</a></p>'
+    out = [head, f'<p>{len(rows)} flagged row(s), most similar first; each opens side by side in '
+                 '<a href="similarity.html">similarity.html</a>.</p>',
+           "<table><tr><th>a</th><th>b</th><th>kind</th><th>score</th><th>detail</th></tr>"]
+    for r in rows[:50]:
+        out.append(f"<tr><td>{e(r.get('a') or '')}</td><td>{e(r.get('b') or '')}</td><td>{e(r.get('kind') or '')}</td>"
+                   f"<td class=\"n\">{e(r.get('score') or '')}</td><td>{e(r.get('detail') or '')}</td></tr>")
+    out.append("</table>")
+    if len(rows) > 50:
+        out.append(f"<p>{len(rows) - 50} more in similarity.csv.</p>")
+    groups = clusters([Row(r.get("a") or "", r.get("b") or "", r.get("kind") or "", 0.0, True,
+                           (r.get("detail") or "").removeprefix("'")) for r in rows])
+    if groups:
+        out.append("<p>Clusters of three or more, one kind of evidence each:</p><ul>"
+                   + "".join(f"<li>{e(g.describe())}</li>" for g in groups) + "</ul>")
+    return "\n".join(out)
+
+
+def run(*, subs, out: Path, base: Base, jobs: int = 1) -> list[Row]:
+    """Compare `subs` (intake.Submission) and write OUT/similarity.csv and OUT/similarity.html."""
+    from grader.results.storage import write_atomic
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    feats = extract_all(list(subs), base, jobs)
+    if base.notebook is not None and any(f.has_notebook for f in feats):
+        notebook_base = base_code_hashes(base.notebook() or [])
+        for f in feats:
+            f.code = {h: where for h, where in f.code.items() if h not in notebook_base}
+    rows = not_between_partners(compare(feats), out)
+    pictures = {}
+    shown = [r for r in rows if r.flagged][:MAX_DETAILED]
+    wanted = {(name, r.what) for r in shown if r.kind == "image" for name in (r.a, r.b)}
+    by_sub = {s.name: s for s in subs}
+    for name, what in sorted(wanted):
+        pictures[(name, what)] = _picture(by_sub[name], what)
+    write_atomic(out / "similarity.csv", similarity_csv(rows))
+    write_atomic(out / "similarity.html", similarity_html(rows, feats, base, pictures))
+    return rows
+
+
+def not_between_partners(rows: list[Row], out: Path) -> list[Row]:
+    """Partners of one group (OUT/roster.csv) each handing in the pair's work look alike by design:
+    such a pair is never flagged, and the row says why."""
+    from dataclasses import replace
+
+    from grader.intake import roster
+
+    try:
+        people = roster.in_out(out)
+    except roster.RosterError:
+        return rows  # grade and merge stop on it and say which line
+    if people is None:
+        return rows
+    return [replace(r, flagged=False, detail=f"{r.detail}; partners in group {people.group_of(r.a)}: "
+                                             "their pair work, not evidence")
+            if r.flagged and people.partners(r.a, r.b) else r for r in rows]
+
+
+def _picture(sub, what: str) -> str:
+    with tempfile.TemporaryDirectory(prefix="similarity-") as scratch:
+        copy = Path(scratch) / "copy"
+        intake.materialise(sub, copy, convert_notebook=False)
+        for found in deliverables.find(os.fspath(copy), images()[what]):
+            try:
+                return thumbnail_uri(deliverables.read_file(os.fspath(copy), found, deliverables.MAX_IMAGE_BYTES))
+            except (deliverables.Problem, OSError):
+                continue
+    return ""
+
+
+def released_notebook_code() -> list[str]:
+    """The code cells of the notebook the release ships, when the kit builds one ([] otherwise).
+    Building it runs the reference (seconds), so it is asked for only when a submission has a notebook."""
+    try:
+        from grader.release import notebook
+
+        return [cell.source for cell in notebook.build(student=True).cells if cell.cell_type == "code"]
+    except Exception:
+        return []
+
+
+def main(*, submissions, out, lesson: str | None = None, jobs: int | None = None) -> int:
+    try:
+        subs = intake.discover(Path(submissions))
+        lesson = lesson or default_lesson()
+    except (OSError, ValueError) as exc:
+        print(f"similarity: {exc}", file=sys.stderr)
+        return 2
+    out_dir = Path(out)
+    subs = [s for s in subs if not _inside(s.source, out_dir)]
+    base = load_base(lesson, released_notebook=released_notebook_code)
+    rows = run(subs=subs, out=out_dir, base=base, jobs=jobs or os.cpu_count() or 1)
+    flagged = [r for r in rows if r.flagged]
+    print(f"compared {len(subs)} submissions: {len(flagged)} flagged row(s), {len(clusters(rows))} cluster(s) of "
+          f"three or more; {out_dir / 'similarity.csv'}, {out_dir / 'similarity.html'}")
+    return 0
+
+
+def _inside(source: Path, out: Path) -> bool:
+    try:
+        return out.resolve().is_relative_to(source.resolve())
+    except OSError:
+        return False
+
+
+def _cli(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m grader.admin.similarity")
+    parser.add_argument("--build-base", metavar="HANDOUT", required=True,
+                        help="rewrite grader/<lesson>/similarity_base.txt from the handout and the heatmap tool")
+    parser.add_argument("--lesson", default=None)
+    args = parser.parse_args(argv)
+    lesson = args.lesson or default_lesson()
+    outputs = _tool_outputs(lesson)
+    print(build_base_file(handout=Path(args.build_base), out=KIT / "grader" / lesson / BASE_FILE, tool_outputs=outputs))
+    return 0
+
+
+def _tool_outputs(lesson: str) -> list[tuple[str, bytes, str]]:
+    """The heatmap tool of the release run on the reference with its default sentence, each mode:
+    (label, PNG bytes, printed text). Trusted code only (the reference)."""
+    import contextlib
+    import importlib.util
+
+    tool = KIT / "assignments" / lesson / "tools" / "heatmap.py"
+    if not tool.is_file():
+        return []
+    spec = importlib.util.spec_from_file_location("_kit_heatmap_tool", tool)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    outputs = []
+    for mode in module.MODES:
+        with tempfile.TemporaryDirectory() as scratch:
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                module.main(["--folder", os.fspath(KIT / "solutions" / lesson), "--mode", mode, "--out", scratch])
+            png = (Path(scratch) / _rules().HEATMAP_NAMES[0]).read_bytes()
+            outputs.append((f"make heatmap's picture of its default sentence (MODE={mode})", png, printed.getvalue()))
+    return outputs
+
+
+if __name__ == "__main__":
+    sys.exit(_cli())

@@ -1,0 +1,712 @@
+"""`make bench`: grade a synthetic class and compare with a bare `python -c "import torch"`.
+
+Everything is measured in one run, on this machine, with every isolation layer the machine allows
+(the layers are printed). Each figure is printed beside its goal. `make bench BASE=<commit>` grades
+the same class with that commit too (its files taken from git into a temporary folder, run with this
+virtual environment), in turns with this kit, so a ratio between two versions comes from one run on
+one machine whatever else the machine is doing. A per-stage breakdown of one submission (a reference
+copy and a planted bug) comes from timing the stages of a real grading of it, as a worker grades it.
+
+    python -m grader.devtools.bench [-n 200] [--jobs J] [--base COMMIT] [--scale 1000] [--repeats R]
+    python -m grader.devtools.bench similarity [-n 500]
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import json
+import os
+import random
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from grader.lesson import load_lesson
+
+KIT = Path(__file__).resolve().parents[2]
+
+# What this round asks of grading (printed beside each figure).
+GOAL_RATIO = 0.05  # class wall per submission / bare torch import
+GOAL_SCALE = 0.10  # per submission at a larger class, at most this much above the figure at n
+GOAL_PEAK_BYTES = 1 << 30  # the grading run's whole process tree (cgroup peak)
+GOAL_CHILD_MB = 768  # one student child's peak RSS (the sandbox's address-space limit)
+# The bench's sandbox uids: away from a real grading run's (SandboxConfig.uid_base, 64000 + slot), so a
+# bench beside `make grade` shares no uid with it.
+BENCH_UID_BASE = 64512
+
+
+def __getattr__(name: str):
+    # LESSON and its REFERENCE: the run's lesson, read when asked for (after --lesson).
+    if name == "LESSON":
+        return load_lesson()
+    if name == "REFERENCE":
+        return load_lesson().solutions
+    if name == "CORRECT":
+        return load_lesson().variants
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# ---------------------------------------------------------------- the class
+
+
+def build_class(root: Path, n: int, mutants_every: int = 2) -> dict:
+    """n submissions: reference copies, and every `mutants_every`-th one a mutant (cycling through the
+    catalogue bugs the lesson names for the benchmark): half correct, half with one bug by default,
+    since a failing test costs the scorer more than a pass (its calls are replayed on the catalogue)."""
+    lesson = load_lesson()
+    counts = {"reference": 0, "mutant": 0}
+    for i in range(n):
+        bug = i // mutants_every if i % mutants_every == mutants_every - 1 else None
+        counts["mutant" if plant(root / f"student_{i:04d}", bug) else "reference"] += 1
+    return counts
+
+
+def plant(folder: Path, bug: int | None) -> bool:
+    """A copy of the reference in `folder`, with the lesson's `bug`-th bench bug (cycling) planted, if any.
+    True when a bug was planted."""
+    from grader.judging.mutants import Catalogue
+
+    lesson = load_lesson()
+    shutil.copytree(lesson.solutions, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    if bug is None or not lesson.bench_mutants:
+        return False
+    catalogue = Catalogue.of(lesson)
+    for name, text in catalogue.apply(catalogue.by_id[lesson.bench_mutants[bug % len(lesson.bench_mutants)]]).items():
+        (folder / name).write_text(text)
+    return True
+
+
+def torch_import_seconds(repeats: int = 3) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "import torch"], check=True)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+# ---------------------------------------------------------------- versions: this kit and BASE
+
+
+@contextlib.contextmanager
+def checkout(commit: str):
+    """The files of `commit` in a temporary folder (`git archive`: no worktree registered, no state
+    left in the repository), for grading with this virtual environment."""
+    folder = Path(tempfile.mkdtemp(prefix="grader-bench-base-"))
+    try:
+        archive = subprocess.run(["git", "-C", str(KIT), "archive", "--format=tar", commit],
+                                 capture_output=True, check=False)
+        if archive.returncode != 0:
+            raise SystemExit(f"bench: BASE={commit} is not a commit of {KIT} "
+                             f"({archive.stderr.decode(errors='replace').strip()}); give a commit id or a branch")
+        subprocess.run(["tar", "-x", "-C", str(folder)], input=archive.stdout, check=True)
+        os.chmod(folder, 0o755)  # the sandbox's uid imports the base's grader from here
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+# Grades a class with the kit in the current folder: run.main with the bench's uid base (every version
+# since the first round has run.main(submissions, out, jobs, config) and grader.sandbox.SandboxConfig).
+_DRIVER = """
+import sys
+from grader.running import grade as run
+from grader.sandbox import SandboxConfig
+sys.exit(run.main(submissions=sys.argv[1], out=sys.argv[2], jobs=int(sys.argv[3]),
+                  config=SandboxConfig(uid_base=int(sys.argv[4]))))
+"""
+
+
+@dataclass
+class ClassRun:
+    label: str
+    n: int
+    wall: float = 0.0
+    cpu: float = 0.0
+    first_row: float | None = None
+    last_row: float | None = None
+    peak_bytes: int | None = None
+    peak_why: str = ""
+    full: int = 0
+    records: int = 0
+    mean_row: float = 0.0
+    failed: str = ""
+
+    @property
+    def per_submission(self) -> float:
+        return self.wall / self.n
+
+
+def grade_class(label: str, tree: Path, subs: Path, out: Path, *, n: int, jobs: int, uid_base: int) -> ClassRun:
+    """Grade `subs` into `out` with the kit in `tree`, in a memory cgroup of its own when the machine
+    gives one (the peak is the whole process tree's: grader, workers, zygote, children, checkers)."""
+    run = ClassRun(label, n)
+    group = MemoryGroup.create(f"grader-bench-{os.getpid()}-{label.split()[0]}")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", _DRIVER, str(subs), str(out), str(jobs), str(uid_base)],
+                            cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=group.enter if group.path else None)
+    lines, graded_at = [], []  # when each "graded k/n" line came: start-up, steady state, class files
+    for line in proc.stdout:
+        lines.append(line)
+        if line.startswith("graded ") and "/" in line.split()[1]:
+            graded_at.append(time.perf_counter() - start)
+    stderr = proc.stderr.read()
+    proc.wait()
+    run.wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU of the whole process tree: other load on the machine does not inflate it.
+    run.cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    run.peak_bytes, run.peak_why = group.close()
+    if graded_at:
+        run.first_row, run.last_row = graded_at[0], graded_at[-1]
+    if proc.returncode != 0:
+        run.failed = f"exit code {proc.returncode}:\n{''.join(lines)[-1500:]}\n{stderr[-1500:]}"
+        return run
+    records = [json.loads(p.read_text()) for p in sorted(out.glob("*/record.json"))]
+    run.records = len(records)
+    run.full = sum(1 for r in records if _code_score(r) == _code_max(r))
+    run.mean_row = statistics.mean(r.get("execution_time", 0.0) for r in records) if records else 0.0
+    return run
+
+
+@dataclass
+class MemoryGroup:
+    """A memory cgroup of its own for one command (cgroup v2, else v1's memory controller), beside the
+    bench's own: its peak covers every process the command starts. `path` is None when the machine
+    gives none (not root, no memory controller); `why` then says so."""
+    path: Path | None
+    peak_file: str = ""
+    why: str = ""
+
+    @classmethod
+    def create(cls, name: str) -> MemoryGroup:
+        try:
+            lines = Path("/proc/self/cgroup").read_text().splitlines()
+        except OSError as exc:
+            return cls(None, why=f"no /proc/self/cgroup ({exc})")
+        tries = []
+        for line in lines:
+            _, controllers, where = line.split(":", 2)
+            if controllers == "" and Path("/sys/fs/cgroup/cgroup.controllers").is_file():
+                tries.append((Path("/sys/fs/cgroup") / where.lstrip("/"), "memory.peak"))
+            elif "memory" in controllers.split(","):
+                tries.append((Path("/sys/fs/cgroup/memory") / where.lstrip("/"), "memory.max_usage_in_bytes"))
+        why = "no memory cgroup on this machine"
+        for parent, peak in tries:
+            try:
+                (parent / name).mkdir()
+            except OSError as exc:
+                why = f"cannot create a cgroup under {parent} ({exc.strerror})"
+                continue
+            if (parent / name / peak).is_file():
+                return cls(parent / name, peak)
+            with contextlib.suppress(OSError):
+                (parent / name).rmdir()
+            why = f"a cgroup under {parent} has no {peak}"
+        return cls(None, why=why)
+
+    def enter(self) -> None:
+        """In the command's process, before it starts: every process it starts is counted."""
+        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def close(self) -> tuple[int | None, str]:
+        """(the peak in bytes, or None and why), the cgroup removed (its processes have all ended)."""
+        if self.path is None:
+            return None, self.why
+        try:
+            peak = int((self.path / self.peak_file).read_text())
+        except (OSError, ValueError) as exc:
+            peak, self.why = None, f"could not read {self.peak_file} ({exc})"
+        for _ in range(50):  # a process that has just exited may still be counted for a moment
+            try:
+                self.path.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+        return peak, self.why
+
+
+# ---------------------------------------------------------------- one submission, stage by stage
+
+
+# Each stage of grading one submission, as (module, attribute path, stage). A stage's time excludes the
+# stages nested in it, so the stages add up to the whole; the rest is the hidden tests' own work in
+# the grader (building inputs, the reference's cached answers, comparisons). A name that has moved
+# makes the breakdown fail loudly (tests/engine/test_bench.py runs it), never report a stage as free.
+STAGES = (
+    ("grader.running.grade", "intake.materialise", "intake (scratch copy, notebook, quota)"),
+    ("grader.running.grade", "mount_quota", "intake (scratch copy, notebook, quota)"),
+    ("grader.running.grade", "unmount_quota", "intake (scratch copy, notebook, quota)"),
+    ("grader.running.grade", "remove_tree", "intake (scratch copy, notebook, quota)"),
+    ("grader.running.grade", "regrade.submission_digest", "digests (regrade)"),
+    ("grader.running.grade", "regrade.current", "digests (regrade)"),
+    ("grader.running.grade", "integrity.top_files", "integrity checks (files, printed claims)"),
+    ("grader.running.grade", "integrity.named_paths", "integrity checks (files, printed claims)"),
+    ("grader.running.grade", "integrity.printed_claims", "integrity checks (files, printed claims)"),
+    ("grader.running.grade", "integrity.written_results", "integrity checks (files, printed claims)"),
+    ("grader.judging.source_scan", "LimitedScan.scan", "scan"),
+    ("grader.judging.score", "scan_submission", "scan"),
+    ("grader.sandbox.transport", "SandboxTransport._spawn", "fork and confinement"),
+    ("grader.sandbox.transport", "child_copy", "each child's own copy of the submission"),
+    ("grader.sandbox.transport", "discard_copy", "each child's own copy of the submission"),
+    ("grader.sandbox.transport", "SandboxTransport.call_many", "round trips"),
+    ("grader.sandbox.transport", "SandboxTransport.close", "fork and confinement"),
+    ("grader.judging.mutants", "Catalogue.identify", "mutant replay for hints"),
+    ("grader.judging.mutants", "Catalogue.identify_forbidden", "mutant replay for hints"),
+    ("grader.running.deliverables_process", "LimitedChecker.start", "deliverables checker"),
+    ("grader.running.deliverables_process", "LimitedChecker.finish", "deliverables checker"),
+    ("grader.results.feedback", "write_submission", "feedback and records"),
+)
+GATES = "gates (does-the-work probes, their calls included)"
+# The hidden tests' gates: their helpers that ask whether the student's code reacts to its input.
+GATE_NAMES = re.compile(r"probe|is_real|require_real")
+REST = "hidden tests' own work in the grader"
+
+
+class StageClock:
+    """Times the stages of grading one submission by wrapping the functions that do them."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.entered: dict[str, int] = defaultdict(int)  # times each wrapped function ran, by its path
+        self.calls = self.batches = 0
+        self._frames: list[list] = []  # [stage, start, time of the stages nested in it]
+        self._undo: list = []
+
+    def wrap(self, owner, attr: str, stage: str, path: str = "") -> None:
+        original = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
+        clock = self
+
+        def timed(*args, **kwargs):
+            if stage == "round trips" and any(f[0] == GATES for f in clock._frames):
+                return original(*args, **kwargs)  # a gate's own calls are the gate's cost
+            if stage == "round trips":
+                clock.calls += len(args[1])
+                clock.batches += 1
+            clock.entered[path or attr] += 1
+            clock._frames.append([stage, time.perf_counter(), 0.0])
+            try:
+                return original(*args, **kwargs)
+            finally:
+                stage_, start, nested = clock._frames.pop()
+                elapsed = time.perf_counter() - start
+                clock.seconds[stage_] += elapsed - nested
+                if clock._frames:
+                    clock._frames[-1][2] += elapsed
+
+        setattr(owner, attr, timed)
+        self._undo.append((owner, attr, original))
+
+    def install(self, score) -> None:
+        import importlib
+
+        for module, path, stage in STAGES:
+            *owners, attr = path.split(".")
+            owner = importlib.import_module(module)
+            for name in owners:
+                owner = getattr(owner, name)
+            self.wrap(owner, attr, stage, path)
+        # The gates live in the lesson's hidden tests and the helper modules they import.
+        seen: set[int] = set()
+        for _, _, test in score.hidden_tests():
+            for module in [test.__globals__, *(vars(v) for v in test.__globals__.values() if type(v).__name__ == "module")]:
+                if id(module) in seen or not str(module.get("__name__", "")).startswith(load_lesson().package):
+                    continue
+                seen.add(id(module))
+                for name, value in list(module.items()):
+                    if callable(value) and GATE_NAMES.search(name) and getattr(value, "__module__", None) == module["__name__"]:
+                        self.wrap(_ModuleDict(module), name, GATES)
+
+    def uninstall(self) -> None:
+        while self._undo:
+            owner, attr, original = self._undo.pop()
+            setattr(owner, attr, original)
+
+    def reset(self) -> None:
+        self.seconds.clear()
+        self.entered.clear()
+        self.calls = self.batches = 0
+
+
+class _ModuleDict:
+    """setattr/getattr on a module's namespace given as its dict."""
+
+    def __init__(self, namespace: dict):
+        object.__setattr__(self, "namespace", namespace)
+
+    def __getattr__(self, name):
+        return self.namespace[name]
+
+    def __setattr__(self, name, value):
+        self.namespace[name] = value
+
+
+def one_submission_breakdown(*, repeats: int = 3, uid_base: int = BENCH_UID_BASE) -> dict:
+    """Grade a reference copy and a copy with a planted bug `repeats` times each as a grading worker
+    does (grade_one: scratch copy, sandbox, hidden tests, deliverables helper; then its files), the
+    first time a warm-up; returns {"reference"|"bug": the last grading's stage times, ...}."""
+    import dataclasses
+
+    from grader.results import feedback
+
+    from grader.intake import submissions as intake
+
+    from grader.running import grade as run
+    from grader.running.deliverables_process import LimitedChecker
+    from grader.sandbox import DEFAULT_CONFIG
+    from grader.sandbox.zygote import Zygote
+
+    config = dataclasses.replace(DEFAULT_CONFIG, uid_base=uid_base)
+    root = Path(tempfile.mkdtemp(prefix="grader-bench-one-"))
+    os.chmod(root, 0o711)
+    subs, out, work = root / "class", root / "out", root / "work"
+    for folder in (subs, work, work / "slot0"):
+        folder.mkdir(mode=0o711)
+    plant(subs / "reference", None)
+    planted = plant(subs / "bug", 0)
+    found = {s.name: s for s in intake.discover(subs)}
+    breakdown: dict = {}
+    clock = StageClock()
+    try:
+        with contextlib.ExitStack() as stack, Zygote(slots=1, config=config) as zygote:
+            score = run._preload()[0]  # as a grading worker has it: the reference's answers cached
+            limits = score.load_limits().get("deliverables", {})
+            scanner = score.limited_scan(**score.load_limits().get("scan", {}))
+            stack.callback(scanner.close)
+            with LimitedChecker(memory_bytes=limits.get("memory_bytes", 1 << 30),
+                                seconds=limits.get("seconds", 30)) as checker:
+                zygote.wait_ready(0)
+                clock.install(score)
+                for name in ("reference", "bug") if planted else ("reference",):
+                    for _ in range(repeats):
+                        clock.reset()
+                        start = time.perf_counter()
+                        result = run.grade_one(found[name], slot=0, work=work, zygote=zygote, config=config,
+                                               score=score, checker=checker, scanner=scanner)
+                        feedback.write_submission(out, result)
+                        total = time.perf_counter() - start
+                    stages = dict(clock.seconds)
+                    stages[REST] = total - sum(stages.values())
+                    breakdown[name] = {"total": total, "stages": stages, "calls": clock.calls,
+                                       "batches": clock.batches, "entered": dict(clock.entered),
+                                       "layers": dict(result.isolation), "score": result.total,
+                                       "max": result.max_total}
+                breakdown["view"] = dict(zygote.view)
+                breakdown["child_peak_mb"] = _child_peak_mb(zygote, work, config, score, found["reference"])
+    finally:
+        clock.uninstall()
+        shutil.rmtree(root, ignore_errors=True)
+    return breakdown
+
+
+def _child_peak_mb(zygote, work, config, score, sub) -> float:
+    """The peak RSS (VmHWM) of one student child, read before it ends."""
+    from grader.intake import submissions as intake
+    from grader.sandbox.transport import SandboxTransport
+
+    scratch = Path(tempfile.mkdtemp(prefix="peak", dir=work / "slot0"))
+    intake.materialise(sub, scratch)
+    with SandboxTransport(zygote=zygote, slot=0, scratch=scratch, config=config) as transport:
+        score.grade_submission(name="peak", directory=scratch, transport=transport)
+        status = Path(f"/proc/{transport._child.pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1]) / 1024
+
+
+# ---------------------------------------------------------------- the report
+
+
+def _goal(met: bool) -> str:
+    return "met" if met else "NOT met"
+
+
+def main(*, n: int = 200, jobs: int | None = None, keep: bool = False, base: str | None = None,
+         scale: int | None = None, repeats: int = 1, torch_repeats: int = 3, uid_base: int = BENCH_UID_BASE) -> int:
+    jobs = jobs or os.cpu_count() or 1
+    cores = os.cpu_count() or 1
+    root = Path(tempfile.mkdtemp(prefix="grader-bench-"))
+    os.chmod(root, 0o711)
+    try:
+        return _bench(root, n=n, jobs=jobs, cores=cores, base=base, scale=scale, repeats=repeats,
+                      torch_repeats=torch_repeats, uid_base=uid_base, keep=keep)
+    finally:
+        if keep:
+            print(f"classes and outputs kept in {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _bench(root: Path, *, n, jobs, cores, base, scale, repeats, torch_repeats, uid_base, keep) -> int:
+    subs = root / "class"
+    subs.mkdir()
+    counts = build_class(subs, n)
+    print(f"{load_lesson().title} grading benchmark: {n} submissions ({counts['reference']} reference copies, "
+          f"{counts['mutant']} with one planted bug), {cores} cores, --jobs {jobs}"
+          + (f", this kit and BASE={base} in turns" if base else ""), flush=True)
+    load_before = os.getloadavg()[0]
+    torch_s = torch_import_seconds(torch_repeats)
+    print(f"bare `python -c \"import torch\"`: {torch_s:.2f} s (median of {torch_repeats})", flush=True)
+
+    with contextlib.ExitStack() as stack:
+        versions = [("this kit", KIT)]
+        if base:
+            versions.append((f"BASE {base}", stack.enter_context(checkout(base))))
+        runs: dict[str, list[ClassRun]] = {label: [] for label, _ in versions}
+        for turn in range(repeats):
+            for label, tree in versions:
+                out = root / f"out-{label.split()[0]}-{turn}"
+                done = grade_class(label, tree, subs, out, n=n, jobs=jobs, uid_base=uid_base)
+                if done.failed:
+                    print(f"{label}: grading failed ({done.failed})")
+                    return 1
+                runs[label].append(done)
+                print(f"  {label}, turn {turn + 1}: {done.wall:.1f} s", flush=True)
+                if not keep:
+                    shutil.rmtree(out, ignore_errors=True)
+    big = None
+    if scale:
+        big_subs = root / f"class-{scale}"
+        big_subs.mkdir()
+        build_class(big_subs, scale)
+        big = grade_class("this kit", KIT, big_subs, root / f"out-{scale}", n=scale, jobs=jobs, uid_base=uid_base)
+        if big.failed:
+            print(f"grading {scale} failed ({big.failed})")
+            return 1
+    one = one_submission_breakdown(uid_base=uid_base)
+    load_after = os.getloadavg()[0]
+
+    def best(label):  # the quickest turn: the one the machine's other work slowed least
+        return min(runs[label], key=lambda r: r.wall)
+
+    head = best("this kit")
+    print()
+    print(f"== the class ({n} submissions, start-up and class files included; best of {repeats} turn(s))")
+    for label in runs:
+        r = best(label)
+        print(f"{label}: {r.wall:.1f} s, {r.per_submission * 1000:.0f} ms per submission "
+              f"= {r.per_submission / torch_s:.3f}x a bare torch import; {r.records} records, {r.full} with every "
+              f"code test passed; CPU of its whole process tree {r.cpu:.1f} s ({r.cpu / n * 1000:.0f} ms per submission)"
+              + (f"; first row after {r.first_row:.1f} s, last after {r.last_row:.1f} s" if r.first_row else ""))
+    print()
+    print("== figures and their goals")
+    ratio = head.per_submission / torch_s
+    print(f"per submission / bare torch import: {ratio:.3f}x [goal < {GOAL_RATIO}x: {_goal(ratio < GOAL_RATIO)}]")
+    if base:
+        b = best(f"BASE {base}")
+        print(f"per submission, this kit / BASE {base}: {head.per_submission * 1000:.0f} / "
+              f"{b.per_submission * 1000:.0f} ms = {head.per_submission / b.per_submission:.2f} "
+              f"[goal <= 1: {_goal(head.per_submission <= b.per_submission)}]")
+    if big:
+        growth = big.per_submission / head.per_submission - 1
+        print(f"per submission at {scale} / at {n}: {big.per_submission * 1000:.0f} / {head.per_submission * 1000:.0f} ms "
+              f"= {growth:+.1%} [goal within {GOAL_SCALE:.0%}: {_goal(abs(growth) <= GOAL_SCALE)}]")
+    for r in [head] + ([big] if big else []):
+        if r.peak_bytes is None:
+            print(f"peak memory of the grading run ({r.n}): not measured ({r.peak_why}) "
+                  f"[goal < {GOAL_PEAK_BYTES >> 20} MB: not checked]")
+        else:
+            print(f"peak memory of the grading run ({r.n}, cgroup peak of its whole process tree): "
+                  f"{r.peak_bytes / 2**20:.0f} MB [goal < {GOAL_PEAK_BYTES >> 20} MB: {_goal(r.peak_bytes < GOAL_PEAK_BYTES)}]")
+    child = one["child_peak_mb"]
+    print(f"peak RSS of one student child: {child:.0f} MB [goal < {GOAL_CHILD_MB} MB: {_goal(child < GOAL_CHILD_MB)}]")
+    print(f"machine load (1-min average) before/after: {load_before:.1f}/{load_after:.1f} on {cores} cores "
+          "(other work on the machine slows every wall figure above; ratios between versions are of one run)")
+    print()
+    _print_breakdown(one)
+    return 0
+
+
+def _print_breakdown(one: dict) -> None:
+    kinds = [k for k in ("reference", "bug") if k in one]
+    print("== one submission, stage by stage (ms; graded as a worker does, after a warm-up grading of it)")
+    names = [stage for _, _, stage in STAGES] + [GATES, REST]
+    order = list(dict.fromkeys(names))
+    header = f"{'stage':<52}" + "".join(f"{k + ' copy' if k == 'reference' else 'one planted bug':>18}" for k in kinds)
+    print(header)
+    for stage in order:
+        print(f"{stage:<52}" + "".join(f"{one[k]['stages'].get(stage, 0.0) * 1000:>18.1f}" for k in kinds))
+    print(f"{'total':<52}" + "".join(f"{one[k]['total'] * 1000:>18.1f}" for k in kinds))
+    for k in kinds:
+        o = one[k]
+        trips = o["stages"].get("round trips", 0.0)
+        print(f"{k}: {o['score']:g}/{o['max']:g} points; {o['calls']} calls outside the gates in {o['batches']} "
+              f"batches, {trips / max(o['calls'], 1) * 1000:.2f} ms per call's round trip (the child's work included); "
+              f"{o['entered'].get('SandboxTransport._spawn', 0)} child(ren) started")
+    layers = one["reference"]["layers"]
+    print(f"isolation layers active: {', '.join(k for k, v in sorted(layers.items()) if v) or 'none'}")
+    view = one.get("view") or {}
+    if view:
+        print(f"start-up check of the child's view: {view['cpu_seconds']:.2f} s of CPU in its child "
+              f"({view['probe']['files']} files on the import path, {view['probe']['seconds']:.2f} s with the lazy "
+              f"imports), of which the zygote's start-up waited {view['zygote_waited_seconds']:.2f} s")
+
+
+def _code_score(record: dict) -> float:
+    return round(sum(t["score"] for t in record["tests"] if t["component"] != "deliverables"), 4)
+
+
+def _code_max(record: dict) -> float:
+    return round(sum(t["max_score"] for t in record["tests"] if t["component"] != "deliverables"), 4)
+
+
+# ---------------------------------------------------------------- similarity: `python -m grader.devtools.bench similarity`
+
+
+
+class _Renamer(ast.NodeTransformer):
+    """Every name the author chose gets a new one; library names (torch, nn, F, math) stay."""
+
+    KEEP = {"torch", "nn", "F", "math", "self", "super", "float", "int", "range", "len", "ValueError",
+            "NotImplementedError", "isinstance", "print", "zip", "list", "tuple", "dict", "sum", "max", "min"}
+
+    def __init__(self, seed: int):
+        self.names: dict[str, str] = {}
+        self.seed = seed
+
+    def new(self, name: str) -> str:
+        if name in self.KEEP or name.startswith("__"):
+            return name
+        return self.names.setdefault(name, f"v{self.seed}_{len(self.names)}_{name[::-1].lower()}")
+
+    def visit_Name(self, node):
+        node.id = self.new(node.id)
+        return node
+
+    def visit_arg(self, node):
+        node.arg = self.new(node.arg)
+        node.annotation = None
+        return node
+
+    def visit_FunctionDef(self, node):
+        node.name = self.new(node.name)
+        body = node.body
+        if len(body) > 1 and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            node.body = body[1:]  # no docstring
+        self.generic_visit(node)
+        return node
+
+    def visit_ClassDef(self, node):
+        node.name = self.new(node.name)
+        self.generic_visit(node)
+        node.body.reverse()  # methods in another order
+        return node
+
+    def visit_Attribute(self, node):
+        self.generic_visit(node)
+        if isinstance(node.value, ast.Name) and node.value.id == "self":
+            node.attr = self.new(node.attr)
+        return node
+
+    def visit_ImportFrom(self, node):
+        for alias in node.names:
+            alias.name = self.new(alias.name)
+        return node
+
+
+def disguised(source: str, seed: int) -> str:
+    """The same program renamed, reordered, reformatted (ast.unparse), without docstrings or the
+    author's comments, with comments of its own: every disguise a copier reaches for at once."""
+    tree = _Renamer(seed).visit(ast.parse(source))
+    imports = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    rest = [n for n in tree.body if n not in imports and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+    random.Random(seed).shuffle(rest)
+    tree.body = imports + rest
+    out = ["# my own work, written from scratch"]
+    for n, line in enumerate(ast.unparse(ast.fix_missing_locations(tree)).split("\n")):
+        out.append(line)
+        if n % 5 == 4 and line.strip() and not line.rstrip().endswith((":", ",", "(", "[")):
+            out.append(" " * (len(line) - len(line.lstrip())) + "# step done")
+    return "\n".join(out) + "\n"
+
+
+def build_similarity_class(root: Path, n: int) -> int:
+    """n submissions, each a disguised copy of one of the correct fixtures or the reference, with
+    its README and its heatmap resized: every submission is in a cluster of about n/12, which is
+    the costly case (every pair in a cluster is compared in full). Returns the number of sources."""
+    from PIL import Image
+
+    lesson = load_lesson()
+    sources = sorted(lesson.variants.iterdir()) + [lesson.solutions]  # correct implementations, with deliverables
+    for i in range(n):
+        source, rng = sources[i % len(sources)], random.Random(i)
+        folder = root / f"student_{i:03d}"
+        folder.mkdir()
+        for path in sorted(source.glob("*.py")):
+            if path.name != "make_deliverables.py":
+                (folder / path.name).write_text(disguised(path.read_text(encoding="utf-8"), i), encoding="utf-8")
+        shutil.copyfile(source / "README.md", folder / "README.md")
+        for picture in lesson.bench_pictures:
+            with Image.open(source / picture) as image:
+                scale = rng.uniform(0.6, 1.0)
+                image.convert("RGB").resize((int(image.width * scale), int(image.height * scale))).save(
+                    folder / picture)
+    return len(sources)
+
+
+def similarity_bench(*, n: int = 500, jobs: int | None = None, keep: bool = False) -> int:
+    jobs = jobs or os.cpu_count() or 1
+    root = Path(tempfile.mkdtemp(prefix="similarity-bench-"))
+    subs, out = root / "class", root / "out"
+    subs.mkdir()
+    sources = build_similarity_class(subs, n)
+    print(f"similarity benchmark: {n} submissions, disguised copies of {sources} sources (clusters of about "
+          f"{n // sources}: every pair in a cluster is compared in full), {os.cpu_count()} cores, --jobs {jobs}",
+          flush=True)
+    load_before = os.getloadavg()[0]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "grader", "similarity", str(subs), "--out", str(out),
+                           "--jobs", str(jobs)], cwd=KIT, capture_output=True, text=True)
+    total = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if done.returncode != 0:
+        print(done.stdout[-2000:], done.stderr[-2000:], sep="\n")
+        return 1
+    rows = (out / "similarity.csv").read_text(encoding="utf-8").splitlines()[1:]
+    flagged = sum(1 for r in rows if ",yes," in r)
+    print(done.stdout.strip())
+    print(f"total (python -m grader similarity, start-up included): {total:.1f} s "
+          f"[target < 60 s for 500 on 2 cores: {'met' if total < 60 * n / 500 else 'NOT met'}]")
+    print(f"{len(rows)} rows in similarity.csv, {flagged} flagged; similarity.html "
+          f"{(out / 'similarity.html').stat().st_size / 2**20:.1f} MB")
+    print(f"CPU time of the whole run: {cpu:.1f} s; machine load (1-min average) before/after: "
+          f"{load_before:.1f}/{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    if keep:
+        print(f"class and outputs kept in {root}")
+    else:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(prog="python -m grader.devtools.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("mode", nargs="?", choices=("grade", "similarity"), default="grade",
+                        help="grade (default): the grading benchmark; similarity: the class similarity report")
+    parser.add_argument("-n", type=int, default=None, help="submissions in the synthetic class (200; 500 for similarity)")
+    parser.add_argument("--jobs", type=int, default=None)
+    parser.add_argument("--keep", action="store_true", help="keep the class and outputs for inspection")
+    parser.add_argument("--base", default=None, metavar="COMMIT",
+                        help="grade the same class with this commit too, in turns with this kit (make bench BASE=...)")
+    parser.add_argument("--scale", type=int, default=None, metavar="N",
+                        help="grade a class of N too and compare the per-submission figure (e.g. 1000)")
+    parser.add_argument("--repeats", type=int, default=1, help="turns of each version (the quickest is reported)")
+    parser.add_argument("--torch-repeats", type=int, default=3, help="bare torch imports timed (the median is used)")
+    parser.add_argument("--uid-base", type=int, default=BENCH_UID_BASE,
+                        help=f"sandbox uids of the bench's slots (default {BENCH_UID_BASE}, away from a grading run's)")
+    args = parser.parse_args()
+    if args.mode == "similarity":
+        sys.exit(similarity_bench(n=args.n or 500, jobs=args.jobs, keep=args.keep))
+    sys.exit(main(n=args.n or 200, jobs=args.jobs, keep=args.keep, base=args.base, scale=args.scale,
+                  repeats=args.repeats, torch_repeats=args.torch_repeats, uid_base=args.uid_base))

@@ -1,0 +1,1 @@
+"""Taking in submissions: fetching them at the deadline, finding them in a folder, and who they belong to."""

@@ -1,0 +1,667 @@
+"""Submission discovery and scratch copies: folders, .zip files and .ipynb notebooks.
+
+Nothing here runs student code. A scratch copy holds regular files only: a symlink is never
+followed out of a submission (it is skipped and the skip is noted), file count and size are
+capped, zip entries that climb out of the copy or would inflate past the caps are refused, and
+a path deeper or longer than the caps is skipped with a note. A notebook becomes importable as
+the four contract modules, so it is graded like .py files.
+
+Every name here was chosen by a student: it is data wherever it goes. A row name is a plain
+file name made from it; two entries whose row names would collide both get a suffix made from
+their own name (never one at the other's expense) and both are flagged; notes show names with
+escapes for what is not printable text; generated code holds a name only as a string literal.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import resource
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import lru_cache
+from pathlib import Path, PurePosixPath
+
+from grader.lesson import load_lesson
+from grader.results.storage import CLASS_FILES  # the class files beside the row folders: no row is named like one
+
+
+
+def __getattr__(name: str):
+    # LESSON, CONTRACT_MODULES, NOTEBOOK_MODULE, SIBLING_IMPORTS: from the run's lesson, read when asked
+    # for (after --lesson), so a library caller may choose the lesson after importing this module.
+    if name == "LESSON":
+        return load_lesson()
+    if name == "CONTRACT_MODULES":
+        return load_lesson().modules
+    if name == "NOTEBOOK_MODULE":
+        return notebook_module_name()
+    if name == "SIBLING_IMPORTS":
+        return load_lesson().sibling_imports
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def notebook_module_name() -> str:
+    """The module the intake writes a notebook's cells into (named for the lesson, so no student file is)."""
+    return f"_{load_lesson().name}_notebook"
+
+SKIPPED_DIRS = {".git", "__pycache__", ".ipynb_checkpoints", "__MACOSX", ".venv", "venv", "node_modules"}
+
+
+@dataclass(frozen=True)
+class IntakeLimits:
+    max_files: int = 500
+    max_file_bytes: int = 20 << 20
+    max_total_bytes: int = 60 << 20
+    max_zip_ratio: int = 200  # uncompressed / compressed, for entries over 1 MB
+    # The released assignment is flat; a student's own folders add a level or two. Deeper or longer
+    # paths are skipped (with a note) before anything is created, so the scratch copy stays far from
+    # the kernel's limits (255 bytes a name, 4096 a path) and no walk over it recurses deeply.
+    max_depth: int = 16  # folder levels below the submission's top
+    max_path_chars: int = 240  # characters of a path inside the submission
+
+
+DEFAULT_LIMITS = IntakeLimits()
+
+
+@dataclass(frozen=True)
+class Submission:
+    name: str  # the row name: sanitised, unique
+    source: Path  # the folder, .zip or .ipynb as found
+    kind: str  # "folder" | "zip" | "notebook" | "symlink"
+    flags: tuple[str, ...] = ()  # why the row name is not the entry's own name, in words
+
+
+@dataclass
+class Intake:
+    """What happened while making a scratch copy (notes go into the result, in words)."""
+
+    notes: list[str] = field(default_factory=list)
+    files: int = 0
+    bytes: int = 0
+    notebook: str | None = None  # the notebook the contract modules were generated from
+    unsaid: int = 0  # notes past MAX_NOTES, counted instead of kept
+
+    def note(self, text: str) -> None:
+        # A zip of 100,000 entries each too deep would otherwise make a feedback page of 100,000 lines.
+        if len(self.notes) < MAX_NOTES:
+            self.notes.append(text)
+        else:
+            self.unsaid += 1
+
+
+MAX_NOTES = 40  # notes kept per submission's copy; the rest are counted in one closing note
+
+
+def discover(folder: Path) -> list[Submission]:
+    """One entry per sub-folder, .zip or .ipynb of `folder`, in a stable (sorted) order."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise NotADirectoryError(f"{folder} is not a folder of submissions; pass the folder that holds "
+                                 "one sub-folder, .zip or .ipynb per student")
+    found = []
+    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+        # Hidden entries and the junk of archivers (__MACOSX) are nobody's; `_final.zip` is a student's.
+        if entry.name.startswith(".") or entry.name in SKIPPED_DIRS:
+            continue
+        if entry.is_symlink():
+            found.append((entry.name, Path(entry.path), "symlink"))
+        elif entry.is_dir(follow_symlinks=False):
+            found.append((entry.name, Path(entry.path), "folder"))
+        elif entry.is_file(follow_symlinks=False) and entry.name.lower().endswith(".zip"):
+            found.append((entry.name[:-4], Path(entry.path), "zip"))
+        elif entry.is_file(follow_symlinks=False) and entry.name.lower().endswith(".ipynb"):
+            found.append((entry.name[:-6], Path(entry.path), "notebook"))
+    named = row_names([(raw, path.name, _label(path.name, kind)) for raw, path, kind in found])
+    return [Submission(name=name, source=path, kind=kind, flags=flags)
+            for (_, path, kind), (name, flags) in zip(found, named)]
+
+
+def row_names(entries: list[tuple[str, str, str]]) -> list[tuple[str, tuple[str, ...]]]:
+    """(row name, flags) for each (stem, entry name, label) of one class folder, in the same order.
+
+    A row name is the sanitised stem. Stems whose row names would be equal (ignoring case, so the
+    output folders do not collide on a case-insensitive filesystem either) are a collision: an
+    entry whose stem is already a plain name keeps it if it is the only one, every other gets a
+    suffix made from its own entry name, so which entry gets which row never depends on the order
+    or the presence of the others. A name that sanitising changed is flagged; so is a collision,
+    on every entry in it. Every flag starts with "row name ": the class report lists those rows.
+    """
+    plain = [sanitise(stem) for stem, _, _ in entries]
+    groups: dict[str, list[int]] = {}
+    for i, name in enumerate(plain):
+        groups.setdefault(name.lower(), []).append(i)
+    names: list[str | None] = [None] * len(entries)
+    flags: list[list[str]] = [[] for _ in entries]
+    for key, members in groups.items():
+        unchanged = [i for i in members if entries[i][0] == plain[i]]
+        keeper = unchanged[0] if len(unchanged) == 1 and key not in CLASS_FILES else None
+        for i in members:
+            names[i] = plain[i] if i == keeper or (len(members) == 1 and key not in CLASS_FILES) \
+                else f"{plain[i]}-{_digest(entries[i][1])}"
+    taken = {n.lower() for n in names if n}
+    # A suffixed name that another entry already has as its plain name: a longer suffix.
+    for i, name in enumerate(names):
+        if name != plain[i] and sum(n.lower() == name.lower() for n in names) > 1:
+            longer = f"{plain[i]}-{_digest(entries[i][1], 16)}"
+            names[i] = unique_name(longer, taken - {name.lower()})
+            taken.add(names[i].lower())
+    labels = [label for _, _, label in entries]
+    for key, members in groups.items():
+        if len(members) > 1:
+            # Said to this entry's own student too, so it names no classmate; the class report lists them.
+            for i in members:
+                others = f"{len(members) - 1} other submission{'s' if len(members) > 2 else ''}"
+                kept = " (this one keeps it: its name was already plain)" if names[i] == plain[i] else ""
+                flags[i].append(f"row name {names[i]}: {labels[i]!r} and {others} would all be named "
+                                f"{plain[i]}; each has its own row{kept}")
+        elif key in CLASS_FILES:
+            i = members[0]
+            flags[i].append(f"row name {names[i]}: {labels[i]!r} is named like a class file of the output folder")
+    for i, (stem, _, _) in enumerate(entries):
+        if stem != plain[i] and len(groups[plain[i].lower()]) == 1:
+            flags[i].append(f"row name {names[i]}: the submitted name {labels[i]!r} is not a plain file name")
+    return [(name, tuple(flag)) for name, flag in zip(names, flags)]
+
+
+def _digest(text: str, length: int = 6) -> str:
+    return hashlib.sha256(os.fsencode(text)).hexdigest()[:length]
+
+
+def source_label(sub: Submission) -> str:
+    """The entry a row came from, as text: the file name, or the folder name with a trailing /."""
+    return _label(sub.source.name, sub.kind)
+
+
+def _label(entry: str, kind: str) -> str:
+    return printable(entry) + ("/" if kind == "folder" else "")
+
+
+def printable(name: str) -> str:
+    """A name as text any file, page or terminal can hold: a byte that was not UTF-8 (which
+    os.fsdecode keeps as a lone surrogate) and a control or format character become escapes."""
+    out = []
+    for ch in name:
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif ch.isprintable():
+            out.append(ch)
+        else:
+            out.append(ch.encode("unicode_escape", "backslashreplace").decode("ascii"))
+    return "".join(out)
+
+
+def shown(path: str, limit: int = 120) -> str:
+    """A path for a note: printable, and shortened in the middle when long."""
+    text = printable(path)
+    return text if len(text) <= limit else f"{text[:limit // 2]}…{text[-limit // 3:]} ({len(text)} characters)"
+
+
+def sanitise(raw: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", raw).strip("._-")[:80]
+    return name or "submission"
+
+
+def unique_name(name: str, taken: set[str]) -> str:
+    """`name`, or `name-2`, `name-3`... whichever is first not in `taken` (compared ignoring case)."""
+    lower = {t.lower() for t in taken}
+    candidate, k = name, 2
+    while candidate.lower() in lower:
+        candidate, k = f"{name}-{k}", k + 1
+    return candidate
+
+
+def materialise(sub: Submission, dest: Path, *, limits: IntakeLimits = DEFAULT_LIMITS,
+                convert_notebook: bool = True) -> Intake:
+    """Copy `sub` into the empty folder `dest` (regular files only) and return what happened.
+    `convert_notebook=False` leaves a notebook as it is (a reader that wants its cells, not modules)."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    intake = Intake()
+    if sub.kind == "symlink":
+        intake.note(f"{printable(sub.source.name)} is a symlink; the engine never follows a symlink out of a "
+                            "submission, so nothing was graded")
+    elif sub.kind == "folder":
+        _copy_tree(sub.source, dest, intake, limits)
+    elif sub.kind == "zip":
+        _extract_zip(sub.source, dest, intake, limits)
+    elif sub.kind == "notebook":
+        _copy_file(sub.source, dest / sub.source.name, intake, limits)
+    if convert_notebook:
+        _maybe_convert_notebook(dest, intake)
+    if intake.unsaid:
+        intake.notes.append(f"... and {intake.unsaid} more like these (only the first {MAX_NOTES} are listed)")
+    return intake
+
+
+# --------------------------------------------------------------------------- folders
+
+
+def _copy_tree(src: Path, dest: Path, intake: Intake, limits: IntakeLimits, rel: str = "", depth: int = 0) -> None:
+    try:
+        entries = sorted(os.scandir(src), key=lambda e: e.name)
+    except OSError as exc:
+        intake.note(f"could not read {shown(rel) or '.'}: {exc.strerror}")
+        return
+    for entry in entries:
+        path = f"{rel}{entry.name}"
+        if entry.is_symlink():
+            target = os.readlink(entry.path)
+            intake.note(f"skipped symlink {shown(path)} -> {shown(target)} (symlinks are never followed)")
+        elif entry.is_dir(follow_symlinks=False):
+            if entry.name in SKIPPED_DIRS or _over_caps(path, depth + 1, intake, limits, "folder "):
+                continue
+            (dest / entry.name).mkdir(exist_ok=True)
+            _copy_tree(Path(entry.path), dest / entry.name, intake, limits, rel=path + "/", depth=depth + 1)
+        elif entry.is_file(follow_symlinks=False):
+            if not _over_caps(path, depth, intake, limits):
+                _copy_file(Path(entry.path), dest / entry.name, intake, limits, rel=path)
+        else:
+            intake.note(f"skipped {shown(path)}: not a regular file")
+
+
+def _over_caps(path: str, depth: int, intake: Intake, limits: IntakeLimits, what: str = "") -> bool:
+    """Note and refuse a path `depth` folder levels deep that is deeper or longer than the caps."""
+    if depth > limits.max_depth:
+        intake.note(f"skipped {what}{shown(path)}: more than {limits.max_depth} levels deep")
+        return True
+    if len(path) > limits.max_path_chars or any(len(os.fsencode(part)) > 255 for part in path.split("/")):
+        intake.note(f"skipped {what}{shown(path)}: its path is too long (over {limits.max_path_chars} "
+                            "characters, or a name over 255 bytes)")
+        return True
+    return False
+
+
+def _copy_file(src: Path, dest: Path, intake: Intake, limits: IntakeLimits, rel: str | None = None) -> None:
+    rel = rel or src.name
+    if not _room_for(intake, limits, os.lstat(src).st_size, rel):
+        return
+    # O_NOFOLLOW: a file swapped for a symlink after the scan is refused, not followed.
+    try:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError as exc:
+        intake.note(f"skipped {shown(rel)}: {exc.strerror}")
+        return
+    with os.fdopen(fd, "rb") as fin:
+        changed = os.fstat(fin.fileno()).st_mtime_ns
+        _store(fin, dest, limits.max_file_bytes, intake, _too_large(rel, limits))
+    _keep_mtime(dest, changed)
+
+
+def _keep_mtime(dest: Path, mtime_ns: int) -> None:
+    """The copy keeps when its original last changed: of several edited notebooks, the newest is graded."""
+    with contextlib.suppress(OSError):
+        if dest.is_file() and not dest.is_symlink():
+            os.utime(dest, ns=(mtime_ns, mtime_ns))
+
+
+def _too_large(rel: str, limits: IntakeLimits) -> str:
+    text = f"skipped {shown(rel)}: larger than {limits.max_file_bytes >> 20} MB"
+    if rel.lower().endswith(".ipynb"):  # its outputs (pictures) make it so: the code is a few KB
+        text += f"; {CLEAR_OUTPUTS}"
+    return text
+
+
+CLEAR_OUTPUTS = ("clear the cells' outputs (Jupyter: Edit > Clear Outputs of All Cells), save, and hand it in "
+                 "again: outputs are never graded")
+
+
+def _room_for(intake: Intake, limits: IntakeLimits, size: int, rel: str) -> bool:
+    if intake.files >= limits.max_files:
+        if intake.files == limits.max_files:
+            intake.note(f"more than {limits.max_files} files: the rest were not copied")
+            intake.files += 1  # note once
+        return False
+    if size > limits.max_file_bytes:
+        intake.note(_too_large(rel, limits))
+        return False
+    if intake.bytes + size > limits.max_total_bytes:
+        intake.note(f"skipped {shown(rel)}: the submission is over {limits.max_total_bytes >> 20} MB in total")
+        return False
+    return True
+
+
+def _store(fin, dest: Path, cap: int, intake: Intake, refusal: str) -> None:
+    """Copy at most `cap` bytes of `fin` to `dest` and count the file; past the cap, remove the
+    partial copy and note `refusal` instead (a lying size header cannot inflate past the cap)."""
+    total = 0
+    with open(dest, "wb") as fout:
+        while chunk := fin.read(1 << 20):
+            total += len(chunk)
+            if total > cap:
+                break
+            fout.write(chunk)
+    if total > cap:
+        dest.unlink()
+        intake.note(refusal)
+        return
+    intake.files += 1
+    intake.bytes += total
+
+
+# --------------------------------------------------------------------------- zips
+
+
+def _extract_zip(src: Path, dest: Path, intake: Intake, limits: IntakeLimits) -> None:
+    try:
+        archive = zipfile.ZipFile(src)
+    except (zipfile.BadZipFile, OSError) as exc:
+        intake.note(f"{printable(src.name)} is not a readable zip file ({exc}); nothing was graded")
+        return
+    with archive:
+        members = [m for m in archive.infolist() if not m.is_dir() and not _ignored(m.filename)]
+        declared = sum(m.file_size for m in members)
+        if declared > limits.max_total_bytes:
+            intake.note(f"{printable(src.name)} would unpack to {declared >> 20} MB, over the "
+                                f"{limits.max_total_bytes >> 20} MB cap (a zip bomb?); nothing was extracted")
+            return
+        prefix = _single_top_folder([m.filename for m in members])
+        for member in members:
+            _extract_member(archive, member, prefix, dest, intake, limits)
+
+
+def _ignored(name: str) -> bool:
+    parts = PurePosixPath(name.replace("\\", "/")).parts
+    return any(p in SKIPPED_DIRS for p in parts) or PurePosixPath(name).name == ".DS_Store"
+
+
+def _single_top_folder(names: list[str]) -> str:
+    tops = {PurePosixPath(n).parts[0] for n in names if PurePosixPath(n).parts}
+    if len(tops) == 1 and all(len(PurePosixPath(n).parts) > 1 for n in names):
+        return tops.pop() + "/"
+    return ""
+
+
+def _extract_member(archive, member, prefix, dest, intake, limits) -> None:
+    name = member.filename
+    mode = member.external_attr >> 16
+    if stat.S_ISLNK(mode):
+        intake.note(f"skipped symlink {shown(name)} in the zip (symlinks are never followed)")
+        return
+    rel = name[len(prefix):] if prefix and name.startswith(prefix) else name
+    parts = PurePosixPath(rel).parts
+    if ("\\" in rel or not parts or rel.startswith("/") or ".." in parts or ":" in parts[0]):
+        intake.note(f"refused zip entry {shown(name)}: its path leaves the submission")
+        return
+    if _over_caps(rel, len(parts) - 1, intake, limits, "zip entry "):
+        return
+    if member.compress_size and member.file_size > (1 << 20) and \
+            member.file_size / member.compress_size > limits.max_zip_ratio:
+        intake.note(f"refused zip entry {shown(name)}: compressed {member.file_size // member.compress_size}:1 "
+                            "(a zip bomb?)")
+        return
+    if not _room_for(intake, limits, member.file_size, rel):
+        return
+    target = dest.joinpath(*parts)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Read at most the cap, whatever the header declared: a lying header cannot inflate past it.
+    with archive.open(member) as fin:
+        _store(fin, target, min(limits.max_file_bytes, limits.max_total_bytes - intake.bytes), intake,
+               f"refused zip entry {shown(name)}: it unpacks past the size cap")
+    with contextlib.suppress(ValueError, OverflowError):
+        _keep_mtime(target, int(datetime(*member.date_time).timestamp() * 1e9))
+
+
+# --------------------------------------------------------------------------- notebooks
+
+_CELL_MAGIC_WITH_PYTHON_BODY = {"capture", "time", "timeit", "prun"}
+_ASSIGNED_MAGIC = re.compile(r"^(\s*[A-Za-z_][\w\s,]*=\s*)[%!]")
+
+
+def _maybe_convert_notebook(dest: Path, intake: Intake) -> None:
+    """Decide what of a submission with a notebook is the student's work, and make the contract
+    modules from that notebook when it is the notebook.
+
+    Whatever its name, a notebook whose code differs from the released template is the student's;
+    of several, the most recently changed one is graded and the others are named in a note. Edited
+    contract .py files beside a notebook are graded instead of it, with a note. The released stubs
+    left untouched beside an edited notebook carry no work and are dropped; when nothing differs from
+    the released files, the stubs are graded, and a note says so."""
+    lesson = load_lesson()
+    notebooks = sorted(p for p in dest.iterdir() if p.suffix.lower() == ".ipynb" and p.is_file())
+    if not notebooks:
+        return  # no notebook: nothing to do, and no import of grader.release.student_release (nbformat: ~1 s per worker)
+    from grader.release.student_release import stub_texts  # reads the reference: grader side only, never the child
+
+    stubs = {name: _text_digest(text) for name, text in stub_texts().items()}
+    present = [dest / f"{m}.py" for m in lesson.modules if (dest / f"{m}.py").is_file()]
+    untouched = [p for p in present if _file_digest(p) == stubs.get(p.name)]
+    edited = [n for n in notebooks if not _is_template(n)]
+    by_recency = sorted(edited, key=lambda n: (-n.stat().st_mtime_ns, n.name != lesson.notebook, n.name))
+    if len(untouched) < len(present):  # the student's own .py files
+        if edited:
+            intake.note(f"graded your .py files; the notebook{'s' if len(edited) > 1 else ''} "
+                        f"{_names(by_recency)} {'were' if len(edited) > 1 else 'was'} not graded (edited "
+                        ".py files beside a notebook are what is graded)")
+        return
+    if not edited:
+        if present:
+            intake.note(f"nothing here differs from the released files ({_names(notebooks)} and "
+                        f"{_names(present)} are as released): graded the .py stubs")
+            return
+        intake.note(f"{_names(notebooks)} {'are' if len(notebooks) > 1 else 'is'} the released notebook "
+                    "with no code of yours: nothing of yours was graded")
+    chosen = by_recency[0] if edited else notebooks[0]
+    for path in untouched:
+        path.unlink()
+    if untouched:
+        intake.note(f"{', '.join(p.name for p in untouched)} were the untouched stubs: the notebook was graded instead")
+    label = printable(chosen.name)
+    from grader.release.notebook import is_test_cell
+
+    try:
+        cells = notebook_code_cells(chosen)
+    except Exception as exc:  # nbformat raises several kinds for a damaged file
+        intake.note(f"could not read the notebook {label} ({type(exc).__name__}: {exc})"[:300])
+        return
+    # The released test cells run tests and define nothing: in the sandbox they would only cost time.
+    cells = [cell for cell in cells if not is_test_cell(cell)]
+    (dest / f"{notebook_module_name()}.py").write_text(notebook_module_source(label, cells), encoding="utf-8")
+    for module in lesson.modules:
+        (dest / f"{module}.py").write_text(contract_module_source(label, module), encoding="utf-8")
+    intake.notebook = label
+    others = [n for n in notebooks if n != chosen]
+    if others and len(edited) > 1:
+        intake.note(f"several edited notebooks: graded {label}, the most recently changed; not graded: "
+                    f"{_names([n for n in by_recency if n != chosen])}")
+    elif others:
+        intake.note(f"graded {label}; {_names(others)} {'are' if len(others) > 1 else 'is'} the released "
+                    "notebook with no code of yours")
+
+
+def _names(paths) -> str:
+    return ", ".join(printable(p.name) for p in paths)
+
+
+def _text_digest(text: str) -> str:
+    # Line endings may change on a student's machine; the content is what counts.
+    return hashlib.sha256(text.replace("\r\n", "\n").encode("utf-8")).hexdigest()
+
+
+def _file_digest(path: Path) -> str | None:
+    try:
+        return _text_digest(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _code_digest(cells: list[str]) -> str:
+    return _text_digest("\n\n".join(c.replace("\r\n", "\n") for c in cells))
+
+
+@lru_cache(maxsize=4)
+def _template_digest(lesson_folder: Path) -> str:
+    """The released notebook's code, as notebook_code_cells reads a student's (grader.release.notebook builds
+    it), for the lesson in `lesson_folder` (the run's)."""
+    from grader.release import notebook
+
+    built = notebook.build(student=True)
+    return _code_digest([neutralise_magics(c.source) for c in built.cells if c.cell_type == "code"])
+
+
+def _is_template(path: Path) -> bool:
+    """Whether a notebook's code is the released notebook's (outputs, metadata and name aside)."""
+    try:
+        return _code_digest(notebook_code_cells(path)) == _template_digest(load_lesson().folder)
+    except Exception:  # damaged or over the limits: not the template; reading it again says why
+        return False
+
+
+class NotebookTooLarge(ValueError):
+    """A notebook over the lesson's [notebooks] limits: read no further, grade nothing from it."""
+
+
+def notebook_limits() -> dict:
+    """The lesson's [notebooks] limits (limits.toml): what reading one notebook may cost the grader."""
+    import tomllib
+
+    with open(load_lesson().limits_path, "rb") as f:
+        return tomllib.load(f).get("notebooks", {})
+
+
+def notebook_code_cells(path: Path) -> list[str]:
+    """The code cells' text, magics neutralised. A notebook is graded by its code: its outputs, attachments
+    and metadata are dropped while it is read (grader/intake/nbstrip.py, in a process limited to the lesson's
+    [notebooks] memory and time), and the limits on what a notebook may cost apply to what is left. A
+    file over intake's per-file limit is not read at all. Version 4 notebooks (every Jupyter since 2015)
+    are read as plain JSON, linear in their size: nbformat's validation took 80 s on a 13 MB notebook of
+    300,000 cells. Older versions go through nbformat's converter, after the same stripping."""
+    limits = notebook_limits()
+    max_bytes, max_cells = limits.get("bytes", 8 << 20), limits.get("cells", 5000)
+    data = json.loads(_stripped_notebook(Path(path), max_bytes, limits))
+    if not isinstance(data, dict) or not isinstance(data.get("nbformat"), int):
+        raise ValueError("not a Jupyter notebook (no nbformat version)")
+    if data["nbformat"] >= 4:
+        cells = data.get("cells")
+    else:
+        import nbformat
+
+        cells = nbformat.convert(nbformat.from_dict(data), 4).cells
+    if not isinstance(cells, list):
+        raise ValueError("the notebook has no list of cells")
+    if len(cells) > max_cells:
+        raise NotebookTooLarge(f"{len(cells)} cells, over the limit of {max_cells}")
+    code = []
+    for cell in cells:
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        if isinstance(source, list):
+            source = "".join(part for part in source if isinstance(part, str))
+        if isinstance(source, str):
+            code.append(neutralise_magics(source))
+    return code
+
+
+def _stripped_notebook(path: Path, max_bytes: int, limits: dict) -> str:
+    """The notebook's JSON text with its outputs, attachments and metadata dropped (grader/intake/nbstrip.py)."""
+    max_read = DEFAULT_LIMITS.max_file_bytes
+    size = path.stat().st_size
+    if size > max_read:
+        raise NotebookTooLarge(f"{size} bytes, over the limit of {max_read}: {CLEAR_OUTPUTS}")
+    memory, seconds = int(limits.get("memory_bytes", 1 << 30)), float(limits.get("seconds", 30))
+    env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL") if k in os.environ}
+    proc = subprocess.Popen([sys.executable, "-I", "-S", str(Path(__file__).with_name("nbstrip.py")),
+                             str(max_read), str(max_bytes)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        # Set from outside (no preexec_fn: the caller may have threads); the helper reads nothing before
+        # it is sent the path.
+        resource.prlimit(proc.pid, resource.RLIMIT_AS, (memory, memory))
+        resource.prlimit(proc.pid, resource.RLIMIT_CORE, (0, 0))
+        out, err = proc.communicate(os.fsencode(path), timeout=seconds)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise NotebookTooLarge(f"reading it took more than {seconds:g} s: {CLEAR_OUTPUTS}") from None
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    if proc.returncode == 3:
+        raise NotebookTooLarge(f"over {max_read} bytes: {CLEAR_OUTPUTS}")
+    if proc.returncode == 4:
+        raise NotebookTooLarge(f"its code, outputs aside, is over the limit of {max_bytes} bytes")
+    if proc.returncode != 0:
+        last = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
+        if "MemoryError" in last[0]:
+            raise NotebookTooLarge(f"reading it needs more than {memory >> 20} MB: {CLEAR_OUTPUTS}")
+        raise ValueError(last[0][:200])
+    return out.decode("ascii")
+
+
+def neutralise_magics(source: str) -> str:
+    """Replace IPython magics and shell lines by harmless Python, keeping every line number."""
+    lines = source.split("\n")
+    first = lines[0].lstrip() if lines else ""
+    if first.startswith("%%"):
+        magic = first[2:].split()[0] if first[2:].split() else ""
+        if magic not in _CELL_MAGIC_WITH_PYTHON_BODY:
+            # %%bash, %%writefile, %%html ...: the body is not Python.
+            return "\n".join(f"pass  # neutralised: {line[:60]}" if i == 0 else "#" + line
+                             for i, line in enumerate(lines))
+    out = []
+    for line in lines:
+        stripped = line.lstrip()
+        indent = line[: len(line) - len(stripped)]
+        if stripped.startswith(("%", "!")):
+            out.append(f"{indent}pass  # neutralised: {stripped[:60]}")
+        elif _ASSIGNED_MAGIC.match(line):
+            out.append(_ASSIGNED_MAGIC.sub(lambda m: m.group(1) + "None  # neutralised: ", line, count=1))
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def notebook_module_source(notebook_name: str, cells: list[str]) -> str:
+    """The notebook's cells and a function that runs them, each under try/except, in a namespace.
+
+    The notebook's name is the student's: it appears only as a string literal (repr), never as text
+    pasted into the source, where a quote in it would end the string and change the code."""
+    return (
+        '"""Generated from the notebook named in NOTEBOOK: every code cell, in order. A cell that\n'
+        'raises is recorded and skipped, so one bad cell does not lose the definitions of later ones."""\n'
+        "import traceback as _traceback\n\n"
+        f"NOTEBOOK = {notebook_name!r}\n"
+        f"CELLS = {json.dumps(cells, ensure_ascii=True, indent=0)}\n\n\n"
+        "def run_cells(namespace):\n"
+        "    errors = namespace.setdefault('_CELL_ERRORS', [])\n"
+        "    for i, source in enumerate(CELLS, 1):\n"
+        "        try:\n"
+        "            exec(compile(source, f'{NOTEBOOK} cell {i}', 'exec'), namespace)\n"
+        "        except BaseException as exc:  # SystemExit too: a later cell may define what is graded\n"
+        "            errors.append((i, _traceback.format_exception_only(type(exc), exc)[-1].strip()))\n"
+    )
+
+
+def contract_module_source(notebook_name: str, module: str) -> str:
+    """A contract module made of the notebook's definitions (run in this module's own namespace).
+
+    The names a contract file takes from its siblings (the lesson's [sibling_imports], as in the
+    reference) are rebound from the sibling module: a notebook defines them all globally, and this
+    keeps the grader's stand-ins working the same way for a notebook as for .py files (e.g. block
+    graded over the grader's multi-head attention)."""
+    notebook_module = notebook_module_name()
+    siblings = load_lesson().sibling_imports
+    text = (f"# Generated from a notebook ({notebook_module}.NOTEBOOK): the names its code cells define.\n"
+            f"from {notebook_module} import run_cells as _run_cells\n\n"
+            "_run_cells(globals())\n")
+    if module in siblings:
+        sibling, name = siblings[module]
+        text += ("try:\n"
+                 f"    from {sibling} import {name}  # noqa: F401  as {module}.py would\n"
+                 "except ImportError:\n"
+                 "    pass\n")
+    return text
+
+
+def remove(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

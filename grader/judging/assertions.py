@@ -1,0 +1,270 @@
+"""Assertions for any lesson's hidden tests: each failure says what was expected, what came out and where.
+
+The lesson decides how close is close: every comparison takes its tolerance (grader/judging/tolerances.py
+`Tol`) from the caller, and a lesson's own checks module (beside its hidden tests) binds its
+numbers once.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+
+from grader.judging import diagnose
+from grader.judging.tolerances import Tol
+
+SMALL = 36  # arrays with at most this many elements are printed whole
+
+
+class GradeFailure(AssertionError):
+    """A hidden test's verdict: the message is shown to the student."""
+
+    def __init__(self, message: str, *, evidence: dict | None = None, error: dict | None = None,
+                 facts: list | None = None):
+        super().__init__(message)
+        self.message = message
+        self.evidence = evidence
+        self.error = error  # the student's exception record, when their code raised
+        self.facts = list(facts or [])  # what the numbers show (grader/judging/diagnose.py): data, never words
+        self.compared = []  # [(got, expected, fact options, tolerance)] the facts were found in
+
+
+class facts_on_failure:
+    """Adds facts found by other calls (a repeated call, a changed batch) to a GradeFailure raised inside:
+
+        with facts_on_failure(lambda: diagnose.repeat(a, b)):
+            same_outputs(...)
+
+    The facts are computed only when a comparison fails."""
+
+    def __init__(self, *makers):
+        self.makers = makers
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, tb):
+        if isinstance(error, GradeFailure) and error.error is None:
+            for make in self.makers:
+                try:
+                    found = make()
+                except Exception:  # noqa: BLE001 - a fact that cannot be computed is not claimed
+                    found = []
+                error.facts += [f for f in found if f not in error.facts]
+        return False
+
+
+# -- inputs --------------------------------------------------------------------------------
+def randn(seed: int, *shape, dtype="float32", scale=1.0) -> np.ndarray:
+    """Seeded normal numbers: one seed per input tensor, so cases never depend on order.
+
+    Made once per process and copied out (a generator costs ~15 us, a copy ~1 us; every submission
+    asks for the same ~200 inputs), so a caller may still change what it gets."""
+    key = (seed, shape, str(dtype), scale)
+    made = _RANDN.get(key)
+    if made is None:
+        made = _RANDN[key] = (np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
+    return made.copy()
+
+
+_RANDN: dict = {}
+
+
+# -- answers -------------------------------------------------------------------------------
+def ok(res, what: str):
+    """The call ran without an exception, or fail with the student's error."""
+    if res.error:
+        e = res.error
+        where = {"import": "importing your file", "construct": "constructing the module",
+                 "load": "loading the grader's weights", "forward": "running forward",
+                 "call": "calling the function", "output": "reading the result"}.get(e.get("stage"), "running")
+        text = f"{what}: {e['type']} while {where}: {e['message']}"
+        if e.get("traceback"):
+            text += f"\n{e['traceback']}"
+        raise GradeFailure(text, error=e)
+    return res
+
+
+def output(res, i: int, what: str, *, count: int | None = None) -> np.ndarray:
+    ok(res, what)
+    outs = res.outputs
+    if count is not None and len(outs) != count:
+        raise GradeFailure(f"{what}: expected {count} return value{'s' if count > 1 else ''}, got {len(outs)}"
+                           + (" (return a tuple (out, weights))" if count == 2 else ""))
+    if i >= len(outs) or outs[i].get("kind") != "tensor":
+        got = outs[i] if i < len(outs) else "nothing"
+        raise GradeFailure(f"{what}: expected a tensor, got {_kind(got)}")
+    return res.array(i)
+
+
+def _kind(desc) -> str:
+    if isinstance(desc, dict):
+        if desc.get("kind") == "value":
+            return f"{desc['type']} {desc['value']!r}"
+        return desc.get("type") or desc.get("kind", "?")
+    return str(desc)
+
+
+def dtype_of(res, i: int) -> str:
+    return res.outputs[i].get("dtype", "?")
+
+
+# -- comparisons ---------------------------------------------------------------------------
+def close(got, expected, t: Tol, what: str, *, evidence: bool = False, facts: dict | None = None) -> None:
+    """Elementwise |got - expected| <= atol·scale + rtol·|expected| with scale = max(1, max|expected|).
+
+    On a failure the GradeFailure carries what grader/judging/diagnose.py finds in the numbers; `facts` are its
+    keyword arguments (allowed, probabilities, constants, axes)."""
+    expected = np.asarray(expected, dtype=np.float64)
+    got_arr = np.asarray(got)
+    if got_arr.shape != expected.shape:
+        failure = GradeFailure(f"{what}: expected shape {tuple(expected.shape)}, got shape {tuple(got_arr.shape)}",
+                               facts=_facts(got_arr, expected, facts, t))
+        failure.compared = [(got_arr, expected, dict(facts or {}), t)]
+        raise failure
+    got64 = got_arr.astype(np.float64)
+    peak = float(np.abs(expected).max(initial=0.0))
+    if not math.isfinite(peak):  # nan or inf expected somewhere: the scale comes from the finite values
+        peak = float(np.abs(expected[np.isfinite(expected)]).max(initial=0.0))
+    scale = max(1.0, peak)
+    with np.errstate(invalid="ignore", over="ignore"):
+        bad = ~((got64 == expected) | (np.abs(got64 - expected) <= t.atol * scale + t.rtol * np.abs(expected)))
+    if not bad.any():
+        return  # (the nan check below can only clear entries: skipped when none is bad)
+    bad &= ~(np.isnan(expected) & np.isnan(got64))
+    if not bad.any():
+        return
+    failure = GradeFailure(describe(got64, expected, bad, what), evidence=_evidence(got64, expected) if evidence else None,
+                           facts=_facts(got64, expected, facts, t))
+    failure.compared = [(got64, expected, dict(facts or {}), t)]  # the numbers the facts were found in
+    raise failure
+
+
+def _facts(got, expected, options: dict | None, t: Tol | None = None) -> list[dict]:
+    """What the numbers show about a failed comparison (never raises: a fact that cannot be computed is not claimed)."""
+    try:
+        tolerance = {"atol": t.atol, "rtol": t.rtol} if t is not None else {}
+        return diagnose.compare(got, expected, **tolerance, **(options or {}))
+    except Exception:  # noqa: BLE001
+        return []
+
+
+def describe(got: np.ndarray, expected: np.ndarray, bad: np.ndarray, what: str) -> str:
+    n_bad, n = int(bad.sum()), bad.size
+    if expected.size <= SMALL:
+        return (f"{what}: {n_bad} of {n} values differ\n"
+                f"  expected:\n{fmt(expected)}\n  got:\n{fmt(got)}")
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.where(np.isnan(got) | np.isnan(expected), np.inf, np.abs(got - expected))
+    where = np.unravel_index(int(np.argmax(err)), err.shape)
+    return (f"{what}: {n_bad} of {n} values differ (shape {tuple(expected.shape)}); "
+            f"largest error {_num(err[where])} at index {tuple(int(i) for i in where)}: "
+            f"expected {_num(expected[where])}, got {_num(got[where])}")
+
+
+def fmt(a: np.ndarray) -> str:
+    text = np.array2string(np.asarray(a), precision=4, suppress_small=True, separator=", ")
+    return "\n".join("    " + line for line in text.splitlines())
+
+
+def _num(x) -> str:
+    return "nan" if np.isnan(x) else ("inf" if np.isinf(x) else f"{float(x):.6g}")
+
+
+def _evidence(got: np.ndarray, expected: np.ndarray) -> dict:
+    """The first (T_q, T_k) slice of a weights tensor, rounded for the report's heatmaps."""
+    while got.ndim > 2:
+        got, expected = got[0], expected[0]
+    got = np.where(np.isfinite(got), got, -1.0)  # nan/inf cannot go to JSON: shown as -1, outside [0, 1]
+    return {"expected": np.round(expected, 4).tolist(), "got": np.round(got, 4).tolist()}
+
+
+def same_outputs(got_res, exp_res, what: str, names: tuple[str, ...], *, values: Callable[[str], Tol],
+                 dtype="float32", evidence_output: int | None = None, probabilities: tuple[str, ...] = (),
+                 facts: dict | None = None) -> None:
+    """Each named output of the student's call equals the reference's, within `values(dtype)`. The outputs
+    named in `probabilities` hold distributions along their last axis (their facts check that too);
+    `facts` goes on to grader/judging/diagnose.py (constants, axes, allowed)."""
+    ok(exp_res, f"reference for {what}")  # a broken reference is the grader's bug, never the student's
+
+    def options(name):
+        found = dict(facts or {}, probabilities=name in probabilities)
+        if not found["probabilities"]:
+            found.pop("allowed", None)
+        return found
+
+    for i, name in enumerate(names):
+        expected = exp_res.array(i)
+        got = output(got_res, i, f"{what}: {name}", count=len(names))
+        try:
+            close(got, expected, values(_judged_as(got_res, i, dtype)), f"{what}: {name}",
+                  evidence=(i == evidence_output), facts=options(name))
+        except GradeFailure as failure:
+            # A wrong output often comes from wrong weights, which show more (their sums, their scaling).
+            for j, other in enumerate(names):
+                if j > i and other in probabilities and j < len(got_res.outputs):
+                    tolerance = values(_judged_as(got_res, j, dtype))
+                    found = _facts(got_res.array(j), exp_res.array(j), options(other), tolerance)
+                    failure.facts += [f for f in found if f["id"] != "differs" and f not in failure.facts]
+                    if found:
+                        failure.compared.append((got_res.array(j), exp_res.array(j), options(other), tolerance))
+            raise
+
+
+def _judged_as(res, i: int, dtype: str) -> str:
+    """A float64 call answered in float32 is judged at float32 precision: a detour through float32
+    is a precision choice, not a wrong answer."""
+    return "float32" if dtype == "float64" and dtype_of(res, i) == "float32" else dtype
+
+
+def same_grads(got_res, exp_res, what: str, names, *, grads: Callable[[str], Tol], dtype="float32") -> None:
+    """Every gradient the reference has, the student's call has too, and they agree within `grads(dtype)`."""
+    ok(exp_res, f"reference for {what}")
+    ok(got_res, what)
+    if got_res.grad_error:
+        e = got_res.grad_error
+        raise GradeFailure(f"{what}: backward failed: {e['type']}: {e['message']}"
+                           + (f"\n{e['traceback']}" if e.get("traceback") else ""), error=e)
+    for name in names:
+        expected = exp_res.grad(name)
+        got = got_res.grad(name)
+        if got is None:
+            raise GradeFailure(f"{what}: no gradient reached {name}: keep the computation inside autograd "
+                               "(no .detach(), torch.no_grad() or numpy round trip)",
+                               facts=[{"id": "no_gradient", "name": name}])
+        close(got, expected, grads(dtype), f"{what}: gradient of {name}")
+
+
+def check(condition: bool, message: str) -> None:
+    """A rule the answer must keep (a shape, an attribute, a count): when it does not, that is the fact."""
+    if not condition:
+        raise GradeFailure(message, facts=[{"id": "rule"}])
+
+
+# -- the student's own function does the work -------------------------------------------------
+# Property and self-consistency tests (rows sum to 1, masks, causality, permutation, "equals your
+# own answer") also hold for answers that compute nothing: uniform weights, zeros, the input handed
+# back, a constant table. They award points only when the answers show that the function reacts to
+# what it is given, judged from its answers, never from anything the submission says.
+def changed(before, after, t: Tol) -> bool:
+    """The two answers differ by more than `t` (relative to max(1, max|before|)), or one has nan or
+    inf where the other has not."""
+    a, b = np.asarray(before, dtype=np.float64), np.asarray(after, dtype=np.float64)
+    if a.shape != b.shape:
+        return True
+    finite = np.isfinite(a) & np.isfinite(b)
+    if not np.array_equal(finite, np.isfinite(a) | np.isfinite(b)):
+        return True  # a number on one side, nan or inf on the other
+    with np.errstate(invalid="ignore"):
+        if not np.all((a[~finite] == b[~finite]) | (np.isnan(a[~finite]) & np.isnan(b[~finite]))):
+            return True
+    scale = max(1.0, float(np.abs(a[finite]).max(initial=0.0)))
+    return bool(np.any(np.abs(a[finite] - b[finite]) > t.atol * scale))
+
+
+def require_real(reasons: list[str], what: str, fix: str) -> None:
+    """Fail with every sign that the answers compute nothing, and the formula that would."""
+    if reasons:
+        raise GradeFailure(f"{what}: these points need code that computes the answer, but "
+                           + "; ".join(reasons) + f". {fix}")

@@ -1,0 +1,181 @@
+"""A lesson's bug catalogue, made runnable: mutants of its reference, and naming a misconception.
+
+A lesson's catalogue module (lesson.toml `catalogue`) holds data only: `BUGS`, a tuple of `Bug`,
+each naming its part, the hidden test it must fail (rubric id), and the patches (file, exact text,
+replacement) that turn a copy of the lesson's reference into a submission with the bug. Hint
+texts live in the rubric under [hints."<id>"].
+
+When a student fails a test, `Catalogue.identify` replays that test's recorded calls on the
+mutants of the part; a mutant whose answers match the student's, within the lesson's MATCH
+tolerance, names the misconception.
+"""
+from __future__ import annotations
+
+import atexit
+import importlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from grader.running.calls import Adapter, InProcessTransport
+from grader.judging.tolerances import Tol
+
+
+@dataclass(frozen=True)
+class Bug:
+    id: str
+    component: str
+    test: str  # rubric id of the hidden test this bug must fail
+    patches: tuple  # ((file, find, replace), ...)
+    forbidden: tuple = ()  # forbidden APIs this bug uses (found at run time, not by replay)
+
+
+def apply(bug: Bug, source_dir: Path) -> dict[str, str]:
+    """The mutant's sources: file name -> text. Raises if a find text is not there exactly once.
+    Anything with `id` and `patches` will do (a correct variant's patches too)."""
+    sources = {p.name: p.read_text() for p in sorted(Path(source_dir).glob("*.py"))}
+    for file, find, replace in bug.patches:
+        count = sources[file].count(find)
+        if count != 1:
+            raise ValueError(f"catalogue entry {bug.id}: the text to replace occurs {count} times in {file} "
+                             f"(expected once); update the patch to the current reference:\n{find!r}")
+        sources[file] = sources[file].replace(find, replace)
+    return sources
+
+
+def write_patched(patched, source_dir: Path, folder: Path) -> Path:
+    """A submission folder: the reference's files with `patched.patches` applied (a catalogue bug, or a
+    correct variant that takes one of the contract's freedoms); the deliverables too, so only code differs."""
+    folder.mkdir(parents=True)
+    for path in sorted(Path(source_dir).iterdir()):
+        if path.is_file() and path.suffix != ".py":
+            shutil.copyfile(path, folder / path.name)
+    for name, text in apply(patched, source_dir).items():
+        (folder / name).write_text(text)
+    return folder
+
+
+class Catalogue:
+    """One lesson's bugs over its reference, with the mutant folders and transports built so far
+    (once per process: a folder is made on first use and removed by `cleanup`)."""
+
+    def __init__(self, bugs, solutions: Path, match: Tol, *, name: str = "lesson"):
+        self.bugs: tuple[Bug, ...] = tuple(bugs)
+        self.solutions = Path(solutions)
+        self.match = match  # how far a student's answer may be from a mutant's and still be its bug
+        self.name = name
+        self._root: Path | None = None
+        self._root_pid: int | None = None  # the process that made _root: only it removes the folder
+        self._transports: dict[str, InProcessTransport] = {}
+        self._adapters: dict[str, Adapter] = {}
+
+    @classmethod
+    def of(cls, lesson) -> Catalogue:
+        """The catalogue a lesson declares (its BUGS), over its reference, matched at its MATCH tolerance."""
+        bugs = importlib.import_module(lesson.catalogue_module).BUGS
+        match = importlib.import_module(lesson.tolerances_module).MATCH
+        return cls(bugs, lesson.solutions, match, name=lesson.name)
+
+    @property
+    def by_id(self) -> dict[str, Bug]:
+        return {b.id: b for b in self.bugs}
+
+    # -- mutants ------------------------------------------------------------------------------
+    def apply(self, bug: Bug) -> dict[str, str]:
+        return apply(bug, self.solutions)
+
+    def mutant_dir(self, bug_id: str) -> Path:
+        """A folder holding the mutant submission of `bug_id` (built once per process)."""
+        if self._root is None:
+            self._root, self._root_pid = Path(tempfile.mkdtemp(prefix=f"{self.name}-mutants-")), os.getpid()
+            atexit.register(self.cleanup)
+        folder = self._root / bug_id
+        if not folder.exists():
+            write_patched(self.by_id[bug_id], self.solutions, folder)
+        return folder
+
+    def cleanup(self) -> None:
+        """Remove this process's mutant folders. A multiprocessing worker ends with os._exit, which
+        skips atexit, so the grading engine's workers call this themselves before they return."""
+        if self._root is not None and self._root_pid == os.getpid():
+            shutil.rmtree(self._root, ignore_errors=True)
+            self._root = self._root_pid = None
+            self._transports.clear()
+            self._adapters.clear()
+
+    def transport(self, bug_id: str) -> InProcessTransport:
+        if bug_id not in self._transports:
+            self._transports[bug_id] = InProcessTransport(self.mutant_dir(bug_id))
+        return self._transports[bug_id]
+
+    def _adapter(self, bug_id: str) -> Adapter:
+        if bug_id not in self._adapters:
+            self._adapters[bug_id] = Adapter(self.transport(bug_id), cache={})
+        return self._adapters[bug_id]
+
+    # -- naming the misconception -------------------------------------------------------------
+    def identify(self, component: str, test: str, calls) -> str | None:
+        """The first bug of `component` whose mutant answers every recorded call as the student did.
+
+        Bugs that name `test` are tried first, then the component's others, in catalogue order.
+        """
+        if not calls:
+            return None
+        candidates = [b for b in self.bugs if b.component == component and not b.forbidden]
+        candidates.sort(key=lambda b: b.test != test)
+        for bug in candidates:
+            mutant = self._adapter(bug.id)
+            if all(results_match(c.result, mutant.call(c.header, c.arrays), self.match) for c in calls):
+                return bug.id
+        return None
+
+    def identify_forbidden(self, component: str, names) -> str | None:
+        for bug in self.bugs:
+            if bug.component == component and set(bug.forbidden) & set(names):
+                return bug.id
+        return None
+
+
+def results_match(a, b, t: Tol) -> bool:
+    """Two answers to the same call agree (same error, or outputs and gradients within `t`)."""
+    ea, eb = a.error, b.error
+    if ea or eb:  # the same bug raises the same error; a different message is a different bug
+        return bool(ea and eb) and all(ea.get(k) == eb.get(k) for k in ("type", "stage", "message"))
+    if len(a.outputs) != len(b.outputs) or a.inspect != b.inspect:
+        return False
+    for i, (da, db) in enumerate(zip(a.outputs, b.outputs)):
+        if da.get("kind") != db.get("kind") or da.get("dtype") != db.get("dtype"):
+            return False  # a float64 answer where the mutant gives float32 is another bug, whatever its values
+        if da.get("kind") == "tensor" and not _close(a.array(i), b.array(i), t):
+            return False
+        if da.get("kind") == "value" and da.get("value") != db.get("value"):
+            return False
+    ga, gb = a.grad_error, b.grad_error
+    if bool(ga) != bool(gb) or (ga and ga["type"] != gb["type"]):
+        return False
+    grads_a, grads_b = a.header.get("grads") or {}, b.header.get("grads") or {}
+    if set(grads_a) != set(grads_b):
+        return False
+    for name in grads_a:
+        x, y = a.grad(name), b.grad(name)
+        if (x is None) != (y is None) or (x is not None and not _close(x, y, t)):
+            return False
+    return True
+
+
+def _close(x, y, t: Tol) -> bool:
+    if x is None or y is None or x.shape != y.shape:
+        return x is None and y is None
+    x, y = x.astype(np.float64), y.astype(np.float64)
+    nan_x, nan_y = np.isnan(x), np.isnan(y)
+    if not np.array_equal(nan_x, nan_y):
+        return False
+    finite = np.isfinite(y)
+    scale = max(1.0, float(np.max(np.abs(y[finite]), initial=0.0)))
+    with np.errstate(invalid="ignore", over="ignore"):
+        ok = nan_x | (x == y) | (np.abs(x - y) <= t.atol * scale + t.rtol * np.abs(y))
+    return bool(ok.all())

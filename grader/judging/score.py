@@ -1,0 +1,418 @@
+"""Scoring: run the hidden tests for one submission and turn them into a SubmissionResult.
+
+SECRET: this module (and what it imports: the reference, the rubric, the bug catalogue)
+must never be loaded in a process that forks student code (docs/architecture.md).
+
+grade_submission runs the lesson's hidden tests (tests/test_<part>.py in its folder) with a tiny
+in-process runner (no pytest start-up per submission): each `test_*` function gets the fixtures
+`student` (the adapter over the submission's transport) and `reference` (the adapter over the
+lesson's reference, shared and cached across the batch). Points, titles and hints come from the
+lesson's rubric.toml.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import tomllib
+from collections import defaultdict
+from functools import lru_cache
+from pathlib import Path
+
+from grader.judging import diagnose
+
+from grader.running import forbidden
+
+from grader.judging import integrity
+
+from grader.judging import mutants
+
+from grader.judging import source_scan as scan
+from grader.running.calls import Adapter, InProcessTransport
+from grader.judging.assertions import GradeFailure
+from grader.intake.submissions import contract_module_source, notebook_module_name
+from grader.lesson import load_lesson, read_rubric
+from grader.results.records import SubmissionResult, TestResult
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# What this stage takes from the run's lesson, read when asked for (after --lesson), so a library
+# caller may choose the lesson after importing this module.
+_LESSON_FIELDS = {"SOLUTIONS": "solutions", "RUBRIC": "rubric_path",
+                  "LIMITS": "limits_path",  # the lesson's caps on replies and on the deliverables checks
+                  "CODE_COMPONENTS": "modules", "FILE_OF": "file_of",
+                  "POLICY": "forbidden_path",  # library attention and reflective constructs (lesson data)
+                  "DELIVERABLES": "deliverables_component", "CONTRACT_FILE_OF": "contract_file_of"}
+
+
+def __getattr__(name: str):
+    if name == "LESSON":
+        return load_lesson()
+    if name in _LESSON_FIELDS:
+        return getattr(load_lesson(), _LESSON_FIELDS[name])
+    if name == "CATALOGUE":
+        return lesson_catalogue()
+    if name == "LESSON_ADAPTER":
+        return load_lesson().adapter()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def lesson_adapter() -> type:
+    """The lesson's requests over the engine's call plumbing (a grader.running.calls.Adapter)."""
+    return load_lesson().adapter()
+
+
+def lesson_catalogue() -> mutants.Catalogue:
+    """The run's lesson's bugs (their hints are in its rubric), one catalogue per lesson and process."""
+    lesson = load_lesson()
+    if lesson.folder not in _catalogues:
+        _catalogues[lesson.folder] = mutants.Catalogue.of(lesson)
+    return _catalogues[lesson.folder]
+
+
+_catalogues: dict[Path, mutants.Catalogue] = {}
+
+
+# -- rubric and tests ------------------------------------------------------------------------
+def load_rubric(path=None) -> dict:
+    return read_rubric(path or load_lesson().rubric_path)
+
+
+@lru_cache(maxsize=4)
+def _limits(path: Path) -> dict:
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
+def load_limits(path=None) -> dict:
+    """The lesson's limits ([replies], [deliverables]; see the file's comments)."""
+    return _limits(Path(path or load_lesson().limits_path))
+
+
+def hidden_tests() -> tuple:
+    """(component, test id, function) in a fixed order: components as in records.COMPONENTS, tests in file order."""
+    lesson = load_lesson()
+    unscored = set(lesson.modules) - set(lesson.components)
+    if unscored:
+        raise ValueError(f"{lesson.rubric_path} gives no points to {', '.join(sorted(unscored))}: "
+                         "every contract module needs points in the rubric")
+    return _hidden_tests(tuple(lesson.test_module(component) for component in lesson.modules), lesson.modules)
+
+
+@lru_cache(maxsize=4)
+def _hidden_tests(test_modules: tuple[str, ...], components: tuple[str, ...]) -> tuple:
+    found = []
+    for component, test_module in zip(components, test_modules):
+        module = importlib.import_module(test_module)
+        for name, fn in vars(module).items():
+            if name.startswith("test_") and inspect.isfunction(fn) and fn.__module__ == module.__name__:
+                found.append((component, name[len("test_"):], fn))
+    return tuple(found)
+
+
+_references: dict[Path, Adapter] = {}
+
+
+def reference_adapter() -> Adapter:
+    """The reference, in this process, with results cached by call for the whole batch."""
+    lesson = load_lesson()
+    if lesson.solutions not in _references:
+        _references[lesson.solutions] = lesson.adapter()(InProcessTransport(lesson.solutions), cache={})
+    return _references[lesson.solutions]
+
+
+# -- forbidden APIs: the static layer ----------------------------------------------------------
+def library_policy() -> dict:
+    """The lesson's forbidden APIs and reflective constructs (its forbidden.toml, one loader)."""
+    path = load_lesson().forbidden_path
+    if path not in _policies:
+        _policies[path] = forbidden.load_policy(path)
+    return _policies[path]
+
+
+_policies: dict[Path, dict] = {}
+
+
+def _generated_modules() -> dict[str, str]:
+    """The contract modules the intake writes around a notebook's cells (the kit's text, not the student's)."""
+    return {f"{module}.py": contract_module_source("", module) for module in load_lesson().modules}
+
+
+def scan_submission(directory: Path) -> scan.Findings:
+    """What the static scan finds in a submission's source (grader/judging/source_scan.py), parsed in this process:
+    for trusted code, and for tests; a grading run scans in a limited helper (`limited_scan`)."""
+    lesson = load_lesson()
+    sources, found = scan.snapshot(Path(directory), notebook_module_name(), _generated_modules())
+    found.merge(scan.scan_sources([(name, data, scan.read_cells(data) if cells else None)
+                                   for name, data, cells in sources], library_policy(), lesson.contract_file_of))
+    return found
+
+
+def limited_scan(**limits) -> scan.LimitedScan:
+    """The lesson's scan in a limited helper process (`limits`: memory_bytes, seconds, budget; the
+    lesson's limits.toml [scan])."""
+    lesson = load_lesson()
+    return scan.LimitedScan(policy_path=lesson.forbidden_path, contract=lesson.contract_file_of,
+                            notebook_module=notebook_module_name(), generated=_generated_modules(), **limits)
+
+
+def static_forbidden(directory: Path) -> dict[str, set[str]]:
+    """file name -> library attention (or kit code) its source reaches."""
+    return scan_submission(directory).costs
+
+
+def _forbidden_by_component(runtime: dict[str, set], static: dict[str, set]) -> dict[str, set]:
+    """Who pays for a forbidden API: the part whose file names it, and the part whose test ran it.
+
+    Run-time sightings (a call that met library attention, switched off in the child) are precise
+    because each part runs against the grader's stand-ins for the other parts (grader/running/executor.py),
+    so a block never runs the student's multihead.
+    """
+    file_of = load_lesson().file_of
+    return {c: set(static.get(file_of[c], ())) | set(runtime.get(c, ())) for c in file_of}
+
+
+# -- a crash in a function costs only that function's tests -------------------------------------
+class OverStandIns:
+    """A submission's transport that asks a call again, over the grader's stand-in, when it failed
+    inside another graded name of its module (grader/running/executor.py marks the error `inside`): a crash
+    in scaled_dot_product_attention then costs its own tests, and SelfAttention is graded over the
+    stand-in, as it is judged against the student's own function when that gives wrong numbers.
+    Only an answer without an error replaces the first one; library attention is never retried
+    (it costs the whole part anyway)."""
+
+    def __init__(self, transport):
+        self.transport = transport
+
+    def call(self, header: dict, arrays: dict) -> tuple[dict, dict]:
+        return self.call_many([(header, arrays)])[0]
+
+    def call_many(self, calls: list) -> list:
+        answers = self._send(calls)
+        again = [(i, (retry, calls[i][1])) for i, ((header, _), (answer, _)) in enumerate(zip(calls, answers))
+                 if (retry := _retry_over_standins(header, answer)) is not None]
+        if again:
+            for (i, _), answer in zip(again, self._send([call for _, call in again])):
+                if isinstance(answer[0], dict) and not answer[0].get("error"):
+                    answers[i] = answer
+        return answers
+
+    def _send(self, calls: list) -> list:
+        call_many = getattr(self.transport, "call_many", None)
+        return call_many(calls) if call_many else [self.transport.call(h, a) for h, a in calls]
+
+    def __getattr__(self, name):
+        return getattr(self.transport, name)
+
+
+def _retry_over_standins(header, answer) -> dict | None:
+    """The call asked again over the stand-ins of the graded names its error was raised inside, or None."""
+    error = answer.get("error") if isinstance(answer, dict) else None
+    if not isinstance(header, dict) or header.get("over_standins") or not isinstance(error, dict):
+        return None
+    inside = error.get("inside")
+    declared = load_lesson().standin_names.get(header.get("module"), {})
+    called = header.get("name") or header.get("cls")
+    if not isinstance(inside, list) or forbidden.MARK in str(error.get("message", "")):
+        return None
+    names = sorted({n for n in inside if isinstance(n, str) and n in declared and n != called})
+    return dict(header, over_standins=names) if names else None
+
+
+def _standin_notes(calls) -> list[str]:
+    """One note per graded name that was graded over a stand-in, naming the function that raised."""
+    seen: dict[str, set] = {}
+    for c in calls:
+        names = c.result.header.get("over_standins") if isinstance(c.result.header, dict) else None
+        caller = c.header.get("cls") or c.header.get("name")
+        if isinstance(names, list) and names and isinstance(caller, str):
+            seen.setdefault(caller, set()).update(n for n in names if isinstance(n, str))
+    return [f"{caller} was graded over the grader's {', '.join(sorted(names))}, because yours raised an error "
+            f"while {caller} ran; that error costs only the tests of {', '.join(sorted(names))} (shown there)"
+            for caller, names in seen.items()]
+
+
+# -- grading ----------------------------------------------------------------------------------
+def grade_submission(*, name: str, directory: Path, transport, rubric_path=None, check_deliverables=None,
+                     tests=None, findings: scan.Findings | None = None) -> SubmissionResult:
+    """Grade one submission whose code `transport` executes; deterministic for a given submission.
+
+    `check_deliverables(directory)` replaces grader.judging.deliverables.run_checks (a grading run passes one
+    that runs the checks in a limited process, grader/running/deliverables_process.py). `tests` (rubric ids) grades those
+    hidden tests only, and no deliverables (an nbgrader cell grades one test: grade_in_process).
+    `findings`: the static scan of the submission as handed in (a grading run scans it in a limited
+    helper before any student code runs); without it, `directory` is scanned here, first."""
+    lesson = load_lesson()
+    found = findings if findings is not None else scan_submission(Path(directory))
+    file_of, catalogue = lesson.file_of, lesson_catalogue()
+    rubric = load_rubric(rubric_path)
+    reference = reference_adapter()
+    student = lesson.adapter()(OverStandIns(transport), record=True, batch=True)
+    outcomes = []  # (component, test id, failure or None, calls)
+    runtime = defaultdict(set)
+    for component, test_id, fn in hidden_tests():
+        if tests is not None and f"{component}.{test_id}" not in tests:
+            continue
+        student.current_test = f"{component}.{test_id}"
+        start = len(student.calls)
+        failure = None
+        try:
+            fn(student, reference)
+        except GradeFailure as f:
+            failure = f
+        except Exception as exc:  # a hidden test tripping on a strange answer: the student gets the benefit of a clear reason
+            failure = GradeFailure(f"the grader could not check this answer ({type(exc).__name__}: {exc}); "
+                                   "check the return types and shapes against the contract")
+        finally:
+            student.send()  # calls a test made but never read are answered too, for the catalogue's replay
+        calls = student.calls[start:]
+        for c in calls:
+            runtime[component] |= set(c.result.forbidden)
+        outcomes.append((component, test_id, failure, calls))
+
+    blamed = _forbidden_by_component(runtime, {file_of[c]: found.reaching(file_of[c], file_of.values()) for c in lesson.modules})
+    result = SubmissionResult(submission=name, flags=found.shown())
+    import_errors = set()
+    exits: list[tuple[str, dict]] = []  # (file, error) of calls a file's exit stopped: integrity flags
+    crashes: dict[tuple, str] = {}  # one text per error, whichever test met it first
+    for component, test_id, failure, calls in outcomes:
+        entry = rubric.get(component, {}).get(test_id)
+        if entry is None:
+            continue  # a test without rubric points is not graded
+        rid = f"{component}.{test_id}"
+        title = entry.get("title", rid)
+        points = float(entry.get("points", 0))
+        for c in calls:
+            err = c.result.error
+            if err and err.get("stage") == "import" and "module" in c.header:
+                import_errors.add(f"{c.header['module']}.py")
+            if err and "module" in c.header and err.get("type") in ("SystemExit", "Crashed"):
+                exits.append((f"{c.header['module']}.py", err))
+        if blamed[component]:
+            names = ", ".join(sorted(blamed[component]))
+            text = rubric["meta"]["forbidden_message"].format(names=names)
+            bug = catalogue.identify_forbidden(component, blamed[component])
+            result.tests.append(TestResult(name=rid, component=component, score=0.0, max_score=points,
+                                           status="failed", output=text, hint_id=bug, title=title))
+            continue
+        if failure is None:
+            result.tests.append(TestResult(name=rid, component=component, score=points, max_score=points,
+                                           status="passed", output="", title=title))
+            continue
+        unfinished = bool(failure.error and failure.error.get("type") == "NotImplementedError")
+        bug = None if _is_import(failure) or unfinished else catalogue.identify(component, rid, calls)
+        hint = rubric.get("hints", {}).get(bug, {}).get("text") if bug else None
+        if isinstance(failure.error, dict):
+            # The student's code raised: every test this error stopped gets the same words, which the
+            # feedback shows once, under the list of the tests it cost.
+            text = crashes.setdefault(_crash_key(failure.error), _crash_text(failure.error))
+        else:
+            text = failure.message
+        if unfinished:
+            text += "\n\nThis part is not written yet: replace the `raise NotImplementedError` with your code."
+        elif hint:
+            text += f"\n\nLikely misconception: {hint}"
+        elif isinstance(failure.error, dict) and failure.error.get("stage") == "import":
+            text += "\n\nThis file could not be imported, so none of these tests could run: fix this first."
+        elif isinstance(failure.error, dict) and failure.error.get("traceback"):
+            text += "\n\nYour code raised this error, so these tests could not check its answers: fix it first."
+        elif isinstance(failure.error, dict):
+            pass  # a timeout, a refused answer, a missing attribute: the message says what to do
+        else:
+            text += evidence_words(entry, failure.facts, rubric.get("facts", {}))
+        result.tests.append(TestResult(name=rid, component=component, score=0.0, max_score=points,
+                                       status="failed", output=text, hint_id=bug, title=title,
+                                       facts=[] if hint or unfinished else list(failure.facts)))
+        if not result.evidence and failure.evidence:
+            result.evidence = {"test": rid, **failure.evidence}
+
+    result.notes.extend(_standin_notes(student.calls))
+    result.flags += [f for f in integrity.early_exits(exits) if f not in result.flags]
+    if tests is None:
+        result.tests.extend(_deliverables(Path(directory), rubric, check_deliverables))
+    if import_errors:
+        result.status = "import-error: " + ", ".join(sorted(import_errors))
+        result.notes.append("could not import " + ", ".join(sorted(import_errors))
+                            + "; only the tests that need these files lost points")
+    return result
+
+
+def evidence_words(entry: dict, facts: list, texts: dict) -> str:
+    """What a failed test adds to its message when no catalogued mistake matched: the rubric's sentence for
+    each fact the numbers show ([facts.<id>]), the test's hint only when one of the facts it is written for
+    (its `when`) was found, and the handout section that holds the formula. No fact, no cause named."""
+    sentences = diagnose.words(facts, {k: v.get("text", "") for k, v in texts.items() if isinstance(v, dict)})
+    text = ""
+    if sentences:
+        text += "\n\nWhat your numbers show:\n" + "\n".join(f"- {s}" for s in sentences)
+    section = entry.get("section", "")
+    if entry.get("hint") and diagnose.matched(facts, entry.get("when", ())):
+        text += f"\n\nHint ({section}): {entry['hint']}".replace(" ()", "")
+    elif section:
+        text += f"\n\nThe formula this test checks is in the handout, {section}."
+    return text
+
+
+def grade_in_process(directory: Path, name: str, tests=None) -> SubmissionResult:
+    """Grade trusted code in this process, with the hidden-test machinery of `grade_submission` (no
+    sandbox). For code the caller already runs in its own process: the reference's mutants
+    (killrate), a notebook's hidden test cells under nbgrader (grader.hidden_cell.hidden_test)."""
+    return grade_submission(name=name, directory=Path(directory), transport=InProcessTransport(directory),
+                            check_deliverables=lambda _: [], tests=tests)
+
+
+# What the executor was doing when the student's code raised (grader/running/executor.py's stages).
+_STAGE_WORDS = {"import": "importing your file", "construct": "constructing the module",
+                "load": "loading the grader's weights", "forward": "running forward", "call": "calling the function",
+                "output": "reading the result", "backward": "running backward"}
+
+
+def _crash_key(error: dict) -> tuple:
+    """One error, however many calls met it: the same exception at the same lines, with the same
+    message but for its numbers (a shape error names each call's sizes)."""
+    return (error.get("type"), error.get("stage"), _trace(error), re.sub(r"\d+", "#", str(error.get("message", ""))))
+
+
+def _crash_text(error: dict) -> str:
+    where = _STAGE_WORDS.get(str(error.get("stage", "")), "running your code")
+    text = f"{error.get('type', 'Error')} while {where}: {error.get('message', '')}"
+    trace = _trace(error)
+    return text + (f"\n{trace}" if trace else "")
+
+
+def _trace(error: dict) -> str:
+    """The error's traceback without the import machinery's frames, which say nothing to a student."""
+    entries = re.split(r"\n(?=  File )", str(error.get("traceback") or ""))
+    return "\n".join(e for e in entries if e.strip() and not e.startswith('  File "<frozen '))
+
+
+def _is_import(failure: GradeFailure) -> bool:
+    return bool(failure.error and failure.error.get("stage") == "import")
+
+
+def _deliverables(directory: Path, rubric: dict, run_checks=None) -> list[TestResult]:
+    """The deliverables component: the lesson's checks, run by grader.judging.deliverables.run_checks."""
+    lesson = load_lesson()
+    if run_checks is None:
+        from grader.judging import deliverables
+
+        checks = lesson.deliverable_checks()
+        run_checks = lambda folder: deliverables.run_checks(folder, checks)  # noqa: E731
+    component = lesson.deliverables_component
+    table = rubric.get(component, {})
+    tests = []
+    for check in run_checks(directory):
+        entry = table.get(check.id)
+        if entry is None:
+            continue
+        points = float(entry.get("points", 0))
+        passed = bool(check.passed)
+        message = str(check.message or "")
+        if not passed and entry.get("hint"):
+            message += f"\n\nHint: {entry['hint']}"
+        tests.append(TestResult(name=f"{component}.{check.id}", component=component,
+                                score=points if passed else 0.0, max_score=points,
+                                status="passed" if passed else "failed", output=message if not passed else "",
+                                title=entry.get("title", check.id)))
+    return tests
+

@@ -1,0 +1,712 @@
+"""The trusted static scan of a submission's source, as it was handed in.
+
+Nothing a submission runs can change what this finds: a grading run reads the files into the grader
+before any student code runs (`snapshot`) and parses them in a limited helper process
+(`LimitedScan`, `python -m grader.judging.source_scan`). It reads every `.py` file of the submission (and each code
+cell of a notebook submission) and reports, against the lesson's policy (grader.running.forbidden):
+
+- costs: library attention or the kit's own code reached from a file, by name (`F.scaled_dot_product_attention`,
+  `torch.nn.modules.activation.MultiheadAttention`, `torch.ops.aten._native_multi_head_attention`), through
+  a string, even one glued together from pieces (`getattr(F, "scaled_" + "dot_product_attention")`,
+  `importlib.import_module("torch.nn.attention.flex_attention")`), or by importing the kit (`grader`);
+- flags: reflective constructs the assignment never needs (a heap walk, frames, `__wrapped__`,
+  `importlib`, `exec`, `ctypes`, `sys.modules`, `vars()` of a torch module, a torch attribute looked
+  up by a computed name...), and every file the scan could not read (too large, compiled, too deep
+  to parse, or one that ran the helper out of time or memory). A flag is shown to the instructor and
+  costs nothing.
+
+A string the scan cannot work out (decoded at run time) is only flagged: the sandboxed child, where
+library attention gives no answer, covers it.
+
+The scan is bounded whatever the file: every walk over a tree is iterative (no recursion, however
+deep the expression), every folded string and every flag text has a length cap, de-duplication is
+by set, and at most MAX_FLAGS_PER_KIND flags of one kind are kept (the rest are counted in one line).
+What is left (the parser's own memory and time on a hostile file) is bounded by the helper's limits.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import json
+import os
+import resource
+import select
+import stat
+import subprocess
+import sys
+import time
+import tokenize
+from dataclasses import dataclass, field
+from pathlib import Path
+
+MAX_SOURCE_BYTES = 1_000_000  # a file larger than this is not parsed, and is flagged (the child still covers it)
+MAX_FILES = 200  # source files read from one submission; the others are flagged, unread
+MAX_TOTAL_BYTES = 16_000_000  # bytes of source read from one submission (the worker holds them while it scans)
+MAX_FLAGS_PER_KIND = 100  # flags of one kind kept for a submission; the rest are counted in one line
+MAX_FOLDED = 512  # characters: no name the policy lists is anywhere near this long
+MAX_SHOWN = 120  # characters of a student's own text (a module name, a variable) a flag quotes
+COMPILED = (".pyc", ".pyo", ".so", ".pyd")  # modules Python imports without a source to read
+
+
+@dataclass
+class Findings:
+    costs: dict = field(default_factory=dict)  # file name -> set of names it reaches
+    flags: list = field(default_factory=list)  # "file line N: what", in the order found (at most MAX_FLAGS_PER_KIND a kind)
+    imports: dict = field(default_factory=dict)  # file name -> top-level module names it imports
+    kinds: list = field(default_factory=list)  # the kind of each kept flag (its rule, without the student's text)
+    counts: dict = field(default_factory=dict)  # kind -> how many distinct flags of it were found
+    _seen: set = field(default_factory=set, repr=False)
+
+    def reaching(self, file: str, others=()) -> set:
+        """What `file` reaches itself or through the submission's own modules it imports (a helper file
+        or package); never through `others` (the other graded files, which its part runs against
+        stand-ins of)."""
+        names, seen, todo = set(), set(), [file]
+        while todo:
+            current = todo.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            names |= self.costs.get(current, set())
+            for module in self.imports.get(current, ()):
+                todo += [f for f in self._files_of(module) if f not in others]
+        return names
+
+    def _files_of(self, module: str) -> list:
+        return [f for f in self.imports if f == f"{module}.py" or f.startswith(f"{module}/")]
+
+    def cost(self, file: str, name: str) -> None:
+        self.costs.setdefault(file, set()).add(name)
+
+    def flag(self, text: str, kind: str | None = None) -> None:
+        """Keep `text` unless it was seen before or its kind already has MAX_FLAGS_PER_KIND flags."""
+        if text in self._seen:
+            return
+        self._seen.add(text)
+        kind = kind or text
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        if self.counts[kind] <= MAX_FLAGS_PER_KIND:
+            self.flags.append(text)
+            self.kinds.append(kind)
+
+    def merge(self, other: Findings) -> None:
+        """Add what `other` found (another file's scan) to this."""
+        for file, names in other.costs.items():
+            self.costs.setdefault(file, set()).update(names)
+        for file, modules in other.imports.items():
+            self.imports.setdefault(file, set()).update(modules)
+        for text, kind in zip(other.flags, other.kinds):
+            self.flag(text, kind)
+        kept = {}
+        for kind in other.kinds:
+            kept[kind] = kept.get(kind, 0) + 1
+        for kind, n in other.counts.items():  # what `other` counted but did not keep
+            if n > kept.get(kind, 0):
+                self.counts[kind] = self.counts.get(kind, 0) + n - kept.get(kind, 0)
+
+    def shown(self) -> list[str]:
+        """The flags, then one line for each kind that had more than were kept."""
+        more = [f"... and {n - MAX_FLAGS_PER_KIND} more flags like: {kind}"
+                for kind, n in self.counts.items() if n > MAX_FLAGS_PER_KIND]
+        return [*self.flags, *more]
+
+    def to_json(self) -> dict:
+        return {"costs": {f: sorted(n) for f, n in self.costs.items()}, "flags": self.flags, "kinds": self.kinds,
+                "imports": {f: sorted(m) for f, m in self.imports.items()}, "counts": self.counts}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Findings:
+        """Findings from a helper's answer, every field checked (the helper parsed a student's file)."""
+        found = cls()
+        for file, names in dict(data["costs"]).items():
+            found.costs[str(file)] = {str(n) for n in names}
+        for file, modules in dict(data["imports"]).items():
+            found.imports[str(file)] = {str(m) for m in modules}
+        flags, kinds = list(data["flags"]), list(data["kinds"])
+        if len(flags) != len(kinds):
+            raise ValueError("flags and kinds differ in length")
+        for text, kind in zip(flags, kinds):
+            found.flag(str(text), str(kind))
+        for kind, n in dict(data["counts"]).items():
+            found.counts[str(kind)] = max(int(n), found.counts.get(str(kind), 0))
+        return found
+
+
+def _shown(text: str) -> str:
+    """A student's own text, as much of it as a flag quotes."""
+    return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + "..."
+
+
+def not_read(file: str, why: str) -> tuple[str, str]:
+    """The flag (text, kind) for a file the scan could not read."""
+    return f"{_shown(file)}: not read by the grader's scan ({why})", "a file the scan could not read"
+
+
+def scan_sources(sources: list[tuple[str, str | bytes, list | None]], policy: dict,
+                 contract: dict | None = None) -> Findings:
+    """sources: (file name, source, cells or None). For a notebook module, `cells` are its code
+    cells, and a cell's costs go to the contract file (`contract`: name -> file) of the names it defines."""
+    found = Findings()
+    rules = _Rules(policy, contract or {})
+    for file, source, cells in sources:
+        found.merge(scan_file(file, source, cells, rules))
+    return found
+
+
+def scan_file(file: str, source: str | bytes, cells: list | None, rules: _Rules) -> Findings:
+    """What one file (or one notebook's cells) holds. A file too deep or too large for Python's parser
+    is flagged as not read; one that is not Python at all (a syntax error) is not: it cannot be imported
+    either, and the import error tells the student."""
+    found = Findings()
+    if cells is None:
+        text = _decoded(source)
+        if not rules.worth_parsing(text):
+            found.imports[file] = _imported_by_text(text)
+            return found
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError):
+            found.imports[file] = _imported_by_text(text)
+            return found
+        except RecursionError:
+            found.flag(*not_read(file, "too deeply nested for Python's parser"))
+            found.imports[file] = _imported_by_text(text)
+            return found
+        except MemoryError:
+            found.flag(*not_read(file, "parsing it needed more memory than the scan may use"))
+            found.imports[file] = _imported_by_text(text)
+            return found
+        walk = _Walk(rules, tree, lambda name: found.cost(file, name), file, found)
+        walk.run()
+        found.imports[file] = _imported(walk.nodes)
+        return found
+    trees = []
+    for i, cell in enumerate(cells):
+        try:
+            trees.append((i, ast.parse(cell)))
+        except (SyntaxError, ValueError, TypeError):
+            continue
+        except (RecursionError, MemoryError):
+            found.flag(*not_read(f"{file} cell {i + 1}", "too deeply nested for Python's parser"))
+    # Cells share one namespace: an alias bound in one is known in all of them.
+    shared = _Walk(rules, ast.Module(body=[s for _, t in trees for s in t.body], type_ignores=[]), None, file, None)
+    shared.collect()
+    for i, tree in trees:
+        owners = {rules.contract[n] for n in _defined_names(tree) if n in rules.contract}
+        walk = _Walk(rules, tree, lambda name, owners=owners: [found.cost(o, name) for o in owners],
+                     f"{file} cell {i + 1}", found, aliases=shared.aliases, strings=shared.strings)
+        walk.run()
+    return found
+
+
+def _decoded(source: str | bytes) -> str:
+    """The text of a source as Python reads it (its coding declaration, UTF-8 by default)."""
+    if isinstance(source, str):
+        return source
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+    except SyntaxError:
+        encoding = "utf-8"
+    try:
+        return source.decode(encoding, errors="replace")
+    except LookupError:
+        return source.decode("utf-8", errors="replace")
+
+
+class _Rules:
+    def __init__(self, policy: dict, contract: dict):
+        names, flags = policy.get("names", {}), policy.get("flags", {})
+        self.anywhere = frozenset(names.get("anywhere", ()))
+        self.torch_only = frozenset(names.get("torch_only", ()))
+        self.kit = frozenset(names.get("kit_packages", ()))
+        self.flag_modules = frozenset(flags.get("modules", ()))
+        self.ordinary_imports = frozenset(flags.get("ordinary_imports", ()))
+        attributes = flags.get("attributes", ())
+        self.flag_attributes = frozenset(a for a in attributes if "." not in a)
+        self.flag_rooted = frozenset(tuple(a.split(".", 1)) for a in attributes if "." in a)
+        self.flag_calls = frozenset(flags.get("calls", ()))
+        self.contract = contract
+        # Every construct above needs one of these words in the file's text (a name glued together
+        # from pieces reaches torch only through a lookup, an import, a dict or an eval, all named
+        # here), so an ASCII file without any of them holds nothing to find and is not parsed
+        # (~1 ms a file). Non-ASCII text is always parsed: NFKC folds other characters into names.
+        self.triggers = tuple({*self.anywhere, *self.torch_only, *self.kit, *self.flag_modules, *self.flag_calls,
+                               *self.flag_attributes, *(attr for _, attr in self.flag_rooted),
+                               "getattr", "attrgetter", "__dict__", "vars", "import_module", "__import__"})
+
+    def worth_parsing(self, text: str) -> bool:
+        return not text.isascii() or any(t in text for t in self.triggers)
+
+
+class _Walk:
+    """One pass over a tree: first what names mean (torch aliases, strings), then costs and flags.
+
+    No method recurses: an expression thousands of terms deep ("ab" + "ab" + ...) is folded with an
+    explicit stack, and each node is worked out once per pass (memos), so a pass is linear in the tree."""
+
+    def __init__(self, rules, tree, cost, where, found, aliases=None, strings=None):
+        self.rules, self.tree, self.cost_to, self.where, self.found = rules, tree, cost, where, found
+        self.aliases = set(aliases or ())  # names bound to torch or something inside it
+        self.strings = dict(strings or {})  # name -> the string it was assigned (when it can be worked out)
+        self._folded: dict = {}  # node -> its string or None, for the current meaning of names
+        self._torchy: dict = {}  # node -> whether it stands for torch or something inside it
+        self.nodes = _nodes(tree)  # every node, once, in ast.walk's order
+
+    def _forget(self) -> None:
+        self._folded, self._torchy = {}, {}
+
+    def collect(self) -> None:
+        nodes = [n for n in self.nodes if isinstance(n, (ast.Import, ast.ImportFrom, ast.Assign))]
+        for _ in range(3):  # aliases of aliases (x = torch.nn; y = x.functional), until nothing changes
+            before = (len(self.aliases), len(self.strings))
+            for node in nodes:
+                self._forget()  # names may have gained a meaning since the last statement
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    self.aliases |= _torch_names(node)
+                elif isinstance(node, ast.Assign):
+                    value = self.fold(node.value)
+                    torchy = self.is_torch(node.value)
+                    for target in node.targets:
+                        if isinstance(target, ast.Name):
+                            if value is not None:
+                                self.strings[target.id] = value
+                            if torchy:
+                                self.aliases.add(target.id)
+            if (len(self.aliases), len(self.strings)) == before:
+                break
+        self._forget()
+
+    def run(self) -> None:
+        self.collect()
+        for node in self.nodes:
+            line = getattr(node, "lineno", 0)
+            if isinstance(node, ast.Attribute):
+                self.attribute(node, line)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                self.imports(node, line)
+            elif isinstance(node, ast.Call):
+                self.call(node, line)
+            value = self.fold(node) if isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr)) else None
+            if value is not None:
+                self.string(value, line)
+
+    # -- what a name or an expression stands for
+    def is_torch(self, node) -> bool:
+        """Whether `node` stands for torch or something inside it. Walks down a chain of lookups
+        (a.b[c].d, getattr(getattr(x, ...), ...)) iteratively, and remembers every node on the way."""
+        memo, path = self._torchy, []
+        answer = False
+        while True:
+            if node in memo:
+                answer = memo[node]
+                break
+            path.append(node)
+            if isinstance(node, (ast.Attribute, ast.Subscript)):
+                node = node.value
+                continue
+            if isinstance(node, ast.Name):
+                answer = node.id in self.aliases or node.id == "torch"
+                break
+            if isinstance(node, ast.Call) and node.args:
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if name in ("import_module", "__import__", "reload"):  # importlib.import_module("torch...")
+                    text = self.fold(node.args[0])
+                    if text and text.split(".")[0] == "torch":
+                        answer = True
+                        break
+                    node = node.args[0]
+                    continue
+                if name == "getattr":
+                    node = node.args[0]
+                    continue
+            break
+        for visited in path:
+            memo[visited] = answer
+        return answer
+
+    def fold(self, node):
+        """The string `node` evaluates to, when it is made of constants only (and is at most
+        MAX_FOLDED characters when glued from pieces); otherwise None."""
+        memo = self._folded
+        if node in memo:
+            return memo[node]
+        stack = [(node, False)]
+        while stack:
+            current, ready = stack.pop()
+            if current in memo:
+                continue
+            parts = _fold_parts(current)
+            if not ready and parts:
+                stack.append((current, True))
+                stack.extend((p, False) for p in parts if p not in memo)
+                continue
+            memo[current] = self._fold_one(current, parts)
+        return memo[node]
+
+    def _fold_one(self, node, parts):
+        if isinstance(node, ast.Constant):
+            return node.value if isinstance(node.value, str) else None
+        if isinstance(node, ast.Name):
+            return self.strings.get(node.id)
+        if parts is None:
+            return None
+        values = [self._folded.get(p) for p in parts]
+        if None in values:
+            return None
+        if isinstance(node, ast.Call):  # "sep".join([...])
+            sep, *pieces = values
+            if sum(map(len, pieces)) + len(sep) * len(pieces) > MAX_FOLDED:
+                return None
+            return sep.join(pieces)
+        if sum(map(len, values)) > MAX_FOLDED:
+            return None
+        return "".join(values)
+
+    # -- costs and flags
+    def cost(self, name: str) -> None:
+        if self.cost_to is not None:
+            self.cost_to(name)
+
+    def flag(self, line: int, what: str, kind: str | None = None) -> None:
+        """`kind` is `what` without the student's own words (a variable's or a module's name)."""
+        if self.found is not None:
+            self.found.flag(f"{self.where} line {line}: {what}", kind or what)
+
+    def attribute(self, node, line) -> None:
+        attr = node.attr
+        if attr in self.rules.anywhere or (attr in self.rules.torch_only and self.is_torch(node.value)):
+            self.cost(attr)
+        root = node.value.id if isinstance(node.value, ast.Name) else None
+        if attr in self.rules.flag_attributes or (root, attr) in self.rules.flag_rooted:
+            self.flag(line, f"{_shown('.'.join(filter(None, (root, attr))))} (reflective access)",
+                      f"{attr} (reflective access)")
+        elif attr == "__dict__" and self.is_torch(node.value):
+            self.flag(line, "__dict__ of a torch module (reflective access)")
+
+    def imports(self, node, line) -> None:
+        modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+        for module in modules:
+            top = module.split(".")[0]
+            if top in self.rules.kit and not (isinstance(node, ast.ImportFrom) and node.level):
+                self.cost(f"the kit's own code ({top})")
+                self.flag(line, f"imports {_shown(module)} (the grader's own code)", "imports the grader's own code")
+            elif top in self.rules.flag_modules and top not in self.rules.ordinary_imports:
+                self.flag(line, f"imports {_shown(module)}", f"imports {top}")
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
+            for alias in node.names:
+                if alias.name in self.rules.anywhere or alias.name in self.rules.torch_only:
+                    self.cost(alias.name)
+                if alias.name in self.rules.flag_attributes:
+                    self.flag(line, f"imports {alias.name} from {_shown(node.module)}", f"imports {alias.name}")
+
+    def call(self, node, line) -> None:
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else None
+        if name in self.rules.flag_calls:
+            self.flag(line, f"{name}()")
+        if name == "vars" and node.args and self.is_torch(node.args[0]):
+            self.flag(line, "vars() of a torch module (reflective access)")
+        if name in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) >= 2:
+            text = self.fold(node.args[1])
+            on_torch = self.is_torch(node.args[0])
+            if text is None:
+                if on_torch:
+                    self.flag(line, f"{name}() on torch with a name worked out at run time")
+            elif text in self.rules.torch_only and on_torch:
+                self.cost(text)
+        if (name == "__import__" or (isinstance(func, ast.Attribute) and func.attr in ("import_module", "reload"))) \
+                and node.args:
+            module = self.fold(node.args[0])
+            if module is None:
+                self.flag(line, "imports a module whose name is worked out at run time")
+            elif module.split(".")[0] in self.rules.kit:
+                self.cost(f"the kit's own code ({module.split('.')[0]})")
+
+    def string(self, text: str, line: int) -> None:
+        parts = text.replace(":", ".").split(".")
+        if text in self.rules.anywhere or parts[-1] in self.rules.anywhere and parts[0] == "torch":
+            self.cost(parts[-1])
+        elif parts[0] == "torch" and parts[-1] in self.rules.torch_only and len(parts) > 1:
+            self.cost(parts[-1])
+        elif parts[0] in self.rules.kit and len(parts) > 1 and parts[0] != text:
+            self.flag(line, f"names the grader's own module {_shown(text)!r}", "names the grader's own module")
+
+
+def _nodes(tree) -> list:
+    """Every node of `tree` but the Load/Store markers, breadth first (ast.walk's order), iteratively."""
+    found, i = [tree], 0
+    while i < len(found):
+        node = found[i]
+        i += 1
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, ast.AST):
+                if not isinstance(value, ast.expr_context):
+                    found.append(value)
+            elif isinstance(value, list):
+                found.extend(v for v in value if isinstance(v, ast.AST))
+    return found
+
+
+def _fold_parts(node) -> list | None:
+    """The sub-expressions whose strings make `node`'s (None when it is a leaf or cannot be a string)."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return [node.left, node.right]
+    if isinstance(node, ast.JoinedStr):
+        return [v.value if isinstance(v, ast.FormattedValue) else v for v in node.values]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "join" \
+            and len(node.args) == 1 and isinstance(node.args[0], (ast.List, ast.Tuple)):
+        return [node.func.value, *node.args[0].elts]
+    return None
+
+
+def _torch_names(node) -> set[str]:
+    """The names an import statement binds to torch or to something inside it."""
+    if isinstance(node, ast.Import):
+        return {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] == "torch"}
+    if (node.module or "").split(".")[0] == "torch":
+        return {a.asname or a.name for a in node.names}
+    return set()
+
+
+def _imported_by_text(text: str) -> set[str]:
+    """The modules a file that needs no parse imports, for `Findings.reaching` (a line-based reading)."""
+    found = set()
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) >= 2 and words[0] in ("import", "from"):
+            found.add(words[1].split(".")[0].rstrip(",")[:MAX_SHOWN])
+    return found
+
+
+def _imported(nodes) -> set[str]:
+    found = set()
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def _defined_names(tree) -> set[str]:
+    return {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+
+
+# -- what was handed in ---------------------------------------------------------------------------
+def snapshot(directory: Path, notebook_module: str,
+             generated: dict[str, str] | None = None) -> tuple[list[tuple[str, bytes, bool]], Findings]:
+    """Read a submission's sources into memory, before any student code runs: (file name, bytes, whether
+    it is the notebook module whose cells are read) for every `.py` file under `directory` (its path
+    relative to it), and the flags of the files the scan will not read (over MAX_SOURCE_BYTES, compiled
+    modules, past MAX_FILES). `generated` (file name -> text) are the modules the intake writes around
+    a notebook's cells: a file with exactly that text is the kit's, not the student's (its globals() call
+    is no integrity flag), and the cells it runs are read from the notebook module. Links are never
+    followed (the intake copies none)."""
+    directory = Path(directory)
+    sources, found, total = [], Findings(), 0
+    for rel in _files(directory):
+        name = rel.as_posix()
+        if rel.suffix in COMPILED:
+            found.flag(*not_read(name, "compiled code, which Python can import but the scan cannot read"))
+            continue
+        if rel.suffix != ".py":
+            continue
+        if len(sources) >= MAX_FILES:
+            found.flag(*not_read(name, f"a submission's first {MAX_FILES} source files are read"))
+            continue
+        data, size = _read(directory / rel, MAX_TOTAL_BYTES - total)
+        if data is None:
+            if size is not None and size > MAX_SOURCE_BYTES:
+                found.flag(*not_read(name, f"{_size(size)}, over the scan's {_size(MAX_SOURCE_BYTES)}"))
+            elif size is not None:
+                found.flag(*not_read(name, f"a submission's first {_size(MAX_TOTAL_BYTES)} of source are read"))
+            continue
+        total += len(data)
+        if generated and len(rel.parts) == 1 and generated.get(name, "").encode() == data:
+            continue
+        sources.append((name, data, len(rel.parts) == 1 and rel.stem == notebook_module))
+    return sources, found
+
+
+def _files(directory: Path) -> list[Path]:
+    """Every regular file under `directory`, relative to it, in a fixed order (iteratively)."""
+    found, todo = [], [Path()]
+    while todo:
+        rel = todo.pop()
+        try:
+            entries = sorted(os.scandir(directory / rel), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                todo.append(rel / entry.name)
+            elif entry.is_file(follow_symlinks=False):
+                found.append(rel / entry.name)
+    return sorted(found)
+
+
+def _read(path: Path, room: int) -> tuple[bytes | None, int | None]:
+    """(bytes, size) of a regular file of at most MAX_SOURCE_BYTES and `room` bytes; (None, size) when
+    larger; (None, None) when it cannot be opened as a regular file. The size is checked before a byte
+    is read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None, None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            return None, None
+        limit = min(MAX_SOURCE_BYTES, room)
+        if st.st_size > limit:
+            return None, st.st_size
+        data = f.read(limit + 1)
+    return (None, len(data)) if len(data) > limit else (data, len(data))
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1_000_000 else f"{n / 1e3:.0f} KB"
+
+
+def read_sources(directory: Path, notebook_module: str,
+                 generated: dict[str, str] | None = None) -> list[tuple[str, bytes, list | None]]:
+    """(file name, source, cells) for each `.py` file of a folder, as scan_sources takes them; cells for
+    the notebook module (see `snapshot`, which also names the files left unread)."""
+    sources, _ = snapshot(directory, notebook_module, generated)
+    return [(name, data, read_cells(data) if cells else None) for name, data, cells in sources]
+
+
+def read_cells(source: str | bytes) -> list:
+    """The code cells of the notebook module the intake wrote (its CELLS list)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "CELLS" for t in node.targets):
+            try:
+                cells = ast.literal_eval(node.value)
+            except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
+                return []
+            return [c for c in cells if isinstance(c, str)] if isinstance(cells, list) else []
+    return []
+
+
+# -- the helper process ---------------------------------------------------------------------------
+KIT_ROOT = Path(__file__).resolve().parents[2]
+MAX_ANSWER_BYTES = 8 << 20  # one file's findings: costs from the policy's names, flags capped by kind
+
+
+class LimitedScan:
+    """`scan(directory) -> Findings`: the submission's sources read here, at once (before any student
+    code runs), then parsed one file at a time by a helper process limited to `memory_bytes` of address
+    space, waited on at most `seconds` a file and `budget` seconds for the whole submission. A file that
+    runs the helper out of memory or time, or crashes it, is flagged as not read (the helper is started
+    again for the next file); the other files are scanned as usual, and the run goes on.
+
+    `policy_path`: the lesson's forbidden.toml; `contract`: name -> contract file (for notebook cells);
+    `notebook_module`, `generated`: as for `snapshot`."""
+
+    def __init__(self, *, policy_path, contract: dict, notebook_module: str, generated: dict | None = None,
+                 memory_bytes: int = 512 << 20, seconds: float = 5.0, budget: float = 20.0):
+        self.policy_path, self.contract = str(policy_path), dict(contract)
+        self.notebook_module, self.generated = notebook_module, dict(generated or {})
+        self.memory_bytes, self.seconds, self.budget = int(memory_bytes), float(seconds), float(budget)
+        self._proc: subprocess.Popen | None = None
+
+    def scan(self, directory) -> Findings:
+        sources, found = snapshot(Path(directory), self.notebook_module, self.generated)
+        # The submission's own modules: an import of one of them is what `Findings.reaching` follows.
+        local = sorted({name.split("/")[0].removesuffix(".py") for name, _, _ in sources})
+        deadline = time.monotonic() + self.budget
+        for name, data, cells in sources:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                found.flag(*not_read(name, f"the scan's {self.budget:g} s for one submission ran out"))
+                continue
+            try:
+                found.merge(self._ask(name, data, cells, local, time.monotonic() + min(self.seconds, remaining)))
+            except TimeoutError:
+                self.close()
+                found.flag(*not_read(name, f"parsing it took more than {min(self.seconds, remaining):g} s"))
+            except (OSError, ValueError, KeyError, TypeError):
+                self.close()
+                found.flag(*not_read(name, f"parsing it needed more than the scan's {self.memory_bytes >> 20} MB, "
+                                           "or crashed the scan"))
+        return found
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(OSError):
+            proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            with contextlib.suppress(OSError):
+                stream.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _helper(self) -> subprocess.Popen:
+        if self._proc is None or self._proc.poll() is not None:
+            self.close()
+            env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "TZ") if k in os.environ}
+            env.update(PYTHONPATH=str(KIT_ROOT), MALLOC_ARENA_MAX="2", PYTHONDONTWRITEBYTECODE="1")
+            proc = subprocess.Popen([sys.executable, "-s", "-m", "grader.judging.source_scan", self.policy_path,
+                                     json.dumps(self.contract)],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                    env=env, cwd=str(KIT_ROOT))
+            # Set from outside (no preexec_fn: the worker may have threads), before the first request.
+            resource.prlimit(proc.pid, resource.RLIMIT_AS, (self.memory_bytes, self.memory_bytes))
+            resource.prlimit(proc.pid, resource.RLIMIT_CORE, (0, 0))
+            self._proc = proc
+        return self._proc
+
+    def _ask(self, name: str, data: bytes, cells: bool, local: list, deadline: float) -> Findings:
+        proc = self._helper()
+        header = json.dumps({"file": name, "bytes": len(data), "cells": cells, "local": local}).encode()
+        proc.stdin.write(header + b"\n" + data)
+        proc.stdin.flush()
+        fd, answer = proc.stdout.fileno(), b""
+        while not answer.endswith(b"\n"):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                raise TimeoutError
+            chunk = os.read(fd, 1 << 16)
+            if not chunk or len(answer) + len(chunk) > MAX_ANSWER_BYTES:
+                raise OSError("the helper ended or answered too much")
+            answer += chunk
+        return Findings.from_json(json.loads(answer))
+
+
+def _serve(policy_path: str, contract: str) -> None:
+    """The helper: one request (a JSON header line, then the file's bytes) in, one JSON line out."""
+    from grader.running.forbidden import load_policy
+
+    rules = _Rules(load_policy(policy_path), json.loads(contract))
+    stdin, stdout = sys.stdin.buffer, sys.stdout
+    while header := stdin.readline():
+        request = json.loads(header)
+        name, data = str(request["file"]), stdin.read(int(request["bytes"]))
+        try:
+            found = scan_file(name, data, read_cells(data) if request["cells"] else None, rules)
+        except (RecursionError, MemoryError):
+            found = Findings()
+            found.flag(*not_read(name, "too deep or too large for the scan"))
+        local = set(request["local"])
+        found.imports = {f: {m for m in modules if m in local} for f, modules in found.imports.items()}
+        found.imports.setdefault(name, set())
+        stdout.write(json.dumps(found.to_json()) + "\n")
+        stdout.flush()
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1], sys.argv[2])

@@ -1,0 +1,124 @@
+"""The final total of each submission, made in one place so that every output says the same.
+
+The automated result (record.json) becomes the final one in three steps, always in this order:
+    1. a person's decisions (grader/admin/overrides.py): a test's or a part's points, a `*` bonus or penalty;
+    2. the `*` bonus within the rubric's maximum total, unless the rubric declares extra credit
+       (`[meta] extra_credit = N`: a bonus may take the total up to N points over the maximum);
+    3. the rubric's late policy (grader/judging/late.py) on the lateness `grade` copied into OUT/<name>/late.json.
+
+The console's progress line, grades.csv, summary.md, report.html, each feedback.md and results.json
+and the review page all take the total from `finalise`, and say why it differs from the automated one
+with `explain`: there is no second computation that could disagree.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from grader.admin import overrides
+from grader.admin.overrides import explain  # noqa: F401  (totals.explain: where callers look for it)
+from grader.lesson import read_rubric
+from grader.results.records import SubmissionResult
+
+
+def extra_credit(rubric: Path | None = None) -> float:
+    """Points a `*` bonus may add over the rubric's maximum: `[meta] extra_credit` (0 without one)."""
+    from grader.results.feedback import rubric_path
+
+    try:
+        meta = read_rubric(rubric or rubric_path()).get("meta", {})
+    except (OSError, ValueError):
+        return 0.0
+    value = meta.get("extra_credit", 0) if isinstance(meta, dict) else 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        return 0.0
+    return float(value)
+
+
+def finalise(out_dir: Path, records: list[SubmissionResult],
+             decided: dict[str, dict[str, overrides.Override]]) -> list[SubmissionResult]:
+    """Each record as every output states it (copies where something changes; the records stay the
+    automated result). `decided` is overrides.effective() of the overrides file."""
+    from grader.judging import late
+    from grader.results.feedback import rubric_path
+
+    rubric = rubric_path()  # the one whose visibility and hints the outputs follow
+    policy = late.load_policy(rubric)
+    extra = extra_credit(rubric)
+    final = []
+    for record in records:
+        automated = record.total
+        result = overrides.apply(record, decided.get(record.submission, {}))
+        result.automated = automated
+        _cap_bonus(result, extra)
+        if policy is not None:
+            found = late.read_lateness(Path(out_dir) / record.submission)
+            if found is not None:
+                result.late = found
+                result.penalty = late.penalty(found["late_days"], result.max_total, policy)
+                result.late["policy"] = (f"{policy.penalty_per_day:g}% of the total per started day after "
+                                         f"{policy.grace_minutes:g} minutes' grace, at most {policy.max_days} days")
+        final.append(result)
+    return final
+
+
+def _cap_bonus(result: SubmissionResult, extra: float) -> None:
+    """A positive `*` adjustment takes the total at most `extra` points over the maximum."""
+    if result.adjustment <= 0:
+        return
+    earned = round(sum(t.score for t in result.tests), 4)
+    room = max(round(result.max_total + extra - earned, 4), 0.0)
+    if result.adjustment > room:
+        for o in result.overrides:
+            if o["test"] == overrides.BONUS:
+                o["capped"] = room  # said beside the bonus: the maximum, not the person, set this number
+        result.adjustment = room
+
+
+class Finaliser:
+    """The final result of one submission as soon as its record is written (the console's progress):
+    the same `finalise` the class files use, on the same overrides file and lateness."""
+
+    def __init__(self, out_dir: Path, overrides_path: Path):
+        self.out_dir = Path(out_dir)
+        rows = overrides.read(overrides_path)
+        self.decided = overrides.effective(rows)
+
+    def __call__(self, name: str) -> SubmissionResult | None:
+        import json
+
+        from grader.results.storage import record_from_json
+
+        try:
+            record = record_from_json(json.loads((self.out_dir / name / "record.json").read_text("utf-8")))
+        except (OSError, ValueError, TypeError):
+            return None
+        return finalise(self.out_dir, [record], self.decided)[0]
+
+
+def per_student(out_dir: Path, final: list[SubmissionResult], people) -> list[tuple[object, SubmissionResult]]:
+    """One row per student when a roster (grader/intake/roster.py) says who handed in what: (student, result).
+    A group's members share its grade, and each keeps their own lateness: their own deadline (an
+    extension) against the time the group handed in, when both are known. Graded submissions that no
+    roster row claims keep a row of their own (student None); roster students with nothing graded
+    have none here (grader/admin/export.py lists them)."""
+    import dataclasses
+
+    from grader.judging import late
+    from grader.results.feedback import rubric_path
+
+    policy = late.load_policy(rubric_path())
+    by_name = {r.submission.casefold(): r for r in final}
+    rows, claimed = [], set()
+    for student in people.students:
+        result = by_name.get(student.submission.casefold())
+        if result is None:
+            continue
+        claimed.add(result.submission)
+        due, handed_in = late.parse_time(student.deadline), late.parse_time((result.late or {}).get("handed_in", ""))
+        if policy is not None and due is not None and handed_in is not None:
+            days = late.late_days(due, handed_in, policy)
+            result = dataclasses.replace(result, late={**result.late, "late_days": days, "deadline": student.deadline},
+                                         penalty=late.penalty(days, result.max_total, policy))
+        rows.append((student, result))
+    rows += [(None, r) for r in final if r.submission not in claimed]
+    return rows

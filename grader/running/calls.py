@@ -1,0 +1,234 @@
+"""The one seam between hidden tests and a submission: calls, their answers, and how they travel.
+
+Hidden tests never touch student objects: they call methods of the lesson's adapter (a subclass of
+`Adapter` whose request builders the lesson writes, declared in its lesson.toml), which turn each
+request into a call (header + arrays, see grader/running/executor.py) and send it through a transport:
+
+- `InProcessTransport(directory)` runs the executor in this process on trusted code only
+  (the reference, catalogue mutants, correct variants);
+- `SandboxTransport` (grader/sandbox/transport.py) runs it in the sandboxed child on student code.
+
+The adapter records every call with the student's answer, so that grader/judging/score.py can replay
+the calls of a failing test on the bug-catalogue mutants and name the misconception.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from grader.running.executor import ModuleLoader, execute
+from grader.running.forbidden import MARK
+
+
+class InProcessTransport:
+    """Executes calls in this process on a folder of trusted code (never a student's)."""
+
+    def __init__(self, directory):
+        self.directory = Path(directory)
+        self.loader = ModuleLoader(self.directory, isolated=True)
+
+    def call(self, header: dict, arrays: dict) -> tuple[dict, dict]:
+        return execute(header, arrays, loader=self.loader)
+
+    def call_many(self, calls: list[tuple[dict, dict]]) -> list[tuple[dict, dict]]:
+        return [self.call(header, arrays) for header, arrays in calls]
+
+    def close(self) -> None:
+        pass
+
+
+class Result:
+    """A submission's answer to one call; in a batch, filled in when the batch is sent (on first use)."""
+
+    def __init__(self, header: dict | None = None, arrays: dict | None = None, request: str = "", *, send=None):
+        self._header, self._arrays = header, arrays
+        self.request = request  # what was asked, in words, for feedback
+        self._send = send  # sends the batch this answer belongs to, while it is pending
+
+    def fill(self, header: dict, arrays: dict) -> None:
+        self._header, self._arrays, self._send = header, arrays, None
+
+    @property
+    def header(self) -> dict:
+        return self._answer()[0]
+
+    @property
+    def arrays(self) -> dict:
+        return self._answer()[1]
+
+    def _answer(self) -> tuple[dict, dict]:
+        if self._send is not None:
+            self._send()
+        return self._header, self._arrays
+
+    @property
+    def error(self) -> dict | None:
+        return self.header.get("error")
+
+    @property
+    def outputs(self) -> list[dict]:
+        return self.header.get("outputs") or []
+
+    def array(self, i: int) -> np.ndarray | None:
+        outs = self.outputs
+        if i < len(outs) and outs[i].get("kind") == "tensor":
+            return self.arrays.get(outs[i]["array"])
+        return None
+
+    def grad(self, name: str) -> np.ndarray | None:
+        key = (self.header.get("grads") or {}).get(name)
+        return None if key is None else self.arrays.get(key)
+
+    @property
+    def grad_error(self) -> dict | None:
+        return self.header.get("grad_error")
+
+    @property
+    def inspect(self) -> dict:
+        return self.header.get("inspect") or {}
+
+    @property
+    def forbidden(self) -> list[str]:
+        """Library attention this call met (switched off in the sandboxed child, which says so in the error)."""
+        found = []
+        for error in (self.header.get("error"), self.header.get("grad_error")):
+            message = str(error.get("message", "")) if isinstance(error, dict) else ""
+            if MARK in message:
+                # "...: torch.nn.modules.activation.MultiheadAttention.forward. Computing ..." -> MultiheadAttention
+                dotted = message.split(MARK, 1)[1].lstrip(": ").split(" ", 1)[0].rstrip(".").split(".")
+                if dotted[0] != "torch":
+                    found.append("the source files of library attention or of the grader")
+                    continue
+                found.append(next(p for p in reversed(dotted) if p not in ("forward", "__init__", "_forward_impl")))
+        return found
+
+
+@dataclass
+class Recorded:
+    test: str
+    header: dict
+    arrays: dict
+    result: Result
+
+
+def call_key(header: dict, arrays: dict) -> str:
+    digest = hashlib.sha1(json.dumps(header, sort_keys=True).encode())
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        digest.update(f"|{name}|{a.dtype.str}|{a.shape}|".encode())
+        digest.update(a.tobytes())
+    return digest.hexdigest()
+
+
+@dataclass
+class Adapter:
+    """Records and sends the calls of the hidden tests; one per submission (or the reference).
+
+    A lesson subclasses it with its request builders (one method per thing its tests ask) and the
+    names its contract allows for parameters and attributes. batch=True (a submission's adapter):
+    calls are not sent when made but together, when one of their answers is first read or at
+    `send()`; a hidden test asks all its calls before it checks any, so each test's calls go to
+    the sandboxed child as one pipelined batch."""
+
+    # Parameter name in the hidden tests -> where the contract puts it in a student's module: a rule the
+    # executor applies (grader/running/executor.py, _bind), {"names": [paths...]} or {"within", "type", "index",
+    # "count", "tensor"}, with the contract's words for it. `param_paths` is the short form of the first
+    # kind (name -> paths, most usual first); a name neither lists is looked for under its own path.
+    bindings: ClassVar[dict[str, dict]] = {}
+    param_paths: ClassVar[dict[str, tuple[str, ...]]] = {}
+    # Attribute name in the hidden tests -> the paths the contract allows, most usual first.
+    attr_paths: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    transport: object
+    cache: dict | None = None  # call key -> Result (the reference shares one across a batch)
+    record: bool = False
+    batch: bool = False
+    calls: list = field(default_factory=list)
+    current_test: str = ""
+    memo: dict = field(default_factory=dict)  # answers the hidden tests share (a probe of the student's function)
+    _pending: list = field(default_factory=list)  # (header, arrays, Result) not sent yet
+
+    # -- plumbing ---------------------------------------------------------------------
+    def call(self, header: dict, arrays: dict, request: str = "") -> Result:
+        arrays = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
+        if self.batch:  # sent later: the caller may change its arrays meanwhile
+            arrays = {k: v.copy() for k, v in arrays.items()}
+        key = call_key(header, arrays) if self.cache is not None else None
+        if key is not None and key in self.cache:
+            result = self.cache[key]
+        elif self.batch:
+            result = Result(request=request, send=self.send)
+            self._pending.append((header, arrays, result))
+        else:
+            h, a = self.transport.call(header, arrays)
+            result = Result(h, a, request)
+            if key is not None:
+                self.cache[key] = result
+        if self.record:
+            self.calls.append(Recorded(self.current_test, header, arrays, result))
+        return result
+
+    def send(self) -> None:
+        """Send the pending calls as one batch and fill in their answers."""
+        pending, self._pending = self._pending, []
+        if pending:
+            requests = [(header, arrays) for header, arrays, _ in pending]
+            call_many = getattr(self.transport, "call_many", None)  # any transport with call() will do
+            answers = call_many(requests) if call_many else [self.transport.call(h, a) for h, a in requests]
+            for (_, _, result), (h, a) in zip(pending, answers):
+                result.fill(h, a)
+
+    # -- inspection ---------------------------------------------------------------------
+    def inspect(self, module: str, cls: str, init: list, init_kwargs: dict | None = None,
+                attrs: tuple[str, ...] = ()) -> Result:
+        header = {"op": "inspect", "module": module, "cls": cls, "init": list(init), "init_kwargs": init_kwargs or {},
+                  "attrs": [{"name": a, "paths": list(self.attr_paths.get(a, (a,)))} for a in attrs]}
+        args = ", ".join([*map(str, init), *(f"{k}={v}" for k, v in (init_kwargs or {}).items())])
+        return self.call(header, {}, f"{cls}({args})")
+
+    # -- building calls ----------------------------------------------------------------------
+    def binding(self, name: str) -> dict:
+        """The rule that finds parameter `name` in a student's module (sent in the call's header)."""
+        if name in self.bindings:
+            return dict(self.bindings[name])
+        return {"names": list(self.param_paths.get(name, (name,)))}
+
+    def _module(self, module, cls, init, init_kwargs, x, weights, mask, *, dtype, grad_out=None,
+                standins=None, request="", seed=None):
+        arrays = {"x": np.asarray(x, dtype=dtype)}
+        args = [{"array": "x"}]
+        if mask is not None:
+            arrays["mask"] = mask
+            args.append({"array": "mask"})
+        params = []
+        for i, (name, value) in enumerate(sorted(weights.items())):
+            arrays[f"p{i}"] = np.asarray(value, dtype=dtype)
+            params.append({"name": name, "bind": self.binding(name), "array": f"p{i}"})
+        header = {"op": "module", "module": module, "cls": cls, "init": list(init), "init_kwargs": init_kwargs,
+                  "dtype": dtype, "params": params, "args": args}
+        if standins:
+            header["standins"] = standins
+        if seed is not None:  # the same call under another random seed: shows whether randomness runs in it
+            header["seed"] = int(seed)
+        if grad_out is not None:
+            header["grad_params"] = True
+        self._grads(header, arrays, grad_out, wrt=["x"])
+        return self.call(header, arrays, request)
+
+    @staticmethod
+    def _grads(header, arrays, grad_out, *, wrt):
+        if grad_out is None:
+            return
+        if not isinstance(grad_out, (tuple, list)):
+            grad_out = (grad_out,)
+        header["grad_wrt"] = list(wrt)
+        header["grad_out"] = {}
+        for i, g in enumerate(grad_out):
+            if g is not None:
+                arrays[f"g{i}"] = g
+                header["grad_out"][str(i)] = f"g{i}"

@@ -1,0 +1,156 @@
+"""The deliverables checks of a grading run, in a process of their own with a memory and a time limit.
+
+The checks (the lesson's, run by grader/judging/deliverables.py) parse a submission's images, SVG, PDF and
+text with C decoders and regular expressions. Each has its own caps, but a file built against them
+could still make the process that checks it allocate or compute far more than any honest file needs. So a grading run
+never checks deliverables in its own process: each worker has a helper, started once (it imports
+numpy and Pillow only), limited to the lesson's `memory_bytes` of address space, that checks one
+folder at a time; the worker waits at most `seconds` for each answer. A helper that runs out of
+memory, crashes or overruns is killed, the submission's deliverables fail with that reason, and the
+next submission gets a fresh helper.
+
+    python -m grader.running.deliverables_process MODULE   # the helper: the lesson's checks module; one folder path (JSON)
+                                      # per line in, one JSON list of checks out
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import resource
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from grader.judging import deliverables
+from grader.judging.deliverables import Check
+from grader.lesson import load_lesson
+
+KIT_ROOT = Path(__file__).resolve().parents[2]
+MAX_ANSWER_BYTES = 1 << 20  # five checks' messages are a few KB
+
+
+class LimitedChecker:
+    """`run_checks(directory)` like grader.judging.deliverables.run_checks with the lesson's checks, done by a
+    limited helper process. `checks_module` is the importable name of the module defining CHECKS
+    (default: the lesson's; a lesson without deliverable checks gets none, and no helper)."""
+
+    def __init__(self, *, memory_bytes: int, seconds: float, checks_module: str | None = None):
+        self.memory_bytes, self.seconds = int(memory_bytes), float(seconds)
+        self.checks_module = checks_module or load_lesson().deliverables_module
+        checks = importlib.import_module(self.checks_module).CHECKS if self.checks_module else ()
+        self.check_ids = tuple(check_id for check_id, _ in checks)
+        self._proc: subprocess.Popen | None = None
+        self._started, self._pending = 0.0, False
+
+    def run_checks(self, directory) -> list[Check]:
+        self.start(directory)
+        return self.finish()
+
+    def start(self, directory) -> None:
+        """Send `directory` to the helper, which checks it while the caller does other work."""
+        if self._pending:
+            self.close()  # an answer nobody collected (the submission before failed): never hand it on
+        if not self.check_ids:
+            return  # nothing to check: finish() answers with no checks
+        proc = self._helper()  # an OSError here is the engine's (no interpreter, no fork): it propagates
+        self._started, self._pending = time.monotonic(), True
+        try:
+            os.write(proc.stdin.fileno(), json.dumps(os.fspath(directory)).encode() + b"\n")
+        except OSError:
+            pass  # the helper is gone: finish() says so
+
+    def finish(self) -> list[Check]:
+        """The checks of the folder given to start(), at most `seconds` after start()."""
+        if not self.check_ids:
+            return []
+        self._pending = False
+        try:
+            return self._answer(self._proc, self._started + self.seconds)
+        except TimeoutError:
+            self.close()
+            return self._all_failed(f"checking these files took more than {self.seconds:g} s, the limit for one "
+                                    "submission's deliverables, so they were not checked. Save the images and "
+                                    "texts again in an ordinary way (a plain PNG, a short Markdown file).")
+        except (OSError, ValueError, KeyError, TypeError):
+            self.close()
+            return self._all_failed(f"checking these files needed more than the {self.memory_bytes >> 20} MB the "
+                                    "checker may use for one submission, or crashed it, so they were not checked. "
+                                    "Save smaller images (fewer pixels) and plain files.")
+
+    def close(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(OSError):
+            proc.kill()
+        proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            with contextlib.suppress(OSError):
+                stream.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _helper(self) -> subprocess.Popen:
+        if self._proc is None or self._proc.poll() is not None:
+            self.close()
+            env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "TZ") if k in os.environ}
+            env.update(PYTHONPATH=str(KIT_ROOT), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+                       MKL_NUM_THREADS="1", MALLOC_ARENA_MAX="2", PYTHONDONTWRITEBYTECODE="1")
+            proc = subprocess.Popen([sys.executable, "-s", "-m", "grader.running.deliverables_process", self.checks_module],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                    env=env, cwd=str(KIT_ROOT))
+            # Set from outside (no preexec_fn: the worker may have threads), before the first request.
+            resource.prlimit(proc.pid, resource.RLIMIT_AS, (self.memory_bytes, self.memory_bytes))
+            resource.prlimit(proc.pid, resource.RLIMIT_CORE, (0, 0))
+            self._proc = proc
+        return self._proc
+
+    def _answer(self, proc, deadline: float) -> list[Check]:
+        if proc is None:
+            raise OSError("no helper")
+        fd, data = proc.stdout.fileno(), b""
+        while not data.endswith(b"\n"):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                raise TimeoutError
+            chunk = os.read(fd, 1 << 16)
+            if not chunk or len(data) + len(chunk) > MAX_ANSWER_BYTES:
+                raise OSError("the helper ended or answered too much")
+            data += chunk
+        items = json.loads(data)
+        checks = [Check(str(i["id"]), bool(i["passed"]), str(i["message"]), str(i["title"])) for i in items]
+        if [c.id for c in checks] != list(self.check_ids):
+            raise ValueError("the helper's answer does not list the checks")
+        return checks
+
+    def _all_failed(self, reason: str) -> list[Check]:
+        return [Check(check_id, False, reason, check_id) for check_id in self.check_ids]
+
+
+def main(*, submission) -> int:
+    """`python -m grader check`: the lesson's deliverables checklist for one folder, in this process."""
+    return deliverables.main(submission=submission, checks=load_lesson().deliverable_checks())
+
+
+def _serve(checks_module: str) -> None:
+    # Loaded now, not on the first submission's first image.
+    with contextlib.suppress(ImportError):
+        from PIL import Image, JpegImagePlugin, PngImagePlugin  # noqa: F401
+    checks = importlib.import_module(checks_module).CHECKS
+    for line in sys.stdin.buffer:
+        checks_done = deliverables.run_checks(json.loads(line), checks)
+        sys.stdout.write(json.dumps([{"id": c.id, "passed": c.passed, "message": c.message, "title": c.title}
+                                     for c in checks_done]) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1])

@@ -1,0 +1,816 @@
+"""The call executor: runs one grader call on a submission's modules and returns plain data.
+
+It runs in two places (docs/architecture.md): inside the sandboxed child on student code,
+and in the grader process on trusted code (reference, catalogue mutants, correct variants).
+So it may import only torch, numpy and the standard library (and, in the grader process only, the
+lesson's stand-ins): nothing here knows an expected value.
+
+A call is (header, arrays). Values inside the header are JSON; `{"array": "name"}` refers
+to an entry of `arrays`. Ops:
+
+  function  {"op": "function", "module": "self_attention", "name": "causal_mask",
+             "args": [...], "kwargs": {...}, "grad_wrt": ["Q"], "grad_out": {"0": "g0"}}
+  module    {"op": "module", "module": "multihead", "cls": "MultiHeadAttention",
+             "init": [16, 4], "init_kwargs": {}, "dtype": "float64",
+             "standins": {"attn": "attention"},            # replace sub-modules first
+             "params": [{"name": "qkv.weight", "bind": {"names": ["qkv.weight"]}, "array": "p0"}],
+             "args": [{"array": "x"}], "kwargs": {}, "grad_wrt": ["x"], "grad_params": true,
+             "grad_out": {"0": "g0"}}
+  inspect   {"op": "inspect", "module": ..., "cls": ..., "init": [...],
+             "attrs": [{"name": "W_q", "paths": ["W_q", "Wq"]}]}
+
+A header may carry "standins_source": {name: source} of grader stand-ins lent to a sandboxed child,
+each alone, with the first call that needs it (grader/sandbox/lending.py), never held by a child before.
+A header's "over_standins" lists graded names of the call's module bound to their stand-ins while
+it runs (the answer repeats the list): the grader asks a call again that way when its error is
+marked "inside" such a name, i.e. raised while that function of the student's ran, so that a crash
+in a function costs only that function's tests (grader/judging/score.py, OverStandIns).
+
+The result header always holds "error" (None or {"type", "message", "traceback", "stage"}); library
+attention, switched off in the child (grader/running/forbidden.py), shows there as an error naming it. Outputs are listed in
+"outputs" (one entry per returned value: a tensor's array name, dtype and shape, or a short
+description of a non-tensor); gradients in "grads" (name -> array name, or None when no
+gradient reached that input) and a "grad_error" when backward itself raised.
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import math
+import sys
+import threading
+import traceback
+import types
+import weakref
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from grader.lesson import ROOT, load_lesson
+
+# The lesson is read in the grader and the zygote, before any child exists (a child cannot read the kit
+# and gets the zygote's answer from load_lesson()). Each part is graded on its own (the lesson's contract,
+# "One bug costs one part"), over the grader's stand-ins for the parts it uses, so a bug (or a failed
+# import) in one file never costs another file's points. Line numbers here show in students' feedback:
+# LESSON, STUDENT_MODULES and ALWAYS_STANDIN are read when asked for, in __getattr__ at the file's end.
+
+MAX_ELEMENTS = 4_000_000  # per returned array: far above any call the graders make
+SEED = 0
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+_IMPORT_LOCK = threading.RLock()
+
+
+def _seed(seed=None) -> None:
+    """Reset the CPU generator before every stage that may draw random numbers, so unloaded
+    parameters (a bug) and dropout come out the same every time. Only the CPU generator: calls
+    run on CPU (the sandbox sees no accelerator), and torch.manual_seed would also queue seeds for
+    every absent device type (~30-90 us a call, ~150 calls per submission) for the same effect."""
+    torch.default_generator.manual_seed(SEED if seed is None else int(seed))  # a call may ask another seed
+
+
+class GraderCallError(Exception):
+    """The call could not be set up on this submission (missing attribute, wrong shape...)."""
+
+
+class ModuleLoader:
+    """Imports a submission's modules by plain name and remembers import failures.
+
+    isolated=False (the sandboxed child): the submission's folder is on sys.path and modules
+    are imported normally. isolated=True (grader process, trusted code only): the modules live
+    in this loader and sys.modules is left as it was found (see `active`), so several
+    submissions (reference, mutants, variants) coexist in one process.
+    """
+
+    def __init__(self, directory, *, isolated: bool, meta_inspect: bool = False):
+        self.directory = Path(directory).resolve()
+        self.isolated = isolated
+        # `inspect` calls build the module on the meta device first (see _inspect_on_meta). Only the
+        # sandboxed child turns this on: it alone can be replaced by a fresh process when that
+        # attempt may have left something behind.
+        self.meta_inspect = meta_inspect
+        self.modules: dict[str, types.ModuleType] = {}
+        self.errors: dict[str, dict] = {}
+        self.standins = None  # the grader's stand-ins (a module, or _Lent in a child), once this loader has them
+
+    def receive_standins(self, units: dict) -> None:
+        """Stand-ins lent by the grader, each alone ({name: its own source}, grader/sandbox/lending.py):
+        each runs in a namespace of its own that is in no sys.modules, so none reaches another."""
+        lent = self.standins if isinstance(self.standins, _Lent) else _Lent()
+        for name, source in units.items():
+            lent.receive(name, source)
+        self.standins = lent
+
+    def standin_module(self) -> types.ModuleType:
+        if self.standins is None:
+            if not self.isolated:
+                raise GraderCallError("the grader's stand-ins were not sent to this process (an engine fault)")
+            self.standins = importlib.import_module(load_lesson().standins_module)  # trusted, the grader's process
+        return self.standins
+
+    # -- public -------------------------------------------------------------------------
+    def load(self, name: str) -> types.ModuleType:
+        """The module `name` of this submission, or raise ImportError carrying the first failure."""
+        if name in self.modules:
+            return self.modules[name]
+        if name in self.errors:
+            raise _ImportFailure(name, self.errors[name])
+        try:
+            stand_ins = {dep: _standin_module(dep, self.standin_module()) for dep in load_lesson().always_standin.get(name, ())}
+            module = self._import(name, stand_ins)
+        except BaseException as exc:  # a student's import may raise anything, even SystemExit
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            self.errors[name] = error_record(exc, "import", self.directory)
+            raise _ImportFailure(name, self.errors[name]) from None
+        self.modules[name] = module
+        return module
+
+    @contextlib.contextmanager
+    def active(self):
+        """While student code runs: an isolated submission sees its own modules under their plain
+        names, so an import inside a function body finds its sibling, not another submission's."""
+        if not self.isolated:
+            yield
+            return
+        with _IMPORT_LOCK:
+            local = {p.stem for p in self.directory.glob("*.py")} | set(self.modules)
+            saved = {n: sys.modules.pop(n) for n in list(local) if n in sys.modules}
+            sys.modules.update(self.modules)
+            sys.path.insert(0, str(self.directory))
+            dont_write = sys.dont_write_bytecode
+            sys.dont_write_bytecode = True
+            try:
+                yield
+            finally:
+                sys.dont_write_bytecode = dont_write
+                sys.path.remove(str(self.directory))
+                for n in local:
+                    m = sys.modules.pop(n, None)
+                    if m is not None and n not in self.modules and _is_from(m, self.directory):
+                        self.modules[n] = m
+                sys.modules.update(saved)
+
+    # -- importing ----------------------------------------------------------------------
+    def _import(self, name: str, stand_ins: dict) -> types.ModuleType:
+        if not (self.directory / f"{name}.py").exists():
+            raise ModuleNotFoundError(f"{name}.py is missing: the submission needs a file named {name}.py at its top level")
+        if not self.isolated:
+            if str(self.directory) not in sys.path:
+                sys.path.insert(0, str(self.directory))
+            saved = {dep: sys.modules.get(dep) for dep in stand_ins}
+            sys.modules.update(stand_ins)
+            try:
+                return importlib.import_module(name)
+            finally:
+                for dep, previous in saved.items():
+                    if previous is None:
+                        sys.modules.pop(dep, None)
+                    else:
+                        sys.modules[dep] = previous
+        return self._import_isolated(name, stand_ins)
+
+    def _import_isolated(self, name: str, stand_ins: dict) -> types.ModuleType:
+        local = {p.stem for p in self.directory.glob("*.py")} | set(load_lesson().modules)
+        with _IMPORT_LOCK:
+            saved = {n: sys.modules.pop(n) for n in list(local) if n in sys.modules}
+            # Siblings already imported for this submission stay the same objects.
+            for n, m in self.modules.items():
+                sys.modules[n] = m
+            sys.modules.update(stand_ins)
+            sys.path.insert(0, str(self.directory))
+            dont_write = sys.dont_write_bytecode
+            sys.dont_write_bytecode = True  # never leave __pycache__ in solutions/
+            try:
+                importlib.invalidate_caches()
+                module = importlib.import_module(name)
+            finally:
+                sys.dont_write_bytecode = dont_write
+                sys.path.remove(str(self.directory))
+                for n in local:
+                    m = sys.modules.pop(n, None)
+                    if m is None or n in stand_ins:
+                        continue
+                    if _is_from(m, self.directory):
+                        self.modules.setdefault(n, m)
+                sys.modules.update(saved)
+        return module
+
+
+class _ImportFailure(ImportError):
+    def __init__(self, name, record):
+        super().__init__(f"{name}.py could not be imported: {record['type']}: {record['message']}")
+        self.record = record
+
+
+def _is_from(module, directory: Path) -> bool:
+    origin = getattr(module, "__file__", None)
+    return bool(origin) and Path(origin).resolve().parent == directory
+
+
+def _standin_module(name: str, standins: types.ModuleType) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__doc__ = f"grader stand-in for {name}.py"
+    for contract_name, standin_name in load_lesson().standin_names.get(name, {}).items():
+        setattr(module, contract_name, getattr(standins, standin_name))
+    return module
+
+
+# -- errors ------------------------------------------------------------------------------
+def error_record(exc: BaseException, stage: str, directory: Path | None = None) -> dict:
+    """A JSON-able description of an exception: the student's own frames only, briefly."""
+    if isinstance(exc, _ImportFailure):
+        return dict(exc.record)
+    frames = traceback.extract_tb(exc.__traceback__)
+    if directory is not None:
+        # Only the student's own lines: the grader's or the import machinery's frames (a missing file,
+        # a syntax error, whose message names its line) would say nothing to a student.
+        frames = [f for f in frames if _under(f.filename, directory)]
+    lines = [f'  File "{Path(f.filename).name}", line {f.lineno}, in {f.name}\n    {(f.line or "").strip()}' for f in frames[-4:]]
+    message = _safe_str(exc)
+    return {
+        "type": type(exc).__name__,
+        "message": message[:600],
+        "traceback": "\n".join(lines)[:1500],
+        "stage": stage,
+    }
+
+
+def _under(filename: str, directory: Path) -> bool:
+    try:
+        return Path(filename).resolve().is_relative_to(directory)
+    except (OSError, ValueError):
+        return False
+
+
+def _safe_str(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception:  # a student's exception whose __str__ raises
+        return f"<{type(exc).__name__} with an unprintable message>"
+
+
+# -- decoding ----------------------------------------------------------------------------
+def _decode(value, tensors: dict):
+    if isinstance(value, dict):
+        if "array" in value:
+            return tensors[value["array"]]
+        return {k: _decode(v, tensors) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode(v, tensors) for v in value]
+    return value
+
+
+def _tensors(header: dict, arrays: dict) -> dict:
+    wrt = set(header.get("grad_wrt") or ())
+    out = {}
+    for name, array in arrays.items():
+        t = torch.from_numpy(np.array(array, copy=True))
+        if name in wrt:
+            t.requires_grad_(True)
+        out[name] = t
+    return out
+
+
+# -- encoding ----------------------------------------------------------------------------
+def to_numpy(value) -> np.ndarray:
+    """A plain numpy copy of a tensor, whatever subclass or dtype it came as."""
+    with torch._C.DisableTorchFunctionSubclass():
+        t = torch.Tensor.detach(value)
+        t = torch.Tensor.cpu(t)
+        if t.dtype in (torch.float16, torch.bfloat16):
+            t = torch.Tensor.to(t, torch.float32)
+        elif t.dtype in (torch.int8, torch.int16, torch.int32, torch.uint8):
+            t = torch.Tensor.to(t, torch.int64)
+        elif t.dtype not in (torch.float32, torch.float64, torch.int64, torch.bool):
+            raise TypeError(f"a tensor of dtype {t.dtype} cannot be graded: return float32 or float64")
+        if t.numel() > MAX_ELEMENTS:
+            raise ValueError(f"a returned tensor has {t.numel()} elements, far more than this call needs")
+        t = torch.Tensor.contiguous(t)
+        return np.array(torch.Tensor.numpy(t), copy=True)
+
+
+def _describe(value, name: str, arrays: dict) -> dict:
+    if isinstance(value, torch.Tensor):
+        arrays[name] = to_numpy(value)
+        return {"kind": "tensor", "array": name, "dtype": str(value.dtype).replace("torch.", ""),
+                "shape": list(arrays[name].shape), "requires_grad": bool(value.requires_grad)}
+    if value is None:
+        return {"kind": "none"}
+    if isinstance(value, (bool, int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            value = repr(value)  # strict JSON has no nan/inf
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**53:
+            value = repr(value)[:40]
+        return {"kind": "value", "type": type(value).__name__, "value": value}
+    return {"kind": "other", "type": type(value).__name__[:60]}
+
+
+def _flatten(result) -> list:
+    if isinstance(result, (tuple, list)):
+        return list(result)
+    return [result]
+
+
+# -- the executor --------------------------------------------------------------------------
+def execute(header: dict, arrays: dict, *, loader: ModuleLoader) -> tuple[dict, dict]:
+    """Run one call; never raises for anything the student's code does."""
+    out_header: dict = {"error": None, "outputs": [], "grads": {}, "grad_error": None}
+    out_arrays: dict = {}
+    op = header.get("op")
+    if isinstance(header.get("standins_source"), dict):
+        loader.receive_standins(header["standins_source"])
+    try:
+        with loader.active(), _over_standins(header, loader, out_header):
+            if op == "function":
+                _run_function(header, arrays, loader, out_header, out_arrays)
+            elif op == "module":
+                _run_module(header, arrays, loader, out_header, out_arrays)
+            elif op == "inspect":
+                _run_inspect(header, loader, out_header)
+            else:
+                raise GraderCallError(f"unknown op {op!r}")
+    except _Failed as failed:
+        out_header["error"] = failed.record
+    return out_header, out_arrays
+
+
+class _Failed(Exception):
+    def __init__(self, record):
+        super().__init__(record["message"])
+        self.record = record
+
+
+@contextlib.contextmanager
+def _stage(name: str, loader: ModuleLoader, graded: tuple | None = None):
+    """Student code runs here; what it raises becomes the call's error record. `graded` is
+    (module, module name, the graded name called) while a graded name of the contract runs."""
+    try:
+        yield
+    except _Failed:
+        raise
+    except _ImportFailure as exc:
+        raise _Failed(dict(exc.record)) from None
+    except GraderCallError as exc:
+        raise _Failed({"type": "GraderCallError", "message": str(exc), "traceback": "", "stage": name}) from None
+    except BaseException as exc:  # student code may raise SystemExit and friends
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        record = error_record(exc, name, loader.directory)
+        inside = _raised_inside(exc, *graded) if graded else []
+        if inside:
+            record["inside"] = inside
+        raise _Failed(record) from None
+
+
+# -- a crash in a function costs only that function's tests --------------------------------------
+# SelfAttention calls scaled_dot_product_attention: a wrong number there costs only the function's tests
+# (the caller's tests accept the student's own function), but a crash would also stop every call of
+# the caller. So an error raised while another graded name of the same module ran is marked `inside`
+# it; the grader then asks the call again with that name bound to the grader's stand-in
+# ("over_standins"), for the names the lesson declares stand-ins of ([standin_names]).
+def _raised_inside(exc: BaseException, module, module_name: str, called: str) -> list[str]:
+    """The other graded names of `module_name` with a stand-in whose own code was running when `exc`
+    was raised (their frames are on its traceback)."""
+    try:
+        namespace = dict(vars(module))  # plain data: no attribute access runs student code
+    except TypeError:
+        return []
+    codes: dict = {}
+    for name in load_lesson().standin_names.get(module_name, {}):
+        if name != called:
+            for code in _code_objects(namespace.get(name)):
+                codes.setdefault(code, name)
+    found, tb, depth = set(), exc.__traceback__, 0
+    while tb is not None and codes and depth < 10_000:  # a recursion error has ~1000 frames
+        name = codes.get(tb.tb_frame.f_code)
+        if name is not None:
+            found.add(name)
+        tb, depth = tb.tb_next, depth + 1
+    return sorted(found)
+
+
+def _code_objects(obj, limit: int = 1000) -> list:
+    """The code a function (with the functions nested in it) or a class's methods run."""
+    functions = []
+    if isinstance(obj, types.FunctionType):
+        functions = [obj]
+    elif isinstance(obj, type):
+        for value in list(vars(obj).values()):
+            if isinstance(value, (staticmethod, classmethod)):
+                value = value.__func__
+            if isinstance(value, property):
+                functions += [f for f in (value.fget, value.fset, value.fdel) if isinstance(f, types.FunctionType)]
+            elif isinstance(value, types.FunctionType):
+                functions.append(value)
+    codes, todo = [], [f.__code__ for f in functions]
+    while todo and len(codes) < limit:
+        code = todo.pop()
+        codes.append(code)
+        todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return codes
+
+
+@contextlib.contextmanager
+def _over_standins(header: dict, loader: ModuleLoader, out_header: dict):
+    """While the call runs, the names in header["over_standins"] of its module are the stand-ins'."""
+    names = header.get("over_standins")
+    if not names:
+        yield
+        return
+    module_name = header.get("module")
+    declared = dict(load_lesson().standin_names.get(module_name, {}))
+    declared.pop(header.get("name") or header.get("cls"), None)  # never the name the call grades
+    with _stage("import", loader):
+        if not isinstance(names, list) or not all(isinstance(n, str) and n in declared for n in names):
+            raise GraderCallError(f"no stand-in for {names!r} in {module_name}.py (an engine fault)")
+        module = loader.load(module_name)
+        standins = loader.standin_module()
+    namespace = vars(module)
+    missing = object()
+    saved = {name: namespace.get(name, missing) for name in names}
+    try:
+        for name in names:
+            namespace[name] = getattr(standins, declared[name])
+        out_header["over_standins"] = list(names)
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is missing:
+                namespace.pop(name, None)
+            else:
+                namespace[name] = value
+
+
+def _run_function(header, arrays, loader, out_header, out_arrays):
+    with _stage("import", loader):
+        module = loader.load(header["module"])
+        fn = getattr(module, header["name"], None)
+        if not callable(fn):
+            raise GraderCallError(f"{header['module']}.py defines no function {header['name']}")
+    tensors = _tensors(header, arrays)
+    with _stage("call", loader, (module, header["module"], header["name"])):
+        _seed(header.get("seed"))
+        result = fn(*_decode(header.get("args", []), tensors), **_decode(header.get("kwargs", {}), tensors))
+    _finish(header, result, {n: tensors[n] for n in header.get("grad_wrt") or ()}, tensors, loader, out_header, out_arrays)
+
+
+def _construct(header, loader):
+    with _stage("import", loader):
+        module = loader.load(header["module"])
+        cls = getattr(module, header["cls"], None)
+        if cls is None:
+            raise GraderCallError(f"{header['module']}.py defines no class {header['cls']}")
+    with _stage("construct", loader, (module, header["module"], header["cls"])):
+        _seed()  # unloaded parameters (a bug) then come out the same every time
+        obj = cls(*header.get("init", []), **header.get("init_kwargs", {}))
+        if not isinstance(obj, torch.nn.Module):
+            raise GraderCallError(f"{header['cls']}(...) is not an nn.Module: subclass torch.nn.Module")
+    return obj
+
+
+def _run_module(header, arrays, loader, out_header, out_arrays):
+    obj = _construct(header, loader)
+    graded = (loader.load(header["module"]), header["module"], header["cls"])  # loaded by _construct
+    tensors = _tensors(header, arrays)
+    loaded = {}
+    with _stage("load", loader):
+        standins = loader.standin_module() if header.get("standins") else None
+        for path, kind in (header.get("standins") or {}).items():
+            parent, attr = _parent(obj, path)
+            if not hasattr(parent, attr):
+                raise GraderCallError(f"{header['cls']} has no attribute {path!r} (the contract names it)")
+            setattr(parent, attr, standins.make(kind, obj=getattr(parent, attr), header=header))
+        dtype = _DTYPES[header.get("dtype", "float32")]
+        _to_call_dtype(obj, dtype)  # float64 calls only: the student's module is judged as built
+        obj.eval()  # dropout, if a student added it, must not make grading random
+        for spec in header.get("params", []):
+            value = tensors[spec["array"]].detach().to(dtype)
+            for path, target in _bind(obj, spec, header["cls"]):
+                if tuple(target.shape) != tuple(value.shape):
+                    raise GraderCallError(
+                        f"{header['cls']}.{path} has shape {tuple(target.shape)}, "
+                        f"the contract gives it shape {tuple(value.shape)}")
+                with torch.no_grad():
+                    target.copy_(value)
+                loaded.setdefault(spec["name"], target)
+        for p in obj.parameters():
+            p.requires_grad_(False)
+        if header.get("grad_params"):
+            for t in loaded.values():
+                if isinstance(t, torch.nn.Parameter):
+                    t.requires_grad_(True)
+    with _stage("forward", loader, graded):
+        _seed(header.get("seed"))
+        result = obj(*_decode(header.get("args", []), tensors), **_decode(header.get("kwargs", {}), tensors))
+    wrt = {n: tensors[n] for n in header.get("grad_wrt") or ()}
+    if header.get("grad_params"):
+        wrt.update({n: t for n, t in loaded.items() if isinstance(t, torch.nn.Parameter)})
+    _finish(header, result, wrt, tensors, loader, out_header, out_arrays)
+
+
+def _finish(header, result, wrt, tensors, loader, out_header, out_arrays):
+    values = _flatten(result)
+    with _stage("output", loader):
+        out_header["outputs"] = [_describe(v, f"out{i}", out_arrays) for i, v in enumerate(values)]
+    grad_out = header.get("grad_out") or {}
+    if not grad_out:
+        return
+    out_header["grads"] = {name: None for name in wrt}
+    try:
+        terms = []
+        for index, gname in sorted(grad_out.items()):
+            i = int(index)
+            if i < len(values) and isinstance(values[i], torch.Tensor) and values[i].requires_grad:
+                terms.append((values[i] * tensors[gname].to(values[i].dtype)).sum())
+        targets = [t for t in wrt.values() if t.requires_grad]
+        if not terms or not targets:
+            out_header["grad_error"] = {"type": "NoGradient", "message": "the outputs are not connected to the inputs by autograd (detach, no_grad or a numpy round trip?)", "traceback": "", "stage": "backward"}
+            return
+        _seed()
+        grads = torch.autograd.grad(sum(terms), targets, allow_unused=True)
+    except BaseException as exc:
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        out_header["grad_error"] = error_record(exc, "backward", loader.directory)
+        return
+    by_id = {id(t): g for t, g in zip(targets, grads)}
+    for name, t in wrt.items():
+        g = by_id.get(id(t))
+        if g is not None:
+            out_arrays[f"grad:{name}"] = to_numpy(g)
+            out_header["grads"][name] = f"grad:{name}"
+
+
+def _run_inspect(header, loader, out_header):
+    if loader.meta_inspect and not header.get("no_meta"):
+        record = _inspect_on_meta(header, loader)
+        if record is _TAINTED:
+            # The child may now hold something built on the meta device (a cache, a module imported
+            # meanwhile): the transport answers this call again from a fresh child, on CPU.
+            out_header["retry_without_meta"] = True
+            return
+        if record is not None:
+            out_header["inspect"] = record
+            return
+    obj = _construct(header, loader)
+    with _stage("inspect", loader):
+        out_header["inspect"] = _inspect_record(obj, header)
+
+
+def _inspect_record(obj, header) -> dict:
+    attrs = {}
+    for spec in header.get("attrs", []):
+        attrs[spec["name"]] = _inspect_attr(obj, spec["paths"])
+    return {
+        "type": type(obj).__name__,
+        "parameters": {n: list(p.shape) for n, p in obj.named_parameters()},
+        "trainable": {n: bool(p.requires_grad) for n, p in obj.named_parameters()},
+        "buffers": {n: list(b.shape) for n, b in obj.named_buffers()},
+        "attrs": attrs,
+    }
+
+
+# -- inspect on the meta device ----------------------------------------------------------------
+# An inspect call reports shapes, types and plain attribute values only, never tensor values.
+# Built on CPU, MultiHeadAttention(512, 8) and the 768x3072 feed-forward cost ~45 ms of kaiming
+# initialisation and ~30 MB of fresh pages per submission; on the meta device they cost nothing.
+# The meta answer is used only when it must equal the CPU one:
+#   - no torch call raised during the build, even one the code caught (values are unknown on meta:
+#     .item(), bool(), numpy(), mixing with CPU tensors all raise), and the build and the record
+#     raised nothing; otherwise the call is answered exactly as before, on CPU;
+#   - nothing built on meta outlived the call (a cache, an lru_cache'd table, a class attribute);
+#     otherwise later calls of this child could see meta tensors, so the call is answered from a
+#     fresh child. No module may be imported during the build (its globals would be built on
+#     meta): an import is refused, and the call is answered from a fresh child too.
+_TAINTED = object()
+_META = torch.device("meta")
+# Only torch.empty goes to meta: it is what nn.Linear, nn.LayerNorm and nn.Parameter allocate with, and
+# on meta its initialisation is free. Everything else stays on CPU (a positional table built with
+# arange is small), because many ops on meta run Python decompositions that import torch._dynamo.
+_FACTORIES = frozenset({torch.empty})
+
+
+class _OnMeta(torch.overrides.TorchFunctionMode):
+    """torch.empty without a device makes meta tensors; remembers whether any torch call raised.
+
+    Not `with torch.device("meta")`: its first use imports torch._dynamo and sympy (~1 s and ~100 MB
+    in every child, against an address-space limit)."""
+
+    def __init__(self):
+        super().__init__()
+        self.raised = False
+        self.made: list = []  # weak references to the meta tensors torch calls returned
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        if func in _FACTORIES and kwargs.get("device") is None:
+            kwargs["device"] = _META
+        try:
+            result = func(*args, **kwargs)
+        except BaseException:
+            self.raised = True
+            raise
+        for value in result if isinstance(result, (tuple, list)) else (result,):
+            if isinstance(value, torch.Tensor) and _is_meta(value):
+                self.made.append(weakref.ref(value))
+        return result
+
+    def outlived(self) -> bool:
+        """Whether a meta tensor a torch call returned is still referenced (found even if the code
+        under the build moved it out of generation 0, e.g. by calling gc.collect())."""
+        return any(ref() is not None for ref in self.made)
+
+
+def _inspect_on_meta(header, loader):
+    """The inspect record built on the meta device, None to build on CPU instead, or _TAINTED."""
+    try:
+        cls = getattr(loader.load(header["module"]), header["cls"], None)  # imported outside meta
+    except BaseException as exc:  # a student's code may raise SystemExit and friends
+        if isinstance(exc, KeyboardInterrupt):
+            raise
+        return None  # the CPU path reports it (import failures are remembered, not retried)
+    if cls is None:
+        return None
+    # A count, not a set of names: copying ~1500 names writes to their reference counts, which in a
+    # forked child copies each shared page they sit on (~3 ms). The import hook sees the imports.
+    modules = len(sys.modules)
+    collecting = gc.isenabled()
+    gc.disable()  # so everything the build makes stays in generation 0 for the leak check
+    mode, no_imports = _OnMeta(), _NoImports()
+    record = None
+    sys.meta_path.insert(0, no_imports)
+    try:
+        try:
+            with mode:
+                obj = cls(*header.get("init", []), **header.get("init_kwargs", {}))
+                if isinstance(obj, torch.nn.Module):
+                    record = _inspect_record(obj, header)
+        except BaseException as exc:  # answered on CPU, where it raises again and is reported as before
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            record = None
+        obj = None
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(no_imports)
+        tainted = len(sys.modules) != modules or bool(no_imports.refused) or _meta_tensors_alive() or mode.outlived()
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.meta_path.remove(no_imports)
+        if collecting:
+            gc.enable()
+    if tainted:
+        return _TAINTED
+    return None if mode.raised else record
+
+
+class _NoImports:
+    """A sys.meta_path entry that refuses every import not done yet, and remembers which."""
+
+    def __init__(self):
+        self.refused: list[str] = []
+
+    def find_spec(self, name, path=None, target=None):
+        self.refused.append(name)
+        raise ModuleNotFoundError(f"no new import while the grader inspects a module's shapes ({name})", name=name)
+
+
+def _meta_tensors_alive() -> bool:
+    """Whether a meta tensor made since the last collection is still referenced."""
+    try:
+        young = [weakref.ref(o) for o in gc.get_objects(0) if issubclass(type(o), torch.Tensor) and _is_meta(o)]
+        if not young:
+            return False
+        gc.collect(0)  # a module that refers to itself is garbage, not a leak
+        return any(ref() is not None for ref in young)
+    except Exception:
+        return True
+
+
+def _is_meta(t) -> bool:
+    with torch._C.DisableTorchFunctionSubclass():
+        return bool(torch.Tensor.is_meta.__get__(t))
+
+
+def _inspect_attr(obj, paths) -> dict:
+    for path in paths:
+        try:
+            value = _resolve(obj, path)
+        except AttributeError:
+            continue
+        info = {"path": path, "type": type(value).__name__}
+        if isinstance(value, torch.nn.Module):
+            info["kind"] = "module"
+            info["parameters"] = {n: list(p.shape) for n, p in value.named_parameters()}
+            info["sequential"] = isinstance(value, torch.nn.Sequential)  # a contract may ask for one
+        elif isinstance(value, torch.Tensor):
+            info["kind"] = "tensor"
+            info["shape"] = list(value.shape)
+            info["is_parameter"] = isinstance(value, torch.nn.Parameter)
+        elif isinstance(value, (bool, int, float)):
+            info["kind"] = "value"
+            info["value"] = value
+        else:
+            info["kind"] = "other"
+        return info
+    return {"kind": "missing", "paths": list(paths)}
+
+
+# -- attribute paths ----------------------------------------------------------------------
+def _resolve(obj, path: str):
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _parent(obj, path: str):
+    *head, last = path.split(".")
+    return (_resolve(obj, ".".join(head)) if head else obj), last
+
+
+def _shown(path: Path) -> str:
+    return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name
+
+
+class _Lent:
+    """The stand-ins a sandboxed child was lent: one attribute each, each run alone in its own namespace."""
+
+    def receive(self, name: str, source: str) -> None:
+        namespace = {"__name__": f"grader_standin_{name}"}
+        exec(compile(source, f"<grader stand-in {name}>", "exec"), namespace)
+        vars(self)[name] = namespace[name]
+
+    def __getattr__(self, name: str):
+        raise _NotLent(f"the grader's stand-in {name} was not lent to this process (an engine fault)")
+
+
+class _NotLent(GraderCallError, AttributeError):
+    """An engine fault when the executor asks; an attribute that is not there to student code."""
+
+
+def __getattr__(name: str):
+    # LESSON, STUDENT_MODULES, ALWAYS_STANDIN: the run's lesson, read when asked for (after --lesson).
+    if name == "LESSON":
+        return load_lesson()
+    if name == "STUDENT_MODULES":
+        return load_lesson().modules
+    if name == "ALWAYS_STANDIN":
+        return load_lesson().always_standin
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# -- binding to the contract ------------------------------------------------------------------------
+# Where the grader's weights go in a student's module is the lesson's data (a rule in each call's
+# header, see grader/running/calls.py Adapter.binding); the executor applies it and knows no name.
+def _to_call_dtype(obj, dtype) -> None:
+    """The one change the executor makes to a student's module before judging it: a float64 call
+    converts it as `model.double()` would, since a module is built in float32 (torch's default) and the
+    contract asks it to work on whatever dtype x has. A float32 call uses the module as the student
+    built it, so a float64 table or layer inside shows in the output's dtype, never repaired."""
+    if dtype == torch.float64:
+        obj.to(dtype)
+
+
+def _bind(obj, spec: dict, cls_name: str) -> list[tuple[str, torch.Tensor]]:
+    """(path, tensor) pairs of a student's module that receive the grader's values for `spec`.
+
+    {"names": [...]}: every accepted path present as a tensor (the same tensor once), so that a module
+    holding two accepted names (W_q and Wq, one of them unused) is loaded whichever it uses.
+    {"within", "type", "index", "count", "tensor"}: the index-th layer of that torch.nn type inside
+    `within`, in registration order, whatever the keys; there must be exactly `count` of them."""
+    rule = spec.get("bind") or {"names": spec.get("paths") or [spec["name"]]}
+    where = f"(see {_shown(load_lesson().contract)})"
+    contract = rule.get("contract") or f"{cls_name} needs {' or '.join(rule.get('names', ()))}"
+    if "within" not in rule:
+        found, seen = [], set()
+        for path in rule["names"]:
+            try:
+                value = _resolve(obj, path)
+            except AttributeError:
+                continue
+            if isinstance(value, torch.Tensor) and id(value) not in seen:
+                seen.add(id(value))
+                found.append((path, value))
+        if not found:
+            raise GraderCallError(f"{cls_name} has no tensor at {' or '.join(rule['names'])}: {contract} {where}")
+        return found
+    kind = getattr(torch.nn, rule["type"], None)
+    if not (isinstance(kind, type) and issubclass(kind, torch.nn.Module)):
+        raise GraderCallError(f"the lesson binds to torch.nn.{rule['type']}, which is no module type (an engine fault)")
+    try:
+        container = _resolve(obj, rule["within"])
+    except AttributeError:
+        container = None
+    if not isinstance(container, torch.nn.Module):
+        raise GraderCallError(f"{cls_name} has no module {rule['within']}: {contract} {where}")
+    layers = [(name, m) for name, m in container.named_modules() if isinstance(m, kind)]
+    if len(layers) != rule["count"]:
+        raise GraderCallError(f"{contract}; found {len(layers)} {where}")
+    name, layer = layers[rule["index"]]
+    path = ".".join(p for p in (rule["within"], name, rule["tensor"]) if p)
+    value = getattr(layer, rule["tensor"], None)
+    if not isinstance(value, torch.Tensor):
+        raise GraderCallError(f"{cls_name}.{path} is missing: {contract} {where}")
+    return [(path, value)]
+

@@ -1,0 +1,308 @@
+"""Library attention, switched off inside the sandboxed child where student code runs.
+
+Computing attention is the point of the lesson, so its library forms cost the part that uses them.
+What counts is lesson data (the lesson folder's forbidden.toml, read by `load_policy`). Two layers
+enforce it, and neither rests on anything student code can reach and change:
+
+- the grader's static scan of the submission's source, in the grader's own process (grader/judging/score.py);
+- this module, in the sandbox: `prepare()` runs once in the zygote, before any child exists, and
+  makes library attention give no answer in every child:
+    * each aten attention operator gets a kernel that raises, for every dispatch key that has one
+      (CPU, autograd, meta, nested, vmap, autocast...). The registration handle is kept alive by a
+      reference count that no Python object holds, so student code can neither find it to undo it nor
+      reach the kernels it replaced (registering its own kernel only runs its own code);
+    * each library attention written in Python out of ordinary ops (F.multi_head_attention_forward,
+      nn.MultiheadAttention, the nn.Transformer* layers, flex attention...) gets its code replaced by
+      code that raises, so every reference to it, however it was reached, raises;
+  and the function it returns arms each child before student code runs: an audit hook (which Python
+  never lets anyone remove) refuses to open the source of those modules (no reload, no second copy),
+  the kit's own files, and the means to open them indirectly (links, a changed working directory,
+  `..` in a path, a directory above them, ctypes). The hook and everything it uses are untracked by
+  the collector, so no heap walk finds them.
+
+Every refusal says "library attention is switched off in the grader" (MARK): the grader reads that
+in a call's error and costs the part with its rubric message.
+
+Imports only torch and the standard library (the zygote imports it before anything else).
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import os
+import sys
+import tomllib
+import warnings
+from pathlib import Path
+
+MARK = "library attention is switched off in the grader"
+
+
+def __getattr__(name: str):
+    # LESSON_POLICY: the lesson's forbidden.toml, looked up when first asked for (after --lesson).
+    if name == "LESSON_POLICY":
+        from grader.lesson import load_lesson  # standard library only, like this module
+
+        return load_lesson().forbidden_path
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def load_policy(path=None) -> dict:
+    """The lesson's forbidden.toml as a dict (every table present, possibly empty)."""
+    with open(path or __getattr__("LESSON_POLICY"), "rb") as f:
+        policy = tomllib.load(f)
+    for table in ("names", "kernels", "python", "flags", "standins", "audit"):
+        policy.setdefault(table, {})
+    return policy
+
+
+# -- in the zygote --------------------------------------------------------------------------------
+def prepare(policy: dict | None = None, *, kit_root: str | None = None):
+    """Switch library attention off in this process (irreversibly) and return `arm(scratch)`, which
+    each child calls on itself before any student code runs."""
+    policy = policy if policy is not None else load_policy()
+    import torch  # noqa: F401  (the kernels below belong to it)
+
+    _disable_kernels(policy["kernels"].get("ops", ()))
+    _remove_c_methods(policy["python"].get("c_methods", ()))
+    sources = _disable_python(policy["python"].get("functions", ()))
+    sources |= _deny_modules(policy["python"].get("modules", ()))
+    denied = _identities(sources)
+    kit = [Path(kit_root, p) for p in policy["names"].get("kit_packages", ())] if kit_root else []
+    kit_files = [f for folder in kit if folder.is_dir() for f in folder.rglob("*") if f.is_file()]
+    denied |= _identities(kit_files)
+    folders = _identities({parent for f in [*sources, *kit_files] for parent in Path(f).parents})
+    # Named now, not in each child: walking sys.modules in a forked child writes to every name's
+    # reference count and so copies each page they sit on (~2 ms a child).
+    kit_packages = tuple(policy["names"].get("kit_packages", ()))
+    kit_modules = tuple(n for n in sys.modules if n.split(".")[0] in kit_packages)
+    import linecache
+
+    linecache.clearcache()  # no source line of the disabled code stays in memory
+
+    def arm(scratch: str) -> None:
+        for name in kit_modules:
+            sys.modules.pop(name, None)  # the executor keeps its own references
+        _arm_hook(frozenset(denied), frozenset(folders), os.stat(scratch).st_dev)
+
+    return arm
+
+
+def _disable_kernels(ops) -> None:
+    import torch
+
+    def kernel_for(name):
+        message = f"{MARK}: torch.ops.aten.{name}. Computing attention yourself is the point of this lesson."
+
+        def refuse(*args, **kwargs):
+            raise RuntimeError(message)
+
+        return refuse
+
+    keys = list(torch._C.DispatchKey.__members__)
+    handle = torch._C._dispatch_library("IMPL", "aten", "", "", 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "overriding a previously registered kernel": that is the point
+        for op in ops:
+            packet = getattr(torch.ops.aten, op, None)
+            if packet is None:
+                continue
+            for overload in packet.overloads():
+                name = op if overload == "default" else f"{op}.{overload}"
+                for key in keys:
+                    with contextlib.suppress(Exception):
+                        if torch._C._dispatch_has_kernel_for_dispatch_key(f"aten::{name}", key):
+                            handle.impl(name, key, kernel_for(name), False)
+    # Kept alive by a reference no object holds (the handle is not tracked by the collector either):
+    # dropping it would undo every registration above, and no student code can reach it to do so.
+    import ctypes
+
+    # (So a process that did this ends with os._exit: at a normal exit the dispatcher would release
+    # these Python kernels after the interpreter is gone.)
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(handle))
+
+
+def _remove_c_methods(specs) -> None:
+    """Delete each "module:Type.method" from its C type's own dict. Such a method (torch's
+    StorageBase.from_file) opens a file from C++, where the child's audit hook never sees it; its type
+    is immutable and refuses `del`, so the dict is reached as the collector sees it. Once deleted, no
+    Python object refers to the C function any more: student code cannot call it, however it looks."""
+    import ctypes
+    import gc
+
+    for spec in specs:
+        module_name, _, qualname = spec.partition(":")
+        type_path, _, method = qualname.rpartition(".")
+        try:
+            owner = importlib.import_module(module_name)
+            for part in type_path.split("."):
+                owner = getattr(owner, part)
+        except Exception:
+            continue
+        if not isinstance(owner, type) or method not in owner.__dict__:
+            continue
+        mapping = next(r for r in gc.get_referents(owner.__dict__) if isinstance(r, dict))
+        del mapping[method]
+        ctypes.pythonapi.PyType_Modified(ctypes.py_object(owner))  # drop the type's method cache
+
+
+def _disable_python(functions) -> set[str]:
+    """Replace the code of each library function by code that raises; the source files they came from."""
+    sources = set()
+    for spec in functions:
+        module_name, _, qualname = spec.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except Exception:
+            continue
+        owner, *path = [module, *qualname.split(".")]
+        target = owner
+        for part in path:
+            owner, target = target, (vars(target).get(part) if isinstance(target, type) else getattr(target, part, None))
+        function = getattr(target, "__func__", target)
+        if not hasattr(function, "__code__"):
+            continue
+        _refuse_in_place(function, f"{module_name}.{qualname}")
+        if getattr(module, "__file__", None):
+            sources.add(module.__file__)
+            for level in ("", 1, 2):
+                with contextlib.suppress(Exception):
+                    sources.add(importlib.util.cache_from_source(module.__file__, optimization=level))
+    return sources
+
+
+def _deny_modules(names) -> set[str]:
+    """The source and bytecode files of whole modules of library attention (a pattern library of plain
+    functions that each compute attention, too costly to import in the zygote): the child may not open
+    them, so it cannot import them. One already imported here has every function in it made to raise."""
+    files = set()
+    for name in names:
+        module = sys.modules.get(name)
+        if module is not None:
+            for qualname, function in _functions_in(module):
+                _refuse_in_place(function, f"{name}.{qualname}")
+            path = getattr(module, "__file__", None)
+        else:
+            path = _source_of(name)
+        if path:
+            files.add(str(path))
+            for level in ("", 1, 2):
+                with contextlib.suppress(Exception):
+                    files.add(importlib.util.cache_from_source(str(path), optimization=level))
+    return files
+
+
+def _source_of(name: str) -> Path | None:
+    """Where the module `name` would be loaded from, found from its top package's folder without
+    importing it (importing its parent packages could be what the policy avoids)."""
+    top, *rest = name.split(".")
+    package = sys.modules.get(top)
+    if package is None or not getattr(package, "__file__", None) or not rest:
+        return None
+    base = Path(package.__file__).parent.joinpath(*rest)
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _functions_in(module) -> list:
+    found = []
+    for name, value in vars(module).items():
+        if getattr(value, "__module__", None) != module.__name__:
+            continue
+        if hasattr(value, "__code__"):
+            found.append((name, value))
+        elif isinstance(value, type):
+            found += [(f"{name}.{n}", getattr(v, "__func__", v)) for n, v in vars(value).items()
+                      if hasattr(getattr(v, "__func__", v), "__code__")]
+    return found
+
+
+def _refuse_in_place(function, qualname: str) -> None:
+    """Give `function` (and whatever it wraps) code that raises. In place: every reference to it,
+    however it was reached (an alias, a subclass, a module imported before), raises too."""
+    message = f"{MARK}: {qualname}. Computing attention yourself is the point of this lesson."
+    seen = set()
+    while function is not None and id(function) not in seen and hasattr(function, "__code__"):
+        seen.add(id(function))
+        name, frees = function.__code__.co_name, function.__code__.co_freevars
+        # A replacement must have as many free variables as the code it replaces: it names them after
+        # the raise (never run, but still free variables of the new code).
+        source = (f"def _outer():\n" + "".join(f"    {v} = None\n" for v in frees)
+                  + f"    def {name}(*args, **kwargs):\n        raise RuntimeError({message!r})\n"
+                  + "".join(f"        {v}\n" for v in frees) + f"    return {name}\n")
+        namespace: dict = {}
+        exec(compile(source, "<library attention>", "exec"), namespace)
+        function.__code__ = namespace["_outer"]().__code__
+        function = vars(function).pop("__wrapped__", None)
+
+
+def _identities(paths) -> set:
+    found = set()
+    for path in paths:
+        with contextlib.suppress(OSError):
+            st = os.stat(path)
+            found.add((st.st_dev, st.st_ino))
+    return found
+
+
+# -- in each child ----------------------------------------------------------------------------------
+def _arm_hook(denied: frozenset, folders: frozenset, scratch_device: int) -> None:
+    """Install the audit hook. It looks up no global name (all it uses is closed over, and none of it
+    can be changed), so rebinding a builtin or a module attribute changes nothing it does; and it runs
+    no student code (open() hands it the path already converted to a string)."""
+    import ctypes
+    import gc
+    import stat as stat_module
+
+    stat, kind, oserror, refused = os.stat, type, OSError, PermissionError
+    is_dir = stat_module.S_ISDIR
+    kinds, int_type, bytes_type = (str, bytes, int), int, bytes
+    messages = (f"{MARK}: this file (library attention or the grader's own code) cannot be opened from student code",
+                "the grader's sandbox does not open a path with '..' for student code",
+                "the grader's sandbox does not open a folder outside the submission for student code",
+                "the grader's sandbox does not allow this to student code",
+                "the grader's sandbox opens only a str or bytes path for student code")
+    closed_events = frozenset({"os.symlink", "os.link", "os.chdir", "os.fchdir", "os.chroot"})
+    dotdot = ("..", b"..")
+    separators = ("/", b"/")
+
+    def hook(event, args):
+        if event == "open":
+            path = args[0]
+            if kind(path) not in kinds:
+                raise refused(messages[4])
+            if kind(path) is int_type:
+                return
+            binary = kind(path) is bytes_type
+            if dotdot[binary] in path.split(separators[binary]):
+                raise refused(messages[1])
+            try:
+                st = stat(path)
+            except oserror:
+                return  # nothing there to protect
+            if (st.st_dev, st.st_ino) in denied:
+                raise refused(messages[0])
+            if is_dir(st.st_mode) and ((st.st_dev, st.st_ino) in folders or st.st_dev != scratch_device):
+                raise refused(messages[2])  # a folder's fd would open files by paths this hook never sees
+        elif event in closed_events or event[:7] == "ctypes.":
+            raise refused(messages[3] + f" ({event})")
+
+    # Out of every heap walk: the hook, what it closes over, and the interpreter's list of hooks. The
+    # list exists once a first hook is added: a no-op one, so ctypes still works to untrack it all
+    # before the real hook (which refuses ctypes) goes in.
+    untrack = ctypes.pythonapi.PyObject_GC_UnTrack
+    untrack.argtypes = [ctypes.py_object]
+    untrack.restype = None
+
+    def nothing(event, args):
+        return None
+
+    sys.addaudithook(nothing)
+    holders = [r for r in gc.get_referrers(nothing) if kind(r) is list]
+    for obj in [nothing, hook, hook.__closure__, *hook.__closure__, denied, folders, closed_events, kinds, dotdot,
+                separators, messages, *holders]:
+        untrack(obj)
+    sys.addaudithook(hook)

@@ -43,9 +43,10 @@ def test_no_solution_line_reaches_assignments():
 
 
 def _assignment_files():
-    # Caches (__pycache__, .pytest_cache) are written by test runs and never shipped.
-    return sorted(p for p in ASSIGNMENT_DIR.rglob("*") if p.is_file()
-                  and not any(part == "__pycache__" or part.startswith(".") for part in p.relative_to(ASSIGNMENT_DIR).parts))
+    # Every lesson's student folder. Caches (__pycache__, .pytest_cache) are written by test runs and never shipped.
+    root = stubs.ASSIGNMENTS
+    return sorted(p for p in root.rglob("*") if p.is_file()
+                  and not any(part == "__pycache__" or part.startswith(".") for part in p.relative_to(root).parts))
 
 
 @pytest.mark.parametrize("solution,stub", PAIRS, ids=[s.name for s, _ in PAIRS])
@@ -188,13 +189,16 @@ def test_check_mode_reports_a_stale_stub(tmp_path, monkeypatch, capsys):
 
 
 def test_student_readme_lists_every_task_and_the_forbidden_calls():
-    """The student README's task table follows the markers, so a renumbered task cannot drift from it."""
-    readme = (ASSIGNMENT_DIR / "README.md").read_text(encoding="utf-8")
-    for solution, _ in PAIRS:
+    """Each lesson's student README has a task table that follows the markers, so a renumbered task cannot
+    drift from it."""
+    for solution, stub in PAIRS:
+        readme = (stub.parent / "README.md").read_text(encoding="utf-8")
         for number, name in re.findall(r"# BEGIN SOLUTION \(Task (\d+) · ([\w.]+)\)", solution.read_text(encoding="utf-8")):
             row = re.search(rf"^\| {number} \| `{solution.name}` \|(.*)$", readme, re.M)
             assert row, f"README.md has no row for Task {number} in {solution.name}"
             assert name.split(".")[0] in row.group(1), f"Task {number}: README row does not name {name}"
+        assert "## Not allowed" in readme, f"{stub.parent.name}/README.md says nothing of what is not allowed"
+    readme = (ASSIGNMENT_DIR / "README.md").read_text(encoding="utf-8")
     forbidden = readme[readme.index("## Not allowed"):]
     for call in ("scaled_dot_product_attention", "nn.MultiheadAttention", "nn.Transformer"):
         assert call in forbidden

@@ -1,0 +1,24 @@
+"""Shared by the BPE lesson's tests: its folders, and its reference imported without staying in sys.modules."""
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSON = ROOT / "grader" / "bpe"
+ASSIGNMENT = ROOT / "assignments" / "bpe"
+REFERENCE = ROOT / "solutions" / "bpe"
+VARIANTS = Path(__file__).resolve().parent / "variants"
+FILES = ("training.py", "tokenizer.py")
+
+
+def load(folder: Path, name: str) -> ModuleType:
+    """`folder/name.py` as a module of its own (never registered under its plain name)."""
+    spec = importlib.util.spec_from_file_location(f"_bpe_{abs(hash(str(folder)))}_{name}", folder / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    dont_write, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # solutions/ stays as committed
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.dont_write_bytecode = dont_write
+    return module

@@ -4,9 +4,13 @@ A lesson is a folder with a `lesson.toml` beside its `rubric.toml`: a package un
 its name) or a folder anywhere (found by its path). The file says what the engine cannot guess (the
 contract, its modules and graded names, which parts are graded over the grader's stand-ins, where the
 reference and the student folder are); everything with points comes from the rubric, read here by the
-one rubric loader the engine has. The engine asks `load_lesson()` (or `load_lesson(name or path)`, from
-`--lesson`) when it needs the lesson, never at import, and never names a lesson itself, so a second
-lesson is a second folder, not an edit to the engine.
+one rubric loader the engine has. The lesson is a value: an entry point (the command line's
+`--lesson`, the nbgrader cell, a test) builds it once with `load_lesson(name or path)` and hands it to
+every stage as the keyword argument `lesson=`. Each file the lesson owns (rubric, limits, forbidden
+policy) is parsed here, once per value, and kept on the value; no module looks the lesson up or
+keeps lesson data of its own, and the engine never names a lesson, so a second lesson is a second
+folder, not an edit to the engine. What crosses to the sandbox's zygote is `Lesson.spec()`, plain
+data (LessonSpec), never the value.
 
 A lesson found by path is imported as the package `_grader_lesson_<name>_<digest of its path>`
 (registered below), so its modules never shadow the engine's, nor a lesson's of the same folder name.
@@ -20,18 +24,19 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
+import inspect
 import os
 import re
 import sys
 import tomllib
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 ENGINE = Path(__file__).resolve().parent
 ROOT = ENGINE.parent
 DECLARATION = "lesson.toml"
-# `--lesson NAME|PATH` sets this for the whole run, sandboxed children included (a path as an absolute one).
+# Transitional (see lesson_for_migration): what `--lesson NAME|PATH` sets for the callers not converted yet.
 LESSON_ENV = "GRADER_LESSON"
 PATH_PACKAGE_PREFIX = "_grader_lesson_"  # the importable name of a lesson found by path
 # Rubric tables that configure grading rather than hold a part's tests.
@@ -42,19 +47,61 @@ class LessonError(RuntimeError):
     """A lesson that cannot be found or whose declaration is incomplete."""
 
 
-# -- the one rubric loader --------------------------------------------------------------------------
-@lru_cache(maxsize=8)
-def _rubric(path: str, version: tuple) -> dict:
-    with open(path, "rb") as f:
+# -- the one loader of each lesson file -------------------------------------------------------------
+def read_toml(path) -> dict:
+    with open(os.fspath(path), "rb") as f:
         return tomllib.load(f)
 
 
 def read_rubric(path) -> dict:
-    """The rubric at `path` as a dict, parsed once per file version (a batch reads it hundreds of
-    times). Callers must not modify the dict they get."""
-    path = os.fspath(path)
-    found = os.stat(path)
-    return _rubric(path, (found.st_ino, found.st_size, found.st_mtime_ns))
+    """The rubric at `path` as a dict. A lesson's own rubric is `lesson.rubric()`, parsed once per
+    value; this reads another copy (a rubric kept in OUT, a test's edited one)."""
+    return read_toml(path)
+
+
+POLICY_TABLES = ("names", "kernels", "python", "flags", "standins", "audit")
+
+
+def read_policy(path) -> dict:
+    """A forbidden.toml as a dict, every table present (possibly empty)."""
+    policy = read_toml(path)
+    for table in POLICY_TABLES:
+        policy.setdefault(table, {})
+    return policy
+
+
+def rubric_hints(rubric: dict) -> dict[str, str]:
+    """hint id -> hint text of a rubric: its catalogue hints ([hints."<id>"] text = "...") and each
+    test's own `hint` (filed under the dotted test name, and under the table's `id` if it has one)."""
+    found: dict[str, str] = {}
+
+    def walk(path: str, node) -> None:
+        if isinstance(node, dict):
+            text = node.get("hint")
+            if isinstance(text, str) and text.strip():
+                for key in (path, node.get("id")):
+                    if isinstance(key, str) and key:
+                        found.setdefault(key, text.strip())
+            for k, v in node.items():
+                if k == "hints" and isinstance(v, dict):
+                    for hint_id, entry in v.items():
+                        text = entry.get("text") or entry.get("hint") if isinstance(entry, dict) else entry
+                        if isinstance(text, str) and text.strip():
+                            found.setdefault(hint_id, text.strip())
+                    continue
+                walk(f"{path}.{k}" if path else k, v)
+        elif isinstance(node, list):
+            for item in node:
+                walk(path, item)
+
+    walk("", rubric)
+    return found
+
+
+def rubric_visibility(rubric: dict) -> dict[str, str]:
+    """The rubric's [visibility] table: test id, part or `default` -> a visibility word."""
+    table = rubric.get("visibility", {})
+    return {str(k): str(v) for k, v in table.items() if isinstance(v, str)} if isinstance(table, dict) else {}
 
 
 def _has_points(entry) -> bool:
@@ -98,6 +145,10 @@ def rubric_points(rubric: dict, components) -> dict[str, float]:
 # -- the lesson ---------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Lesson:
+    """A lesson, parsed and checked, as every stage receives it (`lesson=`). What is read from the
+    lesson's files is parsed on first use and kept on this value (functools.cached_property), so a
+    value made with dataclasses.replace (a test's edited rubric) reads its own files again."""
+
     name: str  # the folder's name (and, under grader/, its package's)
     folder: Path
     package: str  # importable name of the lesson's folder
@@ -134,6 +185,21 @@ class Lesson:
     bench_mutants: tuple[str, ...]  # catalogue bugs `make bench` plants in its synthetic class
     bench_pictures: tuple[str, ...]  # deliverable pictures the similarity benchmark resizes and hands in
     label: str = ""  # how the course names the lesson beside its title ("Day 13"), if at all
+    # What a stage derives from this lesson once per value (`derived`); a replaced value starts empty.
+    _derived: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def derived(self, key: str, build):
+        """`build()`, computed once per value under `key` (a stage's name for what it derives from the
+        lesson, e.g. "intake.template_digest"): the cache lives on the value, never in a module."""
+        if key not in self._derived:
+            self._derived[key] = build()
+        return self._derived[key]
+
+    def cleanup(self) -> None:
+        """Remove what this value built on disk (its catalogue's mutant folders), if it built any; a
+        grading worker ends with os._exit, which skips atexit, so it calls this itself."""
+        if "catalogue" in self.__dict__:
+            self.catalogue.cleanup()
 
     @property
     def heading(self) -> str:
@@ -161,14 +227,111 @@ class Lesson:
         return {name: f"{module}.py" for module, names in self.graded_names.items() for name in names}
 
     def rubric(self) -> dict:
+        """The rubric (rubric.toml) as a dict, parsed once per value. Callers must not modify it."""
+        return self._rubric
+
+    @cached_property
+    def _rubric(self) -> dict:
         return read_rubric(self.rubric_path)
 
-    @property
+    @cached_property
+    def limits(self) -> dict:
+        """limits.toml: what replies, the deliverables checks, the scan and reading a notebook may cost
+        ([replies], [deliverables], [scan], [notebooks]; see the file's comments)."""
+        return read_toml(self.limits_path)
+
+    @cached_property
+    def forbidden_policy(self) -> dict:
+        """forbidden.toml: the library APIs and reflective constructs a submission may not use, and the
+        stand-ins' file (every table present, possibly empty)."""
+        return read_policy(self.forbidden_path)
+
+    @cached_property
+    def hints(self) -> dict[str, str]:
+        """hint id -> text, from the rubric (rubric_hints)."""
+        return rubric_hints(self.rubric())
+
+    @cached_property
+    def visibility(self) -> dict[str, str]:
+        """The rubric's [visibility] table: test id, part or `default` -> visibility."""
+        return rubric_visibility(self.rubric())
+
+    @cached_property
+    def late_policy(self):
+        """The rubric's [late] policy (a grader.judging.late.Policy), or None when it has none."""
+        from grader.judging import late
+
+        return late.policy_of(self.rubric(), self.rubric_path)
+
+    @cached_property
+    def extra_credit(self) -> float:
+        """Points a `*` bonus may add over the maximum total: the rubric's `[meta] extra_credit` (0 without)."""
+        meta = self.rubric().get("meta", {})
+        value = meta.get("extra_credit", 0) if isinstance(meta, dict) else 0
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            return 0.0
+        return float(value)
+
+    @cached_property
+    def lazy_imports(self) -> tuple[str, ...]:
+        """Modules the lesson's calls make torch import lazily (lazy_imports.txt in the lesson's folder):
+        the sandbox's start-up check imports each in a fresh child, then the zygote for every child."""
+        names: list[str] = []
+        try:
+            lines = (self.folder / "lazy_imports.txt").read_text(encoding="utf-8").splitlines()
+        except OSError:
+            return ()
+        for line in lines:
+            name = line.split("#", 1)[0].strip()
+            if name and name not in names:
+                names.append(name)
+        return tuple(names)
+
+    @cached_property
+    def catalogue(self):
+        """The lesson's bugs over its reference (a grader.judging.mutants.Catalogue), built on first use;
+        its mutant folders are removed by `catalogue.cleanup()` (run's workers call it)."""
+        from grader.judging import mutants
+
+        return mutants.Catalogue.of(self)
+
+    @cached_property
+    def reference(self):
+        """The reference in this process, through the lesson's adapter, its answers cached by call for
+        as long as this value lives (a grading run: the whole batch)."""
+        from grader.running.calls import InProcessTransport
+
+        return self.adapter()(InProcessTransport(self.solutions), cache={})
+
+    @cached_property
+    def hidden_tests(self) -> tuple:
+        """(component, test id, function) in a fixed order: the contract's modules in order, tests in file order."""
+        unscored = set(self.modules) - set(self.components)
+        if unscored:
+            raise LessonError(f"{self.rubric_path} gives no points to {', '.join(sorted(unscored))}: "
+                              "every contract module needs points in the rubric")
+        found = []
+        for component in self.modules:
+            module = importlib.import_module(self.test_module(component))
+            for name, fn in vars(module).items():
+                if name.startswith("test_") and inspect.isfunction(fn) and fn.__module__ == module.__name__:
+                    found.append((component, name[len("test_"):], fn))
+        return tuple(found)
+
+    def spec(self) -> LessonSpec:
+        """What of this lesson crosses to the sandbox's zygote and its children (plain data)."""
+        return LessonSpec(name=self.name, graded_names={m: tuple(n) for m, n in self.graded_names.items()},
+                          always_standin={m: tuple(d) for m, d in self.always_standin.items()},
+                          standin_names={m: dict(n) for m, n in self.standin_names.items()},
+                          contract=self.contract, forbidden=self.forbidden_policy, lazy_imports=self.lazy_imports,
+                          limits=dict(self.limits.get("replies", {})))
+
+    @cached_property
     def components(self) -> tuple[str, ...]:
         """Every graded part, from the rubric: the contract's modules, then the rest (deliverables)."""
         return rubric_components(self.rubric())
 
-    @property
+    @cached_property
     def points(self) -> dict[str, float]:
         return rubric_points(self.rubric(), self.components)
 
@@ -193,6 +356,42 @@ class Lesson:
         lesson's request builders (imported on first use: the sandboxed child never needs it)."""
         module, _, name = self.adapter_class.partition(":")
         return getattr(importlib.import_module(module), name)
+
+
+@dataclass(frozen=True)
+class LessonSpec:
+    """The part of a lesson that crosses to the sandbox's zygote (and so to every child it forks): plain
+    data, JSON both ways, built by `Lesson.spec()`. Never the Lesson value, which imports the lesson's
+    secret modules on demand, and never a stand-in's source: a child holds only the stand-ins a call
+    lends it (grader/sandbox/lending.py). The executor reads the same attribute names from a Lesson
+    (in-process grading) and from a LessonSpec (in a child)."""
+
+    name: str
+    graded_names: dict[str, tuple[str, ...]]  # contract module -> the names it must define, in order
+    always_standin: dict[str, tuple[str, ...]]  # module -> the parts it is always graded over stand-ins of
+    standin_names: dict[str, dict[str, str]]  # stand-in module -> {contract name: name in the stand-ins file}
+    contract: Path  # the student contract, named in an error message
+    forbidden: dict = field(default_factory=dict)  # forbidden.toml, which the zygote switches library attention off by
+    lazy_imports: tuple[str, ...] = ()  # what torch imports lazily during the lesson's calls
+    limits: dict = field(default_factory=dict)  # limits.toml [replies]: what a child's answers may weigh
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        return tuple(self.graded_names)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "graded_names": {m: list(n) for m, n in self.graded_names.items()},
+                "always_standin": {m: list(d) for m, d in self.always_standin.items()},
+                "standin_names": self.standin_names, "contract": str(self.contract), "forbidden": self.forbidden,
+                "lazy_imports": list(self.lazy_imports), "limits": self.limits}
+
+    @classmethod
+    def from_json(cls, data: dict) -> LessonSpec:
+        return cls(name=str(data["name"]), graded_names={m: tuple(n) for m, n in data["graded_names"].items()},
+                   always_standin={m: tuple(d) for m, d in data["always_standin"].items()},
+                   standin_names={m: dict(n) for m, n in data["standin_names"].items()},
+                   contract=Path(data["contract"]), forbidden=dict(data["forbidden"]),
+                   lazy_imports=tuple(data["lazy_imports"]), limits=dict(data["limits"]))
 
 
 def lesson_names(engine: Path = ENGINE) -> list[str]:
@@ -224,7 +423,6 @@ def _kit_path(relative) -> Path | None:
     return None if relative is None else ROOT / str(relative)
 
 
-@lru_cache(maxsize=8)
 def _load(folder: Path) -> Lesson:
     declared = folder / DECLARATION
     try:
@@ -345,23 +543,47 @@ def _lesson_folder(name: str | None, engine: Path) -> Path:
                       f"{name!r} holding a {DECLARATION}; a lesson is a folder with a {DECLARATION}")
 
 
-# The run's lesson is looked up once per name: a sandboxed child, which cannot read the kit, gets the
-# zygote's answer (the zygote loads the lesson before it forks).
-_found: dict[str | None, Path] = {}
-
-
 def load_lesson(name: str | None = None, engine: Path = ENGINE) -> Lesson:
-    """The lesson called `name` (a folder under grader/, or a path to a lesson folder), else the one
-    $GRADER_LESSON names, else the only lesson under grader/."""
-    name = name or os.environ.get(LESSON_ENV) or None
-    if engine != ENGINE:
-        return _load(_lesson_folder(name, engine))
-    if name not in _found:
-        _found[name] = _lesson_folder(name, engine)
-    return _load(_found[name])
+    """The lesson called `name` (a folder under grader/, or a path to a lesson folder), else the only
+    lesson under grader/, parsed and checked. For entry points only (the command line, the zygote's
+    parent, the nbgrader cell, the developer tools, a test): every stage takes the value as `lesson=`.
+    Each call builds a new value; keep the one you have."""
+    if name is None and engine == ENGINE:
+        return lesson_for_migration()  # TRANSITIONAL: `load_lesson()` meant "the run's lesson"
+    return _checked(_load(_lesson_folder(name, engine)))
+
+
+def _checked(lesson: Lesson) -> Lesson:
+    """`lesson` with its rubric, limits and forbidden policy parsed: a broken file stops the entry
+    point, saying which file."""
+    for attribute, path, needed in (("_rubric", lesson.rubric_path, True), ("limits", lesson.limits_path, False),
+                                    ("forbidden_policy", lesson.forbidden_path, False)):
+        if needed or path.is_file():
+            try:
+                getattr(lesson, attribute)
+            except (OSError, tomllib.TOMLDecodeError) as exc:
+                raise LessonError(f"{path}: {exc}; fix the lesson's file") from None
+    return lesson
 
 
 def lesson_option(value: str) -> str:
     """What `--lesson` sets $GRADER_LESSON to: a name as given, a path made absolute (so a process
-    started in another folder, the zygote, finds the same lesson)."""
+    started in another folder finds the same lesson)."""
     return load_lesson(value).ref
+
+
+# -- transitional -------------------------------------------------------------------------------------
+# TRANSITIONAL, removed when every stage takes `lesson=` from its caller. The lesson of a caller that is
+# not converted yet, as `load_lesson()` answered before the lesson became a value: the one $GRADER_LESSON
+# names (what `--lesson` sets), else the only lesson; one value per name for the whole process, so a
+# sandboxed child (which cannot read the kit) gets the value its zygote built before forking it.
+# tests/engine/test_ambient_lesson.py counts its callers: the count only goes down.
+_migration: dict[str | None, Lesson] = {}
+
+
+def lesson_for_migration() -> Lesson:
+    name = os.environ.get(LESSON_ENV) or None
+    if name not in _migration:
+        # Not _checked: the zygote builds this too, and its heap (every child's) must not hold the rubric.
+        _migration[name] = _load(_lesson_folder(name, ENGINE))
+    return _migration[name]

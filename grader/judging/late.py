@@ -39,20 +39,28 @@ class Policy:
 
 
 def load_policy(rubric: Path) -> Policy | None:
+    """The late policy of the rubric file at `rubric` (a lesson's own is `lesson.late_policy`)."""
     try:
-        table = read_rubric(rubric).get("late")
+        table = read_rubric(rubric)
     except (OSError, ValueError):
         return None
+    return policy_of(table, rubric)
+
+
+def policy_of(rubric: dict, where) -> Policy | None:
+    """The late policy of a parsed rubric (its [late] table), or None when it has none; `where` names
+    the file in an error."""
+    table = rubric.get("late")
     if not isinstance(table, dict):
         return None
     try:
         policy = Policy(float(table.get("grace_minutes", 0)), float(table.get("penalty_per_day", 0)),
                         int(table.get("max_days", 0)))
     except (TypeError, ValueError):
-        raise ValueError(f"{rubric}: [late] needs numbers: grace_minutes, penalty_per_day (percent), max_days") \
+        raise ValueError(f"{where}: [late] needs numbers: grace_minutes, penalty_per_day (percent), max_days") \
             from None
     if policy.grace_minutes < 0 or not 0 <= policy.penalty_per_day <= 100 or policy.max_days < 0:
-        raise ValueError(f"{rubric}: [late] grace_minutes >= 0, 0 <= penalty_per_day <= 100, max_days >= 0")
+        raise ValueError(f"{where}: [late] grace_minutes >= 0, 0 <= penalty_per_day <= 100, max_days >= 0")
     return policy
 
 

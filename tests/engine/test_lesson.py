@@ -95,7 +95,6 @@ def test_the_hidden_tests_adapter_is_the_engines_with_the_lessons_requests(tmp_p
     assert lessons.load_lesson(engine=tmp_path).adapter() is calls.Adapter  # none declared: calls by hand
     path = tmp_path / "one" / "lesson.toml"
     path.write_text('adapter = "adapter.Adapter"\n' + path.read_text(encoding="utf-8"), encoding="utf-8")
-    lessons._load.cache_clear()
     with pytest.raises(lessons.LessonError, match="module:Class"):
         lessons.load_lesson(engine=tmp_path)
 
@@ -106,7 +105,6 @@ def test_a_lesson_without_deliverable_checks_has_none_and_a_declared_one_must_ex
     assert lesson.deliverables_module is None and lesson.deliverable_checks() == ()
     path = tmp_path / "one" / "lesson.toml"
     path.write_text(path.read_text(encoding="utf-8") + '[deliverables]\nchecks = "mine"\n', encoding="utf-8")
-    lessons._load.cache_clear()
     with pytest.raises(lessons.LessonError, match="mine"):
         lessons.load_lesson(engine=tmp_path)
     (tmp_path / "one" / "mine.py").write_text("CHECKS = ()\n", encoding="utf-8")
@@ -229,3 +227,46 @@ def test_the_feedback_script_is_written_with_the_lessons_parts():
     assert "@@" not in text and lesson.notebook in text
     template = (release.TEMPLATES / "ci_feedback.py").read_text(encoding="utf-8")
     assert lesson.name not in template and not any(f'"{p}"' in template for p in parts), "the template names no lesson"
+
+
+def test_the_value_parses_each_lesson_file_once_and_a_replaced_value_reads_its_own(tmp_path):
+    import dataclasses
+
+    lesson = lessons.load_lesson("day13")
+    assert lesson.rubric() is lesson.rubric() and lesson.limits is lesson.limits
+    assert lesson.forbidden_policy is lesson.forbidden_policy and set(lessons.POLICY_TABLES) <= set(lesson.forbidden_policy)
+    assert lessons.load_lesson("day13") is not lesson, "each entry point builds its own value: no module cache"
+    edited = tmp_path / "rubric.toml"
+    edited.write_text(lesson.rubric_path.read_text(encoding="utf-8") + '\n[late]\ngrace_minutes = 5\n'
+                      'penalty_per_day = 10\nmax_days = 3\n', encoding="utf-8")
+    other = dataclasses.replace(lesson, rubric_path=edited)
+    assert other.late_policy.penalty_per_day == 10 and lesson.late_policy is None
+    assert other.components == lesson.components and other.rubric() is not lesson.rubric()
+    assert lesson.derived("a test's key", lambda: [1]) is lesson.derived("a test's key", lambda: [2])
+    assert other.derived("a test's key", lambda: [2]) == [2], "a replaced value derives its own"
+
+
+def test_a_broken_lesson_file_stops_the_entry_point_naming_the_file(tmp_path):
+    _write_lesson(tmp_path, "one", "One")
+    (tmp_path / "one" / "limits.toml").write_text("[replies\ncall_bytes = 1\n", encoding="utf-8")
+    with pytest.raises(lessons.LessonError, match="limits.toml"):
+        lessons.load_lesson(engine=tmp_path)
+    (tmp_path / "one" / "limits.toml").unlink()
+    (tmp_path / "one" / "rubric.toml").write_text("[first.works\n", encoding="utf-8")
+    with pytest.raises(lessons.LessonError, match="rubric.toml"):
+        lessons.load_lesson(engine=tmp_path)
+
+
+def test_what_crosses_to_the_zygote_is_plain_data_without_stand_ins_or_rubric():
+    import json
+
+    lesson = lessons.load_lesson("day13")
+    spec = lesson.spec()
+    text = json.dumps(spec.to_json())
+    assert lessons.LessonSpec.from_json(json.loads(text)) == spec
+    assert (spec.modules, spec.always_standin, spec.standin_names) == (lesson.modules, lesson.always_standin,
+                                                                       lesson.standin_names)
+    standins = (lesson.folder / (lesson.standins_module.rsplit(".", 1)[1] + ".py")).read_text(encoding="utf-8")
+    bodies = [line.strip() for line in standins.splitlines() if line.strip().startswith("return ")]
+    assert bodies and not any(body in text for body in bodies), "a child holds only the stand-ins a call lends it"
+    assert not any(hint in text for hint in lesson.hints.values()), "no rubric words in the zygote"

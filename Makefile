@@ -11,6 +11,11 @@ WHEELS ?= /opt/wheels
 FIND_LINKS := $(if $(wildcard $(WHEELS)),--find-links $(WHEELS),)
 TORCH := 2.13.0
 
+# The lesson every instructor target works on (grade, review, release, gradescope, stubs, bench, killrate):
+# a folder's name under grader/ (make grade LESSON=day14) or a lesson folder's path. Unset: the only lesson
+# under grader/, or of several the kit's default (pyproject.toml, [tool.grader] default_lesson).
+LESSON ?=
+LESSON_OPTION = $(if $(LESSON),--lesson $(LESSON),)
 SUBMISSIONS ?= demo/class
 OUT ?= out/demo
 JOBS ?=
@@ -25,7 +30,7 @@ N ?=
 DEMO_CLASS := $(filter demo/class demo/class/,$(SUBMISSIONS))
 ROSTER ?= $(if $(DEMO_CLASS),demo/roster.csv,)
 
-.PHONY: setup test test-python grade review bench release gradescope stubs clean
+.PHONY: setup test test-python grade review bench killrate release gradescope stubs clean
 
 setup: $(STAMP)
 
@@ -60,25 +65,29 @@ test-python:
 
 grade: $(STAMP)
 	$(if $(DEMO_CLASS),@mkdir -p $(OUT) && { test -e $(OUT)/regrade_requests.csv || cp demo/regrade_requests.csv $(OUT)/; })
-	$(PY) -m grader grade $(SUBMISSIONS) --out $(OUT) $(if $(JOBS),--jobs $(JOBS),) $(if $(FORCE),--force,) $(if $(ONLY),--only $(ONLY),) $(if $(ROSTER),--roster $(ROSTER),)
+	$(PY) -m grader grade $(SUBMISSIONS) --out $(OUT) $(if $(JOBS),--jobs $(JOBS),) $(if $(FORCE),--force,) $(if $(ONLY),--only $(ONLY),) $(if $(ROSTER),--roster $(ROSTER),) $(LESSON_OPTION)
 
 # The page for looking at each student and setting points by hand (OUT/overrides.csv).
 review: $(STAMP)
-	$(PY) -m grader review $(OUT) --submissions $(SUBMISSIONS)
+	$(PY) -m grader review $(OUT) --submissions $(SUBMISSIONS) $(LESSON_OPTION)
 
 # make bench BASE=<commit>: the same class graded by that commit too, in turns, so ratios come from one run.
 # SCALE=1000 grades a class of that size too (the per-submission figure should not grow with the class).
 bench: $(STAMP)
-	$(PY) -m grader.devtools.bench $(if $(N),-n $(N),) $(if $(JOBS),--jobs $(JOBS),) $(if $(BASE),--base $(BASE),) $(if $(SCALE),--scale $(SCALE),)
+	$(PY) -m grader.devtools.bench $(if $(N),-n $(N),) $(if $(JOBS),--jobs $(JOBS),) $(if $(BASE),--base $(BASE),) $(if $(SCALE),--scale $(SCALE),) $(LESSON_OPTION)
+
+# The kill rate: every catalogue mutant and correct variant of the lesson graded, the rates printed.
+killrate: $(STAMP)
+	$(PY) -m grader killrate $(LESSON_OPTION)
 
 release: $(STAMP)
-	$(PY) -m grader release --out dist
+	$(PY) -m grader release --out dist $(LESSON_OPTION)
 
 gradescope: $(STAMP)
-	$(PY) -m grader gradescope --out dist
+	$(PY) -m grader gradescope --out dist $(LESSON_OPTION)
 
 stubs: $(STAMP)
-	$(PY) -m grader stubs
+	$(PY) -m grader stubs $(LESSON_OPTION)
 
 clean:
 	rm -rf out dist .pytest_cache

@@ -1,6 +1,7 @@
-"""Command line: `python -m grader COMMAND ...`. Each command only parses its arguments and
-calls one stage's keyword-only entry function; imports are lazy so that `grade` can start the
-sandbox's zygote before anything secret (reference, hidden tests) is loaded."""
+"""Command line: `python -m grader COMMAND ...`. Each command only parses its arguments, builds the
+lesson value once (from `--lesson NAME|PATH`; without it the only lesson under grader/, or the kit's
+default) and calls one stage's keyword-only entry function with it as `lesson=`. Imports are lazy so
+that `grade` can start the sandbox's zygote before anything secret (reference, hidden tests) is loaded."""
 from __future__ import annotations
 
 import argparse
@@ -9,10 +10,27 @@ import os
 import sys
 
 
-def _call(module: str, function: str, **kwargs) -> int:
-    stage = importlib.import_module(f"grader.{module}")
-    code = getattr(stage, function)(**kwargs)
-    return int(code or 0)
+def _call(module: str, function: str, *, lesson, **kwargs) -> int:
+    """Run one stage's entry function (`grader.<module>.<function>`) for the run's lesson."""
+    entry = getattr(importlib.import_module(f"grader.{module}"), function)
+    return int(_with_lesson(entry, lesson, kwargs) or 0)
+
+
+def _with_lesson(entry, lesson, kwargs):
+    # MIGRATION: while a stage still reads the lesson the old way (lesson_for_migration(), from
+    # $GRADER_LESSON), the variable names the run's lesson too; a stage that does not take `lesson=`
+    # yet is called without it, and one that still takes a name gets the lesson's name. Removed once
+    # every stage takes the value.
+    import inspect
+
+    from grader import lesson as lessons
+
+    if hasattr(lessons, "LESSON_ENV"):
+        os.environ[lessons.LESSON_ENV] = lesson.ref
+    parameter = inspect.signature(entry).parameters.get("lesson")
+    if parameter is None:
+        return entry(**kwargs)
+    return entry(lesson=lesson.ref if "str" in str(parameter.annotation) else lesson, **kwargs)
 
 
 RELEASES = ("now", "after_due_date", "published", "all")  # grader.results.feedback.RELEASES, without importing it
@@ -20,17 +38,9 @@ RELEASES = ("now", "after_due_date", "published", "all")  # grader.results.feedb
 
 def _lesson_option(p) -> None:
     p.add_argument("--lesson", default=None, metavar="NAME|PATH",
-                   help="the lesson: a folder's name under grader/ (default: the only one) or the path of a "
-                        "folder holding a lesson.toml")
-
-
-def _use_lesson(name: str | None) -> None:
-    """Make `name` (or path) the lesson of this run, for every stage and every sandboxed child."""
-    if name:
-        from grader import lesson  # standard library only: nothing secret is loaded
-
-        # An unknown name stops here, saying which lessons there are; a path is kept absolute.
-        os.environ[lesson.LESSON_ENV] = lesson.lesson_option(name)
+                   help="the lesson: a folder's name under grader/ or the path of a folder holding a "
+                        "lesson.toml (default: the only lesson under grader/, or of several the kit's "
+                        "default_lesson in pyproject.toml)")
 
 
 def _release_option(p) -> None:
@@ -58,17 +68,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="who each submission belongs to (kept as OUT/roster.csv): grades.csv gets a row per "
                         "student, partners keep their own lateness and are never flagged as similar; see grader/intake/roster.py")
     _release_option(p)
-    p.set_defaults(run=lambda a: _call("running.grade", "main", submissions=a.submissions, out=a.out,
-                                       jobs=a.jobs, force=a.force, only=a.only, shard=a.shard,
-                                       overrides=a.overrides, release=a.release, roster=a.roster))
+    p.set_defaults(run=lambda a, lesson: _call(
+        "running.grade", "main", lesson=lesson, submissions=a.submissions, out=a.out, jobs=a.jobs, force=a.force,
+        only=a.only, shard=a.shard, overrides=a.overrides, release=a.release, roster=a.roster))
 
     p = sub.add_parser("merge", help="join the outputs of several shards into one gradebook and report")
     p.add_argument("shards", nargs="+", help="the --out folders of the shards")
     p.add_argument("--out", required=True)
     p.add_argument("--overrides", default=None, metavar="FILE", help="default: the merged folder's overrides.csv")
     _release_option(p)
-    p.set_defaults(run=lambda a: _call("admin.merge", "merge", shards=a.shards, out=a.out, overrides_path=a.overrides,
-                                       release=a.release))
+    p.set_defaults(run=lambda a, lesson: _call(
+        "admin.merge", "merge", lesson=lesson, shards=a.shards, out=a.out, overrides_path=a.overrides,
+        release=a.release))
 
     p = sub.add_parser("review", help="a page on this machine to walk the class and set points by hand")
     p.add_argument("out", help="the --out folder of a grading run")
@@ -78,30 +89,36 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--by", default="", help="your name or initials, written with each decision")
     p.add_argument("--release", choices=RELEASES, default="all",
                    help="which tests' details the page shows (default all: the teaching staff's view)")
-    p.set_defaults(run=lambda a: _call("admin.review", "main", out=a.out, submissions=a.submissions,
-                                       overrides_path=a.overrides, port=a.port, release=a.release, by=a.by))
+    p.set_defaults(run=lambda a, lesson: _call(
+        "admin.review", "main", lesson=lesson, out=a.out, submissions=a.submissions, overrides_path=a.overrides,
+        port=a.port, release=a.release, by=a.by))
 
-    p = sub.add_parser("check", help="check one submission's deliverables (heatmap, analysis, diagram, README)")
+    p = sub.add_parser("check", help="check one submission's deliverables (the files the lesson asks for besides its code)")
     p.add_argument("submission")
-    p.set_defaults(run=lambda a: _call("running.deliverables_process", "main", submission=a.submission))
+    p.set_defaults(run=lambda a, lesson: _call(
+        "running.deliverables_process", "main", lesson=lesson, submission=a.submission))
 
     p = sub.add_parser("stubs", help="regenerate assignments/ stubs from solutions/ markers")
     p.add_argument("--check", action="store_true", help="fail if the committed stubs differ")
-    p.set_defaults(run=lambda a: _call("release.stubs", "main", check=a.check))
+    p.set_defaults(run=lambda a, lesson: _call(
+        "release.stubs", "main", lesson=lesson, check=a.check))
 
     p = sub.add_parser("release", help="build the student release (dist/<lesson>, dist/<lesson>.zip)")
     p.add_argument("--out", default="dist")
-    p.set_defaults(run=lambda a: _call("release.student_release", "main", out=a.out))
+    p.set_defaults(run=lambda a, lesson: _call(
+        "release.student_release", "main", lesson=lesson, out=a.out))
 
     p = sub.add_parser("gradescope", help="build the Gradescope autograder zip")
     p.add_argument("--out", default="dist")
-    p.set_defaults(run=lambda a: _call("release.gradescope", "main", out=a.out))
+    p.set_defaults(run=lambda a, lesson: _call(
+        "release.gradescope", "main", lesson=lesson, out=a.out))
 
     p = sub.add_parser("collect", help="clone or update student repositories at a deadline")
     p.add_argument("roster", help="text file of repository URLs/paths, or a GitHub Classroom export (.csv)")
     p.add_argument("--out", required=True, help="folder that receives one sub-folder per student")
     p.add_argument("--deadline", default=None, help="ISO time: take the last commit before it")
-    p.set_defaults(run=lambda a: _call("intake.collect", "main", roster=a.roster, out=a.out, deadline=a.deadline))
+    p.set_defaults(run=lambda a, lesson: _call(
+        "intake.collect", "main", lesson=lesson, roster=a.roster, out=a.out, deadline=a.deadline))
 
     p = sub.add_parser("similarity", help="compare every pair of submissions (code, README/analysis, pictures)")
     p.add_argument("submissions", help="folder holding one entry per student")
@@ -117,30 +134,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dest", default=None, help="file to write (default OUT/export-FORMAT.csv)")
     p.add_argument("--parts", action="store_true", help="each part's points too (csv format)")
     p.add_argument("--title", default=None, help="the assignment's name in the gradebook (default: the lesson's)")
-    p.set_defaults(run=lambda a: _call("admin.export", "main", out=a.out, format=a.format, roster=a.roster,
-                                       dest=a.dest, parts=a.parts, title=a.title))
+    p.set_defaults(run=lambda a, lesson: _call(
+        "admin.export", "main", lesson=lesson, out=a.out, format=a.format, roster=a.roster, dest=a.dest,
+        parts=a.parts, title=a.title))
 
     p = sub.add_parser("killrate", help="grade every bug-catalogue mutant and correct variant; print the rates")
-    p.set_defaults(run=lambda a: _call("admin.killrate", "main"))
+    p.set_defaults(run=lambda a, lesson: _call(
+        "admin.killrate", "main", lesson=lesson))
 
     for command in sub.choices.values():
         _lesson_option(command)
     return parser
 
 
-def _similarity(a) -> int:
+def _similarity(a, lesson) -> int:
     """Compare every pair; an OUT that holds a graded class (a merged one) gets its report rewritten
     with the similarity section, as `grade` writes it."""
+    import functools
     from pathlib import Path
 
-    code = _call("admin.similarity", "main", submissions=a.submissions, out=a.out, lesson=a.lesson, jobs=a.jobs)
+    code = _call("admin.similarity", "main", lesson=lesson, submissions=a.submissions, out=a.out, jobs=a.jobs)
     if code != 0 or not (Path(a.out) / "grades.csv").is_file():
         return code
     from grader.results import classreport
     from grader.admin import overrides
 
     try:
-        classreport.write_class(Path(a.out))
+        _with_lesson(functools.partial(classreport.write_class, Path(a.out)), lesson, {})
     except overrides.OverrideError as error:
         print(f"similarity: the class report was not rewritten: {error}", file=sys.stderr)
         return 1
@@ -148,10 +168,22 @@ def _similarity(a) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def run(argv: list[str] | None = None) -> tuple[str, int]:
+    """(the command, its exit code). A lesson that cannot be found, or whose declaration is wrong,
+    ends the command with the lesson's own message (which lessons there are and how to choose one)."""
+    from grader.lesson import LessonError, load_lesson
+
     args = build_parser().parse_args(argv)
-    _use_lesson(args.lesson)
-    return args.run(args)
+    try:
+        lesson = load_lesson(args.lesson)
+        return args.command, args.run(args, lesson)
+    except LessonError as error:
+        print(f"python -m grader {args.command}: {error}", file=sys.stderr)
+        return args.command, 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run(argv)[1]
 
 
 def _exit_now(code: int) -> None:
@@ -169,9 +201,7 @@ def _exit_now(code: int) -> None:
 
 
 if __name__ == "__main__":
-    _args = build_parser().parse_args()
-    _use_lesson(_args.lesson)
-    _code = _args.run(_args)
-    if _args.command == "grade":
+    _command, _code = run()
+    if _command == "grade":
         _exit_now(_code)
     sys.exit(_code)

@@ -36,6 +36,8 @@ from pathlib import Path
 ENGINE = Path(__file__).resolve().parent
 ROOT = ENGINE.parent
 DECLARATION = "lesson.toml"
+# The kit's settings file; its [tool.grader] default_lesson names the lesson chosen when none is.
+KIT_SETTINGS = "pyproject.toml"
 # Transitional (see lesson_for_migration): what `--lesson NAME|PATH` sets for the callers not converted yet.
 LESSON_ENV = "GRADER_LESSON"
 PATH_PACKAGE_PREFIX = "_grader_lesson_"  # the importable name of a lesson found by path
@@ -528,13 +530,30 @@ def _register_path_package(folder: Path) -> str:
     return package
 
 
+def default_lesson(engine: Path = ENGINE) -> str | None:
+    """The lesson a command works on when it is not told and several sit under grader/: the kit's one
+    setting, `default_lesson` in the [tool.grader] table of the kit's pyproject.toml (None: not set)."""
+    try:
+        with open(engine.parent / KIT_SETTINGS, "rb") as f:
+            value = tomllib.load(f).get("tool", {}).get("grader", {}).get("default_lesson")
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    return str(value) if value else None
+
+
 def _lesson_folder(name: str | None, engine: Path) -> Path:
     names = lesson_names(engine)
     if name is None:
-        if len(names) != 1:
-            raise LessonError(f"{len(names)} lessons under {engine} ({', '.join(names) or 'none'}): "
-                              "say which one with --lesson NAME (or --lesson PATH to a lesson folder)")
-        return engine / names[0]
+        if len(names) == 1:
+            return engine / names[0]
+        default = default_lesson(engine)
+        if default in names:
+            return engine / default
+        said = (f"; {KIT_SETTINGS} [tool.grader] default_lesson = {default!r} is none of them" if default
+                else f" and no default ({KIT_SETTINGS}, [tool.grader] default_lesson)")
+        raise LessonError(f"{len(names)} lessons under {engine} ({', '.join(names) or 'none'}){said}: "
+                          "say which one with --lesson NAME (make ... LESSON=NAME), or --lesson PATH to a "
+                          "lesson folder")
     if name in names:
         return engine / name
     if (Path(name) / DECLARATION).is_file():
@@ -545,7 +564,7 @@ def _lesson_folder(name: str | None, engine: Path) -> Path:
 
 def load_lesson(name: str | None = None, engine: Path = ENGINE) -> Lesson:
     """The lesson called `name` (a folder under grader/, or a path to a lesson folder), else the only
-    lesson under grader/, parsed and checked. For entry points only (the command line, the zygote's
+    lesson under grader/ (of several, the kit's default_lesson), parsed and checked. For entry points only (the command line, the zygote's
     parent, the nbgrader cell, the developer tools, a test): every stage takes the value as `lesson=`.
     Each call builds a new value; keep the one you have."""
     if name is None and engine == ENGINE:

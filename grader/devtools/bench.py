@@ -30,8 +30,6 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from grader.lesson import load_lesson
-
 KIT = Path(__file__).resolve().parents[2]
 
 # What this round asks of grading (printed beside each figure).
@@ -44,38 +42,25 @@ GOAL_CHILD_MB = 768  # one student child's peak RSS (the sandbox's address-space
 BENCH_UID_BASE = 64512
 
 
-def __getattr__(name: str):
-    # LESSON and its REFERENCE: the run's lesson, read when asked for (after --lesson).
-    if name == "LESSON":
-        return load_lesson()
-    if name == "REFERENCE":
-        return load_lesson().solutions
-    if name == "CORRECT":
-        return load_lesson().variants
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 # ---------------------------------------------------------------- the class
 
 
-def build_class(root: Path, n: int, mutants_every: int = 2) -> dict:
+def build_class(root: Path, n: int, *, lesson, mutants_every: int = 2) -> dict:
     """n submissions: reference copies, and every `mutants_every`-th one a mutant (cycling through the
     catalogue bugs the lesson names for the benchmark): half correct, half with one bug by default,
     since a failing test costs the scorer more than a pass (its calls are replayed on the catalogue)."""
-    lesson = load_lesson()
     counts = {"reference": 0, "mutant": 0}
     for i in range(n):
         bug = i // mutants_every if i % mutants_every == mutants_every - 1 else None
-        counts["mutant" if plant(root / f"student_{i:04d}", bug) else "reference"] += 1
+        counts["mutant" if plant(root / f"student_{i:04d}", bug, lesson=lesson) else "reference"] += 1
     return counts
 
 
-def plant(folder: Path, bug: int | None) -> bool:
+def plant(folder: Path, bug: int | None, *, lesson) -> bool:
     """A copy of the reference in `folder`, with the lesson's `bug`-th bench bug (cycling) planted, if any.
     True when a bug was planted."""
     from grader.judging.mutants import Catalogue
 
-    lesson = load_lesson()
     shutil.copytree(lesson.solutions, folder, ignore=shutil.ignore_patterns("__pycache__"))
     if bug is None or not lesson.bench_mutants:
         return False
@@ -117,12 +102,23 @@ def checkout(commit: str):
 
 # Grades a class with the kit in the current folder: run.main with the bench's uid base (every version
 # since the first round has run.main(submissions, out, jobs, config) and grader.sandbox.SandboxConfig).
+# The lesson goes by what `--lesson` takes (argv[5]), built into a value where run.main takes one; a BASE
+# from before the lesson value (and the package layout) reads it from the variable `--lesson` set then.
 _DRIVER = """
-import sys
-from grader.running import grade as run
+import inspect, os, sys
+try:
+    from grader.running import grade as run
+except ImportError:
+    from grader import run
 from grader.sandbox import SandboxConfig
-sys.exit(run.main(submissions=sys.argv[1], out=sys.argv[2], jobs=int(sys.argv[3]),
-                  config=SandboxConfig(uid_base=int(sys.argv[4]))))
+from grader import lesson as lessons
+kwargs = dict(submissions=sys.argv[1], out=sys.argv[2], jobs=int(sys.argv[3]),
+              config=SandboxConfig(uid_base=int(sys.argv[4])))
+if "lesson" in inspect.signature(run.main).parameters:
+    kwargs["lesson"] = lessons.load_lesson(sys.argv[5])
+else:
+    os.environ["GRADER_LESSON"] = sys.argv[5]
+sys.exit(run.main(**kwargs))
 """
 
 
@@ -146,14 +142,14 @@ class ClassRun:
         return self.wall / self.n
 
 
-def grade_class(label: str, tree: Path, subs: Path, out: Path, *, n: int, jobs: int, uid_base: int) -> ClassRun:
+def grade_class(label: str, tree: Path, subs: Path, out: Path, *, lesson, n: int, jobs: int, uid_base: int) -> ClassRun:
     """Grade `subs` into `out` with the kit in `tree`, in a memory cgroup of its own when the machine
     gives one (the peak is the whole process tree's: grader, workers, zygote, children, checkers)."""
     run = ClassRun(label, n)
     group = MemoryGroup.create(f"grader-bench-{os.getpid()}-{label.split()[0]}")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", _DRIVER, str(subs), str(out), str(jobs), str(uid_base)],
+    proc = subprocess.Popen([sys.executable, "-c", _DRIVER, str(subs), str(out), str(jobs), str(uid_base), lesson.ref],
                             cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=group.enter if group.path else None)
     lines, graded_at = [], []  # when each "graded k/n" line came: start-up, steady state, class files
@@ -308,7 +304,7 @@ class StageClock:
         setattr(owner, attr, timed)
         self._undo.append((owner, attr, original))
 
-    def install(self, score) -> None:
+    def install(self, score, *, package: str) -> None:
         import importlib
 
         for module, path, stage in STAGES:
@@ -321,7 +317,7 @@ class StageClock:
         seen: set[int] = set()
         for _, _, test in score.hidden_tests():
             for module in [test.__globals__, *(vars(v) for v in test.__globals__.values() if type(v).__name__ == "module")]:
-                if id(module) in seen or not str(module.get("__name__", "")).startswith(load_lesson().package):
+                if id(module) in seen or not str(module.get("__name__", "")).startswith(package):
                     continue
                 seen.add(id(module))
                 for name, value in list(module.items()):
@@ -352,7 +348,7 @@ class _ModuleDict:
         self.namespace[name] = value
 
 
-def one_submission_breakdown(*, repeats: int = 3, uid_base: int = BENCH_UID_BASE) -> dict:
+def one_submission_breakdown(*, lesson, repeats: int = 3, uid_base: int = BENCH_UID_BASE) -> dict:
     """Grade a reference copy and a copy with a planted bug `repeats` times each as a grading worker
     does (grade_one: scratch copy, sandbox, hidden tests, deliverables helper; then its files), the
     first time a warm-up; returns {"reference"|"bug": the last grading's stage times, ...}."""
@@ -373,8 +369,8 @@ def one_submission_breakdown(*, repeats: int = 3, uid_base: int = BENCH_UID_BASE
     subs, out, work = root / "class", root / "out", root / "work"
     for folder in (subs, work, work / "slot0"):
         folder.mkdir(mode=0o711)
-    plant(subs / "reference", None)
-    planted = plant(subs / "bug", 0)
+    plant(subs / "reference", None, lesson=lesson)
+    planted = plant(subs / "bug", 0, lesson=lesson)
     found = {s.name: s for s in intake.discover(subs)}
     breakdown: dict = {}
     clock = StageClock()
@@ -387,7 +383,7 @@ def one_submission_breakdown(*, repeats: int = 3, uid_base: int = BENCH_UID_BASE
             with LimitedChecker(memory_bytes=limits.get("memory_bytes", 1 << 30),
                                 seconds=limits.get("seconds", 30)) as checker:
                 zygote.wait_ready(0)
-                clock.install(score)
+                clock.install(score, package=lesson.package)
                 for name in ("reference", "bug") if planted else ("reference",):
                     for _ in range(repeats):
                         clock.reset()
@@ -430,14 +426,14 @@ def _goal(met: bool) -> str:
     return "met" if met else "NOT met"
 
 
-def main(*, n: int = 200, jobs: int | None = None, keep: bool = False, base: str | None = None,
+def main(*, lesson, n: int = 200, jobs: int | None = None, keep: bool = False, base: str | None = None,
          scale: int | None = None, repeats: int = 1, torch_repeats: int = 3, uid_base: int = BENCH_UID_BASE) -> int:
     jobs = jobs or os.cpu_count() or 1
     cores = os.cpu_count() or 1
     root = Path(tempfile.mkdtemp(prefix="grader-bench-"))
     os.chmod(root, 0o711)
     try:
-        return _bench(root, n=n, jobs=jobs, cores=cores, base=base, scale=scale, repeats=repeats,
+        return _bench(root, lesson=lesson, n=n, jobs=jobs, cores=cores, base=base, scale=scale, repeats=repeats,
                       torch_repeats=torch_repeats, uid_base=uid_base, keep=keep)
     finally:
         if keep:
@@ -446,11 +442,11 @@ def main(*, n: int = 200, jobs: int | None = None, keep: bool = False, base: str
             shutil.rmtree(root, ignore_errors=True)
 
 
-def _bench(root: Path, *, n, jobs, cores, base, scale, repeats, torch_repeats, uid_base, keep) -> int:
+def _bench(root: Path, *, lesson, n, jobs, cores, base, scale, repeats, torch_repeats, uid_base, keep) -> int:
     subs = root / "class"
     subs.mkdir()
-    counts = build_class(subs, n)
-    print(f"{load_lesson().title} grading benchmark: {n} submissions ({counts['reference']} reference copies, "
+    counts = build_class(subs, n, lesson=lesson)
+    print(f"{lesson.title} grading benchmark: {n} submissions ({counts['reference']} reference copies, "
           f"{counts['mutant']} with one planted bug), {cores} cores, --jobs {jobs}"
           + (f", this kit and BASE={base} in turns" if base else ""), flush=True)
     load_before = os.getloadavg()[0]
@@ -465,7 +461,7 @@ def _bench(root: Path, *, n, jobs, cores, base, scale, repeats, torch_repeats, u
         for turn in range(repeats):
             for label, tree in versions:
                 out = root / f"out-{label.split()[0]}-{turn}"
-                done = grade_class(label, tree, subs, out, n=n, jobs=jobs, uid_base=uid_base)
+                done = grade_class(label, tree, subs, out, lesson=lesson, n=n, jobs=jobs, uid_base=uid_base)
                 if done.failed:
                     print(f"{label}: grading failed ({done.failed})")
                     return 1
@@ -477,12 +473,12 @@ def _bench(root: Path, *, n, jobs, cores, base, scale, repeats, torch_repeats, u
     if scale:
         big_subs = root / f"class-{scale}"
         big_subs.mkdir()
-        build_class(big_subs, scale)
-        big = grade_class("this kit", KIT, big_subs, root / f"out-{scale}", n=scale, jobs=jobs, uid_base=uid_base)
+        build_class(big_subs, scale, lesson=lesson)
+        big = grade_class("this kit", KIT, big_subs, root / f"out-{scale}", lesson=lesson, n=scale, jobs=jobs, uid_base=uid_base)
         if big.failed:
             print(f"grading {scale} failed ({big.failed})")
             return 1
-    one = one_submission_breakdown(uid_base=uid_base)
+    one = one_submission_breakdown(lesson=lesson, uid_base=uid_base)
     load_after = os.getloadavg()[0]
 
     def best(label):  # the quickest turn: the one the machine's other work slowed least
@@ -630,13 +626,12 @@ def disguised(source: str, seed: int) -> str:
     return "\n".join(out) + "\n"
 
 
-def build_similarity_class(root: Path, n: int) -> int:
+def build_similarity_class(root: Path, n: int, *, lesson) -> int:
     """n submissions, each a disguised copy of one of the correct fixtures or the reference, with
-    its README and its heatmap resized: every submission is in a cluster of about n/12, which is
-    the costly case (every pair in a cluster is compared in full). Returns the number of sources."""
+    its README and the lesson's bench pictures resized: every submission is in a cluster of about n/12,
+    which is the costly case (every pair in a cluster is compared in full). Returns the number of sources."""
     from PIL import Image
 
-    lesson = load_lesson()
     sources = sorted(lesson.variants.iterdir()) + [lesson.solutions]  # correct implementations, with deliverables
     for i in range(n):
         source, rng = sources[i % len(sources)], random.Random(i)
@@ -654,12 +649,12 @@ def build_similarity_class(root: Path, n: int) -> int:
     return len(sources)
 
 
-def similarity_bench(*, n: int = 500, jobs: int | None = None, keep: bool = False) -> int:
+def similarity_bench(*, lesson, n: int = 500, jobs: int | None = None, keep: bool = False) -> int:
     jobs = jobs or os.cpu_count() or 1
     root = Path(tempfile.mkdtemp(prefix="similarity-bench-"))
     subs, out = root / "class", root / "out"
     subs.mkdir()
-    sources = build_similarity_class(subs, n)
+    sources = build_similarity_class(subs, n, lesson=lesson)
     print(f"similarity benchmark: {n} submissions, disguised copies of {sources} sources (clusters of about "
           f"{n // sources}: every pair in a cluster is compared in full), {os.cpu_count()} cores, --jobs {jobs}",
           flush=True)
@@ -667,7 +662,7 @@ def similarity_bench(*, n: int = 500, jobs: int | None = None, keep: bool = Fals
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "grader", "similarity", str(subs), "--out", str(out),
-                           "--jobs", str(jobs)], cwd=KIT, capture_output=True, text=True)
+                           "--jobs", str(jobs), "--lesson", lesson.ref], cwd=KIT, capture_output=True, text=True)
     total = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -705,8 +700,16 @@ if __name__ == "__main__":
     parser.add_argument("--torch-repeats", type=int, default=3, help="bare torch imports timed (the median is used)")
     parser.add_argument("--uid-base", type=int, default=BENCH_UID_BASE,
                         help=f"sandbox uids of the bench's slots (default {BENCH_UID_BASE}, away from a grading run's)")
+    parser.add_argument("--lesson", default=None, metavar="NAME|PATH",
+                        help="the lesson whose reference and catalogue make the class (default: as `python -m grader`)")
     args = parser.parse_args()
+    from grader.lesson import LessonError, load_lesson
+
+    try:
+        the_lesson = load_lesson(args.lesson)
+    except LessonError as error:
+        sys.exit(f"bench: {error}")
     if args.mode == "similarity":
-        sys.exit(similarity_bench(n=args.n or 500, jobs=args.jobs, keep=args.keep))
-    sys.exit(main(n=args.n or 200, jobs=args.jobs, keep=args.keep, base=args.base, scale=args.scale,
+        sys.exit(similarity_bench(lesson=the_lesson, n=args.n or 500, jobs=args.jobs, keep=args.keep))
+    sys.exit(main(lesson=the_lesson, n=args.n or 200, jobs=args.jobs, keep=args.keep, base=args.base, scale=args.scale,
                   repeats=args.repeats, torch_repeats=args.torch_repeats, uid_base=args.uid_base))

@@ -62,7 +62,7 @@ def test_make_bench_on_a_tiny_class_beside_a_base_commit():
 
 
 def test_a_base_that_is_no_commit_is_refused_with_what_to_give():
-    done = subprocess.run([sys.executable, "-c", "from grader import bench\n"
+    done = subprocess.run([sys.executable, "-c", "from grader.devtools import bench\n"
                            "with bench.checkout('no-such-commit-0000'):\n    pass"],
                           cwd=KIT, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0

@@ -85,6 +85,30 @@ def test_a_lesson_is_chosen_by_name_when_there_are_several(tmp_path):
         lessons.load_lesson("three", engine=tmp_path)
 
 
+def test_of_several_lessons_the_kits_default_is_chosen_and_without_one_the_message_says_how(tmp_path):
+    engine = tmp_path / "grader"
+    _write_lesson(engine, "one", "One")
+    _write_lesson(engine, "two", "Two")
+    settings = tmp_path / lessons.KIT_SETTINGS
+    with pytest.raises(lessons.LessonError) as no_default:
+        lessons.load_lesson(engine=engine)
+    said = str(no_default.value)
+    assert "(one, two)" in said and "no default" in said and "--lesson NAME" in said and "LESSON=NAME" in said
+    settings.write_text('[project]\nname = "kit"\n[tool.grader]\ndefault_lesson = "two"\n', encoding="utf-8")
+    assert lessons.default_lesson(engine) == "two"
+    assert lessons.load_lesson(engine=engine).title == "Two"
+    assert lessons.load_lesson("one", engine=engine).title == "One", "a name given beats the default"
+    settings.write_text('[tool.grader]\ndefault_lesson = "three"\n', encoding="utf-8")
+    with pytest.raises(lessons.LessonError, match="default_lesson = 'three' is none of them"):
+        lessons.load_lesson(engine=engine)
+    (engine / "two" / "lesson.toml").unlink()  # one lesson left: it is the one, whatever the default says
+    assert lessons.load_lesson(engine=engine).title == "One"
+
+
+def test_the_kits_default_lesson_is_a_lesson_of_the_kit():
+    assert lessons.default_lesson() in lessons.lesson_names()
+
+
 def test_the_hidden_tests_adapter_is_the_engines_with_the_lessons_requests(tmp_path):
     from grader.running import calls
 
@@ -150,21 +174,6 @@ def test_the_rule_check_catches_a_lesson_import_and_a_lesson_string(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text('from grader.day13 import standins\nPRELOAD = ("grader.day13.standins",)\n', encoding="utf-8")
     assert len(_lesson_imports_and_strings(bad, ["day13"])) >= 2
-
-
-def test_every_command_takes_lesson_and_an_unknown_lesson_stops_before_any_stage(monkeypatch):
-    from grader import __main__ as cli
-
-    monkeypatch.setenv(lessons.LESSON_ENV, "")  # restored after the test, whatever the CLI sets
-    parser = cli.build_parser()
-    commands = parser._subparsers._group_actions[0].choices
-    name = lessons.load_lesson().name
-    for command, sub in commands.items():
-        assert any("--lesson" in action.option_strings for action in sub._actions), command
-    with pytest.raises(lessons.LessonError, match="no lesson 'no-such-lesson'"):
-        cli.main(["stubs", "--check", "--lesson", "no-such-lesson"])
-    cli._use_lesson(name)
-    assert lessons.load_lesson().name == name and __import__("os").environ[lessons.LESSON_ENV] == name
 
 
 def test_stand_ins_offer_contract_names_the_stand_ins_file_defines():

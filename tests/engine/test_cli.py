@@ -1,0 +1,55 @@
+"""grader/__main__.py: the command line builds the lesson value once and hands it to every command's stage
+as `lesson=`; a lesson that cannot be found ends the command with a message saying which lessons there are
+and how to choose one, never a traceback."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import __main__ as cli
+from grader import lesson as lessons
+
+KIT = Path(__file__).resolve().parents[2]
+TOY = KIT / "tests" / "fixtures" / "lessons" / "toy"
+# The fewest arguments each command parses with (none of them is run: the stage call is recorded).
+ARGUMENTS = {"grade": ["subs", "--out", "o"], "merge": ["a", "--out", "o"], "review": ["o"], "check": ["s"],
+             "collect": ["roster.txt", "--out", "o"], "similarity": ["subs", "--out", "o"],
+             "export": ["o", "--format", "csv"]}
+
+
+def _commands() -> dict:
+    return cli.build_parser()._subparsers._group_actions[0].choices
+
+
+def test_every_command_takes_lesson_and_hands_its_stage_the_value(monkeypatch):
+    called = []
+    monkeypatch.setattr(cli, "_call", lambda module, function, *, lesson, **kwargs: called.append(
+        (module, function, lesson)) or 0)
+    for command in _commands():
+        called.clear()
+        assert cli.main([command, *ARGUMENTS.get(command, []), "--lesson", str(TOY)]) == 0, command
+        assert called, f"{command} called no stage"
+        for module, function, lesson in called:
+            assert isinstance(lesson, lessons.Lesson) and lesson.folder == TOY, (command, module, lesson)
+
+
+def test_an_unknown_lesson_stops_the_command_with_what_to_do_and_no_traceback(capsys):
+    assert cli.main(["stubs", "--check", "--lesson", "no-such-lesson"]) == 2
+    said = capsys.readouterr().err
+    assert "no lesson 'no-such-lesson'" in said and "there are: " in said and "Traceback" not in said
+    done = subprocess.run([sys.executable, "-m", "grader", "release", "--out", "nowhere", "--lesson", "no-such-lesson"],
+                          cwd=KIT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "no lesson 'no-such-lesson'" in done.stderr and "Traceback" not in done.stderr
+    assert not (KIT / "nowhere").exists()
+
+
+@pytest.mark.parametrize("command", ["grade", "review", "release", "gradescope", "stubs", "bench", "killrate"])
+def test_every_instructor_target_of_the_makefile_passes_lesson(command):
+    plain = subprocess.run(["make", "-n", command], cwd=KIT, capture_output=True, text=True, check=True).stdout
+    chosen = subprocess.run(["make", "-n", command, "LESSON=elsewhere/toy"], cwd=KIT, capture_output=True, text=True,
+                            check=True).stdout
+    assert "--lesson" not in plain, "without LESSON= the command chooses (the only lesson, or the kit's default)"
+    assert "--lesson elsewhere/toy" in chosen.splitlines()[-1], chosen

@@ -1,0 +1,106 @@
+"""Every lesson is reachable the same way. In a copy of the kit with the toy lesson beside Day 13
+(grader/toy/ next to grader/day13/, as a second lesson may sit), the Makefile's targets work on the kit's
+default lesson (pyproject.toml, [tool.grader] default_lesson), `LESSON=toy` chooses the other, and with no
+default a plain target stops, saying which lessons there are and how to choose, without a traceback.
+
+The copy is the kit's tracked files as they are on disk, with the kit's .venv linked in (so `make` sets up
+nothing); the real grader/ is never touched."""
+from __future__ import annotations
+
+import csv
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from grader import lesson as lessons
+from grader.release import stubs
+
+KIT = Path(__file__).resolve().parents[2]
+TOY = KIT / "tests" / "fixtures" / "lessons" / "toy"
+# Two students of the demo class: one full marks, one with a catalogue bug.
+STUDENTS = ("ada_reference", "chloe_no_scale")
+
+
+def _make(kit: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in (lessons.LESSON_ENV, "MAKEFLAGS", "MAKELEVEL")}
+    return subprocess.run(["make", "--no-print-directory", *args], cwd=kit, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def kit():
+    root = Path(tempfile.mkdtemp(prefix="kit-two-lessons-"))
+    os.chmod(root, 0o755)  # the sandbox's uid imports the copy's grader from here
+    copy = root / "kit"
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=KIT, capture_output=True, check=True).stdout
+    for name in filter(None, listed.decode("utf-8", "surrogateescape").split("\0")):
+        source = KIT / name
+        if source.is_file():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, copy / name)
+    shutil.copytree(TOY, copy / "grader" / "toy", ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / ".venv").symlink_to(KIT / ".venv")
+    class_folder = root / "class"
+    for student in STUDENTS:
+        shutil.copytree(KIT / "demo" / "class" / student, class_folder / student)
+    try:
+        yield copy
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_the_copy_has_two_lessons_and_the_default_is_day13(kit):
+    assert lessons.lesson_names(kit / "grader") == ["day13", "toy"]
+    assert lessons.default_lesson(kit / "grader") == "day13"
+
+
+def test_make_grade_grades_the_default_lesson(kit):
+    out = kit.parent / "out"
+    done = _make(kit, "grade", f"SUBMISSIONS={kit.parent / 'class'}", f"OUT={out}", "JOBS=1")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    with open(out / "grades.csv", newline="", encoding="utf-8") as f:
+        rows = {row["submission"]: row for row in csv.DictReader(f)}
+    assert set(rows) == set(STUDENTS)
+    day13 = lessons.load_lesson("day13")
+    assert all(part in rows["ada_reference"] for part in day13.components)
+    assert float(rows["ada_reference"]["total"]) == float(rows["ada_reference"]["max_total"]) > 0
+    assert float(rows["chloe_no_scale"]["total"]) < float(rows["chloe_no_scale"]["max_total"])
+
+
+def test_make_release_builds_the_default_and_lesson_toy_the_toys(kit):
+    done = _make(kit, "release")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert (kit / "dist" / "day13.zip").is_file() and (kit / "dist" / "day13" / "CONTRACT.md").is_file()
+    assert not (kit / "dist" / "toy").exists()
+    done = _make(kit, "release", "LESSON=toy")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    toy = kit / "dist" / "toy"
+    assert (kit / "dist" / "toy.zip").is_file()
+    for part in ("activations", "classifier"):
+        solution = (TOY / "solutions" / f"{part}.py").read_text(encoding="utf-8")
+        assert (toy / f"{part}.py").read_text(encoding="utf-8") == stubs.make_stub(solution)
+    assert (toy / "toy.ipynb").is_file() and not (toy / "self_attention.py").exists()
+
+
+def test_with_no_default_a_plain_target_says_which_lessons_there_are_and_how_to_choose(kit):
+    settings = kit / "pyproject.toml"
+    kept = settings.read_text(encoding="utf-8")
+    settings.write_text(re.sub(r"(?m)^default_lesson = .*\n", "", kept), encoding="utf-8")
+    try:
+        # STAMP= : the settings file changed, which would make `make` set the environment up again.
+        for target in ("grade", "release", "gradescope"):
+            done = _make(kit, target, "STAMP=", f"OUT={kit.parent / 'out-none'}", timeout=300)
+            said = done.stderr
+            assert done.returncode != 0, (target, done.stdout[-2000:])
+            assert "(day13, toy)" in said and "LESSON=NAME" in said and "--lesson" in said, (target, said)
+            assert "Traceback" not in said, (target, said)
+        done = _make(kit, "release", "STAMP=", "LESSON=toy", timeout=300)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    finally:
+        settings.write_text(kept, encoding="utf-8")
+    assert not list((kit.parent / "out-none").glob("*/record.json")), "nothing was graded"

@@ -78,7 +78,8 @@ def ok(res, what: str):
         e = res.error
         where = {"import": "importing your file", "construct": "constructing the module",
                  "load": "loading the grader's weights", "forward": "running forward",
-                 "call": "calling the function", "output": "reading the result"}.get(e.get("stage"), "running")
+                 "call": "calling the function", "step": "calling a method", "output": "reading the result",
+                 }.get(e.get("stage"), "running")
         text = f"{what}: {e['type']} while {where}: {e['message']}"
         if e.get("traceback"):
             text += f"\n{e['traceback']}"
@@ -268,3 +269,159 @@ def require_real(reasons: list[str], what: str, fix: str) -> None:
     if reasons:
         raise GradeFailure(f"{what}: these points need code that computes the answer, but "
                            + "; ".join(reasons) + f". {fix}")
+
+
+# -- structured answers (a "call" or a "session", grader/running/calls.py Adapter.run and .session) -----------
+_MISSING = object()
+
+
+def value(res, what: str, *, count: int | None = None):
+    """What a call returned (plain data), or fail with the student's error; `count` = n asks for a tuple
+    or list of n values (a function that returns several)."""
+    ok(res, what)
+    found = res.value
+    if count is not None:
+        if not isinstance(found, (tuple, list)) or len(found) != count:
+            got = f"{len(found)} values" if isinstance(found, (tuple, list)) else _type_words(found)
+            raise GradeFailure(f"{what}: expected {count} return values (a tuple), got {got}",
+                               facts=[{"id": "value_differs", "where": "", "kind": "count"}])
+    return found
+
+
+def step(res, i: int, what: str):
+    """The value step `i` of a session returned, or fail with its error (or the error that stopped the
+    session before it)."""
+    ok(res, what)
+    answers = res.steps
+    if i < len(answers) and "value" in answers[i]:
+        return answers[i]["value"]
+    if i < len(answers):
+        ok(_Answered(answers[i]["error"]), what)
+    stopped = next((a["error"] for a in answers if "error" in a), None)
+    if stopped is not None:
+        raise GradeFailure(f"{what}: not run, because an earlier step raised {stopped['type']}: {stopped['message']}",
+                           error=stopped)
+    raise GradeFailure(f"{what}: the session answered no step {i}")
+
+
+class _Answered:
+    def __init__(self, error):
+        self.error = error
+
+
+def same_value(got, expected, what: str, *, tol: Tol | None = None, strict_sequences: bool = False) -> None:
+    """`got` equals `expected`, structure and all: fail at the first difference, naming where it is
+    (``[3][1]``, ``["merges"]``) with what was expected there and what came. Numbers are compared within
+    `tol` (exactly without one); arrays inside with `close`; a list and a tuple of equal items are equal
+    unless `strict_sequences`; a bool is never a number, a str never bytes."""
+    found = first_difference(got, expected, tol=tol, strict_sequences=strict_sequences)
+    if found is None:
+        return
+    where, kind, detail, exp_part, got_part = found
+    text = f"{what}: differs" + (f" at {where}" if where else "") + (f": {detail}" if detail else "")
+    if exp_part is not _MISSING or got_part is not _MISSING:
+        text += f"\n  expected: {_shown(exp_part)}\n  got:      {_shown(got_part)}"
+    raise GradeFailure(text, facts=[{"id": "value_differs", "where": where, "kind": kind}])
+
+
+def first_difference(got, expected, *, tol: Tol | None = None, strict_sequences: bool = False, where: str = ""):
+    """None if equal, else (where, kind, words, expected part, got part) for the first difference, in the
+    order the expected value lists its items."""
+    if isinstance(expected, bool) or expected is None:
+        if type(got) is type(expected) and got == expected:
+            return None
+        return where, "value" if type(got) is type(expected) else "type", "", expected, got
+    if isinstance(expected, (int, float)):
+        if isinstance(got, bool) or not isinstance(got, (int, float)):
+            return where, "type", f"a {_type_words(got)} where a number was expected", expected, got
+        if _numbers_match(got, expected, tol):
+            return None
+        return where, "value", "", expected, got
+    if isinstance(expected, (str, bytes)):
+        if type(got) is not type(expected):
+            return where, "type", f"a {_type_words(got)} where {_type_words(expected)} was expected", expected, got
+        if got == expected:
+            return None
+        at = next((k for k, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
+        unit = "character" if isinstance(expected, str) else "byte"
+        said = f"first at {unit} {at}" if max(len(got), len(expected)) > 20 else ""  # short ones are shown whole
+        if at == min(len(got), len(expected)):
+            said = f"length {len(got)}, expected {len(expected)}"
+        if max(len(got), len(expected)) > 80:  # a window around the difference, not the whole text
+            start = max(0, at - 20)
+            said += f" (shown from {unit} {start})"
+            return where, "value", said, expected[start:start + 60], got[start:start + 60]
+        return where, "value", said, expected, got
+    if isinstance(expected, (list, tuple)):
+        if not isinstance(got, (list, tuple)) or (strict_sequences and type(got) is not type(expected)):
+            return where, "type", f"a {_type_words(got)} where {_type_words(expected)} was expected", expected, got
+        for k, (g, e) in enumerate(zip(got, expected)):
+            found = first_difference(g, e, tol=tol, strict_sequences=strict_sequences, where=f"{where}[{k}]")
+            if found is not None:
+                return found
+        if len(got) != len(expected):
+            k = min(len(got), len(expected))
+            said = f"length {len(got)}, expected {len(expected)} (the first " + \
+                   ("missing" if len(got) < len(expected) else "extra") + " item)"
+            return (f"{where}[{k}]", "length", said,
+                    expected[k] if k < len(expected) else _MISSING, got[k] if k < len(got) else _MISSING)
+        return None
+    if isinstance(expected, dict):
+        if not isinstance(got, dict):
+            return where, "type", f"a {_type_words(got)} where a dict was expected", _MISSING, _MISSING
+        for key, e in expected.items():
+            g = got.get(key, _MISSING) if _hashable(key) else _MISSING
+            if g is _MISSING:
+                return f"{where}[{key!r}]", "missing_key", f"key {_shown(key)} is missing", e, _MISSING
+            found = first_difference(g, e, tol=tol, strict_sequences=strict_sequences, where=f"{where}[{key!r}]")
+            if found is not None:
+                return found
+        extra = [key for key in got if key not in expected]
+        if extra:
+            return f"{where}[{extra[0]!r}]", "extra_key", \
+                f"{len(extra)} key{'s' if len(extra) > 1 else ''} not expected, the first {_shown(extra[0])}", \
+                _MISSING, got[extra[0]]
+        return None
+    if isinstance(expected, np.ndarray):
+        if not isinstance(got, np.ndarray):
+            return where, "type", f"a {_type_words(got)} where an array was expected", _MISSING, _MISSING
+        try:
+            close(got, expected, tol or Tol(0.0, 0.0), what="")
+        except GradeFailure as failure:
+            return where, "value", failure.message.lstrip(": ").split("\n")[0], _MISSING, _MISSING
+        return None
+    raise TypeError(f"same_value cannot compare with a {type(expected).__name__} (the expected value)")
+
+
+def _numbers_match(got, expected, tol: Tol | None) -> bool:
+    if got == expected:
+        return True
+    g, e = float(got), float(expected)
+    if math.isnan(g) and math.isnan(e):
+        return True
+    if tol is None or not (math.isfinite(g) and math.isfinite(e)):
+        return False
+    return abs(g - e) <= tol.atol * max(1.0, abs(e)) + tol.rtol * abs(e)
+
+
+def _hashable(key) -> bool:
+    try:
+        hash(key)
+    except TypeError:
+        return False
+    return True
+
+
+def _type_words(value) -> str:
+    names = {bool: "bool", int: "int", float: "float", str: "str", bytes: "bytes", list: "list", tuple: "tuple",
+             dict: "dict", type(None): "None", np.ndarray: "array"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _shown(value, limit: int = 200) -> str:
+    if value is _MISSING:
+        return "(nothing)"
+    if isinstance(value, np.ndarray):
+        return f"array of shape {tuple(value.shape)}"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."

@@ -21,8 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from grader.running.calls import Adapter, InProcessTransport
+from grader.judging.assertions import first_difference
 from grader.judging.tolerances import Tol
+from grader.running.calls import Adapter, InProcessTransport
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,8 @@ def results_match(a, b, t: Tol) -> bool:
             return False
         if da.get("kind") == "value" and da.get("value") != db.get("value"):
             return False
+    if not _values_agree(a, b, t):
+        return False
     ga, gb = a.grad_error, b.grad_error
     if bool(ga) != bool(gb) or (ga and ga["type"] != gb["type"]):
         return False
@@ -163,6 +166,28 @@ def results_match(a, b, t: Tol) -> bool:
     for name in grads_a:
         x, y = a.grad(name), b.grad(name)
         if (x is None) != (y is None) or (x is not None and not _close(x, y, t)):
+            return False
+    return True
+
+
+def _values_agree(a, b, t: Tol) -> bool:
+    """The structured answers of a "call" or a "session" agree: the same value (numbers within `t`, a list
+    never standing for a tuple: the same bug returns the same types) and, step by step, the same values or
+    the same errors."""
+    if ("value" in a.header) != ("value" in b.header):
+        return False
+    if "value" in a.header and first_difference(a.value, b.value, tol=t, strict_sequences=True) is not None:
+        return False
+    steps_a, steps_b = a.steps, b.steps
+    if len(steps_a) != len(steps_b):
+        return False
+    for x, y in zip(steps_a, steps_b):
+        if ("error" in x) != ("error" in y):
+            return False
+        if "error" in x:
+            if any(x["error"].get(k) != y["error"].get(k) for k in ("type", "stage", "message")):
+                return False
+        elif first_difference(x["value"], y["value"], tol=t, strict_sequences=True) is not None:
             return False
     return True
 

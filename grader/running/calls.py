@@ -21,16 +21,18 @@ from typing import ClassVar
 
 import numpy as np
 
+from grader.running import protocol
 from grader.running.executor import ModuleLoader, execute
 from grader.running.forbidden import MARK
 
 
 class InProcessTransport:
-    """Executes calls in this process on a folder of trusted code (never a student's)."""
+    """Executes calls in this process on a folder of trusted code (never a student's). `lesson`: the
+    lesson value (or its executor spec) whose contract the code follows."""
 
-    def __init__(self, directory):
+    def __init__(self, directory, *, lesson=None):
         self.directory = Path(directory)
-        self.loader = ModuleLoader(self.directory, isolated=True)
+        self.loader = ModuleLoader(self.directory, isolated=True, lesson=lesson)
 
     def call(self, header: dict, arrays: dict) -> tuple[dict, dict]:
         return execute(header, arrays, loader=self.loader)
@@ -93,6 +95,24 @@ class Result:
         return self.header.get("inspect") or {}
 
     @property
+    def value(self):
+        """What a "call" returned, as plain data (str, bytes, numbers, lists, tuples, dicts, numpy
+        arrays), None if it raised (see `error`)."""
+        tree = self.header.get("value")
+        return None if tree is None else protocol.unpack(tree, self.arrays)
+
+    @property
+    def steps(self) -> list[dict]:
+        """A session's answers, one per step that ran, in order: {"value": plain data} or {"error": record}."""
+        answers = []
+        for answer in self.header.get("steps") or []:
+            if "error" in answer:
+                answers.append({"error": answer["error"]})
+            else:
+                answers.append({"value": protocol.unpack(answer.get("value"), self.arrays)})
+        return answers
+
+    @property
     def forbidden(self) -> list[str]:
         """Library attention this call met (switched off in the sandboxed child, which says so in the error)."""
         found = []
@@ -106,6 +126,65 @@ class Result:
                     continue
                 found.append(next(p for p in reversed(dotted) if p not in ("forward", "__init__", "_forward_impl")))
         return found
+
+
+# -- the steps of a session ---------------------------------------------------------------------------
+class Method:
+    """A session step: call a method of the instance, `Method("encode", "hello")`; `.times(n)` calls it
+    n times and answers the last return value (an optimizer's step)."""
+
+    def __init__(self, name: str, *args, **kwargs):
+        self.name, self.args, self.kwargs, self.repeat = name, args, kwargs, 1
+
+    def times(self, n: int) -> "Method":
+        self.repeat = int(n)
+        return self
+
+    def header(self, arrays: dict) -> dict:
+        step = {"method": self.name, "args": [_pack(a, arrays) for a in self.args],
+                "kwargs": {k: _pack(v, arrays) for k, v in self.kwargs.items()}}
+        if self.repeat != 1:
+            step["repeat"] = self.repeat
+        return step
+
+    def __repr__(self) -> str:
+        shown = ", ".join([*(_short(a) for a in self.args), *(f"{k}={_short(v)}" for k, v in self.kwargs.items())])
+        return f".{self.name}({shown})" + (f" x{self.repeat}" if self.repeat != 1 else "")
+
+
+@dataclass(frozen=True)
+class Attr:
+    """A session step: read an attribute of the instance (a dotted path: "state.lr")."""
+
+    path: str
+
+    def header(self, arrays: dict) -> dict:
+        return {"attr": self.path}
+
+    def __repr__(self) -> str:
+        return f".{self.path}"
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """An argument: the value step `index` of the same session returned, as the student's code returned it."""
+
+    index: int
+
+    def __repr__(self) -> str:
+        return f"<step {self.index}>"
+
+
+def _pack(value, arrays: dict):
+    """A value tree of the grader's own argument (grader/running/protocol.py); arrays go into `arrays` as a0, a1..."""
+    def special(v):
+        return {"step": int(v.index)} if isinstance(v, Earlier) else None
+    return protocol.pack(value, arrays, prefix=f"a{len(arrays)}_", special=special)
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 @dataclass
@@ -190,6 +269,34 @@ class Adapter:
                   "attrs": [{"name": a, "paths": list(self.attr_paths.get(a, (a,)))} for a in attrs]}
         args = ", ".join([*map(str, init), *(f"{k}={v}" for k, v in (init_kwargs or {}).items())])
         return self.call(header, {}, f"{cls}({args})")
+
+    # -- plain functions and objects ---------------------------------------------------------------
+    def run(self, module: str, name: str, *, args=(), kwargs: dict | None = None, request: str = "",
+            seed: int | None = None) -> Result:
+        """Call function `name` of the contract's `module` on structured arguments (str, bytes, numbers,
+        None, lists, tuples, dicts, numpy arrays, which arrive as tensors); `Result.value` is what it returned."""
+        arrays: dict = {}
+        header = {"op": "call", "module": module, "name": name, "args": [_pack(a, arrays) for a in args],
+                  "kwargs": {k: _pack(v, arrays) for k, v in (kwargs or {}).items()}}
+        if seed is not None:
+            header["seed"] = int(seed)
+        shown = ", ".join([*(_short(a) for a in args), *(f"{k}={_short(v)}" for k, v in (kwargs or {}).items())])
+        return self.call(header, arrays, request or f"{name}({shown})")
+
+    def session(self, module: str, cls: str, *, init=(), init_kwargs: dict | None = None, steps=(),
+                keep_going: bool = False, request: str = "", seed: int | None = None) -> Result:
+        """Build `cls(*init, **init_kwargs)` of the contract's `module` once, in one call, then run the steps
+        on it in order (Method, Attr); `Result.steps` answers each. A raising step ends the session,
+        unless keep_going (the later steps run on whatever state it left)."""
+        arrays: dict = {}
+        header = {"op": "session", "module": module, "cls": cls, "init": [_pack(a, arrays) for a in init],
+                  "init_kwargs": {k: _pack(v, arrays) for k, v in (init_kwargs or {}).items()},
+                  "steps": [step.header(arrays) for step in steps]}
+        if keep_going:
+            header["keep_going"] = True
+        if seed is not None:
+            header["seed"] = int(seed)
+        return self.call(header, arrays, request or f"{cls}(...)" + "".join(map(repr, steps)))
 
     # -- building calls ----------------------------------------------------------------------
     def binding(self, name: str) -> dict:

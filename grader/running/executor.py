@@ -19,6 +19,17 @@ to an entry of `arrays`. Ops:
   inspect   {"op": "inspect", "module": ..., "cls": ..., "init": [...],
              "attrs": [{"name": "W_q", "paths": ["W_q", "Wq"]}]}
 
+For contracts that are not a module's forward, arguments and answers are value trees (grader/running/protocol.py,
+`pack`/`unpack`: str, bytes, numbers, None, lists, tuples, dicts, arrays):
+
+  call      {"op": "call", "module": "training", "name": "train_bpe", "args": [tree...], "kwargs": {name: tree}}
+            -> "value": tree
+  session   {"op": "session", "module": "tokenizer", "cls": "Tokenizer", "init": [tree...], "init_kwargs": {...},
+             "steps": [{"method": "encode", "args": [...], "kwargs": {...}, "repeat": 1}, {"attr": "vocab"}],
+             "keep_going": false}
+            -> "steps": [{"value": tree} | {"error": record}, ...], one per step that ran; an argument
+            {"step": i} is what step i returned (a round trip: decode what encode gave).
+
 A header may carry "standins_source": {name: source} of grader stand-ins lent to a sandboxed child,
 each alone, with the first call that needs it (grader/sandbox/lending.py), never held by a child before.
 A header's "over_standins" lists graded names of the call's module bound to their stand-ins while
@@ -43,18 +54,20 @@ import threading
 import traceback
 import types
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from grader.lesson import ROOT, load_lesson
+from grader import lesson as lessons
+from grader.running import protocol
+from grader.lesson import ROOT
 
-# The lesson is read in the grader and the zygote, before any child exists (a child cannot read the kit
-# and gets the zygote's answer from load_lesson()). Each part is graded on its own (the lesson's contract,
-# "One bug costs one part"), over the grader's stand-ins for the parts it uses, so a bug (or a failed
-# import) in one file never costs another file's points. Line numbers here show in students' feedback:
-# LESSON, STUDENT_MODULES and ALWAYS_STANDIN are read when asked for, in __getattr__ at the file's end.
+# Each part is graded on its own (the lesson's contract, "One bug costs one part"), over the grader's
+# stand-ins for the parts it uses, so a bug (or a failed import) in one file never costs another file's
+# points. What the executor needs of the lesson is a small JSON-able spec (`executor_spec`), handed to
+# each ModuleLoader: a sandboxed child gets it from the zygote and never reads the kit.
 
 MAX_ELEMENTS = 4_000_000  # per returned array: far above any call the graders make
 SEED = 0
@@ -74,6 +87,46 @@ class GraderCallError(Exception):
     """The call could not be set up on this submission (missing attribute, wrong shape...)."""
 
 
+# -- what the executor needs of a lesson ----------------------------------------------------------------
+@dataclass(frozen=True)
+class CallLesson:
+    """The executor's view of a lesson: plain data, so that it crosses to a sandboxed child as JSON."""
+
+    modules: tuple[str, ...]  # the contract's modules
+    always_standin: dict  # module -> the modules it is always graded over stand-ins of
+    standin_names: dict  # module -> {contract name: name in the stand-ins file}
+    contract: str  # the contract's file as a student sees it named, for error messages
+    standins_module: str | None = None  # importable stand-ins (the grader's process only: a child is lent them)
+
+    @classmethod
+    def of(cls, lesson) -> "CallLesson":
+        """From a CallLesson, its spec (a dict, see `executor_spec`) or a lesson value (grader.lesson.Lesson)."""
+        if isinstance(lesson, CallLesson):
+            return lesson
+        if isinstance(lesson, dict):
+            return cls(modules=tuple(lesson["modules"]),
+                       always_standin={m: tuple(v) for m, v in lesson.get("always_standin", {}).items()},
+                       standin_names={m: dict(v) for m, v in lesson.get("standin_names", {}).items()},
+                       contract=str(lesson.get("contract", "the contract")),
+                       standins_module=lesson.get("standins_module"))
+        return cls.of(executor_spec(lesson))
+
+
+def executor_spec(lesson) -> dict:
+    """What the executor needs of a lesson value, as JSON-able data (for the zygote's spec of the lesson)."""
+    return {"modules": list(lesson.modules),
+            "always_standin": {m: list(v) for m, v in lesson.always_standin.items()},
+            "standin_names": {m: dict(v) for m, v in lesson.standin_names.items()},
+            "contract": _shown(Path(lesson.contract)),
+            "standins_module": lesson.standins_module}
+
+
+def _migration_lesson():
+    # Until every caller passes lesson=: the run's lesson (issue 23 point 1 removes this fallback).
+    find = getattr(lessons, "lesson_for_migration", None) or lessons.load_lesson
+    return find()
+
+
 class ModuleLoader:
     """Imports a submission's modules by plain name and remembers import failures.
 
@@ -83,8 +136,9 @@ class ModuleLoader:
     submissions (reference, mutants, variants) coexist in one process.
     """
 
-    def __init__(self, directory, *, isolated: bool, meta_inspect: bool = False):
+    def __init__(self, directory, *, isolated: bool, meta_inspect: bool = False, lesson=None):
         self.directory = Path(directory).resolve()
+        self._lesson = None if lesson is None else CallLesson.of(lesson)
         self.isolated = isolated
         # `inspect` calls build the module on the meta device first (see _inspect_on_meta). Only the
         # sandboxed child turns this on: it alone can be replaced by a fresh process when that
@@ -93,6 +147,12 @@ class ModuleLoader:
         self.modules: dict[str, types.ModuleType] = {}
         self.errors: dict[str, dict] = {}
         self.standins = None  # the grader's stand-ins (a module, or _Lent in a child), once this loader has them
+
+    @property
+    def lesson(self) -> CallLesson:
+        if self._lesson is None:
+            self._lesson = CallLesson.of(_migration_lesson())
+        return self._lesson
 
     def receive_standins(self, units: dict) -> None:
         """Stand-ins lent by the grader, each alone ({name: its own source}, grader/sandbox/lending.py):
@@ -106,7 +166,7 @@ class ModuleLoader:
         if self.standins is None:
             if not self.isolated:
                 raise GraderCallError("the grader's stand-ins were not sent to this process (an engine fault)")
-            self.standins = importlib.import_module(load_lesson().standins_module)  # trusted, the grader's process
+            self.standins = importlib.import_module(self.lesson.standins_module)  # trusted, the grader's process
         return self.standins
 
     # -- public -------------------------------------------------------------------------
@@ -117,7 +177,8 @@ class ModuleLoader:
         if name in self.errors:
             raise _ImportFailure(name, self.errors[name])
         try:
-            stand_ins = {dep: _standin_module(dep, self.standin_module()) for dep in load_lesson().always_standin.get(name, ())}
+            stand_ins = {dep: _standin_module(dep, self.standin_module(), self.lesson)
+                         for dep in self.lesson.always_standin.get(name, ())}
             module = self._import(name, stand_ins)
         except BaseException as exc:  # a student's import may raise anything, even SystemExit
             if isinstance(exc, KeyboardInterrupt):
@@ -172,7 +233,7 @@ class ModuleLoader:
         return self._import_isolated(name, stand_ins)
 
     def _import_isolated(self, name: str, stand_ins: dict) -> types.ModuleType:
-        local = {p.stem for p in self.directory.glob("*.py")} | set(load_lesson().modules)
+        local = {p.stem for p in self.directory.glob("*.py")} | set(self.lesson.modules)
         with _IMPORT_LOCK:
             saved = {n: sys.modules.pop(n) for n in list(local) if n in sys.modules}
             # Siblings already imported for this submission stay the same objects.
@@ -209,10 +270,10 @@ def _is_from(module, directory: Path) -> bool:
     return bool(origin) and Path(origin).resolve().parent == directory
 
 
-def _standin_module(name: str, standins: types.ModuleType) -> types.ModuleType:
+def _standin_module(name: str, standins: types.ModuleType, lesson: CallLesson) -> types.ModuleType:
     module = types.ModuleType(name)
     module.__doc__ = f"grader stand-in for {name}.py"
-    for contract_name, standin_name in load_lesson().standin_names.get(name, {}).items():
+    for contract_name, standin_name in lesson.standin_names.get(name, {}).items():
         setattr(module, contract_name, getattr(standins, standin_name))
     return module
 
@@ -329,6 +390,10 @@ def execute(header: dict, arrays: dict, *, loader: ModuleLoader) -> tuple[dict, 
                 _run_module(header, arrays, loader, out_header, out_arrays)
             elif op == "inspect":
                 _run_inspect(header, loader, out_header)
+            elif op == "call":
+                _run_call(header, arrays, loader, out_header, out_arrays)
+            elif op == "session":
+                _run_session(header, arrays, loader, out_header, out_arrays)
             else:
                 raise GraderCallError(f"unknown op {op!r}")
     except _Failed as failed:
@@ -354,11 +419,13 @@ def _stage(name: str, loader: ModuleLoader, graded: tuple | None = None):
         raise _Failed(dict(exc.record)) from None
     except GraderCallError as exc:
         raise _Failed({"type": "GraderCallError", "message": str(exc), "traceback": "", "stage": name}) from None
+    except protocol.ValueNotCarried as exc:  # a result the grader cannot read: what to return instead
+        raise _Failed({"type": "UngradableResult", "message": str(exc)[:600], "traceback": "", "stage": name}) from None
     except BaseException as exc:  # student code may raise SystemExit and friends
         if isinstance(exc, KeyboardInterrupt):
             raise
         record = error_record(exc, name, loader.directory)
-        inside = _raised_inside(exc, *graded) if graded else []
+        inside = _raised_inside(exc, *graded, loader.lesson) if graded else []
         if inside:
             record["inside"] = inside
         raise _Failed(record) from None
@@ -370,7 +437,7 @@ def _stage(name: str, loader: ModuleLoader, graded: tuple | None = None):
 # the caller. So an error raised while another graded name of the same module ran is marked `inside`
 # it; the grader then asks the call again with that name bound to the grader's stand-in
 # ("over_standins"), for the names the lesson declares stand-ins of ([standin_names]).
-def _raised_inside(exc: BaseException, module, module_name: str, called: str) -> list[str]:
+def _raised_inside(exc: BaseException, module, module_name: str, called: str, lesson: CallLesson) -> list[str]:
     """The other graded names of `module_name` with a stand-in whose own code was running when `exc`
     was raised (their frames are on its traceback)."""
     try:
@@ -378,7 +445,7 @@ def _raised_inside(exc: BaseException, module, module_name: str, called: str) ->
     except TypeError:
         return []
     codes: dict = {}
-    for name in load_lesson().standin_names.get(module_name, {}):
+    for name in lesson.standin_names.get(module_name, {}):
         if name != called:
             for code in _code_objects(namespace.get(name)):
                 codes.setdefault(code, name)
@@ -420,7 +487,7 @@ def _over_standins(header: dict, loader: ModuleLoader, out_header: dict):
         yield
         return
     module_name = header.get("module")
-    declared = dict(load_lesson().standin_names.get(module_name, {}))
+    declared = dict(loader.lesson.standin_names.get(module_name, {}))
     declared.pop(header.get("name") or header.get("cls"), None)  # never the name the call grades
     with _stage("import", loader):
         if not isinstance(names, list) or not all(isinstance(n, str) and n in declared for n in names):
@@ -456,6 +523,123 @@ def _run_function(header, arrays, loader, out_header, out_arrays):
     _finish(header, result, {n: tensors[n] for n in header.get("grad_wrt") or ()}, tensors, loader, out_header, out_arrays)
 
 
+# -- plain functions and objects, structured values (protocol.pack / unpack) -------------------------
+# A lesson whose contract is not a module's forward (a tokenizer, an optimizer, a data pipeline) asks for
+# "call" (a function of the contract on structured arguments) and "session" (one instance of a class
+# built, then a list of steps on it: methods called, attributes read). The instance lives only inside
+# this call. What comes back is a value tree (grader/running/protocol.py): plain data, never a student's object.
+MAX_STEPS = 1000
+MAX_REPEAT = 10_000
+
+
+def _arguments(header: dict, tensors: dict, earlier=None) -> tuple[list, dict]:
+    """The call's arguments, decoded from their value trees (the grader wrote them: a bad one is an engine fault)."""
+    try:
+        args = [protocol.unpack(a, tensors, earlier=earlier) for a in header.get("args", [])]
+        kwargs = {str(k): protocol.unpack(v, tensors, earlier=earlier) for k, v in (header.get("kwargs") or {}).items()}
+    except protocol.ProtocolError as exc:
+        raise GraderCallError(f"the call's arguments are not value trees: {exc} (an engine fault)") from None
+    return args, kwargs
+
+
+class _ResultPacker:
+    """Turns what student code returned into value trees, one shared budget for the whole answer."""
+
+    def __init__(self, out_arrays: dict):
+        self.out_arrays, self.budget = out_arrays, {}
+
+    def __call__(self, value, prefix: str):
+        return protocol.pack(value, self.out_arrays, prefix=prefix, special=self._tensor, budget=self.budget)
+
+    def _tensor(self, value):
+        if not isinstance(value, torch.Tensor):
+            return None
+        name = f"t{len(self.out_arrays)}"
+        while name in self.out_arrays:
+            name += "_"
+        self.out_arrays[name] = to_numpy(value)
+        if len(self.out_arrays) > protocol.VALUE_LIMITS.max_arrays:
+            raise protocol.ValueNotCarried(f"the result holds more than {protocol.VALUE_LIMITS.max_arrays} tensors")
+        return {"array": name}
+
+
+def _graded(loader, header, key):
+    """(module, the callable of the contract it names) for a call, or a GraderCallError naming what is missing."""
+    with _stage("import", loader):
+        module = loader.load(header["module"])
+        found = getattr(module, header[key], None)
+        if not callable(found):
+            kind = "function" if key == "name" else "class"
+            raise GraderCallError(f"{header['module']}.py defines no {kind} {header[key]}")
+    return module, found
+
+
+def _run_call(header, arrays, loader, out_header, out_arrays):
+    module, fn = _graded(loader, header, "name")
+    tensors = _tensors(header, arrays)
+    with _stage("call", loader):
+        args, kwargs = _arguments(header, tensors)
+    with _stage("call", loader, (module, header["module"], header["name"])):
+        _seed(header.get("seed"))
+        result = fn(*args, **kwargs)
+    with _stage("output", loader):
+        out_header["value"] = _ResultPacker(out_arrays)(result, "v")
+
+
+def _run_session(header, arrays, loader, out_header, out_arrays):
+    """Build one instance, then run the steps on it in order; each step's value or error is answered.
+
+    A step that raises ends the session (the instance may be half-changed), unless "keep_going"."""
+    module, cls = _graded(loader, header, "cls")
+    graded = (module, header["module"], header["cls"])
+    tensors = _tensors(header, arrays)
+    steps = header.get("steps") or []
+    with _stage("construct", loader):
+        if not isinstance(steps, list) or len(steps) > MAX_STEPS:
+            raise GraderCallError(f"a session has at most {MAX_STEPS} steps (an engine fault)")
+        init = _arguments({"args": header.get("init", []), "kwargs": header.get("init_kwargs")}, tensors)
+    with _stage("construct", loader, graded):
+        _seed(header.get("seed"))  # once: a session's steps go on from one random state, as a loop would
+        obj = cls(*init[0], **init[1])
+    returned, answers, pack = [], [], _ResultPacker(out_arrays)
+    out_header["steps"] = answers
+
+    def earlier(i):
+        if not 0 <= i < len(returned) or returned[i] is _NOT_RUN:
+            raise GraderCallError(f"step {i} did not return a value, so no later step can be given it")
+        return returned[i]
+
+    for i, step in enumerate(steps):
+        value = _NOT_RUN
+        try:
+            with _stage("step", loader):
+                if not isinstance(step, dict):
+                    raise GraderCallError(f"step {i} is not a step (an engine fault)")
+                repeat = step.get("repeat", 1)
+                if type(repeat) is not int or not 1 <= repeat <= MAX_REPEAT:
+                    raise GraderCallError(f"step {i} repeats {repeat!r} times, not 1 to {MAX_REPEAT} (an engine fault)")
+                args, kwargs = _arguments(step, tensors, earlier) if "method" in step else ([], {})
+            with _stage("step", loader, graded):
+                if "attr" in step:
+                    value = _resolve(obj, str(step["attr"]))
+                else:
+                    method = getattr(obj, str(step["method"]))
+                    for _ in range(repeat):
+                        value = method(*args, **kwargs)
+            returned.append(value)
+            with _stage("output", loader):
+                answers.append({"value": pack(value, f"s{i}.")})
+        except _Failed as failed:
+            if len(returned) == i:
+                returned.append(_NOT_RUN)
+            answers.append({"error": failed.record})
+            if not header.get("keep_going"):
+                break
+
+
+_NOT_RUN = object()
+
+
 def _construct(header, loader):
     with _stage("import", loader):
         module = loader.load(header["module"])
@@ -487,7 +671,7 @@ def _run_module(header, arrays, loader, out_header, out_arrays):
         obj.eval()  # dropout, if a student added it, must not make grading random
         for spec in header.get("params", []):
             value = tensors[spec["array"]].detach().to(dtype)
-            for path, target in _bind(obj, spec, header["cls"]):
+            for path, target in _bind(obj, spec, header["cls"], loader.lesson):
                 if tuple(target.shape) != tuple(value.shape):
                     raise GraderCallError(
                         f"{header['cls']}.{path} has shape {tuple(target.shape)}, "
@@ -749,17 +933,6 @@ class _NotLent(GraderCallError, AttributeError):
     """An engine fault when the executor asks; an attribute that is not there to student code."""
 
 
-def __getattr__(name: str):
-    # LESSON, STUDENT_MODULES, ALWAYS_STANDIN: the run's lesson, read when asked for (after --lesson).
-    if name == "LESSON":
-        return load_lesson()
-    if name == "STUDENT_MODULES":
-        return load_lesson().modules
-    if name == "ALWAYS_STANDIN":
-        return load_lesson().always_standin
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 # -- binding to the contract ------------------------------------------------------------------------
 # Where the grader's weights go in a student's module is the lesson's data (a rule in each call's
 # header, see grader/running/calls.py Adapter.binding); the executor applies it and knows no name.
@@ -772,7 +945,7 @@ def _to_call_dtype(obj, dtype) -> None:
         obj.to(dtype)
 
 
-def _bind(obj, spec: dict, cls_name: str) -> list[tuple[str, torch.Tensor]]:
+def _bind(obj, spec: dict, cls_name: str, lesson: CallLesson) -> list[tuple[str, torch.Tensor]]:
     """(path, tensor) pairs of a student's module that receive the grader's values for `spec`.
 
     {"names": [...]}: every accepted path present as a tensor (the same tensor once), so that a module
@@ -780,7 +953,7 @@ def _bind(obj, spec: dict, cls_name: str) -> list[tuple[str, torch.Tensor]]:
     {"within", "type", "index", "count", "tensor"}: the index-th layer of that torch.nn type inside
     `within`, in registration order, whatever the keys; there must be exactly `count` of them."""
     rule = spec.get("bind") or {"names": spec.get("paths") or [spec["name"]]}
-    where = f"(see {_shown(load_lesson().contract)})"
+    where = f"(see {lesson.contract})"
     contract = rule.get("contract") or f"{cls_name} needs {' or '.join(rule.get('names', ()))}"
     if "within" not in rule:
         found, seen = [], set()

@@ -13,6 +13,7 @@ allocation the child chose.
 """
 from __future__ import annotations
 
+import base64
 import json
 import math
 import socket
@@ -231,3 +232,272 @@ def _recv_exact(sock: socket.socket, n: int, deadline: float | None, at_boundary
             raise ConnectionClosed(f"the peer closed the connection {where}")
         got += k
     return buf
+
+
+# -- structured values ----------------------------------------------------------------------------
+# A call's arguments and a result that is not one tensor travel as a *value tree*: JSON in the header,
+# arrays beside it as usual. null, booleans, integers, finite floats and strings stand for themselves and
+# a JSON list for a Python list; everything else is an object with exactly one of these keys:
+#
+#     {"tuple": [...]}  {"bytes": "<base64>"}  {"dict": [[key, value], ...]}  {"float": "nan"|"inf"|"-inf"}
+#     {"array": name}   {"step": i}  (an argument only: the value step i of a session returned)
+#
+# `pack` writes a tree from Python values and `unpack` reads one back. Packing reads a value through the
+# built-in types' own methods (list.__iter__, str.__str__, dict.items...), never through a subclass's
+# overrides, so a student's object can neither lie about its contents nor run code while it is packed; it
+# stops at the caps below, at a container that holds itself, and at any type it does not know, with a
+# message saying what to return instead. Unpacking builds plain built-ins only and checks everything a
+# forged tree could get wrong (tags, key types, depth, size) before it trusts any of it.
+@dataclass(frozen=True)
+class ValueLimits:
+    """Caps on one value tree (all the values of one answer together). `max_chars` keeps the JSON under
+    the 1 MiB header a reply frame may have (`Limits.max_header_bytes`)."""
+
+    max_depth: int = 32
+    max_nodes: int = 200_000
+    max_chars: int = 900_000  # characters of strings, bytes (as base64) and digits, plus a few per node
+    max_int_bits: int = 256
+    max_arrays: int = 200
+    max_array_elements: int = 4_000_000
+
+
+VALUE_LIMITS = ValueLimits()
+_TAGS = frozenset({"tuple", "bytes", "dict", "float", "array", "step"})
+_NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+# numpy scalars of these exact types are numbers to a reader: carried as int, float or bool.
+_NUMPY_INTS = tuple(np.dtype(c).type for c in "bBhHiIlLqQ")
+_NUMPY_FLOATS = (np.float16, np.float32, np.float64)
+_ADVICE = {
+    "generator": "return a list (list(...) around the generator)",
+    "set": "return a sorted list", "frozenset": "return a sorted list",
+    "dict_keys": "return a list (list(d.keys()))", "dict_values": "return a list (list(d.values()))",
+    "dict_items": "return a list of tuples", "map": "return a list (list(map(...)))",
+    "filter": "return a list", "range": "return a list (list(range(...)))", "zip": "return a list of tuples",
+}
+
+
+class ValueNotCarried(TypeError):
+    """A value that cannot travel as a value tree (its type, its size, a container holding itself)."""
+
+
+def pack(value, arrays: dict, *, prefix: str = "v", limits: ValueLimits = VALUE_LIMITS, special=None,
+         budget: dict | None = None):
+    """The value tree of `value`; arrays found inside go into `arrays` under `prefix` + a number.
+
+    `special(value)` may answer a tree for a value of a type this module does not know (the executor's
+    tensors, a calls.Earlier marker), or None. `budget` (a dict, kept across calls) shares the caps between
+    several values of one answer. Raises ValueNotCarried, naming where in the value the problem is."""
+    budget = budget if budget is not None else {}
+    budget.setdefault("nodes", 0)
+    budget.setdefault("chars", 0)
+    return _Packer(arrays, prefix, limits, special, budget).pack(value, "", 0, set())
+
+
+class _Packer:
+    def __init__(self, arrays, prefix, limits, special, budget):
+        self.arrays, self.prefix, self.limits, self.special, self.budget = arrays, prefix, limits, special, budget
+
+    def spend(self, nodes: int, chars: int, where: str) -> None:
+        self.budget["nodes"] += nodes
+        self.budget["chars"] += chars
+        if self.budget["nodes"] > self.limits.max_nodes:
+            raise ValueNotCarried(f"the result{_at(where)} holds more than {self.limits.max_nodes:,} items, "
+                                  "far more than this call needs")
+        if self.budget["chars"] > self.limits.max_chars:
+            raise ValueNotCarried(f"the result{_at(where)} is larger than {self.limits.max_chars:,} characters, "
+                                  "far more than this call needs")
+
+    def pack(self, value, where: str, depth: int, path: set):
+        if depth > self.limits.max_depth:
+            raise ValueNotCarried(f"the result is nested more than {self.limits.max_depth} levels deep{_at(where)}")
+        self.spend(1, 4, where)
+        if value is None or value is True or value is False:
+            return value
+        kind = type(value)
+        if isinstance(value, int) and kind is not bool:
+            number = int.__int__(value)  # an int subclass's own __int__/__repr__ never run
+            if number.bit_length() > self.limits.max_int_bits:
+                raise ValueNotCarried(f"an integer{_at(where)} has more than {self.limits.max_int_bits} bits")
+            self.spend(0, len(str(number)), where)
+            return number
+        if isinstance(value, float):
+            return _float(float.__float__(value))
+        if kind in _NUMPY_INTS:
+            return int(value)
+        if kind in _NUMPY_FLOATS:
+            return _float(float(value))
+        if kind is np.bool_:
+            return bool(value)
+        if isinstance(value, str):
+            text = str.__str__(value)
+            self.spend(0, len(text), where)
+            return text
+        if isinstance(value, (bytes, bytearray)):
+            data = bytes(memoryview(value))  # the buffer itself, not a subclass's __bytes__
+            self.spend(0, 4 * len(data) // 3 + 4, where)
+            return {"bytes": base64.b64encode(data).decode("ascii")}
+        if self.special is not None:
+            tree = self.special(value)
+            if tree is not None:
+                return tree
+        if isinstance(value, np.ndarray):
+            return self.array(value, where)
+        if isinstance(value, (list, tuple, dict)):
+            if id(value) in path:
+                raise ValueNotCarried(f"the result contains itself{_at(where)}: return a value, not a loop of references")
+            size = (list.__len__ if isinstance(value, list) else tuple.__len__ if isinstance(value, tuple)
+                    else dict.__len__)(value)
+            if self.budget["nodes"] + size > self.limits.max_nodes:
+                raise ValueNotCarried(f"the result{_at(where)} holds {size:,} items, more than the "
+                                      f"{self.limits.max_nodes:,} a result may hold")
+            path.add(id(value))
+            try:
+                if isinstance(value, dict):
+                    return self.dict(value, where, depth, path)
+                items = [self.pack(item, f"{where}[{i}]", depth + 1, path)
+                         for i, item in enumerate((list.__iter__ if isinstance(value, list) else tuple.__iter__)(value))]
+            finally:
+                path.discard(id(value))
+            return items if isinstance(value, list) else {"tuple": items}
+        name = _type_name(value)
+        advice = _ADVICE.get(name, "return plain values: str, bytes, int, float, bool, None, lists, tuples, dicts, tensors")
+        raise ValueNotCarried(f"the result{_at(where)} is a {name}, which the grader cannot read: {advice}")
+
+    def dict(self, value, where, depth, path):
+        pairs, seen = [], set()
+        for key, item in dict.items(value):
+            packed_key = self.pack(key, f"a key of {where or 'the dict'}", depth + 1, path)
+            if _is_array_tree(packed_key):
+                raise ValueNotCarried(f"a key{_at(where)} is an array: use ints, strings, bytes or tuples as keys")
+            shown = json.dumps(packed_key, sort_keys=True)
+            if shown in seen:  # two keys whose own __eq__/__hash__ kept them apart, with the same contents
+                raise ValueNotCarried(f"the dict{_at(where)} has two keys equal to {shown[:60]}")
+            seen.add(shown)
+            pairs.append([packed_key, self.pack(item, f"{where}[{_key_shown(key)}]", depth + 1, path)])
+        return {"dict": pairs}
+
+    def array(self, value: np.ndarray, where: str):
+        if len(self.arrays) >= self.limits.max_arrays:
+            raise ValueNotCarried(f"the result holds more than {self.limits.max_arrays} arrays")
+        size = np.ndarray.size.__get__(value)  # not a subclass's own `size`
+        if size > self.limits.max_array_elements:
+            raise ValueNotCarried(f"an array{_at(where)} has {size:,} elements, far more than this call needs")
+        data = np.array(value, copy=True, subok=False)
+        if data.dtype.kind not in "biuf":
+            raise ValueNotCarried(f"an array{_at(where)} has dtype {data.dtype}: return numbers")
+        data = np.ascontiguousarray(data.astype(_wire_dtype_for(data.dtype), copy=False))
+        name = f"{self.prefix}{len(self.arrays)}"
+        while name in self.arrays:
+            name += "_"
+        self.arrays[name] = data
+        return {"array": name}
+
+
+def _float(x: float):
+    return x if math.isfinite(x) else {"float": "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")}
+
+
+def _wire_dtype_for(dtype: np.dtype) -> np.dtype:
+    if dtype.kind == "b":
+        return DTYPES["bool"]
+    if dtype.kind in "iu":
+        return DTYPES["int64"]
+    return DTYPES["float64"] if dtype.itemsize > 4 else DTYPES["float32"]
+
+
+def _is_array_tree(tree) -> bool:
+    return isinstance(tree, dict) and "array" in tree
+
+
+def _type_name(value) -> str:
+    try:
+        return str(type.__dict__["__name__"].__get__(type(value)))[:60]
+    except Exception:  # noqa: BLE001 - a type whose name cannot be read
+        return "value of an unnamed type"
+
+
+def _key_shown(key) -> str:
+    if isinstance(key, (int, float)) and not isinstance(key, bool):
+        return str(int.__int__(key) if isinstance(key, int) else float.__float__(key))
+    if isinstance(key, str):
+        return repr(str.__str__(key)[:40])
+    if isinstance(key, (bytes, bytearray)):
+        return repr(bytes(memoryview(key))[:40])
+    return "…"
+
+
+def _at(where: str) -> str:
+    return f" at {where}" if where else ""
+
+
+def unpack(tree, arrays: dict, *, limits: ValueLimits = VALUE_LIMITS, earlier=None):
+    """The Python value of a value tree: built-ins and the arrays of `arrays` it names. `earlier(i)` gives
+    the value of a {"step": i} (None: such a reference is refused). Raises ProtocolError for anything that
+    is not a tree `pack` could have written within `limits`."""
+    budget = {"nodes": 0}
+    return _unpack(tree, arrays, limits, earlier, budget, 0)
+
+
+def _unpack(tree, arrays, limits, earlier, budget, depth):
+    if depth > limits.max_depth + 1:
+        raise ProtocolError(f"a value is nested more than {limits.max_depth} levels deep")
+    budget["nodes"] += 1
+    if budget["nodes"] > limits.max_nodes + 1:
+        raise ProtocolError(f"a value holds more than {limits.max_nodes} items")
+    if tree is None or isinstance(tree, (bool, str)):
+        return tree
+    if isinstance(tree, int):
+        if tree.bit_length() > limits.max_int_bits:
+            raise ProtocolError(f"an integer has more than {limits.max_int_bits} bits")
+        return tree
+    if isinstance(tree, float):
+        return tree
+    if isinstance(tree, list):
+        return [_unpack(item, arrays, limits, earlier, budget, depth + 1) for item in tree]
+    if not isinstance(tree, dict) or len(tree) != 1 or next(iter(tree)) not in _TAGS:
+        raise ProtocolError(f"not a value tree: {str(tree)[:60]}")
+    (tag, body), = tree.items()
+    if tag == "tuple" and isinstance(body, list):
+        return tuple(_unpack(item, arrays, limits, earlier, budget, depth + 1) for item in body)
+    if tag == "bytes" and isinstance(body, str):
+        try:
+            return base64.b64decode(body.encode("ascii"), validate=True)
+        except (ValueError, UnicodeEncodeError):
+            raise ProtocolError("a bytes value is not base64") from None
+    if tag == "float" and body in _NONFINITE:
+        return _NONFINITE[body]
+    if tag == "array" and isinstance(body, str) and body in arrays:
+        return arrays[body]
+    if tag == "step" and earlier is not None and type(body) is int:
+        return earlier(body)
+    if tag == "dict" and isinstance(body, list):
+        result = {}
+        for pair in body:
+            if not (isinstance(pair, list) and len(pair) == 2):
+                raise ProtocolError("a dict's items must be [key, value] pairs")
+            key = _unpack(pair[0], {}, limits, None, budget, depth + 1)
+            if not _hashable(key):
+                raise ProtocolError("a dict key must be None, a bool, number, str, bytes or a tuple of them")
+            if key in result:
+                raise ProtocolError(f"a dict has the key {str(key)[:40]} twice")
+            result[key] = _unpack(pair[1], arrays, limits, earlier, budget, depth + 1)
+        return result
+    raise ProtocolError(f"a {tag!r} value is malformed: {str(body)[:60]}")
+
+
+def _hashable(key) -> bool:
+    if key is None or isinstance(key, (bool, int, float, str, bytes)):
+        return True
+    return isinstance(key, tuple) and all(map(_hashable, key))
+
+
+def value_problem(tree, arrays: dict, *, limits: ValueLimits = VALUE_LIMITS) -> str | None:
+    """What is wrong with a value tree an answer carries (None if nothing): for a caller that must refuse a
+    forged answer before anything reads it."""
+    try:
+        unpack(tree, arrays, limits=limits)
+    except ProtocolError as exc:
+        return str(exc)
+    except RecursionError:
+        return "a value is nested too deeply"
+    return None

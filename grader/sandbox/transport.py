@@ -444,6 +444,26 @@ def reply_problem(header: dict, arrays: dict) -> str | None:
         return "'inspect' is not an inspection record"
     if not isinstance(header.get("retry_without_meta", False), bool):
         return "'retry_without_meta' is not a flag"
+    # Structured answers (a "call" or a "session"): value trees, read back only after this check.
+    if "value" in header and (problem := protocol.value_problem(header["value"], arrays)):
+        return f"'value' is not a value tree: {problem}"
+    steps = header.get("steps", [])
+    if not isinstance(steps, list):
+        return "'steps' is not a list"
+    for i, answer in enumerate(steps):
+        if not isinstance(answer, dict) or len(answer) != 1 or not ({"value", "error"} & set(answer)):
+            return f"step {i} is neither a value nor an error"
+        if "error" in answer and (not isinstance(answer["error"], dict) or (problem := _error_problem(answer["error"]))):
+            return f"step {i}: {problem if isinstance(answer['error'], dict) else 'not an error record'}"
+        if "value" in answer and (problem := protocol.value_problem(answer["value"], arrays)):
+            return f"step {i} is not a value tree: {problem}"
+    return None
+
+
+def _error_problem(value: dict) -> str | None:
+    if not all(isinstance(value.get(k), str) for k in ("type", "message")) \
+            or not all(isinstance(value.get(k, ""), str) for k in ("traceback", "stage")):
+        return "not an error record"
     return None
 
 

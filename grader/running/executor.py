@@ -122,9 +122,8 @@ def executor_spec(lesson) -> dict:
 
 
 def _migration_lesson():
-    # Until every caller passes lesson=: the run's lesson (issue 23 point 1 removes this fallback).
-    find = getattr(lessons, "lesson_for_migration", None) or lessons.load_lesson
-    return find()
+    # TRANSITIONAL: the run's lesson, for a caller that does not pass lesson= yet (removed when none is left).
+    return lessons.lesson_for_migration()
 
 
 class ModuleLoader:

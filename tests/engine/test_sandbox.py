@@ -529,7 +529,7 @@ def test_the_zygote_warm_up_loads_nothing_a_child_would_not_use():
     # Every module the zygote holds is copied (page tables) into each child and torn down after it.
     # backward(gradient) on a tensor, for one, pulls in torch.fx's symbolic shapes and sympy (~34 MB).
     probe = ("import sys, torch\n"
-             "from grader import execute\n"
+             "from grader.running import executor as execute\n"
              "from grader.sandbox import startup\n"
              "before = set(sys.modules)\n"
              "startup.warm_up(torch)\n"

@@ -61,13 +61,13 @@ import numpy as np
 import torch
 
 from grader import lesson as lessons
-from grader.running import protocol
 from grader.lesson import ROOT
+from grader.running import protocol
 
 # Each part is graded on its own (the lesson's contract, "One bug costs one part"), over the grader's
 # stand-ins for the parts it uses, so a bug (or a failed import) in one file never costs another file's
-# points. What the executor needs of the lesson is a small JSON-able spec (`executor_spec`), handed to
-# each ModuleLoader: a sandboxed child gets it from the zygote and never reads the kit.
+# points. Each ModuleLoader is handed the lesson (`lesson=`): a Lesson value in the grader's process, its
+# LessonSpec (plain data) in a sandboxed child, which gets it from the zygote and never reads the kit.
 
 MAX_ELEMENTS = 4_000_000  # per returned array: far above any call the graders make
 SEED = 0
@@ -90,35 +90,24 @@ class GraderCallError(Exception):
 # -- what the executor needs of a lesson ----------------------------------------------------------------
 @dataclass(frozen=True)
 class CallLesson:
-    """The executor's view of a lesson: plain data, so that it crosses to a sandboxed child as JSON."""
+    """The executor's view of a lesson, read by attribute from a Lesson value (grading in this process) or
+    from its LessonSpec (grader/lesson.py; what a sandboxed child is handed): the same names on both."""
 
     modules: tuple[str, ...]  # the contract's modules
     always_standin: dict  # module -> the modules it is always graded over stand-ins of
     standin_names: dict  # module -> {contract name: name in the stand-ins file}
     contract: str  # the contract's file as a student sees it named, for error messages
-    standins_module: str | None = None  # importable stand-ins (the grader's process only: a child is lent them)
+    standins_module: str | None = None  # importable stand-ins (a Lesson only: a child is lent them instead)
 
     @classmethod
     def of(cls, lesson) -> "CallLesson":
-        """From a CallLesson, its spec (a dict, see `executor_spec`) or a lesson value (grader.lesson.Lesson)."""
         if isinstance(lesson, CallLesson):
             return lesson
-        if isinstance(lesson, dict):
-            return cls(modules=tuple(lesson["modules"]),
-                       always_standin={m: tuple(v) for m, v in lesson.get("always_standin", {}).items()},
-                       standin_names={m: dict(v) for m, v in lesson.get("standin_names", {}).items()},
-                       contract=str(lesson.get("contract", "the contract")),
-                       standins_module=lesson.get("standins_module"))
-        return cls.of(executor_spec(lesson))
-
-
-def executor_spec(lesson) -> dict:
-    """What the executor needs of a lesson value, as JSON-able data (for the zygote's spec of the lesson)."""
-    return {"modules": list(lesson.modules),
-            "always_standin": {m: list(v) for m, v in lesson.always_standin.items()},
-            "standin_names": {m: dict(v) for m, v in lesson.standin_names.items()},
-            "contract": _shown(Path(lesson.contract)),
-            "standins_module": lesson.standins_module}
+        return cls(modules=tuple(lesson.modules),
+                   always_standin={m: tuple(v) for m, v in lesson.always_standin.items()},
+                   standin_names={m: dict(v) for m, v in lesson.standin_names.items()},
+                   contract=_shown(Path(lesson.contract)),
+                   standins_module=getattr(lesson, "standins_module", None))
 
 
 def _migration_lesson():
@@ -165,6 +154,8 @@ class ModuleLoader:
         if self.standins is None:
             if not self.isolated:
                 raise GraderCallError("the grader's stand-ins were not sent to this process (an engine fault)")
+            if not self.lesson.standins_module:
+                raise GraderCallError("this loader was given no lesson with stand-ins: pass the Lesson value (an engine fault)")
             self.standins = importlib.import_module(self.lesson.standins_module)  # trusted, the grader's process
         return self.standins
 

@@ -6,6 +6,7 @@ Run on the neutral fixture tests/fixtures/lessons/words (strings, bytes, dicts; 
 results written here: each must become a clear failure of that call, never a crash of the grader."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import textwrap
@@ -21,7 +22,7 @@ from grader.judging.mutants import results_match
 from grader.judging.tolerances import Tol
 from grader.running import protocol
 from grader.running.calls import Adapter, Attr, Earlier, InProcessTransport, Method, Result
-from grader.running.executor import CallLesson, ModuleLoader, execute, executor_spec
+from grader.running.executor import CallLesson, ModuleLoader, execute
 from grader.sandbox.transport import reply_problem
 
 torch.set_num_threads(1)
@@ -29,8 +30,8 @@ torch.set_num_threads(1)
 KIT = Path(__file__).resolve().parents[2]
 WORDS = KIT / "tests" / "fixtures" / "lessons" / "words" / "solutions"
 TOY = KIT / "tests" / "fixtures" / "lessons" / "toy"
-# What the executor needs of the words fixture: it has no stand-ins and one module.
-SPEC = {"modules": ["words"], "always_standin": {}, "standin_names": {}, "contract": "words/CONTRACT.md"}
+# What the executor needs of the words fixture: one module, no stand-ins.
+SPEC = CallLesson(modules=("words",), always_standin={}, standin_names={}, contract="words/CONTRACT.md")
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ def folder_with(tmp_path, source: str, name: str = "hostile") -> Path:
 
 
 def hostile_adapter(tmp_path, source: str) -> Adapter:
-    spec = dict(SPEC, modules=["hostile"])
+    spec = dataclasses.replace(SPEC, modules=("hostile",))
     return Adapter(InProcessTransport(folder_with(tmp_path, source), lesson=spec))
 
 
@@ -376,22 +377,22 @@ def test_the_mutant_lookup_tells_structured_answers_apart(words):
 
 
 # -- the lesson is a value handed to the executor --------------------------------------------------
-def test_the_executor_reads_the_lesson_it_is_given_never_the_ambient_one(monkeypatch, tmp_path):
+def test_the_executor_reads_the_lesson_it_is_given_never_the_ambient_one(monkeypatch):
     from grader import lesson as lessons
     toy = lessons.load_lesson(str(TOY))
-    spec = executor_spec(toy)
-    assert json.loads(json.dumps(spec)) == spec and CallLesson.of(spec) == CallLesson.of(toy)
+    # a sandboxed child gets the lesson's spec (plain data), the grader's process the value: the same view
+    assert dataclasses.replace(CallLesson.of(toy.spec()), standins_module=toy.standins_module) == CallLesson.of(toy)
 
     def ambient(*args, **kwargs):
         raise AssertionError("the executor looked the lesson up")
     monkeypatch.setattr(lessons, "load_lesson", ambient)
-    monkeypatch.setattr(lessons, "lesson_for_migration", ambient, raising=False)
-    loader = ModuleLoader(TOY / "solutions", isolated=True, lesson=spec)
+    monkeypatch.setattr(lessons, "lesson_for_migration", ambient)
+    loader = ModuleLoader(TOY / "solutions", isolated=True, lesson=toy)
     x = np.random.default_rng(0).standard_normal((2, 3)).astype("float32")
     header, arrays = execute({"op": "function", "module": "activations", "name": "softmax",
                               "args": [{"array": "x"}]}, {"x": x}, loader=loader)
     assert header["error"] is None and np.allclose(arrays["out0"].sum(-1), 1)
-    # the classifier imports the grader's softmax stand-in, found through the spec's standins_module
+    # the classifier imports the grader's softmax stand-in, found through the lesson's standins_module
     header, _ = execute({"op": "inspect", "module": "classifier", "cls": "Classifier", "init": [3, 2]}, {}, loader=loader)
     assert header["error"] is None and header["inspect"]["type"] == "Classifier"
 

@@ -116,7 +116,8 @@ class Result:
     def forbidden(self) -> list[str]:
         """Library attention this call met (switched off in the sandboxed child, which says so in the error)."""
         found = []
-        for error in (self.header.get("error"), self.header.get("grad_error")):
+        steps = [answer.get("error") for answer in self.header.get("steps") or () if isinstance(answer, dict)]
+        for error in (self.header.get("error"), self.header.get("grad_error"), *steps):
             message = str(error.get("message", "")) if isinstance(error, dict) else ""
             if MARK in message:
                 # "...: torch.nn.modules.activation.MultiheadAttention.forward. Computing ..." -> MultiheadAttention

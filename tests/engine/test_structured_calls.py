@@ -397,6 +397,14 @@ def test_the_executor_reads_the_lesson_it_is_given_never_the_ambient_one(monkeyp
     assert header["error"] is None and header["inspect"]["type"] == "Classifier"
 
 
+def test_library_code_a_step_was_refused_is_named_like_a_call_s():
+    from grader.running.forbidden import MARK
+    refused = {"type": "RuntimeError", "message": f"{MARK}: torch.nn.modules.activation.MultiheadAttention.forward.",
+               "traceback": "", "stage": "step"}
+    res = Result({"error": None, "steps": [{"value": 1}, {"error": refused}]}, {})
+    assert res.forbidden == ["MultiheadAttention"]
+
+
 def test_an_answer_is_a_result_a_test_can_read_offline():
     res = Result({"error": None, "value": {"tuple": [{"bytes": "YQ=="}, {"array": "v0"}]}}, {"v0": np.zeros(2)})
     value = res.value

@@ -48,6 +48,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import json
 import math
 import sys
 import threading
@@ -536,10 +537,18 @@ class _ResultPacker:
     """Turns what student code returned into value trees, one shared budget for the whole answer."""
 
     def __init__(self, out_arrays: dict):
-        self.out_arrays, self.budget = out_arrays, {}
+        self.out_arrays, self.budget, self.written = out_arrays, {}, 0
 
     def __call__(self, value, prefix: str):
-        return protocol.pack(value, self.out_arrays, prefix=prefix, special=self._tensor, budget=self.budget)
+        tree = protocol.pack(value, self.out_arrays, prefix=prefix, special=self._tensor, budget=self.budget)
+        # The packer's count stops a large value early; its JSON, measured, is what must fit in the answer's
+        # header (a non-ASCII character is written as 6 or 12 characters).
+        self.written += len(json.dumps(tree, separators=(",", ":")))
+        cap = protocol.VALUE_LIMITS.max_chars
+        if self.written > cap:
+            raise protocol.ValueNotCarried(f"the result takes {self.written:,} characters to send, more than the "
+                                           f"{cap:,} an answer may carry: far more than this call needs")
+        return tree
 
     def _tensor(self, value):
         if not isinstance(value, torch.Tensor):

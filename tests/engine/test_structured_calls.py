@@ -185,6 +185,12 @@ HOSTILE = """
     def huge_text():
         return "x" * 10_000_000
 
+    def snowmen():
+        return "\\u2603" * 200_000  # 200,000 characters, 1.2 MB as JSON
+
+    def surrogate():
+        return b"caf\\xff".decode("utf-8", "surrogateescape")
+
     def huge_int():
         return 2 ** 100_000
 
@@ -215,6 +221,7 @@ HOSTILE_CASES = {
     "unmeasurable": "is a Unmeasurable, which the grader cannot read",
     "huge_text": "larger than 900,000 characters",
     "huge_int": "has more than 256 bits",
+    "snowmen": "takes 1,200,002 characters to send, more than the 900,000",
     "two_equal_keys": "has two keys equal to \"k\"",
     "object_array": "has dtype object: return numbers",
     "a_class": "is a type, which the grader cannot read",
@@ -255,6 +262,14 @@ def test_a_str_whose_eq_lies_reaches_the_test_as_a_plain_str(tmp_path):
         checks.same_value(got, "what the grader expects", "decode")
     pairs = adapter.run("hostile", "merges").value
     assert [type(s) for pair in pairs for s in pair] == [str, str]
+
+
+def test_a_str_no_codec_can_write_arrives_as_it_was_and_is_shown_escaped(tmp_path):
+    value = hostile_adapter(tmp_path, HOSTILE).run("hostile", "surrogate").value
+    assert value == "caf\udcff"
+    with pytest.raises(checks.GradeFailure) as caught:
+        checks.same_value(value, "café", "decode")
+    caught.value.message.encode("utf-8")  # feedback files are UTF-8: the message must be writable
 
 
 def test_containers_are_read_through_the_built_ins_not_their_overrides(tmp_path):

@@ -292,12 +292,12 @@ def step(res, i: int, what: str):
     """The value step `i` of a session returned, or fail with its error (or the error that stopped the
     session before it)."""
     ok(res, what)
-    answers = res.steps
-    if i < len(answers) and "value" in answers[i]:
-        return answers[i]["value"]
-    if i < len(answers):
-        ok(_Answered(answers[i]["error"]), what)
-    stopped = next((a["error"] for a in answers if "error" in a), None)
+    answer = res.step(i) if i < res.steps_run else {}
+    if "value" in answer:
+        return answer["value"]
+    if "error" in answer:
+        ok(_Answered(answer["error"]), what)
+    stopped = next((a["error"] for a in res.header.get("steps") or () if "error" in a), None)
     if stopped is not None:
         raise GradeFailure(f"{what}: not run, because an earlier step raised {stopped['type']}: {stopped['message']}",
                            error=stopped)

@@ -104,13 +104,19 @@ class Result:
     @property
     def steps(self) -> list[dict]:
         """A session's answers, one per step that ran, in order: {"value": plain data} or {"error": record}."""
-        answers = []
-        for answer in self.header.get("steps") or []:
-            if "error" in answer:
-                answers.append({"error": answer["error"]})
-            else:
-                answers.append({"value": protocol.unpack(answer.get("value"), self.arrays)})
-        return answers
+        return [self.step(i) for i in range(self.steps_run)]
+
+    @property
+    def steps_run(self) -> int:
+        return len(self.header.get("steps") or [])
+
+    def step(self, i: int) -> dict:
+        """Step i's answer, {"value": plain data} or {"error": record} (decoded afresh on each read, so a
+        test that changes what it got changes no other test's)."""
+        answer = (self.header.get("steps") or [])[i]
+        if "error" in answer:
+            return {"error": answer["error"]}
+        return {"value": protocol.unpack(answer.get("value"), self.arrays)}
 
     @property
     def forbidden(self) -> list[str]:

@@ -145,6 +145,39 @@ def rubric_points(rubric: dict, components) -> dict[str, float]:
 
 
 # -- the lesson ---------------------------------------------------------------------------------------
+DELIVERABLE_KINDS = ("image", "text", "data")
+
+
+@dataclass(frozen=True)
+class DeliverableFile:
+    """One file a lesson asks students to hand in besides the code, as its checks module declares it
+    (`FILES`: what -> (kind, accepted names)); the checks, the review page and the similarity report read it."""
+    kind: str  # "image" (shown and compared as a picture), "text" (read and compared as words) or "data"
+    names: tuple[str, ...]  # accepted names, in order of preference, matched ignoring case
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The class report's pictures of failing tests' evidence (a matrix the hidden tests keep, expected
+    beside the student's), in the lesson's words (lesson.toml [report])."""
+    components: tuple[str, ...] = ()  # the parts whose evidence is drawn (none: no such section)
+    title: str = "Evidence of failing tests: expected beside the student's"  # the report's section
+    picture: str = "expected and student values"  # each picture's alternative text
+    none: str = "No failing test left evidence to show."
+    x_label: str = "column"
+    y_label: str = "row"
+    value_label: str = "value"
+
+
+@dataclass(frozen=True)
+class PictureTool:
+    """A tool of the student folder that draws a deliverable the same way for every student (lesson.toml
+    [similarity]): what it draws and prints on its default input is no evidence of copying."""
+    path: Path  # the tool, a script with MODES and main(["--folder", F, "--mode", M, "--out", D])
+    writes: str  # the deliverable (a key of the checks' FILES) it draws
+    label: str  # how the similarity report names each of its pictures; {mode} is the mode
+
+
 @dataclass(frozen=True)
 class Lesson:
     """A lesson, parsed and checked, as every stage receives it (`lesson=`). What is read from the
@@ -163,7 +196,7 @@ class Lesson:
     always_standin: dict[str, tuple[str, ...]]  # module -> the parts it is always graded over stand-ins of
     standin_names: dict[str, dict[str, str]]  # stand-in module -> {contract name: name in the stand-ins file}
     sibling_imports: dict[str, tuple[str, str]]  # module -> (sibling module, name it imports from there)
-    attention_components: tuple[str, ...]  # parts whose evidence the class report draws as heatmaps
+    evidence: Evidence  # which parts' evidence the class report draws, and its words
     notebook_cells: tuple[str, ...]  # parts that have notebook cells
     notebook_texts: Path  # the notebook's prose (TOML: intro, closing), in the lesson's folder
     deliverables_component: str
@@ -187,6 +220,7 @@ class Lesson:
     bench_mutants: tuple[str, ...]  # catalogue bugs `make bench` plants in its synthetic class
     bench_pictures: tuple[str, ...]  # deliverable pictures the similarity benchmark resizes and hands in
     label: str = ""  # how the course names the lesson beside its title ("Day 13"), if at all
+    picture_tool: PictureTool | None = None
     # What a stage derives from this lesson once per value (`derived`); a replaced value starts empty.
     _derived: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -338,6 +372,11 @@ class Lesson:
         return rubric_points(self.rubric(), self.components)
 
     @property
+    def evidence_components(self) -> tuple[str, ...]:
+        """The parts whose failing tests' evidence the class report draws."""
+        return self.evidence.components
+
+    @property
     def deliverables_module(self) -> str | None:
         """Importable name of the module that defines the deliverable checks (None: the lesson has none)."""
         return f"{self.package}.{self.deliverables_checks.stem}" if self.deliverables_checks else None
@@ -348,6 +387,21 @@ class Lesson:
         if self.deliverables_module is None:
             return ()
         return importlib.import_module(self.deliverables_module).CHECKS
+
+    def deliverable_files(self) -> dict[str, DeliverableFile]:
+        """What the lesson asks for besides the code, what -> DeliverableFile, in its declared order:
+        the `FILES` table of its checks module, the one declaration its checks read too ({} without one)."""
+        if self.deliverables_module is None:
+            return {}
+        declared = getattr(importlib.import_module(self.deliverables_module), "FILES", {})
+        found = {}
+        for what, entry in declared.items():
+            kind, names = entry if isinstance(entry, tuple) and len(entry) == 2 else (None, ())
+            if kind not in DELIVERABLE_KINDS or not names or not all(isinstance(n, str) for n in names):
+                raise LessonError(f"{self.deliverables_module}.FILES[{what!r}] = {entry!r}; write it as "
+                                  f"(kind, (accepted names, ...)) with kind one of {', '.join(DELIVERABLE_KINDS)}")
+            found[str(what)] = DeliverableFile(kind, tuple(names))
+        return found
 
     def test_module(self, component: str) -> str:
         """Importable name of the hidden tests for one part."""
@@ -421,6 +475,27 @@ def _adapter_class(package: str, declared_as, where: Path) -> str:
     return f"{package}.{module}:{name}"
 
 
+def _evidence(report: dict, where: Path) -> Evidence:
+    """lesson.toml [report]: the parts whose evidence is drawn (`evidence_components`) and its words."""
+    words = {key: report[f"evidence_{key}"] for key in ("title", "picture", "none") if f"evidence_{key}" in report}
+    axes = report.get("evidence_axes")
+    if axes is not None:
+        if not (isinstance(axes, list) and len(axes) == 3 and all(isinstance(a, str) for a in axes)):
+            raise LessonError(f"{where} [report] evidence_axes: three labels, [columns, rows, colour bar]")
+        words.update(zip(("x_label", "y_label", "value_label"), axes))
+    return Evidence(components=tuple(map(str, report.get("evidence_components", ()))), **{k: str(v) for k, v in words.items()})
+
+
+def _picture_tool(table, path, where: Path) -> PictureTool | None:
+    """lesson.toml [similarity]: tool (a path in the student folder), writes, label."""
+    if not table:
+        return None
+    if not all(isinstance(table.get(k), str) for k in ("tool", "writes", "label")):
+        raise LessonError(f"{where} [similarity]: say tool (its path in the student folder), writes (the "
+                          "deliverable it draws) and label (how its pictures are named; {mode} is the mode)")
+    return PictureTool(path("assignment") / table["tool"], table["writes"], table["label"])
+
+
 def _kit_path(relative) -> Path | None:
     return None if relative is None else ROOT / str(relative)
 
@@ -466,7 +541,8 @@ def _load(folder: Path) -> Lesson:
         standin_names={module: {str(k): str(v) for k, v in names.items()}
                        for module, names in data.get("standin_names", {}).items() if isinstance(names, dict)},
         sibling_imports={k: (v[0], v[1]) for k, v in siblings.items()},
-        attention_components=tuple(data.get("report", {}).get("attention_components", ())),
+        evidence=_evidence(data.get("report", {}), declared),
+        picture_tool=_picture_tool(data.get("similarity"), path, declared),
         notebook_cells=tuple(data.get("notebook", {}).get("cells", ())),
         notebook_texts=folder / data.get("notebook", {}).get("texts", "notebook.toml"),
         deliverables_component=str(deliverables.get("component", "deliverables")),

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.intake import submissions as intake
-from grader.lesson import load_lesson
 
 MAX_FILE_CHARS = 200_000  # characters of one file shown (a file past it is cut, with a line saying so)
 MAX_FILES = 40  # .py files shown of one submission
@@ -65,10 +64,10 @@ def submission_of(name: str, path: Path) -> intake.Submission | None:
     return None
 
 
-def graded_files(sub: intake.Submission, *, stubs: dict[str, str], released_cells=None) -> list[CodeFile]:
-    """The files of `sub` that grading reads, each with its released stub. `released_cells` is a
-    callable giving the released notebook's code cells (asked only for a notebook submission)."""
-    lesson = load_lesson()
+def graded_files(sub: intake.Submission, *, stubs: dict[str, str], lesson, released_cells=None) -> list[CodeFile]:
+    """The files of `sub` that grading reads, each with its released stub, the `lesson`'s contract
+    modules first. `released_cells` is a callable giving the released notebook's code cells (asked
+    only for a notebook submission)."""
     with tempfile.TemporaryDirectory(prefix="review-code-") as scratch:
         dest = Path(scratch) / "copy"
         found = intake.materialise(sub, dest)

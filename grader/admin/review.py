@@ -1,7 +1,7 @@
 """`python -m grader review OUT`: a page on this machine that walks the class one student at a time.
 
 For each student: the score by part, the decisions already taken, integrity flags and grading
-notes, the attention heatmap, the block diagram, the analysis and the README, every test's verdict
+notes, the deliverable pictures and texts the lesson declares, every test's verdict
 with the failing tests' output and hints, and the student's code (grader/admin/codeview.py). A TA sets
 points on any test, any part or the whole submission (added to the total), with a comment for the
 student and a note only the staff read (two fields: who may read a text is decided when it is
@@ -37,36 +37,18 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
-from grader.admin import codeview
-
-from grader.judging import late
-
-from grader.admin import linecomments
-
-from grader.admin import overrides
-
-from grader.admin import regrade_requests
-
-from grader.admin import similarity
-
+from grader.admin import codeview, linecomments, overrides, regrade_requests, similarity
+from grader.judging import late, totals
 from grader.release import stubs
-
-from grader.judging import totals
-from grader.results.document import number
-from grader.results.feedback import by_component, clip, hint_texts, released, visibility_of
-from grader.lesson import load_lesson
+from grader.results.document import SERVED_POLICY, number
+from grader.results.feedback import _lesson, by_component, clip, hint_texts, hint_words, released, visibility_of
 from grader.results.records import SubmissionResult
 from grader.results.storage import load_records
 
 MAX_TEXT = 100_000  # characters of a README or analysis shown
 MAX_IMAGE = 20 << 20  # bytes of an image served
 MAX_FORM = 64 << 10  # bytes of a posted form
-TEXTS = {"README": ("readme.md", "readme.markdown", "readme.txt", "readme"),
-         "analysis": ("analysis.md", "analysis.txt")}
-IMAGES = {"heatmap": ("attention_heatmap.png",),
-          "diagram": tuple(f"transformer_block.{ext}" for ext in ("png", "jpg", "jpeg", "svg"))}
-PAGE_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; "
-               "base-uri 'none'; frame-ancestors 'none'")
+PAGE_POLICY = SERVED_POLICY  # the pages' one policy (grader/results/document.py), with this server's script and forms
 IMAGE_POLICY = "default-src 'none'; style-src 'unsafe-inline'; sandbox"
 
 _SCRIPT = """// Keyboard (not while typing in a form): left/right or k/j move between students, n opens the
@@ -126,7 +108,9 @@ table.list{width:100%}table.list td.num{text-align:right;white-space:nowrap}.sta
 class Review:
     """The data behind the pages: records, the decision files, the students' files."""
 
-    def __init__(self, out: Path, submissions: Path | None, overrides_path: Path | None, release: str, by: str):
+    def __init__(self, out: Path, submissions: Path | None, overrides_path: Path | None, release: str, by: str,
+                 *, lesson=None):
+        self.lesson = _lesson(lesson)
         self.out, self.submissions = Path(out), Path(submissions) if submissions else None
         self.overrides_path = Path(overrides_path) if overrides_path else overrides.default_path(self.out)
         self.comments_path = linecomments.default_path(self.out)
@@ -136,6 +120,11 @@ class Review:
         self._code: dict[tuple, list[codeview.CodeFile]] = {}
         self._stubs: dict[str, str] | None = None
         self._cells: list[str] | None = None
+        self.hints = hint_texts(self.lesson.rubric_path)
+        # The lesson's deliverables (one declaration, which its checks read too): pictures and texts.
+        files = self.lesson.deliverable_files()
+        self.images = {what: tuple(n.lower() for n in d.names) for what, d in files.items() if d.kind == "image"}
+        self.texts = {what: tuple(n.lower() for n in d.names) for what, d in files.items() if d.kind == "text"}
 
     def records(self) -> tuple[list[SubmissionResult], str]:
         """The class with the overrides applied, and the overrides file's problem if it has one."""
@@ -202,8 +191,8 @@ class Review:
             # Read without holding the decisions' lock: the first notebook imports nbformat and builds
             # the released notebook (seconds), and a save must never wait for that.
             if self._stubs is None:  # generated from the reference's markers, as the release does
-                self._stubs = stubs.stub_texts_of(load_lesson().solutions)
-            found = self._code[key] = codeview.graded_files(sub, stubs=self._stubs,
+                self._stubs = stubs.stub_texts_of(self.lesson.solutions)
+            found = self._code[key] = codeview.graded_files(sub, stubs=self._stubs, lesson=self.lesson,
                                                             released_cells=self._released_cells)
         return found
 
@@ -218,7 +207,7 @@ class Review:
 
     def _released_cells(self) -> list[str]:
         if self._cells is None:
-            self._cells = similarity.released_notebook_code()
+            self._cells = similarity.released_notebook_code(lesson=self.lesson)
         return self._cells
 
     def student_file(self, result: SubmissionResult, names: tuple[str, ...], cap: int) -> tuple[str, bytes] | None:
@@ -269,11 +258,11 @@ def _image_type(data: bytes) -> str | None:
     return None
 
 
-def _targets(result: SubmissionResult, similar: list[dict] = ()) -> list[tuple[str, str, float | None]]:
+def _targets(result: SubmissionResult, similar: list[dict] = (), *, components) -> list[tuple[str, str, float | None]]:
     """(value, label, maximum) for the form's choice of what to set: the whole submission, parts,
     tests, and (points left empty) a flagged similarity pair or the integrity flags as reviewed."""
     found = [(overrides.BONUS, "whole submission: add or take points (+/-)", None)]
-    for component in load_lesson().components:
+    for component in components:
         tests = [t for t in result.tests if t.component == component]
         if tests:
             found.append((component, f"part {component} (0..{number(sum(t.max_score for t in tests))})",
@@ -307,7 +296,7 @@ def statuses(review: Review, records: list[SubmissionResult]) -> list[dict]:
     similar = review.similar()
     found = []
     for r in records:
-        parts = by_component(r)
+        parts = by_component(r, lesson=review.lesson)
         lateness = late.read_lateness(review.out / r.submission) or {}
         found.append({
             "name": r.submission, "total": r.total, "max": r.max_total, "status": r.status,
@@ -380,7 +369,7 @@ def render_class(review: Review, records: list[SubmissionResult], query: dict[st
     out.append('<p class="chips">' + "".join(
         f'<a class="{"on" if key == show else ""}" href="{e(link(show=key))}">{e(label)} '
         f"({sum(test(s) for s in states)})</a>" for key, (label, test) in FILTERS.items()) + "</p>")
-    parts = load_lesson().components
+    parts = review.lesson.components
     out.append('<form class="filters" method="get" action="/">'
                f'<input type="hidden" name="show" value="{e(show)}">'
                '<label>failed part <select name="part" id="part"><option value="">any</option>'
@@ -454,7 +443,7 @@ def render_student(review: Review, records: list[SubmissionResult], index: int, 
                    + (f' · <span class="bad">{state["late"]} day(s) late</span>' if state["late"] else "") + "</p>",
                    *_group_line(review.out, name),
                    "<table><tr><th>part</th><th>points</th></tr>"]
-    for component, (score, possible) in by_component(result).items():
+    for component, (score, possible) in by_component(result, lesson=review.lesson).items():
         cls = ' class="bad"' if possible and score < possible else ""
         left_column.append(f"<tr><td>{e(component)}</td><td{cls}>{number(score)} / {number(possible)}</td></tr>")
     left_column.append("</table>")
@@ -462,7 +451,7 @@ def render_student(review: Review, records: list[SubmissionResult], index: int, 
         left_column.append(_folded("Decisions in effect", [_decision_item(o) for o in result.overrides],
                                    tag="ul", open_under=4))
     out.append('<div class="top"><div>' + "".join(left_column) + "</div><div>"
-               + _form(result, token, review.by, similar, form) + "</div></div>")
+               + _form(result, token, review.by, similar, form, components=review.lesson.components) + "</div></div>")
     if standings:
         out.append("<h2>Regrade requests</h2>")
         out += [_request_block(result, s, i, token, review.by) for i, s in enumerate(standings)]
@@ -479,17 +468,20 @@ def render_student(review: Review, records: list[SubmissionResult], index: int, 
                             + "</li>" for p in similar[:20]], tag="ul", cls="flag", open_under=0))
     out.append(_code_section(review, result, mine, token, line_form))
     out.append('<div class="grid">')
-    for kind, names in IMAGES.items():
+    for kind, names in review.images.items():
         found = review.student_file(result, names, MAX_IMAGE)
         out.append(f"<section><h2>{e(kind)}</h2>")
         if found and _image_type(found[1]):
-            out.append(f'<img alt="{e(kind)} of {e(name)}" src="/f/{e(quote(name, safe=""))}/{kind}">'
+            out.append(f'<img alt="{e(kind)} of {e(name)}" src="/f/{e(quote(name, safe=""))}/{e(quote(kind, safe=""))}">'
                        f"<p><small>{e(found[0])}</small></p>")
+        elif found:  # a format no <img> shows (a PDF): named, to be opened from the class folder
+            out.append(f"<p><small>{e(found[0])}</small>: not a picture this page shows; open it from the "
+                       "class folder.</p>")
         else:
             out.append(f"<p>No {e(kind)} image{' (files not available: pass --submissions)' if review.submissions is None else ''}.</p>")
         out.append("</section>")
     out.append("</div>")
-    for kind, names in TEXTS.items():
+    for kind, names in review.texts.items():
         found = review.student_file(result, names, MAX_TEXT)
         if found:
             text = found[1].decode("utf-8", "replace")
@@ -502,7 +494,7 @@ def render_student(review: Review, records: list[SubmissionResult], index: int, 
     asked = {s.request.test: s for s in standings}
     for t in result.tests:
         cls = "ok" if t.status == "passed" else "bad"
-        details = _details(t, review.release)
+        details = _details(t, review.release, review.lesson.rubric_path, review.hints)
         request = asked.get(t.name) or asked.get(t.component)
         if request:
             details = (f'<p class="req">regrade request ({e(request.state)}): {e(request.request.reason)}</p>'
@@ -563,14 +555,15 @@ def _folded(title: str, items: list[str], *, tag: str = "div", cls: str = "", op
             + "".join(items) + f"</{tag}></details>")
 
 
-def _details(t, release: str) -> str:
+def _details(t, release: str, rubric: Path, hints: dict[str, str]) -> str:
     e = html.escape
     if t.status == "passed":
         return ""
-    if not released(visibility_of(t.name, t.component), release):
+    if not released(visibility_of(t.name, t.component, rubric), release):
         return f"<p>details withheld (--release {e(release)})</p>"
-    hint = hint_texts().get(t.hint_id or "")
-    return f"<pre>{e(clip(t.output))}</pre>" + (f"<p><b>Hint:</b> {e(hint)}</p>" if hint and hint not in t.output else "")
+    words = hint_words(t, hints)
+    return (f"<pre>{e(clip(t.output))}</pre>" if t.output.strip() else "") + \
+        (f"<p><b>Likely misconception:</b> {e(words)}</p>" if words else "")
 
 
 def _code_section(review: Review, result: SubmissionResult, comments: list, token: str,
@@ -582,7 +575,7 @@ def _code_section(review: Review, result: SubmissionResult, comments: list, toke
     if not files:
         why = " (files not available: pass --submissions)" if review.submissions is None else ""
         return f"<h2>Code</h2><p>No code to show{why}.</p>"
-    lesson = load_lesson()
+    lesson = review.lesson
     failing = [t for t in result.tests if t.status != "passed" and t.component in lesson.graded_names]
     out = ["<h2>Code</h2>", '<p class="muted">Click a line number to comment on that line.</p>']
     placed: set[str] = set()
@@ -702,12 +695,13 @@ def _request_block(result: SubmissionResult, standing, index: int, token: str, b
         % (index, index, index, index, index))
 
 
-def _form(result: SubmissionResult, token: str, by: str, similar: list[dict] = (), typed: dict | None = None) -> str:
+def _form(result: SubmissionResult, token: str, by: str, similar: list[dict] = (), typed: dict | None = None, *,
+          components) -> str:
     e = html.escape
     typed = typed or {}
     chosen = typed.get("test", overrides.BONUS)
     options = "".join(f'<option value="{e(value)}"{" selected" if value == chosen else ""}>{e(label)}</option>'
-                      for value, label, _ in _targets(result, similar))
+                      for value, label, _ in _targets(result, similar, components=components))
     return (f'<form class="decide" method="post" action="/s/{e(quote(result.submission, safe=""))}/override">'
             f'<input type="hidden" name="token" value="{e(token)}"><b>Decide</b>'
             f'<label>set <select name="test" id="test">{options}</select></label>'
@@ -721,9 +715,10 @@ def _form(result: SubmissionResult, token: str, by: str, similar: list[dict] = (
             '<button type="submit" id="save">save</button></form>')
 
 
-def check_points(result: SubmissionResult, test: str, raw: str, similar: list[dict] = ()) -> float | None:
+def check_points(result: SubmissionResult, test: str, raw: str, similar: list[dict] = (), *,
+                 components) -> float | None:
     """The points typed for `test`, or ValueError saying in words what is allowed."""
-    targets = {value: (label, top) for value, label, top in _targets(result, similar)}
+    targets = {value: (label, top) for value, label, top in _targets(result, similar, components=components)}
     if test not in targets:
         raise ValueError(f"Choose what to set from the list: {test!r} is not a test, a part or a pair of "
                          f"{result.submission}.")
@@ -743,7 +738,7 @@ def check_points(result: SubmissionResult, test: str, raw: str, similar: list[di
         raise ValueError("A similarity pair or the integrity flags can only be marked reviewed: leave points empty "
                          "(to change points, choose a test or a part).")
     if top is not None and not 0 <= points <= top:
-        what = "part" if test in load_lesson().components else "test"
+        what = "part" if test in components else "test"
         raise ValueError(f"Points for the {what} {test} must be between 0 and {number(top)} (its maximum); "
                          f"you typed {raw}.")
     return points
@@ -805,8 +800,10 @@ class Handler(BaseHTTPRequestHandler):
         if len(parts) == 3 and parts[1] == "s" and unquote(parts[2]) in index:
             page = render_student(self.server.review, records, index[unquote(parts[2])], self.server.token, problem)
             return self._send(200, page.encode(), "text/html; charset=utf-8")
-        if len(parts) == 4 and parts[1] == "f" and unquote(parts[2]) in index and parts[3] in IMAGES:
-            found = self.server.review.student_file(records[index[unquote(parts[2])]], IMAGES[parts[3]], MAX_IMAGE)
+        images = self.server.review.images
+        if len(parts) == 4 and parts[1] == "f" and unquote(parts[2]) in index and unquote(parts[3]) in images:
+            found = self.server.review.student_file(records[index[unquote(parts[2])]], images[unquote(parts[3])],
+                                                    MAX_IMAGE)
             kind = _image_type(found[1]) if found else None
             if kind:
                 return self._send(200, found[1], kind, policy=IMAGE_POLICY)
@@ -854,7 +851,7 @@ class Handler(BaseHTTPRequestHandler):
         result = records[index[name]]
         similar = review.similar().get(name, [])
         try:
-            points = check_points(result, test, raw, similar)
+            points = check_points(result, test, raw, similar, components=review.lesson.components)
             if points is None and test == overrides.BONUS and not comment and not note:
                 raise ValueError("To mark the whole submission reviewed without points, write a comment or a "
                                  "staff-only note; or type points to add (+) or take (-) from the total.")
@@ -907,7 +904,8 @@ class Handler(BaseHTTPRequestHandler):
                 raise ValueError("Write the reason for the decision: the student reads it.")
             if decision == "accept" and not raw:
                 raise ValueError(f"To accept, type the points {request.test} should get.")
-            points = check_points(records[index[name]], request.test, raw) if decision == "accept" else None
+            points = check_points(records[index[name]], request.test, raw,
+                                  components=review.lesson.components) if decision == "accept" else None
         except ValueError as error:
             return self._refused(records, index, name, str(error))
         review.append({"submission": name, "test": request.test, "points": points, "comment": comment,
@@ -929,14 +927,14 @@ class ReviewServer(ThreadingHTTPServer):
 
 
 def main(*, out: str, submissions: str | None = None, overrides_path: str | None = None, port: int = 8765,
-         release: str = "all", by: str = "") -> int:
+         release: str = "all", by: str = "", lesson=None) -> int:
     out_dir = Path(out)
     if not out_dir.is_dir() or not load_records(out_dir)[0]:
         print(f"review: {out} holds no graded submissions; run `python -m grader grade SUBMISSIONS --out {out}` first",
               file=sys.stderr)
         return 2
     review = Review(out_dir, Path(submissions) if submissions else None, Path(overrides_path) if overrides_path
-                    else None, release, by)
+                    else None, release, by, lesson=lesson)
     try:
         server = ReviewServer(review, port)
     except OSError as error:

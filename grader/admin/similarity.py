@@ -15,13 +15,16 @@ Base code is removed before anything is compared: every k-gram of the released s
 **Text** (README, analysis) is compared by word TEXT_N-grams after the words every student may
 share are removed: passages of the handout (the lesson's handout_ngrams.txt, the same fingerprints
 the README check uses), of the assignment's own README, the handout's example sentences and the lines
-the kit's heatmap tool prints (`base` data file).
+the lesson's picture tool prints (`base` data file).
 
-**Images** (heatmap, raster diagram) are compared by a perceptual hash (the signs of the lowest
-16x16 DCT frequencies of a 64x64 grey thumbnail, as pHash does), which survives re-encoding and resizing.
-An image within BASE_IMAGE_BITS of a picture the kit's heatmap tool makes the same way for every
-student (its default sentence, each mode, on the reference) is not evidence. SVG and PDF diagrams
-are compared byte for byte.
+**Images** (the pictures the lesson's deliverables declare) are compared by a perceptual hash (the
+signs of the lowest 16x16 DCT frequencies of a 64x64 grey thumbnail, as pHash does), which survives
+re-encoding and resizing. An image within BASE_IMAGE_BITS of a picture the lesson's picture tool
+(lesson.toml [similarity] tool) makes the same way for every student (its default input, each mode,
+on the reference) is not evidence. SVG and PDF drawings are compared byte for byte.
+
+Which files are the texts and the pictures is the lesson's one declaration of its deliverables
+(`Lesson.deliverable_files()`), which its checks read too.
 
 Only pairs that share fingerprints are looked at (an inverted index), so a class of 500 costs
 seconds; the detailed view (which lines, which words) is drawn for flagged pairs only. Every
@@ -50,19 +53,24 @@ from pathlib import Path
 
 import numpy as np
 
-from grader.judging import deliverables
-
 from grader.intake import submissions as intake
-from grader.lesson import LessonError, load_lesson
+from grader.judging import deliverables
+from grader.results.document import Bullets, Code, Document, Html, Link, Only, Paragraph, Section, Table, to_html
 
 KIT = Path(__file__).resolve().parents[2]
 
 
-def _rules():
-    """The lesson's deliverable checks (None for a lesson without deliverables): which files are the
-    README, the analysis and the pictures, and the fingerprints of what every student may share (the
-    handout, the assignment's README). Read when used: the run chooses its lesson after import."""
-    module = load_lesson().deliverables_module
+def _lesson(lesson):
+    """The lesson passed in; until every caller passes one, the run's."""
+    from grader.results.feedback import _lesson as passed_or_run
+
+    return passed_or_run(lesson)
+
+
+def _rules(lesson):
+    """The lesson's deliverable checks module (None for a lesson without deliverables): its
+    FINGERPRINTS are what every student may share (the handout, the assignment's README)."""
+    module = lesson.deliverables_module
     return importlib.import_module(module) if module else None
 
 
@@ -277,7 +285,7 @@ _DCT = _dct_matrix(HASH_SIDE)
 
 def image_hash(data: bytes) -> int | None:
     """The perceptual hash of a picture (256 bits: the signs of its lowest DCT frequencies against
-    their median, as pHash does, on a finer grid because every heatmap of the kit's tool shares its
+    their median, as pHash does, on a finer grid because every picture of the lesson's tool shares its
     frame and colour bar); None when it is not a picture Pillow reads within the checker's pixel cap.
     Transparent pixels are composited on white first."""
     from PIL import Image
@@ -332,29 +340,26 @@ class Base:
     images: list[tuple[str, int]] = field(default_factory=list)  # (what, perceptual hash)
     sources: list[str] = field(default_factory=list)  # said in the report
     notebook: object = None  # () -> the released notebook's code cells
+    # The lesson's deliverables compared, by the names its declaration accepts (what -> names).
+    texts: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    pictures: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 BASE_FILE = "similarity_base.txt"
 
 
-def default_lesson() -> str:
-    """The run's lesson (--lesson NAME or PATH, else the only one), as `--lesson` takes it."""
-    try:
-        return load_lesson().ref
-    except LessonError as error:
-        raise ValueError(str(error)) from None
-
-
-def load_base(lesson: str, *, released: Path | None = None, lesson_data: Path | None = None,
+def load_base(lesson=None, *, released: Path | None = None, lesson_data: Path | None = None,
               released_notebook=None) -> Base:
-    """The base of `lesson`: its released folder (assignments/<lesson>/, every .py and notebook code
-    cell), the handout fingerprints the README check ships, and the lesson's similarity_base.txt.
+    """The base of `lesson` (a Lesson): its released folder (every .py and notebook code cell), the
+    handout fingerprints the README check ships, and the lesson's similarity_base.txt.
     `released_notebook` returns the code cells of a notebook the release builds; it is called only
-    when some submission holds a notebook (building it costs seconds). `lesson` is a name or a path."""
-    found = load_lesson(lesson)
+    when some submission holds a notebook (building it costs seconds)."""
+    found = _lesson(lesson)
     released = released or found.assignment
     lesson_data = lesson_data or found.folder / BASE_FILE
-    base = Base()
+    files = found.deliverable_files()
+    base = Base(texts={what: d.names for what, d in files.items() if d.kind == "text"},
+                pictures={what: d.names for what, d in files.items() if d.kind == "image"})
     sources = []
     for path in sorted(released.rglob("*")):
         if path.suffix == ".py" and path.is_file():
@@ -366,7 +371,7 @@ def load_base(lesson: str, *, released: Path | None = None, lesson_data: Path | 
     base.sources.append(f"the released student folder {released.relative_to(KIT) if released.is_relative_to(KIT) else released}"
                         f" ({len(sources)} code files: stubs, visible tests, tools"
                         f"{', and the released notebook when a submission holds one' if released_notebook else ''})")
-    rules = _rules()
+    rules = _rules(found)
     handout = set() if rules is None else \
         (deliverables.load_fingerprints(rules.FINGERPRINTS, section="handout") or set()) | \
         (deliverables.load_fingerprints(rules.FINGERPRINTS, section="assignment-readme") or set())
@@ -379,8 +384,8 @@ def load_base(lesson: str, *, released: Path | None = None, lesson_data: Path | 
             what, phash = line.rsplit(" ", 1)
             base.images.append((what, int(phash, 16)))
         base.sources.append(f"{lesson_data.name}: the handout's code ({len(sections.get('handout-code', []))} k-grams), "
-                            f"its example sentences and the heatmap tool's printed lines, "
-                            f"{len(base.images)} pictures the heatmap tool makes the same for everyone")
+                            f"its example sentences and the picture tool's printed lines, "
+                            f"{len(base.images)} pictures the picture tool makes the same for everyone")
     base.text = TextBase(handout=frozenset(handout), short=frozenset(short))
     if handout:
         base.sources.append("handout_ngrams.txt: the handout's passages and the assignment README (the README check's fingerprints)")
@@ -421,7 +426,7 @@ def handout_code(handout: str) -> list[str]:
 
 
 def build_base_file(*, handout: Path, out: Path, tool_outputs: list[tuple[str, bytes, str]]) -> str:
-    """Write the lesson's similarity_base.txt from the handout and the heatmap tool's outputs
+    """Write the lesson's similarity_base.txt from the handout and the picture tool's outputs
     (what, PNG bytes, printed text); only hashes are written, never the handout's text."""
     text = Path(handout).read_text(encoding="utf-8")
     code = sorted(base_code_hashes(handout_code(text)))
@@ -450,29 +455,11 @@ class Features:
     code_files: list[tuple[str, str]] = field(default_factory=list)  # (path, text) as read, for the detailed view
     texts: dict[str, tuple[str, str]] = field(default_factory=dict)  # "README" -> (file name, text)
     text_grams: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)
-    images: dict[str, tuple[str, int, str]] = field(default_factory=dict)  # "heatmap" -> (file, hash, digest)
-    image_base: dict[str, str] = field(default_factory=dict)  # "heatmap" -> which kit picture it is
+    images: dict[str, tuple[str, int, str]] = field(default_factory=dict)  # what -> (file, hash, digest)
+    image_base: dict[str, str] = field(default_factory=dict)  # what -> which kit picture it is
     notes: list[str] = field(default_factory=list)
     has_notebook: bool = False
 
-
-# The deliverables compared, by the names the lesson's checks accept (none without deliverables).
-def texts() -> dict[str, tuple]:
-    rules = _rules()
-    return {} if rules is None else {"README": rules.README_NAMES, "analysis": rules.ANALYSIS_NAMES}
-
-
-def images() -> dict[str, tuple]:
-    rules = _rules()
-    return {} if rules is None else {"heatmap": rules.HEATMAP_NAMES, "diagram": rules.DIAGRAM_NAMES}
-
-
-def __getattr__(name: str):
-    if name == "TEXTS":
-        return texts()
-    if name == "IMAGES":
-        return images()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _notebook_cells(data: bytes) -> list[str]:
@@ -534,7 +521,7 @@ def features_of(folder: Path, name: str, base: Base) -> Features:
             if h not in base.code:
                 feats.code.setdefault(h, (index, lines[i], lines[i + CODE_K - 1]))
     root = os.fspath(folder)
-    for what, names in texts().items():
+    for what, names in base.texts.items():
         for found in deliverables.find(root, names):
             try:
                 raw = deliverables.read_file(root, found, deliverables.MAX_TEXT_BYTES)
@@ -544,7 +531,7 @@ def features_of(folder: Path, name: str, base: Base) -> Features:
             feats.texts[what] = (found, text[:MAX_TEXT_CHARS])
             feats.text_grams[what] = text_grams(text, base.text)[0]
             break
-    for what, names in images().items():
+    for what, names in base.pictures.items():
         for found in deliverables.find(root, names):
             try:
                 raw = deliverables.read_file(root, found, deliverables.MAX_IMAGE_BYTES)
@@ -607,7 +594,7 @@ class Row:
     score: float
     flagged: bool
     detail: str
-    what: str = ""  # "code", "README", "heatmap", ... (for the detailed view)
+    what: str = ""  # "code", or the deliverable compared (for the detailed view)
 
 
 def _shared_counts(prints: list[set[int] | dict], n: int) -> dict[tuple[int, int], int]:
@@ -712,10 +699,10 @@ def _image_rows(feats: list[Features], what: str) -> list[Row]:
 def compare(feats: list[Features]) -> list[Row]:
     """Every row of similarity.csv: code, each text and each picture, pairs at or above REPORT_FLOOR."""
     rows = _code_rows(feats)
-    for what in texts():
+    for what in dict.fromkeys(what for f in feats for what in f.text_grams):  # the lesson's texts found
         rows += _overlap_rows(feats, "text", what, [f.text_grams.get(what, {}) for f in feats], TEXT_THRESHOLD,
                               TEXT_MIN_SHARED, f"{TEXT_N}-word passages")
-    for what in images():
+    for what in dict.fromkeys(what for f in feats for what in f.images):  # and pictures
         rows += _image_rows(feats, what)
     return sorted(rows, key=lambda r: (-r.flagged, -r.score, r.a, r.b, r.kind, r.what))
 
@@ -724,7 +711,7 @@ def compare(feats: list[Features]) -> list[Row]:
 class Cluster:
     """Three or more submissions joined by flagged pairs of one kind of evidence."""
 
-    what: str  # the evidence its pairs share: "code", "README", "analysis", "heatmap", ...
+    what: str  # the evidence its pairs share: "code", or one of the lesson's deliverables
     members: tuple[str, ...]
     centre: str = ""  # the member paired with every other one, when exactly one is: the likely source
     # (or the one who copied from each); empty for a ring where no one member stands out
@@ -849,9 +836,6 @@ td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:to
 overflow:auto;max-height:40em;font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px;line-height:1.6;
 white-space:pre-wrap;overflow-wrap:anywhere}mark{background:#fff0a8;color:inherit;padding:0}
 details{margin:.5em 0;border:1px solid #ddd;padding:.4em}summary{cursor:pointer;font-weight:600}.muted{color:#666}"""
-# No script can run on the page, whatever a student wrote: everything is escaped, and the policy forbids
-# scripts, frames and any load but the data: thumbnails the report made itself.
-_CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
 
 def _code_side(feats: Features, spans: list[tuple[int, int, int]]) -> str:
@@ -926,72 +910,70 @@ def thresholds_text() -> str:
             "code and joins no pair.")
 
 
-def similarity_html(rows: list[Row], feats: list[Features], base: Base, pictures: dict) -> str:
-    e = html.escape
+def similarity_document(rows: list[Row], feats: list[Features], base: Base, pictures: dict) -> Document:
+    """similarity.html as a Document (grader/results/document.py: its renderer, its policy, its
+    escaping); the side-by-side views are ready-made pieces of page, every character escaped."""
     flagged = [r for r in rows if r.flagged]
     by_name = {f.name: f for f in feats}
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
-           "<title>Similarity report</title>", f"<style>{_CSS}</style></head><body>",
-           "<h1>Similarity report</h1>",
-           f"<p>{len(feats)} submissions compared; {len(flagged)} flagged pair(s) on some kind. Evidence for a "
-           "person to read, never a grade: grades.csv does not change.</p>",
-           f"<p class=muted>Flagged when: {e(thresholds_text())}</p>",
-           "<p class=muted>Not evidence (removed before comparing): " + e("; ".join(base.sources)) + ".</p>"]
+    blocks: list = [
+        Paragraph(f"{len(feats)} submissions compared; {len(flagged)} flagged pair(s) on some kind. Evidence for a "
+                  "person to read, never a grade: grades.csv does not change."),
+        Paragraph(f"Flagged when: {thresholds_text()}"),
+        Paragraph("Not evidence (removed before comparing): " + "; ".join(base.sources) + "."),
+    ]
     groups = clusters(rows)
-    out.append("<h2>Clusters of three or more, one kind of evidence each</h2>")
-    if groups:
-        out.append("<ul>" + "".join(f"<li>{e(g.describe())}</li>" for g in groups) + "</ul>")
-    else:
-        out.append("<p>None.</p>")
-    out.append("<h2>Flagged pairs, most similar first</h2>")
+    blocks.append(Section("Clusters of three or more, one kind of evidence each",
+                          [Bullets([g.describe() for g in groups]) if groups else Paragraph("None.")]))
     if flagged:
-        out.append("<table><tr><th>a</th><th>b</th><th>kind</th><th>score</th><th>detail</th></tr>")
-        out += [f"<tr><td>{e(r.a)}</td><td>{e(r.b)}</td><td>{r.kind}</td><td class=n>{r.score:.2f}</td>"
-                f"<td>{e(r.detail)}</td></tr>" for r in flagged[:MAX_LISTED]]
-        out.append("</table>")
+        listed = [Table(("a", "b", "kind", "score", "detail"),
+                        [[r.a, r.b, r.kind, f"{r.score:.2f}", r.detail] for r in flagged[:MAX_LISTED]],
+                        numeric=frozenset({3}))]
         if len(flagged) > MAX_LISTED:
-            out.append(f"<p>{len(flagged) - MAX_LISTED} more flagged rows in similarity.csv.</p>")
-        out.append(f"<h2>Side by side</h2><p>The {min(len(flagged), MAX_DETAILED)} most similar flagged rows; "
-                   "open one to see both sides, matching passages highlighted.</p>")
-        out += [_detail_html(r, by_name, base, pictures) for r in flagged[:MAX_DETAILED]]
+            listed.append(Paragraph(f"{len(flagged) - MAX_LISTED} more flagged rows in similarity.csv."))
+        blocks.append(Section("Flagged pairs, most similar first", listed))
+        blocks.append(Section("Side by side", [
+            Paragraph(f"The {min(len(flagged), MAX_DETAILED)} most similar flagged rows; open one to see both "
+                      "sides, matching passages highlighted."),
+            *(Only("html", Html(_detail_html(r, by_name, base, pictures))) for r in flagged[:MAX_DETAILED])]))
     else:
-        out.append("<p>None.</p>")
-    notes = [(f.name, n) for f in feats for n in f.notes]
+        blocks.append(Section("Flagged pairs, most similar first", [Paragraph("None.")]))
+    notes = [f"{f.name}: {n}" for f in feats for n in f.notes]
     if notes:
-        out.append("<h2>Not compared</h2><ul>" + "".join(f"<li>{e(a)}: {e(n)}</li>" for a, n in notes) + "</ul>")
-    out.append("</body></html>")
-    return "\n".join(out) + "\n"
+        blocks.append(Section("Not compared", [Bullets(notes)]))
+    return Document(title="Similarity report", page_title="Similarity report", blocks=blocks, style=_CSS)
 
 
-def report_section(out_dir: Path) -> str:
-    """The similarity section of report.html, from OUT/similarity.csv (escaped; '' never raises)."""
-    e = html.escape
+def similarity_html(rows: list[Row], feats: list[Features], base: Base, pictures: dict) -> str:
+    return to_html(similarity_document(rows, feats, base, pictures))
+
+
+def report_section(out_dir: Path) -> list:
+    """The similarity section of the class report, from OUT/similarity.csv, as document blocks
+    (never raises)."""
     path = Path(out_dir) / "similarity.csv"
-    head = "<h2>Similarity (evidence for a person, not a grade)</h2>"
+    page = Link("similarity.html", "similarity.html")
+    title = "Similarity (evidence for a person, not a grade)"
     try:
         text = path.read_text(encoding="utf-8")
     except OSError:
-        return head + ("<p>No similarity report: run <code>python -m grader similarity SUBMISSIONS --out "
-                       "OUT</code>.</p>")
+        return [Section(title, [Paragraph(["No similarity report: run ", Code("python -m grader similarity "
+                                                                             "SUBMISSIONS --out OUT"), "."])])]
     rows = [r for r in csv.DictReader(io.StringIO(text)) if r.get("flagged") == "yes"]
     if not rows:
-        return head + '<p>No flagged pair. <a href="similarity.html">similarity.html</a></p>'
-    out = [head, f'<p>{len(rows)} flagged row(s), most similar first; each opens side by side in '
-                 '<a href="similarity.html">similarity.html</a>.</p>',
-           "<table><tr><th>a</th><th>b</th><th>kind</th><th>score</th><th>detail</th></tr>"]
-    for r in rows[:50]:
-        out.append(f"<tr><td>{e(r.get('a') or '')}</td><td>{e(r.get('b') or '')}</td><td>{e(r.get('kind') or '')}</td>"
-                   f"<td class=\"n\">{e(r.get('score') or '')}</td><td>{e(r.get('detail') or '')}</td></tr>")
-    out.append("</table>")
+        return [Section(title, [Paragraph(["No flagged pair. ", page])])]
+    blocks: list = [Paragraph([f"{len(rows)} flagged row(s), most similar first; each opens side by side in ", page,
+                               "."]),
+                    Table(("a", "b", "kind", "score", "detail"),
+                          [[r.get("a") or "", r.get("b") or "", r.get("kind") or "", r.get("score") or "",
+                            r.get("detail") or ""] for r in rows[:50]], numeric=frozenset({3}))]
     if len(rows) > 50:
-        out.append(f"<p>{len(rows) - 50} more in similarity.csv.</p>")
+        blocks.append(Paragraph(f"{len(rows) - 50} more in similarity.csv."))
     groups = clusters([Row(r.get("a") or "", r.get("b") or "", r.get("kind") or "", 0.0, True,
                            (r.get("detail") or "").removeprefix("'")) for r in rows])
     if groups:
-        out.append("<p>Clusters of three or more, one kind of evidence each:</p><ul>"
-                   + "".join(f"<li>{e(g.describe())}</li>" for g in groups) + "</ul>")
-    return "\n".join(out)
+        blocks += [Paragraph("Clusters of three or more, one kind of evidence each:"),
+                   Bullets([g.describe() for g in groups])]
+    return [Section(title, blocks)]
 
 
 def run(*, subs, out: Path, base: Base, jobs: int = 1) -> list[Row]:
@@ -1011,7 +993,7 @@ def run(*, subs, out: Path, base: Base, jobs: int = 1) -> list[Row]:
     wanted = {(name, r.what) for r in shown if r.kind == "image" for name in (r.a, r.b)}
     by_sub = {s.name: s for s in subs}
     for name, what in sorted(wanted):
-        pictures[(name, what)] = _picture(by_sub[name], what)
+        pictures[(name, what)] = _picture(by_sub[name], base.pictures.get(what, ()))
     write_atomic(out / "similarity.csv", similarity_csv(rows))
     write_atomic(out / "similarity.html", similarity_html(rows, feats, base, pictures))
     return rows
@@ -1035,11 +1017,12 @@ def not_between_partners(rows: list[Row], out: Path) -> list[Row]:
             if r.flagged and people.partners(r.a, r.b) else r for r in rows]
 
 
-def _picture(sub, what: str) -> str:
+def _picture(sub, names: tuple[str, ...]) -> str:
+    """A thumbnail of the first of `names` (one declared picture) in `sub`, as a data: URI ('' if none)."""
     with tempfile.TemporaryDirectory(prefix="similarity-") as scratch:
         copy = Path(scratch) / "copy"
         intake.materialise(sub, copy, convert_notebook=False)
-        for found in deliverables.find(os.fspath(copy), images()[what]):
+        for found in deliverables.find(os.fspath(copy), names):
             try:
                 return thumbnail_uri(deliverables.read_file(os.fspath(copy), found, deliverables.MAX_IMAGE_BYTES))
             except (deliverables.Problem, OSError):
@@ -1047,7 +1030,7 @@ def _picture(sub, what: str) -> str:
     return ""
 
 
-def released_notebook_code() -> list[str]:
+def released_notebook_code(lesson=None) -> list[str]:
     """The code cells of the notebook the release ships, when the kit builds one ([] otherwise).
     Building it runs the reference (seconds), so it is asked for only when a submission has a notebook."""
     try:
@@ -1058,16 +1041,17 @@ def released_notebook_code() -> list[str]:
         return []
 
 
-def main(*, submissions, out, lesson: str | None = None, jobs: int | None = None) -> int:
+def main(*, submissions, out, lesson=None, jobs: int | None = None) -> int:
+    """`python -m grader similarity`: compare the class in `submissions`, write OUT/similarity.csv and .html."""
     try:
         subs = intake.discover(Path(submissions))
-        lesson = lesson or default_lesson()
     except (OSError, ValueError) as exc:
         print(f"similarity: {exc}", file=sys.stderr)
         return 2
+    lesson = _lesson(lesson)
     out_dir = Path(out)
     subs = [s for s in subs if not _inside(s.source, out_dir)]
-    base = load_base(lesson, released_notebook=released_notebook_code)
+    base = load_base(lesson, released_notebook=lambda: released_notebook_code(lesson))
     rows = run(subs=subs, out=out_dir, base=base, jobs=jobs or os.cpu_count() or 1)
     flagged = [r for r in rows if r.flagged]
     print(f"compared {len(subs)} submissions: {len(flagged)} flagged row(s), {len(clusters(rows))} cluster(s) of "
@@ -1083,37 +1067,40 @@ def _inside(source: Path, out: Path) -> bool:
 
 
 def _cli(argv: list[str] | None = None) -> int:
+    from grader.lesson import load_lesson
+
     parser = argparse.ArgumentParser(prog="python -m grader.admin.similarity")
     parser.add_argument("--build-base", metavar="HANDOUT", required=True,
-                        help="rewrite grader/<lesson>/similarity_base.txt from the handout and the heatmap tool")
-    parser.add_argument("--lesson", default=None)
+                        help="rewrite the lesson's similarity_base.txt from the handout and its picture tool")
+    parser.add_argument("--lesson", default=None, help="the lesson: a name under grader/ or a folder's path")
     args = parser.parse_args(argv)
-    lesson = args.lesson or default_lesson()
+    lesson = load_lesson(args.lesson)  # an entry point: the lesson is built here and passed on
     outputs = _tool_outputs(lesson)
-    print(build_base_file(handout=Path(args.build_base), out=KIT / "grader" / lesson / BASE_FILE, tool_outputs=outputs))
+    print(build_base_file(handout=Path(args.build_base), out=lesson.folder / BASE_FILE, tool_outputs=outputs))
     return 0
 
 
-def _tool_outputs(lesson: str) -> list[tuple[str, bytes, str]]:
-    """The heatmap tool of the release run on the reference with its default sentence, each mode:
-    (label, PNG bytes, printed text). Trusted code only (the reference)."""
+def _tool_outputs(lesson) -> list[tuple[str, bytes, str]]:
+    """The lesson's picture tool (lesson.toml [similarity]) run on the reference with its default input,
+    each mode: (label, PNG bytes, printed text). Trusted code only (the reference)."""
     import contextlib
     import importlib.util
 
-    tool = KIT / "assignments" / lesson / "tools" / "heatmap.py"
-    if not tool.is_file():
+    tool = lesson.picture_tool
+    if tool is None or not tool.path.is_file():
         return []
-    spec = importlib.util.spec_from_file_location("_kit_heatmap_tool", tool)
+    spec = importlib.util.spec_from_file_location("_lesson_picture_tool", tool.path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    picture = lesson.deliverable_files()[tool.writes].names[0]
     outputs = []
     for mode in module.MODES:
         with tempfile.TemporaryDirectory() as scratch:
             printed = io.StringIO()
             with contextlib.redirect_stdout(printed):
-                module.main(["--folder", os.fspath(KIT / "solutions" / lesson), "--mode", mode, "--out", scratch])
-            png = (Path(scratch) / _rules().HEATMAP_NAMES[0]).read_bytes()
-            outputs.append((f"make heatmap's picture of its default sentence (MODE={mode})", png, printed.getvalue()))
+                module.main(["--folder", os.fspath(lesson.solutions), "--mode", mode, "--out", scratch])
+            png = (Path(scratch) / picture).read_bytes()
+            outputs.append((tool.label.format(mode=mode), png, printed.getvalue()))
     return outputs
 
 

@@ -39,12 +39,18 @@ MIN_README_WORDS = 75
 # The handout's passages and the assignment README's, fingerprinted (the README's copy check).
 FINGERPRINTS = Path(__file__).with_name("handout_ngrams.txt")
 
-# Accepted names (matched ignoring case), in order of preference (CONTRACT.md, "The other deliverables").
-HEATMAP_NAMES = ("attention_heatmap.png",)
-WEIGHTS_NAMES = ("attention_weights.npy",)
-ANALYSIS_NAMES = ("analysis.md", "analysis.txt")
-DIAGRAM_NAMES = tuple(f"transformer_block.{ext}" for ext in ("png", "jpg", "jpeg", "svg", "pdf"))
-README_NAMES = ("README.md", "README.markdown", "README.txt", "README")
+# What Day 13 asks for besides the code, declared once (CONTRACT.md, "The other deliverables"): what ->
+# (kind, accepted names matched ignoring case, in order of preference). The checks below read it, and
+# the engine through the lesson (grader.lesson.Lesson.deliverable_files): the review page shows the
+# pictures and texts, the similarity report compares them.
+FILES = {
+    "heatmap": ("image", ("attention_heatmap.png",)),
+    "weights": ("data", ("attention_weights.npy",)),
+    "diagram": ("image", tuple(f"transformer_block.{ext}" for ext in ("png", "jpg", "jpeg", "svg", "pdf"))),
+    "README": ("text", ("README.md", "README.markdown", "README.txt", "README")),
+    "analysis": ("text", ("analysis.md", "analysis.txt")),
+}
+HEATMAP_NAMES, WEIGHTS_NAMES, DIAGRAM_NAMES, README_NAMES, ANALYSIS_NAMES = (names for _, names in FILES.values())
 
 
 # --------------------------------------------------------------------------- heatmap

@@ -83,12 +83,16 @@ class HiddenTests(Execute):
         for grade_id, source in _missing_cells(info, hidden, present):
             nb.cells.append(source)  # a hidden test cell the student deleted: graded all the same
         notes = "\n".join(f"- {note}" for note in result.notes)
+        from grader.results.feedback import hint_texts, student_output
+
+        hints = hint_texts()  # a recognised mistake is data (hint_id); its words come from the rubric
         first = True
         for cell in nb.cells:
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
             if grade_id in hidden:
-                cell.outputs = _outputs(by_test[hidden[grade_id]], float(cell.metadata["nbgrader"]["points"]),
-                                        notes if first else "")
+                test = by_test[hidden[grade_id]]
+                cell.outputs = _outputs(test, float(cell.metadata["nbgrader"]["points"]), notes if first else "",
+                                        student_output(test, hints, cut=False))
                 cell.execution_count = None
                 first = False
         self.log.info("Graded the hidden tests of %s with the kit in %.1f s: %g of %g points (%s)",
@@ -131,7 +135,7 @@ def _missing_cells(info: dict, hidden: dict[str, str], present: set):
     return cells
 
 
-def _outputs(test, points: float, notes: str) -> list:
+def _outputs(test, points: float, notes: str, output: str) -> list:
     """The cell's outputs for one hidden test: SaveAutoGrades gives full points to a cell without an error or
     a result, 0 to a cell with an error, and a result's number otherwise."""
     score = points if test.max_score == 0 else round(points * test.score / test.max_score, 4)
@@ -144,9 +148,9 @@ def _outputs(test, points: float, notes: str) -> list:
     if score <= 0:
         return [nbformat.v4.new_output("stream", name="stdout", text=text),
                 nbformat.v4.new_output("error", ename="HiddenTestFailed", evalue=title,
-                                       traceback=(test.output or "failed").split("\n"))]
+                                       traceback=(output or "failed").split("\n"))]
     return [nbformat.v4.new_output("execute_result", data={"text/plain": repr(score)}, execution_count=None),
-            nbformat.v4.new_output("stream", name="stdout", text=text + (test.output or "") + "\n")]
+            nbformat.v4.new_output("stream", name="stdout", text=text + (output or "") + "\n")]
 
 
 def grade_notebook(nb, *, uid_base: int = 0):

@@ -19,33 +19,26 @@ from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
 
-from grader.results import feedback
-
-from grader.admin import linecomments
-
-from grader.admin import overrides
-
-from grader.admin import regrade_requests
-
+from grader.admin import linecomments, overrides, regrade_requests
 from grader.intake import roster
-
 from grader.judging import totals
-from grader.results.document import (Bullets, Cell, Code, Document, FileName, Figure, Figures, Html, Image, Item, Link,
-                             Only, Paragraph, Section, Strong, Table, mean, number, to_html, to_markdown)
-from grader.lesson import load_lesson
-from grader.results.plots import heatmap_candidates, write_plots
+from grader.results import feedback
+from grader.results.document import (Bullets, Cell, Code, Document, FileName, Figure, Figures, Image, Item, Link, Only,
+                                     Paragraph, Section, Strong, Table, mean, number, to_html, to_markdown)
+from grader.results.plots import evidence_candidates, write_plots
 from grader.results.records import SubmissionResult
-from grader.results.storage import check_name, load_records, write_atomic
+from grader.results.storage import DIGITS, check_name, load_records, write_atomic
 
 NAME_FLAG = "row name "  # how intake's notes about a row's name begin (sanitised, collided, reserved)
 
 
 def write_class(out_dir: Path, overrides_path: Path | None = None,
-                release: str = feedback.DEFAULT_RELEASE) -> None:
+                release: str = feedback.DEFAULT_RELEASE, *, lesson=None) -> None:
     """grades.csv, summary.md, report.html and _plots/ from every <out>/*/record.json, with the
     overrides file (OUT/overrides.csv unless given) applied; each submission's results.json and
     feedback are rewritten where the overrides change them. OverrideError for a row naming an
     unknown submission or test: nothing is written then."""
+    lesson = feedback._lesson(lesson)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     records, problems = load_records(out_dir)
@@ -54,26 +47,26 @@ def write_class(out_dir: Path, overrides_path: Path | None = None,
     overrides.check(rows, records, path=path)
     records = totals.finalise(out_dir, records, overrides.effective(rows))
     standings = _apply_comments_and_requests(out_dir, records, rows)
-    hints = feedback.hint_texts()
+    hints = feedback.hint_texts(lesson.rubric_path)
     for r in records:
-        feedback.rewrite_changed(out_dir / check_name(r.submission), r, hints, release)
+        feedback.rewrite_changed(out_dir / check_name(r.submission), r, hints, release, lesson=lesson)
     try:
         people = roster.in_out(out_dir)
     except roster.RosterError as error:  # stops `grade` and `merge` as a bad overrides.csv does
         raise overrides.OverrideError(str(error)) from None
-    write_atomic(out_dir / "grades.csv", grades_csv(records) if people is None
-                 else grades_csv_by_student(totals.per_student(out_dir, records, people)))
-    stats = class_stats(records, hints)
+    write_atomic(out_dir / "grades.csv", grades_csv(records, lesson=lesson) if people is None
+                 else grades_csv_by_student(totals.per_student(out_dir, records, people), lesson=lesson))
+    stats = class_stats(records, hints, lesson=lesson)
     if people is not None:  # who shares a submission, and partners who each handed in the pair's work
         stats["groups"] = sorted({(s.group or s.submission, ", ".join(f"{m.name or m.identity} ({m.submission})"
                                                                       for m in people.students
                                                                       if (m.group or m.submission) == (s.group or s.submission)))
                                   for s in people.students if s.group or len(people.members(s.submission)) > 1})
-    plots = write_plots(out_dir, records, stats)
+    plots = write_plots(out_dir, records, stats, lesson=lesson)
     from grader.admin import similarity  # its section reads OUT/similarity.csv, written by `grade` or `similarity`
 
     document = class_document(stats, plots, problems, [r for r in records if r.overrides],
-                              similarity.report_section(out_dir), standings)
+                              similarity.report_section(out_dir), standings, lesson=lesson)
     write_atomic(out_dir / "summary.md", to_markdown(document))
     write_atomic(out_dir / "report.html", to_html(document))
 
@@ -99,43 +92,56 @@ def _apply_comments_and_requests(out_dir: Path, records: list[SubmissionResult],
 # ---------------------------------------------------------------- grades.csv
 
 
-def grades_columns(components=None) -> tuple[str, ...]:
+def grades_columns(components=None, *, lesson=None) -> tuple[str, ...]:
     """grades.csv's header: one column per part of the lesson's rubric, in its order."""
-    components = load_lesson().components if components is None else tuple(components)
+    components = feedback._lesson(lesson).components if components is None else tuple(components)
     return ("submission", "total", "max_total", *components, "status", "source", "overrides", "late_days", "penalty")
 
 
-def grades_csv(records: list[SubmissionResult]) -> str:
-    components = load_lesson().components
+def grades_csv(records: list[SubmissionResult], *, lesson=None) -> str:
+    components = feedback._lesson(lesson).components
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(grades_columns(components))
     for r in sorted(records, key=lambda r: r.submission):
-        parts = r.component_scores()
-        writer.writerow([_cell(r.submission), number(r.total), number(r.max_total),
-                         *(number(parts.get(c, 0.0)) for c in components), _cell(r.status), _cell(r.source),
+        parts = _part_scores(r, components)
+        writer.writerow([_cell(r.submission), _figure(r.total), _figure(r.max_total),
+                         *(_figure(parts.get(c, 0.0)) for c in components), _cell(r.status), _cell(r.source),
                          _cell(overrides.summary(r)), str(r.late["late_days"]) if r.late else "",
-                         number(r.penalty) if r.late else ""])
+                         _figure(r.penalty) if r.late else ""])
     return buffer.getvalue()
 
 
-def grades_csv_by_student(rows: list) -> str:
+def grades_csv_by_student(rows: list, *, lesson=None) -> str:
     """grades.csv when OUT holds a roster: a row per student (a group's submission gives each member
     one, with the group's points and the member's own lateness), keyed by the roster's identity."""
-    components = load_lesson().components
+    components = feedback._lesson(lesson).components
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     columns = grades_columns(components)
     writer.writerow([columns[0], "student", "name", "group", *columns[1:]])
     for student, r in sorted(rows, key=lambda row: (row[1].submission, row[0].identity if row[0] else "")):
-        parts = r.component_scores()
+        parts = _part_scores(r, components)
         writer.writerow([_cell(r.submission), _cell(student.identity if student else ""),
                          _cell(student.name if student else ""), _cell(student.group if student else ""),
-                         number(r.total), number(r.max_total),
-                         *(number(parts.get(c, 0.0)) for c in components), _cell(r.status), _cell(r.source),
+                         _figure(r.total), _figure(r.max_total),
+                         *(_figure(parts.get(c, 0.0)) for c in components), _cell(r.status), _cell(r.source),
                          _cell(overrides.summary(r)), str(r.late["late_days"]) if r.late else "",
-                         number(r.penalty) if r.late else ""])
+                         _figure(r.penalty) if r.late else ""])
     return buffer.getvalue()
+
+
+def _part_scores(r: SubmissionResult, components) -> dict[str, float]:
+    scores = {c: 0.0 for c in components}
+    for t in r.tests:
+        scores[t.component] = round(scores.get(t.component, 0.0) + t.score, 4)
+    return scores
+
+
+def _figure(x: float) -> str:
+    """A number of grades.csv: the precision records keep (storage.DIGITS), for the spreadsheets and
+    scripts that read it; every page and text a person reads shows at most two decimals."""
+    return number(x, DIGITS)
 
 
 def _cell(text: str) -> str:
@@ -146,8 +152,9 @@ def _cell(text: str) -> str:
 # ---------------------------------------------------------------- what the report shows
 
 
-def class_stats(records: list[SubmissionResult], hints: dict[str, str]) -> dict:
+def class_stats(records: list[SubmissionResult], hints: dict[str, str], *, lesson=None) -> dict:
     """Everything the summary and the HTML report show, as plain data."""
+    lesson = feedback._lesson(lesson)
     scores = [r.total for r in records]
     tests: dict[str, dict] = {}  # rubric order: first seen, over records sorted by name
     misconceptions: dict[str, dict] = {}
@@ -163,11 +170,11 @@ def class_stats(records: list[SubmissionResult], hints: dict[str, str]) -> dict:
                     m["submissions"].append(r.submission)
                 m["text"] = m["text"] or hints.get(t.hint_id, "")  # words by id, never read back out of an output
     ranked = sorted(misconceptions.values(), key=lambda m: (-len(m["submissions"]), m["hint_id"]))
-    parts = [feedback.by_component(r) for r in records]
+    parts = [feedback.by_component(r, lesson=lesson) for r in records]
     component_means = {}
-    for c in load_lesson().components:
+    for c in lesson.components:
         possible = max((p[c][1] for p in parts), default=0.0)
-        average = statistics.fmean(r.component_scores().get(c, 0.0) for r in records) if records else 0.0
+        average = statistics.fmean(p[c][0] for p in parts) if records else 0.0
         component_means[c] = (average, possible)
     return {
         "n": len(records),
@@ -184,7 +191,7 @@ def class_stats(records: list[SubmissionResult], hints: dict[str, str]) -> dict:
         "faults": [(r.submission, r.status, list(r.notes)) for r in records if r.status != "ok" or r.notes],
         "flags": [(r.submission, list(r.flags)) for r in records if r.flags],
         "isolation": isolation_warnings(records),
-        "heatmaps": heatmap_candidates(records),
+        "evidence": evidence_candidates(records, lesson.evidence_components),
         "rows": [(r.submission, r.total, r.max_total, r.status, totals.explain(r)) for r in records],
         "renamed": [(r.submission, r.source, next((n for n in r.notes if n.startswith(NAME_FLAG)), ""))
                     for r in records if r.source and _stem(r.source) != r.submission
@@ -240,9 +247,10 @@ def _stem(source: str) -> str:
 
 
 def class_document(stats: dict, plots: dict, problems: list[str], reviewed: list[SubmissionResult],
-                   similarity_section: str = "", requests: list = ()) -> Document:
-    """summary.md and report.html as one Document; `similarity_section` is ready-made HTML."""
-    lesson = load_lesson()
+                   similarity_section: list = (), requests: list = (), *, lesson=None) -> Document:
+    """summary.md and report.html as one Document; `similarity_section` is the page's similarity
+    blocks (grader/admin/similarity.py's `report_section`)."""
+    lesson = feedback._lesson(lesson)
     blocks = [Paragraph(f"{stats['n']} submissions graded. Mean {mean(stats['mean'])} / {number(stats['max_total'])}, "
                         f"median {number(stats['median'])}, lowest {number(stats['min'])}, "
                         f"highest {number(stats['max'])}.")]
@@ -275,8 +283,8 @@ def class_document(stats: dict, plots: dict, problems: list[str], reviewed: list
          for m in stats["misconceptions"]],
         numeric=frozenset({1}))] if stats["misconceptions"] else [
         Paragraph("No recognised misconception in this class.")]))
-    blocks.append(Section("Attention weights of failing attention tests: expected beside the student's",
-                          _heatmap_blocks(stats, plots)))
+    if lesson.evidence_components:  # the lesson's words for the evidence its hidden tests keep
+        blocks.append(Section(lesson.evidence.title, _evidence_blocks(stats, plots, lesson.evidence)))
     if stats.get("renamed"):
         blocks.append(Section("Row names to check", [
             Paragraph(["Names changed to be filesystem-safe, or that would have collided; ", Code("source"),
@@ -298,7 +306,7 @@ def class_document(stats: dict, plots: dict, problems: list[str], reviewed: list
     blocks.append(Section("Status counts", [Bullets([f"{s}: {n}" for s, n in sorted(stats["status"].items())])]))
     blocks.append(Only("markdown", Paragraph(
         "Per-student scores are in grades.csv; each student's feedback is in <name>/feedback.md.")))
-    blocks.append(Only("html", Html(similarity_section)))
+    blocks += [Only("html", block) for block in similarity_section]
     blocks.append(Section("Reviewed by hand (overrides.csv)", [Table(
         ("submission", "test", "points", "comment to the student", "staff note (never shown to the student)", "by"),
         [[r.submission, o["test"], feedback.override_change(o, number), *_audiences(o), o.get("by", "")]
@@ -331,13 +339,12 @@ def _decision_words(decision) -> str:
     return f"{change}: {decision.comment}{note}" + (f" ({decision.by})" if decision.by else "")
 
 
-def _heatmap_blocks(stats: dict, plots: dict) -> list:
-    if not plots["heatmaps"]:
-        return [Paragraph("No failing attention test left weights to show.")]
-    blocks = [Figures([Figure(rel, "expected and student attention weights", [entry["submission"], ": ",
-                                                                              Code(entry["test"])])
-                       for entry, rel in plots["heatmaps"]])]
-    missing = stats["heatmaps"]["available"] - len(plots["heatmaps"])
+def _evidence_blocks(stats: dict, plots: dict, words) -> list:
+    if not plots["evidence"]:
+        return [Paragraph(words.none)]
+    blocks = [Figures([Figure(rel, words.picture, [entry["submission"], ": ", Code(entry["test"])])
+                       for entry, rel in plots["evidence"]])]
+    missing = stats["evidence"]["available"] - len(plots["evidence"])
     if missing > 0:
         blocks.append(Paragraph(f"{missing} more not drawn; each student's feedback.md has the numbers."))
     return blocks

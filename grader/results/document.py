@@ -1,19 +1,21 @@
-"""A small document model, written once and rendered twice: to Markdown and to an HTML page.
+"""One way to say things to people: a small document model, rendered to Markdown and to an HTML page.
 
-The class report is described once (`grader.results.classreport.class_document`) as sections, paragraphs,
-tables, images, figures and lists; `to_markdown` makes summary.md of it and `to_html` report.html,
-so the two cannot say different things. Inline content is a string, one of the marks below, or a
-list of those. Every string is text, never markup: each renderer escapes it for its medium
-(Markdown: backslash escapes, whitespace runs made one space; HTML: html.escape).
+Every page and text the kit writes for a person is described once, as sections, paragraphs,
+preformatted text, tables, images, figures and lists: a student's feedback.md and feedback.html
+(`grader.results.feedback.feedback_document`), the class report's summary.md and report.html
+(`grader.results.classreport.class_document`) and similarity.html. `to_markdown` and `to_html`
+render it, so a text and its page cannot say different things. Inline content is a string, one of
+the marks below, or a list of those. Every string is text, never markup: each renderer escapes it
+for its medium (Markdown: backslash escapes, whitespace runs made one space, fences longer than any
+backtick run inside; HTML: html.escape), and nothing is ever parsed back out of rendered text.
 
-Also here: how numbers are written for people, shared by every file a person reads.
+Every page carries one Content-Security-Policy (`POLICY`): nothing on it can run, load or submit
+anything, whatever a student wrote. Also here: how numbers are written for people.
 """
 from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
-
-from grader.results.storage import DIGITS
 
 MEDIA = ("markdown", "html")
 # The style of every page the report writes (the class report and each student's feedback page).
@@ -23,14 +25,22 @@ td.n{text-align:right}img{max-width:100%}code{background:#f4f4f4;padding:0 .2em}
 .bad{color:#b00}figure{display:inline-block;margin:.5em}figcaption{font-size:.85em}
 pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em}body,td,th,li,p,h1,h2,h3,pre,code{overflow-wrap:anywhere}
 table{max-width:100%}"""  # a long line without a space (a hint, an error, a name) wraps: the page keeps its width
+# What a page we write may do: show its own styles and pictures (the report's _plots/, similarity's
+# thumbnails as data: URIs), nothing else: no script, no frame, no form, no other origin.
+POLICY = "default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+# The same rules for the pages the review server serves (grader/admin/review.py), which also run the
+# server's own script and post its own forms; sent as a header, so frames are refused too.
+SERVED_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; "
+                 "base-uri 'none'; frame-ancestors 'none'")
+SHOWN_DIGITS = 2  # a person reads points with at most this many decimals; files for machines keep more
 
 
 # ---------------------------------------------------------------- numbers
 
 
-def number(x: float) -> str:
-    """A score as a person writes it: 30, 12.5, 0.3333."""
-    text = f"{round(float(x), DIGITS):.{DIGITS}f}".rstrip("0").rstrip(".")
+def number(x: float, digits: int = SHOWN_DIGITS) -> str:
+    """A score as a person writes it: 30, 12.5, 6.67 (at most `digits` decimals, none trailing)."""
+    text = f"{round(float(x), digits):.{digits}f}".rstrip("0").rstrip(".")
     return "0" if text in ("-0", "") else text
 
 
@@ -57,6 +67,16 @@ def md_inline(text: str) -> str:
 def md_code(text: str) -> str:
     """Untrusted text as an inline code span (a backtick inside would end it early)."""
     return "`" + " ".join(str(text).replace("`", "'").split()) + "`"
+
+
+def fence(text: str) -> str:
+    """Untrusted text as a fenced block longer than any backtick run inside, so it can't close it."""
+    longest = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    bar = "`" * max(3, longest + 1)
+    return f"{bar}text\n{text.rstrip()}\n{bar}"
 
 
 # ---------------------------------------------------------------- the model
@@ -89,6 +109,13 @@ class Link:
 class Paragraph:
     content: object
     warning: bool = False  # something went wrong: bold in Markdown, red on the page
+
+
+@dataclass(frozen=True)
+class Preformatted:
+    """Text shown exactly as it is, line by line (a test's output, an error): a fence in Markdown
+    longer than any backtick run inside, so the text cannot close it; <pre> on the page."""
+    text: str
 
 
 @dataclass(frozen=True)
@@ -154,33 +181,38 @@ class Only:
 
 @dataclass(frozen=True)
 class Section:
-    title: str
+    """A titled part; a section inside a section is one heading level down."""
+    title: object  # inline content
     blocks: list = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Document:
-    title: str  # the heading
+    title: object  # the heading (inline content)
     page_title: str  # the browser tab's
     blocks: list
+    style: str = ""  # the page's own styles, after the shared ones (a page with side-by-side code needs some)
 
 
 # ---------------------------------------------------------------- to Markdown
 
 
 def to_markdown(doc: Document) -> str:
-    chunks = [f"# {_md(doc.title).strip()}"]
+    chunks = [f"# {_md_line(doc.title)}"]
     for block in doc.blocks:
         chunks += _md_block(block)
     return "\n\n".join(chunks).rstrip() + "\n"
 
 
-def _md_block(block) -> list[str]:
-    """The Markdown of one block, as chunks that blank lines separate."""
+def _md_block(block, level: int = 2) -> list[str]:
+    """The Markdown of one block, as chunks that blank lines separate; `level` is its sections' heading level."""
     if isinstance(block, Only):
-        return _md_block(block.block) if block.medium == "markdown" else []
+        return _md_block(block.block, level) if block.medium == "markdown" else []
     if isinstance(block, Section):
-        return [f"## {_md(block.title).strip()}"] + [c for b in block.blocks for c in _md_block(b)]
+        return [f"{'#' * min(level, 6)} {_md_line(block.title)}"] + [
+            c for b in block.blocks for c in _md_block(b, level + 1)]
+    if isinstance(block, Preformatted):
+        return [fence(block.text)]
     if isinstance(block, Paragraph):
         text = _md_line(block.content)
         return [f"**{text}**" if block.warning else text]
@@ -241,21 +273,25 @@ def _md_text(text: str) -> str:
 def to_html(doc: Document) -> str:
     e = html.escape
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           f"<title>{e(doc.page_title)}</title>", f"<style>{STYLE}</style></head><body>",
-           f"<h1>{e(doc.title)}</h1>"]
+           f'<meta http-equiv="Content-Security-Policy" content="{POLICY}">',  # ours: no quote, no markup
+           f"<title>{e(doc.page_title)}</title>", f"<style>{STYLE}{doc.style}</style></head><body>",
+           f"<h1>{_html(doc.title)}</h1>"]
     for block in doc.blocks:
         out += _html_block(block)
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 
 
-def _html_block(block) -> list[str]:
-    """The HTML of one block, as lines."""
+def _html_block(block, level: int = 2) -> list[str]:
+    """The HTML of one block, as lines; `level` is its sections' heading level."""
     e = html.escape
     if isinstance(block, Only):
-        return _html_block(block.block) if block.medium == "html" else []
+        return _html_block(block.block, level) if block.medium == "html" else []
     if isinstance(block, Section):
-        return [f"<h2>{e(block.title)}</h2>"] + [line for b in block.blocks for line in _html_block(b)]
+        h = f"h{min(level, 6)}"
+        return [f"<{h}>{_html(block.title)}</{h}>"] + [line for b in block.blocks for line in _html_block(b, level + 1)]
+    if isinstance(block, Preformatted):
+        return [f"<pre>{e(block.text.rstrip())}</pre>"]
     if isinstance(block, Paragraph):
         style = ' class="bad"' if block.warning else ""
         return [f"<p{style}>{_html(block.content)}</p>"]

@@ -1,29 +1,32 @@
 """What a student is told: each submission's results.json, feedback.md and feedback.html.
 
-Per submission (`write_submission`), in <out>/<submission>/:
+Per submission, in <out>/<submission>/:
     results.json   Gradescope's format (score, execution_time, output, tests[])
     feedback.md    what passed, what failed, expected vs got, hints, faults; by component
     feedback.html  the same as a page (the class report links to it)
     record.json    last (grader/results/storage.py): the class files and `merge` never re-grade
 
+feedback.md and feedback.html render one description (`feedback_document`, a
+grader/results/document.py Document); results.json's texts are plain. A failed test's record holds
+what the test said (`output`) and, as data, the mistake its numbers showed (`hint_id`): the words for
+it are chosen from the lesson's rubric when the files are written (`hint_words`).
+
 How much of a failing test a student sees depends on the release policy: the rubric's
 [visibility] table says when each test's details may be shown, `--release` says what moment it
 is (`visibility_of`, `released`). Hints come from the rubric (`hint_texts`).
 
-Student-derived text (names, error messages, outputs) is untrusted: it is fenced or escaped in
-Markdown and escaped in HTML.
+Student-derived text (names, error messages, outputs) is untrusted: the document's renderers
+escape it for each medium.
 """
 from __future__ import annotations
 
-import functools
-import html
-import re
 from pathlib import Path
 
 from grader.admin import overrides
-from grader.results.document import STYLE, md_code, md_inline
+from grader.results.document import (Bullets, Code, Document, Paragraph, Preformatted, Section, Strong, Table,
+                                     number, to_html, to_markdown)
 from grader.lesson import load_lesson, read_rubric
-from grader.results.records import SubmissionResult
+from grader.results.records import SubmissionResult, TestResult
 from grader.results.storage import check_name, dumps, write_atomic, write_record
 
 MAX_TEST_OUTPUT = 6000  # characters of one test's output kept: Gradescope pages stay readable
@@ -35,27 +38,42 @@ WITHHELD_UNTIL = {"after_due_date": "after the due date", "after_published": "wh
                   "hidden": "only to the teaching staff"}
 
 
+def _lesson(lesson):
+    """The lesson passed in; until every caller passes one, the run's (see grader/lesson.py)."""
+    if lesson is not None:
+        return lesson
+    from grader import lesson as lessons
+
+    return getattr(lessons, "lesson_for_migration", load_lesson)()
+
+
 # ---------------------------------------------------------------- one submission
 
 
-def write_submission(out_dir: Path, result: SubmissionResult) -> None:
+def student_files(result: SubmissionResult, *, lesson=None, hints: dict[str, str] | None = None,
+                  release: str = DEFAULT_RELEASE) -> dict[str, str]:
+    """What a student receives, file name -> text: results.json, feedback.md and feedback.html."""
+    lesson = _lesson(lesson)
+    hints = hint_texts(lesson.rubric_path) if hints is None else hints
+    document = feedback_document(result, hints, release, lesson=lesson)
+    return {"results.json": dumps(gradescope_json(result, lesson=lesson, hints=hints)),
+            "feedback.md": to_markdown(document), "feedback.html": to_html(document)}
+
+
+def write_submission(out_dir: Path, result: SubmissionResult, *, lesson=None) -> None:
     """Write <out>/<submission>/results.json, feedback.md, feedback.html and record.json (last), atomically."""
     folder = Path(out_dir) / check_name(result.submission)
     folder.mkdir(parents=True, exist_ok=True)
-    hints = hint_texts()
-    write_atomic(folder / "results.json", dumps(gradescope_json(result)))
-    text = feedback_markdown(result, hints)
-    write_atomic(folder / "feedback.md", text)
-    write_atomic(folder / "feedback.html", feedback_html(text, result.submission))
+    for name, text in student_files(result, lesson=lesson).items():
+        write_atomic(folder / name, text)
     write_record(folder, result)
 
 
-def rewrite_changed(folder: Path, result: SubmissionResult, hints: dict[str, str], release: str) -> None:
+def rewrite_changed(folder: Path, result: SubmissionResult, hints: dict[str, str], release: str, *,
+                    lesson=None) -> None:
     """results.json and the feedback as the overrides and the release make them, written only where
     they differ from the files (the record stays the automated result)."""
-    feedback = feedback_markdown(result, hints, release)
-    for name, text in (("results.json", dumps(gradescope_json(result))), ("feedback.md", feedback),
-                       ("feedback.html", feedback_html(feedback, result.submission))):
+    for name, text in student_files(result, lesson=lesson, hints=hints, release=release).items():
         try:
             same = (folder / name).read_text(encoding="utf-8") == text
         except (OSError, UnicodeDecodeError):
@@ -64,22 +82,24 @@ def rewrite_changed(folder: Path, result: SubmissionResult, hints: dict[str, str
             write_atomic(folder / name, text)
 
 
-def _summary_line(result: SubmissionResult) -> str:
-    parts = " · ".join(f"{c} {_points(s)}/{_points(m)}" for c, (s, m) in by_component(result).items())
-    line = f"Score {_points(result.total)}/{_points(result.max_total)} ({parts})."
+def _summary_line(result: SubmissionResult, *, lesson=None) -> str:
+    parts = " · ".join(f"{c} {number(s)}/{number(m)}" for c, (s, m) in by_component(result, lesson=lesson).items())
+    line = f"Score {number(result.total)}/{number(result.max_total)} ({parts})."
     if why := _why(result):
         line += f" How this score was reached: {why}."
     if result.adjustment:
-        line += f" Includes {'+' if result.adjustment > 0 else '-'}{_points(abs(result.adjustment))} from your instructor."
+        line += f" Includes {'+' if result.adjustment > 0 else '-'}{number(abs(result.adjustment))} from your instructor."
     if result.status != "ok":
         line += f" Status: {result.status}."
     return line
 
 
-def gradescope_json(result: SubmissionResult) -> dict:
+def gradescope_json(result: SubmissionResult, *, lesson=None, hints: dict[str, str] | None = None) -> dict:
     """results.json as Gradescope reads it (gradescope-autograders.readthedocs.io, "Output format")."""
-    output = _summary_line(result)
-    rubric = rubric_path()
+    lesson = _lesson(lesson)
+    rubric = lesson.rubric_path
+    hints = hint_texts(rubric) if hints is None else hints
+    output = _summary_line(result, lesson=lesson)
     if result.notes:
         output += "\n" + "\n".join(f"- {n}" for n in result.notes)
     if result.line_comments:  # Gradescope shows this text, not feedback.md: the same words, plain
@@ -95,7 +115,7 @@ def gradescope_json(result: SubmissionResult) -> dict:
             "score": t.score,
             "max_score": t.max_score,
             "status": "passed" if t.status == "passed" else "failed",
-            "output": clip(t.output),
+            "output": student_output(t, hints),
             "visibility": visibility_of(t.name, t.component, rubric),
             "tags": [t.component],
         }
@@ -128,121 +148,130 @@ def clip(text: str) -> str:
     return text[:MAX_TEST_OUTPUT] + f"\n... ({len(text) - MAX_TEST_OUTPUT} more characters cut)"
 
 
-def by_component(result: SubmissionResult) -> dict[str, tuple[float, float]]:
+def by_component(result: SubmissionResult, *, lesson=None) -> dict[str, tuple[float, float]]:
     """Part -> (points got, points possible), every part of the lesson's rubric first, in its order."""
-    got = result.component_scores()
-    possible = {c: 0.0 for c in load_lesson().components}
+    got = {}
+    for t in result.tests:
+        got[t.component] = round(got.get(t.component, 0.0) + t.score, 4)
+    possible = {c: 0.0 for c in _lesson(lesson).components}
     for t in result.tests:
         possible[t.component] = possible.get(t.component, 0.0) + t.max_score
     return {c: (got.get(c, 0.0), possible[c]) for c in possible}
 
 
-# ---------------------------------------------------------------- feedback.md
+# ---------------------------------------------------------------- feedback, described once
 
-def _fence(text: str) -> str:
-    """A code fence longer than any backtick run inside, so student text can't close it."""
-    longest = run = 0
-    for ch in text:
-        run = run + 1 if ch == "`" else 0
-        longest = max(longest, run)
-    bar = "`" * max(3, longest + 1)
-    return f"{bar}text\n{text.rstrip()}\n{bar}"
+MISCONCEPTION = "Likely misconception"  # how a recognised mistake's words are introduced, in every medium
 
 
-def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = None,
-                      release: str = DEFAULT_RELEASE) -> str:
-    """The student's feedback; a failing test's details (expected, got, hint) appear only when the
-    release policy lets a student see that test at `release` (see RELEASES)."""
+def hint_words(test: TestResult, hints: dict[str, str]) -> str:
+    """The words for the mistake a failed test's numbers showed (the record's `hint_id`), from the
+    lesson's rubric: chosen by id when the files are written, never kept in or read from the output."""
+    return hints.get(test.hint_id or "", "") if test.status != "passed" else ""
+
+
+def student_output(test: TestResult, hints: dict[str, str], cut: bool = True) -> str:
+    """A failed test's output as plain text (Gradescope's test output, nbgrader's cell): what the test
+    said (`cut` to MAX_TEST_OUTPUT characters), then the recognised mistake in words."""
+    text = clip(test.output) if cut else test.output
+    if words := hint_words(test, hints):
+        text = f"{text}\n\n{MISCONCEPTION}: {words}" if text.strip() else f"{MISCONCEPTION}: {words}"
+    return text
+
+
+def feedback_document(result: SubmissionResult, hints: dict[str, str] | None = None,
+                      release: str = DEFAULT_RELEASE, *, lesson=None) -> Document:
+    """The student's feedback, as one Document (feedback.md and feedback.html render it); a failing
+    test's details (output, the recognised mistake) appear only when the release policy lets a
+    student see that test at `release` (see RELEASES)."""
+    lesson = _lesson(lesson)
     hints = hints or {}
-    lesson, rubric = load_lesson(), rubric_path()
-    parts = by_component(result)
-    out = [f"# {md_inline(lesson.heading)}: feedback for {md_inline(result.submission)}", ""]
-    status = "" if result.status == "ok" else f" · status: {md_inline(result.status)}"
-    out += [f"**Score: {_points(result.total)} / {_points(result.max_total)}**{status}", ""]
+    rubric = lesson.rubric_path
+    parts = by_component(result, lesson=lesson)
+    status = "" if result.status == "ok" else f" · status: {result.status}"
+    blocks: list = [Paragraph([Strong(f"Score: {number(result.total)} / {number(result.max_total)}"), status])]
     if why := _why(result):
-        out += [md_inline(f"How this score was reached: {why}."), ""]
+        blocks.append(Paragraph(f"How this score was reached: {why}."))
     if result.late:
-        out += [md_inline(late_line(result)), ""]
-    out += ["| part | points | tests passed |", "| --- | ---: | ---: |"]
+        blocks.append(Paragraph(late_line(result)))
+    rows = []
     for component, (score, possible) in parts.items():
         tests = [t for t in result.tests if t.component == component]
-        passed = sum(t.status == "passed" for t in tests)
-        out.append(f"| {component} | {_points(score)} / {_points(possible)} | {passed} / {len(tests)} |")
-    out.append("")
+        rows.append([component, f"{number(score)} / {number(possible)}",
+                     f"{sum(t.status == 'passed' for t in tests)} / {len(tests)}"])
+    blocks.append(Table(("part", "points", "tests passed"), rows, numeric=frozenset({1, 2})))
     if reviewed := overrides.for_student(result):
-        out += ["## Reviewed by your instructor", ""]
-        for o in reviewed:
-            who = f" ({md_inline(o['by'])})" if o.get("by") else ""
-            change = override_change(o, _points, " points on the total", " points")
-            comment = f": {md_inline(o['comment'])}" if o.get("comment") else ""
-            out.append(f"- {md_code(o['test'])} {change}{who}{comment}")
-        out.append("")
+        blocks.append(Section("Reviewed by your instructor", [Bullets([
+            [Code(o["test"]), " " + override_change(o, number, " points on the total", " points")
+             + (f" ({o['by']})" if o.get("by") else "") + (f": {o['comment']}" if o.get("comment") else "")]
+            for o in reviewed])]))
     if result.line_comments:
-        out += ["## Comments on your code", ""]
-        for c in result.line_comments:
-            who = f" ({md_inline(c['by'])})" if c.get("by") else ""
-            quoted = f": {md_code(c['code'].strip())}" if c.get("code", "").strip() else ""
-            out.append(f"- {md_code(c['file'])} line {c['line']}{quoted}{who}: {md_inline(c['comment'])}")
-        out.append("")
+        blocks.append(Section("Comments on your code", [Bullets([
+            [Code(c["file"]), f" line {c['line']}",
+             *([": ", Code(c["code"].strip())] if c.get("code", "").strip() else []),
+             (f" ({c['by']})" if c.get("by") else "") + f": {c['comment']}"]
+            for c in result.line_comments])]))
     if result.requests:
-        out += ["## Your regrade requests", ""]
-        for r in result.requests:
-            answer = f": {md_inline(r['answer'])}" if r.get("answer") else ""
-            out.append(f"- {md_code(r['test'])} (asked {md_inline(r['time'])}): **{r['state']}**{answer}")
-        out.append("")
+        blocks.append(Section("Your regrade requests", [Bullets([
+            [Code(r["test"]), f" (asked {r['time']}): ", Strong(r["state"]),
+             f": {r['answer']}" if r.get("answer") else ""]
+            for r in result.requests])]))
     if result.notes and result.status == "ok":
         # A graded notebook, a skipped symlink: how the submission was read, not a problem.
-        out += ["## Notes on grading", ""]
-        out += [f"- {md_inline(n)}" for n in result.notes]
-        out.append("")
+        blocks.append(Section("Notes on grading", [Bullets(list(result.notes))]))
     elif result.notes:
-        out += ["## What went wrong while grading", ""]
-        out += [f"- {md_inline(n)}" for n in result.notes]
-        out += ["", "Parts that did not need the failing code were graded as usual.", ""]
+        blocks.append(Section("What went wrong while grading", [
+            Bullets(list(result.notes)), Paragraph("Parts that did not need the failing code were graded as usual.")]))
     # Integrity flags are the staff's (the class report, the review page): a student reads what failed
     # and why in each test's own output, in neutral words.
     if not result.tests:
-        out += ["No tests could be run on this submission.", ""]
+        blocks.append(Paragraph("No tests could be run on this submission."))
     for component in lesson.components:
         tests = [t for t in result.tests if t.component == component]
-        if not tests:
+        if tests:
+            score, possible = parts[component]
+            blocks.append(Section(f"{component}: {number(score)} / {number(possible)}",
+                                  _component_blocks(tests, hints, release, rubric)))
+    return Document(title=f"{lesson.heading}: feedback for {result.submission}",
+                    page_title=f"Feedback: {result.submission}", blocks=blocks)
+
+
+def _component_blocks(tests: list[TestResult], hints: dict[str, str], release: str, rubric: Path) -> list:
+    """One part's tests: each with its points, then the failing ones' details. Tests that failed with
+    the same words (one crash met by several tests) are shown once, under the list of the tests it
+    cost. A test not released yet shows its points only."""
+    blocks: list = [Bullets([
+        ["✓ " if t.status == "passed" else "✗ ", Strong(t.title or t.name), " (", Code(t.name),
+         f"): {number(t.score)} / {number(t.max_score)}"] for t in tests])]
+    same: dict[tuple, list] = {}
+    withheld: dict[str, int] = {}
+    for t in tests:
+        if t.status == "passed":
             continue
-        score, possible = parts[component]
-        out += [f"## {component}: {_points(score)} / {_points(possible)}", ""]
-        for t in tests:
-            mark = "✓" if t.status == "passed" else "✗"
-            title = md_inline(t.title or t.name)
-            out.append(f"- {mark} **{title}** ({md_code(t.name)}): {_points(t.score)} / {_points(t.max_score)}")
-        # Tests that failed with the same text (one crash met by several tests) are shown once,
-        # under the list of the tests it cost. A test not released yet shows its points only.
-        same: dict[tuple, list] = {}
-        withheld: dict[str, int] = {}
-        for t in tests:
-            if t.status == "passed":
-                continue
-            visibility = visibility_of(t.name, t.component, rubric)
-            if not released(visibility, release):
-                withheld[visibility] = withheld.get(visibility, 0) + 1
-                continue
-            same.setdefault((t.output.strip(), t.hint_id), []).append(t)
-        for group in same.values():
-            t = group[0]
-            titles = ", ".join(md_inline(u.title or u.name) for u in group)
-            cost = f" (the same message for {len(group)} tests)" if len(group) > 1 else ""
-            out += ([] if out[-1] == "" else [""]) + [f"### ✗ {titles}{cost}", ""]
-            if t.output.strip():
-                out += [_fence(clip(t.output)), ""]
-            hint = hints.get(t.hint_id or "")
-            if hint and hint not in t.output:
-                out += [f"**Hint:** {md_inline(hint)}", ""]
-            elif t.hint_id and not hint:  # a mistake the rubric no longer words: its id, as data
-                out += [f"Likely misconception: {md_code(t.hint_id)}", ""]
-        for visibility, count in withheld.items():
-            out += ([] if out[-1] == "" else [""]) + [
-                f"The details of {count} failing test{'s' if count > 1 else ''} here are shown "
-                f"{WITHHELD_UNTIL[visibility]}.", ""]
-        out.append("")
-    return "\n".join(out).rstrip() + "\n"
+        visibility = visibility_of(t.name, t.component, rubric)
+        if not released(visibility, release):
+            withheld[visibility] = withheld.get(visibility, 0) + 1
+            continue
+        same.setdefault((t.output.strip(), t.hint_id), []).append(t)
+    for group in same.values():
+        t = group[0]
+        cost = f" (the same message for {len(group)} tests)" if len(group) > 1 else ""
+        details: list = [Preformatted(clip(t.output))] if t.output.strip() else []
+        if words := hint_words(t, hints):
+            details.append(Paragraph([Strong(f"{MISCONCEPTION}:"), " ", words]))
+        elif t.hint_id:  # a mistake the rubric no longer words: its id, as data
+            details.append(Paragraph([f"{MISCONCEPTION}: ", Code(t.hint_id)]))
+        blocks.append(Section("✗ " + ", ".join(u.title or u.name for u in group) + cost, details))
+    for visibility, count in withheld.items():
+        blocks.append(Paragraph(f"The details of {count} failing test{'s' if count > 1 else ''} here are shown "
+                                f"{WITHHELD_UNTIL[visibility]}."))
+    return blocks
+
+
+def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = None,
+                      release: str = DEFAULT_RELEASE, *, lesson=None) -> str:
+    """feedback.md: the student's feedback as text."""
+    return to_markdown(feedback_document(result, hints, release, lesson=lesson))
 
 
 def override_change(o: dict, fmt, bonus_unit: str = "", unit: str = "") -> str:
@@ -262,140 +291,22 @@ def late_line(result: SubmissionResult) -> str:
     if not days:
         return f"Handed in on time (deadline {result.late.get('deadline', '?')})."
     return (f"Handed in {days} day{'s' if days > 1 else ''} late (deadline {result.late.get('deadline', '?')}, "
-            f"measured from the {result.late.get('measured_from') or 'commit time'}): -{_points(result.penalty)} "
+            f"measured from the {result.late.get('measured_from') or 'commit time'}): -{number(result.penalty)} "
             f"points ({result.late.get('policy', '')}).")
-
-
-def _points(x: float) -> str:
-    """Points as a student reads them in feedback: at most two decimals (84.44, 12.5, 30)."""
-    text = f"{round(float(x), 2):.2f}".rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "") else text
-
-
-# ---------------------------------------------------------------- feedback as a page
-
-
-def feedback_html(markdown: str, name: str) -> str:
-    """feedback.md as a web page, for the class report's links (a browser shows .md as plain text).
-
-    Renders only the Markdown that feedback_markdown writes (headings, lists, tables, fences, bold,
-    code spans, backslash escapes); everything is escaped first, so student text stays text."""
-    e = html.escape
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; style-src \'unsafe-inline\'">',
-           f"<title>Feedback: {e(name)}</title>", f"<style>{STYLE}</style></head><body>"]
-    lines = markdown.splitlines()
-    i, in_list = 0, False
-    while i < len(lines):
-        line = lines[i]
-        fence = len(line) - len(line.lstrip("`"))
-        if fence >= 3:
-            body, i = [], i + 1
-            while i < len(lines) and lines[i] != "`" * fence:
-                body.append(lines[i])
-                i += 1
-            out.append(f"<pre>{e(chr(10).join(body))}</pre>")
-            i += 1
-            continue
-        if in_list and not line.lstrip().startswith("- "):
-            out.append("</ul>")
-            in_list = False
-        if line.startswith("#"):
-            level = min(len(line) - len(line.lstrip("#")), 6)
-            out.append(f"<h{level}>{_inline_html(line[level:].strip())}</h{level}>")
-        elif line.startswith("|"):
-            rows = []
-            while i < len(lines) and lines[i].startswith("|"):
-                rows.append(lines[i])
-                i += 1
-            cells = [_table_cells(r) for r in rows if not set(r) <= set("|-: ")]
-            out.append("<table>" + "".join(
-                "<tr>" + "".join(f"<{'th' if k == 0 else 'td'}>{_inline_html(c)}</{'th' if k == 0 else 'td'}>"
-                                 for c in row) + "</tr>" for k, row in enumerate(cells)) + "</table>")
-            continue
-        elif line.lstrip().startswith("- "):
-            if not in_list:
-                out.append("<ul>")
-                in_list = True
-            out.append(f"<li>{_inline_html(line.lstrip()[2:])}</li>")
-        elif line.strip():
-            out.append(f"<p>{_inline_html(line)}</p>")
-        i += 1
-    if in_list:
-        out.append("</ul>")
-    return "\n".join(out + ["</body></html>"]) + "\n"
-
-
-def _table_cells(row: str) -> list[str]:
-    cells, current, escaped = [], "", False
-    for ch in row.strip()[1:]:
-        if escaped:
-            current += "\\" + ch
-            escaped = False
-        elif ch == "\\":
-            escaped = True
-        elif ch == "|":
-            cells.append(current.strip())
-            current = ""
-        else:
-            current += ch
-    return cells
-
-
-def _inline_html(text: str) -> str:
-    """Code spans, **bold** and backslash escapes of one line; every character escaped for HTML.
-
-    The text between two marks (a backslash, a backtick, an asterisk) is escaped as one run: a
-    class's feedback pages hold hundreds of thousands of characters, and a character at a time was
-    most of the time spent writing a page."""
-    out, i, strong, n = [], 0, False, len(text)
-    while i < n:
-        mark = _INLINE_MARK.search(text, i)
-        j = mark.start() if mark else n
-        if j > i:
-            out.append(html.escape(text[i:j]))
-        if mark is None:
-            break
-        ch = text[j]
-        if ch == "\\" and j + 1 < n and not text[j + 1].isalnum():
-            out.append(html.escape(text[j + 1]))
-            i = j + 2
-        elif ch == "`":
-            end = text.find("`", j + 1)
-            if end < 0:
-                out.append("`")
-                i = j + 1
-            else:
-                out.append(f"<code>{html.escape(text[j + 1:end])}</code>")
-                i = end + 1
-        elif text.startswith("**", j):
-            out.append("</strong>" if strong else "<strong>")
-            strong = not strong
-            i = j + 2
-        else:  # a lone backslash or asterisk is text
-            out.append(ch)
-            i = j + 1
-    if strong:
-        out.append("</strong>")
-    return "".join(out)
-
-
-_INLINE_MARK = re.compile(r"[\\`*]")
 
 
 # ---------------------------------------------------------------- release policy
 
 
-def rubric_path() -> Path:
+def rubric_path(lesson=None) -> Path:
     """The rubric whose visibility table, hints and late policy the outputs follow: the lesson's."""
-    return load_lesson().rubric_path
+    return _lesson(lesson).rubric_path
 
 
 def visibility_of(test_name: str, component: str, rubric: Path | None = None) -> str:
     """The test's visibility from the rubric's [visibility] table: the test id, else its part, else
     `default`, else visible."""
-    path = rubric or rubric_path()
-    table = _parse_visibility(str(path), _mtime(path))
+    table = _rubric_table(rubric or rubric_path(), "visibility")
     found = table.get(test_name) or table.get(component) or table.get("default") or "visible"
     return found if found in VISIBILITIES else "visible"
 
@@ -405,20 +316,14 @@ def released(visibility: str, release: str) -> bool:
     return VISIBILITIES.index(visibility) <= VISIBILITIES.index(RELEASES[release])
 
 
-def _mtime(path: Path) -> int:
+def _rubric_table(rubric: Path, name: str) -> dict:
+    """One settings table of the rubric (read through the one rubric loader, which parses each file
+    version once); {} when the file or the table is missing."""
     try:
-        return Path(path).stat().st_mtime_ns
-    except OSError:
-        return 0
-
-
-@functools.lru_cache(maxsize=4)
-def _parse_visibility(file: str, mtime_ns: int) -> dict[str, str]:
-    try:
-        table = read_rubric(file).get("visibility", {})
+        table = read_rubric(rubric).get(name, {})
     except (OSError, ValueError):
         return {}
-    return {str(k): str(v) for k, v in table.items() if isinstance(v, str)} if isinstance(table, dict) else {}
+    return {str(k): v for k, v in table.items() if isinstance(v, str)} if isinstance(table, dict) else {}
 
 
 # ---------------------------------------------------------------- rubric hints
@@ -431,18 +336,8 @@ def hint_texts(rubric: Path | None = None) -> dict[str, str]:
     hint as [<component>.<test>] hint = "..."; both are filed here (the latter under the
     dotted test name, and under an `id` field if a table has one).
     """
-    path = Path(rubric or rubric_path())
     try:
-        return dict(_parse_hints(str(path), path.stat().st_mtime_ns))
-    except OSError:
-        return {}
-
-
-@functools.lru_cache(maxsize=4)
-def _parse_hints(file: str, mtime_ns: int) -> dict[str, str]:
-    """Cached per file version: a batch writes hundreds of feedback files from one rubric."""
-    try:
-        data = read_rubric(file)
+        data = read_rubric(rubric or rubric_path())
     except (OSError, ValueError):
         return {}
     found: dict[str, str] = {}

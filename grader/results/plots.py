@@ -1,10 +1,10 @@
 """The class report's pictures, under OUT/_plots/: the score histogram, the pass rate per test, and
-heatmaps of the attention weights of failing attention tests, expected beside the student's.
+heatmaps of the evidence of failing tests, expected beside the student's.
 
-Heatmaps come from a record's `evidence` (small arrays the hidden tests keep): only for parts the
-lesson lists as attention parts (lesson.toml, [report] attention_components), at most MAX_HEATMAPS
-per class, one per misconception first. Student text in a picture (a name in a title) is never
-parsed as mathtext. The same data gives the same PNG bytes.
+The evidence is a record's `evidence` (small matrices the hidden tests keep), drawn only for the
+parts the lesson names (lesson.toml, [report] evidence_components) and labelled in the lesson's
+words ([report] evidence_axes), at most MAX_HEATMAPS per class, one per misconception first. Student
+text in a picture (a name in a title) is never parsed as mathtext. The same data gives the same PNG bytes.
 """
 from __future__ import annotations
 
@@ -13,12 +13,11 @@ import shutil
 from pathlib import Path
 
 from grader.results.document import number
-from grader.lesson import load_lesson
 from grader.results.records import SubmissionResult
 from grader.results.storage import PLOTS, write_atomic
 
 MAX_HEATMAPS = 8  # drawn per class report; a 200-student class must not spend its time plotting
-MAX_MATRIX_SIDE = 64  # larger evidence is not a lesson-sized attention matrix: skipped
+MAX_MATRIX_SIDE = 64  # larger evidence is not a lesson-sized matrix: skipped
 
 
 # ---------------------------------------------------------------- evidence -> heatmaps
@@ -60,9 +59,9 @@ def _evidence_items(evidence) -> list[dict]:
     return items
 
 
-def heatmap_candidates(records: list[SubmissionResult]) -> dict:
-    """Pick the pairs to draw: failing attention tests only; one per misconception first."""
-    attention = load_lesson().attention_components
+def evidence_candidates(records: list[SubmissionResult], components) -> dict:
+    """Pick the pairs to draw: failing tests of the lesson's evidence `components` only; one per
+    misconception first."""
     chosen, rest = [], []
     seen_hints = set()
     for r in records:
@@ -73,7 +72,7 @@ def heatmap_candidates(records: list[SubmissionResult]) -> dict:
                 continue
             test = str(item.get("test", ""))
             t = status.get(test)
-            if t is not None and (t.status == "passed" or t.component not in attention):
+            if t is not None and (t.status == "passed" or t.component not in components):
                 continue
             entry = {"submission": r.submission, "test": test, "expected": expected, "got": got,
                      "hint_id": t.hint_id if t else None, "title": (t.title if t else "") or test}
@@ -119,13 +118,13 @@ def hash_text(text: str) -> int:
     return value
 
 
-def write_plots(out_dir: Path, records: list[SubmissionResult], stats: dict) -> dict:
-    """Histogram, pass rates and heatmaps; returns {name: relative path}. Old plots are replaced."""
+def write_plots(out_dir: Path, records: list[SubmissionResult], stats: dict, *, lesson) -> dict:
+    """Histogram, pass rates and the evidence heatmaps; returns {name: relative path}. Old plots are replaced."""
     folder = out_dir / PLOTS
     if folder.is_dir() and not folder.is_symlink():
         shutil.rmtree(folder)
     folder.mkdir()
-    plots = {"heatmaps": []}
+    plots = {"evidence": []}
     if not records:
         return plots
     plt = pyplot()
@@ -163,14 +162,15 @@ def write_plots(out_dir: Path, records: list[SubmissionResult], stats: dict) -> 
         plt.close(fig)
         plots["pass_rates"] = f"{PLOTS}/pass_rates.png"
 
-    for entry in stats["heatmaps"]["picked"]:
+    for entry in stats["evidence"]["picked"]:
         name = f"heatmap-{_safe_file(entry['submission'])}.png"
-        _heatmap(plt, entry, folder / name)
-        plots["heatmaps"].append((entry, f"{PLOTS}/{name}"))
+        _heatmap(plt, entry, folder / name, lesson.evidence)
+        plots["evidence"].append((entry, f"{PLOTS}/{name}"))
     return plots
 
 
-def _heatmap(plt, entry: dict, path: Path) -> None:
+def _heatmap(plt, entry: dict, path: Path, words) -> None:
+    """Expected beside got, axes and colour bar labelled in the lesson's `words` (lesson.Evidence)."""
     import numpy as np
 
     expected = np.array(entry["expected"], dtype=float)
@@ -183,15 +183,15 @@ def _heatmap(plt, entry: dict, path: Path) -> None:
     for ax, matrix, label in ((axes[0], expected, "expected"), (axes[1], got, "student")):
         image = ax.imshow(matrix, cmap="viridis", vmin=low, vmax=high)
         ax.set_title(label)
-        ax.set_xlabel("key (attended to)")
-        ax.set_ylabel("query")
+        ax.set_xlabel(words.x_label, parse_math=False)
+        ax.set_ylabel(words.y_label, parse_math=False)
         ax.set_xticks(range(cols))
         ax.set_yticks(range(rows))
         if rows * cols <= 64:  # small enough to print the numbers a student can check by hand
             for (i, j), value in np.ndenumerate(matrix):
                 ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7,
                         color="white" if value < (low + high) / 2 else "black")
-    fig.colorbar(image, cax=fig.add_axes((0.89, 0.16, 0.02, 0.68)), label="attention weight")
+    fig.colorbar(image, cax=fig.add_axes((0.89, 0.16, 0.02, 0.68)), label=words.value_label)
     # Untrusted text: parse_math=False so "$...$" in a name is never fed to mathtext.
     title = f"{entry['submission']}: {entry['test'] or entry['title']}"
     fig.suptitle(title if len(title) <= 80 else title[:79] + "…", fontsize=10, parse_math=False)

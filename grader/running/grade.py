@@ -177,7 +177,7 @@ def _similarity(subs, out: Path, jobs: int) -> None:
     from grader.admin import similarity
 
     try:
-        base = similarity.load_base(similarity.default_lesson(), released_notebook=similarity.released_notebook_code)
+        base = similarity.load_base(released_notebook=similarity.released_notebook_code)
         rows = similarity.run(subs=subs, out=out, base=base, jobs=jobs)
         flagged = sum(r.flagged for r in rows)
         print(f"similarity: {flagged} flagged row(s) in {out / 'similarity.html'}", flush=True)

@@ -95,8 +95,9 @@ def test_similarity_flags_exactly_the_planted_pair(tmp_path):
     reference with one bug each, this flagged 88 rows and buried that pair."""
     from grader.intake import submissions as intake
     from grader.admin import similarity
+    from grader.lesson import load_lesson
 
-    base = similarity.load_base("day13", released_notebook=similarity.released_notebook_code)
+    base = similarity.load_base(load_lesson("day13"), released_notebook=similarity.released_notebook_code)
     rows = similarity.run(subs=intake.discover(DEMO), out=tmp_path, base=base, jobs=2)
     flagged = [(r.a, r.b, r.kind) for r in rows if r.flagged]
     assert flagged == [("ada_reference", "noah_cheater", "image")], flagged

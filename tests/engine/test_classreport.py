@@ -82,15 +82,42 @@ def test_summary_and_report_show_histogram_pass_rates_misconceptions_heatmaps(gr
     assert "**bob_timeout**: timeout" in summary and "<b>bob_timeout</b>: timeout" in page
 
 
-def test_heatmap_only_for_failing_attention_tests():
+def test_evidence_drawn_only_for_failing_tests_of_the_lessons_evidence_parts():
     passing = make_record("ok", evidence={"test": "self_attention.sdpa_worked_example",
                                           "expected": EXPECTED_W, "got": EXPECTED_W})
     other = make_record("pe", buggy=True, evidence={"test": "positional.table",
                                                     "expected": EXPECTED_W, "got": UNSCALED_W})
     nested = make_record("deep", buggy=True, evidence={"self_attention.sdpa_worked_example": {
         "expected": [[EXPECTED_W]], "got": [[UNSCALED_W]]}})
-    picked = plots.heatmap_candidates([passing, other, nested])["picked"]
+    picked = plots.evidence_candidates([passing, other, nested], ("self_attention", "multihead"))["picked"]
     assert [(p["submission"], p["got"]) for p in picked] == [("deep", UNSCALED_W)]
+    # The parts are the lesson's (lesson.toml [report] evidence_components), none named by the engine.
+    assert [p["submission"] for p in plots.evidence_candidates([nested], ("self_attention",))["picked"]] == ["deep"]
+    assert plots.evidence_candidates([nested], ("multihead",))["picked"] == []
+    assert plots.evidence_candidates([nested], ())["picked"] == []
+
+
+def test_the_evidence_section_speaks_the_lessons_words(graded):
+    from grader.lesson import load_lesson
+
+    words = load_lesson().evidence
+    assert f"## {md_inline(words.title)}" in (graded / "summary.md").read_text()
+    assert f"<h2>{html.escape(words.title)}</h2>" in (graded / "report.html").read_text()
+    assert f'alt="{html.escape(words.picture)}"' in (graded / "report.html").read_text()
+
+
+def test_grades_csv_keeps_the_stored_precision_and_pages_show_two_decimals(tmp_path):
+    """grades.csv is read by spreadsheets and scripts: the records' four decimals; a person reads two."""
+    record = make_record("sev")
+    record.tests[3] = feedback_test = type(record.tests[3])("multihead.forward", "multihead", 25 * 2 / 3, 25, "failed")
+    feedback.write_submission(tmp_path, record)
+    classreport.write_class(tmp_path)
+    row = next(csv.DictReader((tmp_path / "grades.csv").open()))
+    assert row["multihead"] == "16.6667" and row["total"] == "91.6667"
+    for name in ("summary.md", "report.html", "sev/feedback.md", "sev/feedback.html"):
+        text = (tmp_path / name).read_text()
+        assert "91.67" in text and "16.6667" not in text and "91.6667" not in text, name
+    assert feedback_test.score == 25 * 2 / 3
 
 
 def test_student_text_is_escaped_in_the_html_report(tmp_path):

@@ -12,7 +12,7 @@ from grader.results import classreport
 
 from grader.results import document
 from grader.results.document import (Bullets, Cell, Code, Document, FileName, Figure, Figures, Html, Image, Item, Link,
-                             Only, Paragraph, Section, Strong, Table, to_html, to_markdown)
+                             Only, Paragraph, Preformatted, Section, Strong, Table, to_html, to_markdown)
 from grader.results.storage import load_records
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
@@ -64,7 +64,7 @@ def test_the_class_report_says_the_same_in_both_media(tmp_path):
     out = grade_class(tmp_path / "out")
     records, problems = load_records(out)
     stats = classreport.class_stats(records, {})
-    plots = {"heatmaps": [(e, f"_plots/{e['submission']}.png") for e in stats["heatmaps"]["picked"]]}
+    plots = {"evidence": [(e, f"_plots/{e['submission']}.png") for e in stats["evidence"]["picked"]]}
     full = classreport.class_document(stats, plots, problems + ["ghost: record.json unreadable"], records[:1])
     shared = Document(full.title, full.page_title, _shared(full.blocks))
     assert len(shared.blocks) < len(full.blocks), "the description has medium-only blocks: this test drops them"
@@ -111,5 +111,64 @@ def test_only_keeps_a_block_to_its_medium_and_raw_html_must_say_so():
 
 
 def test_numbers_are_written_as_a_person_writes_them():
-    assert [document.number(x) for x in (30.0, 12.5, 1 / 3, -0.00001)] == ["30", "12.5", "0.3333", "0"]
+    """At most two decimals for a person; a file for machines (grades.csv) asks for its own precision."""
+    assert [document.number(x) for x in (30.0, 12.5, 1 / 3, 20 / 3, -0.00001)] == ["30", "12.5", "0.33", "6.67", "0"]
+    assert document.number(1 / 3, 4) == "0.3333"
     assert document.mean(77.3571) == "77.4"
+
+
+def test_the_feedback_says_the_same_in_both_media():
+    """feedback.md and feedback.html render one Document: the same words, and every test's output
+    fenced in one and preformatted in the other."""
+    from grader.results import feedback
+    from report_records import make_record
+
+    record = make_record("Adam", buggy=True, status="timeout", notes=["multihead.py: forward ran past the 2 s limit"])
+    doc = feedback.feedback_document(record, {"missing_sqrt_dk": "Divide the scores by sqrt(d_k)."})
+    markdown, page = to_markdown(doc), to_html(doc)
+    fenced = re.findall(r"^```text\n(.*?)\n```$", markdown, flags=re.M | re.S)
+    assert fenced and [html.unescape(p) for p in re.findall(r"<pre>(.*?)</pre>", page, flags=re.S)] == fenced
+    prose = re.sub(r"^```text\n.*?\n```$", " ", markdown, flags=re.M | re.S)
+    assert _markdown_words(prose) == _html_words(re.sub(r"<pre>.*?</pre>", " ", page, flags=re.S))
+
+
+def test_a_fence_and_a_section_keep_student_text_inside():
+    """A backtick run as long as a fence cannot close it; a section in a section is one level down; a
+    Preformatted block keeps its lines (Markdown) and its characters (HTML) as they are."""
+    text = "````\n# not a heading\n<script>x</script>\n  indented"
+    doc = Document("T", "T", [Section("a", [Section(Code("b"), [Preformatted(text)])])])
+    markdown, page = to_markdown(doc), to_html(doc)
+    assert "## a\n\n### `b`\n\n`````text\n" + text + "\n`````" in markdown
+    assert "<h2>a</h2>" in page and "<h3><code>b</code></h3>" in page
+    assert "<pre>````\n# not a heading\n&lt;script&gt;x&lt;/script&gt;\n  indented</pre>" in page
+
+
+def test_every_page_carries_the_one_policy():
+    page = to_html(Document("T", "T", [Paragraph("x")]))
+    assert f'<meta http-equiv="Content-Security-Policy" content="{document.POLICY}">' in page
+    assert '"' not in document.POLICY and "<" not in document.POLICY
+    for rule in ("default-src 'none'", "form-action 'none'", "base-uri 'none'"):
+        assert rule in document.POLICY
+    assert "script-src" not in document.POLICY
+
+
+def test_the_report_pictures_load_under_the_policy_in_a_browser(tmp_path):
+    """The one policy lets a page show its own pictures (report.html's _plots/, opened as a file) and
+    nothing else: every <img> of the class report loads in Chromium, and no policy violation is reported."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_review_browser import ARGS, _browser, _playwright
+
+    executable, sync_playwright = _browser(), _playwright()
+    out = grade_class(tmp_path / "out")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=executable, args=ARGS, headless=True)
+        page = browser.new_page()
+        refused = []
+        page.on("console", lambda message: refused.append(message.text) if "Content Security Policy" in message.text
+                else None)
+        page.goto((out / "report.html").as_uri())
+        page.wait_for_load_state("load")
+        sizes = page.evaluate("[...document.images].map(i => [i.getAttribute('src'), i.complete && i.naturalWidth])")
+        browser.close()
+    assert len(sizes) >= 3 and all(width for _, width in sizes), sizes
+    assert refused == []

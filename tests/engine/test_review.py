@@ -338,16 +338,19 @@ def test_the_feedback_shows_line_comments_for_the_student_and_never_the_note(ser
 
 def test_the_code_view_reads_a_notebook_and_a_zip_as_grading_does():
     from grader.admin import codeview
+    from grader.lesson import load_lesson
 
+    lesson = load_lesson()  # a test is an entry point: it builds the lesson and passes it
     demo = Path(__file__).resolve().parents[2] / "demo" / "class"
     notebook = codeview.graded_files(codeview.submission_of("jun", demo / "jun_notebook.ipynb"), stubs={},
-                                     released_cells=lambda: ["# the released cell"])
+                                     lesson=lesson, released_cells=lambda: ["# the released cell"])
     assert [f.name for f in notebook] == ["jun_notebook.ipynb"]
     lines = notebook[0].lines
     assert lines[0] == "# In[1]" and any(line.startswith("def scaled_dot_product_attention") for line in lines)
     assert not any(line.lstrip().startswith(("!", "%")) for line in lines)  # magics neutralised, as graded
     assert notebook[0].stub == "# In[1]\n# the released cell"
-    archive = codeview.graded_files(codeview.submission_of("kim", demo / "kim_zip.zip"), stubs={"block.py": "stub"})
+    archive = codeview.graded_files(codeview.submission_of("kim", demo / "kim_zip.zip"), stubs={"block.py": "stub"},
+                                    lesson=lesson)
     names = [f.name for f in archive]
     assert names[:4] == ["self_attention.py", "multihead.py", "positional.py", "block.py"]
     assert next(f for f in archive if f.name == "block.py").stub == "stub"

@@ -92,7 +92,9 @@ def build_class(root: Path) -> dict[tuple[str, str], str]:
 
 @pytest.fixture(scope="module")
 def base():
-    return similarity.load_base("day13", released_notebook=similarity.released_notebook_code)
+    from grader.lesson import load_lesson
+
+    return similarity.load_base(load_lesson("day13"), released_notebook=similarity.released_notebook_code)
 
 
 @pytest.fixture(scope="module")

@@ -55,16 +55,15 @@ import numpy as np
 
 from grader.intake import submissions as intake
 from grader.judging import deliverables
+from grader.lesson import lesson_for_migration
 from grader.results.document import Bullets, Code, Document, Html, Link, Only, Paragraph, Section, Table, to_html
 
 KIT = Path(__file__).resolve().parents[2]
 
 
 def _lesson(lesson):
-    """The lesson passed in; until every caller passes one, the run's."""
-    from grader.results.feedback import _lesson as passed_or_run
-
-    return passed_or_run(lesson)
+    """The lesson passed in; until every caller passes one, the run's (grader/lesson.py)."""
+    return lesson if lesson is not None else lesson_for_migration()
 
 
 def _rules(lesson):

@@ -47,7 +47,7 @@ def write_class(out_dir: Path, overrides_path: Path | None = None,
     overrides.check(rows, records, path=path)
     records = totals.finalise(out_dir, records, overrides.effective(rows))
     standings = _apply_comments_and_requests(out_dir, records, rows)
-    hints = feedback.hint_texts(lesson.rubric_path)
+    hints = lesson.hints
     for r in records:
         feedback.rewrite_changed(out_dir / check_name(r.submission), r, hints, release, lesson=lesson)
     try:

@@ -25,7 +25,7 @@ from pathlib import Path
 from grader.admin import overrides
 from grader.results.document import (Bullets, Code, Document, Paragraph, Preformatted, Section, Strong, Table,
                                      number, to_html, to_markdown)
-from grader.lesson import load_lesson, read_rubric
+from grader.lesson import lesson_for_migration, read_rubric, rubric_hints, rubric_visibility
 from grader.results.records import SubmissionResult, TestResult
 from grader.results.storage import check_name, dumps, write_atomic, write_record
 
@@ -39,12 +39,8 @@ WITHHELD_UNTIL = {"after_due_date": "after the due date", "after_published": "wh
 
 
 def _lesson(lesson):
-    """The lesson passed in; until every caller passes one, the run's (see grader/lesson.py)."""
-    if lesson is not None:
-        return lesson
-    from grader import lesson as lessons
-
-    return getattr(lessons, "lesson_for_migration", load_lesson)()
+    """The lesson passed in; until every caller passes one, the run's (grader/lesson.py)."""
+    return lesson if lesson is not None else lesson_for_migration()
 
 
 # ---------------------------------------------------------------- one submission
@@ -54,7 +50,7 @@ def student_files(result: SubmissionResult, *, lesson=None, hints: dict[str, str
                   release: str = DEFAULT_RELEASE) -> dict[str, str]:
     """What a student receives, file name -> text: results.json, feedback.md and feedback.html."""
     lesson = _lesson(lesson)
-    hints = hint_texts(lesson.rubric_path) if hints is None else hints
+    hints = lesson.hints if hints is None else hints
     document = feedback_document(result, hints, release, lesson=lesson)
     return {"results.json": dumps(gradescope_json(result, lesson=lesson, hints=hints)),
             "feedback.md": to_markdown(document), "feedback.html": to_html(document)}
@@ -97,8 +93,7 @@ def _summary_line(result: SubmissionResult, *, lesson=None) -> str:
 def gradescope_json(result: SubmissionResult, *, lesson=None, hints: dict[str, str] | None = None) -> dict:
     """results.json as Gradescope reads it (gradescope-autograders.readthedocs.io, "Output format")."""
     lesson = _lesson(lesson)
-    rubric = lesson.rubric_path
-    hints = hint_texts(rubric) if hints is None else hints
+    hints = lesson.hints if hints is None else hints
     output = _summary_line(result, lesson=lesson)
     if result.notes:
         output += "\n" + "\n".join(f"- {n}" for n in result.notes)
@@ -116,7 +111,7 @@ def gradescope_json(result: SubmissionResult, *, lesson=None, hints: dict[str, s
             "max_score": t.max_score,
             "status": "passed" if t.status == "passed" else "failed",
             "output": student_output(t, hints),
-            "visibility": visibility_of(t.name, t.component, rubric),
+            "visibility": visibility_of(t.name, t.component, lesson.visibility),
             "tags": [t.component],
         }
         for t in result.tests
@@ -185,8 +180,7 @@ def feedback_document(result: SubmissionResult, hints: dict[str, str] | None = N
     test's details (output, the recognised mistake) appear only when the release policy lets a
     student see that test at `release` (see RELEASES)."""
     lesson = _lesson(lesson)
-    hints = hints or {}
-    rubric = lesson.rubric_path
+    hints = lesson.hints if hints is None else hints
     parts = by_component(result, lesson=lesson)
     status = "" if result.status == "ok" else f" · status: {result.status}"
     blocks: list = [Paragraph([Strong(f"Score: {number(result.total)} / {number(result.max_total)}"), status])]
@@ -231,12 +225,12 @@ def feedback_document(result: SubmissionResult, hints: dict[str, str] | None = N
         if tests:
             score, possible = parts[component]
             blocks.append(Section(f"{component}: {number(score)} / {number(possible)}",
-                                  _component_blocks(tests, hints, release, rubric)))
+                                  _component_blocks(tests, hints, release, lesson.visibility)))
     return Document(title=f"{lesson.heading}: feedback for {result.submission}",
                     page_title=f"Feedback: {result.submission}", blocks=blocks)
 
 
-def _component_blocks(tests: list[TestResult], hints: dict[str, str], release: str, rubric: Path) -> list:
+def _component_blocks(tests: list[TestResult], hints: dict[str, str], release: str, visibility: dict) -> list:
     """One part's tests: each with its points, then the failing ones' details. Tests that failed with
     the same words (one crash met by several tests) are shown once, under the list of the tests it
     cost. A test not released yet shows its points only."""
@@ -248,9 +242,9 @@ def _component_blocks(tests: list[TestResult], hints: dict[str, str], release: s
     for t in tests:
         if t.status == "passed":
             continue
-        visibility = visibility_of(t.name, t.component, rubric)
-        if not released(visibility, release):
-            withheld[visibility] = withheld.get(visibility, 0) + 1
+        shown = visibility_of(t.name, t.component, visibility)
+        if not released(shown, release):
+            withheld[shown] = withheld.get(shown, 0) + 1
             continue
         same.setdefault((t.output.strip(), t.hint_id), []).append(t)
     for group in same.values():
@@ -303,11 +297,12 @@ def rubric_path(lesson=None) -> Path:
     return _lesson(lesson).rubric_path
 
 
-def visibility_of(test_name: str, component: str, rubric: Path | None = None) -> str:
-    """The test's visibility from the rubric's [visibility] table: the test id, else its part, else
-    `default`, else visible."""
-    table = _rubric_table(rubric or rubric_path(), "visibility")
-    found = table.get(test_name) or table.get(component) or table.get("default") or "visible"
+def visibility_of(test_name: str, component: str, visibility: dict | Path | None = None) -> str:
+    """The test's visibility from the rubric's [visibility] table (`lesson.visibility`, or read from a
+    rubric's path): the test id, else its part, else `default`, else visible."""
+    if not isinstance(visibility, dict):
+        visibility = _lesson(None).visibility if visibility is None else _read(visibility, rubric_visibility)
+    found = visibility.get(test_name) or visibility.get(component) or visibility.get("default") or "visible"
     return found if found in VISIBILITIES else "visible"
 
 
@@ -316,50 +311,14 @@ def released(visibility: str, release: str) -> bool:
     return VISIBILITIES.index(visibility) <= VISIBILITIES.index(RELEASES[release])
 
 
-def _rubric_table(rubric: Path, name: str) -> dict:
-    """One settings table of the rubric (read through the one rubric loader, which parses each file
-    version once); {} when the file or the table is missing."""
-    try:
-        table = read_rubric(rubric).get(name, {})
-    except (OSError, ValueError):
-        return {}
-    return {str(k): v for k, v in table.items() if isinstance(v, str)} if isinstance(table, dict) else {}
-
-
-# ---------------------------------------------------------------- rubric hints
-
-
 def hint_texts(rubric: Path | None = None) -> dict[str, str]:
-    """hint id -> hint text, read from the lesson's rubric.toml when it is there.
+    """hint id -> hint text: the lesson's (`lesson.hints`), or those of the rubric at `rubric`
+    ({} when it cannot be read)."""
+    return _lesson(None).hints if rubric is None else _read(rubric, rubric_hints)
 
-    The rubric keeps catalogue hints as [hints."<id>"] text = "..." and each test's default
-    hint as [<component>.<test>] hint = "..."; both are filed here (the latter under the
-    dotted test name, and under an `id` field if a table has one).
-    """
+
+def _read(rubric: Path, table) -> dict[str, str]:
     try:
-        data = read_rubric(rubric or rubric_path())
+        return table(read_rubric(rubric))
     except (OSError, ValueError):
         return {}
-    found: dict[str, str] = {}
-
-    def walk(path: str, node) -> None:
-        if isinstance(node, dict):
-            text = node.get("hint")
-            if isinstance(text, str) and text.strip():
-                for key in (path, node.get("id")):
-                    if isinstance(key, str) and key:
-                        found.setdefault(key, text.strip())
-            for k, v in node.items():
-                if k == "hints" and isinstance(v, dict):
-                    for hint_id, entry in v.items():
-                        text = entry.get("text") or entry.get("hint") if isinstance(entry, dict) else entry
-                        if isinstance(text, str) and text.strip():
-                            found.setdefault(hint_id, text.strip())
-                    continue
-                walk(f"{path}.{k}" if path else k, v)
-        elif isinstance(node, list):
-            for item in node:
-                walk(path, item)
-
-    walk("", data)
-    return found

@@ -29,15 +29,21 @@ def _result() -> SubmissionResult:
 
 
 @pytest.fixture
-def rubric(tmp_path, monkeypatch):
-    """A rubric whose [visibility] the test writes."""
-    path = tmp_path / "rubric.toml"
+def rubric(tmp_path):
+    """A lesson whose rubric's [visibility] the test writes: the kit's lesson with that rubric."""
+    from dataclasses import replace
 
-    def write(table: str) -> Path:
-        path.write_text(table, encoding="utf-8")
-        return path
+    from grader.lesson import load_lesson
 
-    monkeypatch.setattr(feedback, "rubric_path", lambda: path)
+    lesson = load_lesson("day13")
+
+    def write(table: str):
+        path = tmp_path / f"rubric{len(list(tmp_path.glob('rubric*.toml')))}.toml"
+        shipped = lesson.rubric_path.read_text(encoding="utf-8")
+        kept = shipped.replace('\n[visibility]\ndefault = "after_due_date"\ndeliverables = "visible"\n', "\n")
+        assert kept != shipped, "the shipped rubric's [visibility] table changed: update this fixture"
+        path.write_text(kept + "\n" + table, encoding="utf-8")
+        return replace(lesson, rubric_path=path)  # a new value: nothing derived from the old rubric
     return write
 
 
@@ -48,20 +54,20 @@ def test_the_shipped_default_withholds_hidden_tests_until_the_due_date():
 
 
 def test_results_json_carries_each_tests_visibility(rubric):
-    rubric('[visibility]\ndefault = "after_due_date"\ndeliverables = "visible"\n'
-           '"self_attention.worked_values" = "after_published"\n')
-    tests = {t["name"]: t for t in feedback.gradescope_json(_result())["tests"]}
+    lesson = rubric('[visibility]\ndefault = "after_due_date"\ndeliverables = "visible"\n'
+                    '"self_attention.worked_values" = "after_published"\n')
+    tests = {t["name"]: t for t in feedback.gradescope_json(_result(), lesson=lesson)["tests"]}
     assert tests["self_attention.worked_values"]["visibility"] == "after_published"
     assert tests["deliverables.analysis"]["visibility"] == "visible"
-    rubric('[visibility]\ndefault = "sometimes"\n')  # not one of Gradescope's: shown, never lost
-    assert {t["visibility"] for t in feedback.gradescope_json(_result())["tests"]} == {"visible"}
+    lesson = rubric('[visibility]\ndefault = "sometimes"\n')  # not one of Gradescope's: shown, never lost
+    assert {t["visibility"] for t in feedback.gradescope_json(_result(), lesson=lesson)["tests"]} == {"visible"}
 
 
 @pytest.mark.parametrize("release, shown", [("now", False), ("after_due_date", True), ("published", True),
                                             ("all", True)])
 def test_feedback_shows_a_tests_details_only_once_released(rubric, release, shown):
-    rubric('[visibility]\ndefault = "after_due_date"\ndeliverables = "visible"\n')
-    text = feedback.feedback_markdown(_result(), {}, release)
+    lesson = rubric('[visibility]\ndefault = "after_due_date"\ndeliverables = "visible"\n')
+    text = feedback.feedback_markdown(_result(), {}, release, lesson=lesson)
     assert (SECRET in text) is shown
     assert "write at least 150" in text  # the deliverables are visible at once
     assert ("shown after the due date" in text) is not shown
@@ -69,24 +75,24 @@ def test_feedback_shows_a_tests_details_only_once_released(rubric, release, show
 
 
 def test_a_hidden_test_is_shown_only_to_the_staff(rubric):
-    rubric('[visibility]\ndefault = "hidden"\n')
-    assert SECRET not in feedback.feedback_markdown(_result(), {}, "published")
-    assert "shown only to the teaching staff" in feedback.feedback_markdown(_result(), {}, "published")
-    assert SECRET in feedback.feedback_markdown(_result(), {}, "all")
+    lesson = rubric('[visibility]\ndefault = "hidden"\n')
+    assert SECRET not in feedback.feedback_markdown(_result(), {}, "published", lesson=lesson)
+    assert "shown only to the teaching staff" in feedback.feedback_markdown(_result(), {}, "published", lesson=lesson)
+    assert SECRET in feedback.feedback_markdown(_result(), {}, "all", lesson=lesson)
 
 
 def test_grade_and_merge_take_release_and_the_class_files_honour_it(rubric, tmp_path):
-    rubric('[visibility]\ndefault = "after_due_date"\n')
+    lesson = rubric('[visibility]\ndefault = "after_due_date"\n')
     assert build_parser().parse_args(["grade", "s", "--out", "o", "--release", "now"]).release == "now"
     assert build_parser().parse_args(["merge", "a", "--out", "o"]).release == "after_due_date"
     with pytest.raises(SystemExit):
         build_parser().parse_args(["grade", "s", "--out", "o", "--release", "tomorrow"])
     out = tmp_path / "out"
-    feedback.write_submission(out, _result())
+    feedback.write_submission(out, _result(), lesson=lesson)
     assert SECRET in (out / "ana" / "feedback.md").read_text()
-    classreport.write_class(out, release="now")
+    classreport.write_class(out, release="now", lesson=lesson)
     assert SECRET not in (out / "ana" / "feedback.md").read_text()
-    classreport.write_class(out, release="all")
+    classreport.write_class(out, release="all", lesson=lesson)
     assert SECRET in (out / "ana" / "feedback.md").read_text()
 
 

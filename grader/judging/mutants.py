@@ -64,8 +64,9 @@ class Catalogue:
     """One lesson's bugs over its reference, with the mutant folders and transports built so far
     (once per process: a folder is made on first use and removed by `cleanup`)."""
 
-    def __init__(self, bugs, solutions: Path, match: Tol, *, name: str = "lesson"):
+    def __init__(self, bugs, solutions: Path, match: Tol, *, name: str = "lesson", lesson=None):
         self.bugs: tuple[Bug, ...] = tuple(bugs)
+        self.lesson = lesson  # whose contract the mutants follow (handed to the executor)
         self.solutions = Path(solutions)
         self.match = match  # how far a student's answer may be from a mutant's and still be its bug
         self.name = name
@@ -79,7 +80,7 @@ class Catalogue:
         """The catalogue a lesson declares (its BUGS), over its reference, matched at its MATCH tolerance."""
         bugs = importlib.import_module(lesson.catalogue_module).BUGS
         match = importlib.import_module(lesson.tolerances_module).MATCH
-        return cls(bugs, lesson.solutions, match, name=lesson.name)
+        return cls(bugs, lesson.solutions, match, name=lesson.name, lesson=lesson)
 
     @property
     def by_id(self) -> dict[str, Bug]:
@@ -110,7 +111,7 @@ class Catalogue:
 
     def transport(self, bug_id: str) -> InProcessTransport:
         if bug_id not in self._transports:
-            self._transports[bug_id] = InProcessTransport(self.mutant_dir(bug_id))
+            self._transports[bug_id] = InProcessTransport(self.mutant_dir(bug_id), lesson=self.lesson)
         return self._transports[bug_id]
 
     def _adapter(self, bug_id: str) -> Adapter:

@@ -1,27 +1,28 @@
-"""Library attention, switched off inside the sandboxed child where student code runs.
+"""The library functions a lesson forbids, switched off inside the sandboxed child where student code runs.
 
-Computing attention is the point of the lesson, so its library forms cost the part that uses them.
-What counts is lesson data (the lesson folder's forbidden.toml, read by `load_policy`). Two layers
-enforce it, and neither rests on anything student code can reach and change:
+A lesson may forbid the library forms of what it asks students to write, so that using them costs the
+part that does. What is forbidden, and the words a refusal says, are lesson data (the lesson folder's
+forbidden.toml: `lesson.forbidden_policy`, or the zygote's `LessonSpec.forbidden`).
+Two layers enforce it, and neither rests on anything student code can reach and change:
 
 - the grader's static scan of the submission's source, in the grader's own process (grader/judging/score.py);
-- this module, in the sandbox: `prepare()` runs once in the zygote, before any child exists, and
-  makes library attention give no answer in every child:
-    * each aten attention operator gets a kernel that raises, for every dispatch key that has one
-      (CPU, autograd, meta, nested, vmap, autocast...). The registration handle is kept alive by a
-      reference count that no Python object holds, so student code can neither find it to undo it nor
-      reach the kernels it replaced (registering its own kernel only runs its own code);
-    * each library attention written in Python out of ordinary ops (F.multi_head_attention_forward,
-      nn.MultiheadAttention, the nn.Transformer* layers, flex attention...) gets its code replaced by
-      code that raises, so every reference to it, however it was reached, raises;
+- this module, in the sandbox: `prepare(policy)` runs once in the zygote, before any child exists, and
+  makes the forbidden functions give no answer in every child:
+    * each aten operator the policy lists ([kernels] ops) gets a kernel that raises, for every dispatch
+      key that has one (CPU, autograd, meta, nested, vmap, autocast...). The registration handle is kept
+      alive by a reference count that no Python object holds, so student code can neither find it to undo
+      it nor reach the kernels it replaced (registering its own kernel only runs its own code);
+    * each library function written in Python out of ordinary ops ([python] functions) gets its code
+      replaced by code that raises, so every reference to it, however it was reached, raises;
   and the function it returns arms each child before student code runs: an audit hook (which Python
   never lets anyone remove) refuses to open the source of those modules (no reload, no second copy),
   the kit's own files, and the means to open them indirectly (links, a changed working directory,
   `..` in a path, a directory above them, ctypes). The hook and everything it uses are untracked by
   the collector, so no heap walk finds them.
 
-Every refusal says "library attention is switched off in the grader" (MARK): the grader reads that
-in a call's error and costs the part with its rubric message.
+Every refusal says "<what> is switched off in the grader" (MARK, after the policy's [message] `what`),
+then the policy's `why`: the grader reads MARK in a call's error and costs the part with its rubric
+message.
 
 Imports only torch and the standard library (the zygote imports it before anything else).
 """
@@ -32,42 +33,42 @@ import importlib
 import importlib.util
 import os
 import sys
-import tomllib
 import warnings
 from pathlib import Path
 
-MARK = "library attention is switched off in the grader"
+# What every refusal says after the name of what is refused; the grader finds it in a call's error.
+MARK = "is switched off in the grader"
+# A policy's [message] table names what it switches off and why; these say it when a lesson does not.
+DEFAULT_WHAT = "this library function"
 
 
-def __getattr__(name: str):
-    # LESSON_POLICY: the lesson's forbidden.toml, looked up when first asked for (after --lesson).
-    if name == "LESSON_POLICY":
-        from grader.lesson import load_lesson  # standard library only, like this module
-
-        return load_lesson().forbidden_path
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def refusal(policy: dict, name: str) -> str:
+    """The words a call of the forbidden `name` raises with: what is switched off, and the lesson's why."""
+    words = policy.get("message", {})
+    why = str(words.get("why", "")).strip()
+    return f"{words.get('what', DEFAULT_WHAT)} {MARK}: {name}." + (f" {why}" if why else "")
 
 
 def load_policy(path=None) -> dict:
-    """The lesson's forbidden.toml as a dict (every table present, possibly empty)."""
-    with open(path or __getattr__("LESSON_POLICY"), "rb") as f:
-        policy = tomllib.load(f)
-    for table in ("names", "kernels", "python", "flags", "standins", "audit"):
-        policy.setdefault(table, {})
-    return policy
+    """A forbidden.toml as a dict (every table present, possibly empty); one reader for every lesson
+    file: grader.lesson.read_policy. A lesson's own policy is `lesson.forbidden_policy`."""
+    from grader.lesson import lesson_for_migration, read_policy  # standard library only, like this module
+
+    return read_policy(path if path is not None else lesson_for_migration().forbidden_path)  # MIGRATION: path=None
 
 
 # -- in the zygote --------------------------------------------------------------------------------
 def prepare(policy: dict | None = None, *, kit_root: str | None = None):
-    """Switch library attention off in this process (irreversibly) and return `arm(scratch)`, which
-    each child calls on itself before any student code runs."""
-    policy = policy if policy is not None else load_policy()
+    """Switch the policy's library functions off in this process (irreversibly) and return
+    `arm(scratch)`, which each child calls on itself before any student code runs."""
+    policy = policy if policy is not None else load_policy()  # MIGRATION: the zygote passes its spec's policy
     import torch  # noqa: F401  (the kernels below belong to it)
 
-    _disable_kernels(policy["kernels"].get("ops", ()))
+    policy = {table: policy.get(table, {}) for table in ("names", "kernels", "python", "message")}
+    _disable_kernels(policy["kernels"].get("ops", ()), policy)
     _remove_c_methods(policy["python"].get("c_methods", ()))
-    sources = _disable_python(policy["python"].get("functions", ()))
-    sources |= _deny_modules(policy["python"].get("modules", ()))
+    sources = _disable_python(policy["python"].get("functions", ()), policy)
+    sources |= _deny_modules(policy["python"].get("modules", ()), policy)
     denied = _identities(sources)
     kit = [Path(kit_root, p) for p in policy["names"].get("kit_packages", ())] if kit_root else []
     kit_files = [f for folder in kit if folder.is_dir() for f in folder.rglob("*") if f.is_file()]
@@ -80,20 +81,21 @@ def prepare(policy: dict | None = None, *, kit_root: str | None = None):
     import linecache
 
     linecache.clearcache()  # no source line of the disabled code stays in memory
+    what = str(policy["message"].get("what", DEFAULT_WHAT))
 
     def arm(scratch: str) -> None:
         for name in kit_modules:
             sys.modules.pop(name, None)  # the executor keeps its own references
-        _arm_hook(frozenset(denied), frozenset(folders), os.stat(scratch).st_dev)
+        _arm_hook(frozenset(denied), frozenset(folders), os.stat(scratch).st_dev, what)
 
     return arm
 
 
-def _disable_kernels(ops) -> None:
+def _disable_kernels(ops, policy: dict) -> None:
     import torch
 
     def kernel_for(name):
-        message = f"{MARK}: torch.ops.aten.{name}. Computing attention yourself is the point of this lesson."
+        message = refusal(policy, f"torch.ops.aten.{name}")
 
         def refuse(*args, **kwargs):
             raise RuntimeError(message)
@@ -147,7 +149,7 @@ def _remove_c_methods(specs) -> None:
         ctypes.pythonapi.PyType_Modified(ctypes.py_object(owner))  # drop the type's method cache
 
 
-def _disable_python(functions) -> set[str]:
+def _disable_python(functions, policy: dict) -> set[str]:
     """Replace the code of each library function by code that raises; the source files they came from."""
     sources = set()
     for spec in functions:
@@ -163,7 +165,7 @@ def _disable_python(functions) -> set[str]:
         function = getattr(target, "__func__", target)
         if not hasattr(function, "__code__"):
             continue
-        _refuse_in_place(function, f"{module_name}.{qualname}")
+        _refuse_in_place(function, refusal(policy, f"{module_name}.{qualname}"))
         if getattr(module, "__file__", None):
             sources.add(module.__file__)
             for level in ("", 1, 2):
@@ -172,16 +174,17 @@ def _disable_python(functions) -> set[str]:
     return sources
 
 
-def _deny_modules(names) -> set[str]:
-    """The source and bytecode files of whole modules of library attention (a pattern library of plain
-    functions that each compute attention, too costly to import in the zygote): the child may not open
-    them, so it cannot import them. One already imported here has every function in it made to raise."""
+def _deny_modules(names, policy: dict) -> set[str]:
+    """The source and bytecode files of whole modules the policy forbids (a pattern library of plain
+    functions that each compute what the lesson forbids, too costly to import in the zygote): the child
+    may not open them, so it cannot import them. One already imported here has every function in it made
+    to raise."""
     files = set()
     for name in names:
         module = sys.modules.get(name)
         if module is not None:
             for qualname, function in _functions_in(module):
-                _refuse_in_place(function, f"{name}.{qualname}")
+                _refuse_in_place(function, refusal(policy, f"{name}.{qualname}"))
             path = getattr(module, "__file__", None)
         else:
             path = _source_of(name)
@@ -220,10 +223,9 @@ def _functions_in(module) -> list:
     return found
 
 
-def _refuse_in_place(function, qualname: str) -> None:
-    """Give `function` (and whatever it wraps) code that raises. In place: every reference to it,
-    however it was reached (an alias, a subclass, a module imported before), raises too."""
-    message = f"{MARK}: {qualname}. Computing attention yourself is the point of this lesson."
+def _refuse_in_place(function, message: str) -> None:
+    """Give `function` (and whatever it wraps) code that raises `message`. In place: every reference to
+    it, however it was reached (an alias, a subclass, a module imported before), raises too."""
     seen = set()
     while function is not None and id(function) not in seen and hasattr(function, "__code__"):
         seen.add(id(function))
@@ -234,7 +236,7 @@ def _refuse_in_place(function, qualname: str) -> None:
                   + f"    def {name}(*args, **kwargs):\n        raise RuntimeError({message!r})\n"
                   + "".join(f"        {v}\n" for v in frees) + f"    return {name}\n")
         namespace: dict = {}
-        exec(compile(source, "<library attention>", "exec"), namespace)
+        exec(compile(source, "<switched off in the grader>", "exec"), namespace)
         function.__code__ = namespace["_outer"]().__code__
         function = vars(function).pop("__wrapped__", None)
 
@@ -249,7 +251,7 @@ def _identities(paths) -> set:
 
 
 # -- in each child ----------------------------------------------------------------------------------
-def _arm_hook(denied: frozenset, folders: frozenset, scratch_device: int) -> None:
+def _arm_hook(denied: frozenset, folders: frozenset, scratch_device: int, what: str = DEFAULT_WHAT) -> None:
     """Install the audit hook. It looks up no global name (all it uses is closed over, and none of it
     can be changed), so rebinding a builtin or a module attribute changes nothing it does; and it runs
     no student code (open() hands it the path already converted to a string)."""
@@ -260,7 +262,7 @@ def _arm_hook(denied: frozenset, folders: frozenset, scratch_device: int) -> Non
     stat, kind, oserror, refused = os.stat, type, OSError, PermissionError
     is_dir = stat_module.S_ISDIR
     kinds, int_type, bytes_type = (str, bytes, int), int, bytes
-    messages = (f"{MARK}: this file (library attention or the grader's own code) cannot be opened from student code",
+    messages = (f"{what} {MARK}: this file ({what} or the grader's own code) cannot be opened from student code",
                 "the grader's sandbox does not open a path with '..' for student code",
                 "the grader's sandbox does not open a folder outside the submission for student code",
                 "the grader's sandbox does not allow this to student code",

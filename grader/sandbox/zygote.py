@@ -228,11 +228,9 @@ def _pidfd_open(pid: int) -> int:
 def _lesson_standins() -> lending.Lending:
     """The lesson's stand-ins as the transport lends them, one by one (grader/sandbox/lending.py): each
     one's own source, and the graded names each implements (the lesson's forbidden.toml, [standins])."""
-    from grader.running import forbidden
-
     lesson = load_lesson()
-    table = forbidden.load_policy()["standins"]
-    source = forbidden.LESSON_POLICY.with_name(table.get("file", "standins.py")).read_text()
+    table = lesson.forbidden_policy["standins"]
+    source = lesson.forbidden_path.with_name(table.get("file", "standins.py")).read_text()
     return lending.lending(source, dict(table.get("implements", {})), always_standin=lesson.always_standin,
                            standin_names=lesson.standin_names)
 

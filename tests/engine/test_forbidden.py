@@ -1,7 +1,9 @@
-"""Library attention switched off in the sandboxed child (grader/running/forbidden.py).
+"""A lesson's forbidden library functions switched off in the sandboxed child (grader/running/forbidden.py),
+with Day 13's policy (library attention: the richest there is).
 
 The switch-off is irreversible, so each check runs in a fresh interpreter that does what the zygote
-and a child do (prepare, then arm), then tries every route to library attention it knows."""
+and a child do (prepare with the lesson's policy, then arm), then tries every route to library attention
+it knows."""
 import json
 import subprocess
 import sys
@@ -9,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from grader import lesson as lessons
 from grader.running import forbidden
 
 KIT = Path(__file__).resolve().parents[2]
+DAY13 = lessons.load_lesson("day13")
 
 PROBE = r'''
 import gc, importlib, json, os, sys, tempfile
@@ -20,7 +24,7 @@ import torch
 import torch.nn.functional as F
 sys.path.insert(0, KIT)
 from grader.running import forbidden
-arm = forbidden.prepare(kit_root=KIT)
+arm = forbidden.prepare(POLICY, kit_root=KIT)
 sys.path.remove(KIT)
 gc.collect(); gc.freeze()
 scratch = tempfile.mkdtemp()
@@ -134,7 +138,7 @@ os._exit(0)  # as the sandbox's processes do: the switched-off kernels are never
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
-    out = subprocess.run([sys.executable, "-c", f"KIT = {str(KIT)!r}\n" + PROBE], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-c", f"KIT = {str(KIT)!r}\nPOLICY = {DAY13.forbidden_policy!r}\n" + PROBE], capture_output=True, text=True,
                          timeout=300, cwd=tmp_path_factory.mktemp("probe"))
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -153,6 +157,26 @@ LIBRARY = ["F.scaled_dot_product_attention", "with gradients", "inference mode",
 def test_every_route_to_library_attention_gives_no_answer_and_says_why(probe, route):
     assert probe["outcome"][route] != "answered"
     assert forbidden.MARK in probe["outcome"][route], probe["outcome"][route]
+
+
+def test_a_refusal_says_the_lessons_words():
+    """What is switched off and why are the lesson's ([message] of its forbidden.toml); the engine's words
+    are the mark the grader finds, and a neutral name when a lesson gives none."""
+    said = forbidden.refusal(DAY13.forbidden_policy, "torch.nn.functional.multi_head_attention_forward")
+    words = DAY13.forbidden_policy["message"]
+    assert said == (f"{words['what']} {forbidden.MARK}: torch.nn.functional.multi_head_attention_forward. "
+                    f"{words['why']}")
+    toy = lessons.load_lesson(str(KIT / "tests" / "fixtures" / "lessons" / "toy")).forbidden_policy
+    assert forbidden.refusal(toy, "torch.softmax").startswith("the library's softmax is switched off in the grader")
+    assert forbidden.refusal({}, "torch.x") == f"{forbidden.DEFAULT_WHAT} {forbidden.MARK}: torch.x."
+
+
+def test_the_child_refuses_with_the_lessons_words(probe):
+    words = DAY13.forbidden_policy["message"]
+    for route in ("F.scaled_dot_product_attention", "nn.MultiheadAttention", "aten math"):
+        assert f"{words['what']} {forbidden.MARK}" in probe["outcome"][route] and words["why"] in probe["outcome"][route]
+    assert f"{words['what']} {forbidden.MARK}: this file ({words['what']} or the grader's own code)" in \
+        probe["outcome"]["read the source"], probe["outcome"]["read the source"]
 
 
 @pytest.mark.parametrize("route", ["a folder fd", "a path with ..", "symlink", "chdir", "ctypes", "import the kit"])
@@ -188,8 +212,9 @@ def test_the_hook_looks_up_no_name_a_student_could_rebind():
 
 
 def test_the_policy_is_one_file_of_lesson_data():
-    policy = forbidden.load_policy()
+    policy = DAY13.forbidden_policy
+    assert policy == forbidden.load_policy(DAY13.forbidden_path)
     assert "MultiheadAttention" in policy["names"]["anywhere"]
     assert "scaled_dot_product_attention" in policy["kernels"]["ops"]
-    assert set(policy["standins"]["implements"]) >= {name for names in __import__("grader.lesson").lesson.load_lesson()
-                                                     .standin_names.values() for name in names.values()}
+    assert set(policy["standins"]["implements"]) >= {name for names in DAY13.standin_names.values()
+                                                     for name in names.values()}

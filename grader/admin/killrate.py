@@ -21,26 +21,33 @@ from pathlib import Path
 import numpy as np
 
 from grader.judging import score
-from grader.running.calls import InProcessTransport
-from grader.lesson import load_lesson
 from grader.judging.mutants import Bug
-
-
-
-def __getattr__(name: str):
-    # LESSON and CODE (the parts graded from code, not the deliverables): the run's lesson, when asked for.
-    if name == "LESSON":
-        return load_lesson()
-    if name == "CODE":
-        return load_lesson().modules
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+from grader.running.calls import InProcessTransport
 
 COUNT_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 
 
-def catalogue():
-    """The lesson's catalogue, as the scorer holds it (its mutant folders are shared)."""
-    return score.CATALOGUE
+def _the(lesson):
+    # MIGRATION: a caller that passes no lesson yet gets the run's (removed when every caller passes it).
+    if lesson is not None:
+        return lesson
+    from grader.lesson import lesson_for_migration
+
+    return lesson_for_migration()
+
+
+def _passing_lesson(function, lesson, **kwargs):
+    # MIGRATION: the scorer's entry takes `lesson=` once its owner has converted it.
+    import inspect
+
+    if "lesson" in inspect.signature(function).parameters:
+        kwargs["lesson"] = lesson
+    return function(**kwargs)
+
+
+def catalogue(lesson=None):
+    """The lesson's catalogue (its mutant folders are shared while the value lives)."""
+    return _the(lesson).catalogue
 
 
 @dataclass
@@ -62,22 +69,26 @@ def _no_deliverables(fn):
         score._deliverables = saved
 
 
-def grade(directory: Path, name: str):
-    return _no_deliverables(lambda: score.grade_submission(name=name, directory=Path(directory),
-                                                     transport=InProcessTransport(directory)))
+def grade(directory: Path, name: str, *, lesson=None):
+    lesson = _the(lesson)
+    return _no_deliverables(lambda: _passing_lesson(score.grade_submission, lesson, name=name,
+                                                    directory=Path(directory),
+                                                    transport=InProcessTransport(directory)))
 
 
-def full_marks() -> dict:
-    rubric = score.load_rubric()
-    return {c: float(sum(t["points"] for t in rubric[c].values())) for c in load_lesson().modules}
+def full_marks(*, lesson=None) -> dict:
+    lesson = _the(lesson)
+    rubric = lesson.rubric()
+    return {c: float(sum(t["points"] for t in rubric[c].values())) for c in lesson.modules}
 
 
-def judge_mutant(bug: Bug, full: dict | None = None) -> MutantVerdict:
-    full = full or full_marks()
-    result = grade(catalogue().mutant_dir(bug.id), bug.id)
+def judge_mutant(bug: Bug, full: dict | None = None, *, lesson=None) -> MutantVerdict:
+    lesson = _the(lesson)
+    full = full or full_marks(lesson=lesson)
+    result = grade(lesson.catalogue.mutant_dir(bug.id), bug.id, lesson=lesson)
     scores = result.component_scores()
     failed = {t.name: t.hint_id for t in result.tests if t.status == "failed"}
-    others = [c for c in load_lesson().modules if c != bug.component and scores[c] != full[c]]
+    others = [c for c in lesson.modules if c != bug.component and scores[c] != full[c]]
     if others:
         reason = f"also lost points in {', '.join(others)}"
     elif bug.test not in failed:
@@ -89,66 +100,83 @@ def judge_mutant(bug: Bug, full: dict | None = None) -> MutantVerdict:
     return MutantVerdict(bug, scores, failed, not reason, reason)
 
 
-def variants() -> list[Path]:
-    folder = load_lesson().variants
+def variants(*, lesson=None) -> list[Path]:
+    folder = _the(lesson).variants
     return sorted(p for p in folder.iterdir() if p.is_dir()) if folder and folder.exists() else []
 
 
-def false_failures(directory: Path) -> list[str]:
-    result = grade(directory, directory.name)
-    return [t.name for t in result.tests if t.component in load_lesson().modules and t.status != "passed"]
+def false_failures(directory: Path, *, lesson=None) -> list[str]:
+    lesson = _the(lesson)
+    result = grade(directory, directory.name, lesson=lesson)
+    return [t.name for t in result.tests if t.component in lesson.modules and t.status != "passed"]
 
 
-def skeletons() -> list[str]:
-    folder = load_lesson().skeletons
+def skeletons(*, lesson=None) -> list[str]:
+    folder = _the(lesson).skeletons
     return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder and folder.exists() else []
 
 
-def skeleton_part(case: str) -> str | None:
+def skeleton_part(case: str, *, lesson=None) -> str | None:
     """The component a part skeleton replaces (None for a whole-submission skeleton)."""
-    return load_lesson().skeleton_parts.get(case.split("_")[0])
+    return _the(lesson).skeleton_parts.get(case.split("_")[0])
 
 
-def build_skeleton(case: str, folder: Path) -> Path:
+def build_skeleton(case: str, folder: Path, *, lesson=None) -> Path:
     """The reference's code with the skeleton's files on top; a whole_* skeleton's parts.txt names
     the part skeletons it combines."""
+    lesson = _the(lesson)
     folder.mkdir(parents=True, exist_ok=True)
-    for path in load_lesson().solutions.glob("*.py"):
+    for path in lesson.solutions.glob("*.py"):
         shutil.copyfile(path, folder / path.name)
-    listing = load_lesson().skeletons / case / "parts.txt"
+    listing = lesson.skeletons / case / "parts.txt"
     for part in listing.read_text().split() if listing.exists() else [case]:
-        for path in (load_lesson().skeletons / part).glob("*.py"):
+        for path in (lesson.skeletons / part).glob("*.py"):
             shutil.copyfile(path, folder / path.name)
     return folder
 
 
-def structure_points(component: str | None = None) -> dict:
+def structure_points(component: str | None = None, *, lesson=None) -> dict:
     """rubric id -> points of the structure tests (of one component, or of all)."""
-    rubric = score.load_rubric()
-    return {f"{c}.{t}": float(entry["points"]) for c in load_lesson().modules if component in (None, c)
+    lesson = _the(lesson)
+    rubric = lesson.rubric()
+    return {f"{c}.{t}": float(entry["points"]) for c in lesson.modules if component in (None, c)
             for t, entry in rubric[c].items() if entry.get("structure")}
 
 
-def judge_skeleton(case: str, root: Path) -> tuple[float, float, list[str]]:
+def judge_skeleton(case: str, root: Path, *, lesson=None) -> tuple[float, float, list[str]]:
     """(points of what it replaces, the structure points there, the other tests it passed)."""
-    result = grade(build_skeleton(case, root / case), case)
-    part = skeleton_part(case)
-    mine = [t for t in result.tests if t.component in load_lesson().modules and part in (None, t.component)]
-    structure = structure_points(part)
+    lesson = _the(lesson)
+    result = grade(build_skeleton(case, root / case, lesson=lesson), case, lesson=lesson)
+    part = skeleton_part(case, lesson=lesson)
+    mine = [t for t in result.tests if t.component in lesson.modules and part in (None, t.component)]
+    structure = structure_points(part, lesson=lesson)
     beyond = [t.name for t in mine if t.status == "passed" and t.name not in structure]
     return sum(t.score for t in mine), sum(structure.values()), beyond
 
 
-def measure_spread() -> dict:
+def own_kinds(lesson) -> dict[str, str]:
+    """Contract module -> the kind of value its outputs are measured as, for a module whose outputs keep
+    a tolerance of their own: the lesson's tolerances module says (`OWN_KINDS`); every other module's
+    outputs are "outputs <dtype>"."""
+    import importlib
+
+    return dict(getattr(importlib.import_module(lesson.tolerances_module), "OWN_KINDS", {}))
+
+
+def measure_spread(*, lesson=None) -> dict:
     """Largest difference between each correct variant and the reference on the hidden tests' own calls.
 
-    Returns kind -> (spread, where); spread is |got - expected| / max(1, max|expected|).
+    Returns kind -> (spread, where); spread is |got - expected| / max(1, max|expected|). A kind is
+    "outputs <dtype>", "gradients <dtype>", or "<kind> <dtype>" for a module the lesson files under a
+    kind of its own (own_kinds).
     """
-    reference = score.reference_adapter()
+    lesson = _the(lesson)
+    reference = lesson.reference
+    own = own_kinds(lesson)
     spread: dict[str, tuple[float, str]] = {}
-    for folder in variants():
-        student = score.LESSON_ADAPTER(InProcessTransport(folder), record=True)
-        for component, test_id, fn in score.hidden_tests():
+    for folder in variants(lesson=lesson):
+        student = lesson.adapter()(InProcessTransport(folder), record=True)
+        for component, test_id, fn in lesson.hidden_tests:
             student.current_test = f"{component}.{test_id}"
             try:
                 fn(student, reference)
@@ -160,12 +188,12 @@ def measure_spread() -> dict:
             if got.error or expected.error:
                 continue
             dtype = call.header.get("dtype") or _input_dtype(call.arrays)
-            is_pe = call.header.get("module") == "positional"
+            own_kind = own.get(call.header.get("module"))
             for i in range(min(len(got.outputs), len(expected.outputs))):
                 a, b = got.array(i), expected.array(i)
                 if a is None or b is None or a.shape != b.shape or b.dtype == bool:
                     continue
-                kind = f"positional {b.dtype}" if is_pe else f"outputs {dtype}"
+                kind = f"{own_kind} {b.dtype}" if own_kind else f"outputs {dtype}"
                 _note(spread, kind, a, b, f"{folder.name}: {call.result.request}")
             for name in (expected.header.get("grads") or {}):
                 a, b = got.grad(name), expected.grad(name)
@@ -174,12 +202,13 @@ def measure_spread() -> dict:
     return spread
 
 
-def mutant_effect(bug: Bug) -> float:
+def mutant_effect(bug: Bug, *, lesson=None) -> float:
     """How far a mutant's numbers land from the reference on its named test's calls (same scale as
     measure_spread); 0 when it is caught by an error, a missing gradient, a dtype or forbidden use."""
-    reference = score.reference_adapter()
-    test = {f"{c}.{t}": fn for c, t, fn in score.hidden_tests()}[bug.test]
-    student = score.LESSON_ADAPTER(catalogue().transport(bug.id), record=True)
+    lesson = _the(lesson)
+    reference = lesson.reference
+    test = {f"{c}.{t}": fn for c, t, fn in lesson.hidden_tests}[bug.test]
+    student = lesson.adapter()(lesson.catalogue.transport(bug.id), record=True)
     try:
         test(student, reference)
     except AssertionError:
@@ -212,22 +241,23 @@ def _note(spread, kind, a, b, where):
         spread[kind] = (value, where)
 
 
-def main() -> int:
+def main(*, lesson=None) -> int:
     import torch
 
+    lesson = _the(lesson)
     torch.set_num_threads(1)  # tiny tensors: threads only contend with each other
     start = time.perf_counter()
-    full = full_marks()
-    verdicts = [judge_mutant(bug, full) for bug in catalogue().bugs]
+    full = full_marks(lesson=lesson)
+    verdicts = [judge_mutant(bug, full, lesson=lesson) for bug in lesson.catalogue.bugs]
     killed = sum(v.killed for v in verdicts)
     print(f"Bug catalogue: {len(verdicts)} mutants")
     for v in verdicts:
         mark = "killed " if v.killed else "SURVIVED"
         lost = full[v.bug.component] - v.scores[v.bug.component]
         print(f"  {mark} {v.bug.id:28s} {v.bug.component:15s} -{lost:g} pts  {v.reason}")
-    folders = variants()
-    failures = {f.name: false_failures(f) for f in folders}
-    n_tests = len(_code_tests())
+    folders = variants(lesson=lesson)
+    failures = {f.name: false_failures(f, lesson=lesson) for f in folders}
+    n_tests = len(lesson.hidden_tests)
     print(f"Correct implementations: {len(folders)}")
     for name, failed in failures.items():
         print(f"  {'full marks' if not failed else 'FALSE FAILURES: ' + ', '.join(failed):s}  {name}")
@@ -236,28 +266,24 @@ def main() -> int:
     print(f"Kill rate: {killed}/{len(verdicts)} = {100 * killed / max(1, len(verdicts)):.1f}% "
           "(each mutant loses points in its own component only, fails its named test and gets its hint)")
     print(f"False failures: {total_false} of {len(folders) * n_tests} code tests on {len(folders)} correct implementations")
-    cases = skeletons()
+    cases = skeletons(lesson=lesson)
     if cases:
         print(f"Skeletons (the contract's shapes and attributes, no computation): {len(cases)}")
-        root = Path(tempfile.mkdtemp(prefix=f"{load_lesson().name}-skeletons-"))
+        root = Path(tempfile.mkdtemp(prefix=f"{lesson.name}-skeletons-"))
         try:
-            judged = {case: judge_skeleton(case, root) for case in cases}
+            judged = {case: judge_skeleton(case, root, lesson=lesson) for case in cases}
         finally:
             shutil.rmtree(root, ignore_errors=True)
-        code = load_lesson().modules
+        code = lesson.modules
         every_part = f"all {COUNT_WORDS[len(code)] if len(code) < len(COUNT_WORDS) else len(code)} parts"
         for case, (got, structure, beyond) in judged.items():
             mark = "structure only" if not beyond else "PASSED " + ", ".join(beyond)
-            print(f"  {case:20s} {skeleton_part(case) or every_part:15s} {got:2g} pts "
+            print(f"  {case:20s} {skeleton_part(case, lesson=lesson) or every_part:15s} {got:2g} pts "
                   f"(structure tests: {structure:g})  {mark}")
         leaks = sum(bool(beyond) for _, _, beyond in judged.values())
         print(f"Skeletons scoring beyond structure: {leaks} of {len(cases)} "
-              f"(the most a skeleton can score: {sum(structure_points().values()):g} of {sum(full.values()):g} code points)")
+              f"(the most a skeleton can score: {sum(structure_points(lesson=lesson).values()):g} of {sum(full.values()):g} code points)")
     else:
         leaks = 0
     print(f"({time.perf_counter() - start:.1f} s)")
     return 0 if killed == len(verdicts) and total_false == 0 and leaks == 0 else 1
-
-
-def _code_tests() -> list[str]:
-    return [f"{c}.{t}" for c, t, _ in score.hidden_tests()]

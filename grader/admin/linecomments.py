@@ -3,7 +3,7 @@
 Columns `submission,file,line,code,comment,staff_note,by,at`, one comment a row; the review page
 appends rows (a grader clicks a line number), and editing the file by hand works the same.
 
-    file        the file as the review page names it: `self_attention.py`, or a notebook's name for
+    file        the file as the review page names it: `<module>.py`, or a notebook's name for
                 its code cells (lines counted in the page's view, each cell opened by `# In[N]`)
     line        1-based line number in that file
     code        the line's text when the comment was written, so the feedback can quote it even

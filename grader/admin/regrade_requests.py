@@ -4,7 +4,7 @@ The instructor collects the requests (a form, an e-mail, an issue) into one file
 overrides.csv, one row a request, columns `student,test,reason,time`:
 
     student   the row name in grades.csv
-    test      a test id (`self_attention.sdpa_masks`) or a part (`self_attention`)
+    test      a test id (`<part>.<test>`, as grades.csv's report names it) or a part (`<part>`)
     reason    the student's words
     time      when it was asked, ISO 8601 (`2026-12-01T15:00:00+00:00`; no zone means UTC)
 
@@ -108,8 +108,9 @@ def check(requests: list[Request], tests_of: dict[str, set[str]], *, path: Path 
             raise RequestError(f"{where}: no student named {r.student!r} in this gradebook (the names are the "
                                "rows of grades.csv)")
         if r.test not in tests_of[r.student]:
+            example = min((t for t in tests_of[r.student] if "." in t), default="<part>.<test>")
             raise RequestError(f"{where}: {r.student} has no test or part {r.test!r}; write a test id as "
-                               "grades.csv's report names it (self_attention.sdpa_masks) or a part")
+                               f"grades.csv's report names it ({example}) or a part")
 
 
 def standings(requests: list[Request], rows: list[Override]) -> list[Standing]:

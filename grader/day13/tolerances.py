@@ -68,6 +68,11 @@ WAVE = Tol(1e-2, 0.0, "30x above float32 sines of large angles; random tables mi
 MATCH = Tol(1e-4, 1e-3, "same bug, different but legitimate float32 arithmetic")
 
 
+# Contract modules whose outputs keep a tolerance of their own, and the kind the kill rate's spread
+# measurement files them under (grader/admin/killrate.py, own_kinds): the positional table's, PE_TABLE.
+OWN_KINDS = {"positional": "positional"}
+
+
 def values(dtype: str) -> Tol:
     return for_dtype(VALUES, dtype)
 

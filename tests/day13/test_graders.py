@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from grader.admin import killrate
+from grader.lesson import load_lesson
 
 from grader.judging import mutants
 
@@ -24,7 +25,7 @@ torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions" / "day13"
 STUBS = ROOT / "assignments" / "day13"
-CODE = killrate.CODE
+CODE = load_lesson("day13").modules
 CATALOGUE = killrate.catalogue()
 BUG_IDS = [b.id for b in CATALOGUE.bugs]
 VARIANTS = killrate.variants()
@@ -316,8 +317,8 @@ def test_a_float32_detour_inside_a_float64_call_is_not_a_wrong_answer(tmp_path):
 
 def test_killrate_command_prints_its_three_figures(monkeypatch, capsys):
     monkeypatch.setattr(CATALOGUE, "bugs", (CATALOGUE.by_id["sa.no_scale"], CATALOGUE.by_id["blk.relu"]))
-    monkeypatch.setattr(killrate, "variants", lambda: VARIANTS[:1])
-    monkeypatch.setattr(killrate, "skeletons", lambda: ["pe_zeros", "whole_uniform"])
+    monkeypatch.setattr(killrate, "variants", lambda **_: VARIANTS[:1])
+    monkeypatch.setattr(killrate, "skeletons", lambda **_: ["pe_zeros", "whole_uniform"])
     assert killrate.main() == 0
     out = capsys.readouterr().out
     assert "Kill rate: 2/2 = 100.0%" in out

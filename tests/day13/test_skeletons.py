@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import REFERENCE, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
 
 from grader.admin import killrate
+from grader.lesson import load_lesson
 
 from grader.running import grade as run
 
@@ -31,9 +32,9 @@ from grader.sandbox import SandboxConfig  # noqa: E402
 torch.set_num_threads(1)
 
 CASES = killrate.skeletons()
-PART_OF = killrate.LESSON.skeleton_parts
+PART_OF = load_lesson("day13").skeleton_parts
 CATALOGUE = killrate.catalogue()
-CODE = killrate.CODE
+CODE = load_lesson("day13").modules
 CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(3))
 GATE = "these points need code that computes the answer"
 # The property and self-consistency tests, which count only for a function that reacts to its input.

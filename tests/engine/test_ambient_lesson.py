@@ -20,7 +20,7 @@ ENTRY_FOLDERS = ("devtools/",)
 # never raise one, never add a row.
 CEILING = {
     "admin/export.py": 1,
-    "admin/killrate.py": 16,
+    "admin/killrate.py": 1,
     "admin/regrade.py": 3,
     "admin/similarity.py": 2,
     "day13/visible_fingerprints.py": 1,

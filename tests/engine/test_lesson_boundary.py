@@ -9,7 +9,7 @@ tests/fixtures/lessons/), the check rejects:
 - a contract module's name used as a name: an import of it, or a string that is the name, the file
   (`positional.py`) or a dotted name in it (`self_attention.sdpa_masks`). As an English word ("a code
   block", "positional arguments") it is not the lesson's;
-- a deliverable file's name (the lesson's checks module declares them), ignoring case, in a string;
+- a deliverable file's name (`lesson.deliverable_files()`), ignoring case, in a string;
 - a word of the lesson's declared vocabulary (lesson.toml `vocabulary`), ignoring case, at the start of
   a word in a string or an identifier (`attention_components`, "Library attention").
 
@@ -41,16 +41,13 @@ SHARED_FILES = frozenset({"readme.md", "readme", "readme.txt", "readme.markdown"
 # deliverables, diagnose, score, source_scan, lesson.py, sandbox/*, torch_audit: core; calls, executor: executor;
 # templates/notebook_tests.py: student (release).
 ALLOWED: dict[str, set[str]] = {
-    'admin/review.py': {'day13: file: analysis.md', 'day13: file: analysis.txt', 'day13: file: attention_heatmap.png', 'day13: file: transformer_block.', 'day13: word: attention', 'day13: word: transformer'},
     'intake/collect.py': {'day13: word: attention'},
     'intake/submissions.py': {'day13: word: attention', 'day13: word: multi-head'},
     'judging/deliverables.py': {'day13: file: analysis.md', 'day13: file: analysis.txt'},
     'judging/diagnose.py': {'day13: word: attention', 'toy: word: softmax'},
     'judging/score.py': {'day13: word: attention'},
     'judging/source_scan.py': {'day13: word: attention'},
-    'lesson.py': {'day13: module: block', 'day13: word: attention', 'day13: word: day 13'},
-    'results/classreport.py': {'day13: word: attention'},
-    'results/plots.py': {'day13: word: attention'},
+    'lesson.py': {'day13: module: block', 'day13: word: day 13'},
     'running/calls.py': {'day13: word: attention'},
     'running/executor.py': {'day13: word: attention'},
     'running/torch_audit.py': {'day13: word: attention', 'toy: word: softmax'},
@@ -85,25 +82,8 @@ def words_of(folder: Path) -> Words:
 
 
 def deliverable_files(lesson) -> tuple[str, ...]:
-    """Every file name the lesson's deliverable checks accept (its checks module's declaration)."""
-    if hasattr(lesson, "deliverable_files"):
-        found = lesson.deliverable_files()
-        names = found.values() if isinstance(found, dict) else found
-        flat = []
-        for entry in names:
-            accepted = getattr(entry, "names", entry)
-            flat += [accepted] if isinstance(accepted, str) else list(accepted)
-        return tuple(dict.fromkeys(flat))
-    if lesson.deliverables_checks is None:
-        return ()
-    # Before the lesson value declared them: the checks module's *_NAMES tuples.
-    tree = ast.parse(lesson.deliverables_checks.read_text(encoding="utf-8"))
-    found = []
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id.endswith("_NAMES") for t in node.targets):
-            found += [c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant) and isinstance(c.value, str)
-                      and "." in c.value]
-    return tuple(dict.fromkeys(found))
+    """Every file name the lesson's deliverables accept (the one declaration its checks read too)."""
+    return tuple(dict.fromkeys(name for entry in lesson.deliverable_files().values() for name in entry.names))
 
 
 def engine_files() -> list[Path]:

@@ -1,171 +1,194 @@
-"""The call executor (grader/running/executor.py)."""
+"""The call executor (grader/running/executor.py), on neutral code: the toy lesson (a softmax and a classifier
+graded over the grader's softmax) and small modules written here. Day 13's own modules are exercised in
+tests/day13/test_executor_on_day13.py."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from grader.running.executor import ModuleLoader, execute, to_numpy
-from grader.sandbox.zygote import _lesson_standins
+from grader import lesson as lessons
+from grader.running.executor import CallLesson, ModuleLoader, execute, to_numpy
 
 torch.set_num_threads(1)
 
 ROOT = Path(__file__).resolve().parents[2]
-SOLUTIONS = ROOT / "solutions" / "day13"
-RECAP = ROOT / "tests" / "fixtures" / "correct" / "recap_where"
+TOY = ROOT / "tests" / "fixtures" / "lessons" / "toy"
+SOLUTIONS = TOY / "solutions"
+LESSON = lessons.load_lesson(str(TOY))
+TOY_MODULES = ("activations", "classifier")
 
 
 def sub(tmp_path, **files) -> Path:
-    """A submission folder: the reference with some files replaced."""
+    """A submission folder: the toy's reference with some files replaced or added."""
     folder = tmp_path / "sub"
     folder.mkdir(parents=True, exist_ok=True)
     for p in SOLUTIONS.glob("*.py"):
         shutil.copyfile(p, folder / p.name)
     for name, text in files.items():
-        (folder / f"{name}.py").write_text(text)
+        (folder / f"{name}.py").write_text(textwrap.dedent(text).lstrip())
     return folder
 
 
-def call_sdpa(loader, Q, mask=None, grad=False):
-    arrays = {"Q": Q}
-    args = [{"array": "Q"}] * 3
-    if mask is not None:
-        arrays["m"] = mask
-        args = args + [{"array": "m"}]
-    header = {"op": "function", "module": "self_attention", "name": "scaled_dot_product_attention", "args": args}
+def loader_of(folder, **options) -> ModuleLoader:
+    return ModuleLoader(folder, isolated=True, lesson=LESSON, **options)
+
+
+def call_softmax(loader, x, grad=False):
+    header = {"op": "function", "module": "activations", "name": "softmax", "args": [{"array": "x"}],
+              "kwargs": {"dim": -1}}
+    arrays = {"x": x}
     if grad:
-        arrays["g"] = np.ones_like(Q)
-        header.update(grad_wrt=["Q"], grad_out={"0": "g"})
+        arrays["g"] = np.arange(x.size, dtype=x.dtype).reshape(x.shape)
+        header.update(grad_wrt=["x"], grad_out={"0": "g"})
     return execute(header, arrays, loader=loader)
 
 
+def classifier_call(x, weight, bias, names=("linear.weight",)):
+    return ({"op": "module", "module": "classifier", "cls": "Classifier", "init": [weight.shape[1], weight.shape[0]],
+             "params": [{"name": "linear.weight", "bind": {"names": list(names)}, "array": "w"},
+                        {"name": "linear.bias", "bind": {"names": [n.replace("weight", "bias") for n in names]},
+                         "array": "b"}],
+             "args": [{"array": "x"}]}, {"x": x, "w": weight, "b": bias})
+
+
+def seeded(seed, *shape):
+    return np.random.default_rng(seed).standard_normal(shape).astype("float32")
+
+
 def test_function_call_returns_plain_arrays_dtypes_and_gradients():
-    loader = ModuleLoader(SOLUTIONS, isolated=True)
-    Q = np.random.default_rng(0).standard_normal((2, 3, 4)).astype("float32")
-    h, a = call_sdpa(loader, Q, grad=True)
+    x = seeded(0, 2, 5)
+    h, a = call_softmax(loader_of(SOLUTIONS), x, grad=True)
     assert h["error"] is None and h["grad_error"] is None
-    assert [o["dtype"] for o in h["outputs"]] == ["float32", "float32"]
-    assert a["out0"].shape == (2, 3, 4) and a["out1"].shape == (2, 3, 3)
-    np.testing.assert_allclose(a["out1"].sum(-1), 1, atol=1e-6)
-    assert h["grads"] == {"Q": "grad:Q"} and a["grad:Q"].shape == Q.shape
+    assert [o["dtype"] for o in h["outputs"]] == ["float32"] and a["out0"].shape == (2, 5)
+    np.testing.assert_allclose(a["out0"].sum(-1), 1, atol=1e-6)
+    assert h["grads"] == {"x": "grad:x"} and a["grad:x"].shape == x.shape
     assert all(type(v) is np.ndarray for v in a.values())
 
 
-def test_module_call_loads_weights_through_either_spelling_and_seeds_nothing_it_should_not():
-    x = np.random.default_rng(1).standard_normal((2, 4, 6)).astype("float32")
-    w = {n: np.random.default_rng(i).standard_normal((3, 6)).astype("float32") for i, n in enumerate("qkv")}
-    results = []
-    for folder in (SOLUTIONS, RECAP):
-        header = {"op": "module", "module": "self_attention", "cls": "SelfAttention", "init": [6, 3],
-                  "params": [{"name": f"W_{n}", "paths": [f"W_{n}.weight", f"W{n}.weight"], "array": n} for n in "qkv"],
-                  "args": [{"array": "x"}]}
-        h, a = execute(header, {"x": x, **w}, loader=ModuleLoader(folder, isolated=True))
-        assert h["error"] is None, h["error"]
-        results.append(a["out0"])
-    np.testing.assert_allclose(results[0], results[1], atol=1e-6)
+def test_module_call_loads_weights_where_the_binding_rule_finds_them():
+    x, w, b = seeded(1, 3, 4), seeded(2, 2, 4), seeded(3, 2)
+    h, a = execute(*classifier_call(x, w, b), loader=loader_of(SOLUTIONS))
+    assert h["error"] is None, h["error"]
+    expected = torch.softmax(torch.from_numpy(x) @ torch.from_numpy(w).T + torch.from_numpy(b), -1).numpy()
+    np.testing.assert_allclose(a["out0"], expected, atol=1e-6)
+
+
+def test_a_module_holding_another_accepted_name_is_loaded_under_the_one_it_has(tmp_path):
+    folder = sub(tmp_path, classifier="""
+        import torch.nn as nn
+        from activations import softmax
+        class Classifier(nn.Module):
+            def __init__(self, d_in, n_classes):
+                super().__init__()
+                self.fc = nn.Linear(d_in, n_classes)
+            def forward(self, x):
+                return softmax(self.fc(x), dim=-1)
+    """)
+    x, w, b = seeded(1, 3, 4), seeded(2, 2, 4), seeded(3, 2)
+    names = ("linear.weight", "fc.weight")
+    ours = execute(*classifier_call(x, w, b, names), loader=loader_of(SOLUTIONS))
+    theirs = execute(*classifier_call(x, w, b, names), loader=loader_of(folder))
+    assert ours[0]["error"] is None and theirs[0]["error"] is None
+    np.testing.assert_allclose(theirs[1]["out0"], ours[1]["out0"], atol=1e-6)
+    h, _ = execute(*classifier_call(x, w, b), loader=loader_of(folder))  # a name the rule does not accept
+    assert h["error"]["type"] == "GraderCallError" and "Classifier has no tensor at linear.weight" in h["error"]["message"]
 
 
 def test_a_parameter_of_the_wrong_shape_is_reported_with_its_path():
-    header = {"op": "module", "module": "self_attention", "cls": "SelfAttention", "init": [6, 3],
-              "params": [{"name": "W_q", "paths": ["W_q.weight"], "array": "w"}], "args": [{"array": "x"}]}
-    h, _ = execute(header, {"x": np.zeros((1, 2, 6), "float32"), "w": np.zeros((6, 6), "float32")},
-                   loader=ModuleLoader(SOLUTIONS, isolated=True))
-    assert h["error"]["type"] == "GraderCallError" and "W_q.weight" in h["error"]["message"]
-    assert "(3, 6)" in h["error"]["message"]
+    header, arrays = classifier_call(seeded(1, 3, 4), seeded(2, 2, 4), seeded(3, 2))
+    arrays["w"] = np.zeros((4, 4), "float32")
+    h, _ = execute(header, arrays, loader=loader_of(SOLUTIONS))
+    assert h["error"]["type"] == "GraderCallError" and "linear.weight" in h["error"]["message"]
+    assert "(2, 4)" in h["error"]["message"] and "(4, 4)" in h["error"]["message"]
 
 
-def test_inspect_lists_parameters_buffers_and_attributes():
-    loader = ModuleLoader(SOLUTIONS, isolated=True)
-    h, _ = execute({"op": "inspect", "module": "positional", "cls": "PositionalEncoding", "init": [8, 20],
-                    "attrs": [{"name": "pe", "paths": ["pe"]}, {"name": "nope", "paths": ["nope"]}]}, {}, loader=loader)
+def test_inspect_lists_parameters_buffers_and_attributes(tmp_path):
+    folder = sub(tmp_path, table="""
+        import torch, torch.nn as nn
+        class Table(nn.Module):
+            def __init__(self, d, n):
+                super().__init__()
+                self.register_buffer("pe", torch.zeros(n, d))
+                self.scale = nn.Parameter(torch.ones(d), requires_grad=False)
+                self.size = n
+    """)
+    h, _ = execute({"op": "inspect", "module": "table", "cls": "Table", "init": [8, 20],
+                    "attrs": [{"name": "pe", "paths": ["pe"]}, {"name": "size", "paths": ["n", "size"]},
+                              {"name": "nope", "paths": ["nope"]}]}, {}, loader=loader_of(folder))
     info = h["inspect"]
-    assert info["parameters"] == {} and info["buffers"] == {"pe": [20, 8]}
+    assert info["parameters"] == {"scale": [8]} and info["trainable"] == {"scale": False}
+    assert info["buffers"] == {"pe": [20, 8]}
     assert info["attrs"]["pe"] == {"path": "pe", "type": "Tensor", "kind": "tensor", "shape": [20, 8], "is_parameter": False}
+    assert info["attrs"]["size"] == {"path": "size", "type": "int", "kind": "value", "value": 20}
     assert info["attrs"]["nope"]["kind"] == "missing"
 
 
 def test_import_failure_is_cached_and_costs_only_its_module(tmp_path):
-    folder = sub(tmp_path, positional="import torch\ndef positional_encoding(T, d_model:\n")
-    loader = ModuleLoader(folder, isolated=True)
+    loader = loader_of(sub(tmp_path, classifier="import torch\nclass Classifier(:\n"))
+    header, arrays = classifier_call(seeded(1, 3, 4), seeded(2, 2, 4), seeded(3, 2))
     for _ in range(2):
-        h, _ = execute({"op": "function", "module": "positional", "name": "positional_encoding", "args": [3, 4]}, {},
-                       loader=loader)
+        h, _ = execute(header, arrays, loader=loader)
         assert h["error"]["type"] == "SyntaxError" and h["error"]["stage"] == "import"
-    h, _ = call_sdpa(loader, np.eye(2, dtype="float32"))
-    assert h["error"] is None
-    assert list(loader.errors) == ["positional"]
+    assert call_softmax(loader, seeded(0, 2, 3))[0]["error"] is None
+    assert list(loader.errors) == ["classifier"]
 
 
-def test_multihead_and_block_run_against_stand_ins_when_their_dependencies_are_broken(tmp_path):
-    folder = sub(tmp_path, self_attention="raise ImportError('half done')\n", multihead="def broken(:\n")
-    loader = ModuleLoader(folder, isolated=True)
-    x = np.random.default_rng(2).standard_normal((1, 3, 8)).astype("float32")
-    h, _ = execute({"op": "module", "module": "multihead", "cls": "MultiHeadAttention", "init": [8, 2],
-                    "args": [{"array": "x"}]}, {"x": x}, loader=loader)
-    assert h["error"]["stage"] == "import" and h["error"]["type"] == "SyntaxError"
-    folder2 = sub(tmp_path / "b", self_attention="raise ImportError('half done')\n")
-    loader2 = ModuleLoader(folder2, isolated=True)
-    h, a = execute({"op": "module", "module": "multihead", "cls": "MultiHeadAttention", "init": [8, 2],
-                    "args": [{"array": "x"}]}, {"x": x}, loader=loader2)
-    assert h["error"] is None and a["out0"].shape == (1, 3, 8)
-    h, a = execute({"op": "module", "module": "block", "cls": "TransformerBlock", "init": [8, 2],
-                    "standins": {"attn": "attention"}, "args": [{"array": "x"}]}, {"x": x}, loader=loader)
-    assert h["error"] is None and a["out0"].shape == (1, 3, 8)
+def test_a_part_runs_over_the_grader_s_stand_in_of_a_broken_dependency(tmp_path):
+    # The toy's classifier is always graded over the grader's softmax (its lesson.toml, always_standin).
+    loader = loader_of(sub(tmp_path, activations="raise ImportError('half done')\n"))
+    h, a = execute(*classifier_call(seeded(1, 3, 4), seeded(2, 2, 4), seeded(3, 2)), loader=loader)
+    assert h["error"] is None and np.allclose(a["out0"].sum(-1), 1)
+    assert call_softmax(loader, seeded(0, 2, 3))[0]["error"]["stage"] == "import"
 
 
 def test_isolated_loaders_coexist_and_leave_sys_modules_clean(tmp_path):
-    before = {n for n in ("self_attention", "multihead", "positional", "block") if n in sys.modules}
-    broken = sub(tmp_path, self_attention=(SOLUTIONS / "self_attention.py").read_text().replace(
-        "/ math.sqrt(d_k)", ""))
-    good, bad = ModuleLoader(SOLUTIONS, isolated=True), ModuleLoader(broken, isolated=True)
-    X = np.array([[1, 0], [0, 1], [1, 1]], "float32")
-    w_good = call_sdpa(good, X)[1]["out1"]
-    w_bad = call_sdpa(bad, X)[1]["out1"]
-    assert np.round(w_good[0, 0], 2) == 0.40 and np.round(w_bad[0, 0], 2) == 0.42
-    after = {n for n in ("self_attention", "multihead", "positional", "block") if n in sys.modules}
-    assert after == before
+    before = {n for n in TOY_MODULES if n in sys.modules}
+    unnormalised = sub(tmp_path, activations="""
+        import torch
+        def softmax(x, dim=-1):
+            return torch.exp(x)
+    """)
+    x = np.zeros((1, 2), "float32")
+    assert call_softmax(loader_of(SOLUTIONS), x)[1]["out0"].tolist() == [[0.5, 0.5]]
+    assert call_softmax(loader_of(unnormalised), x)[1]["out0"].tolist() == [[1.0, 1.0]]
+    assert {n for n in TOY_MODULES if n in sys.modules} == before
     assert not list(SOLUTIONS.glob("__pycache__"))
 
 
 def test_stand_ins_reach_a_sandboxed_loader_only_with_a_call_that_sends_them(tmp_path):
-    # A child holds no stand-in until a call brings their source; then a multihead.py whose
-    # self_attention.py is broken still runs against the stand-in functions under that name.
-    folder = sub(tmp_path, self_attention="raise ImportError('broken on purpose')\n")
-    x = np.random.default_rng(2).standard_normal((1, 3, 4)).astype("float32")
-    header = {"op": "module", "module": "multihead", "cls": "MultiHeadAttention", "init": [4, 2], "args": [{"array": "x"}]}
-    bare = ModuleLoader(folder, isolated=False)
-    h, _ = execute(header, {"x": x}, loader=bare)
+    # A child holds no stand-in until a call brings its source; then a classifier.py whose activations.py
+    # is broken still runs against the stand-in under that name.
+    folder = sub(tmp_path, activations="raise ImportError('broken on purpose')\n")
+    header, arrays = classifier_call(seeded(1, 3, 4), seeded(2, 2, 4), seeded(3, 2))
+    bare = ModuleLoader(folder, isolated=False, lesson=LESSON.spec())
+    h, _ = execute(header, arrays, loader=bare)
     assert "stand-ins were not sent" in h["error"]["message"] and bare.standins is None
-    units = _lesson_standins().units
-    lent = {name: units[name] for name in ("scaled_dot_product_attention", "causal_mask", "StandInSelfAttention")}
-    sent = ModuleLoader(folder, isolated=False)
+    sent = ModuleLoader(folder, isolated=False, lesson=LESSON.spec())
     try:
-        h, a = execute(dict(header, standins_source=lent), {"x": x}, loader=sent)
+        h, a = execute(dict(header, standins_source={"softmax": (TOY / "standins.py").read_text()}), arrays, loader=sent)
     finally:
         sys.path.remove(str(folder)) if str(folder) in sys.path else None
-        for name in ("multihead", "self_attention"):
+        for name in TOY_MODULES:
             sys.modules.pop(name, None)
-    assert h["error"] is None and a["out0"].shape == (1, 3, 4)
-    # Each stand-in alone, in a namespace of its own that is in no sys.modules.
-    namespaces = {name: getattr(getattr(sent.standins, name), "forward", getattr(sent.standins, name)).__globals__
-                  for name in lent}
-    assert namespaces["causal_mask"] is not namespaces["scaled_dot_product_attention"]
-    assert "positional_encoding" not in namespaces["scaled_dot_product_attention"]
-    assert not any(ns["__name__"] in sys.modules for ns in namespaces.values())
+    assert h["error"] is None and np.allclose(a["out0"].sum(-1), 1)
+    # The stand-in runs in a namespace of its own that is in no sys.modules.
+    assert sent.standins.softmax.__globals__["__name__"] not in sys.modules
 
 
 def test_student_exceptions_even_system_exit_become_error_records(tmp_path):
-    folder = sub(tmp_path, positional="import sys\ndef positional_encoding(T, d_model):\n    sys.exit(3)\n")
-    h, _ = execute({"op": "function", "module": "positional", "name": "positional_encoding", "args": [3, 4]}, {},
-                   loader=ModuleLoader(folder, isolated=True))
+    folder = sub(tmp_path, activations="import sys\ndef softmax(x, dim=-1):\n    sys.exit(3)\n")
+    h, _ = call_softmax(loader_of(folder), seeded(0, 2, 3))
     assert h["error"]["type"] == "SystemExit" and h["error"]["stage"] == "call"
-    assert 'File "positional.py", line 3' in h["error"]["traceback"]
-    assert "execute.py" not in h["error"]["traceback"]
+    assert 'File "activations.py", line 3' in h["error"]["traceback"]
+    assert "executor.py" not in h["error"]["traceback"]
 
 
 def test_odd_outputs_are_described_or_converted_never_trusted(tmp_path):
@@ -177,27 +200,51 @@ def test_odd_outputs_are_described_or_converted_never_trusted(tmp_path):
     assert type(to_numpy(torch.ones(3).as_subclass(Sub))) is np.ndarray
     with pytest.raises(TypeError, match="float32 or float64"):
         to_numpy(torch.ones(2, dtype=torch.complex64))
-    folder = sub(tmp_path, positional="def positional_encoding(T, d_model):\n    return T, None, [1], 'x', float('nan')\n")
-    h, a = execute({"op": "function", "module": "positional", "name": "positional_encoding", "args": [3, 4]}, {},
-                   loader=ModuleLoader(folder, isolated=True))
+    folder = sub(tmp_path, activations="def softmax(x, dim=-1):\n    return 3, None, [1], 'x', float('nan')\n")
+    h, a = call_softmax(loader_of(folder), seeded(0, 2, 3))
     assert [o["kind"] for o in h["outputs"]] == ["value", "none", "other", "other", "value"] and a == {}
     json.dumps(h, allow_nan=False)  # strict JSON, whatever the student returned
 
 
 def test_a_detached_output_reports_missing_gradients_instead_of_raising(tmp_path):
-    folder = sub(tmp_path, self_attention=(SOLUTIONS / "self_attention.py").read_text().replace(
-        "    return out, weights\n", "    return out.detach(), weights.detach()\n"))
-    h, a = call_sdpa(ModuleLoader(folder, isolated=True), np.eye(2, dtype="float32"), grad=True)
-    assert h["error"] is None and h["grad_error"]["type"] == "NoGradient" and h["grads"] == {"Q": None}
+    folder = sub(tmp_path, activations="import torch\ndef softmax(x, dim=-1):\n    return torch.softmax(x, dim).detach()\n")
+    h, _ = call_softmax(loader_of(folder), seeded(0, 2, 3), grad=True)
+    assert h["error"] is None and h["grad_error"]["type"] == "NoGradient" and h["grads"] == {"x": None}
 
 
 # -- inspect on the meta device (the sandboxed child's loader has meta_inspect=True) ---------------
+LAYERS = """
+    import math, torch, torch.nn as nn
+
+    class Wide(nn.Module):  # ~1M parameters: what the meta device makes free
+        def __init__(self, d, n):
+            super().__init__()
+            self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+            self.n, self.d_head = n, d // n
+
+    class Strict(nn.Module):
+        def __init__(self, d, n):
+            super().__init__()
+            if d % n:
+                raise ValueError("d must be divisible by n")
+
+    class Stacked(nn.Module):
+        def __init__(self, d, n, d_ff=None):
+            super().__init__()
+            self.norm = nn.LayerNorm(d)
+            self.ffn = nn.Sequential(nn.Linear(d, d_ff or 4 * d), nn.ReLU(), nn.Linear(d_ff or 4 * d, d))
+
+    class Table(nn.Module):
+        def __init__(self, d, n):
+            super().__init__()
+            position = torch.arange(n).unsqueeze(1)
+            self.register_buffer("pe", torch.sin(position * torch.exp(torch.arange(0, d, 2) * (-math.log(1e4) / d))))
+"""
 INSPECTS = [
-    ("multihead", "MultiHeadAttention", [512, 8], {}, ("qkv", "out", "h", "d_k")),
-    ("multihead", "MultiHeadAttention", [10, 3], {}, ()),  # raises at construction
-    ("block", "TransformerBlock", [768, 12], {"d_ff": 3072}, ("attn", "ln1", "ffn")),
-    ("positional", "PositionalEncoding", [16, 50], {}, ()),
-    ("self_attention", "SelfAttention", [6, 4], {}, ("W_q", "d_k")),
+    ("layers", "Wide", [512, 8], {}, ("up", "n", "d_head")),
+    ("layers", "Strict", [10, 3], {}, ()),  # raises at construction
+    ("layers", "Stacked", [768, 12], {"d_ff": 3072}, ("norm", "ffn")),
+    ("layers", "Table", [16, 50], {}, ("pe",)),
 ]
 
 
@@ -206,11 +253,9 @@ def inspect_call(module, cls, init, init_kwargs=None, attrs=()):
             "attrs": [{"name": a, "paths": [a]} for a in attrs]}
 
 
-@pytest.mark.parametrize("folder", [SOLUTIONS, *sorted((ROOT / "tests" / "fixtures" / "correct").iterdir())],
-                         ids=lambda p: p.name)
-def test_inspect_on_meta_answers_exactly_like_cpu(folder):
-    on_meta = ModuleLoader(folder, isolated=True, meta_inspect=True)
-    on_cpu = ModuleLoader(folder, isolated=True)
+def test_inspect_on_meta_answers_exactly_like_cpu(tmp_path):
+    folder = sub(tmp_path, layers=LAYERS)
+    on_meta, on_cpu = loader_of(folder, meta_inspect=True), loader_of(folder)
     for spec in INSPECTS:
         header = inspect_call(*spec)
         assert execute(header, {}, loader=on_meta) == execute(header, {}, loader=on_cpu)
@@ -218,27 +263,27 @@ def test_inspect_on_meta_answers_exactly_like_cpu(folder):
 
 def test_inspect_on_meta_falls_back_to_cpu_for_code_that_needs_values(tmp_path, monkeypatch):
     # .item() in __init__, and a caught error: both answered on CPU, exactly as without meta.
-    folder = sub(tmp_path, multihead='''
-import torch, torch.nn as nn
-class MultiHeadAttention(nn.Module):
-    def __init__(self, d_model, n_heads):
-        super().__init__()
-        self.qkv, self.out = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)
-        self.h = int(torch.tensor(n_heads).item())
-        try:
-            self.d_k = int(self.qkv.weight.shape[0] // 3 // self.qkv.weight.new_tensor(n_heads).item())
-        except Exception:
-            self.d_k = -1
-''')
+    folder = sub(tmp_path, layers='''
+        import torch, torch.nn as nn
+        class Heads(nn.Module):
+            def __init__(self, d_model, n_heads):
+                super().__init__()
+                self.qkv, self.out = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)
+                self.h = int(torch.tensor(n_heads).item())
+                try:
+                    self.d_k = int(self.qkv.weight.shape[0] // 3 // self.qkv.weight.new_tensor(n_heads).item())
+                except Exception:
+                    self.d_k = -1
+    ''')
     from grader.running import executor as ex
 
     built = []
     real = ex._inspect_on_meta
     monkeypatch.setattr(ex, "_inspect_on_meta", lambda h, l: built.append(real(h, l)) or built[-1])
-    header = inspect_call("multihead", "MultiHeadAttention", [16, 4], attrs=("h", "d_k"))
-    got = execute(header, {}, loader=ModuleLoader(folder, isolated=True, meta_inspect=True))
+    header = inspect_call("layers", "Heads", [16, 4], attrs=("h", "d_k"))
+    got = execute(header, {}, loader=loader_of(folder, meta_inspect=True))
     assert built == [None]  # the meta build was not used
-    assert got == execute(header, {}, loader=ModuleLoader(folder, isolated=True))
+    assert got == execute(header, {}, loader=loader_of(folder))
     assert got[0]["inspect"]["attrs"]["d_k"]["value"] == 4
 
 
@@ -249,7 +294,7 @@ import functools, torch, torch.nn as nn
 @functools.lru_cache(maxsize=None)
 def table(d):
     return torch.empty(4, d).fill_(0.5)
-class PositionalEncoding(nn.Module):
+class Table(nn.Module):
     def __init__(self, d_model, max_len=5000):
         super().__init__()
         self.register_buffer("pe", table(d_model))
@@ -260,7 +305,7 @@ import functools, gc, torch, torch.nn as nn
 @functools.lru_cache(maxsize=None)
 def table(d):
     return torch.empty(4, d).fill_(0.5)
-class PositionalEncoding(nn.Module):
+class Table(nn.Module):
     def __init__(self, d_model, max_len=5000):
         super().__init__()
         self.register_buffer("pe", table(d_model))
@@ -269,7 +314,7 @@ class PositionalEncoding(nn.Module):
     # a module imported during the build would keep meta globals
     '''
 import torch.nn as nn
-class PositionalEncoding(nn.Module):
+class Table(nn.Module):
     def __init__(self, d_model, max_len=5000):
         super().__init__()
         import helper_never_imported_before
@@ -277,74 +322,92 @@ class PositionalEncoding(nn.Module):
 ''',
 ])
 def test_inspect_on_meta_asks_for_a_fresh_child_when_something_could_outlive_the_call(tmp_path, body):
-    folder = sub(tmp_path, positional=body, helper_never_imported_before='''
-import torch
-BASE = torch.empty(3).fill_(1.0)
-def table(d):
-    return torch.zeros(4, d) + BASE.sum()
-''')
-    header = inspect_call("positional", "PositionalEncoding", [8])
-    got, _ = execute(header, {}, loader=ModuleLoader(folder, isolated=True, meta_inspect=True))
+    folder = sub(tmp_path, layers=body, helper_never_imported_before='''
+        import torch
+        BASE = torch.empty(3).fill_(1.0)
+        def table(d):
+            return torch.zeros(4, d) + BASE.sum()
+    ''')
+    header = inspect_call("layers", "Table", [8])
+    got, _ = execute(header, {}, loader=loader_of(folder, meta_inspect=True))
     assert got.get("retry_without_meta") is True and "inspect" not in got
     # the same call marked no_meta (what the transport resends to a fresh child) is built on CPU
-    fresh = ModuleLoader(folder, isolated=True, meta_inspect=True)
-    got, _ = execute(dict(header, no_meta=True), {}, loader=fresh)
+    got, _ = execute(dict(header, no_meta=True), {}, loader=loader_of(folder, meta_inspect=True))
     assert got["inspect"]["buffers"] == {"pe": [4, 8]} and "retry_without_meta" not in got
 
 
-# -- a crash in a function costs only that function's tests (grader/running/executor.py, "over_standins") --
-SA_CALLS_SDPA = '''
+# -- a crash in a function costs only that function's tests (the executor's "over_standins") ----------
+# A neutral lesson of one module with two graded names, `weights` declared a stand-in; `Mixer` calls it.
+MIXER = '''
 import torch
 import torch.nn as nn
 
 
-def _helper(Q):
+def _helper(x):
     raise ValueError("inside the function")
 
 
-def scaled_dot_product_attention(Q, K, V, mask=None):
-    return _helper(Q)
+def weights(x):
+    return _helper(x)
 
 
-def causal_mask(T, device=None):
-    return torch.tril(torch.ones(T, T))
-
-
-class SelfAttention(nn.Module):
-    def __init__(self, d_model, d_k):
+class Mixer(nn.Module):
+    def __init__(self, d):
         super().__init__()
-        self.W_q, self.W_k, self.W_v = (nn.Linear(d_model, d_k, bias=False) for _ in range(3))
-        self.d_k = d_k
+        self.proj = nn.Linear(d, d, bias=False)
 
-    def forward(self, x, mask=None):
+    def forward(self, x):
         if x.shape[1] == 1:
             raise RuntimeError("the module's own bug")
-        return scaled_dot_product_attention(self.W_q(x), self.W_k(x), self.W_v(x), mask)
+        return weights(self.proj(x)) @ x
+'''
+MIXER_STANDINS = '''
+import torch
+
+
+def weights(x):
+    return torch.softmax(x @ x.transpose(-2, -1), dim=-1)
 '''
 
 
-def self_attention_call(x, **extra):
-    return ({"op": "module", "module": "self_attention", "cls": "SelfAttention", "init": [4, 4],
-             "args": [{"array": "x"}], **extra}, {"x": x})
+@pytest.fixture
+def mixer(tmp_path, monkeypatch):
+    (tmp_path / "standins").mkdir()
+    (tmp_path / "standins" / "mixer_standins_for_tests.py").write_text(MIXER_STANDINS)
+    monkeypatch.syspath_prepend(str(tmp_path / "standins"))
+    lesson = CallLesson(modules=("mixer",), always_standin={}, standin_names={"mixer": {"weights": "weights"}},
+                        contract="CONTRACT.md", standins_module="mixer_standins_for_tests")
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "mixer.py").write_text(MIXER)
+    yield ModuleLoader(folder, isolated=True, lesson=lesson)
+    sys.modules.pop("mixer_standins_for_tests", None)
 
 
-def test_an_error_raised_inside_another_graded_function_is_marked_with_its_name(tmp_path):
-    loader = ModuleLoader(sub(tmp_path, self_attention=SA_CALLS_SDPA), isolated=True)
-    h, _ = execute(*self_attention_call(np.ones((1, 3, 4), "float32")), loader=loader)
-    assert h["error"]["type"] == "ValueError" and h["error"]["inside"] == ["scaled_dot_product_attention"]
-    h, _ = execute(*self_attention_call(np.ones((1, 1, 4), "float32")), loader=loader)
+def mixer_call(x, **extra):
+    return ({"op": "module", "module": "mixer", "cls": "Mixer", "init": [4], "args": [{"array": "x"}], **extra}, {"x": x})
+
+
+def test_an_error_raised_inside_another_graded_function_is_marked_with_its_name(mixer):
+    h, _ = execute(*mixer_call(np.ones((1, 3, 4), "float32")), loader=mixer)
+    assert h["error"]["type"] == "ValueError" and h["error"]["inside"] == ["weights"]
+    h, _ = execute(*mixer_call(np.ones((1, 1, 4), "float32")), loader=mixer)
     assert h["error"]["message"] == "the module's own bug" and "inside" not in h["error"]
-    h, _ = call_sdpa(loader, np.ones((2, 2), "float32"))  # the function itself: nothing else to blame
+    h, _ = execute({"op": "function", "module": "mixer", "name": "weights", "args": [{"array": "x"}]},
+                   {"x": np.ones((2, 2), "float32")}, loader=mixer)  # the function itself: nothing else to blame
     assert h["error"]["type"] == "ValueError" and "inside" not in h["error"]
 
 
-def test_a_call_over_standins_binds_the_grader_s_function_for_that_call_only(tmp_path):
-    loader = ModuleLoader(sub(tmp_path, self_attention=SA_CALLS_SDPA), isolated=True)
-    x = np.random.default_rng(3).standard_normal((2, 3, 4)).astype("float32")
-    h, a = execute(*self_attention_call(x, over_standins=["scaled_dot_product_attention"]), loader=loader)
-    assert h["error"] is None and h["over_standins"] == ["scaled_dot_product_attention"]
-    assert a["out0"].shape == (2, 3, 4) and np.allclose(a["out1"].sum(-1), 1)
-    h, _ = execute(*self_attention_call(x), loader=loader)  # the student's own function again
-    assert h["error"]["inside"] == ["scaled_dot_product_attention"]
-    h, _ = execute(*self_attention_call(x, over_standins=["SelfAttention"]), loader=loader)
+def test_a_call_over_standins_binds_the_grader_s_function_for_that_call_only(mixer):
+    x = seeded(3, 2, 3, 4)
+    h, a = execute(*mixer_call(x, over_standins=["weights"]), loader=mixer)
+    assert h["error"] is None and h["over_standins"] == ["weights"] and a["out0"].shape == (2, 3, 4)
+    h, _ = execute(*mixer_call(x), loader=mixer)  # the student's own function again
+    assert h["error"]["inside"] == ["weights"]
+    h, _ = execute(*mixer_call(x, over_standins=["Mixer"]), loader=mixer)
     assert h["error"]["type"] == "GraderCallError"  # only what the lesson declares a stand-in of
+
+
+def test_the_lesson_s_spec_and_value_give_the_executor_the_same_view():
+    assert dataclasses.replace(CallLesson.of(LESSON.spec()), standins_module=LESSON.standins_module) == \
+        CallLesson.of(LESSON)

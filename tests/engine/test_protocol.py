@@ -45,7 +45,7 @@ def test_round_trip_every_dtype_and_shape(pair):
         "strided": np.arange(20, dtype=np.float64).reshape(4, 5)[:, ::2],  # not contiguous
         "big_endian": np.arange(4, dtype=">f4"),
     }
-    header = {"op": "function", "name": "scaled_dot_product_attention", "nested": {"x": [1, 2.5, None]}}
+    header = {"op": "function", "name": "softmax", "nested": {"x": [1, 2.5, None]}}
     t = threading.Thread(target=send_message, args=(a, header, arrays))
     t.start()
     got_header, got = recv_message(b, deadline=time.monotonic() + 5)

@@ -19,7 +19,8 @@ from grader.results.feedback import DEFAULT_RELEASE
 from grader.results.storage import load_records
 
 
-def merge(*, shards: list[str], out: str, overrides_path: str | None = None, release: str = DEFAULT_RELEASE) -> int:
+def merge(*, shards: list[str], out: str, lesson=None, overrides_path: str | None = None,
+          release: str = DEFAULT_RELEASE) -> int:
     """Join the --out folders of several shards into `out`, then rewrite the class files with the
     merged folder's overrides file (or `overrides_path`) applied.
 
@@ -74,7 +75,7 @@ def merge(*, shards: list[str], out: str, overrides_path: str | None = None, rel
             shutil.rmtree(staging, ignore_errors=True)
             raise
     try:
-        write_class(out_dir, overrides_path, release)
+        write_class(out_dir, overrides_path, release, lesson=lesson)
     except overrides.OverrideError as error:
         print(f"merge: {error}", file=sys.stderr)
         return 2

@@ -24,8 +24,6 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.lesson import load_lesson
-
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = ROOT / "grader"
 RUBRIC_SNAPSHOTS = "_rubrics"  # under OUT; "_" keeps it apart from the students' folders
@@ -37,9 +35,18 @@ POLICY_META = frozenset({"extra_credit"})
 SKIP_PARTS = frozenset({"__pycache__", "templates", ".pytest_cache"})
 
 
-def rubric_path() -> Path:
+def _the(lesson):
+    # MIGRATION: a caller that passes no lesson yet gets the run's (removed when every caller passes it).
+    if lesson is not None:
+        return lesson
+    from grader.lesson import lesson_for_migration
+
+    return lesson_for_migration()
+
+
+def rubric_path(*, lesson=None) -> Path:
     """The lesson's rubric (the one the scorer reads)."""
-    return load_lesson().rubric_path
+    return _the(lesson).rubric_path
 
 
 def _hash_files(digest, root: Path, files) -> None:
@@ -58,23 +65,24 @@ def _structure(node):
     return node
 
 
-def current() -> dict[str, str]:
-    """The digests of the grading inputs as they are on disk now (once per process and lesson)."""
-    return _digests(load_lesson().folder, rubric_path())
+def current(*, lesson=None) -> dict[str, str]:
+    """The digests of the grading inputs as they are on disk now (once per process and lesson files)."""
+    lesson = _the(lesson)
+    return _digests(lesson.folder, rubric_path(lesson=lesson), lesson.solutions)
 
 
+# Keyed by the files it reads (not by a lesson value): every run that grades with the same files on disk
+# shares the digests, which read the whole engine. `current.cache_clear()` after editing an input in place.
 @functools.lru_cache(maxsize=4)
-def _digests(folder: Path, rubric: Path) -> dict[str, str]:
+def _digests(folder: Path, rubric: Path, solutions: Path) -> dict[str, str]:
     inputs = hashlib.sha256(b"grading inputs v1\n")
     engine = [p for p in ENGINE.rglob("*") if p.is_file() and not SKIP_PARTS & set(p.relative_to(ENGINE).parts)
               and p.name != "rubric.toml" and p.suffix not in (".pyc", ".pyo")]
     _hash_files(inputs, ROOT, engine)
-    lesson = load_lesson(str(folder))
-    if not lesson.folder.is_relative_to(ENGINE):  # a lesson found by path: its hidden tests and catalogue
-        _hash_files(inputs, lesson.folder, [p for p in lesson.folder.rglob("*") if p.is_file()
-                                            and not SKIP_PARTS & set(p.relative_to(lesson.folder).parts)
-                                            and p != lesson.rubric_path and p.suffix not in (".pyc", ".pyo")])
-    solutions = lesson.solutions
+    if not folder.is_relative_to(ENGINE):  # a lesson found by path: its hidden tests and catalogue
+        _hash_files(inputs, folder, [p for p in folder.rglob("*") if p.is_file()
+                                     and not SKIP_PARTS & set(p.relative_to(folder).parts)
+                                     and p != rubric and p.suffix not in (".pyc", ".pyo")])
     _hash_files(inputs, ROOT if solutions.is_relative_to(ROOT) else solutions,
                 [p for p in solutions.rglob("*.py") if "__pycache__" not in p.parts])
     _hash_files(inputs, ROOT, [ROOT / "pyproject.toml"])
@@ -124,15 +132,16 @@ def submission_digest(source: Path) -> str:
     return digest.hexdigest()
 
 
-def keep_rubric(out: Path) -> None:
+def keep_rubric(out: Path, *, lesson=None) -> None:
     """Store the rubric this run grades with under OUT, so a later run can rescore from it."""
+    lesson = _the(lesson)
     folder = Path(out) / RUBRIC_SNAPSHOTS
-    target = folder / f"{current()['rubric']}.toml"
+    target = folder / f"{current(lesson=lesson)['rubric']}.toml"
     if not target.is_file():
         folder.mkdir(parents=True, exist_ok=True)
         from grader.results.storage import write_atomic
 
-        write_atomic(target, rubric_path().read_bytes())
+        write_atomic(target, rubric_path(lesson=lesson).read_bytes())
 
 
 @dataclass
@@ -160,12 +169,12 @@ def is_complete(folder: Path, *, source: str | None = None) -> bool:
         data.get("status") != "engine-error" and all((folder / f).is_file() for f in ("results.json", "feedback.md"))
 
 
-def plan(subs, out: Path, *, force: bool = False, only=None) -> Plan:
+def plan(subs, out: Path, *, lesson=None, force: bool = False, only=None) -> Plan:
     """Sort `subs` into grade / rescore / unchanged. `only` (names) regrades those and touches
     nothing else; `force` regrades all."""
     from grader.intake.submissions import source_label
 
-    now = current()
+    now = current(lesson=lesson)
     result = Plan()
     for sub in subs:
         if only is not None:
@@ -266,14 +275,14 @@ def rescore(result, old_rubric: dict, new_rubric: dict) -> bool:
     return True
 
 
-def rescore_records(out: Path, names: list[str]) -> list[str]:
+def rescore_records(out: Path, names: list[str], *, lesson=None) -> list[str]:
     """Rescore each named record in place and rewrite its files; returns the names that could not
     be rescored (to be regraded)."""
     from grader.results import feedback
     from grader.results import storage
 
-    new_path = rubric_path()
-    new_rubric = tomllib.loads(new_path.read_text("utf-8"))
+    lesson = _the(lesson)
+    new_rubric = tomllib.loads(rubric_path(lesson=lesson).read_text("utf-8"))
     failed = []
     for name in names:
         record_path = Path(out) / name / "record.json"
@@ -287,6 +296,6 @@ def rescore_records(out: Path, names: list[str]) -> list[str]:
         if not rescore(result, old_rubric, new_rubric):
             failed.append(name)
             continue
-        result.digests = {**result.digests, "rubric": current()["rubric"]}
+        result.digests = {**result.digests, "rubric": current(lesson=lesson)["rubric"]}
         feedback.write_submission(Path(out), result)
     return failed

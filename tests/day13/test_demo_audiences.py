@@ -171,7 +171,7 @@ def test_a_late_policy_edit_rescores_the_demo_without_starting_a_child(demo, tmp
     rubric.write_text(regrade.rubric_path().read_text()
                       + "\n[late]\ngrace_minutes = 0\npenalty_per_day = 10\nmax_days = 3\n")
     monkeypatch.setattr(feedback, "rubric_path", lambda: rubric)
-    monkeypatch.setattr(regrade, "rubric_path", lambda: rubric)
+    monkeypatch.setattr(regrade, "rubric_path", lambda **_: rubric)
 
     def refuse(*args, **kwargs):
         raise AssertionError("a late-policy edit must not run student code")

@@ -104,7 +104,7 @@ def test_a_change_of_points_and_hints_rescores_from_the_records(graded, tmp_path
     changed = changed.replace(entry["hint"], "A brand new hint for the table.")
     edited = tmp_path / "rubric.toml"
     edited.write_text(changed)
-    monkeypatch.setattr(regrade, "rubric_path", lambda: edited)
+    monkeypatch.setattr(regrade, "rubric_path", lambda **_: edited)
     regrade.current.cache_clear()
     try:
         _no_sandbox(monkeypatch)
@@ -131,7 +131,7 @@ def test_a_change_of_rubric_structure_regrades(graded, tmp_path, monkeypatch):
     rubric = regrade.rubric_path().read_text() + "\n[deliverables.extra]\npoints = 1\ntitle = \"new\"\n"
     edited = tmp_path / "rubric.toml"
     edited.write_text(rubric)
-    monkeypatch.setattr(regrade, "rubric_path", lambda: edited)
+    monkeypatch.setattr(regrade, "rubric_path", lambda **_: edited)
     regrade.current.cache_clear()
     try:
         plan = regrade.plan(run.intake.discover(subs), out)

@@ -65,7 +65,7 @@ def late_class():
 
 def _with_policy(monkeypatch, rubric: Path) -> None:
     monkeypatch.setattr(feedback, "rubric_path", lambda: rubric)
-    monkeypatch.setattr(regrade, "rubric_path", lambda: rubric)
+    monkeypatch.setattr(regrade, "rubric_path", lambda **_: rubric)
     regrade.current.cache_clear()
 
 

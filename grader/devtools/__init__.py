@@ -1,1 +1,1 @@
-"""The kit's own tools: the benchmark and the README's generated examples."""
+"""The kit's own tools: the benchmark, the README's generated examples and the layout in docs/architecture.md."""

@@ -337,7 +337,7 @@ class Lesson:
         as long as this value lives (a grading run: the whole batch)."""
         from grader.running.calls import InProcessTransport
 
-        return self.adapter()(InProcessTransport(self.solutions), cache={})
+        return self.adapter()(InProcessTransport(self.solutions, lesson=self), cache={})
 
     @cached_property
     def hidden_tests(self) -> tuple:

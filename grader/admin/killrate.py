@@ -73,7 +73,7 @@ def grade(directory: Path, name: str, *, lesson=None):
     lesson = _the(lesson)
     return _no_deliverables(lambda: _passing_lesson(score.grade_submission, lesson, name=name,
                                                     directory=Path(directory),
-                                                    transport=InProcessTransport(directory)))
+                                                    transport=InProcessTransport(directory, lesson=lesson)))
 
 
 def full_marks(*, lesson=None) -> dict:
@@ -175,7 +175,7 @@ def measure_spread(*, lesson=None) -> dict:
     own = own_kinds(lesson)
     spread: dict[str, tuple[float, str]] = {}
     for folder in variants(lesson=lesson):
-        student = lesson.adapter()(InProcessTransport(folder), record=True)
+        student = lesson.adapter()(InProcessTransport(folder, lesson=lesson), record=True)
         for component, test_id, fn in lesson.hidden_tests:
             student.current_test = f"{component}.{test_id}"
             try:

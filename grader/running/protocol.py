@@ -313,14 +313,14 @@ class _Packer:
         self.spend(1, 4, where)
         if value is None or value is True or value is False:
             return value
-        kind = type(value)
-        if isinstance(value, int) and kind is not bool:
+        kind = type(value)  # never isinstance: an object's own __class__ may claim any type
+        if issubclass(kind, int) and kind is not bool:
             number = int.__int__(value)  # an int subclass's own __int__/__repr__ never run
             if number.bit_length() > self.limits.max_int_bits:
                 raise ValueNotCarried(f"an integer{_at(where)} has more than {self.limits.max_int_bits} bits")
             self.spend(0, len(str(number)), where)
             return number
-        if isinstance(value, float):
+        if issubclass(kind, float):
             return _float(float.__float__(value))
         if kind in _NUMPY_INTS:
             return int(value)
@@ -328,11 +328,11 @@ class _Packer:
             return _float(float(value))
         if kind is np.bool_:
             return bool(value)
-        if isinstance(value, str):
+        if issubclass(kind, str):
             text = str.__str__(value)
             self.spend(0, len(text), where)
             return text
-        if isinstance(value, (bytes, bytearray)):
+        if issubclass(kind, (bytes, bytearray)):
             data = bytes(memoryview(value))  # the buffer itself, not a subclass's __bytes__
             self.spend(0, 4 * len(data) // 3 + 4, where)
             return {"bytes": base64.b64encode(data).decode("ascii")}
@@ -340,25 +340,25 @@ class _Packer:
             tree = self.special(value)
             if tree is not None:
                 return tree
-        if isinstance(value, np.ndarray):
+        if issubclass(kind, np.ndarray):
             return self.array(value, where)
-        if isinstance(value, (list, tuple, dict)):
+        if issubclass(kind, (list, tuple, dict)):
             if id(value) in path:
                 raise ValueNotCarried(f"the result contains itself{_at(where)}: return a value, not a loop of references")
-            size = (list.__len__ if isinstance(value, list) else tuple.__len__ if isinstance(value, tuple)
+            size = (list.__len__ if issubclass(kind, list) else tuple.__len__ if issubclass(kind, tuple)
                     else dict.__len__)(value)
             if self.budget["nodes"] + size > self.limits.max_nodes:
                 raise ValueNotCarried(f"the result{_at(where)} holds {size:,} items, more than the "
                                       f"{self.limits.max_nodes:,} a result may hold")
             path.add(id(value))
             try:
-                if isinstance(value, dict):
+                if issubclass(kind, dict):
                     return self.dict(value, where, depth, path)
                 items = [self.pack(item, f"{where}[{i}]", depth + 1, path)
-                         for i, item in enumerate((list.__iter__ if isinstance(value, list) else tuple.__iter__)(value))]
+                         for i, item in enumerate((list.__iter__ if issubclass(kind, list) else tuple.__iter__)(value))]
             finally:
                 path.discard(id(value))
-            return items if isinstance(value, list) else {"tuple": items}
+            return items if issubclass(kind, list) else {"tuple": items}
         name = _type_name(value)
         advice = _ADVICE.get(name, "return plain values: str, bytes, int, float, bool, None, lists, tuples, dicts, tensors")
         raise ValueNotCarried(f"the result{_at(where)} is a {name}, which the grader cannot read: {advice}")
@@ -417,11 +417,12 @@ def _type_name(value) -> str:
 
 
 def _key_shown(key) -> str:
-    if isinstance(key, (int, float)) and not isinstance(key, bool):
-        return str(int.__int__(key) if isinstance(key, int) else float.__float__(key))
-    if isinstance(key, str):
+    kind = type(key)
+    if issubclass(kind, (int, float)) and kind is not bool:
+        return str(int.__int__(key) if issubclass(kind, int) else float.__float__(key))
+    if issubclass(kind, str):
         return repr(str.__str__(key)[:40])
-    if isinstance(key, (bytes, bytearray)):
+    if issubclass(kind, (bytes, bytearray)):
         return repr(bytes(memoryview(key))[:40])
     return "…"
 

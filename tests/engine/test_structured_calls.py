@@ -209,6 +209,14 @@ HOSTILE = """
 
     def a_class():
         return Unmeasurable
+
+    class Impostor:
+        @property
+        def __class__(self):
+            return str
+
+    def impostor():
+        return [Impostor()]
 """
 HOSTILE_CASES = {
     "generator": "is a generator, which the grader cannot read: return a list",
@@ -225,6 +233,7 @@ HOSTILE_CASES = {
     "two_equal_keys": "has two keys equal to \"k\"",
     "object_array": "has dtype object: return numbers",
     "a_class": "is a type, which the grader cannot read",
+    "impostor": "at [0] is a Impostor, which the grader cannot read",
 }
 
 

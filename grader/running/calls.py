@@ -2,9 +2,13 @@
 
 Hidden tests never touch student objects: they call methods of the lesson's adapter (a subclass of
 `Adapter` whose request builders the lesson writes, declared in its lesson.toml), which turn each
-request into a call (header + arrays, see grader/running/executor.py) and send it through a transport:
+request into a call (header + arrays, see grader/running/executor.py) and send it through a transport.
+A module's forward has its own builder (`_module`); any other contract uses `run` (a function on
+structured arguments) and `session` (one instance built, then `Method`/`Attr` steps on it), whose
+answers a test reads as plain data (`Result.value`, `Result.step(i)`).
 
-- `InProcessTransport(directory)` runs the executor in this process on trusted code only
+
+- `InProcessTransport(directory, lesson=...)` runs the executor in this process on trusted code only
   (the reference, catalogue mutants, correct variants);
 - `SandboxTransport` (grader/sandbox/transport.py) runs it in the sandboxed child on student code.
 

@@ -7,7 +7,6 @@ A module's forward has its own builder (`_module`); any other contract uses `run
 structured arguments) and `session` (one instance built, then `Method`/`Attr` steps on it), whose
 answers a test reads as plain data (`Result.value`, `Result.step(i)`).
 
-
 - `InProcessTransport(directory, lesson=...)` runs the executor in this process on trusted code only
   (the reference, catalogue mutants, correct variants);
 - `SandboxTransport` (grader/sandbox/transport.py) runs it in the sandboxed child on student code.

@@ -1,0 +1,57 @@
+"""The BPE demo class (demo/bpe/), graded for real: sandbox, hidden tests, feedback, gradebook, report,
+as `make grade LESSON=bpe` grades it. Each submission shows one thing (demo/bpe/README.md)."""
+import csv
+import os
+import subprocess
+import sys
+
+import pytest
+
+from .helpers import ROOT
+
+DEMO = ROOT / "demo" / "bpe"
+HINTS = {  # a phrase of the catalogue hint each student's failed tests must name
+    "carla_tie_smallest": ["you merge the smallest"],
+    "dmitri_decode_per_token": ["You decode each token on its own, so a character"],
+    "goran_no_pretokens": ["Your merges cross word boundaries", "You encode each piece of text as a whole"],
+}
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bpe-demo")
+    done = subprocess.run([sys.executable, "-m", "grader", "grade", "--lesson", "bpe", str(DEMO / "class"),
+                           "--roster", str(DEMO / "roster.csv"), "--out", str(out)],
+                          cwd=ROOT, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    with open(out / "grades.csv", newline="", encoding="utf-8") as f:
+        return out, {row["submission"]: row for row in csv.DictReader(f)}
+
+
+def test_each_submission_gets_the_parts_its_readme_row_says(graded):
+    _, rows = graded
+    parts = {name: (float(row["training"]), float(row["tokenizer"])) for name, row in rows.items()}
+    assert parts["amara_complete"] == parts["bruno_lists"] == (50, 50), "a correct solution lost points"
+    assert parts["elif_partial"] == (50, 0)
+    assert parts["carla_tie_smallest"][0] < 50 and parts["carla_tie_smallest"][1] == 50
+    assert parts["dmitri_decode_per_token"][0] == 50 and parts["dmitri_decode_per_token"][1] < 50
+    assert parts["goran_no_pretokens"][0] < 50 and parts["goran_no_pretokens"][1] < 50
+    assert {row["name"] for row in rows.values()} >= {"Amara Nwosu", "Goran Petrović"}
+
+
+def test_feedback_names_each_students_misconception(graded):
+    out, _ = graded
+    for name, phrases in HINTS.items():
+        feedback = (out / name / "feedback.md").read_text(encoding="utf-8")
+        for phrase in phrases:
+            assert phrase in feedback, f"{name}: the feedback does not name {phrase!r}"
+    assert "not implemented yet" in (out / "elif_partial" / "feedback.md").read_text(encoding="utf-8")
+
+
+def test_the_class_report_and_similarity_are_written(graded):
+    out, _ = graded
+    assert (out / "report.html").stat().st_size > 0
+    with open(out / "similarity.csv", newline="", encoding="utf-8") as f:
+        flagged = [(row["a"], row["b"], row["kind"]) for row in csv.DictReader(f) if row["flagged"] != "no"]
+    assert not flagged, f"two demo students were made too alike: {flagged}"

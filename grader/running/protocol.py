@@ -333,7 +333,8 @@ class _Packer:
             self.spend(0, len(text), where)
             return text
         if issubclass(kind, (bytes, bytearray)):
-            data = bytes(memoryview(value))  # the buffer itself, not a subclass's __bytes__
+            # The stored bytes themselves: neither a subclass's __bytes__ nor (Python 3.12+) its __buffer__ runs.
+            data = bytes.__bytes__(value) if issubclass(kind, bytes) else bytes(bytearray.copy(value))
             self.spend(0, 4 * len(data) // 3 + 4, where)
             return {"bytes": base64.b64encode(data).decode("ascii")}
         if self.special is not None:
@@ -422,8 +423,8 @@ def _key_shown(key) -> str:
         return str(int.__int__(key) if issubclass(kind, int) else float.__float__(key))
     if issubclass(kind, str):
         return repr(str.__str__(key)[:40])
-    if issubclass(kind, (bytes, bytearray)):
-        return repr(bytes(memoryview(key))[:40])
+    if issubclass(kind, bytes):
+        return repr(bytes.__bytes__(key)[:40])
     return "…"
 
 

@@ -296,10 +296,18 @@ def test_containers_are_read_through_the_built_ins_not_their_overrides(tmp_path)
                 return 99
             def __repr__(self):
                 return "99"
+        class Blob(bytes):
+            def __bytes__(self):
+                return b"forged"
+            def __buffer__(self, flags):  # Python 3.12+: what memoryview() would read
+                return memoryview(b"forged")
+        class Buffer(bytearray):
+            def __bytes__(self):
+                return b"forged"
         def values():
-            return Hidden([1, 2]), Keys(a=1), Number(3)
+            return Hidden([1, 2]), Keys(a=1), Number(3), Blob(b"real"), Buffer(b"also real")
     """)
-    assert adapter.run("hostile", "values").value == ([1, 2], {"a": 1}, 3)
+    assert adapter.run("hostile", "values").value == ([1, 2], {"a": 1}, 3, b"real", b"also real")
 
 
 def test_the_cap_is_shared_by_every_step_of_a_session(tmp_path):

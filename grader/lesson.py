@@ -61,15 +61,12 @@ def read_rubric(path) -> dict:
     return read_toml(path)
 
 
-POLICY_TABLES = ("names", "kernels", "python", "flags", "standins", "audit")
-
-
 def read_policy(path) -> dict:
-    """A forbidden.toml as a dict, every table present (possibly empty)."""
-    policy = read_toml(path)
-    for table in POLICY_TABLES:
-        policy.setdefault(table, {})
-    return policy
+    """A forbidden.toml as a dict, every table present (possibly empty): grader.running.forbidden's reader,
+    the file's one parser (that module imports no lesson, so the zygote imports it before anything)."""
+    from grader.running.forbidden import load_policy
+
+    return load_policy(path)
 
 
 def rubric_hints(rubric: dict) -> dict[str, str]:

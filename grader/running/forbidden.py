@@ -33,6 +33,7 @@ import importlib
 import importlib.util
 import os
 import sys
+import tomllib
 import warnings
 from pathlib import Path
 
@@ -49,19 +50,24 @@ def refusal(policy: dict, name: str) -> str:
     return f"{words.get('what', DEFAULT_WHAT)} {MARK}: {name}." + (f" {why}" if why else "")
 
 
-def load_policy(path=None) -> dict:
-    """A forbidden.toml as a dict (every table present, possibly empty); one reader for every lesson
-    file: grader.lesson.read_policy. A lesson's own policy is `lesson.forbidden_policy`."""
-    from grader.lesson import lesson_for_migration, read_policy  # standard library only, like this module
+# The tables of a forbidden.toml; a policy read here has each of them (possibly empty).
+POLICY_TABLES = ("names", "kernels", "python", "flags", "standins", "audit", "message")
 
-    return read_policy(path if path is not None else lesson_for_migration().forbidden_path)  # MIGRATION: path=None
+
+def load_policy(path) -> dict:
+    """The forbidden.toml at `path` as a dict, every table present: the one reader of the file (a lesson's
+    own policy is `lesson.forbidden_policy`, read by this through grader.lesson.read_policy)."""
+    with open(path, "rb") as f:
+        policy = tomllib.load(f)
+    for table in POLICY_TABLES:
+        policy.setdefault(table, {})
+    return policy
 
 
 # -- in the zygote --------------------------------------------------------------------------------
-def prepare(policy: dict | None = None, *, kit_root: str | None = None):
+def prepare(policy: dict, *, kit_root: str | None = None):
     """Switch the policy's library functions off in this process (irreversibly) and return
     `arm(scratch)`, which each child calls on itself before any student code runs."""
-    policy = policy if policy is not None else load_policy()  # MIGRATION: the zygote passes its spec's policy
     import torch  # noqa: F401  (the kernels below belong to it)
 
     policy = {table: policy.get(table, {}) for table in ("names", "kernels", "python", "message")}

@@ -265,7 +265,9 @@ def main(spec: dict) -> None:
     config = SandboxConfig(**{k: tuple(v) if k == "layers" else v for k, v in spec["config"].items()})
     entry = importlib.import_module(spec["entry"])
     # Library attention is switched off here, once, before any child exists; `arm` arms each child.
-    arm = importlib.import_module(spec["install"]).prepare(kit_root=str(KIT_ROOT)) if spec["install"] else None
+    # MIGRATION: the policy from the run's lesson until the spec carries the lesson's (LessonSpec.forbidden).
+    policy = load_lesson().forbidden_policy if spec["install"] else None
+    arm = importlib.import_module(spec["install"]).prepare(policy, kit_root=str(KIT_ROOT)) if spec["install"] else None
     for name in spec["preload"]:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from grader import lesson as lessons
+from grader.running.forbidden import POLICY_TABLES
 
 ENGINE = Path(lessons.__file__).resolve().parent
 
@@ -211,7 +212,7 @@ def test_the_value_parses_each_lesson_file_once_and_a_replaced_value_reads_its_o
 
     lesson = lessons.load_lesson("day13")
     assert lesson.rubric() is lesson.rubric() and lesson.limits is lesson.limits
-    assert lesson.forbidden_policy is lesson.forbidden_policy and set(lessons.POLICY_TABLES) <= set(lesson.forbidden_policy)
+    assert lesson.forbidden_policy is lesson.forbidden_policy and set(POLICY_TABLES) <= set(lesson.forbidden_policy)
     assert lessons.load_lesson("day13") is not lesson, "each entry point builds its own value: no module cache"
     edited = tmp_path / "rubric.toml"
     edited.write_text(lesson.rubric_path.read_text(encoding="utf-8") + '\n[late]\ngrace_minutes = 5\n'

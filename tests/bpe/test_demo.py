@@ -32,12 +32,14 @@ def graded(tmp_path_factory):
 def test_each_submission_gets_the_parts_its_readme_row_says(graded):
     _, rows = graded
     parts = {name: (float(row["training"]), float(row["tokenizer"])) for name, row in rows.items()}
-    assert parts["amara_complete"] == parts["bruno_lists"] == (50, 50), "a correct solution lost points"
+    assert parts["amara_complete"] == parts["bruno_lists"] == parts["hana_notebook"] == (50, 50), \
+        "a correct solution lost points"
     assert parts["elif_partial"] == (50, 0)
     assert parts["carla_tie_smallest"][0] < 50 and parts["carla_tie_smallest"][1] == 50
     assert parts["dmitri_decode_per_token"][0] == 50 and parts["dmitri_decode_per_token"][1] < 50
     assert parts["goran_no_pretokens"][0] < 50 and parts["goran_no_pretokens"][1] < 50
-    assert {row["name"] for row in rows.values()} >= {"Amara Nwosu", "Goran Petrović"}
+    assert {row["name"] for row in rows.values()} >= {"Amara Nwosu", "Goran Petrović", "Hana Sato"}
+    assert len(rows) == 7
 
 
 def test_feedback_names_each_students_misconception(graded):

@@ -123,16 +123,17 @@ class Result:
 
     @property
     def forbidden(self) -> list[str]:
-        """Library attention this call met (switched off in the sandboxed child, which says so in the error)."""
+        """Library calls the lesson forbids that this call met (switched off in the sandboxed child, which says
+        so in the error)."""
         found = []
         steps = [answer.get("error") for answer in self.header.get("steps") or () if isinstance(answer, dict)]
         for error in (self.header.get("error"), self.header.get("grad_error"), *steps):
             message = str(error.get("message", "")) if isinstance(error, dict) else ""
             if MARK in message:
-                # "...: torch.nn.modules.activation.MultiheadAttention.forward. Computing ..." -> MultiheadAttention
+                # "...: torch.nn.modules.linear.Linear.forward. <the lesson's why> ..." -> Linear
                 dotted = message.split(MARK, 1)[1].lstrip(": ").split(" ", 1)[0].rstrip(".").split(".")
                 if dotted[0] != "torch":
-                    found.append("the source files of library attention or of the grader")
+                    found.append("the source files of a forbidden library or of the grader")
                     continue
                 found.append(next(p for p in reversed(dotted) if p not in ("forward", "__init__", "_forward_impl")))
         return found

@@ -8,24 +8,24 @@ lesson's stand-ins): nothing here knows an expected value.
 A call is (header, arrays). Values inside the header are JSON; `{"array": "name"}` refers
 to an entry of `arrays`. Ops:
 
-  function  {"op": "function", "module": "self_attention", "name": "causal_mask",
-             "args": [...], "kwargs": {...}, "grad_wrt": ["Q"], "grad_out": {"0": "g0"}}
-  module    {"op": "module", "module": "multihead", "cls": "MultiHeadAttention",
+  function  {"op": "function", "module": "ops", "name": "normalize",
+             "args": [...], "kwargs": {...}, "grad_wrt": ["x"], "grad_out": {"0": "g0"}}
+  module    {"op": "module", "module": "layers", "cls": "Mixer",
              "init": [16, 4], "init_kwargs": {}, "dtype": "float64",
-             "standins": {"attn": "attention"},            # replace sub-modules first
-             "params": [{"name": "qkv.weight", "bind": {"names": ["qkv.weight"]}, "array": "p0"}],
+             "standins": {"inner": "mixer"},               # replace sub-modules first
+             "params": [{"name": "proj.weight", "bind": {"names": ["proj.weight"]}, "array": "p0"}],
              "args": [{"array": "x"}], "kwargs": {}, "grad_wrt": ["x"], "grad_params": true,
              "grad_out": {"0": "g0"}}
   inspect   {"op": "inspect", "module": ..., "cls": ..., "init": [...],
-             "attrs": [{"name": "W_q", "paths": ["W_q", "Wq"]}]}
+             "attrs": [{"name": "W", "paths": ["W", "weight"]}]}
 
 For contracts that are not a module's forward, arguments and answers are value trees (grader/running/protocol.py,
 `pack`/`unpack`: str, bytes, numbers, None, lists, tuples, dicts, arrays):
 
-  call      {"op": "call", "module": "training", "name": "train_bpe", "args": [tree...], "kwargs": {name: tree}}
+  call      {"op": "call", "module": "words", "name": "count_words", "args": [tree...], "kwargs": {name: tree}}
             -> "value": tree
-  session   {"op": "session", "module": "tokenizer", "cls": "Tokenizer", "init": [tree...], "init_kwargs": {...},
-             "steps": [{"method": "encode", "args": [...], "kwargs": {...}, "repeat": 1}, {"attr": "vocab"}],
+  session   {"op": "session", "module": "words", "cls": "Tally", "init": [tree...], "init_kwargs": {...},
+             "steps": [{"method": "encode", "args": [...], "kwargs": {...}, "repeat": 1}, {"attr": "ids"}],
              "keep_going": false}
             -> "steps": [{"value": tree} | {"error": record}, ...], one per step that ran; an argument
             {"step": i} is what step i returned (a round trip: decode what encode gave).
@@ -37,8 +37,9 @@ it runs (the answer repeats the list): the grader asks a call again that way whe
 marked "inside" such a name, i.e. raised while that function of the student's ran, so that a crash
 in a function costs only that function's tests (grader/judging/score.py, OverStandIns).
 
-The result header always holds "error" (None or {"type", "message", "traceback", "stage"}); library
-attention, switched off in the child (grader/running/forbidden.py), shows there as an error naming it. Outputs are listed in
+The result header always holds "error" (None or {"type", "message", "traceback", "stage"}); a library
+call the lesson forbids, switched off in the child (grader/running/forbidden.py), shows there as an error
+naming it. Outputs are listed in
 "outputs" (one entry per returned value: a tensor's array name, dtype and shape, or a short
 description of a non-tensor); gradients in "grads" (name -> array name, or None when no
 gradient reached that input) and a "grad_error" when backward itself raised.
@@ -423,9 +424,9 @@ def _stage(name: str, loader: ModuleLoader, graded: tuple | None = None):
 
 
 # -- a crash in a function costs only that function's tests --------------------------------------
-# SelfAttention calls scaled_dot_product_attention: a wrong number there costs only the function's tests
-# (the caller's tests accept the student's own function), but a crash would also stop every call of
-# the caller. So an error raised while another graded name of the same module ran is marked `inside`
+# A class of the contract may call a function of the same module: a wrong number there costs only the
+# function's tests (the caller's tests accept the student's own function), but a crash would also stop
+# every call of the caller. So an error raised while another graded name of the same module ran is marked `inside`
 # it; the grader then asks the call again with that name bound to the grader's stand-in
 # ("over_standins"), for the names the lesson declares stand-ins of ([standin_names]).
 def _raised_inside(exc: BaseException, module, module_name: str, called: str, lesson: CallLesson) -> list[str]:
@@ -515,7 +516,7 @@ def _run_function(header, arrays, loader, out_header, out_arrays):
 
 
 # -- plain functions and objects, structured values (protocol.pack / unpack) -------------------------
-# A lesson whose contract is not a module's forward (a tokenizer, an optimizer, a data pipeline) asks for
+# A lesson whose contract is not a module's forward (text in and ids out, an optimizer, a data pipeline) asks for
 # "call" (a function of the contract on structured arguments) and "session" (one instance of a class
 # built, then a list of steps on it: methods called, attributes read). The instance lives only inside
 # this call. What comes back is a value tree (grader/running/protocol.py): plain data, never a student's object.
@@ -757,7 +758,7 @@ def _inspect_record(obj, header) -> dict:
 
 # -- inspect on the meta device ----------------------------------------------------------------
 # An inspect call reports shapes, types and plain attribute values only, never tensor values.
-# Built on CPU, MultiHeadAttention(512, 8) and the 768x3072 feed-forward cost ~45 ms of kaiming
+# Built on CPU, a 512-wide layer of 8 heads and a 768x3072 feed-forward cost ~45 ms of kaiming
 # initialisation and ~30 MB of fresh pages per submission; on the meta device they cost nothing.
 # The meta answer is used only when it must equal the CPU one:
 #   - no torch call raised during the build, even one the code caught (values are unknown on meta:

@@ -48,8 +48,6 @@ ALLOWED: dict[str, set[str]] = {
     'judging/score.py': {'day13: word: attention'},
     'judging/source_scan.py': {'day13: word: attention'},
     'lesson.py': {'day13: module: block', 'day13: word: day 13'},
-    'running/calls.py': {'day13: word: attention'},
-    'running/executor.py': {'bpe: lesson name: bpe', 'bpe: word: train_bpe', 'day13: word: attention'},
     'running/torch_audit.py': {'day13: word: attention', 'toy: word: softmax'},
     'sandbox/__init__.py': {'day13: word: attention'},
     'sandbox/startup.py': {'day13: word: attention', 'toy: word: softmax'},

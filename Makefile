@@ -16,8 +16,13 @@ TORCH := 2.13.0
 # under grader/, or of several the kit's default (pyproject.toml, [tool.grader] default_lesson).
 LESSON ?=
 LESSON_OPTION = $(if $(LESSON),--lesson $(LESSON),)
-SUBMISSIONS ?= demo/class
-OUT ?= out/demo
+# The class `make grade` and `make review` work on: unless SUBMISSIONS= says another, the lesson's demo class
+# (lesson.toml [docs] demo_class; the default lesson's is demo/class), into out/demo (out/<lesson> for LESSON=).
+# Read from the lesson once, when a recipe first needs it (after `make setup`).
+LESSON_DEMO = $(eval LESSON_DEMO := $(shell $(PY) -c 'import os, sys; from grader.lesson import load_lesson; \
+  found = load_lesson(sys.argv[1]).demo_class; print(os.path.relpath(found) if found else "")' $(LESSON) 2>/dev/null))$(LESSON_DEMO)
+SUBMISSIONS ?= $(if $(LESSON),$(LESSON_DEMO),demo/class)
+OUT ?= out/$(if $(LESSON),$(notdir $(patsubst %/,%,$(LESSON))),demo)
 JOBS ?=
 FORCE ?=
 ONLY ?=
@@ -27,7 +32,7 @@ SCALE ?=
 N ?=
 # Who each submission belongs to (grader/intake/roster.py): grades.csv gets a row per student. The demo class
 # has its own roster (a pair shares kim_zip) and one regrade request, copied into OUT unless OUT has one.
-DEMO_CLASS := $(filter demo/class demo/class/,$(SUBMISSIONS))
+DEMO_CLASS = $(filter demo/class demo/class/,$(SUBMISSIONS))
 ROSTER ?= $(if $(DEMO_CLASS),demo/roster.csv,)
 
 .PHONY: setup test test-python grade review bench killrate release gradescope stubs clean
@@ -64,6 +69,8 @@ test-python:
 	.ci/test-python $(PY)
 
 grade: $(STAMP)
+	@test -n "$(SUBMISSIONS)" || { echo "make grade: the lesson $(LESSON) declares no demo class; say which class to" \
+	  "grade: make grade LESSON=$(LESSON) SUBMISSIONS=path/to/class" >&2; exit 2; }
 	$(if $(DEMO_CLASS),@mkdir -p $(OUT) && { test -e $(OUT)/regrade_requests.csv || cp demo/regrade_requests.csv $(OUT)/; })
 	$(PY) -m grader grade $(SUBMISSIONS) --out $(OUT) $(if $(JOBS),--jobs $(JOBS),) $(if $(FORCE),--force,) $(if $(ONLY),--only $(ONLY),) $(if $(ROSTER),--roster $(ROSTER),) $(LESSON_OPTION)
 

@@ -53,3 +53,14 @@ def test_every_instructor_target_of_the_makefile_passes_lesson(command):
                             check=True).stdout
     assert "--lesson" not in plain, "without LESSON= the command chooses (the only lesson, or the kit's default)"
     assert "--lesson elsewhere/toy" in chosen.splitlines()[-1], chosen
+
+
+def test_make_grade_with_a_lesson_grades_its_demo_class_into_its_own_out():
+    for name in lessons.lesson_names():
+        lesson = lessons.load_lesson(name)
+        planned = subprocess.run(["make", "-n", "grade", f"LESSON={name}"], cwd=KIT, capture_output=True, text=True,
+                                 check=True).stdout.splitlines()[-1]
+        demo = lesson.demo_class.relative_to(KIT).as_posix() if lesson.demo_class else ""
+        assert f"grade {demo} --out out/{name} " in planned and planned.endswith(f"--lesson {name}"), planned
+    toy = subprocess.run(["make", "grade", f"LESSON={TOY.relative_to(KIT)}"], cwd=KIT, capture_output=True, text=True)
+    assert toy.returncode == 2 and "declares no demo class" in toy.stderr and "SUBMISSIONS=" in toy.stderr

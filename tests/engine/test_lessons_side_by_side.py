@@ -1,7 +1,8 @@
-"""Every lesson is reachable the same way. In a copy of the kit with the toy lesson beside Day 13
-(grader/toy/ next to grader/day13/, as a second lesson may sit), the Makefile's targets work on the kit's
-default lesson (pyproject.toml, [tool.grader] default_lesson), `LESSON=toy` chooses the other, and with no
-default a plain target stops, saying which lessons there are and how to choose, without a traceback.
+"""Every lesson is reachable the same way. In a copy of the kit with the toy lesson beside Day 13 (and
+the kit's other lessons: grader/toy/ next to grader/day13/ and grader/bpe/), the Makefile's targets work
+on the kit's default lesson (pyproject.toml, [tool.grader] default_lesson), `LESSON=toy` or `LESSON=bpe`
+chooses another, and with no default a plain target stops, saying which lessons there are and how to
+choose, without a traceback.
 
 The copy is the kit's tracked files as they are on disk, with the kit's .venv linked in (so `make` sets up
 nothing); the real grader/ is never touched."""
@@ -54,8 +55,8 @@ def kit():
         shutil.rmtree(root, ignore_errors=True)
 
 
-def test_the_copy_has_two_lessons_and_the_default_is_day13(kit):
-    assert lessons.lesson_names(kit / "grader") == ["day13", "toy"]
+def test_the_copy_has_several_lessons_and_the_default_is_day13(kit):
+    assert {"day13", "toy"} <= set(lessons.lesson_names(kit / "grader")) == set(lessons.lesson_names()) | {"toy"}
     assert lessons.default_lesson(kit / "grader") == "day13"
 
 
@@ -85,6 +86,13 @@ def test_make_release_builds_the_default_and_lesson_toy_the_toys(kit):
         solution = (TOY / "solutions" / f"{part}.py").read_text(encoding="utf-8")
         assert (toy / f"{part}.py").read_text(encoding="utf-8") == stubs.make_stub(solution)
     assert (toy / "toy.ipynb").is_file() and not (toy / "self_attention.py").exists()
+    for other in set(lessons.lesson_names()) - {"day13"}:  # the kit's own other lessons (grader/bpe/)
+        done = _make(kit, "release", f"LESSON={other}")
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        released = lessons.load_lesson(other)
+        assert (kit / "dist" / f"{other}.zip").is_file() and (kit / "dist" / other / released.notebook).is_file()
+        for module in released.modules:
+            assert "raise NotImplementedError" in (kit / "dist" / other / f"{module}.py").read_text(encoding="utf-8")
 
 
 def test_with_no_default_a_plain_target_says_which_lessons_there_are_and_how_to_choose(kit):
@@ -97,7 +105,8 @@ def test_with_no_default_a_plain_target_says_which_lessons_there_are_and_how_to_
             done = _make(kit, target, "STAMP=", f"OUT={kit.parent / 'out-none'}", timeout=300)
             said = done.stderr
             assert done.returncode != 0, (target, done.stdout[-2000:])
-            assert "(day13, toy)" in said and "LESSON=NAME" in said and "--lesson" in said, (target, said)
+            names = ", ".join(lessons.lesson_names(kit / "grader"))
+            assert f"({names})" in said and "LESSON=NAME" in said and "--lesson" in said, (target, said)
             assert "Traceback" not in said, (target, said)
         done = _make(kit, "release", "STAMP=", "LESSON=toy", timeout=300)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

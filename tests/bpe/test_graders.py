@@ -8,10 +8,8 @@ variants); the visible tests run as a student runs them, one pytest per mutant o
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,9 @@ from grader.bpe.catalogue import BUGS
 from grader.judging import mutants
 
 from .helpers import ASSIGNMENT, REFERENCE, ROOT, VARIANTS
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from visible_run import visible_parts  # noqa: E402
 
 PARTS = ("training", "tokenizer")
 
@@ -48,24 +49,6 @@ def test_killrate_command_reports_every_mutant_killed_and_no_false_failure(killr
         assert f"killed  {bug.id} " in said, bug.id
 
 
-def visible_parts(folder: Path, work: Path) -> dict[str, bool]:
-    """part -> every visible test of that part passed, with pytest run as a student runs it."""
-    work.mkdir(parents=True)
-    for path in folder.glob("*.py"):
-        shutil.copyfile(path, work / path.name)
-    shutil.copytree(ASSIGNMENT / "tests", work / "tests", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copyfile(ASSIGNMENT / "pytest.ini", work / "pytest.ini")
-    report = work / "report.xml"
-    subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={report}"], cwd=work,
-                   capture_output=True, text=True, timeout=300,
-                   env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
-    parts = dict.fromkeys(PARTS, True)
-    for case in ET.parse(report).getroot().iter("testcase"):
-        if any(child.tag in ("failure", "error") for child in case):
-            parts[case.get("classname").removeprefix("tests.test_")] = False
-    return parts
-
-
 @pytest.fixture(scope="module")
 def verdicts(tmp_path_factory, killrate_output):
     """(visible, hidden): part -> fully right, for every mutant and variant. The hidden side is the kill
@@ -78,7 +61,9 @@ def verdicts(tmp_path_factory, killrate_output):
     hidden = {bug.id: {part: part != bug.component for part in PARTS} for bug in BUGS}
     hidden.update({name: dict.fromkeys(PARTS, True) for name in cases if name.startswith("correct/")})
     work = tmp_path_factory.mktemp("bpe-visible")
-    visible = {name: visible_parts(folder, work / name.replace("/", "_")) for name, folder in cases.items()}
+    visible = {name: {part: seen for part, (seen, _) in visible_parts(folder, work / name.replace("/", "_"),
+                                                                      assignment=ASSIGNMENT, parts=PARTS).items()}
+               for name, folder in cases.items()}
     return visible, hidden
 
 

@@ -46,6 +46,7 @@ gradient reached that input) and a "grad_error" when backward itself raised.
 """
 from __future__ import annotations
 
+import builtins
 import contextlib
 import gc
 import importlib
@@ -282,12 +283,22 @@ def error_record(exc: BaseException, stage: str, directory: Path | None = None) 
         frames = [f for f in frames if _under(f.filename, directory)]
     lines = [f'  File "{Path(f.filename).name}", line {f.lineno}, in {f.name}\n    {(f.line or "").strip()}' for f in frames[-4:]]
     message = _safe_str(exc)
-    return {
+    record = {
         "type": type(exc).__name__,
         "message": message[:600],
         "traceback": "\n".join(lines)[:1500],
         "stage": stage,
     }
+    if type(exc) not in _BUILTIN_ERRORS:
+        # A student's own exception class: the built-in ones it derives from, so that a test asking for a
+        # ValueError accepts `class VocabError(ValueError)`. Read from the class's own __mro__ (a metaclass
+        # cannot stand in for it), matched against the built-ins themselves (a class cannot claim to be one).
+        mro = type.__dict__["__mro__"].__get__(type(exc))
+        record["bases"] = [cls.__name__ for cls in mro if cls in _BUILTIN_ERRORS]
+    return record
+
+
+_BUILTIN_ERRORS = frozenset(v for v in vars(builtins).values() if isinstance(v, type) and issubclass(v, BaseException))
 
 
 def _under(filename: str, directory: Path) -> bool:

@@ -407,8 +407,7 @@ def reply_problem(header: dict, arrays: dict) -> str | None:
         value = header.get(key)
         if value is None:
             return None
-        if not isinstance(value, dict) or not all(isinstance(value.get(k), str) for k in ("type", "message")) \
-                or not all(isinstance(value.get(k, ""), str) for k in ("traceback", "stage")):
+        if not isinstance(value, dict) or _error_problem(value):
             return f"{key!r} is not an error record"
         return None
 
@@ -461,8 +460,10 @@ def reply_problem(header: dict, arrays: dict) -> str | None:
 
 
 def _error_problem(value: dict) -> str | None:
+    bases = value.get("bases", [])
     if not all(isinstance(value.get(k), str) for k in ("type", "message")) \
-            or not all(isinstance(value.get(k, ""), str) for k in ("traceback", "stage")):
+            or not all(isinstance(value.get(k, ""), str) for k in ("traceback", "stage")) \
+            or not (isinstance(bases, list) and all(isinstance(b, str) for b in bases)):
         return "not an error record"
     return None
 

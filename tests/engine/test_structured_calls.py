@@ -125,6 +125,26 @@ def test_a_raising_step_ends_the_session_and_says_why_later_steps_did_not_run(wo
     assert checks.step(going, 2, "total") == 1
 
 
+def test_a_student_s_own_exception_names_the_built_in_errors_it_derives_from(tmp_path):
+    adapter = hostile_adapter(tmp_path, """
+        class VocabError(ValueError):
+            pass
+        class Pretender(Exception):
+            __module__ = "builtins"
+        def custom():
+            raise VocabError("vocab_size is smaller than 256")
+        def plain():
+            raise ValueError("plain")
+        def pretender():
+            raise Pretender("not a built-in")
+    """)
+    assert adapter.run("hostile", "custom").error["bases"] == ["ValueError", "Exception", "BaseException"]
+    assert "bases" not in adapter.run("hostile", "plain").error  # a built-in's record is as it always was
+    assert adapter.run("hostile", "pretender").error["bases"] == ["Exception", "BaseException"]
+    assert reply_problem({"error": {"type": "E", "message": "m", "bases": "ValueError"}}, {}) == \
+        "'error' is not an error record"
+
+
 def test_a_missing_class_or_method_is_named(words):
     res = words.session("words", "Talley", steps=[Attr("total")])
     with pytest.raises(checks.GradeFailure, match="words.py defines no class Talley"):

@@ -26,31 +26,21 @@ import sys
 import zipfile
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
 from pathlib import Path, PurePosixPath
 
-from grader.lesson import load_lesson
+from grader.lesson import lesson_for_migration
 from grader.results.storage import CLASS_FILES  # the class files beside the row folders: no row is named like one
 
 
-
-def __getattr__(name: str):
-    # LESSON, CONTRACT_MODULES, NOTEBOOK_MODULE, SIBLING_IMPORTS: from the run's lesson, read when asked
-    # for (after --lesson), so a library caller may choose the lesson after importing this module.
-    if name == "LESSON":
-        return load_lesson()
-    if name == "CONTRACT_MODULES":
-        return load_lesson().modules
-    if name == "NOTEBOOK_MODULE":
-        return notebook_module_name()
-    if name == "SIBLING_IMPORTS":
-        return load_lesson().sibling_imports
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def _lesson(lesson):
+    """TRANSITIONAL: the caller's lesson, or the run's for a caller not converted yet."""
+    return lesson if lesson is not None else lesson_for_migration()
 
 
-def notebook_module_name() -> str:
+def notebook_module_name(lesson) -> str:
     """The module the intake writes a notebook's cells into (named for the lesson, so no student file is)."""
-    return f"_{load_lesson().name}_notebook"
+    return f"_{lesson.name}_notebook"
+
 
 SKIPPED_DIRS = {".git", "__pycache__", ".ipynb_checkpoints", "__MACOSX", ".venv", "venv", "node_modules"}
 
@@ -220,9 +210,10 @@ def unique_name(name: str, taken: set[str]) -> str:
 
 
 def materialise(sub: Submission, dest: Path, *, limits: IntakeLimits = DEFAULT_LIMITS,
-                convert_notebook: bool = True) -> Intake:
+                convert_notebook: bool = True, lesson=None) -> Intake:
     """Copy `sub` into the empty folder `dest` (regular files only) and return what happened.
-    `convert_notebook=False` leaves a notebook as it is (a reader that wants its cells, not modules)."""
+    `convert_notebook=False` leaves a notebook as it is (a reader that wants its cells, not modules);
+    otherwise a notebook becomes the contract modules of `lesson` (the lesson value)."""
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     intake = Intake()
@@ -236,7 +227,7 @@ def materialise(sub: Submission, dest: Path, *, limits: IntakeLimits = DEFAULT_L
     elif sub.kind == "notebook":
         _copy_file(sub.source, dest / sub.source.name, intake, limits)
     if convert_notebook:
-        _maybe_convert_notebook(dest, intake)
+        _maybe_convert_notebook(dest, intake, lesson)
     if intake.unsaid:
         intake.notes.append(f"... and {intake.unsaid} more like these (only the first {MAX_NOTES} are listed)")
     return intake
@@ -416,7 +407,7 @@ _CELL_MAGIC_WITH_PYTHON_BODY = {"capture", "time", "timeit", "prun"}
 _ASSIGNED_MAGIC = re.compile(r"^(\s*[A-Za-z_][\w\s,]*=\s*)[%!]")
 
 
-def _maybe_convert_notebook(dest: Path, intake: Intake) -> None:
+def _maybe_convert_notebook(dest: Path, intake: Intake, lesson) -> None:
     """Decide what of a submission with a notebook is the student's work, and make the contract
     modules from that notebook when it is the notebook.
 
@@ -425,16 +416,16 @@ def _maybe_convert_notebook(dest: Path, intake: Intake) -> None:
     contract .py files beside a notebook are graded instead of it, with a note. The released stubs
     left untouched beside an edited notebook carry no work and are dropped; when nothing differs from
     the released files, the stubs are graded, and a note says so."""
-    lesson = load_lesson()
     notebooks = sorted(p for p in dest.iterdir() if p.suffix.lower() == ".ipynb" and p.is_file())
     if not notebooks:
-        return  # no notebook: nothing to do, and no import of grader.release.student_release (nbformat: ~1 s per worker)
-    from grader.release.student_release import stub_texts  # reads the reference: grader side only, never the child
+        return  # no notebook: nothing to do, and no import of the release's modules (nbformat: ~1 s per worker)
+    lesson = _lesson(lesson)
+    from grader.release.stubs import stub_texts_of  # reads the reference: grader side only, never the child
 
-    stubs = {name: _text_digest(text) for name, text in stub_texts().items()}
+    stubs = {name: _text_digest(text) for name, text in stub_texts_of(lesson.solutions).items()}
     present = [dest / f"{m}.py" for m in lesson.modules if (dest / f"{m}.py").is_file()]
     untouched = [p for p in present if _file_digest(p) == stubs.get(p.name)]
-    edited = [n for n in notebooks if not _is_template(n)]
+    edited = [n for n in notebooks if not _is_template(n, lesson)]
     by_recency = sorted(edited, key=lambda n: (-n.stat().st_mtime_ns, n.name != lesson.notebook, n.name))
     if len(untouched) < len(present):  # the student's own .py files
         if edited:
@@ -458,15 +449,15 @@ def _maybe_convert_notebook(dest: Path, intake: Intake) -> None:
     from grader.release.notebook import is_test_cell
 
     try:
-        cells = notebook_code_cells(chosen)
+        cells = notebook_code_cells(chosen, lesson=lesson)
     except Exception as exc:  # nbformat raises several kinds for a damaged file
         intake.note(f"could not read the notebook {label} ({type(exc).__name__}: {exc})"[:300])
         return
     # The released test cells run tests and define nothing: in the sandbox they would only cost time.
     cells = [cell for cell in cells if not is_test_cell(cell)]
-    (dest / f"{notebook_module_name()}.py").write_text(notebook_module_source(label, cells), encoding="utf-8")
+    (dest / f"{notebook_module_name(lesson)}.py").write_text(notebook_module_source(label, cells), encoding="utf-8")
     for module in lesson.modules:
-        (dest / f"{module}.py").write_text(contract_module_source(label, module), encoding="utf-8")
+        (dest / f"{module}.py").write_text(contract_module_source(label, module, lesson=lesson), encoding="utf-8")
     intake.notebook = label
     others = [n for n in notebooks if n != chosen]
     if others and len(edited) > 1:
@@ -497,20 +488,22 @@ def _code_digest(cells: list[str]) -> str:
     return _text_digest("\n\n".join(c.replace("\r\n", "\n") for c in cells))
 
 
-@lru_cache(maxsize=4)
-def _template_digest(lesson_folder: Path) -> str:
-    """The released notebook's code, as notebook_code_cells reads a student's (grader.release.notebook builds
-    it), for the lesson in `lesson_folder` (the run's)."""
-    from grader.release import notebook
+def _template_digest(lesson) -> str:
+    """The released notebook's code, as notebook_code_cells reads a student's (grader.release.notebook
+    builds it), for `lesson`; built once per lesson value."""
+    def build() -> str:
+        from grader.release import notebook
 
-    built = notebook.build(student=True)
-    return _code_digest([neutralise_magics(c.source) for c in built.cells if c.cell_type == "code"])
+        built = notebook.build(student=True)
+        return _code_digest([neutralise_magics(c.source) for c in built.cells if c.cell_type == "code"])
+
+    return lesson.derived("intake.template_digest", build)
 
 
-def _is_template(path: Path) -> bool:
+def _is_template(path: Path, lesson) -> bool:
     """Whether a notebook's code is the released notebook's (outputs, metadata and name aside)."""
     try:
-        return _code_digest(notebook_code_cells(path)) == _template_digest(load_lesson().folder)
+        return _code_digest(notebook_code_cells(path, lesson=lesson)) == _template_digest(lesson)
     except Exception:  # damaged or over the limits: not the template; reading it again says why
         return False
 
@@ -519,22 +512,19 @@ class NotebookTooLarge(ValueError):
     """A notebook over the lesson's [notebooks] limits: read no further, grade nothing from it."""
 
 
-def notebook_limits() -> dict:
+def notebook_limits(lesson) -> dict:
     """The lesson's [notebooks] limits (limits.toml): what reading one notebook may cost the grader."""
-    import tomllib
-
-    with open(load_lesson().limits_path, "rb") as f:
-        return tomllib.load(f).get("notebooks", {})
+    return lesson.limits.get("notebooks", {})
 
 
-def notebook_code_cells(path: Path) -> list[str]:
+def notebook_code_cells(path: Path, *, lesson=None) -> list[str]:
     """The code cells' text, magics neutralised. A notebook is graded by its code: its outputs, attachments
     and metadata are dropped while it is read (grader/intake/nbstrip.py, in a process limited to the lesson's
     [notebooks] memory and time), and the limits on what a notebook may cost apply to what is left. A
     file over intake's per-file limit is not read at all. Version 4 notebooks (every Jupyter since 2015)
     are read as plain JSON, linear in their size: nbformat's validation took 80 s on a 13 MB notebook of
     300,000 cells. Older versions go through nbformat's converter, after the same stripping."""
-    limits = notebook_limits()
+    limits = notebook_limits(_lesson(lesson))
     max_bytes, max_cells = limits.get("bytes", 8 << 20), limits.get("cells", 5000)
     data = json.loads(_stripped_notebook(Path(path), max_bytes, limits))
     if not isinstance(data, dict) or not isinstance(data.get("nbformat"), int):
@@ -642,15 +632,15 @@ def notebook_module_source(notebook_name: str, cells: list[str]) -> str:
     )
 
 
-def contract_module_source(notebook_name: str, module: str) -> str:
+def contract_module_source(notebook_name: str, module: str, *, lesson) -> str:
     """A contract module made of the notebook's definitions (run in this module's own namespace).
 
     The names a contract file takes from its siblings (the lesson's [sibling_imports], as in the
     reference) are rebound from the sibling module: a notebook defines them all globally, and this
     keeps the grader's stand-ins working the same way for a notebook as for .py files (e.g. block
     graded over the grader's multi-head attention)."""
-    notebook_module = notebook_module_name()
-    siblings = load_lesson().sibling_imports
+    notebook_module = notebook_module_name(lesson)
+    siblings = lesson.sibling_imports
     text = (f"# Generated from a notebook ({notebook_module}.NOTEBOOK): the names its code cells define.\n"
             f"from {notebook_module} import run_cells as _run_cells\n\n"
             "_run_cells(globals())\n")

@@ -11,164 +11,93 @@ lesson's rubric.toml.
 """
 from __future__ import annotations
 
-import importlib
-import inspect
 import re
-import tomllib
 from collections import defaultdict
-from functools import lru_cache
 from pathlib import Path
 
-from grader.judging import diagnose
-
-from grader.running import forbidden
-
-from grader.judging import integrity
-
-from grader.judging import mutants
-
+from grader.judging import diagnose, integrity
 from grader.judging import source_scan as scan
-from grader.running.calls import Adapter, InProcessTransport
 from grader.judging.assertions import GradeFailure
 from grader.intake.submissions import contract_module_source, notebook_module_name
-from grader.lesson import load_lesson, read_rubric
+from grader.lesson import lesson_for_migration, read_rubric
 from grader.results.records import SubmissionResult, TestResult
+from grader.running import forbidden
+from grader.running.calls import Adapter, InProcessTransport
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# What this stage takes from the run's lesson, read when asked for (after --lesson), so a library
-# caller may choose the lesson after importing this module.
-_LESSON_FIELDS = {"SOLUTIONS": "solutions", "RUBRIC": "rubric_path",
-                  "LIMITS": "limits_path",  # the lesson's caps on replies and on the deliverables checks
-                  "CODE_COMPONENTS": "modules", "FILE_OF": "file_of",
-                  "POLICY": "forbidden_path",  # library attention and reflective constructs (lesson data)
-                  "DELIVERABLES": "deliverables_component", "CONTRACT_FILE_OF": "contract_file_of"}
+
+def _lesson(lesson):
+    """TRANSITIONAL: the caller's lesson, or the run's for a caller not converted yet."""
+    return lesson if lesson is not None else lesson_for_migration()
 
 
+# TRANSITIONAL readers of the lesson for callers not converted yet (grader/admin/killrate.py,
+# grader/devtools/bench.py, tests); each is the value's own attribute: lesson.rubric(), .limits,
+# .hidden_tests, .reference, .catalogue, .adapter().
 def __getattr__(name: str):
-    if name == "LESSON":
-        return load_lesson()
-    if name in _LESSON_FIELDS:
-        return getattr(load_lesson(), _LESSON_FIELDS[name])
     if name == "CATALOGUE":
-        return lesson_catalogue()
+        return lesson_for_migration().catalogue
     if name == "LESSON_ADAPTER":
-        return load_lesson().adapter()
+        return lesson_for_migration().adapter()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def lesson_adapter() -> type:
-    """The lesson's requests over the engine's call plumbing (a grader.running.calls.Adapter)."""
-    return load_lesson().adapter()
+def load_rubric(path=None, *, lesson=None) -> dict:
+    return read_rubric(path) if path else _lesson(lesson).rubric()
 
 
-def lesson_catalogue() -> mutants.Catalogue:
-    """The run's lesson's bugs (their hints are in its rubric), one catalogue per lesson and process."""
-    lesson = load_lesson()
-    if lesson.folder not in _catalogues:
-        _catalogues[lesson.folder] = mutants.Catalogue.of(lesson)
-    return _catalogues[lesson.folder]
+def load_limits(*, lesson=None) -> dict:
+    """The lesson's limits ([replies], [deliverables], [scan], [notebooks]; see the file's comments)."""
+    return _lesson(lesson).limits
 
 
-_catalogues: dict[Path, mutants.Catalogue] = {}
+def hidden_tests(*, lesson=None) -> tuple:
+    """(component, test id, function) in a fixed order: the lesson's `hidden_tests`."""
+    return _lesson(lesson).hidden_tests
 
 
-# -- rubric and tests ------------------------------------------------------------------------
-def load_rubric(path=None) -> dict:
-    return read_rubric(path or load_lesson().rubric_path)
-
-
-@lru_cache(maxsize=4)
-def _limits(path: Path) -> dict:
-    with open(path, "rb") as f:
-        return tomllib.load(f)
-
-
-def load_limits(path=None) -> dict:
-    """The lesson's limits ([replies], [deliverables]; see the file's comments)."""
-    return _limits(Path(path or load_lesson().limits_path))
-
-
-def hidden_tests() -> tuple:
-    """(component, test id, function) in a fixed order: components as in records.COMPONENTS, tests in file order."""
-    lesson = load_lesson()
-    unscored = set(lesson.modules) - set(lesson.components)
-    if unscored:
-        raise ValueError(f"{lesson.rubric_path} gives no points to {', '.join(sorted(unscored))}: "
-                         "every contract module needs points in the rubric")
-    return _hidden_tests(tuple(lesson.test_module(component) for component in lesson.modules), lesson.modules)
-
-
-@lru_cache(maxsize=4)
-def _hidden_tests(test_modules: tuple[str, ...], components: tuple[str, ...]) -> tuple:
-    found = []
-    for component, test_module in zip(components, test_modules):
-        module = importlib.import_module(test_module)
-        for name, fn in vars(module).items():
-            if name.startswith("test_") and inspect.isfunction(fn) and fn.__module__ == module.__name__:
-                found.append((component, name[len("test_"):], fn))
-    return tuple(found)
-
-
-_references: dict[Path, Adapter] = {}
-
-
-def reference_adapter() -> Adapter:
-    """The reference, in this process, with results cached by call for the whole batch."""
-    lesson = load_lesson()
-    if lesson.solutions not in _references:
-        _references[lesson.solutions] = lesson.adapter()(InProcessTransport(lesson.solutions), cache={})
-    return _references[lesson.solutions]
+def reference_adapter(*, lesson=None) -> Adapter:
+    """The reference, in this process, with results cached by call (the lesson's `reference`)."""
+    return _lesson(lesson).reference
 
 
 # -- forbidden APIs: the static layer ----------------------------------------------------------
-def library_policy() -> dict:
-    """The lesson's forbidden APIs and reflective constructs (its forbidden.toml, one loader)."""
-    path = load_lesson().forbidden_path
-    if path not in _policies:
-        _policies[path] = forbidden.load_policy(path)
-    return _policies[path]
-
-
-_policies: dict[Path, dict] = {}
-
-
-def _generated_modules() -> dict[str, str]:
+def _generated_modules(lesson) -> dict[str, str]:
     """The contract modules the intake writes around a notebook's cells (the kit's text, not the student's)."""
-    return {f"{module}.py": contract_module_source("", module) for module in load_lesson().modules}
+    return {f"{module}.py": contract_module_source("", module, lesson=lesson) for module in lesson.modules}
 
 
-def scan_submission(directory: Path) -> scan.Findings:
+def scan_submission(directory: Path, *, lesson=None) -> scan.Findings:
     """What the static scan finds in a submission's source (grader/judging/source_scan.py), parsed in this process:
     for trusted code, and for tests; a grading run scans in a limited helper (`limited_scan`)."""
-    lesson = load_lesson()
-    sources, found = scan.snapshot(Path(directory), notebook_module_name(), _generated_modules())
+    lesson = _lesson(lesson)
+    sources, found = scan.snapshot(Path(directory), notebook_module_name(lesson), _generated_modules(lesson))
     found.merge(scan.scan_sources([(name, data, scan.read_cells(data) if cells else None)
-                                   for name, data, cells in sources], library_policy(), lesson.contract_file_of))
+                                   for name, data, cells in sources], lesson.forbidden_policy, lesson.contract_file_of))
     return found
 
 
-def limited_scan(**limits) -> scan.LimitedScan:
+def limited_scan(*, lesson=None, **limits) -> scan.LimitedScan:
     """The lesson's scan in a limited helper process (`limits`: memory_bytes, seconds, budget; the
     lesson's limits.toml [scan])."""
-    lesson = load_lesson()
+    lesson = _lesson(lesson)
     return scan.LimitedScan(policy_path=lesson.forbidden_path, contract=lesson.contract_file_of,
-                            notebook_module=notebook_module_name(), generated=_generated_modules(), **limits)
+                            notebook_module=notebook_module_name(lesson), generated=_generated_modules(lesson), **limits)
 
 
-def static_forbidden(directory: Path) -> dict[str, set[str]]:
+def static_forbidden(directory: Path, *, lesson=None) -> dict[str, set[str]]:
     """file name -> library attention (or kit code) its source reaches."""
-    return scan_submission(directory).costs
+    return scan_submission(directory, lesson=lesson).costs
 
 
-def _forbidden_by_component(runtime: dict[str, set], static: dict[str, set]) -> dict[str, set]:
+def _forbidden_by_component(runtime: dict[str, set], static: dict[str, set], file_of: dict[str, str]) -> dict[str, set]:
     """Who pays for a forbidden API: the part whose file names it, and the part whose test ran it.
 
     Run-time sightings (a call that met library attention, switched off in the child) are precise
     because each part runs against the grader's stand-ins for the other parts (grader/running/executor.py),
     so a block never runs the student's multihead.
     """
-    file_of = load_lesson().file_of
     return {c: set(static.get(file_of[c], ())) | set(runtime.get(c, ())) for c in file_of}
 
 
@@ -181,8 +110,9 @@ class OverStandIns:
     Only an answer without an error replaces the first one; library attention is never retried
     (it costs the whole part anyway)."""
 
-    def __init__(self, transport):
+    def __init__(self, transport, standin_names: dict):
         self.transport = transport
+        self.standin_names = standin_names  # the lesson's: stand-in module -> {contract name: stand-in name}
 
     def call(self, header: dict, arrays: dict) -> tuple[dict, dict]:
         return self.call_many([(header, arrays)])[0]
@@ -190,7 +120,7 @@ class OverStandIns:
     def call_many(self, calls: list) -> list:
         answers = self._send(calls)
         again = [(i, (retry, calls[i][1])) for i, ((header, _), (answer, _)) in enumerate(zip(calls, answers))
-                 if (retry := _retry_over_standins(header, answer)) is not None]
+                 if (retry := _retry_over_standins(header, answer, self.standin_names)) is not None]
         if again:
             for (i, _), answer in zip(again, self._send([call for _, call in again])):
                 if isinstance(answer[0], dict) and not answer[0].get("error"):
@@ -205,13 +135,13 @@ class OverStandIns:
         return getattr(self.transport, name)
 
 
-def _retry_over_standins(header, answer) -> dict | None:
+def _retry_over_standins(header, answer, standin_names: dict) -> dict | None:
     """The call asked again over the stand-ins of the graded names its error was raised inside, or None."""
     error = answer.get("error") if isinstance(answer, dict) else None
     if not isinstance(header, dict) or header.get("over_standins") or not isinstance(error, dict):
         return None
     inside = error.get("inside")
-    declared = load_lesson().standin_names.get(header.get("module"), {})
+    declared = standin_names.get(header.get("module"), {})
     called = header.get("name") or header.get("cls")
     if not isinstance(inside, list) or forbidden.MARK in str(error.get("message", "")):
         return None
@@ -233,7 +163,7 @@ def _standin_notes(calls) -> list[str]:
 
 
 # -- grading ----------------------------------------------------------------------------------
-def grade_submission(*, name: str, directory: Path, transport, rubric_path=None, check_deliverables=None,
+def grade_submission(*, name: str, directory: Path, transport, lesson=None, check_deliverables=None,
                      tests=None, findings: scan.Findings | None = None) -> SubmissionResult:
     """Grade one submission whose code `transport` executes; deterministic for a given submission.
 
@@ -241,16 +171,17 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
     that runs the checks in a limited process, grader/running/deliverables_process.py). `tests` (rubric ids) grades those
     hidden tests only, and no deliverables (an nbgrader cell grades one test: grade_in_process).
     `findings`: the static scan of the submission as handed in (a grading run scans it in a limited
-    helper before any student code runs); without it, `directory` is scanned here, first."""
-    lesson = load_lesson()
-    found = findings if findings is not None else scan_submission(Path(directory))
-    file_of, catalogue = lesson.file_of, lesson_catalogue()
-    rubric = load_rubric(rubric_path)
-    reference = reference_adapter()
-    student = lesson.adapter()(OverStandIns(transport), record=True, batch=True)
+    helper before any student code runs); without it, `directory` is scanned here, first.
+    `lesson`: the lesson value (its rubric, hidden tests, reference and catalogue)."""
+    lesson = _lesson(lesson)
+    found = findings if findings is not None else scan_submission(Path(directory), lesson=lesson)
+    file_of, catalogue = lesson.file_of, lesson.catalogue
+    rubric = lesson.rubric()
+    reference = lesson.reference
+    student = lesson.adapter()(OverStandIns(transport, lesson.standin_names), record=True, batch=True)
     outcomes = []  # (component, test id, failure or None, calls)
     runtime = defaultdict(set)
-    for component, test_id, fn in hidden_tests():
+    for component, test_id, fn in lesson.hidden_tests:
         if tests is not None and f"{component}.{test_id}" not in tests:
             continue
         student.current_test = f"{component}.{test_id}"
@@ -270,7 +201,8 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
             runtime[component] |= set(c.result.forbidden)
         outcomes.append((component, test_id, failure, calls))
 
-    blamed = _forbidden_by_component(runtime, {file_of[c]: found.reaching(file_of[c], file_of.values()) for c in lesson.modules})
+    blamed = _forbidden_by_component(runtime, {file_of[c]: found.reaching(file_of[c], file_of.values()) for c in lesson.modules},
+                                     file_of)
     result = SubmissionResult(submission=name, flags=found.shown())
     import_errors = set()
     exits: list[tuple[str, dict]] = []  # (file, error) of calls a file's exit stopped: integrity flags
@@ -329,7 +261,7 @@ def grade_submission(*, name: str, directory: Path, transport, rubric_path=None,
     result.notes.extend(_standin_notes(student.calls))
     result.flags += [f for f in integrity.early_exits(exits) if f not in result.flags]
     if tests is None:
-        result.tests.extend(_deliverables(Path(directory), rubric, check_deliverables))
+        result.tests.extend(_deliverables(Path(directory), lesson, check_deliverables))
     if import_errors:
         result.status = "import-error: " + ", ".join(sorted(import_errors))
         result.notes.append("could not import " + ", ".join(sorted(import_errors))
@@ -353,12 +285,13 @@ def evidence_words(entry: dict, facts: list, texts: dict) -> str:
     return text
 
 
-def grade_in_process(directory: Path, name: str, tests=None) -> SubmissionResult:
+def grade_in_process(directory: Path, name: str, tests=None, *, lesson=None) -> SubmissionResult:
     """Grade trusted code in this process, with the hidden-test machinery of `grade_submission` (no
     sandbox). For code the caller already runs in its own process: the reference's mutants
     (killrate), a notebook's hidden test cells under nbgrader (grader.hidden_cell.hidden_test)."""
+    lesson = _lesson(lesson)
     return grade_submission(name=name, directory=Path(directory), transport=InProcessTransport(directory),
-                            check_deliverables=lambda _: [], tests=tests)
+                            lesson=lesson, check_deliverables=lambda _: [], tests=tests)
 
 
 # What the executor was doing when the student's code raised (grader/running/executor.py's stages).
@@ -390,9 +323,9 @@ def _is_import(failure: GradeFailure) -> bool:
     return bool(failure.error and failure.error.get("stage") == "import")
 
 
-def _deliverables(directory: Path, rubric: dict, run_checks=None) -> list[TestResult]:
+def _deliverables(directory: Path, lesson, run_checks=None) -> list[TestResult]:
     """The deliverables component: the lesson's checks, run by grader.judging.deliverables.run_checks."""
-    lesson = load_lesson()
+    rubric = lesson.rubric()
     if run_checks is None:
         from grader.judging import deliverables
 

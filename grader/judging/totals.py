@@ -12,38 +12,43 @@ with `explain`: there is no second computation that could disagree.
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from grader.admin import overrides
 from grader.admin.overrides import explain  # noqa: F401  (totals.explain: where callers look for it)
-from grader.lesson import read_rubric
+from grader.lesson import lesson_for_migration
 from grader.results.records import SubmissionResult
 
 
-def extra_credit(rubric: Path | None = None) -> float:
-    """Points a `*` bonus may add over the rubric's maximum: `[meta] extra_credit` (0 without one)."""
+def _lesson(lesson):
+    """TRANSITIONAL: the caller's lesson; for a caller not converted yet, the run's, with the rubric
+    grader.results.feedback.rubric_path() names (which tests still replace)."""
+    if lesson is not None:
+        return lesson
     from grader.results.feedback import rubric_path
 
+    return dataclasses.replace(lesson_for_migration(), rubric_path=rubric_path())
+
+
+def extra_credit(*, lesson=None) -> float:
+    """Points a `*` bonus may add over the rubric's maximum: `[meta] extra_credit` (0 without one)."""
     try:
-        meta = read_rubric(rubric or rubric_path()).get("meta", {})
+        return _lesson(lesson).extra_credit
     except (OSError, ValueError):
         return 0.0
-    value = meta.get("extra_credit", 0) if isinstance(meta, dict) else 0
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        return 0.0
-    return float(value)
 
 
 def finalise(out_dir: Path, records: list[SubmissionResult],
-             decided: dict[str, dict[str, overrides.Override]]) -> list[SubmissionResult]:
+             decided: dict[str, dict[str, overrides.Override]], *, lesson=None) -> list[SubmissionResult]:
     """Each record as every output states it (copies where something changes; the records stay the
-    automated result). `decided` is overrides.effective() of the overrides file."""
+    automated result). `decided` is overrides.effective() of the overrides file; the late policy and
+    the extra credit are `lesson`'s rubric's."""
     from grader.judging import late
-    from grader.results.feedback import rubric_path
 
-    rubric = rubric_path()  # the one whose visibility and hints the outputs follow
-    policy = late.load_policy(rubric)
-    extra = extra_credit(rubric)
+    lesson = _lesson(lesson)
+    policy = _late_policy(lesson)
+    extra = extra_credit(lesson=lesson)
     final = []
     for record in records:
         automated = record.total
@@ -74,14 +79,25 @@ def _cap_bonus(result: SubmissionResult, extra: float) -> None:
         result.adjustment = room
 
 
+def _late_policy(lesson):
+    """The lesson's late policy; an unreadable rubric has none (the class files still get written), and
+    a [late] table without numbers stops with the error that says so."""
+    try:
+        lesson.rubric()
+    except (OSError, ValueError):
+        return None
+    return lesson.late_policy
+
+
 class Finaliser:
     """The final result of one submission as soon as its record is written (the console's progress):
     the same `finalise` the class files use, on the same overrides file and lateness."""
 
-    def __init__(self, out_dir: Path, overrides_path: Path):
+    def __init__(self, out_dir: Path, overrides_path: Path, *, lesson=None):
         self.out_dir = Path(out_dir)
         rows = overrides.read(overrides_path)
         self.decided = overrides.effective(rows)
+        self.lesson = lesson
 
     def __call__(self, name: str) -> SubmissionResult | None:
         import json
@@ -92,21 +108,18 @@ class Finaliser:
             record = record_from_json(json.loads((self.out_dir / name / "record.json").read_text("utf-8")))
         except (OSError, ValueError, TypeError):
             return None
-        return finalise(self.out_dir, [record], self.decided)[0]
+        return finalise(self.out_dir, [record], self.decided, lesson=self.lesson)[0]
 
 
-def per_student(out_dir: Path, final: list[SubmissionResult], people) -> list[tuple[object, SubmissionResult]]:
+def per_student(out_dir: Path, final: list[SubmissionResult], people, *, lesson=None) -> list[tuple[object, SubmissionResult]]:
     """One row per student when a roster (grader/intake/roster.py) says who handed in what: (student, result).
     A group's members share its grade, and each keeps their own lateness: their own deadline (an
     extension) against the time the group handed in, when both are known. Graded submissions that no
     roster row claims keep a row of their own (student None); roster students with nothing graded
     have none here (grader/admin/export.py lists them)."""
-    import dataclasses
-
     from grader.judging import late
-    from grader.results.feedback import rubric_path
 
-    policy = late.load_policy(rubric_path())
+    policy = _late_policy(_lesson(lesson))
     by_name = {r.submission.casefold(): r for r in final}
     rows, claimed = [], set()
     for student in people.students:

@@ -9,19 +9,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from grader.lesson import load_lesson
-
 
 def components() -> tuple[str, ...]:
-    """The run's lesson's graded parts, in rubric order (read when called, so that `--lesson` or a
-    library caller has chosen the lesson by then)."""
-    return load_lesson().components
+    """TRANSITIONAL, for grader/admin/overrides.py until it takes `lesson=`: the run's lesson's graded
+    parts (`lesson.components` on the value)."""
+    from grader.lesson import lesson_for_migration
 
-
-def __getattr__(name: str):
-    if name == "COMPONENTS":
-        return components()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return lesson_for_migration().components
 
 
 @dataclass
@@ -81,8 +75,12 @@ class SubmissionResult:
     def max_total(self) -> float:
         return round(sum(t.max_score for t in self.tests), 4)
 
-    def component_scores(self) -> dict[str, float]:
-        scores = {c: 0.0 for c in components()}
+    def component_scores(self, parts=None) -> dict[str, float]:
+        """Points per part: each of `parts` (the lesson's components, in rubric order; a part without a
+        test here scores 0), then any other part a test names."""
+        if parts is None:  # TRANSITIONAL: a caller that does not pass the lesson's parts yet
+            parts = components()
+        scores = {c: 0.0 for c in parts}
         for t in self.tests:
             scores[t.component] = round(scores.get(t.component, 0.0) + t.score, 4)
         return scores

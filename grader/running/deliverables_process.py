@@ -27,7 +27,7 @@ from pathlib import Path
 
 from grader.judging import deliverables
 from grader.judging.deliverables import Check
-from grader.lesson import load_lesson
+from grader.lesson import lesson_for_migration
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
 MAX_ANSWER_BYTES = 1 << 20  # five checks' messages are a few KB
@@ -36,11 +36,14 @@ MAX_ANSWER_BYTES = 1 << 20  # five checks' messages are a few KB
 class LimitedChecker:
     """`run_checks(directory)` like grader.judging.deliverables.run_checks with the lesson's checks, done by a
     limited helper process. `checks_module` is the importable name of the module defining CHECKS
-    (default: the lesson's; a lesson without deliverable checks gets none, and no helper)."""
+    (default: `lesson`'s; a lesson without deliverable checks gets none, and no helper)."""
 
-    def __init__(self, *, memory_bytes: int, seconds: float, checks_module: str | None = None):
+    def __init__(self, *, memory_bytes: int, seconds: float, lesson=None, checks_module: str | None = None):
         self.memory_bytes, self.seconds = int(memory_bytes), float(seconds)
-        self.checks_module = checks_module or load_lesson().deliverables_module
+        if checks_module is None:
+            lesson = lesson if lesson is not None else lesson_for_migration()  # TRANSITIONAL
+            checks_module = lesson.deliverables_module
+        self.checks_module = checks_module
         checks = importlib.import_module(self.checks_module).CHECKS if self.checks_module else ()
         self.check_ids = tuple(check_id for check_id, _ in checks)
         self._proc: subprocess.Popen | None = None
@@ -135,9 +138,10 @@ class LimitedChecker:
         return [Check(check_id, False, reason, check_id) for check_id in self.check_ids]
 
 
-def main(*, submission) -> int:
+def main(*, submission, lesson=None) -> int:
     """`python -m grader check`: the lesson's deliverables checklist for one folder, in this process."""
-    return deliverables.main(submission=submission, checks=load_lesson().deliverable_checks())
+    lesson = lesson if lesson is not None else lesson_for_migration()  # TRANSITIONAL: until the CLI passes it
+    return deliverables.main(submission=submission, checks=lesson.deliverable_checks())
 
 
 def _serve(checks_module: str) -> None:

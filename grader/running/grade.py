@@ -29,15 +29,13 @@ import time
 import traceback
 from pathlib import Path
 
-from grader.intake import submissions as intake
-
-from grader.judging import integrity
-
 from grader.admin import regrade
-from grader.running.deliverables_process import LimitedChecker
+from grader.intake import submissions as intake
+from grader.judging import integrity
+from grader.lesson import lesson_for_migration
 from grader.results.document import number
-from grader.lesson import load_lesson
 from grader.results.records import SubmissionResult
+from grader.running.deliverables_process import LimitedChecker
 from grader.sandbox import DEFAULT_CONFIG, SandboxConfig
 from grader.sandbox.confinement import enterable_temp_dir, is_root, mount_quota, remove_tree, unmount_quota
 from grader.sandbox.startup import skip_absent_device_seed_stacks
@@ -67,11 +65,16 @@ def _take_roster(out: Path, roster: str | None) -> None:
 
 
 def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, overrides=None,
-         release="after_due_date", config: SandboxConfig | None = None, roster=None) -> int:
+         release="after_due_date", config: SandboxConfig | None = None, roster=None, lesson=None) -> int:
     """Grade every submission under `submissions` into `out`. Returns 0, 1 (engine fault) or 2 (usage).
 
-    `config` exists for the engine's own tests (short limits); the command line uses the defaults.
+    `lesson`: the lesson value (grader.lesson.load_lesson), handed to every stage. `config` exists for
+    the engine's own tests (short limits); the command line uses the defaults.
     """
+    # TRANSITIONAL: until every caller passes it. The class files' stages (classreport, feedback) still
+    # read the rubric feedback.rubric_path() names; the progress line's totals follow them until they
+    # take the value too (a caller's own value is passed on).
+    given, lesson = lesson, lesson if lesson is not None else lesson_for_migration()
     try:
         shard_k, shard_n = parse_shard(shard)
         jobs = parse_jobs(jobs)
@@ -138,10 +141,10 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
     if todo:
         config = config or DEFAULT_CONFIG
         # Started first: nothing secret has been imported by this process yet.
-        zygote = Zygote(slots=min(jobs, len(todo)), config=config)
+        zygote = Zygote(slots=min(jobs, len(todo)), config=config, lesson=lesson)
         try:
             faults = _grade_all(todo, out=out, zygote=zygote, config=config, jobs=min(jobs, len(todo)),
-                                final=_final_totals(out, overrides_path))
+                                final=_final_totals(out, overrides_path, given), lesson=lesson)
         except SandboxRefused as exc:
             print(f"grade: {exc}", file=sys.stderr)
             return EXIT_ENGINE_FAULT
@@ -231,27 +234,27 @@ def retire_moved_rows(out: Path, subs) -> list[str]:
     return said
 
 
-def _final_totals(out: Path, overrides_path: Path):
+def _final_totals(out: Path, overrides_path: Path, lesson):
     """name -> the row's final result, as grades.csv will say it (None: say the automated total)."""
     from grader.judging import totals
 
     try:
-        return totals.Finaliser(out, overrides_path)
+        return totals.Finaliser(out, overrides_path, lesson=lesson)
     except (OSError, ValueError):
         return None
 
 
-def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: int, final=None) -> list[str]:
+def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: int, lesson, final=None) -> list[str]:
     """Grade `todo` with `jobs` worker processes, one sandbox slot each.
 
-    Workers are processes, not threads: the scorer keeps per-submission state in module globals, and
-    two submissions graded in one process at once could change each other's results. This process
-    loads torch, the scorer and the reference's answers once (_preload) while the zygote is still
-    importing torch, then forks the workers, which inherit them; each waits for the zygote on its
-    own control socket before its first submission.
+    Workers are processes, not threads: the scorer keeps per-submission state (the reference's and
+    the catalogue's answers, on the lesson value), and two submissions graded in one process at once
+    could change each other's results. This process loads torch, the scorer and the reference's
+    answers once (_preload) while the zygote is still importing torch, then forks the workers, which
+    inherit them; each waits for the zygote on its own control socket before its first submission.
     """
-    clean_stale_scratch()
-    work = Path(tempfile.mkdtemp(prefix=scratch_prefix(), dir=scratch_base()))
+    clean_stale_scratch(lesson)
+    work = Path(tempfile.mkdtemp(prefix=scratch_prefix(lesson), dir=scratch_base()))
     # Traversable but not listable, so a sandbox uid reaches its own copy and cannot find others.
     os.chmod(work, 0o711)
     (work / "owner").write_text(_process_identity(os.getpid()))
@@ -260,7 +263,7 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
     progress = Progress(len(todo), final=final)
     faults: list[str] = []
     try:
-        _preload()  # while the zygote starts: it overlaps the start-up check below
+        _preload(lesson)  # while the zygote starts: it overlaps the start-up check below
         try:
             zygote.wait_ready(0)  # the start-up check's verdict: a refusal stops the run here
         except SandboxRefused:
@@ -270,7 +273,7 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
         if jobs == 1:
             # The zygote is a separate interpreter, already started: importing the scorer here while it
             # loads torch overlaps both start-ups and cannot reach it.
-            grader = _Worker(0, out=out, work=work, zygote=zygote, config=config)
+            grader = _Worker(0, out=out, work=work, zygote=zygote, config=config, lesson=lesson)
             try:
                 for sub in todo:
                     summary = grader.grade(sub)
@@ -279,7 +282,7 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
                 grader.close()
         else:
             _grade_in_processes(todo, out=out, work=work, zygote=zygote, config=config, jobs=jobs,
-                                progress=progress, faults=faults)
+                                progress=progress, faults=faults, lesson=lesson)
     finally:
         _unmount_under(work)
         remove_tree(work)
@@ -287,15 +290,9 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
     return faults
 
 
-def scratch_prefix() -> str:
-    return f"{load_lesson().name}-scratch-"
-
-
-def __getattr__(name: str):
-    # SCRATCH_PREFIX, from the run's lesson when asked for (after --lesson).
-    if name == "SCRATCH_PREFIX":
-        return scratch_prefix()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def scratch_prefix(lesson) -> str:
+    """How the scratch folders of a run of `lesson` begin (clean_stale_scratch finds a killed run's by it)."""
+    return f"{lesson.name}-scratch-"
 
 
 def _process_identity(pid: int) -> str:
@@ -314,9 +311,9 @@ def scratch_base() -> Path:
     return Path(enterable_temp_dir())
 
 
-def clean_stale_scratch() -> None:
-    """Remove the scratch folders (and unmount the quota tmpfs) of runs that were killed (kill -9)."""
-    for folder in scratch_base().glob(scratch_prefix() + "*"):
+def clean_stale_scratch(lesson) -> None:
+    """Remove the scratch folders (and unmount the quota tmpfs) of runs of `lesson` that were killed (kill -9)."""
+    for folder in scratch_base().glob(scratch_prefix(lesson) + "*"):
         try:
             owner = (folder / "owner").read_text()
         except OSError:  # being created right now, or left by a kit without owner files long ago
@@ -349,8 +346,8 @@ def _account(summary, progress, faults) -> None:
     progress.step(name, total, max_total, status)
 
 
-def _grade_in_processes(todo, *, out, work, zygote, config, jobs, progress, faults) -> None:
-    _preload()
+def _grade_in_processes(todo, *, out, work, zygote, config, jobs, progress, faults, lesson) -> None:
+    _preload(lesson)
     ctx = multiprocessing.get_context("fork")  # no thread pool yet (one intra-op thread, see _preload)
     tasks, results = ctx.Queue(), ctx.Queue()
     for i in range(len(todo)):
@@ -358,14 +355,14 @@ def _grade_in_processes(todo, *, out, work, zygote, config, jobs, progress, faul
     for _ in range(jobs):
         tasks.put(None)
     procs = [ctx.Process(target=_worker_main, args=(slot, todo, tasks, results),
-                         kwargs=dict(out=out, work=work, zygote=zygote, config=config), daemon=True)
+                         kwargs=dict(out=out, work=work, zygote=zygote, config=config, lesson=lesson), daemon=True)
              for slot in range(jobs)]
     for p in procs:
         p.start()
     # The class report's plotting library (~0.3 s) loads now, while the workers wait for the zygote,
     # rather than after the last row, when nothing else runs beside it.
     with contextlib.suppress(Exception):
-        _preload()[1].pyplot()
+        _preload(lesson)[1].pyplot()
     pending = {s.name for s in todo}
     while pending:
         try:
@@ -394,13 +391,10 @@ def _worker_main(slot, todo, tasks, results, **kwargs) -> None:
             results.put(grader.grade(todo[i]))
     finally:
         grader.close()
-        import importlib
-
-        # The scorer (already loaded: no import cost here) holds the lesson's bug catalogue.
-        importlib.import_module("grader.judging.score").CATALOGUE.cleanup()  # os._exit skips atexit handlers
+        kwargs["lesson"].cleanup()  # the catalogue's mutant folders: os._exit skips atexit handlers
 
 
-def _preload():
+def _preload(lesson):
     """Import torch and the scorer and run the hidden tests once on the reference, in this process.
 
     Called before the workers are forked, so each inherits all of it instead of importing torch
@@ -428,8 +422,9 @@ def _preload():
     # The reference answers every call the hidden tests make; its cache is shared by every submission.
     # Only a warm-up: if it fails, each submission fills what it needs (and reports what goes wrong).
     with contextlib.suppress(Exception):
-        solutions = load_lesson().solutions
-        score.grade_submission(name="reference", directory=solutions, transport=InProcessTransport(solutions))
+        solutions = lesson.solutions
+        score.grade_submission(name="reference", directory=solutions, transport=InProcessTransport(solutions),
+                               lesson=lesson)
     _preloaded = score, plots, feedback
     return _preloaded
 
@@ -440,12 +435,14 @@ _preloaded = None
 class _Worker:
     """Grades submissions one at a time through one sandbox slot, with the scorer from _preload."""
 
-    def __init__(self, slot, *, out, work, zygote, config):
+    def __init__(self, slot, *, out, work, zygote, config, lesson):
         self.slot, self.out, self.work, self.zygote, self.config = slot, out, work, zygote, config
-        self.score, _, self.feedback = _preload()  # already done (and inherited) when workers are forked
-        limits = self.score.load_limits().get("deliverables", {})
-        self.checker = LimitedChecker(memory_bytes=limits.get("memory_bytes", 1 << 30), seconds=limits.get("seconds", 30))
-        self.scanner = self.score.limited_scan(**self.score.load_limits().get("scan", {}))
+        self.lesson = lesson
+        self.score, _, self.feedback = _preload(lesson)  # already done (and inherited) when workers are forked
+        limits = lesson.limits.get("deliverables", {})
+        self.checker = LimitedChecker(memory_bytes=limits.get("memory_bytes", 1 << 30), seconds=limits.get("seconds", 30),
+                                      lesson=lesson)
+        self.scanner = self.score.limited_scan(lesson=lesson, **lesson.limits.get("scan", {}))
         # The zygote's start-up is the run's, not the first submission's: its execution_time starts after.
         with contextlib.suppress(SandboxUnavailable):  # then each row says so, as an engine fault
             zygote.wait_ready(slot)
@@ -454,7 +451,7 @@ class _Worker:
         fault = None
         try:
             result = grade_one(sub, slot=self.slot, work=self.work, zygote=self.zygote, config=self.config,
-                               score=self.score, checker=self.checker, scanner=self.scanner)
+                               score=self.score, checker=self.checker, scanner=self.scanner, lesson=self.lesson)
         except Exception as exc:  # the engine's own fault: it costs this row only
             tb = traceback.format_exc(limit=-3)
             fault = tb.strip().splitlines()[-1]
@@ -475,7 +472,7 @@ class _Worker:
         self.scanner.close()
 
 
-def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConfig, score,
+def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConfig, score, lesson,
               checker=None, scanner=None) -> SubmissionResult:
     """Copy, sandbox and grade one submission; every fault becomes part of its result.
 
@@ -487,23 +484,23 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
     score.limited_scan); without one they are parsed in this process. Either way the sources are read
     before any student code runs, so what the child does to its files changes no flag."""
     start = time.monotonic()
-    config = with_lesson_limits(config, score.load_limits())
+    config = with_lesson_limits(config, lesson.limits)
     digests = {"submission": regrade.submission_digest(sub.source), **regrade.current()}
     slot_dir = work / f"slot{slot}"
     quota = slot_dir.is_dir() and mount_quota(slot_dir, config)
     scratch = Path(tempfile.mkdtemp(prefix="s", dir=slot_dir if slot_dir.is_dir() else work))
     try:
         # Intake's copy stays the grader's: each child gets a fresh copy of it (SandboxTransport).
-        taken = intake.materialise(sub, scratch)
+        taken = intake.materialise(sub, scratch, lesson=lesson)
         # Read before any of its code runs: the names it holds, and paths that plant a result.
         handed_in, named = integrity.top_files(scratch), integrity.named_paths(scratch)
-        findings = scanner.scan(scratch) if scanner else score.scan_submission(scratch)
+        findings = scanner.scan(scratch) if scanner else score.scan_submission(scratch, lesson=lesson)
         if checker:
             # The deliverables as handed in, checked by the helper while the hidden tests run.
             checker.start(scratch)
         with SandboxTransport(zygote=zygote, slot=slot, scratch=scratch, config=config) as transport:
             result = score.grade_submission(name=sub.name, directory=scratch, transport=transport, findings=findings,
-                                            check_deliverables=(lambda _: checker.finish()) if checker else None)
+                                            lesson=lesson, check_deliverables=(lambda _: checker.finish()) if checker else None)
             fault_types, faults = list(transport.fault_types), list(transport.faults)
             isolation = dict(transport.isolation)
             printed = integrity.printed_claims(transport.printed_heads())

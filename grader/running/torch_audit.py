@@ -26,7 +26,6 @@ import argparse
 import ast
 import contextlib
 import importlib
-import os
 import re
 import sys
 import tomllib
@@ -180,11 +179,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m grader.running.torch_audit", description=__doc__.split("\n\n")[0])
     parser.add_argument("--lesson", help="the lesson (name or folder) whose forbidden.toml to hold torch to")
     args = parser.parse_args(argv)
-    if args.lesson:
-        os.environ["GRADER_LESSON"] = args.lesson
     from grader.lesson import load_lesson
 
-    lesson = load_lesson(args.lesson) if args.lesson else load_lesson()
+    lesson = load_lesson(args.lesson)
     import torch
 
     candidates, left = audit(lesson.forbidden_path)

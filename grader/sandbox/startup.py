@@ -196,20 +196,6 @@ def warm_up_executor(entry) -> None:
 # --------------------------------------------------------------------------- start-up check
 
 
-def lazy_imports() -> list[str]:
-    """Modules the lesson's calls make torch import lazily, from the lesson folder's lazy_imports.txt:
-    the start-up check imports each in a fresh child, then the zygote imports them for every child."""
-    from grader.lesson import load_lesson
-
-    names: list[str] = []
-    with contextlib.suppress(OSError):
-        for line in (load_lesson().folder / "lazy_imports.txt").read_text(encoding="utf-8").splitlines():
-            name = line.split("#", 1)[0].strip()
-            if name and name not in names:
-                names.append(name)
-    return names
-
-
 def start_probe(config, imports: list[str], fork) -> dict:
     """Fork the start-up check's child, a sandboxed child like any other, as slot 0's uid: `fork(request,
     (call socket fd, output fd))` is the zygote's own fork of a child, which returns (pid, pidfd)."""

@@ -34,8 +34,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
+from grader.lesson import LESSON_ENV, LessonSpec, lesson_for_migration
 from grader.running import protocol
-from grader.lesson import LESSON_ENV, load_lesson
 from grader.sandbox import DEFAULT_CONFIG, SandboxConfig, lending, startup, transport
 from grader.sandbox.confinement import (KIT_ROOT, PR_SET_PDEATHSIG, confine, is_root, own_ipc, own_network,
                                         seccomp_program, slot_uid, view_plan)
@@ -65,25 +65,27 @@ class Zygote:
 
     def __init__(self, *, slots: int, config: SandboxConfig = DEFAULT_CONFIG,
                  entry: str = "grader.running.executor", install: str | None = "grader.running.forbidden",
-                 preload: tuple[str, ...] = (), extra_path: tuple[str, ...] = ()):
+                 preload: tuple[str, ...] = (), extra_path: tuple[str, ...] = (), lesson=None):
         self.config = config
+        lesson = lesson if lesson is not None else lesson_for_migration()  # TRANSITIONAL: until every caller passes it
         # The grader's stand-ins are never in the zygote (every child would hold them): a child is lent
         # each one alone, with the first call that needs it (SandboxTransport), and from then on
         # answers no call of a graded name it implements.
-        self.standins = _lesson_standins() if install else None
+        self.standins = _lesson_standins(lesson) if install else None
         self._ctrl, theirs = [], []
         for _ in range(slots):
             mine, other = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             self._ctrl.append(mine)
             theirs.append(other)
+        # The lesson crosses as plain data (Lesson.spec()): names, the forbidden policy, lazy imports, limits.
         spec = {"entry": entry, "install": install, "preload": list(preload),
-                "fds": [s.fileno() for s in theirs], "config": asdict(config)}
+                "fds": [s.fileno() for s in theirs], "config": asdict(config), "lesson": lesson.spec().to_json()}
         # A minimal environment: the grader's (CI tokens, credentials) must never reach student code,
-        # whose error messages end up in its feedback. The lesson's name is no secret: the zygote
-        # needs it to load the same lesson as the grader.
-        env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "TZ", LESSON_ENV) if k in os.environ}
-        if os.environ.get(LESSON_ENV):  # a lesson given by path: the zygote starts in another folder
-            env[LESSON_ENV] = load_lesson().ref
+        # whose error messages end up in its feedback.
+        env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "TZ") if k in os.environ}
+        # TRANSITIONAL: the executor still looks the lesson up (lesson_for_migration) in the zygote, which
+        # then builds it before its first fork; its name (a path made absolute) says which.
+        env[LESSON_ENV] = lesson.ref
         # One intra-op thread: a forked child of a process whose thread pool started would hang.
         # MALLOC_ARENA_MAX: each thread's 64 MB malloc arena would count against RLIMIT_AS.
         env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1", MALLOC_ARENA_MAX="2",
@@ -225,10 +227,9 @@ def _pidfd_open(pid: int) -> int:
         return -1
 
 
-def _lesson_standins() -> lending.Lending:
+def _lesson_standins(lesson) -> lending.Lending:
     """The lesson's stand-ins as the transport lends them, one by one (grader/sandbox/lending.py): each
     one's own source, and the graded names each implements (the lesson's forbidden.toml, [standins])."""
-    lesson = load_lesson()
     table = lesson.forbidden_policy["standins"]
     source = lesson.forbidden_path.with_name(table.get("file", "standins.py")).read_text()
     return lending.lending(source, dict(table.get("implements", {})), always_standin=lesson.always_standin,
@@ -244,6 +245,7 @@ class ChildSetup:
     check's child, forked before the warm-up, gets it without the precompiled seccomp filter."""
 
     config: SandboxConfig
+    lesson: LessonSpec  # what the executor needs of the lesson (names), as plain data
     entry: ModuleType  # the executor (grader/running/executor.py)
     arm: Callable[[str], None] | None  # grader/running/forbidden.py's arm(scratch): installs the audit hook
     libc: ctypes.CDLL
@@ -263,21 +265,24 @@ def main(spec: dict) -> None:
     torch.set_num_threads(1)  # before any op: keep this process single-threaded for fork
     startup.skip_absent_device_seed_stacks(torch)
     config = SandboxConfig(**{k: tuple(v) if k == "layers" else v for k, v in spec["config"].items()})
+    lesson = LessonSpec.from_json(spec["lesson"])
     entry = importlib.import_module(spec["entry"])
     # Library attention is switched off here, once, before any child exists; `arm` arms each child.
-    # MIGRATION: the policy from the run's lesson until the spec carries the lesson's (LessonSpec.forbidden).
-    policy = load_lesson().forbidden_policy if spec["install"] else None
-    arm = importlib.import_module(spec["install"]).prepare(policy, kit_root=str(KIT_ROOT)) if spec["install"] else None
+    arm = (importlib.import_module(spec["install"]).prepare(lesson.forbidden, kit_root=str(KIT_ROOT))
+           if spec["install"] else None)
     for name in spec["preload"]:
         with contextlib.suppress(ImportError):
             importlib.import_module(name)
     own_pidns = _own_pid_namespace() if "pidns" in config.layers and is_root() else -1
-    setup = ChildSetup(config=config, entry=entry, arm=arm, libc=libc, own_pidns=own_pidns,
+    setup = ChildSetup(config=config, lesson=lesson, entry=entry, arm=arm, libc=libc, own_pidns=own_pidns,
                        view_plan=view_plan() if slot_uid(config, 0) is not None else [])
     zygote_pid = os.getpid()
     # Forked before the warm-up, so the check runs beside it and its child has imported less than
     # any student child will have: what it can import, they can.
-    lazy = startup.lazy_imports()
+    lazy = list(lesson.lazy_imports)
+    if os.environ.get(LESSON_ENV):  # TRANSITIONAL: see Zygote.__init__; built before any child, which cannot read the kit
+        with contextlib.suppress(Exception):
+            lesson_for_migration()
     probe = startup.start_probe(config, lazy, fork=functools.partial(_fork_child, ctrls=[], setup=setup,
                                                                      zygote_pid=zygote_pid))
     startup.warm_up(torch)

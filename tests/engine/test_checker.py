@@ -65,13 +65,11 @@ def test_checks_that_overrun_their_time_are_stopped_and_the_next_folder_gets_a_f
     assert not os.path.exists(f"/proc/{first}") or Path(f"/proc/{first}/stat").read_text().split()[2] == "Z"
 
 
-def test_a_lesson_without_deliverable_checks_gets_no_checks_and_no_helper(folders, monkeypatch):
+def test_a_lesson_without_deliverable_checks_gets_no_checks_and_no_helper(folders):
     from types import SimpleNamespace
 
-    from grader.running import deliverables_process as checker_module
-
-    monkeypatch.setattr(checker_module, "load_lesson", lambda: SimpleNamespace(deliverables_module=None))
-    with LimitedChecker(memory_bytes=1 << 30, seconds=120) as checker:
+    without = SimpleNamespace(deliverables_module=None)  # the lesson value, as far as the checker reads it
+    with LimitedChecker(memory_bytes=1 << 30, seconds=120, lesson=without) as checker:
         assert checker.run_checks(folders[0]) == [] and checker._proc is None
 
 

@@ -14,6 +14,10 @@ import pytest
 from grader.intake import submissions as intake
 from grader.intake.submissions import IntakeLimits, discover, materialise, neutralise_magics
 
+from grader.lesson import load_lesson  # noqa: E402
+
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
+
 SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions" / "day13"
 
 
@@ -191,7 +195,7 @@ def test_notebook_becomes_the_four_contract_modules(tmp_path):
     sub = discover(subs)[0]
     result = materialise(sub, dest)
     assert sub.name == "nina" and result.notebook == "nina.ipynb"
-    for m in intake.CONTRACT_MODULES:
+    for m in DAY13.modules:
         assert (dest / f"{m}.py").exists()
     # Import in a fresh interpreter: the broken cell must not lose the later definitions.
     code = ("import torch, self_attention, multihead, positional, block\n"
@@ -260,7 +264,7 @@ def test_notebook_cells_read_as_json_equal_nbformat_s():
 
 @pytest.mark.parametrize("shape", ["bytes", "cells"])
 def test_a_notebook_over_the_lesson_limits_is_refused_from_its_size_and_the_rest_is_graded(tmp_path, shape):
-    limits = intake.notebook_limits()
+    limits = intake.notebook_limits(DAY13)
     sub = tmp_path / "subs" / "nia"
     sub.mkdir(parents=True)
     cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": "x = 1\n"}

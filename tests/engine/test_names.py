@@ -30,6 +30,10 @@ from grader.admin import regrade
 
 from grader.running import grade as run  # noqa: E402
 from grader.results.storage import CLASS_FILES  # noqa: E402
+
+from grader.lesson import load_lesson  # noqa: E402
+
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 from grader.intake.submissions import IntakeLimits, discover, materialise  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
@@ -371,7 +375,7 @@ def test_a_notebook_name_never_becomes_source_text(tmp_path, name):
     dest = tmp_path / "scratch"
     taken = materialise(discover(subs)[0], dest)
     assert taken.notebook is not None
-    for module in (intake.NOTEBOOK_MODULE, *intake.CONTRACT_MODULES):
+    for module in (intake.notebook_module_name(DAY13), *DAY13.modules):
         compile((dest / f"{module}.py").read_text(encoding="utf-8"), module, "exec")
 
     run_it = subprocess.run([sys.executable, "-c", "import self_attention as s; print(s.scaled_dot_product_attention(),"

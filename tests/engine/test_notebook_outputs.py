@@ -24,6 +24,10 @@ from grader.admin import killrate
 
 from grader.release import notebook  # noqa: E402
 
+from grader.lesson import load_lesson  # noqa: E402
+
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
+
 MB = 1 << 20
 
 
@@ -79,7 +83,7 @@ def test_a_correct_notebook_with_15_mb_of_outputs_gets_full_marks_for_its_code(t
 
 def test_outputs_attachments_and_metadata_are_not_what_the_limits_count(tmp_path):
     path = _notebook_with_outputs(tmp_path / "day13.ipynb", 9 * MB)  # the whole file is over the 8 MB limit
-    assert path.stat().st_size > intake.notebook_limits()["bytes"]
+    assert path.stat().st_size > intake.notebook_limits(DAY13)["bytes"]
     cells = intake.notebook_code_cells(path)
     assert cells[1:] == _code_cells() and cells[0].startswith("pass  # neutralised")
 
@@ -97,7 +101,7 @@ def test_a_notebook_over_intakes_file_limit_is_not_read_and_the_note_says_to_cle
 def test_code_over_the_limit_once_outputs_are_dropped_is_still_refused(tmp_path):
     path = tmp_path / "day13.ipynb"
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("x = 1\n" + "# filler\n" * (intake.notebook_limits()["bytes"] // 9))]
+    nb.cells = [nbformat.v4.new_code_cell("x = 1\n" + "# filler\n" * (intake.notebook_limits(DAY13)["bytes"] // 9))]
     nbformat.write(nb, str(path))
     with pytest.raises(intake.NotebookTooLarge, match="outputs aside"):
         intake.notebook_code_cells(path)

@@ -20,6 +20,10 @@ from engine_helpers import (KIT, REFERENCE, descendants, in_kit_view, make_submi
 from grader.running import grade as run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
+from grader.lesson import load_lesson  # noqa: E402
+
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
+
 CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(2))
 UIDS = range(CONFIG.uid_base, CONFIG.uid_base + 4)
 COLUMNS = "submission,total,max_total,self_attention,multihead,positional,block,deliverables,status,source,overrides,late_days,penalty"
@@ -147,7 +151,7 @@ def test_resume_after_kill_9_loses_and_duplicates_nothing(tmp_path):
     # The killed run's scratch folder (its owner file names the killed process); another grading run
     # on this machine may have its own, live, and the next run must leave that one alone. (Another
     # run that starts meanwhile may clean the killed one's up first: then there is none to find.)
-    killed = [f for f in run.scratch_base().glob(run.SCRATCH_PREFIX + "*")
+    killed = [f for f in run.scratch_base().glob(run.scratch_prefix(DAY13) + "*")
               if _read(f / "owner").split()[:1] == [str(proc.pid)]]
     assert len(killed) <= 1
     rerun = subprocess.run(cmd, cwd=KIT, capture_output=True, text=True, timeout=300)
@@ -173,11 +177,11 @@ def _read(path: Path) -> str:
 def test_a_run_leaves_the_scratch_of_a_live_run_alone(tmp_path):
     # Another grading run on this machine (a live process owns it): the stale-scratch clean-up skips it.
     base = run.scratch_base()
-    live = Path(tempfile.mkdtemp(prefix=run.SCRATCH_PREFIX, dir=base))
+    live = Path(tempfile.mkdtemp(prefix=run.scratch_prefix(DAY13), dir=base))
     try:
         (live / "owner").write_text(run._process_identity(os.getpid()))
         (live / "slot0" / "s1").mkdir(parents=True)
-        run.clean_stale_scratch()
+        run.clean_stale_scratch(DAY13)
         assert (live / "slot0" / "s1").is_dir()
     finally:
         run.remove_tree(live)
@@ -231,7 +235,7 @@ def test_an_engine_fault_on_one_submission_exits_1_and_keeps_the_others(graded, 
     assert record(out2, "bob")["status"] == "engine-error"
     notes = " ".join(record(out2, "bob")["notes"])
     # The student is told what failed, never where: the instructor's paths stay on the console.
-    assert "engine bug for bob in …/run.py" in notes and str(KIT) not in notes and "/grader/" not in notes
+    assert "engine bug for bob in …/grade.py" in notes and str(KIT) not in notes and "/grader/" not in notes
     assert str(KIT) not in (out2 / "bob" / "feedback.md").read_text()
     assert record(out2, "alice")["total"] == record(out, "alice")["total"]
     # The engine's fault is not the student's: the next run grades bob again, and only bob.

@@ -108,13 +108,12 @@ def _class(root: Path, catalogue) -> dict[str, str]:
 
 def test_grade_in_the_sandbox_report_and_feedback(toy, tmp_path):
     from grader.running import grade as run
-    from grader.judging import score
 
-    catalogue = score.lesson_catalogue()
+    catalogue = toy.catalogue
     assert len(catalogue.bugs) == 3
     subs, out = tmp_path / "subs", tmp_path / "out"
     rows = _class(subs, catalogue)
-    assert run.main(submissions=str(subs), out=str(out), jobs=1, config=CONFIG) == 0
+    assert run.main(submissions=str(subs), out=str(out), jobs=1, config=CONFIG, lesson=toy) == 0
     with open(out / "grades.csv", newline="", encoding="utf-8") as f:
         table = list(csv.DictReader(f))
     header = list(table[0])
@@ -139,7 +138,7 @@ def test_grade_in_the_sandbox_report_and_feedback(toy, tmp_path):
         failed = [t for t in record["tests"] if t["status"] != "passed"]
         assert failed and all(t["component"] == bug.component for t in failed), row
         assert bug.test in {t["name"] for t in failed} and {t["hint_id"] for t in failed} == {bug_id}, row
-        hint = score.load_rubric()["hints"][bug_id]["text"]
+        hint = toy.rubric()["hints"][bug_id]["text"]
         assert all(hint in t["output"] for t in failed), row
     broken = json.loads((out / "broken" / "record.json").read_text(encoding="utf-8"))
     assert float(by_row["broken"]["activations"]) == 6 and float(by_row["broken"]["classifier"]) == 0

@@ -9,6 +9,7 @@ import re
 import shutil
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,10 @@ from grader.running import grade as run
 
 from grader.judging import totals  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
+
+from grader.lesson import load_lesson  # noqa: E402
+
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 
 CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(13))
 DUE = "2026-02-10T12:00:00+00:00"
@@ -115,7 +120,8 @@ def test_a_bonus_stops_at_the_maximum_unless_the_rubric_declares_extra_credit(la
     root, subs, out, rubric = late_class
     extra = tmp_path / "rubric.toml"
     extra.write_text(rubric.read_text().replace("[meta]\n", "[meta]\nextra_credit = 3\n", 1))
-    assert totals.extra_credit(extra) == 3 and totals.extra_credit(rubric) == 0
+    assert totals.extra_credit(lesson=replace(DAY13, rubric_path=extra)) == 3
+    assert totals.extra_credit(lesson=replace(DAY13, rubric_path=rubric)) == 0
     _with_policy(monkeypatch, extra)
     from grader.results import classreport
 

@@ -32,17 +32,8 @@ def _lesson(lesson):
     return lesson if lesson is not None else lesson_for_migration()
 
 
-# TRANSITIONAL readers of the lesson for callers not converted yet (grader/admin/killrate.py,
-# grader/devtools/bench.py, tests); each is the value's own attribute: lesson.rubric(), .limits,
-# .hidden_tests, .reference, .catalogue, .adapter().
-def __getattr__(name: str):
-    if name == "CATALOGUE":
-        return lesson_for_migration().catalogue
-    if name == "LESSON_ADAPTER":
-        return lesson_for_migration().adapter()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
+# TRANSITIONAL readers of the lesson for callers not converted yet (grader/devtools/bench.py, tests);
+# each is the value's own attribute: lesson.rubric(), .limits, .hidden_tests, .reference.
 def load_rubric(path=None, *, lesson=None) -> dict:
     return read_rubric(path) if path else _lesson(lesson).rubric()
 
@@ -290,7 +281,7 @@ def grade_in_process(directory: Path, name: str, tests=None, *, lesson=None) -> 
     sandbox). For code the caller already runs in its own process: the reference's mutants
     (killrate), a notebook's hidden test cells under nbgrader (grader.hidden_cell.hidden_test)."""
     lesson = _lesson(lesson)
-    return grade_submission(name=name, directory=Path(directory), transport=InProcessTransport(directory),
+    return grade_submission(name=name, directory=Path(directory), transport=InProcessTransport(directory, lesson=lesson),
                             lesson=lesson, check_deliverables=lambda _: [], tests=tests)
 
 

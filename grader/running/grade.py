@@ -423,7 +423,7 @@ def _preload(lesson):
     # Only a warm-up: if it fails, each submission fills what it needs (and reports what goes wrong).
     with contextlib.suppress(Exception):
         solutions = lesson.solutions
-        score.grade_submission(name="reference", directory=solutions, transport=InProcessTransport(solutions),
+        score.grade_submission(name="reference", directory=solutions, transport=InProcessTransport(solutions, lesson=lesson),
                                lesson=lesson)
     _preloaded = score, plots, feedback
     return _preloaded

@@ -26,7 +26,7 @@ CEILING = {
     "admin/similarity.py": 2,
     "day13/visible_fingerprints.py": 1,
     "intake/submissions.py": 1,
-    "judging/score.py": 4,
+    "judging/score.py": 1,
     "judging/totals.py": 1,  # was hidden behind results/feedback.rubric_path(); now said
     "release/gradescope.py": 2,
     "release/nbgrader_autograde.py": 1,

@@ -1,0 +1,23 @@
+"""The instructor's way to read the hidden tests on one trusted submission: `pytest grader/bpe/tests
+[--submission PATH]` (grader/bpe/tests/conftest.py)."""
+import subprocess
+import sys
+
+from .helpers import LESSON, ROOT
+
+
+def _pytest(*args):
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                           str(LESSON / "tests"), *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_the_reference_passes_every_hidden_test():
+    done = _pytest()
+    assert done.returncode == 0 and "18 passed" in done.stdout, done.stdout[-2000:]
+
+
+def test_a_submission_with_a_mistake_fails_its_parts_tests_only():
+    done = _pytest("--submission", str(ROOT / "demo" / "bpe" / "class" / "dmitri_decode_per_token"), "-m", "training")
+    assert done.returncode == 0 and "8 passed" in done.stdout, done.stdout[-2000:]
+    done = _pytest("--submission", str(ROOT / "demo" / "bpe" / "class" / "dmitri_decode_per_token"), "-m", "tokenizer")
+    assert done.returncode == 1 and "6 failed" in done.stdout, done.stdout[-2000:]

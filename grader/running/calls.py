@@ -190,7 +190,18 @@ def _pack(value, arrays: dict):
     """A value tree of the grader's own argument (grader/running/protocol.py); arrays go into `arrays` as a0, a1..."""
     def special(v):
         return {"step": int(v.index)} if isinstance(v, Earlier) else None
-    return protocol.pack(value, arrays, prefix=f"a{len(arrays)}_", special=special)
+    return protocol.pack(value, arrays, prefix=f"a{len(arrays)}_", special=special, noun="an argument")
+
+
+def _fits(header: dict) -> dict:
+    """The header, if a sandboxed child will accept it (a frame's JSON header is capped); else say so here,
+    in the hidden test that built it, rather than as a broken child."""
+    size = len(json.dumps(header, separators=(",", ":")))
+    cap = protocol.DEFAULT_LIMITS.max_header_bytes - 4096  # room for the frame's own keys
+    if size > cap:
+        raise ValueError(f"this call's arguments take {size:,} bytes of JSON, over the {cap:,} a call may carry: "
+                         "pass less text per call, or large numeric data as numpy arrays (they travel beside the header)")
+    return header
 
 
 def _short(value) -> str:
@@ -292,7 +303,7 @@ class Adapter:
         if seed is not None:
             header["seed"] = int(seed)
         shown = ", ".join([*(_short(a) for a in args), *(f"{k}={_short(v)}" for k, v in (kwargs or {}).items())])
-        return self.call(header, arrays, request or f"{name}({shown})")
+        return self.call(_fits(header), arrays, request or f"{name}({shown})")
 
     def session(self, module: str, cls: str, *, init=(), init_kwargs: dict | None = None, steps=(),
                 keep_going: bool = False, request: str = "", seed: int | None = None) -> Result:
@@ -307,7 +318,7 @@ class Adapter:
             header["keep_going"] = True
         if seed is not None:
             header["seed"] = int(seed)
-        return self.call(header, arrays, request or f"{cls}(...)" + "".join(map(repr, steps)))
+        return self.call(_fits(header), arrays, request or f"{cls}(...)" + "".join(map(repr, steps)))
 
     # -- building calls ----------------------------------------------------------------------
     def binding(self, name: str) -> dict:

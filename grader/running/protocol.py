@@ -281,35 +281,37 @@ class ValueNotCarried(TypeError):
 
 
 def pack(value, arrays: dict, *, prefix: str = "v", limits: ValueLimits = VALUE_LIMITS, special=None,
-         budget: dict | None = None):
+         budget: dict | None = None, noun: str = "the result"):
     """The value tree of `value`; arrays found inside go into `arrays` under `prefix` + a number.
 
     `special(value)` may answer a tree for a value of a type this module does not know (the executor's
     tensors, a calls.Earlier marker), or None. `budget` (a dict, kept across calls) shares the caps between
-    several values of one answer. Raises ValueNotCarried, naming where in the value the problem is."""
+    several values of one answer; `noun` is what the messages call the value. Raises ValueNotCarried, naming
+    where in the value the problem is."""
     budget = budget if budget is not None else {}
     budget.setdefault("nodes", 0)
     budget.setdefault("chars", 0)
-    return _Packer(arrays, prefix, limits, special, budget).pack(value, "", 0, set())
+    return _Packer(arrays, prefix, limits, special, budget, noun).pack(value, "", 0, set())
 
 
 class _Packer:
-    def __init__(self, arrays, prefix, limits, special, budget):
+    def __init__(self, arrays, prefix, limits, special, budget, noun):
         self.arrays, self.prefix, self.limits, self.special, self.budget = arrays, prefix, limits, special, budget
+        self.noun = noun
 
     def spend(self, nodes: int, chars: int, where: str) -> None:
         self.budget["nodes"] += nodes
         self.budget["chars"] += chars
         if self.budget["nodes"] > self.limits.max_nodes:
-            raise ValueNotCarried(f"the result{_at(where)} holds more than {self.limits.max_nodes:,} items, "
+            raise ValueNotCarried(f"{self.noun}{_at(where)} holds more than {self.limits.max_nodes:,} items, "
                                   "far more than this call needs")
         if self.budget["chars"] > self.limits.max_chars:
-            raise ValueNotCarried(f"the result{_at(where)} is larger than {self.limits.max_chars:,} characters, "
+            raise ValueNotCarried(f"{self.noun}{_at(where)} is larger than {self.limits.max_chars:,} characters, "
                                   "far more than this call needs")
 
     def pack(self, value, where: str, depth: int, path: set):
         if depth > self.limits.max_depth:
-            raise ValueNotCarried(f"the result is nested more than {self.limits.max_depth} levels deep{_at(where)}")
+            raise ValueNotCarried(f"{self.noun} is nested more than {self.limits.max_depth} levels deep{_at(where)}")
         self.spend(1, 4, where)
         if value is None or value is True or value is False:
             return value
@@ -345,11 +347,11 @@ class _Packer:
             return self.array(value, where)
         if issubclass(kind, (list, tuple, dict)):
             if id(value) in path:
-                raise ValueNotCarried(f"the result contains itself{_at(where)}: return a value, not a loop of references")
+                raise ValueNotCarried(f"{self.noun} contains itself{_at(where)}: return a value, not a loop of references")
             size = (list.__len__ if issubclass(kind, list) else tuple.__len__ if issubclass(kind, tuple)
                     else dict.__len__)(value)
             if self.budget["nodes"] + size > self.limits.max_nodes:
-                raise ValueNotCarried(f"the result{_at(where)} holds {size:,} items, more than the "
+                raise ValueNotCarried(f"{self.noun}{_at(where)} holds {size:,} items, more than the "
                                       f"{self.limits.max_nodes:,} a result may hold")
             path.add(id(value))
             try:
@@ -362,7 +364,7 @@ class _Packer:
             return items if issubclass(kind, list) else {"tuple": items}
         name = _type_name(value)
         advice = _ADVICE.get(name, "return plain values: str, bytes, int, float, bool, None, lists, tuples, dicts, tensors")
-        raise ValueNotCarried(f"the result{_at(where)} is a {name}, which the grader cannot read: {advice}")
+        raise ValueNotCarried(f"{self.noun}{_at(where)} is a {name}, which the grader cannot read: {advice}")
 
     def dict(self, value, where, depth, path):
         pairs, seen = [], set()
@@ -379,7 +381,7 @@ class _Packer:
 
     def array(self, value: np.ndarray, where: str):
         if len(self.arrays) >= self.limits.max_arrays:
-            raise ValueNotCarried(f"the result holds more than {self.limits.max_arrays} arrays")
+            raise ValueNotCarried(f"{self.noun} holds more than {self.limits.max_arrays} arrays")
         size = np.ndarray.size.__get__(value)  # not a subclass's own `size`
         if size > self.limits.max_array_elements:
             raise ValueNotCarried(f"an array{_at(where)} has {size:,} elements, far more than this call needs")

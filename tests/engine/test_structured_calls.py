@@ -145,6 +145,13 @@ def test_a_student_s_own_exception_names_the_built_in_errors_it_derives_from(tmp
         "'error' is not an error record"
 
 
+def test_a_call_too_large_for_a_child_to_accept_is_refused_where_it_is_built(words):
+    with pytest.raises(protocol.ValueNotCarried, match="an argument is larger than 900,000 characters"):
+        words.run("words", "count_words", args=("word " * 300_000,))
+    with pytest.raises(ValueError, match="over the .* a call may carry"):
+        words.session("words", "Tally", steps=[Method("add", "word " * 100_000)] * 3)
+
+
 def test_a_missing_class_or_method_is_named(words):
     res = words.session("words", "Talley", steps=[Attr("total")])
     with pytest.raises(checks.GradeFailure, match="words.py defines no class Talley"):

@@ -1,13 +1,17 @@
 """A correct variant: the most frequent pair found by sorting (count, pair) descending; the text cut at
-special tokens with str.split in a loop; merges as tuples."""
+special tokens by re.split; a vocabulary too small refused with its own subclass of ValueError."""
 import re
+
+class VocabularyTooSmall(ValueError):
+    """vocab_size leaves no room for a merge: still a ValueError, as the contract asks."""
+
 
 PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?[^\W\d_]+| ?\d+| ?(?:[^\s\w]|_)+|\s+(?!\S)|\s+"""
 
 
 def train_bpe(text, vocab_size, special_tokens=()):
     if vocab_size < 256 + len(special_tokens):
-        raise ValueError(f"vocab_size must be at least {256 + len(special_tokens)}")
+        raise VocabularyTooSmall(f"vocab_size must be at least {256 + len(special_tokens)}")
     vocab = {i: bytes([i]) for i in range(256)}
     for token in special_tokens:
         vocab[len(vocab)] = token.encode("utf-8")

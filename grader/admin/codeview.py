@@ -39,7 +39,7 @@ BUILTINS = frozenset({"print", "len", "range", "super", "isinstance", "int", "fl
 class CodeFile:
     """One file as the page shows it."""
 
-    name: str  # "self_attention.py", or the notebook's name for its code cells
+    name: str  # a contract module's file name, or the notebook's name for its code cells
     text: str
     stub: str | None  # what the release gave under that name (None: nothing, e.g. a helper module)
     cut: bool = False  # True when the file was longer than MAX_FILE_CHARS

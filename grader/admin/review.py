@@ -40,12 +40,12 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 from grader.admin import codeview, linecomments, overrides, regrade_requests, similarity
 from grader.judging import late, totals
 from grader.release import stubs
-from grader.results.document import SERVED_POLICY, number
-from grader.results.feedback import _lesson, by_component, clip, hint_words, released, visibility_of
+from grader.results.document import SERVED_POLICY, Cell, Preformatted, Table, html_blocks, number
+from grader.results.feedback import _lesson, by_component, clip, released, test_details, visibility_of
 from grader.results.records import SubmissionResult
 from grader.results.storage import load_records
 
-MAX_TEXT = 100_000  # characters of a README or analysis shown
+MAX_TEXT = 100_000  # characters of a deliverable text shown
 MAX_IMAGE = 20 << 20  # bytes of an image served
 MAX_FORM = 64 << 10  # bytes of a posted form
 PAGE_POLICY = SERVED_POLICY  # the pages' one policy (grader/results/document.py), with this server's script and forms
@@ -442,11 +442,9 @@ def render_student(review: Review, records: list[SubmissionResult], index: int, 
     left_column = [f"<p>from <code>{e(result.source or '?')}</code>"
                    + (f' · <span class="bad">{state["late"]} day(s) late</span>' if state["late"] else "") + "</p>",
                    *_group_line(review.out, name),
-                   "<table><tr><th>part</th><th>points</th></tr>"]
-    for component, (score, possible) in by_component(result, lesson=review.lesson).items():
-        cls = ' class="bad"' if possible and score < possible else ""
-        left_column.append(f"<tr><td>{e(component)}</td><td{cls}>{number(score)} / {number(possible)}</td></tr>")
-    left_column.append("</table>")
+                   html_blocks([Table(("part", "points"), [
+                       [component, Cell(f"{number(score)} / {number(possible)}", bool(possible and score < possible))]
+                       for component, (score, possible) in by_component(result, lesson=review.lesson).items()])])]
     if result.overrides:
         left_column.append(_folded("Decisions in effect", [_decision_item(o) for o in result.overrides],
                                    tag="ul", open_under=4))
@@ -487,7 +485,8 @@ def render_student(review: Review, records: list[SubmissionResult], index: int, 
             text = found[1].decode("utf-8", "replace")
             lines = text.count("\n") + 1
             out.append(f'<details{" open" if lines <= 20 else ""}><summary>{e(kind)} '
-                       f"<small>({e(found[0])}, {lines} lines)</small></summary><pre>{e(text)}</pre></details>")
+                       f"<small>({e(found[0])}, {lines} lines)</small></summary>{html_blocks([Preformatted(text)])}"
+                       "</details>")
         else:
             out.append(f"<h2>{e(kind)}</h2><p>No {e(kind)}.</p>")
     out.append("<h2>Automated verdicts</h2><table><tr><th>test</th><th>verdict</th><th>points</th><th>details</th></tr>")
@@ -561,9 +560,7 @@ def _details(t, release: str, visibility: dict, hints: dict[str, str]) -> str:
         return ""
     if not released(visibility_of(t.name, t.component, visibility), release):
         return f"<p>details withheld (--release {e(release)})</p>"
-    words = hint_words(t, hints)
-    return (f"<pre>{e(clip(t.output))}</pre>" if t.output.strip() else "") + \
-        (f"<p><b>Likely misconception:</b> {e(words)}</p>" if words else "")
+    return html_blocks(test_details(t, hints))  # the blocks the student's feedback shows
 
 
 def _code_section(review: Review, result: SubmissionResult, comments: list, token: str,

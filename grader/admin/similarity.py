@@ -12,7 +12,7 @@ CODE_WINDOW) into a submission's fingerprints, a set, so reordering functions ch
 Base code is removed before anything is compared: every k-gram of the released student folder
 (stubs, visible tests, tools, notebook) and of the handout's own code blocks (`base` data file).
 
-**Text** (README, analysis) is compared by word TEXT_N-grams after the words every student may
+**Text** (the texts the lesson's deliverables declare) is compared by word TEXT_N-grams after the words every student may
 share are removed: passages of the handout (the lesson's handout_ngrams.txt, the same fingerprints
 the README check uses), of the assignment's own README, the handout's example sentences and the lines
 the lesson's picture tool prints (`base` data file).
@@ -387,7 +387,8 @@ def load_base(lesson=None, *, released: Path | None = None, lesson_data: Path | 
                             f"{len(base.images)} pictures the picture tool makes the same for everyone")
     base.text = TextBase(handout=frozenset(handout), short=frozenset(short))
     if handout:
-        base.sources.append("handout_ngrams.txt: the handout's passages and the assignment README (the README check's fingerprints)")
+        base.sources.append(f"{rules.FINGERPRINTS.name}: the handout's passages and the assignment README "
+                            "(the deliverable checks' fingerprints)")
     return base
 
 
@@ -452,7 +453,7 @@ class Features:
     name: str
     code: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # hash -> (file, first line, last line)
     code_files: list[tuple[str, str]] = field(default_factory=list)  # (path, text) as read, for the detailed view
-    texts: dict[str, tuple[str, str]] = field(default_factory=dict)  # "README" -> (file name, text)
+    texts: dict[str, tuple[str, str]] = field(default_factory=dict)  # what -> (file name, text)
     text_grams: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)
     images: dict[str, tuple[str, int, str]] = field(default_factory=dict)  # what -> (file, hash, digest)
     image_base: dict[str, str] = field(default_factory=dict)  # what -> which kit picture it is
@@ -745,8 +746,9 @@ def _most_named_file(rows: list[Row], members: list[str]) -> str:
 
 def clusters(rows: list[Row]) -> list[Cluster]:
     """Groups of three or more submissions joined by flagged pairs of the same kind of evidence
-    (code with code, README with README, heatmap with heatmap): one student who took code from one
-    classmate, a README from a second and a picture from a third forms no cluster, only three pairs."""
+    (code with code, a text with the same text, a picture with the same picture): one student who took
+    code from one classmate, a text from a second and a picture from a third forms no cluster, only
+    three pairs."""
     by_what: dict[str, list[Row]] = {}
     for row in rows:
         if row.flagged:

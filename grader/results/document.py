@@ -282,6 +282,12 @@ def to_html(doc: Document) -> str:
     return "\n".join(out) + "\n"
 
 
+def html_blocks(blocks: list, level: int = 2) -> str:
+    """A piece of page from document blocks, for a page built elsewhere (the review server's): the same
+    markup and escaping as `to_html`."""
+    return "\n".join(line for block in blocks for line in _html_block(block, level))
+
+
 def _html_block(block, level: int = 2) -> list[str]:
     """The HTML of one block, as lines; `level` is its sections' heading level."""
     e = html.escape

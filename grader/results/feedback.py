@@ -1,10 +1,13 @@
 """What a student is told: each submission's results.json, feedback.md and feedback.html.
 
 Per submission, in <out>/<submission>/:
+    record.json    the graded result (grader/results/storage.py), written as each submission is graded
+                   (`keep_record`): the class files and `merge` never re-grade
     results.json   Gradescope's format (score, execution_time, output, tests[])
     feedback.md    what passed, what failed, expected vs got, hints, faults; by component
     feedback.html  the same as a page (the class report links to it)
-    record.json    last (grader/results/storage.py): the class files and `merge` never re-grade
+The last three are the student's files, written once per run by the class stage (`rewrite_changed`,
+only where they change), when overrides, lateness, comments and the release are known.
 
 feedback.md and feedback.html render one description (`feedback_document`, a
 grader/results/document.py Document); results.json's texts are plain. A failed test's record holds
@@ -56,8 +59,18 @@ def student_files(result: SubmissionResult, *, lesson=None, hints: dict[str, str
             "feedback.md": to_markdown(document), "feedback.html": to_html(document)}
 
 
+def keep_record(out_dir: Path, result: SubmissionResult) -> None:
+    """Write <out>/<submission>/record.json only: what a grading run's worker does for each submission.
+    The student's files are written once, by the class stage (grader/results/classreport.py), when the
+    overrides, the late policy, the comments and the release that shape them are all known."""
+    folder = Path(out_dir) / check_name(result.submission)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_record(folder, result)
+
+
 def write_submission(out_dir: Path, result: SubmissionResult, *, lesson=None) -> None:
-    """Write <out>/<submission>/results.json, feedback.md, feedback.html and record.json (last), atomically."""
+    """Write <out>/<submission>/results.json, feedback.md, feedback.html and record.json (last), atomically:
+    everything of one submission at once, for a caller without a class stage after it (a rescore, a test)."""
     folder = Path(out_dir) / check_name(result.submission)
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in student_files(result, lesson=lesson).items():
@@ -250,16 +263,22 @@ def _component_blocks(tests: list[TestResult], hints: dict[str, str], release: s
     for group in same.values():
         t = group[0]
         cost = f" (the same message for {len(group)} tests)" if len(group) > 1 else ""
-        details: list = [Preformatted(clip(t.output))] if t.output.strip() else []
-        if words := hint_words(t, hints):
-            details.append(Paragraph([Strong(f"{MISCONCEPTION}:"), " ", words]))
-        elif t.hint_id:  # a mistake the rubric no longer words: its id, as data
-            details.append(Paragraph([f"{MISCONCEPTION}: ", Code(t.hint_id)]))
-        blocks.append(Section("✗ " + ", ".join(u.title or u.name for u in group) + cost, details))
+        blocks.append(Section("✗ " + ", ".join(u.title or u.name for u in group) + cost, test_details(t, hints)))
     for visibility, count in withheld.items():
         blocks.append(Paragraph(f"The details of {count} failing test{'s' if count > 1 else ''} here are shown "
                                 f"{WITHHELD_UNTIL[visibility]}."))
     return blocks
+
+
+def test_details(test: TestResult, hints: dict[str, str]) -> list:
+    """What a failed test says, as document blocks (the feedback and the review page show the same):
+    its output, preformatted, then the recognised mistake in the rubric's words."""
+    details: list = [Preformatted(clip(test.output))] if test.output.strip() else []
+    if words := hint_words(test, hints):
+        details.append(Paragraph([Strong(f"{MISCONCEPTION}:"), " ", words]))
+    elif test.hint_id and test.status != "passed":  # a mistake the rubric no longer words: its id, as data
+        details.append(Paragraph([f"{MISCONCEPTION}: ", Code(test.hint_id)]))
+    return details
 
 
 def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = None,

@@ -462,7 +462,8 @@ class _Worker:
                                              f"({type(exc).__name__}: {without_paths(str(exc))[:300]}); this is not "
                                              "your code's fault, and the next grading run grades it again"])
         try:
-            self.feedback.write_submission(self.out, result)
+            # The record only: the class stage writes the student's files once, overrides and all.
+            self.feedback.keep_record(self.out, result)
         except Exception as exc:
             fault = f"could not write its results ({type(exc).__name__}: {exc})"
         return sub.name, result.total, result.max_total, result.status, fault

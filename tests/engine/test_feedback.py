@@ -143,3 +143,34 @@ def test_notes_of_a_submission_graded_as_usual_are_not_an_alarm():
     broken = make_record("crash", status="crashed", notes=["multihead.py crashed its process"])
     assert "## What went wrong while grading" in feedback.feedback_markdown(broken)
 
+
+
+def test_a_grading_run_writes_each_student_file_once(tmp_path, monkeypatch):
+    """The worker keeps each record; the class stage writes the student's files once, with the overrides
+    already applied (they used to be written as graded, then again with the decisions); a run with
+    nothing new writes none, and a file gone missing is written again from the record."""
+    from grader.results import classreport, storage
+
+    written = []
+    real = storage.write_atomic
+
+    def counting(path, data):
+        written.append(Path(path).relative_to(tmp_path).as_posix())
+        real(path, data)
+
+    monkeypatch.setattr(feedback, "write_atomic", counting)
+    monkeypatch.setattr(storage, "write_atomic", counting)
+    (tmp_path / "overrides.csv").write_text("submission,test,points,comment,staff_note,by,at\n"
+                                            "lee,self_attention.module,15,fine,,ta,\n")
+    for name in ("lee", "max"):
+        feedback.keep_record(tmp_path, make_record(name, buggy=True))
+    assert sorted(written) == ["lee/record.json", "max/record.json"]
+    classreport.write_class(tmp_path)
+    for name in ("lee", "max"):
+        for file in ("results.json", "feedback.md", "feedback.html"):
+            assert written.count(f"{name}/{file}") == 1, (name, file, written)
+    assert "fine" in (tmp_path / "lee" / "feedback.md").read_text()
+    written.clear()
+    (tmp_path / "max" / "feedback.html").unlink()
+    classreport.write_class(tmp_path)
+    assert [w for w in written if "/" in w and not w.startswith("_")] == ["max/feedback.html"]

@@ -138,9 +138,14 @@ def test_grade_in_the_sandbox_report_and_feedback(toy, tmp_path):
         failed = [t for t in record["tests"] if t["status"] != "passed"]
         assert failed and all(t["component"] == bug.component for t in failed), row
         assert bug.test in {t["name"] for t in failed} and {t["hint_id"] for t in failed} == {bug_id}, row
+        # The mistake is data in the record (hint_id); the student's files word it from the rubric.
         hint = toy.rubric()["hints"][bug_id]["text"]
-        # The hint is data (hint_id): the feedback chooses its words from the rubric; no output carries them.
         assert not any(hint in t["output"] for t in failed), row
+        shown = json.loads((out / row / "results.json").read_text(encoding="utf-8"))["tests"]
+        assert all(hint in t["output"] for t in shown if t["status"] != "passed"), row
+        from grader.results.document import md_inline
+
+        assert md_inline(hint) in feedback, row
     broken = json.loads((out / "broken" / "record.json").read_text(encoding="utf-8"))
     assert float(by_row["broken"]["activations"]) == 6 and float(by_row["broken"]["classifier"]) == 0
     assert "classifier.py" in broken["status"]

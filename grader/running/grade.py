@@ -153,10 +153,10 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
     from grader.results import classreport
 
     if shard_n == 1:
-        _similarity(subs, out, jobs)
+        _similarity(subs, out, jobs, lesson)
     regrade.keep_rubric(out)
     try:
-        classreport.write_class(out, overrides_path, release)
+        classreport.write_class(out, overrides_path, release, lesson=lesson)
     except decisions.OverrideError as exc:
         print(f"grade: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -173,14 +173,14 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
     return EXIT_ENGINE_FAULT if faults else EXIT_OK
 
 
-def _similarity(subs, out: Path, jobs: int) -> None:
+def _similarity(subs, out: Path, jobs: int, lesson) -> None:
     """The class similarity report (OUT/similarity.csv, .html): evidence for a person, never a grade,
     so a failure here is said and grading still succeeds. A shard sees only its slice of the class:
     after `merge`, run `python -m grader similarity` on the whole folder instead."""
     from grader.admin import similarity
 
     try:
-        base = similarity.load_base(released_notebook=similarity.released_notebook_code)
+        base = similarity.load_base(lesson, released_notebook=lambda: similarity.released_notebook_code(lesson))
         rows = similarity.run(subs=subs, out=out, base=base, jobs=jobs)
         flagged = sum(r.flagged for r in rows)
         print(f"similarity: {flagged} flagged row(s) in {out / 'similarity.html'}", flush=True)

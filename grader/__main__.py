@@ -120,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=lambda a, lesson: _call(
         "intake.collect", "main", lesson=lesson, roster=a.roster, out=a.out, deadline=a.deadline))
 
-    p = sub.add_parser("similarity", help="compare every pair of submissions (code, README/analysis, pictures)")
+    p = sub.add_parser("similarity", help="compare every pair of submissions (code, texts, pictures)")
     p.add_argument("submissions", help="folder holding one entry per student")
     p.add_argument("--out", required=True, help="folder for similarity.csv and similarity.html")
     p.add_argument("--jobs", type=int, default=None, help="parallel readers (default: number of cores)")

@@ -637,9 +637,9 @@ def build_similarity_class(root: Path, n: int, *, lesson) -> int:
         source, rng = sources[i % len(sources)], random.Random(i)
         folder = root / f"student_{i:03d}"
         folder.mkdir()
-        for path in sorted(source.glob("*.py")):
-            if path.name != "make_deliverables.py":
-                (folder / path.name).write_text(disguised(path.read_text(encoding="utf-8"), i), encoding="utf-8")
+        for name in lesson.file_of.values():  # the contract's files: what a student hands in as code
+            if (source / name).is_file():
+                (folder / name).write_text(disguised((source / name).read_text(encoding="utf-8"), i), encoding="utf-8")
         shutil.copyfile(source / "README.md", folder / "README.md")
         for picture in lesson.bench_pictures:
             with Image.open(source / picture) as image:

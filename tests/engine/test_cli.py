@@ -64,3 +64,19 @@ def test_make_grade_with_a_lesson_grades_its_demo_class_into_its_own_out():
         assert f"grade {demo} --out out/{name} " in planned and planned.endswith(f"--lesson {name}"), planned
     toy = subprocess.run(["make", "grade", f"LESSON={TOY.relative_to(KIT)}"], cwd=KIT, capture_output=True, text=True)
     assert toy.returncode == 2 and "declares no demo class" in toy.stderr and "SUBMISSIONS=" in toy.stderr
+
+
+def test_a_stage_that_takes_lesson_gets_the_value_itself(monkeypatch):
+    toy = lessons.load_lesson(str(TOY))
+    monkeypatch.delenv(lessons.LESSON_ENV, raising=False)  # the MIGRATION below sets it; restored after
+    got = {}
+
+    def stage(*, out, lesson=None):
+        got.update(out=out, lesson=lesson)
+        return 0
+
+    assert cli._with_lesson(stage, toy, {"out": "o"}) == 0
+    assert got == {"out": "o", "lesson": toy}
+    # MIGRATION: a stage that takes no lesson yet is called without one (it reads the run's, which the
+    # variable names) -- removed with the variable once every stage takes the value.
+    assert cli._with_lesson(lambda *, out: out, toy, {"out": "o"}) == "o"

@@ -1037,7 +1037,8 @@ def released_notebook_code(lesson=None) -> list[str]:
     try:
         from grader.release import notebook
 
-        return [cell.source for cell in notebook.build(student=True).cells if cell.cell_type == "code"]
+        given = {} if lesson is None else {"solutions": lesson.solutions, "rubric": lesson.rubric_path}
+        return [cell.source for cell in notebook.build(student=True, **given).cells if cell.cell_type == "code"]
     except Exception:
         return []
 

@@ -35,7 +35,7 @@ SOLUTIONS = ROOT / "solutions" / "day13"
 TARGET = ASSIGNMENT / "tests" / "known_mistakes.json"
 # The graders' fact finder, shipped beside the visible tests so that a student's machine computes the same
 # facts from the visible inputs (a copy of the engine's module: one source, checked by --check).
-DIAGNOSE, DIAGNOSE_COPY = ROOT / "grader" / "diagnose.py", ASSIGNMENT / "tests" / "diagnose.py"
+DIAGNOSE, DIAGNOSE_COPY = ROOT / "grader" / "judging" / "diagnose.py", ASSIGNMENT / "tests" / "diagnose.py"
 PARTS = ("self_attention", "multihead", "positional", "block")
 _PLAN, _OUT = "DAY13_FINGERPRINTS_PLAN", "DAY13_FINGERPRINTS_OUT"
 DIGITS = 5  # significant digits kept: far finer than the match tolerance, coarse enough to be stable

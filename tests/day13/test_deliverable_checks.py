@@ -726,7 +726,7 @@ def test_the_checks_are_standalone_and_run_from_a_copy_beside_the_checker(sub, t
     assert imported - set(sys.stdlib_module_names) <= {"numpy", "PIL", "deliverables", "grader"}
     tools = tmp_path / "tools"
     tools.mkdir()
-    shutil.copy(ROOT / "grader" / "deliverables.py", tools)
+    shutil.copy(ROOT / "grader" / "judging" / "deliverables.py", tools)
     shutil.copy(rules.__file__, tools / deliverables.RELEASED_CHECKS)
     shutil.copy(rules.FINGERPRINTS, tools)
     done = subprocess.run([sys.executable, str(tools / "deliverables.py"), str(sub)], capture_output=True,

@@ -29,7 +29,7 @@ def student_folder(where: Path, code_from: Path) -> Path:
         shutil.copy(code_from / name, where / name)
     shutil.copy(STUDENT / "Makefile", where / "Makefile")
     shutil.copytree(STUDENT / "tools", where / "tools", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "grader" / "deliverables.py", where / "tools" / "deliverables.py")
+    shutil.copy(ROOT / "grader" / "judging" / "deliverables.py", where / "tools" / "deliverables.py")
     shutil.copy(deliverable_checks.__file__, where / "tools" / deliverables.RELEASED_CHECKS)
     shutil.copy(deliverable_checks.FINGERPRINTS, where / "tools" / deliverable_checks.FINGERPRINTS.name)
     return where

@@ -181,7 +181,7 @@ sys.exit(run.main(submissions=sys.argv[1], out=sys.argv[2], jobs=1, config=confi
 def _secrets(source: Path) -> list[Path]:
     hidden = source / "grader" / "day13"
     return [hidden, hidden / "rubric.toml", hidden / "catalogue.py", sorted((hidden / "tests").glob("test_*.py"))[0],
-            source / "solutions" / "day13" / "self_attention.py", source / "grader" / "score.py"]
+            source / "solutions" / "day13" / "self_attention.py", source / "grader" / "judging" / "score.py"]
 
 
 def _readable_by(uid: int, path: Path) -> bool:

@@ -71,9 +71,8 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
     `lesson`: the lesson value (grader.lesson.load_lesson), handed to every stage. `config` exists for
     the engine's own tests (short limits); the command line uses the defaults.
     """
-    # TRANSITIONAL: until every caller passes it. The class files' stages (classreport, feedback) still
-    # read the rubric feedback.rubric_path() names; the progress line's totals follow them until they
-    # take the value too (a caller's own value is passed on).
+    # TRANSITIONAL: until every caller passes it. Without a value from the caller, regrade's steps get
+    # None and use their own fallback (which tests still steer by replacing regrade.rubric_path).
     given, lesson = lesson, lesson if lesson is not None else lesson_for_migration()
     try:
         shard_k, shard_n = parse_shard(shard)
@@ -111,7 +110,7 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
                   f"{', '.join(unknown)}; the names are the rows of grades.csv", file=sys.stderr)
             return EXIT_USAGE
     try:
-        work = regrade.plan(subs, out, force=force, only=set(only) if only else None)
+        work = regrade.plan(subs, out, lesson=given, force=force, only=set(only) if only else None)
     except (OSError, RuntimeError, ValueError) as exc:
         print(f"grade: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -121,7 +120,7 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
     where = f"shard {shard_k}/{shard_n}: " if shard_n > 1 else ""
     if work.rescore:
         # Points or words of the rubric changed, nothing else: no student code needs to run.
-        again = set(regrade.rescore_records(out, work.rescore))
+        again = set(regrade.rescore_records(out, work.rescore, lesson=given))
         work.rescore = [n for n in work.rescore if n not in again]
         for sub in subs:
             if sub.name in again:
@@ -144,7 +143,7 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
         zygote = Zygote(slots=min(jobs, len(todo)), config=config, lesson=lesson)
         try:
             faults = _grade_all(todo, out=out, zygote=zygote, config=config, jobs=min(jobs, len(todo)),
-                                final=_final_totals(out, overrides_path, given), lesson=lesson)
+                                final=_final_totals(out, overrides_path, lesson), lesson=lesson, given=given)
         except SandboxRefused as exc:
             print(f"grade: {exc}", file=sys.stderr)
             return EXIT_ENGINE_FAULT
@@ -154,7 +153,7 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
 
     if shard_n == 1:
         _similarity(subs, out, jobs, lesson)
-    regrade.keep_rubric(out)
+    regrade.keep_rubric(out, lesson=given)
     try:
         classreport.write_class(out, overrides_path, release, lesson=lesson)
     except decisions.OverrideError as exc:
@@ -244,7 +243,8 @@ def _final_totals(out: Path, overrides_path: Path, lesson):
         return None
 
 
-def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: int, lesson, final=None) -> list[str]:
+def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: int, lesson, given=None,
+               final=None) -> list[str]:
     """Grade `todo` with `jobs` worker processes, one sandbox slot each.
 
     Workers are processes, not threads: the scorer keeps per-submission state (the reference's and
@@ -273,7 +273,7 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
         if jobs == 1:
             # The zygote is a separate interpreter, already started: importing the scorer here while it
             # loads torch overlaps both start-ups and cannot reach it.
-            grader = _Worker(0, out=out, work=work, zygote=zygote, config=config, lesson=lesson)
+            grader = _Worker(0, out=out, work=work, zygote=zygote, config=config, lesson=lesson, given=given)
             try:
                 for sub in todo:
                     summary = grader.grade(sub)
@@ -282,7 +282,7 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
                 grader.close()
         else:
             _grade_in_processes(todo, out=out, work=work, zygote=zygote, config=config, jobs=jobs,
-                                progress=progress, faults=faults, lesson=lesson)
+                                progress=progress, faults=faults, lesson=lesson, given=given)
     finally:
         _unmount_under(work)
         remove_tree(work)
@@ -346,7 +346,7 @@ def _account(summary, progress, faults) -> None:
     progress.step(name, total, max_total, status)
 
 
-def _grade_in_processes(todo, *, out, work, zygote, config, jobs, progress, faults, lesson) -> None:
+def _grade_in_processes(todo, *, out, work, zygote, config, jobs, progress, faults, lesson, given) -> None:
     _preload(lesson)
     ctx = multiprocessing.get_context("fork")  # no thread pool yet (one intra-op thread, see _preload)
     tasks, results = ctx.Queue(), ctx.Queue()
@@ -355,7 +355,8 @@ def _grade_in_processes(todo, *, out, work, zygote, config, jobs, progress, faul
     for _ in range(jobs):
         tasks.put(None)
     procs = [ctx.Process(target=_worker_main, args=(slot, todo, tasks, results),
-                         kwargs=dict(out=out, work=work, zygote=zygote, config=config, lesson=lesson), daemon=True)
+                         kwargs=dict(out=out, work=work, zygote=zygote, config=config, lesson=lesson, given=given),
+                         daemon=True)
              for slot in range(jobs)]
     for p in procs:
         p.start()
@@ -435,9 +436,9 @@ _preloaded = None
 class _Worker:
     """Grades submissions one at a time through one sandbox slot, with the scorer from _preload."""
 
-    def __init__(self, slot, *, out, work, zygote, config, lesson):
+    def __init__(self, slot, *, out, work, zygote, config, lesson, given=None):
         self.slot, self.out, self.work, self.zygote, self.config = slot, out, work, zygote, config
-        self.lesson = lesson
+        self.lesson, self.given = lesson, given  # given: TRANSITIONAL, see main()
         self.score, _, self.feedback = _preload(lesson)  # already done (and inherited) when workers are forked
         limits = lesson.limits.get("deliverables", {})
         self.checker = LimitedChecker(memory_bytes=limits.get("memory_bytes", 1 << 30), seconds=limits.get("seconds", 30),
@@ -451,7 +452,8 @@ class _Worker:
         fault = None
         try:
             result = grade_one(sub, slot=self.slot, work=self.work, zygote=self.zygote, config=self.config,
-                               score=self.score, checker=self.checker, scanner=self.scanner, lesson=self.lesson)
+                               score=self.score, checker=self.checker, scanner=self.scanner, lesson=self.lesson,
+                               given=self.given)
         except Exception as exc:  # the engine's own fault: it costs this row only
             tb = traceback.format_exc(limit=-3)
             fault = tb.strip().splitlines()[-1]
@@ -474,7 +476,7 @@ class _Worker:
 
 
 def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConfig, score, lesson,
-              checker=None, scanner=None) -> SubmissionResult:
+              checker=None, scanner=None, given=None) -> SubmissionResult:
     """Copy, sandbox and grade one submission; every fault becomes part of its result.
 
     The scratch copy is fresh for every submission, whatever the one before left in the slot: as
@@ -486,7 +488,7 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
     before any student code runs, so what the child does to its files changes no flag."""
     start = time.monotonic()
     config = with_lesson_limits(config, lesson.limits)
-    digests = {"submission": regrade.submission_digest(sub.source), **regrade.current()}
+    digests = {"submission": regrade.submission_digest(sub.source), **regrade.current(lesson=given)}
     slot_dir = work / f"slot{slot}"
     quota = slot_dir.is_dir() and mount_quota(slot_dir, config)
     scratch = Path(tempfile.mkdtemp(prefix="s", dir=slot_dir if slot_dir.is_dir() else work))

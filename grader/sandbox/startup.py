@@ -136,10 +136,12 @@ def boom(x):
 """
 
 
-def warm_up_executor(entry) -> None:
+def warm_up_executor(entry, *, lesson) -> None:
     """Run each kind of call once through the executor on a throwaway generic module (a small
     attention network, not the assignment: nothing here knows a test or an answer), so the code
-    paths of the executor, the stand-ins and torch's kernels are warm in every child (~10 ms a child)."""
+    paths of the executor, the stand-ins and torch's kernels are warm in every child (~10 ms a child).
+    `lesson`: what the executor knows of the lesson (the zygote's LessonSpec); the warm-up module is
+    none of its modules."""
     import numpy as np
 
     folder = tempfile.mkdtemp(prefix="grader-zygote-")
@@ -147,7 +149,7 @@ def warm_up_executor(entry) -> None:
         Path(folder, "zygote_warmup.py").write_text(_WARM_UP_MODULE)
         # meta_inspect: whatever torch loads lazily for an inspect built on the meta device is loaded
         # here once, not in every child (where a module imported during that build forces a retry).
-        loader = entry.ModuleLoader(folder, isolated=True, meta_inspect=True)
+        loader = entry.ModuleLoader(folder, isolated=True, meta_inspect=True, lesson=lesson)
         def numbers(*shape, dtype):  # varied values without numpy.random (a module no child needs)
             return np.sin(np.arange(np.prod(shape)) * 0.7).reshape(shape).astype(dtype)
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
-from grader.lesson import LESSON_ENV, LessonSpec, lesson_for_migration
+from grader.lesson import LessonSpec, lesson_for_migration
 from grader.running import protocol
 from grader.sandbox import DEFAULT_CONFIG, SandboxConfig, lending, startup, transport
 from grader.sandbox.confinement import (KIT_ROOT, PR_SET_PDEATHSIG, confine, is_root, own_ipc, own_network,
@@ -83,9 +83,6 @@ class Zygote:
         # A minimal environment: the grader's (CI tokens, credentials) must never reach student code,
         # whose error messages end up in its feedback.
         env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "TZ") if k in os.environ}
-        # TRANSITIONAL: the executor still looks the lesson up (lesson_for_migration) in the zygote, which
-        # then builds it before its first fork; its name (a path made absolute) says which.
-        env[LESSON_ENV] = lesson.ref
         # One intra-op thread: a forked child of a process whose thread pool started would hang.
         # MALLOC_ARENA_MAX: each thread's 64 MB malloc arena would count against RLIMIT_AS.
         env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1", MALLOC_ARENA_MAX="2",
@@ -280,13 +277,10 @@ def main(spec: dict) -> None:
     # Forked before the warm-up, so the check runs beside it and its child has imported less than
     # any student child will have: what it can import, they can.
     lazy = list(lesson.lazy_imports)
-    if os.environ.get(LESSON_ENV):  # TRANSITIONAL: see Zygote.__init__; built before any child, which cannot read the kit
-        with contextlib.suppress(Exception):
-            lesson_for_migration()
     probe = startup.start_probe(config, lazy, fork=functools.partial(_fork_child, ctrls=[], setup=setup,
                                                                      zygote_pid=zygote_pid))
     startup.warm_up(torch)
-    startup.warm_up_executor(entry)
+    startup.warm_up_executor(entry, lesson=lesson)
     view = startup.finish_probe(probe, setup.view_plan)
     # Once the check has proved a child could import them itself, the zygote imports them for every
     # child: a correct call that first needs one (torch.broadcast_shapes loads sympy, ~0.3 s idle and
@@ -444,6 +438,6 @@ def _child(request, sock, out_fd, setup: ChildSetup, layers: dict) -> None:
     if "probe" in request:  # the start-up check, run exactly where student code would run
         protocol.send_message(sock, {"probe": startup.probe_child(request["probe"]["imports"]), "layers": layers})
         os._exit(0)
-    loader = setup.entry.ModuleLoader(scratch, isolated=False, meta_inspect=True)
+    loader = setup.entry.ModuleLoader(scratch, isolated=False, meta_inspect=True, lesson=setup.lesson)
     protocol.send_message(sock, {"hello": {"layers": layers}})
     transport.serve(sock, setup.entry.execute, loader)

@@ -531,9 +531,11 @@ def test_the_zygote_warm_up_loads_nothing_a_child_would_not_use():
     probe = ("import sys, torch\n"
              "from grader.running import executor as execute\n"
              "from grader.sandbox import startup\n"
+             "from grader.lesson import LessonSpec, load_lesson\n"
+             "spec = LessonSpec.from_json(load_lesson('day13').spec().to_json())  # as the zygote gets it\n"
              "before = set(sys.modules)\n"
              "startup.warm_up(torch)\n"
-             "startup.warm_up_executor(execute)\n"
+             "startup.warm_up_executor(execute, lesson=spec)\n"
              "print(sorted(m for m in set(sys.modules) - before if not m.startswith(('zygote_warmup', 'grader'))))\n")
     out = subprocess.run([sys.executable, "-c", probe], cwd=KIT, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

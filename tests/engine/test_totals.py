@@ -78,7 +78,8 @@ def test_every_output_says_the_same_final_total(late_class, monkeypatch, capsys)
     root, subs, out, rubric = late_class
     _with_policy(monkeypatch, rubric)
     try:
-        assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG) == 0
+        assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG,
+                        lesson=replace(DAY13, rubric_path=rubric)) == 0
     finally:
         regrade.current.cache_clear()
     console = capsys.readouterr().out
@@ -125,7 +126,7 @@ def test_a_bonus_stops_at_the_maximum_unless_the_rubric_declares_extra_credit(la
     _with_policy(monkeypatch, extra)
     from grader.results import classreport
 
-    classreport.write_class(out)
+    classreport.write_class(out, lesson=replace(DAY13, rubric_path=extra))
     assert _grades(out)["dan"]["total"] == "93"  # 90 + 13 of the 15 asked, -10 late
     feedback_text = (out / "dan" / "feedback.md").read_text()
     assert "**Score: 93 / 100**" in feedback_text and "capped to +13" in feedback_text

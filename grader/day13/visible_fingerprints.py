@@ -1,205 +1,23 @@
-"""The visible tests' evidence about mistakes (assignments/day13/tests/known_mistakes.json).
+"""Day 13's visible tests' evidence about mistakes (assignments/day13/tests/known_mistakes.json).
 
-The students' visible tests name a misconception only when the student's numbers are those of a
-catalogued mistake, as the hidden grading does. They get no mutant's code, only its fingerprints:
-this module runs every bug-catalogue mutant (grader/day13/catalogue.py) through the visible tests of
-its part, in one pytest process with a recording plugin, and keeps, for each test the mutant fails,
-the first comparison it fails and what it gives there (the conftest's `fingerprint`: the shape and
-at most 64 values, rounded to 5 significant digits). With them go the hint texts of those mutants
-(rubric.toml [hints.*], the one source of the wording) and the library-attention rule the visible
-tests can apply on a student's machine (forbidden.toml [names] and the rubric's forbidden_message).
+The builder is the engine's (grader/release/visible_fingerprints.py: any lesson's catalogue through its
+visible tests); this module keeps Day 13's command and the recording the diagnostics audit runs:
 
     python -m grader.day13.visible_fingerprints            # rewrite the file
     python -m grader.day13.visible_fingerprints --check    # exit 1 when the file is out of date
-
-Run it after changing a visible test, the catalogue or a hint; tests/day13/test_visible_tests.py
-checks the file is current, and the release's leak check refuses a fingerprint file holding anything
-but numbers, visible test names and the rubric's words.
 """
 from __future__ import annotations
 
 import argparse
-import importlib
-import json
-import math
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-ASSIGNMENT = ROOT / "assignments" / "day13"
-SOLUTIONS = ROOT / "solutions" / "day13"
-TARGET = ASSIGNMENT / "tests" / "known_mistakes.json"
-# The graders' fact finder, shipped beside the visible tests so that a student's machine computes the same
-# facts from the visible inputs (a copy of the engine's module: one source, checked by --check).
-DIAGNOSE, DIAGNOSE_COPY = ROOT / "grader" / "judging" / "diagnose.py", ASSIGNMENT / "tests" / "diagnose.py"
-PARTS = ("self_attention", "multihead", "positional", "block")
-_PLAN, _OUT = "DAY13_FINGERPRINTS_PLAN", "DAY13_FINGERPRINTS_OUT"
-DIGITS = 5  # significant digits kept: far finer than the match tolerance, coarse enough to be stable
-
-
-def build() -> dict:
-    """Run the reference and every catalogue mutant through the visible tests; the file's contents."""
-    from grader.day13 import catalogue
-    from grader.running.forbidden import load_policy
-    from grader.lesson import load_lesson
-    from grader.judging.mutants import apply
-
-    lesson = load_lesson("day13")
-    rubric = lesson.rubric()
-    hints = {bug_id: entry["text"] for bug_id, entry in rubric.get("hints", {}).items()}
-    bugs = [bug for bug in catalogue.BUGS if not bug.forbidden and bug.id in hints]
-    with tempfile.TemporaryDirectory(prefix="day13-fingerprints-") as tmp:
-        tmp = Path(tmp)
-        plan = [{"name": "reference", "part": None, "folder": str(SOLUTIONS)}]
-        for bug in bugs:
-            mutant = tmp / "mutants" / bug.id
-            mutant.mkdir(parents=True)
-            for name, text in apply(bug, SOLUTIONS).items():
-                (mutant / name).write_text(text, encoding="utf-8")
-            plan.append({"name": bug.id, "part": bug.component, "folder": str(mutant)})
-        records = record_visible(plan)["comparisons"]
-    policy = load_policy(lesson.forbidden_path)
-    table = _table(records, bugs, hints, policy["names"], rubric["meta"]["forbidden_message"])
-    # The words for what the numbers show (rubric [facts.*]), the same as the hidden feedback's.
-    table["facts"] = {k: v["text"] for k, v in sorted(rubric.get("facts", {}).items()) if isinstance(v, dict)}
-    return table
+from grader.lesson import load_lesson
+from grader.release import visible_fingerprints as builder
 
 
 def record_visible(plan: list[dict]) -> dict:
-    """Run the visible tests on each folder of `plan` ({name, part or None for all, folder}), in one pytest
-    process. Returns {"comparisons": {name: {test: [comparison, ...]}}, "told": {name: {test: [what a
-    failure found and said, ...]}}} (the conftest's EVIDENCE.record and EVIDENCE.told)."""
-    with tempfile.TemporaryDirectory(prefix="day13-visible-") as tmp:
-        tmp = Path(tmp)
-        folder = tmp / "day13"
-        shutil.copytree(ASSIGNMENT / "tests", folder / "tests", ignore=shutil.ignore_patterns("__pycache__"))
-        shutil.copyfile(ASSIGNMENT / "pytest.ini", folder / "pytest.ini")
-        (tmp / "plan.json").write_text(json.dumps(plan), encoding="utf-8")
-        out = tmp / "records.json"
-        env = {**os.environ, _PLAN: str(tmp / "plan.json"), _OUT: str(out), "PYTHONPATH": str(ROOT),
-               "PYTHONDONTWRITEBYTECODE": "1"}
-        done = subprocess.run([sys.executable, "-m", "pytest", "-p", "grader.day13.visible_fingerprints", "-p",
-                               "no:cacheprovider", "-q"], cwd=folder, env=env, capture_output=True, text=True,
-                              timeout=1800)
-        if not out.exists():
-            raise RuntimeError(f"running the visible tests on the plan failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
-        return json.loads(out.read_text(encoding="utf-8"))
-
-
-def _table(records: dict, bugs, hints: dict, names: dict, message: str) -> dict:
-    reference = records["reference"]
-    failed = [f"{test} #{c['n']}" for test, seen in reference.items() for c in seen if c["failed"]]
-    if failed:
-        raise RuntimeError(f"the reference fails visible comparisons: {failed}")
-    tests: dict = {}
-    for bug in bugs:
-        for test, seen in sorted(records.get(bug.id, {}).items()):
-            first = next((c for c in seen if c["failed"]), None)
-            if first is None:
-                continue  # the test passes, or fails outside a comparison (an assert, an error)
-            entry = {"kind": first["kind"], "got": _rounded(first["got"])}
-            same_place = next((c for c in reference.get(test, ()) if c["n"] == first["n"]), None)
-            if first["expected"] is not None and (same_place is None or same_place["expected"] != first["expected"]):
-                entry["expected"] = _rounded(first["expected"])  # the test compares two answers of the student's
-            slot = tests.setdefault(test, {}).setdefault(str(first["n"]), [])
-            twin = next((e for e in slot if {k: v for k, v in e.items() if k != "mutants"} == entry), None)
-            if twin is not None:
-                twin["mutants"].append(bug.id)
-            else:
-                slot.append({**entry, "mutants": [bug.id]})
-    used = sorted({m for places in tests.values() for slot in places.values() for e in slot for m in e["mutants"]})
-    return {
-        "format": 1,
-        "hints": {m: hints[m] for m in used},
-        "forbidden": {"anywhere": sorted(names.get("anywhere", ())), "torch_only": sorted(names.get("torch_only", ())),
-                      "kit_packages": sorted(names.get("kit_packages", ())), "message": message},
-        "tests": tests,
-    }
-
-
-def _rounded(fp: dict) -> dict:
-    values = []
-    for v in fp["values"]:
-        if math.isnan(v):
-            values.append("nan")
-        elif math.isinf(v):
-            values.append("inf" if v > 0 else "-inf")
-        else:
-            r = float(f"{v:.{DIGITS}g}")
-            values.append(0.0 if r == 0 else (int(r) if r.is_integer() and abs(r) < 1e15 else r))
-    return {"shape": fp["shape"], "values": values}
-
-
-def dumps(table: dict) -> str:
-    """One line per test, so a change shows as a readable diff."""
-    head = {k: v for k, v in table.items() if k != "tests"}
-    lines = ["{"] + [f" {json.dumps(k)}: {json.dumps(v, ensure_ascii=False, sort_keys=True)}," for k, v in head.items()]
-    lines.append(' "tests": {')
-    tests = sorted(table["tests"].items())
-    lines += [f"  {json.dumps(name)}: {json.dumps(places, sort_keys=True, separators=(',', ':'))}"
-              + ("," if i < len(tests) - 1 else "") for i, (name, places) in enumerate(tests)]
-    return "\n".join(lines + [" }", "}"]) + "\n"
-
-
-def same_tables(a, b, rel: float = 1e-4) -> bool:
-    """Equal structure and words; numbers equal up to a last-digit rounding flip."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same_tables(a[k], b[k], rel) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same_tables(x, y, rel) for x, y in zip(a, b))
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
-        return a == b or abs(a - b) <= rel * max(1.0, abs(a), abs(b))
-    return a == b
-
-
-# -- the pytest plugin (active only in the recording run above) ---------------------------------
-def pytest_runtestloop(session):
-    """Instead of one run: the reference on every visible test, then each mutant on its part's tests."""
-    from _pytest.runner import runtestprotocol
-
-    conftest = sys.modules.get("conftest")
-    if conftest is None or not hasattr(conftest, "EVIDENCE"):
-        raise RuntimeError("the visible tests' conftest.py has no EVIDENCE to record")
-    plan = json.loads(Path(os.environ[_PLAN]).read_text(encoding="utf-8"))
-    records: dict = {}
-    told_all: dict = {}
-    for run in plan:
-        _use_folder(conftest, Path(run["folder"]))
-        seen = records[run["name"]] = {}
-        told = told_all[run["name"]] = {}
-
-        def record(test, n, kind, got, expected, failed, seen=seen):
-            seen.setdefault(test, []).append({"n": n, "kind": kind, "got": got, "expected": expected,
-                                              "failed": bool(failed)})
-
-        def tell(test, found, told=told):
-            told.setdefault(test, []).append(found)
-
-        conftest.EVIDENCE.record = record
-        conftest.EVIDENCE.told = tell
-        for item in session.items:
-            if run["part"] is None or item.get_closest_marker(run["part"]):
-                runtestprotocol(item, log=False, nextitem=None)
-    conftest.EVIDENCE.record = conftest.EVIDENCE.told = None
-    Path(os.environ[_OUT]).write_text(json.dumps({"comparisons": records, "told": told_all}), encoding="utf-8")
-    return True
-
-
-def _use_folder(conftest, folder: Path) -> None:
-    """Point the visible tests at another student folder, with nothing of the previous one loaded."""
-    old = str(conftest.STUDENT_DIR)
-    sys.path[:] = [str(folder) if p == old else p for p in sys.path]
-    conftest.STUDENT_DIR = folder
-    for cache in (conftest._loaded, conftest._unfinished_seen, conftest._errors_seen):
-        cache.clear()
-    conftest._forbidden_in_source.cache_clear()
-    for name in PARTS:
-        sys.modules.pop(name, None)
-    importlib.invalidate_caches()
+    """The visible tests run on each folder of `plan`, recorded (grader/release/visible_fingerprints.py)."""
+    return builder.record_visible(plan, lesson=load_lesson("day13"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -207,24 +25,7 @@ def main(argv: list[str] | None = None) -> int:
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true", help="compare with the stored file instead of writing it")
     args = parser.parse_args(argv)
-    fresh = build()
-    where = TARGET.relative_to(ROOT)
-    if args.check:
-        try:
-            current = same_tables(json.loads(TARGET.read_text(encoding="utf-8")), json.loads(dumps(fresh)))
-        except (OSError, ValueError):
-            current = False
-        copied = DIAGNOSE_COPY.exists() and DIAGNOSE_COPY.read_bytes() == DIAGNOSE.read_bytes()
-        print(f"{where} is {'up to date' if current else 'out of date: run python -m grader.day13.visible_fingerprints'}")
-        if not copied:
-            print(f"{DIAGNOSE_COPY.relative_to(ROOT)} is not a copy of {DIAGNOSE.relative_to(ROOT)}: "
-                  "run python -m grader.day13.visible_fingerprints")
-        return 0 if current and copied else 1
-    shutil.copyfile(DIAGNOSE, DIAGNOSE_COPY)
-    TARGET.write_text(dumps(fresh), encoding="utf-8")
-    count = sum(len(slot) for places in fresh["tests"].values() for slot in places.values())
-    print(f"wrote {where} ({count} fingerprints of {len(fresh['hints'])} mistakes, {TARGET.stat().st_size} bytes)")
-    return 0
+    return builder.main(lesson=load_lesson("day13"), check=args.check)
 
 
 if __name__ == "__main__":

@@ -347,17 +347,16 @@ def build(*, student: bool, solutions: Path | None = None, rubric: Path | None =
 
 def write_nbgrader_source(folder: Path) -> Path:
     """The instructor's nbgrader source folder of the lesson (`source/<lesson>/` of a course): the source
-    notebook and what its visible test cells need beside it (tests/, pytest.ini, tools/notebook_tests.py),
+    notebook and what its visible test cells need beside it (tests/ with tests/_feedback/, pytest.ini, tools/notebook_tests.py),
     which `nbgrader generate_assignment` releases with the notebook and `nbgrader autograde` restores from
     here. Returns the notebook's path."""
     lesson = load_lesson()
     folder.mkdir(parents=True, exist_ok=True)
-    tests = folder / "tests"
-    if tests.exists():
-        shutil.rmtree(tests)
-    shutil.copytree(lesson.assignment / "tests", tests,
-                    ignore=shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.pyc"))
-    shutil.copyfile(lesson.assignment / "pytest.ini", folder / "pytest.ini")
+    from grader.release.student_release import write_visible_tests  # it imports this module
+
+    if (folder / "tests").exists():
+        shutil.rmtree(folder / "tests")
+    write_visible_tests(folder, lesson=lesson)
     (folder / "tools").mkdir(exist_ok=True)
     (folder / "tools" / "notebook_tests.py").write_text(runner_source(), encoding="utf-8")
     return write(build(student=False), folder / lesson.notebook)

@@ -39,6 +39,11 @@ from grader.release.stubs import _digest
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "grader" / "templates"
 CHECKER = ROOT / "grader" / "judging" / "deliverables.py"
+# What every lesson's visible tests share (grader/student/, with the engine's fact finder inside it): the
+# release puts it beside the lesson's tests as tests/_feedback/, so a student's folder needs no kit.
+STUDENT_FEEDBACK = ROOT / "grader" / "student"
+DIAGNOSE = ROOT / "grader" / "judging" / "diagnose.py"
+FEEDBACK_FOLDER = "_feedback"
 
 SKIP_DIRS = {"__pycache__", ".pytest_cache", ".ipynb_checkpoints"}
 SKIP_SUFFIXES = {".pyc", ".pyo"}
@@ -120,6 +125,27 @@ def _copy_tree(source: Path, target: Path) -> None:
             shutil.copyfile(path, target / relative)
 
 
+def ship_feedback(tests: Path) -> None:
+    """Write tests/_feedback/: the engine's student-side package (grader/student/*.py) and diagnose.py."""
+    target = tests / FEEDBACK_FOLDER
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    for path in sorted(STUDENT_FEEDBACK.glob("*.py")):
+        shutil.copyfile(path, target / path.name)
+    shutil.copyfile(DIAGNOSE, target / DIAGNOSE.name)
+
+
+def write_visible_tests(folder: Path, *, lesson) -> Path:
+    """`folder`/tests and `folder`/pytest.ini as a student gets them: the lesson's visible tests, with the
+    feedback package beside them. Returns the tests folder (the kit runs the visible tests from here)."""
+    tests = folder / "tests"
+    _copy_tree(lesson.assignment / "tests", tests)
+    shutil.copyfile(lesson.assignment / "pytest.ini", folder / "pytest.ini")
+    ship_feedback(tests)
+    return tests
+
+
 def feedback_points() -> dict[str, float]:
     """Points per part for the feedback on push, summed from the rubric (where points live)."""
     return dict(load_lesson().points)
@@ -146,6 +172,7 @@ def stub_texts() -> dict[str, str]:
 def _write_student_files(day: Path) -> None:
     lesson = load_lesson()
     _copy_tree(lesson.assignment, day)
+    ship_feedback(day / "tests")
     # The stubs come from the one source of truth, whatever state assignments/ is in.
     texts = stub_texts()
     for name, text in texts.items():
@@ -242,10 +269,11 @@ def _not_just_numbers(path: Path) -> list[str]:
 FINGERPRINT_MAX_VALUES = 64
 FINGERPRINT_MAX_BYTES = 1_000_000
 _WORD = re.compile(r"-?[a-z][a-z_]{0,19}")  # short lowercase words as values: kinds of comparison, "nan", "inf"
+_DIGEST = re.compile(r"[0-9a-f]{16}")  # a structured value's fingerprint: a digest prefix, never the value
 # The file's own field names; every other key must be a visible test's name, a comparison's number or a
 # rubric hint id, so nothing can be keyed to inputs the visible tests do not use.
 FINGERPRINT_FIELDS = frozenset({"format", "hints", "facts", "forbidden", "anywhere", "torch_only", "kit_packages", "message",
-                                "tests", "kind", "got", "expected", "shape", "values", "mutants"})
+                                "tests", "kind", "got", "expected", "shape", "values", "digest", "mutants"})
 
 
 def _not_just_fingerprints(path: Path, folder: Path) -> list[str]:
@@ -288,7 +316,8 @@ def _not_just_fingerprints(path: Path, folder: Path) -> list[str]:
                 problems.append(f"holds an array of {len(numbers)} numbers (a fingerprint keeps at most "
                                 f"{FINGERPRINT_MAX_VALUES}: a sample of an output, never a whole one)")
             stack += item
-        elif isinstance(item, str) and item not in words and item not in hints and not _WORD.fullmatch(item):
+        elif (isinstance(item, str) and item not in words and item not in hints and not _WORD.fullmatch(item)
+              and not _DIGEST.fullmatch(item)):
             problems.append(f"holds the text {item[:60]!r}, not one of the rubric's hints or forbidden names")
     return problems
 

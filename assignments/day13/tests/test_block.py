@@ -21,8 +21,6 @@ def _observe_the_batch(check, model, x, mask=None):
     """Two facts a block's wrong output may come with, from calls of its own: the same call run twice gives
     different answers (something random runs in eval mode), and a sentence's answer moves when only
     another sentence of the batch changes."""
-    import diagnose
-
     first = check.repeat(lambda: model(x, mask) if mask is not None else model(x))
     other = x.clone()
     other[0] = torch.randn(x.shape[1:], generator=torch.Generator().manual_seed(90))
@@ -30,7 +28,7 @@ def _observe_the_batch(check, model, x, mask=None):
         changed = model(other, mask) if mask is not None else model(other)
     random = any(f["id"] == "random" for f in check.seen())
     if isinstance(changed, torch.Tensor) and changed.shape == first.shape and not random:
-        check.observe(*diagnose.mixes(first.numpy(), changed.detach().numpy(), changed=(0,)))
+        check.observe(*check.diagnose.mixes(first.numpy(), changed.detach().numpy(), changed=(0,)))
 
 
 class StandIn(nn.Module):

@@ -1,0 +1,166 @@
+"""`VisibleTests`: one lesson's visible tests, as its conftest.py describes them, with the engine's feedback.
+
+The conftest builds one and puts its fixtures and hooks among its own names:
+
+    VISIBLE = VisibleTests(__file__, parts=("activations", "classifier"))
+    globals().update(VISIBLE.conftest_names())
+
+Every piece of state of a run (the modules imported, what has been told) lives on this object, so the
+notebook's runner, which imports the tests afresh each time, starts clean each time.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from . import library
+from .checks import Check, Evidence
+from .errors import DoesNotImport, StudentErrors
+
+KNOWN_MISTAKES = "known_mistakes.json"
+
+
+class VisibleTests:
+    """The visible tests of one lesson.
+
+    tests_file   the conftest's __file__: the student's folder is the one above tests/
+    parts        the contract's modules in the order of the tasks; each is a fixture of that name, and a
+                 pytest marker of that name says which part a test checks
+    stand_ins    {part: modules it is tested over stand-ins of}, and `make_stand_in(module name)` builds one
+    wrap         what a part's fixture hands the tests instead of the module itself (say, layers in eval mode)
+    check        the `check` fixture's class (a subclass of checks.Check for the lesson's value types)
+    error_fact, error_hints   the lesson's facts about an error raised in student code, and their words
+    """
+
+    def __init__(self, tests_file, *, parts, stand_ins=None, make_stand_in=None, wrap=None, check=Check,
+                 error_fact=None, error_hints=None):
+        tests = Path(tests_file).resolve().parent
+        self.parts = tuple(parts)
+        self.stand_ins = {part: tuple(deps) for part, deps in (stand_ins or {}).items()}
+        self.make_stand_in, self.wrap, self.check_class = make_stand_in, wrap, check
+        self.known = _read_json(tests / KNOWN_MISTAKES)
+        self.policy = self.known.get("forbidden", {})
+        self.evidence = Evidence(self.known)
+        self.watch = library.Watch()
+        self.loaded: dict[str, object] = {}
+        self._named: dict[str, tuple[str, ...]] = {}
+        self.errors = StudentErrors(tests.parent, error_fact=error_fact, error_hints=error_hints)
+        self.use_folder(tests.parent)
+
+    # -- where the student's files are -------------------------------------------------------------
+    @property
+    def folder(self) -> Path:
+        return self.errors.folder
+
+    def use_folder(self, folder: Path) -> None:
+        """Test the files of `folder` (the kit's fingerprint builder points the tests at each mutant in turn),
+        with nothing of the previous folder loaded or remembered."""
+        old = str(getattr(self, "_on_path", ""))
+        if old and old in sys.path:
+            sys.path[:] = [str(folder) if p == old else p for p in sys.path]
+        elif str(folder) not in sys.path:
+            sys.path.insert(0, str(folder))
+        self._on_path = folder
+        self.errors.folder = folder
+        self.loaded.clear()
+        self._named.clear()
+        self.errors.forget()
+        for name in self.parts:
+            sys.modules.pop(name, None)
+        importlib.invalidate_caches()
+
+    # -- the student's modules ---------------------------------------------------------------------
+    def module(self, name: str):
+        """The student's module `name`, imported with its stand-ins in place of the parts it is tested over;
+        a module that raises on import becomes a DoesNotImport, which fails each test that uses it."""
+        if name in self.loaded:
+            return self.loaded[name]
+        replaced = self.stand_ins.get(name, ())
+        saved = {dep: sys.modules.pop(dep, None) for dep in (name, *replaced)}
+        sys.modules.update({dep: self.make_stand_in(dep) for dep in replaced})
+        try:
+            module = importlib.import_module(name)
+        except Exception as error:  # noqa: BLE001 - a broken file must fail its tests, not stop the whole run
+            module = DoesNotImport(name, error)
+        finally:
+            for dep in replaced:
+                sys.modules.pop(dep, None)
+            sys.modules.pop(name, None)
+            sys.modules.update({dep: m for dep, m in saved.items() if m is not None})
+        self.loaded[name] = module
+        return module
+
+    def named_in_source(self, part: str) -> tuple[str, ...]:
+        if part not in self._named:
+            self._named[part] = library.named_in_source(self.folder / f"{part}.py", self.policy)
+        return self._named[part]
+
+    def part_of(self, item) -> str | None:
+        return next((p for p in self.parts if item.get_closest_marker(p)), None)
+
+    # -- what the conftest gets --------------------------------------------------------------------
+    def conftest_names(self) -> dict:
+        """The fixtures (one per part, `check`) and hooks the conftest defines, by name."""
+        names = {f"_part_{part}": self._part_fixture(part) for part in self.parts}
+        visible = self
+
+        @pytest.fixture(name="check")
+        def check():
+            return visible.check_class(visible.evidence)
+
+        @pytest.fixture(autouse=True)
+        def _evidence(request):
+            visible.evidence.start(request.node.name)
+
+        def pytest_collection_modifyitems(items):
+            # Tests run in the order of the tasks, not in the alphabetical order of their files; a stable
+            # sort keeps a part's tests in its file's order.
+            order = {part: n for n, part in enumerate(visible.parts)}
+            items.sort(key=lambda item: order.get(visible.part_of(item), len(order)))
+
+        @pytest.hookimpl(wrapper=True)
+        def pytest_pyfunc_call(pyfuncitem):
+            visible.watch.used.clear()
+            try:
+                outcome = yield
+            except NotImplementedError as error:
+                message = visible.errors.not_implemented(error, pyfuncitem.name)
+            except Exception as error:  # noqa: BLE001 - an error in student code becomes one short, located message
+                message = visible.errors.raised(error, pyfuncitem.name)
+                if message is None:
+                    raise
+            else:
+                part = visible.part_of(pyfuncitem)
+                named = visible.named_in_source(part) if part else ()
+                if not named and not visible.watch.used:
+                    return outcome
+                message = library.message(visible.policy, set(named) | visible.watch.used)
+            # Failing outside the except block keeps the report to a few lines, without the chained traceback.
+            pytest.fail(message, pytrace=False)
+
+        return {**names, "check": check, "_evidence": _evidence,
+                "pytest_collection_modifyitems": pytest_collection_modifyitems,
+                "pytest_pyfunc_call": pytest_pyfunc_call,
+                # tools/notebook_tests.py finds this dict among the plugins and fills it (errors.StudentErrors.cells)
+                "NOTEBOOK_CELLS": self.errors.cells}
+
+    def _part_fixture(self, part: str):
+        visible = self
+
+        @pytest.fixture(name=part)
+        def fixture():
+            module = visible.module(part)
+            return module if visible.wrap is None or isinstance(module, DoesNotImport) else visible.wrap(module)
+
+        return fixture
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}

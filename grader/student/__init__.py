@@ -5,7 +5,7 @@ hints) and hands it to `VisibleTests`, which gives the tests what every lesson's
 
 - checks whose failure shows expected, got and where they differ most (`checks.Check`);
 - a misconception named only when the student's numbers are a catalogued mistake's (`checks.Evidence`,
-  reading tests/known_mistakes.json, which the kit builds: python -m grader.release.visible_fingerprints),
+  reading tests/known_mistakes.json, which the kit builds: python -m grader.devtools.visible_fingerprints),
   else the facts the numbers show (the engine's diagnose.py, shipped beside this package);
 - the library scan: a forbidden name in a part's file, or a watched library call while its test runs,
   fails the test with the lesson's words (`library`);

@@ -129,7 +129,7 @@ def test_a_catalogued_mistake_shows_expected_got_where_and_its_hint(released, tm
     bugs = {bug.id: bug for bug in catalogue.BUGS}
     found = [(test, entry["mutants"][0]) for test, places in sorted(known["tests"].items())
              for slot in places.values() for entry in slot if entry["kind"] != "shape"]
-    assert found, "known_mistakes.json holds no fingerprint: build it (python -m grader.release.visible_fingerprints)"
+    assert found, "known_mistakes.json holds no fingerprint: build it (python -m grader.devtools.visible_fingerprints)"
     test, bug_id = found[0]
     bug = bugs[bug_id]
     code, results, output = _run(_student(released, tmp_path, apply(bug, lesson.solutions)), no_kit, "-m", bug.component)

@@ -10,8 +10,8 @@ mutants (the rubric's [hints.*], the one source of the wording), the words for f
 the forbidden-library rule the visible tests apply on a student's machine (the lesson's forbidden policy
 [names] and the rubric's forbidden_message).
 
-    python -m grader.release.visible_fingerprints --lesson NAME|PATH           # rewrite the file
-    python -m grader.release.visible_fingerprints --lesson NAME|PATH --check   # exit 1 when out of date
+    python -m grader.devtools.visible_fingerprints --lesson NAME|PATH           # rewrite the file
+    python -m grader.devtools.visible_fingerprints --lesson NAME|PATH --check   # exit 1 when out of date
 
 Run it after changing a visible test, the catalogue or a hint; each lesson's visible-test checks hold
 the file current, and the release's leak check refuses a fingerprint file holding anything but numbers,
@@ -32,7 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 KNOWN_MISTAKES = "known_mistakes.json"
-PLUGIN = "grader.release.visible_fingerprints"  # this module, as the recording run loads it (also when run as __main__)
+PLUGIN = "grader.devtools.visible_fingerprints"  # this module, as the recording run loads it (also when run as __main__)
 _PLAN, _OUT = "GRADER_FINGERPRINTS_PLAN", "GRADER_FINGERPRINTS_OUT"
 DIGITS = 5  # significant digits kept: far finer than the match tolerance, coarse enough to be stable
 
@@ -44,7 +44,6 @@ def target(lesson) -> Path:
 def build(*, lesson) -> dict:
     """Run the reference and every catalogue mutant through the visible tests; the file's contents."""
     from grader.judging.mutants import apply
-    from grader.running.forbidden import load_policy
 
     catalogue = importlib.import_module(lesson.catalogue_module)
     rubric = lesson.rubric()
@@ -60,8 +59,7 @@ def build(*, lesson) -> dict:
                 (mutant / name).write_text(text, encoding="utf-8")
             plan.append({"name": bug.id, "part": bug.component, "folder": str(mutant)})
         records = record_visible(plan, lesson=lesson)["comparisons"]
-    policy = load_policy(lesson.forbidden_path)
-    table = _table(records, bugs, hints, policy["names"], rubric.get("meta", {}).get("forbidden_message", ""))
+    table = _table(records, bugs, hints, lesson.forbidden_policy["names"], rubric.get("meta", {}).get("forbidden_message", ""))
     # The words for what the numbers show (rubric [facts.*]), the same as the hidden feedback's.
     table["facts"] = {k: v["text"] for k, v in sorted(rubric.get("facts", {}).items()) if isinstance(v, dict)}
     return table
@@ -196,7 +194,7 @@ def main(*, lesson, check: bool = False) -> int:
     fresh = build(lesson=lesson)
     where = target(lesson)
     shown = where.relative_to(ROOT) if where.is_relative_to(ROOT) else where
-    command = f"python -m grader.release.visible_fingerprints --lesson {lesson.ref}"
+    command = f"python -m grader.devtools.visible_fingerprints --lesson {lesson.ref}"
     if check:
         try:
             current = same_tables(json.loads(where.read_text(encoding="utf-8")), json.loads(dumps(fresh)))
@@ -213,7 +211,7 @@ def main(*, lesson, check: bool = False) -> int:
 if __name__ == "__main__":
     from grader.lesson import lesson_option, load_lesson
 
-    parser = argparse.ArgumentParser(prog="python -m grader.release.visible_fingerprints",
+    parser = argparse.ArgumentParser(prog="python -m grader.devtools.visible_fingerprints",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--lesson", type=lesson_option, default=None, help="the lesson (a name under grader/ or a path)")
     parser.add_argument("--check", action="store_true", help="compare with the stored file instead of writing it")

@@ -23,7 +23,8 @@ ROOT = ENGINE.parent
 DOCUMENT = ROOT / "docs" / "architecture.md"
 BLOCK = re.compile(r"(<!-- layout -->\n)(?P<body>.*?)(<!-- /layout -->)", re.S)
 # The packages in the order a submission meets them, then the instructor's tasks and the kit's tools.
-PIPELINE = ("intake", "sandbox", "running", "judging", "results", "admin", "release", "devtools", "templates")
+PIPELINE = ("intake", "sandbox", "running", "judging", "results", "admin", "release", "student", "devtools",
+            "templates")
 # A folder that is no package says its job here (it has no docstring of its own).
 FOLDER_JOBS = {"templates": "Files the release and the Gradescope and CI routes fill in with a lesson's values and "
                             "ship: the CI workflows (.yml), the feedback script and the notebook's test cell."}

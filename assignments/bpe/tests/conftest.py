@@ -1,15 +1,16 @@
 """Your two files, imported from the folder above tests/, one fixture each (`training`, `tokenizer`):
 a file that does not import fails only the tests that need it. The tokenizer's tests build it from the
-handout's vocabulary and merges (§3), never from your train_bpe, as the grader does."""
-import importlib
-import sys
-from pathlib import Path
+handout's vocabulary and merges (§3), never from your train_bpe, as the grader does.
 
+What every lesson's tests share (the checks and their messages, the evidence about known mistakes, the
+library scan, short errors at your line) is in _feedback/, beside this file; what is this lesson's is below.
+"""
 import pytest
 
-STUDENT_DIR = Path(__file__).resolve().parents[1]
-if str(STUDENT_DIR) not in sys.path:
-    sys.path.insert(0, str(STUDENT_DIR))
+try:
+    import _feedback as feedback  # shipped beside these tests
+except ImportError:  # the kit's own copy of this folder: the engine's package
+    from grader import student as feedback
 
 # HANDOUT §3: train_bpe("banana bandana band bananas", 262).
 HANDOUT_TEXT = "banana bandana band bananas"
@@ -23,21 +24,9 @@ def handout_vocab():
     return vocab
 
 
-def _module(name):
-    try:
-        return importlib.import_module(name)
-    except Exception as error:  # noqa: BLE001 - the test fails with the reason, the others still run
-        pytest.fail(f"{name}.py does not import: {type(error).__name__}: {error}", pytrace=False)
-
-
-@pytest.fixture
-def training():
-    return _module("training")
-
-
-@pytest.fixture
-def tokenizer():
-    return _module("tokenizer")
+# Tests run in the order of the tasks: training, then the tokenizer.
+VISIBLE = feedback.VisibleTests(__file__, parts=("training", "tokenizer"))
+globals().update(VISIBLE.conftest_names())  # the part fixtures, `check`, and the hooks that shape the messages
 
 
 @pytest.fixture

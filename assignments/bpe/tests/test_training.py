@@ -11,29 +11,28 @@ def _pairs(merges):
     return [tuple(pair) for pair in merges]  # the contract allows a pair as a tuple or a list of two
 
 
-def test_s2_pretokens(training):
-    """§2: the pattern's pre-tokens of the two worked examples."""
-    assert re.findall(training.PATTERN, HANDOUT_TEXT) == ["banana", " bandana", " band", " bananas"], \
-        "§2: PATTERN is not the handout's: copy it from CONTRACT.md unchanged"
-    assert re.findall(training.PATTERN, "It's 42  cats!") == ["It", "'s", " 42", " ", " cats", "!"]
+def test_s2_pretokens(training, check):
+    """§2: the pattern's pre-tokens of the two worked examples (PATTERN is CONTRACT.md's, unchanged)."""
+    check.equal(re.findall(training.PATTERN, HANDOUT_TEXT), ["banana", " bandana", " band", " bananas"],
+                "§2: the pre-tokens of the worked example (copy PATTERN from CONTRACT.md unchanged)")
+    check.equal(re.findall(training.PATTERN, "It's 42  cats!"), ["It", "'s", " 42", " ", " cats", "!"],
+                "§2: the pre-tokens of \"It's 42  cats!\"")
 
 
-def test_s3_worked_merges(training):
-    """§3: train_bpe("banana bandana band bananas", 262) learns six merges, ties to the greatest pair."""
+def test_s3_worked_merges(training, check):
+    """§3: train_bpe("banana bandana band bananas", 262) learns six merges, ties to the greatest pair
+    (merge 3 is a tie at count 3; merge 6 a four-way tie at count 1)."""
     vocab, merges = training.train_bpe(HANDOUT_TEXT, 262)
-    assert _pairs(merges) == HANDOUT_MERGES, (
-        f"§3: merges {_pairs(merges)}, expected {HANDOUT_MERGES}. Merge 3 is a tie (count 3): the "
-        "greatest pair wins; merge 6 is a four-way tie at count 1")
+    check.equal(_pairs(merges), HANDOUT_MERGES, "§3 worked example: the merges, in the order learned")
     assert len(vocab) == 262, f"§3: {len(vocab)} tokens, expected 262 (256 bytes + 6 merges)"
     assert vocab[261] == b"banana", f"§3: vocab[261] is {vocab.get(261)!r}, expected b'banana'"
 
 
-def test_s3_counts_are_weighted(training):
-    """§3: a pre-token that occurs 3 times adds 3 to its pairs; ties go to the greatest pair."""
+def test_s3_counts_are_weighted(training, check):
+    """§3: a pre-token that occurs 3 times adds 3 to its pairs; ties go to the greatest pair: (x, y) occurs
+    3 times (once per ' xy'), tied with (' ', x); (a, b) only twice."""
     _, merges = training.train_bpe("ab ab xy xy xy", 257)
-    assert _pairs(merges) == [(b"x", b"y")], (
-        f"§3: merges {_pairs(merges)}, expected [(b'x', b'y')]: (x, y) occurs 3 times (once per ' xy'), "
-        "tied with (' ', x); (a, b) only twice")
+    check.equal(_pairs(merges), [(b"x", b"y")], "§3: train_bpe(\"ab ab xy xy xy\", 257): the merges")
 
 
 def test_s1_bytes_come_first(training):
@@ -43,25 +42,25 @@ def test_s1_bytes_come_first(training):
     assert not wrong, f"§1: vocab[{wrong[0]}] is {vocab.get(wrong[0])!r}, expected {bytes([wrong[0]])!r}"
 
 
-def test_s3_special_token_layout(training):
+def test_s3_special_token_layout(training, check):
     """§3: special tokens take the ids after the bytes and are never counted as text."""
     vocab, merges = training.train_bpe("banana<|end|>bandana", 258, ["<|end|>"])
     assert vocab[256] == b"<|end|>", f"§3: vocab[256] is {vocab.get(256)!r}, expected b'<|end|>'"
-    assert _pairs(merges) == [(b"a", b"n")] and vocab[257] == b"an", f"§3: merges {_pairs(merges)}"
+    check.equal(_pairs(merges), [(b"a", b"n")], "§3: the merges, the special token never counted")
+    assert vocab[257] == b"an", f"§3: vocab[257] is {vocab.get(257)!r}, expected b'an'"
 
 
-def test_s3_nothing_to_merge_between_special_tokens(training):
+def test_s3_nothing_to_merge_between_special_tokens(training, check):
     """§3: special tokens are cut out before counting; single letters leave nothing to merge."""
     vocab, merges = training.train_bpe("<|end|>a<|end|>b<|end|>", 258, ["<|end|>"])
-    assert _pairs(merges) == [] and len(vocab) == 257, (
-        f"§3: merges {_pairs(merges)}, {len(vocab)} tokens; expected no merge and 257 tokens: the special "
-        "token's characters are never counted")
+    check.equal(_pairs(merges), [], "§3: the merges (the special token's characters are never counted)")
+    assert len(vocab) == 257, f"§3: {len(vocab)} tokens, expected 257 (256 bytes + the special token)"
 
 
-def test_s3_merge_without_overlap(training):
+def test_s3_merge_without_overlap(training, check):
     """§3: (a, a, a) holds (a, a) twice, and merging it gives (aa, a); then (aa, a) makes aaa."""
     vocab, merges = training.train_bpe("aaa", 258)
-    assert _pairs(merges) == [(b"a", b"a"), (b"aa", b"a")], f"§3: merges {_pairs(merges)}"
+    check.equal(_pairs(merges), [(b"a", b"a"), (b"aa", b"a")], "§3: train_bpe(\"aaa\", 258): the merges")
     assert vocab[257] == b"aaa"
 
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from grader.lesson import load_lesson
 from grader.running.executor import ModuleLoader, execute
 from grader.sandbox.zygote import _lesson_standins
 
@@ -20,6 +21,7 @@ torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions" / "day13"
 RECAP = ROOT / "tests" / "fixtures" / "correct" / "recap_where"
+LESSON = load_lesson("day13")
 
 
 def sub(tmp_path, **files) -> Path:
@@ -41,7 +43,7 @@ def test_module_call_loads_weights_through_either_spelling_and_seeds_nothing_it_
         header = {"op": "module", "module": "self_attention", "cls": "SelfAttention", "init": [6, 3],
                   "params": [{"name": f"W_{n}", "paths": [f"W_{n}.weight", f"W{n}.weight"], "array": n} for n in "qkv"],
                   "args": [{"array": "x"}]}
-        h, a = execute(header, {"x": x, **w}, loader=ModuleLoader(folder, isolated=True))
+        h, a = execute(header, {"x": x, **w}, loader=ModuleLoader(folder, isolated=True, lesson=LESSON))
         assert h["error"] is None, h["error"]
         results.append(a["out0"])
     np.testing.assert_allclose(results[0], results[1], atol=1e-6)
@@ -49,13 +51,13 @@ def test_module_call_loads_weights_through_either_spelling_and_seeds_nothing_it_
 
 def test_multihead_and_block_run_against_stand_ins_when_their_dependencies_are_broken(tmp_path):
     folder = sub(tmp_path, self_attention="raise ImportError('half done')\n", multihead="def broken(:\n")
-    loader = ModuleLoader(folder, isolated=True)
+    loader = ModuleLoader(folder, isolated=True, lesson=LESSON)
     x = np.random.default_rng(2).standard_normal((1, 3, 8)).astype("float32")
     h, _ = execute({"op": "module", "module": "multihead", "cls": "MultiHeadAttention", "init": [8, 2],
                     "args": [{"array": "x"}]}, {"x": x}, loader=loader)
     assert h["error"]["stage"] == "import" and h["error"]["type"] == "SyntaxError"
     folder2 = sub(tmp_path / "b", self_attention="raise ImportError('half done')\n")
-    loader2 = ModuleLoader(folder2, isolated=True)
+    loader2 = ModuleLoader(folder2, isolated=True, lesson=LESSON)
     h, a = execute({"op": "module", "module": "multihead", "cls": "MultiHeadAttention", "init": [8, 2],
                     "args": [{"array": "x"}]}, {"x": x}, loader=loader2)
     assert h["error"] is None and a["out0"].shape == (1, 3, 8)
@@ -70,12 +72,12 @@ def test_stand_ins_reach_a_sandboxed_loader_only_with_a_call_that_sends_them(tmp
     folder = sub(tmp_path, self_attention="raise ImportError('broken on purpose')\n")
     x = np.random.default_rng(2).standard_normal((1, 3, 4)).astype("float32")
     header = {"op": "module", "module": "multihead", "cls": "MultiHeadAttention", "init": [4, 2], "args": [{"array": "x"}]}
-    bare = ModuleLoader(folder, isolated=False)
+    bare = ModuleLoader(folder, isolated=False, lesson=LESSON.spec())
     h, _ = execute(header, {"x": x}, loader=bare)
     assert "stand-ins were not sent" in h["error"]["message"] and bare.standins is None
-    units = _lesson_standins().units
+    units = _lesson_standins(LESSON).units
     lent = {name: units[name] for name in ("scaled_dot_product_attention", "causal_mask", "StandInSelfAttention")}
-    sent = ModuleLoader(folder, isolated=False)
+    sent = ModuleLoader(folder, isolated=False, lesson=LESSON.spec())
     try:
         h, a = execute(dict(header, standins_source=lent), {"x": x}, loader=sent)
     finally:
@@ -108,8 +110,8 @@ def inspect_call(module, cls, init, init_kwargs=None, attrs=()):
 @pytest.mark.parametrize("folder", [SOLUTIONS, *sorted((ROOT / "tests" / "fixtures" / "correct").iterdir())],
                          ids=lambda p: p.name)
 def test_inspect_on_meta_answers_exactly_like_cpu(folder):
-    on_meta = ModuleLoader(folder, isolated=True, meta_inspect=True)
-    on_cpu = ModuleLoader(folder, isolated=True)
+    on_meta = ModuleLoader(folder, isolated=True, meta_inspect=True, lesson=LESSON)
+    on_cpu = ModuleLoader(folder, isolated=True, lesson=LESSON)
     for spec in INSPECTS:
         header = inspect_call(*spec)
         assert execute(header, {}, loader=on_meta) == execute(header, {}, loader=on_cpu)

@@ -1,9 +1,8 @@
-"""The BPE demo class (demo/bpe/), graded for real: sandbox, hidden tests, feedback, gradebook, report,
-as `make grade LESSON=bpe` grades it. Each submission shows one thing (demo/bpe/README.md)."""
+"""The BPE demo class (demo/bpe/), graded for real by `make grade LESSON=bpe`: sandbox, hidden tests,
+feedback, gradebook, report. Each submission shows one thing (demo/bpe/README.md)."""
 import csv
 import os
 import subprocess
-import sys
 
 import pytest
 
@@ -19,11 +18,13 @@ HINTS = {  # a phrase of the catalogue hint each student's failed tests must nam
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
+    """`make grade LESSON=bpe`, which grades the lesson's demo class (lesson.toml [docs] demo_class)."""
     out = tmp_path_factory.mktemp("bpe-demo")
-    done = subprocess.run([sys.executable, "-m", "grader", "grade", "--lesson", "bpe", str(DEMO / "class"),
-                           "--roster", str(DEMO / "roster.csv"), "--out", str(out)],
-                          cwd=ROOT, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    env = {k: v for k, v in os.environ.items() if k not in ("GRADER_LESSON", "MAKEFLAGS", "MAKELEVEL")}
+    done = subprocess.run(["make", "--no-print-directory", "grade", "LESSON=bpe", f"OUT={out}",
+                           f"ROSTER={DEMO / 'roster.csv'}"], cwd=ROOT, env={**env, "PYTHONDONTWRITEBYTECODE": "1"},
                           capture_output=True, text=True, timeout=900)
+    assert f"grade {DEMO.relative_to(ROOT) / 'class'}" in done.stdout, done.stdout[-2000:]
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     with open(out / "grades.csv", newline="", encoding="utf-8") as f:
         return out, {row["submission"]: row for row in csv.DictReader(f)}

@@ -35,14 +35,22 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture(scope="session")
-def reference():
-    from grader.judging.score import reference_adapter
+def lesson():
+    """The lesson value, built here once: a conftest is an entry point (pytest is the command)."""
+    from grader.lesson import load_lesson
 
-    return reference_adapter()
+    return load_lesson("day13")
 
 
 @pytest.fixture(scope="session")
-def student(request):
+def reference(lesson):
+    from grader.judging.score import reference_adapter
+
+    return reference_adapter(lesson=lesson)
+
+
+@pytest.fixture(scope="session")
+def student(request, lesson):
     from grader.running.calls import InProcessTransport
     from grader.day13.adapter import Adapter
 
@@ -50,4 +58,4 @@ def student(request):
     path = Path(option) if option else ROOT / "solutions" / "day13"
     if not path.is_dir():
         raise pytest.UsageError(f"--submission {option}: not a folder (unpack a .zip first)")
-    return Adapter(InProcessTransport(path))
+    return Adapter(InProcessTransport(path, lesson=lesson))

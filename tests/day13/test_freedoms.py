@@ -18,6 +18,7 @@ import pytest
 from grader.admin import killrate
 
 from grader.judging import mutants
+from grader.lesson import load_lesson
 from grader.running.calls import InProcessTransport
 from grader.day13 import freedoms
 from grader.day13.adapter import BINDINGS, Adapter
@@ -26,7 +27,8 @@ from grader.day13.tests import test_block
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from visible_run import visible_parts  # noqa: E402
 
-SOLUTIONS = killrate.catalogue().solutions
+DAY13 = load_lesson("day13")
+SOLUTIONS = killrate.catalogue(DAY13).solutions
 FILES = {"self_attention": "self_attention.py", "multihead": "multihead.py", "positional": "positional.py",
          "block": "block.py"}
 
@@ -109,7 +111,7 @@ FFN = ("        self.ffn = nn.Sequential(\n"
 def test_a_feed_forward_outside_the_contract_is_said_in_the_contracts_words(tmp_path, ffn, found):
     outside = freedoms.Freedom("blk.outside", "block", "", ((BLOCK, FFN, ffn),))
     folder = mutants.write_patched(outside, SOLUTIONS, tmp_path / "sub")
-    student = Adapter(InProcessTransport(folder))
+    student = Adapter(InProcessTransport(folder, lesson=DAY13))
     x = np.random.default_rng(0).standard_normal((2, 3, 8)).astype(np.float32)
     error = student.block(x, test_block._weights(1, 8), n_heads=2, pre_ln=False).error
     assert error and error["type"] == "GraderCallError"
@@ -128,15 +130,15 @@ def test_two_accepted_names_as_different_layers_both_receive_the_weights(tmp_pat
     rng = np.random.default_rng(1)
     x = rng.standard_normal((2, 4, 6)).astype(np.float32)
     w = {n: rng.standard_normal((3, 6)).astype(np.float32) for n in ("W_q", "W_k", "W_v")}
-    got = Adapter(InProcessTransport(folder)).self_attention(x, w)
-    expected = Adapter(InProcessTransport(SOLUTIONS)).self_attention(x, w)
+    got = Adapter(InProcessTransport(folder, lesson=DAY13)).self_attention(x, w)
+    expected = Adapter(InProcessTransport(SOLUTIONS, lesson=DAY13)).self_attention(x, w)
     assert got.error is None and np.allclose(got.array(0), expected.array(0), atol=1e-6)
 
 
 def test_every_name_the_hidden_tests_load_is_bound_by_the_lessons_data():
     """No name is looked for under its own path by default: each parameter the hidden tests load, and each
     attribute they read, is found by a rule of bindings.toml (the reference's calls, every hidden test)."""
-    reference = Adapter(InProcessTransport(SOLUTIONS), record=True)
+    reference = Adapter(InProcessTransport(SOLUTIONS, lesson=DAY13), record=True)
     for module in ("test_self_attention", "test_multihead", "test_positional", "test_block"):
         tests = importlib.import_module(f"grader.day13.tests.{module}")
         for name, test in sorted(vars(tests).items()):

@@ -33,7 +33,7 @@ from grader.release import notebook
 
 from grader.release import stubs
 from grader.judging.deliverables import RELEASED_CHECKS
-from grader.lesson import load_lesson
+from grader import lesson as lessons
 from grader.release.stubs import _digest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -86,25 +86,23 @@ Thumbs.db
 
 
 def __getattr__(name: str):
-    # LESSON and its ASSIGNMENT, SOLUTIONS and HIDDEN folders: the run's lesson, read when asked for
-    # (after --lesson), so a library caller may choose the lesson after importing this module.
-    if name == "LESSON":
-        return load_lesson()
-    if name == "ASSIGNMENT":
-        return load_lesson().assignment
-    if name == "SOLUTIONS":
-        return load_lesson().solutions
-    if name == "HIDDEN":
-        return load_lesson().folder
-    if name == "STUDENT_TOOLS":
-        return student_tools()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # TRANSITIONAL: LESSON and its ASSIGNMENT, SOLUTIONS and HIDDEN folders, for the kit's tests not yet
+    # given the lesson value; every function below takes `lesson=`.
+    fields = {"LESSON": None, "ASSIGNMENT": "assignment", "SOLUTIONS": "solutions", "HIDDEN": "folder"}
+    if name not in fields:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    lesson = _migrating(None)
+    return lesson if fields[name] is None else getattr(lesson, fields[name])
 
 
-def student_tools() -> dict[Path, str]:
+def _migrating(lesson):
+    """TRANSITIONAL: the caller's lesson, or the run's for a caller not converted yet (the intake's stub_texts)."""
+    return lesson if lesson is not None else lessons.lesson_for_migration()
+
+
+def student_tools(*, lesson) -> dict[Path, str]:
     """The lesson's files a student gets in tools/ (file -> name there): its deliverable checks, which the
     checker finds beside itself under RELEASED_CHECKS, and the files they read beside themselves."""
-    lesson = load_lesson()
     return ({lesson.deliverables_checks: RELEASED_CHECKS} if lesson.deliverables_checks else {}) | \
         {path: path.name for path in lesson.deliverables_data}
 
@@ -146,15 +144,15 @@ def write_visible_tests(folder: Path, *, lesson) -> Path:
     return tests
 
 
-def feedback_points() -> dict[str, float]:
+def feedback_points(*, lesson=None) -> dict[str, float]:
     """Points per part for the feedback on push, summed from the rubric (where points live)."""
-    return dict(load_lesson().points)
+    return dict(_migrating(lesson).points)
 
 
-def ci_feedback_source() -> str:
+def ci_feedback_source(*, lesson=None) -> str:
     """tools/ci_feedback.py: the template with the lesson's graded parts (the rubric's components but
     the deliverables, which the checker scores), its notebook's file name and its short title."""
-    lesson = load_lesson()
+    lesson = _migrating(lesson)
     parts = [c for c in lesson.components if c != lesson.deliverables_component]
     literal = "(" + ", ".join(json.dumps(p) for p in parts) + ("," if len(parts) == 1 else "") + ")"
     template = (TEMPLATES / "ci_feedback.py").read_text(encoding="utf-8")
@@ -164,29 +162,28 @@ def ci_feedback_source() -> str:
     return text.replace("@@NOTEBOOK@@", lesson.notebook).replace("@@LABEL@@", lesson.label or lesson.title)
 
 
-def stub_texts() -> dict[str, str]:
+def stub_texts(*, lesson=None) -> dict[str, str]:
     """file name -> the stub a student gets, generated from the reference."""
-    return stubs.stub_texts_of(load_lesson().solutions)
+    return stubs.stub_texts_of(_migrating(lesson).solutions)
 
 
-def _write_student_files(day: Path) -> None:
-    lesson = load_lesson()
+def _write_student_files(day: Path, *, lesson) -> None:
     _copy_tree(lesson.assignment, day)
     ship_feedback(day / "tests")
     # The stubs come from the one source of truth, whatever state assignments/ is in.
-    texts = stub_texts()
+    texts = stub_texts(lesson=lesson)
     for name, text in texts.items():
         (day / name).write_text(text, encoding="utf-8")
     tools = day / "tools"
     tools.mkdir(exist_ok=True)
     shutil.copyfile(CHECKER, tools / "deliverables.py")
-    for source, name in student_tools().items():
+    for source, name in student_tools(lesson=lesson).items():
         if source.exists():
             shutil.copyfile(source, tools / name)
-    (tools / "ci_feedback.py").write_text(ci_feedback_source(), encoding="utf-8")
+    (tools / "ci_feedback.py").write_text(ci_feedback_source(lesson=lesson), encoding="utf-8")
     # The notebook's test cells run the visible tests with it (grader/release/notebook.py).
     (tools / "notebook_tests.py").write_text(notebook.runner_source(), encoding="utf-8")
-    (tools / "points.json").write_text(json.dumps(feedback_points(), indent=1, sort_keys=True) + "\n",
+    (tools / "points.json").write_text(json.dumps(feedback_points(lesson=lesson), indent=1, sort_keys=True) + "\n",
                                        encoding="utf-8")
     # So the feedback script can tell a notebook student (stubs untouched) from a .py one.
     student_nb = notebook.build(student=True)
@@ -200,9 +197,9 @@ def _write_student_files(day: Path) -> None:
     (day / ".gitignore").write_text(GITIGNORE, encoding="utf-8")
 
 
-def leaks(folder: Path) -> list[str]:
+def leaks(folder: Path, *, lesson=None) -> list[str]:
     """Everything in `folder` a student must not see, in words (empty when the release is clean)."""
-    lesson = load_lesson()
+    lesson = _migrating(lesson)
     found = []
     wanted = {}
     for solution in sorted(lesson.solutions.glob("*.py")):
@@ -210,7 +207,7 @@ def leaks(folder: Path) -> list[str]:
             wanted["".join(line.split())] = f"{solution.name}: {line}"
     reference_outputs = {hashlib.sha256(p.read_bytes()).hexdigest(): p.name
                          for p in lesson.solutions.rglob("*") if p.is_file() and p.suffix not in {".py", ".pyc"}}
-    shipped = student_tools()
+    shipped = student_tools(lesson=lesson)
     hidden_files = {hashlib.sha256(p.read_bytes()).hexdigest(): _shown(p)
                     for p in lesson.folder.rglob("*") if p.is_file() and p.suffix != ".pyc" and p.stat().st_size > 64
                     and p not in shipped and not p.is_relative_to(lesson.assignment)}
@@ -226,7 +223,7 @@ def leaks(folder: Path) -> list[str]:
             found += [f"{relative}: {problem}" for problem in _not_just_numbers(path)]
             continue
         if path.suffix == ".json" and relative.parts[0] == "tests":
-            found += [f"{relative}: {problem}" for problem in _not_just_fingerprints(path, folder)]
+            found += [f"{relative}: {problem}" for problem in _not_just_fingerprints(path, folder, lesson=lesson)]
         text = data.decode("utf-8", errors="replace")
         if path.suffix == ".ipynb":
             text = notebook.code_of(nbformat.reads(text, as_version=4))
@@ -276,23 +273,20 @@ FINGERPRINT_FIELDS = frozenset({"format", "hints", "facts", "forbidden", "anywhe
                                 "tests", "kind", "got", "expected", "shape", "values", "digest", "mutants"})
 
 
-def _not_just_fingerprints(path: Path, folder: Path) -> list[str]:
+def _not_just_fingerprints(path: Path, folder: Path, *, lesson) -> list[str]:
     """What in a visible-test data file is not numbers, visible test names or the lesson's own published words
     (rubric hints and forbidden_message, the forbidden policy's names). Empty when it is clean."""
-    from grader.running.forbidden import load_policy
-
     if path.stat().st_size > FINGERPRINT_MAX_BYTES:
         return [f"is {path.stat().st_size} bytes, more than a fingerprint file's {FINGERPRINT_MAX_BYTES}"]
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, ValueError) as error:
         return [f"is not JSON data ({type(error).__name__})"]
-    lesson = load_lesson()
     rubric = lesson.rubric()
     hints = {k: v.get("text") for k, v in rubric.get("hints", {}).items() if isinstance(v, dict)}
     # the words for what a student's numbers show ([facts.*]), keyed by fact id, as the hints are
     hints.update({k: v.get("text") for k, v in rubric.get("facts", {}).items() if isinstance(v, dict)})
-    names = load_policy(lesson.forbidden_path)["names"]
+    names = lesson.forbidden_policy["names"]
     words = {*filter(None, hints.values()), rubric.get("meta", {}).get("forbidden_message"),
              *(n for group in names.values() for n in group)}
     visible = {m for p in (folder / "tests").glob("test_*.py")
@@ -334,9 +328,9 @@ def _zip(folder: Path, target: Path) -> None:
     tmp.replace(target)
 
 
-def build(*, out: Path) -> Path:
+def build(*, out: Path, lesson=None) -> Path:
     """Write <out>/<lesson>/ and <out>/<lesson>.zip; returns the folder. Raises LeakError on a leak."""
-    lesson = load_lesson()
+    lesson = _migrating(lesson)
     out.mkdir(parents=True, exist_ok=True)
     day = out / lesson.name
     if day.exists():
@@ -346,9 +340,9 @@ def build(*, out: Path) -> Path:
                                   "choose another --out or remove it yourself")
         shutil.rmtree(day)
     day.mkdir()
-    _write_student_files(day)
+    _write_student_files(day, lesson=lesson)
     (day / "tools" / "ci_feedback.py").chmod(0o755)
-    found = leaks(day)
+    found = leaks(day, lesson=lesson)
     if found:
         shutil.rmtree(day)
         raise LeakError("the release would leak:\n  " + "\n  ".join(found))
@@ -358,9 +352,10 @@ def build(*, out: Path) -> Path:
     return day
 
 
-def main(*, out: str = "dist") -> int:
+def main(*, out: str = "dist", lesson=None) -> int:
+    lesson = _migrating(lesson)
     try:
-        day = build(out=Path(out))
+        day = build(out=Path(out), lesson=lesson)
     except FileExistsError as error:
         print(f"release refused: {error}", file=sys.stderr)
         return 2
@@ -368,7 +363,6 @@ def main(*, out: str = "dist") -> int:
         print(f"release refused: {error}\nFix the file named above, then run `make release` again.",
               file=sys.stderr)
         return 1
-    lesson = load_lesson()
     files = sorted(p.relative_to(day).as_posix() for p in day.rglob("*") if p.is_file())
     print(f"wrote {day}/ ({len(files)} files) and {day.parent / (lesson.name + '.zip')}")
     for name in files:

@@ -31,7 +31,7 @@ CEILING = {
     "release/gradescope.py": 2,
     "release/nbgrader_autograde.py": 1,
     "release/notebook.py": 17,
-    "release/student_release.py": 14,
+    "release/student_release.py": 2,
     "results/feedback.py": 1,
     "results/records.py": 1,
     "running/deliverables_process.py": 2,

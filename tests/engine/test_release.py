@@ -173,8 +173,7 @@ def test_a_leaking_assignment_folder_is_refused(tmp_path, monkeypatch, capsys):
     (assignment / "tools").mkdir(exist_ok=True)
     shutil.copyfile(release.SOLUTIONS / "self_attention.py", assignment / "tools" / "answer.py")
     lesson = dataclasses.replace(release.LESSON, assignment=assignment)
-    monkeypatch.setattr(release, "load_lesson", lambda: lesson)
-    assert release.main(out=str(tmp_path / "dist")) == 1
+    assert release.main(out=str(tmp_path / "dist"), lesson=lesson) == 1
     assert "tools/answer.py" in capsys.readouterr().err
     assert not (tmp_path / "dist" / "day13").exists() and not (tmp_path / "dist" / "day13.zip").exists()
 

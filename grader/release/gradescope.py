@@ -36,7 +36,7 @@ import zipfile
 from pathlib import Path
 
 from grader.intake import submissions as intake
-from grader.lesson import ENGINE, LESSON_ENV, Lesson, lesson_names, load_lesson
+from grader.lesson import ENGINE, LESSON_ENV, Lesson, lesson_names
 
 ROOT = Path(__file__).resolve().parents[2]
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
@@ -142,9 +142,8 @@ def _packaged_files(lesson: Lesson) -> list[tuple[str, Path]]:
     return files
 
 
-def build(*, out: Path, lesson: Lesson | None = None) -> Path:
+def build(*, out: Path, lesson: Lesson) -> Path:
     """Write <out>/gradescope.zip deterministically; returns its path."""
-    lesson = lesson or load_lesson()
     out.mkdir(parents=True, exist_ok=True)
     target = out / "gradescope.zip"
     tmp = target.with_suffix(".zip.tmp")
@@ -161,8 +160,7 @@ def build(*, out: Path, lesson: Lesson | None = None) -> Path:
     return target
 
 
-def main(*, out: str = "dist") -> int:
-    lesson = load_lesson()
+def main(*, out: str = "dist", lesson: Lesson) -> int:
     target = build(out=Path(out), lesson=lesson)
     with zipfile.ZipFile(target) as archive:
         names = archive.namelist()

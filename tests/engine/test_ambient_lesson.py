@@ -28,7 +28,6 @@ CEILING = {
     "intake/submissions.py": 1,
     "judging/score.py": 1,
     "judging/totals.py": 1,  # was hidden behind results/feedback.rubric_path(); now said
-    "release/gradescope.py": 2,
     "release/nbgrader_autograde.py": 1,
     "release/notebook.py": 17,
     "release/student_release.py": 2,

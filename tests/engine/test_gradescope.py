@@ -16,6 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import in_kit_view, make_submission, uid_base_for_tests  # noqa: E402
 
+from grader.lesson import load_lesson
 from grader.release import gradescope
 
 from grader.intake import submissions as intake
@@ -31,7 +32,7 @@ CODE = ("self_attention.py", "multihead.py", "positional.py", "block.py")
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    assert gradescope.main(out=str(out)) == 0
+    assert gradescope.main(out=str(out), lesson=load_lesson("day13")) == 0
     return out / "gradescope.zip"
 
 
@@ -50,7 +51,7 @@ def test_zip_holds_scripts_engine_hidden_graders_and_reference(built, tmp_path):
     assert hidden and hidden <= names
     assert not any(n.startswith(("tests/", "assignments/", "dist/", "demo/")) or "__pycache__" in n for n in names)
     assert "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in setup
-    assert gradescope.build(out=tmp_path).read_bytes() == built.read_bytes(), "the zip must be reproducible"
+    assert gradescope.build(out=tmp_path, lesson=load_lesson("day13")).read_bytes() == built.read_bytes(), "the zip must be reproducible"
 
 
 def test_scripts_are_valid_bash():

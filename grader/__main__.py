@@ -67,10 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--roster", default=None, metavar="FILE",
                    help="who each submission belongs to (kept as OUT/roster.csv): grades.csv gets a row per "
                         "student, partners keep their own lateness and are never flagged as similar; see grader/intake/roster.py")
+    p.add_argument("--seed", default=None, metavar="N",
+                   help="the run's seed for the hidden tests' probes (default: the one kept in OUT, else a new one; "
+                        "a different one regrades every submission)")
     _release_option(p)
     p.set_defaults(run=lambda a, lesson: _call(
         "running.grade", "main", lesson=lesson, submissions=a.submissions, out=a.out, jobs=a.jobs, force=a.force,
-        only=a.only, shard=a.shard, overrides=a.overrides, release=a.release, roster=a.roster))
+        only=a.only, shard=a.shard, overrides=a.overrides, release=a.release, roster=a.roster, seed=a.seed))
 
     p = sub.add_parser("merge", help="join the outputs of several shards into one gradebook and report")
     p.add_argument("shards", nargs="+", help="the --out folders of the shards")

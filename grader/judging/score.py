@@ -155,7 +155,7 @@ def _standin_notes(calls) -> list[str]:
 
 # -- grading ----------------------------------------------------------------------------------
 def grade_submission(*, name: str, directory: Path, transport, lesson=None, check_deliverables=None,
-                     tests=None, findings: scan.Findings | None = None) -> SubmissionResult:
+                     tests=None, findings: scan.Findings | None = None, seed: int = 0) -> SubmissionResult:
     """Grade one submission whose code `transport` executes; deterministic for a given submission.
 
     `check_deliverables(directory)` replaces grader.judging.deliverables.run_checks (a grading run passes one
@@ -163,13 +163,14 @@ def grade_submission(*, name: str, directory: Path, transport, lesson=None, chec
     hidden tests only, and no deliverables (an nbgrader cell grades one test: grade_in_process).
     `findings`: the static scan of the submission as handed in (a grading run scans it in a limited
     helper before any student code runs); without it, `directory` is scanned here, first.
-    `lesson`: the lesson value (its rubric, hidden tests, reference and catalogue)."""
+    `lesson`: the lesson value (its rubric, hidden tests, reference and catalogue). `seed`: the run's
+    (grader/running/run_seed.py): the hidden tests' probe inputs and the order their calls are sent in."""
     lesson = _lesson(lesson)
     found = findings if findings is not None else scan_submission(Path(directory), lesson=lesson)
     file_of, catalogue = lesson.file_of, lesson.catalogue
     rubric = lesson.rubric()
     reference = lesson.reference
-    student = lesson.adapter()(OverStandIns(transport, lesson.standin_names), record=True, batch=True)
+    student = lesson.adapter()(OverStandIns(transport, lesson.standin_names), record=True, batch=True, seed=seed)
     outcomes = []  # (component, test id, failure or None, calls)
     runtime = defaultdict(set)
     for component, test_id, fn in lesson.hidden_tests:

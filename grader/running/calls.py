@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -234,7 +235,9 @@ class Adapter:
     names its contract allows for parameters and attributes. batch=True (a submission's adapter):
     calls are not sent when made but together, when one of their answers is first read or at
     `send()`; a hidden test asks all its calls before it checks any, so each test's calls go to
-    the sandboxed child as one pipelined batch."""
+    the sandboxed child as one pipelined batch, in an order drawn from `seed` (the run's seed,
+    grader/running/run_seed.py) and the test: a child cannot tell a probe from the call it stands for by
+    where it comes. The lesson's tests draw their probes' inputs from `seed` too (`rng`)."""
 
     # Parameter name in the hidden tests -> where the contract puts it in a student's module: a rule the
     # executor applies (grader/running/executor.py, _bind), {"names": [paths...]} or {"within", "type", "index",
@@ -252,6 +255,7 @@ class Adapter:
     calls: list = field(default_factory=list)
     current_test: str = ""
     memo: dict = field(default_factory=dict)  # answers the hidden tests share (a probe of the student's function)
+    seed: int = 0  # the run's seed: the order of each batch, and the inputs of the lesson's probes
     _pending: list = field(default_factory=list)  # (header, arrays, Result) not sent yet
 
     # -- plumbing ---------------------------------------------------------------------
@@ -278,11 +282,19 @@ class Adapter:
         """Send the pending calls as one batch and fill in their answers."""
         pending, self._pending = self._pending, []
         if pending:
+            # Sent in an order of the run's seed, the test and this batch's first call, answered in place.
+            random.Random(f"{self.seed}|{self.current_test}|{call_key(*pending[0][:2])}").shuffle(pending)
             requests = [(header, arrays) for header, arrays, _ in pending]
             call_many = getattr(self.transport, "call_many", None)  # any transport with call() will do
             answers = call_many(requests) if call_many else [self.transport.call(h, a) for h, a in requests]
             for (_, _, result), (h, a) in zip(pending, answers):
                 result.fill(h, a)
+
+    def rng(self, *labels) -> "np.random.Generator":
+        """A generator for one probe of a test, from the run's seed, the current test and `labels`: the same
+        inputs whenever this run grades this test, other inputs in another run."""
+        text = "|".join(map(str, (self.seed, self.current_test, *labels)))
+        return np.random.default_rng(int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big"))
 
     # -- inspection ---------------------------------------------------------------------
     def inspect(self, module: str, cls: str, init: list, init_kwargs: dict | None = None,

@@ -35,6 +35,7 @@ from grader.judging import integrity
 from grader.lesson import lesson_for_migration
 from grader.results.document import number
 from grader.results.records import SubmissionResult
+from grader.running import run_seed
 from grader.running.deliverables_process import LimitedChecker
 from grader.sandbox import DEFAULT_CONFIG, SandboxConfig
 from grader.sandbox.confinement import enterable_temp_dir, is_root, mount_quota, remove_tree, unmount_quota
@@ -65,11 +66,12 @@ def _take_roster(out: Path, roster: str | None) -> None:
 
 
 def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, overrides=None,
-         release="after_due_date", config: SandboxConfig | None = None, roster=None, lesson=None) -> int:
+         release="after_due_date", config: SandboxConfig | None = None, roster=None, lesson=None, seed=None) -> int:
     """Grade every submission under `submissions` into `out`. Returns 0, 1 (engine fault) or 2 (usage).
 
     `lesson`: the lesson value (grader.lesson.load_lesson), handed to every stage. `config` exists for
-    the engine's own tests (short limits); the command line uses the defaults.
+    the engine's own tests (short limits); the command line uses the defaults. `seed` pins the run's seed
+    (grader/running/run_seed.py); by default the one kept in `out`, or a new one.
     """
     # TRANSITIONAL: until every caller passes it. Without a value from the caller, regrade's steps get
     # None and use their own fallback (which tests still steer by replacing regrade.rubric_path).
@@ -110,13 +112,19 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
                   f"{', '.join(unknown)}; the names are the rows of grades.csv", file=sys.stderr)
             return EXIT_USAGE
     try:
-        work = regrade.plan(subs, out, lesson=given, force=force, only=set(only) if only else None)
+        seed, reseeded = run_seed.choose(out, seed)
+        if reseeded and only:
+            raise run_seed.SeedError(f"--seed {seed} is not the seed {out} was graded with: grade the whole "
+                                     "folder with it (without --only), or leave --seed out")
+        # Records graded with another seed's probes are graded again, so the folder is one run's.
+        work = regrade.plan(subs, out, lesson=given, force=force or reseeded, only=set(only) if only else None)
     except (OSError, RuntimeError, ValueError) as exc:
         print(f"grade: {exc}", file=sys.stderr)
         return EXIT_USAGE
     out.mkdir(parents=True, exist_ok=True)
     if is_root():
         os.chmod(out, 0o700)  # the sandbox uids must not read other students' results
+    run_seed.keep(out, seed)
     where = f"shard {shard_k}/{shard_n}: " if shard_n > 1 else ""
     if work.rescore:
         # Points or words of the rubric changed, nothing else: no student code needs to run.
@@ -439,6 +447,7 @@ class _Worker:
     def __init__(self, slot, *, out, work, zygote, config, lesson, given=None):
         self.slot, self.out, self.work, self.zygote, self.config = slot, out, work, zygote, config
         self.lesson, self.given = lesson, given  # given: TRANSITIONAL, see main()
+        self.seed = run_seed.read(out) or 0  # kept by main before any worker starts
         self.score, _, self.feedback = _preload(lesson)  # already done (and inherited) when workers are forked
         limits = lesson.limits.get("deliverables", {})
         self.checker = LimitedChecker(memory_bytes=limits.get("memory_bytes", 1 << 30), seconds=limits.get("seconds", 30),
@@ -453,7 +462,7 @@ class _Worker:
         try:
             result = grade_one(sub, slot=self.slot, work=self.work, zygote=self.zygote, config=self.config,
                                score=self.score, checker=self.checker, scanner=self.scanner, lesson=self.lesson,
-                               given=self.given)
+                               given=self.given, seed=self.seed)
         except Exception as exc:  # the engine's own fault: it costs this row only
             tb = traceback.format_exc(limit=-3)
             fault = tb.strip().splitlines()[-1]
@@ -476,7 +485,7 @@ class _Worker:
 
 
 def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConfig, score, lesson,
-              checker=None, scanner=None, given=None) -> SubmissionResult:
+              checker=None, scanner=None, given=None, seed: int = 0) -> SubmissionResult:
     """Copy, sandbox and grade one submission; every fault becomes part of its result.
 
     The scratch copy is fresh for every submission, whatever the one before left in the slot: as
@@ -485,7 +494,8 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
     otherwise the copy is removed with remove_tree. `checker` runs the deliverables checks
     (grader/running/deliverables_process.py); without one they run in this process. `scanner` parses the sources (a
     score.limited_scan); without one they are parsed in this process. Either way the sources are read
-    before any student code runs, so what the child does to its files changes no flag."""
+    before any student code runs, so what the child does to its files changes no flag. `seed`: the run's
+    (grader/running/run_seed.py), for the hidden tests' probes and call order."""
     start = time.monotonic()
     config = with_lesson_limits(config, lesson.limits)
     digests = {"submission": regrade.submission_digest(sub.source), **regrade.current(lesson=given)}
@@ -503,7 +513,7 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
             checker.start(scratch)
         with SandboxTransport(zygote=zygote, slot=slot, scratch=scratch, config=config) as transport:
             result = score.grade_submission(name=sub.name, directory=scratch, transport=transport, findings=findings,
-                                            lesson=lesson, check_deliverables=(lambda _: checker.finish()) if checker else None)
+                                            lesson=lesson, seed=seed, check_deliverables=(lambda _: checker.finish()) if checker else None)
             fault_types, faults = list(transport.fault_types), list(transport.faults)
             isolation = dict(transport.isolation)
             printed = integrity.printed_claims(transport.printed_heads())

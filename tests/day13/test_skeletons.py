@@ -129,7 +129,7 @@ def test_the_gate_says_why_the_points_are_withheld(graded):
 
 def _without_gates(monkeypatch):
     monkeypatch.setattr(ck, "require_real", lambda reasons, what, fix: None)
-    monkeypatch.setattr(ck, "attention_is_real", lambda student: True)
+    monkeypatch.setattr(ck, "attention_is_real", lambda student, *bases: True)
     monkeypatch.setattr(ck, "table_reasons", lambda table: [])
 
 

@@ -62,41 +62,103 @@ def padding(lengths, T: int, kind="float32") -> np.ndarray:
 
 # -- the student's own function does the work -------------------------------------------------
 # The engine's `changed` and `require_real` judge whether answers compute anything; these probes
-# ask Day 13's functions the questions that show it.
-def attention_probe(student) -> dict:
-    """Three calls of the student's scaled_dot_product_attention: fixed Q, K, V, then Q changed, then K
-    changed. Asked once per submission and kept in the adapter's memo: it is a property of the function."""
-    probe = student.memo.get("attention probe")
-    if probe is None:
-        Q, K, V = (randn(1500 + j, 2, 4, 3, scale=1.5) for j in range(3))
-        Q2, K2 = randn(1503, 2, 4, 3, scale=1.5), randn(1504, 2, 4, 3, scale=1.5)
-        probe = student.memo["attention probe"] = {
-            "base": student.sdpa(Q, K, V), "Q": student.sdpa(Q2, K, V), "K": student.sdpa(Q, K2, V)}
-    return probe
+# ask Day 13's functions the questions that show it. A probe a submission could recognise could be
+# answered apart from the calls it stands for, so a gate is judged on the test's own calls: each probe
+# changes one input of one of them (the test's shape, dtype and spread, numbers drawn from the run's
+# seed by `student.rng`), and is sent among the test's calls in the run's order (grader/running/calls.py).
+# Each also asks that call again with its tokens in another order: an answer that changes with when or
+# beside what a call is asked fails the gate of the test whose call it was.
+def attention_probes(student, bases, label: str = "") -> list[dict]:
+    """Asks, for each of a test's own calls of scaled_dot_product_attention, given as
+    (Q, K, V, mask, answer), the same call with Q drawn afresh, with K drawn afresh, and again with its
+    queries and keys reordered. A call with one key cannot show anything (its weight is always 1)."""
+    probes = []
+    for n, (Q, K, V, mask, answer) in enumerate(bases):
+        T_q, T_k = np.shape(Q)[-2] if np.ndim(Q) > 1 else 1, np.shape(K)[-2] if np.ndim(K) > 1 else 1
+        if np.ndim(Q) < 2 or T_k < 2:
+            continue
+        rng = student.rng("attention", label, n)
+        # Token orders: one for queries and keys together when they are the same tokens (a mask then keeps
+        # its meaning whichever of its axes a submission reads), otherwise one each.
+        p = _reordered(rng, T_q)
+        r = p if T_q == T_k else _reordered(rng, T_k)
+        m = None if mask is None else _reorder_mask(np.asarray(mask), p, r)
+        probes.append({
+            "answer": answer, "p": p, "r": r, "dtype": str(np.asarray(Q).dtype),
+            "Q": student.sdpa(_like(rng, Q), K, V, mask),
+            "K": student.sdpa(Q, _like(rng, K), V, mask),
+            "again": student.sdpa(Q[..., p, :], K[..., r, :], V[..., r, :], m),
+        })
+    return probes
 
 
-def attention_reasons(probe: dict) -> list[str]:
-    """Signs that the probed attention computes nothing: an empty list when it reacts to Q and to K."""
-    what = "scaled_dot_product_attention(Q, K, V), each of shape (2, 4, 3)"
-    answers = {name: (output(res, 0, what, count=2), output(res, 1, what, count=2))  # its error, if it raised
-               for name, res in probe.items()}
-    out, weights = answers["base"]
-    reasons = [f"its weights stayed the same when {x} changed" for x in ("Q", "K") if not changed(weights, answers[x][1])]
-    if not changed(out, answers["Q"][0]):
-        reasons.append("its output stayed the same when Q changed")
+def _like(rng, a) -> np.ndarray:
+    """Normal numbers of `a`'s shape, dtype and spread (the test's range)."""
+    a = np.asarray(a)
+    spread = float(np.std(a)) or 1.0
+    return (rng.standard_normal(a.shape) * spread).astype(a.dtype)
+
+
+def _reordered(rng, n: int) -> np.ndarray:
+    """A permutation of n tokens that moves at least one (when n > 1)."""
+    order = rng.permutation(n)
+    if n > 1 and np.array_equal(order, np.arange(n)):
+        order = np.roll(order, 1)
+    return order
+
+
+def _reorder_mask(mask, p, r):
+    """The mask of the reordered call: its query axis by p and its key axis by r (an axis of size 1 broadcasts)."""
+    if mask.ndim >= 2 and mask.shape[-2] == len(p):
+        mask = mask[..., p, :]
+    if mask.ndim >= 1 and mask.shape[-1] == len(r):
+        mask = mask[..., r]
+    return mask
+
+
+def attention_reasons(probes: list[dict]) -> list[str]:
+    """Signs that the probed attention computes nothing, or answers a call by where it is asked: an empty
+    list when, on every call probed, it reacts to Q and to K and answers the reordered call the same way."""
+    reasons = []
+    for probe in probes:
+        base = probe["answer"]
+        what = base.request or "scaled_dot_product_attention"
+        out, weights = output(base, 0, what, count=2), output(base, 1, what, count=2)
+        answers = {name: (output(probe[name], 0, probe[name].request, count=2),
+                          output(probe[name], 1, probe[name].request, count=2)) for name in ("Q", "K", "again")}
+        found = [f"its weights stayed the same when {x} changed" for x in ("Q", "K") if not changed(weights, answers[x][1])]
+        if not changed(out, answers["Q"][0]):
+            found.append("its output stayed the same when Q changed")
+        if not found and not _same_reordered(out, weights, *answers["again"], probe["p"], probe["r"], probe["dtype"]):
+            found.append("it answered the same call differently when the tokens came in another order "
+                         "(an answer must depend on the inputs only)")
+        reasons += [r for r in found if r not in reasons]
     return reasons
 
 
-def attention_is_real(student) -> bool:
+def _same_reordered(out, weights, out2, weights2, p, r, dtype) -> bool:
+    t = tol.values(dtype)
     try:
-        return not attention_reasons(attention_probe(student))
+        expected_w = np.asarray(weights)[..., p, :][..., r]
+        expected_out = np.asarray(out)[..., p, :]
+    except IndexError:
+        return True  # answers of the wrong shape: the value tests say so
+    return not engine.changed(expected_w, weights2, t) and not engine.changed(expected_out, out2, t)
+
+
+def attention_is_real(student, bases, label: str = "") -> bool:
+    """The gate's verdict without its words (a test that compares with the student's own attention
+    only when that attention computes something)."""
+    try:
+        return not attention_reasons(attention_probes(student, bases, label))
     except GradeFailure:
         return False
 
 
-def require_real_attention(student, what: str) -> None:
-    reasons = attention_reasons(attention_probe(student))
-    reasons[:1] = [r.replace("its ", "scaled_dot_product_attention's ", 1) for r in reasons[:1]]
+def require_real_attention(student, what: str, bases, label: str = "") -> None:
+    reasons = attention_reasons(attention_probes(student, bases, label))
+    reasons[:1] = [r.replace("its ", "scaled_dot_product_attention's ", 1).replace(
+        "it answered", "scaled_dot_product_attention answered", 1) for r in reasons[:1]]
     require_real(reasons, what,
                  "The weights are softmax(Q Kᵀ / √d_k) along the keys, and the output is weights @ V (handout §3)")
 

@@ -111,11 +111,16 @@ def test_mask_passthrough(student, reference):
     padded[0, lengths[0]:] = ck.randn(1311, T - lengths[0], D)
     pad = ck.padding(lengths, T)
     # The probes use inputs of unit scale: at scale 2 each token's stand-in attention rests almost wholly
-    # on itself, so what the other tokens contribute would be too small to see.
-    y = ck.randn(1320, B, T, D)
+    # on itself, so what the other tokens contribute would be too small to see. Their numbers come from
+    # the run's seed (student.rng), so no submission can know them before it answers.
+    rng = student.rng("probe inputs")
+    y = rng.standard_normal((B, T, D)).astype(F32)
     y_later = y.copy()
-    y_later[:, t + 1:] = ck.randn(1321, B, T - t - 1, D)
-    other_ffn = {**w, **{k: v for k, v in _weights(1322, D).items() if k.startswith("ffn.")}}
+    y_later[:, t + 1:] = rng.standard_normal((B, T - t - 1, D)).astype(F32)
+    fresh = _weights(1322, D)  # the shapes and scales of the feed-forward weights; the numbers are drawn below
+    other_ffn = {**w, **{k: (rng.standard_normal(v.shape) * float(np.std(v))).astype(F32) if k.endswith("weight")
+                         else (rng.standard_normal(v.shape) * 0.1).astype(F32)
+                         for k, v in fresh.items() if k.startswith("ffn.")}}
     calls, probes = [], []
     for pre_ln in (False, True):
         kw = dict(n_heads=2, pre_ln=pre_ln)

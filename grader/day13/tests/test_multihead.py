@@ -92,26 +92,36 @@ def test_gradients(student, reference):
 
 def test_properties(student, reference):
     """Causality and permutation, worth points only for a layer whose tokens attend to each other
-    through queries and keys (a per-token map, zeros or the input handed back has both properties)."""
+    through queries and keys (a per-token map, zeros, the input handed back or a mean over the tokens has
+    both properties). The gate's extra calls draw their numbers from the run's seed (student.rng)."""
     B, T, D, h, t = 2, 6, 16, 4, 2
     x, w = ck.randn(1000, B, T, D), _weights(1001, D)
     x2 = x.copy()
     x2[:, t + 1:] = ck.randn(1010, B, T - t - 1, D)
     perm = np.array([2, 5, 0, 4, 1, 3])
+    rng = student.rng("later tokens and weights")
+    x3 = x.copy()
+    x3[:, t + 1:] = rng.standard_normal((B, T - t - 1, D)).astype(F32)
     a = student.mha(x, w, h, ck.causal(T))
     b = student.mha(x2, w, h, ck.causal(T))
     plain = student.mha(x, w, h)
     permuted = student.mha(x[:, perm], w, h)
-    later = student.mha(x2, w, h)
+    later = student.mha(x3, w, h)
     rows = {"query": slice(0, D), "key": slice(D, 2 * D)}
-    other = {part: _with_rows(w, r, 1020 + i) for i, (part, r) in enumerate(rows.items())}
+    other = {part: _with_rows(w, r, rng) for part, r in rows.items()}
     moved = {part: student.mha(x, other[part], h) for part in rows}
     p = tol.PROPERTY[F32]
     out = ck.output(plain, 0, "output", count=1)
     reasons = []
-    if not ck.changed(out[:, : t + 1], ck.output(later, 0, "output, later tokens changed", count=1)[:, : t + 1]):
+    seen = ck.output(later, 0, "output, later tokens changed", count=1)[:, : t + 1] - out[:, : t + 1]
+    if not ck.changed(np.zeros_like(seen), seen):
         reasons.append(f"without a mask, the outputs at positions 0..{t} stayed the same when later tokens changed "
                        "(no token attends to the others)")
+    elif not ck.changed(np.repeat(seen[:, :1], t + 1, 1), seen):
+        # Attention: what position i takes from the later tokens depends on its own query, so it moves
+        # differently at each position; a mean over the tokens moves every position alike.
+        reasons.append(f"without a mask, when later tokens changed, the outputs at positions 0..{t} all moved "
+                       "by the same amount (what each position takes from the others does not depend on its own query)")
     for part in rows:
         if not ck.changed(out, ck.output(moved[part], 0, f"output, {part} weights changed", count=1)):
             reasons.append(f"the output stayed the same when the {part} rows of qkv changed")
@@ -125,10 +135,10 @@ def test_properties(student, reference):
              "without a mask, permuting the tokens must permute the outputs the same way")
 
 
-def _with_rows(w: dict, rows: slice, seed: int) -> dict:
+def _with_rows(w: dict, rows: slice, rng) -> dict:
     """The weights with one part of qkv (its query, key or value rows, weight and bias) drawn afresh."""
     changed = dict(w)
     for name, scale in (("qkv.weight", 1 / np.sqrt(w["qkv.weight"].shape[1])), ("qkv.bias", 0.1)):
         changed[name] = w[name].copy()
-        changed[name][rows] = ck.randn(seed, *changed[name][rows].shape, scale=scale)
+        changed[name][rows] = (rng.standard_normal(changed[name][rows].shape) * scale).astype(w[name].dtype)
     return changed

@@ -94,7 +94,11 @@ def test_sdpa_masks(student, reference):
     """Masking judged against the student's own unmasked weights, so a scaling bug costs only the tests
     about scaling; worth points only when those weights come from Q and K."""
     calls = [(what, m, Q, K, V, student.sdpa(Q, K, V), student.sdpa(Q, K, V, m)) for what, Q, K, V, m in _mask_cases()]
-    ck.require_real_attention(student, "masks judged against your own unmasked weights")
+    # The gate is judged on this test's own unmasked calls, one per set of inputs.
+    bases = {}
+    for what, m, Q, K, V, plain, masked in calls:
+        bases.setdefault(id(Q), (Q, K, V, None, plain))
+    ck.require_real_attention(student, "masks judged against your own unmasked weights", list(bases.values()))
     for what, m, Q, K, V, plain, masked in calls:
         label = f"scaled_dot_product_attention with mask {what}"
         w = ck.output(plain, 1, f"{label} (the same call without the mask)", count=2)
@@ -127,7 +131,7 @@ def test_sdpa_properties(student, reference):
     causal_b = student.sdpa(Q, K2, V2, ck.causal(T))
     permuted = student.sdpa(Q[:, perm], K[:, perm], V[:, perm])
     padded = student.sdpa(Q, K, V, pad)
-    ck.require_real_attention(student, "properties of the attention weights and outputs")
+    ck.require_real_attention(student, "properties of the attention weights and outputs", [(Q, K, V, None, plain)])
 
     p32 = tol.PROPERTY[F32]
     w = ck.output(plain, 1, "weights without a mask", count=2)
@@ -193,7 +197,7 @@ def test_module_worked_values(student, reference):
     shape = student.inspect("self_attention", "SelfAttention", [6, 4], attrs=("W_q", "W_k", "W_v", "d_k"))
     res = student.self_attention(X4, eye)
     own = student.sdpa(X4, X4, X4)
-    own_is_real = ck.attention_is_real(student)
+    own_is_real = ck.attention_is_real(student, [(X4, X4, X4, None, own)])
     attrs = ck.ok(shape, "SelfAttention(6, 4)").inspect["attrs"]
     for name in ("W_q", "W_k", "W_v"):
         a = attrs[name]
@@ -236,12 +240,14 @@ def test_module_reference(student, reference):
     """SelfAttention equals the reference, or equals the student's own attention on grader-made Q, K, V
     (then a bug inside scaled_dot_product_attention is charged to the sdpa tests only, as long as that
     attention computes something)."""
-    calls = []
+    calls, bases = [], []
     for what, x, w, m, dtype in _module_cases():
         Q, K, V = _projected(x, w)
+        own = student.sdpa(Q, K, V, m)
         calls.append((what, dtype, student.self_attention(x, w, m, dtype=dtype),
-                       reference.self_attention(x, w, m, dtype=dtype), student.sdpa(Q, K, V, m)))
-    own_is_real = ck.attention_is_real(student)
+                       reference.self_attention(x, w, m, dtype=dtype), own))
+        bases.append((Q, K, V, m, own))
+    own_is_real = ck.attention_is_real(student, bases)
 
     def compare(what, dtype, got, exp, own):
         ck.ok(got, f"SelfAttention ({what})")
@@ -263,7 +269,7 @@ def test_module_gradients(student, reference):
     own = student.sdpa(Q, K, V, ck.causal(5), grad_out=g)
     names = ("x", "W_q", "W_k", "W_v")
     what = "SelfAttention backward (causal mask)"
-    chained = _chain(own, x, w) if ck.attention_is_real(student) else None
+    chained = _chain(own, x, w) if ck.attention_is_real(student, [(Q, K, V, ck.causal(5), own)]) else None
     if chained is not None and not got.error and not got.grad_error:
         if all(got.grad(n) is not None for n in names) and _all_close([got.grad(n) for n in names],
                                                                       [chained[n] for n in names], F32):

@@ -13,17 +13,21 @@ from pathlib import Path
 import pytest
 
 from grader.admin import killrate
+from grader.judging import score
+from grader.lesson import load_lesson
+from grader.running.calls import InProcessTransport
 
 ROOT = Path(__file__).resolve().parents[2]
 CHEATS = ROOT / "tests" / "fixtures" / "gate_cheats"
 SOLUTIONS = ROOT / "solutions" / "day13"
+LESSON = load_lesson("day13")
 
 
 def _grade(tmp_path, file: str, cheat: str) -> dict:
     folder = tmp_path / "sub"
     shutil.copytree(SOLUTIONS, folder, ignore=shutil.ignore_patterns("__pycache__"))
     (folder / file).write_text((CHEATS / cheat).read_text())
-    return killrate.grade(folder, cheat).component_scores()
+    return killrate.grade(folder, cheat, lesson=LESSON).component_scores()
 
 
 def _never_reacting(tmp_path) -> float:
@@ -32,7 +36,7 @@ def _never_reacting(tmp_path) -> float:
     folder = tmp_path / "never"
     shutil.copytree(SOLUTIONS, folder, ignore=shutil.ignore_patterns("__pycache__"))
     (folder / "self_attention.py").write_text(text)
-    return killrate.grade(folder, "never").component_scores()["self_attention"]
+    return killrate.grade(folder, "never", lesson=LESSON).component_scores()["self_attention"]
 
 
 def test_attention_that_reacts_only_on_the_probes_shape_scores_like_uniform_attention(tmp_path):
@@ -45,14 +49,11 @@ def test_a_multihead_class_without_attention_gets_no_more_than_the_structure_poi
 
 
 def _grade_seeded(tmp_path, file: str, cheat: str, seed: int):
-    from grader.judging import score
-    from grader.running.calls import InProcessTransport
-
     folder = tmp_path / f"seed{seed}"
     shutil.copytree(SOLUTIONS, folder, ignore=shutil.ignore_patterns("__pycache__"))
     (folder / file).write_text((CHEATS / cheat).read_text())
-    return score.grade_submission(name=cheat, directory=folder, transport=InProcessTransport(folder),
-                                  check_deliverables=lambda _: [], seed=seed)
+    return score.grade_submission(name=cheat, directory=folder, transport=InProcessTransport(folder, lesson=LESSON),
+                                  lesson=LESSON, check_deliverables=lambda _: [], seed=seed)
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -68,10 +69,7 @@ def test_attention_that_answers_a_call_by_what_it_saw_before_fails_the_consisten
 
 
 def test_the_seed_changes_the_probes_not_the_grade_of_correct_code(tmp_path):
-    from grader.judging import score
-    from grader.running.calls import InProcessTransport
-
-    transport = InProcessTransport(SOLUTIONS)
+    transport = InProcessTransport(SOLUTIONS, lesson=LESSON)
     asked = {}
     for seed in (3, 4):
         student_calls = []
@@ -82,7 +80,7 @@ def test_the_seed_changes_the_probes_not_the_grade_of_correct_code(tmp_path):
             return original(header, arrays)
 
         transport.call = call
-        result = score.grade_submission(name="reference", directory=SOLUTIONS, transport=transport,
+        result = score.grade_submission(name="reference", directory=SOLUTIONS, transport=transport, lesson=LESSON,
                                         check_deliverables=lambda _: [], seed=seed)
         transport.call = original
         assert all(t.status == "passed" for t in result.tests), [t.name for t in result.tests if t.status != "passed"]

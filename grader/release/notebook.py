@@ -37,7 +37,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from grader.release import stubs
-from grader.lesson import load_lesson, read_rubric, rubric_points
+from grader import lesson as lessons
+from grader.lesson import read_rubric, rubric_points
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,8 +49,14 @@ def __getattr__(name: str):
     fields = {"LESSON": None, "SOLUTIONS": "solutions", "RUBRIC": "rubric_path", "MODULES": "modules",
               "NB_COMPONENTS": "notebook_cells"}
     if name in fields:
-        return getattr(load_lesson(), fields[name]) if fields[name] else load_lesson()
+        lesson = _migrating(None)
+        return getattr(lesson, fields[name]) if fields[name] else lesson
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _migrating(lesson):
+    """TRANSITIONAL: the caller's lesson, or the run's for a caller not converted yet."""
+    return lesson if lesson is not None else lessons.lesson_for_migration()
 
 TEMPLATES = ROOT / "grader" / "templates"
 # Ships as tools/notebook_tests.py: runs the visible tests in the notebook's kernel, on its code.
@@ -107,7 +114,7 @@ _TEST_CALL_LINE = re.compile(r"""^(?:visible|hidden)_test\((?:"[^"\\\n]*"|'[^'\\
 
 # --------------------------------------------------------------------------- source splitting
 
-def _split(source: str) -> tuple[str, list[str], str]:
+def _split(source: str, *, lesson=None) -> tuple[str, list[str], str]:
     """(docstring's first paragraph, library import lines, the rest) of one solution file.
 
     Imports of sibling modules are dropped: in a notebook every cell shares one namespace.
@@ -124,7 +131,7 @@ def _split(source: str) -> tuple[str, list[str], str]:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             drop.update(range(node.lineno - 1, node.end_lineno))
             module = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
-            if module not in load_lesson().modules:
+            if module not in _migrating(lesson).modules:
                 imports.append(ast.get_source_segment(source, node))
     rest = "\n".join(line for n, line in enumerate(lines) if n not in drop).strip("\n")
     return doc.split("\n\n")[0], imports, rest
@@ -143,13 +150,14 @@ def _to_nbgrader_markers(code: str) -> str:
 
 # --------------------------------------------------------------------------- points
 
-def component_points(rubric: Path | None = None) -> dict[str, float]:
+def component_points(rubric: Path | None = None, *, lesson=None) -> dict[str, float]:
     """Points per component, summed over every rubric entry that has `points`.
 
     An entry counts for the component its table path (or its `component` key) names.
     """
-    rubric = rubric or load_lesson().rubric_path
-    cells = load_lesson().notebook_cells
+    lesson = _migrating(lesson)
+    rubric = rubric or lesson.rubric_path
+    cells = lesson.notebook_cells
     if not rubric.exists():
         raise FileNotFoundError(f"{rubric} is missing: the notebook takes its points from the rubric, "
                                 "so build it from a full checkout of the kit")
@@ -163,9 +171,9 @@ def component_points(rubric: Path | None = None) -> dict[str, float]:
 
 # --------------------------------------------------------------------------- the lesson's texts and tests
 
-def texts(path: Path | None = None) -> dict[str, str]:
+def texts(path: Path | None = None, *, lesson=None) -> dict[str, str]:
     """The notebook's prose, from the lesson's folder: `intro` and `closing` (Markdown)."""
-    path = path or load_lesson().notebook_texts
+    path = path or _migrating(lesson).notebook_texts
     with open(path, "rb") as f:
         data = tomllib.load(f)
     missing = [key for key in ("intro", "closing") if not isinstance(data.get(key), str)]
@@ -174,18 +182,18 @@ def texts(path: Path | None = None) -> dict[str, str]:
     return {"intro": data["intro"], "closing": data["closing"]}
 
 
-def visible_tests(assignment: Path | None = None) -> tuple[tuple[str, str], ...]:
+def visible_tests(assignment: Path | None = None, *, lesson=None) -> tuple[tuple[str, str], ...]:
     """(part, test id under tests/) of every visible test of `assignment` (the lesson's by default)."""
-    return _visible_tests(assignment or load_lesson().assignment)
+    lesson = _migrating(lesson)
+    return _visible_tests(assignment or lesson.assignment, lesson.modules)
 
 
 @lru_cache(maxsize=4)  # keyed by the folder, so a run that switches lessons asks pytest again
-def _visible_tests(assignment: Path) -> tuple[tuple[str, str], ...]:
+def _visible_tests(assignment: Path, modules: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     """(part, test id under tests/) of every visible test, in the order `make test` runs them.
 
     Asked of pytest itself (a collection in a child process: the tests' conftest.py must not patch
     torch in this one), so the notebook's test cells are the .py tests, parametrised cases included."""
-    modules = load_lesson().modules
     run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-o", "addopts=",
                           "-p", "no:cacheprovider"],
                          cwd=assignment, capture_output=True, text=True, timeout=300,
@@ -206,40 +214,42 @@ def _visible_tests(assignment: Path) -> tuple[tuple[str, str], ...]:
     return tuple(found)
 
 
-def visible_points(rubric: Path | None = None) -> dict[str, float]:
+def visible_points(rubric: Path | None = None, *, lesson=None) -> dict[str, float]:
     """Test id -> its points: each visible test's share of its part, as the feedback on push counts them
     (tools/ci_feedback.py, `_shares`), so a notebook's test cells are worth what the .py tests are."""
     spec = importlib.util.spec_from_file_location("_ci_feedback_template", CI_FEEDBACK)
     feedback = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(feedback)
-    points, tests = component_points(rubric), visible_tests()
+    lesson = _migrating(lesson)
+    points, tests = component_points(rubric, lesson=lesson), visible_tests(lesson=lesson)
     shares = {}
-    for part in load_lesson().modules:
+    for part in lesson.modules:
         mine = sorted(test for p, test in tests if p == part)  # the order ci_feedback shares them in
         shares.update(zip(mine, feedback._shares(points[part], len(mine))))
     return shares
 
 
-def hidden_tests(rubric: Path | None = None) -> list[tuple[str, str, dict]]:
+def hidden_tests(rubric: Path | None = None, *, lesson=None) -> list[tuple[str, str, dict]]:
     """(part, rubric id, entry) of every hidden test with points, in the rubric's order."""
-    table = read_rubric(rubric or load_lesson().rubric_path)
-    return [(part, f"{part}.{test}", entry) for part in load_lesson().modules
+    lesson = _migrating(lesson)
+    table = read_rubric(rubric or lesson.rubric_path)
+    return [(part, f"{part}.{test}", entry) for part in lesson.modules
             for test, entry in table.get(part, {}).items()
             if isinstance(entry, dict) and isinstance(entry.get("points"), (int, float))]
 
 
-def visible_setup() -> str:
-    lesson = load_lesson()
+def visible_setup(*, lesson=None) -> str:
+    lesson = _migrating(lesson)
     return VISIBLE_SETUP.format(parts=tuple(lesson.modules),
                                 siblings={m: tuple(s) for m, s in lesson.sibling_imports.items()})
 
 
-def is_test_cell(source: str) -> bool:
+def is_test_cell(source: str, *, lesson=None) -> bool:
     """A cell that runs tests and defines nothing: the released test-cell set-up, visible_test(...) calls,
     the hidden tests' set-up and cells. The grader leaves them out when it runs a notebook (running the visible tests in the
     sandbox would only cost time), and so does a hidden test cell."""
     text = source.strip()
-    if text in (visible_setup().strip(), HIDDEN_SETUP.strip()) or BEGIN_HIDDEN in text:
+    if text in (visible_setup(lesson=lesson).strip(), HIDDEN_SETUP.strip()) or BEGIN_HIDDEN in text:
         return True
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
     return bool(lines) and all(_TEST_CALL_LINE.match(line) for line in lines)
@@ -290,7 +300,7 @@ def _test_cell_id(prefix: str, name: str) -> str:
     return text
 
 
-def build(*, student: bool, solutions: Path | None = None, rubric: Path | None = None):
+def build(*, student: bool, solutions: Path | None = None, rubric: Path | None = None, lesson=None):
     """The lesson's notebook: the nbgrader source version (student=False) or the student version.
 
     Both hold, after each part's solution cell, one cell per visible test (the student version gives
@@ -299,27 +309,28 @@ def build(*, student: bool, solutions: Path | None = None, rubric: Path | None =
     test, worth the rubric's points, which the kit's autograde step grades (grader/release/nbgrader_autograde.py)."""
     import nbformat
 
-    solutions = solutions or load_lesson().solutions
-    prose = texts()
-    shares = visible_points(rubric)
+    lesson = _migrating(lesson)
+    solutions = solutions or lesson.solutions
+    prose = texts(lesson=lesson)
+    shares = visible_points(rubric, lesson=lesson)
     parts, imports = [], []
-    for module in load_lesson().modules:
+    for module in lesson.modules:
         source = (solutions / f"{module}.py").read_text(encoding="utf-8")
-        doc, found, reference = _split(source)
-        _, _, stub = _split(stubs.make_stub(source))
+        doc, found, reference = _split(source, lesson=lesson)
+        _, _, stub = _split(stubs.make_stub(source), lesson=lesson)
         imports += [line for line in found if line not in imports]
         parts.append((module, doc, reference, stub))
 
     cells = [_markdown("intro", prose["intro"]), _code("setup", "\n".join(imports)),
-             _code("visible_tests", visible_setup())]
+             _code("visible_tests", visible_setup(lesson=lesson))]
     if not student:
         cells.append(_code("hidden_tests", HIDDEN_SETUP))
-    hidden = hidden_tests(rubric)
+    hidden = hidden_tests(rubric, lesson=lesson)
     for module, doc, reference, stub in parts:
         cells.append(_markdown(f"about_{module}", f"## `{module}`: {doc}"))
         code = stub if student else _to_nbgrader_markers(reference)
         cells.append(_code(f"solution_{module}", code, solution=True))
-        for part, test in visible_tests():
+        for part, test in visible_tests(lesson=lesson):
             if part == module:
                 cell = _code(_test_cell_id(f"test_{part}", test.split("::", 1)[1].removeprefix("test_")),
                              VISIBLE_CALL.format(test=test), points=shares[test] if student else 0.0)
@@ -345,12 +356,12 @@ def build(*, student: bool, solutions: Path | None = None, rubric: Path | None =
     return nb
 
 
-def write_nbgrader_source(folder: Path) -> Path:
+def write_nbgrader_source(folder: Path, *, lesson=None) -> Path:
     """The instructor's nbgrader source folder of the lesson (`source/<lesson>/` of a course): the source
     notebook and what its visible test cells need beside it (tests/ with tests/_feedback/, pytest.ini, tools/notebook_tests.py),
     which `nbgrader generate_assignment` releases with the notebook and `nbgrader autograde` restores from
     here. Returns the notebook's path."""
-    lesson = load_lesson()
+    lesson = _migrating(lesson)
     folder.mkdir(parents=True, exist_ok=True)
     from grader.release.student_release import write_visible_tests  # it imports this module
 
@@ -359,7 +370,7 @@ def write_nbgrader_source(folder: Path) -> Path:
     write_visible_tests(folder, lesson=lesson)
     (folder / "tools").mkdir(exist_ok=True)
     (folder / "tools" / "notebook_tests.py").write_text(runner_source(), encoding="utf-8")
-    return write(build(student=False), folder / lesson.notebook)
+    return write(build(student=False, lesson=lesson), folder / lesson.notebook)
 
 
 def runner_source() -> str:
@@ -380,13 +391,14 @@ def code_of(nb) -> str:
     return "\n\n".join(cell.source for cell in nb.cells if cell.cell_type == "code")
 
 
-def main(*, out: str = "dist", student: bool = True) -> int:
+def main(*, out: str = "dist", student: bool = True, lesson=None) -> int:
     """Write `<out>/<the lesson's notebook>` (student version) or the nbgrader source folder in `<out>`."""
-    target = Path(out) / load_lesson().notebook
+    lesson = _migrating(lesson)
+    target = Path(out) / lesson.notebook
     if student:
-        write(build(student=True), target)
+        write(build(student=True, lesson=lesson), target)
     else:
-        write_nbgrader_source(Path(out))
+        write_nbgrader_source(Path(out), lesson=lesson)
     print(f"wrote {target}")
     return 0
 

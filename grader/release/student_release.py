@@ -186,7 +186,7 @@ def _write_student_files(day: Path, *, lesson) -> None:
     (tools / "points.json").write_text(json.dumps(feedback_points(lesson=lesson), indent=1, sort_keys=True) + "\n",
                                        encoding="utf-8")
     # So the feedback script can tell a notebook student (stubs untouched) from a .py one.
-    student_nb = notebook.build(student=True)
+    student_nb = notebook.build(student=True, lesson=lesson)
     released = {n: _digest(t) for n, t in texts.items()}
     released[f"{lesson.notebook}:code"] = _digest(notebook.code_of(student_nb))
     (tools / "stubs.json").write_text(json.dumps(released, indent=1, sort_keys=True) + "\n", encoding="utf-8")
@@ -348,7 +348,7 @@ def build(*, out: Path, lesson=None) -> Path:
         raise LeakError("the release would leak:\n  " + "\n  ".join(found))
     _zip(day, out / f"{lesson.name}.zip")
     # The nbgrader source folder: the notebook and the files its visible test cells need beside it.
-    notebook.write_nbgrader_source(out / "nbgrader" / "source" / lesson.name)
+    notebook.write_nbgrader_source(out / "nbgrader" / "source" / lesson.name, lesson=lesson)
     return day
 
 

@@ -264,7 +264,7 @@ def _collect_limited(roster: Path, out: Path) -> tuple[int, str, int]:
     the measure that matters, the peak resident memory of collect and of every git it ran (MB)."""
     script = ("import resource, sys\n"
               "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
-              "from grader import collect\n"
+              "from grader.intake import collect\n"
               f"code = collect.main(roster={str(roster)!r}, out={str(out)!r})\n"
               # ru_maxrss of this process would carry the peak of the pytest process it was forked
               # from across exec; VmHWM belongs to this image alone. Children are the gits it ran.
@@ -370,6 +370,7 @@ def test_collect_runs_on_a_bare_python_as_the_instructor_workflow_does(repos, tm
     shutil.copytree(root / "grader", checkout / "grader", ignore=shutil.ignore_patterns("__pycache__"))
     for folder in ("solutions", "assignments"):
         shutil.copytree(root / folder, checkout / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(root / "pyproject.toml", checkout)  # the kit's default lesson, as a checkout has it
     (checkout / "roster.txt").write_text(f"alice {repos['alice'].bare}\nbob {repos['bob'].bare}\n")
     env = {**{k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")},
            "PATH": f"{venv / 'bin'}:{os.environ['PATH']}", "ROSTER": "roster.txt", "DEADLINE": FEB,

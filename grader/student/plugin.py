@@ -2,7 +2,7 @@
 
 The conftest builds one and puts its fixtures and hooks among its own names:
 
-    VISIBLE = VisibleTests(__file__, parts=("activations", "classifier"))
+    VISIBLE = VisibleTests(__file__, parts=("first_task", "second_task"))
     globals().update(VISIBLE.conftest_names())
 
 Every piece of state of a run (the modules imported, what has been told) lives on this object, so the

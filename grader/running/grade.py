@@ -135,6 +135,9 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
                 work.grade.append(sub)
                 work.because("its record could not be rescored", sub.name)
     todo = work.grade
+    if reseeded:
+        print(f"{where}the seed of the hidden tests' probes is not the one {out} was graded with: every "
+              "submission is graded again with it", flush=True)
     print(f"{where}{len(subs)} submission(s) in {submissions}; {len(work.unchanged)} already graded and "
           f"unchanged; {len(todo)} to grade with {jobs} job(s)", flush=True)
     for line in regrade.describe(work):

@@ -28,9 +28,21 @@ STUDENTS = ("ada_reference", "chloe_no_scale")
 
 
 def _make(kit: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    # STAMP= : the copy shares the kit's .venv, already set up; `make setup` run from the copy (its
+    # pyproject.toml newer than the venv's stamp) would point the kit's editable install at the copy.
     env = {k: v for k, v in os.environ.items() if k not in (lessons.LESSON_ENV, "MAKEFLAGS", "MAKELEVEL")}
-    return subprocess.run(["make", "--no-print-directory", *args], cwd=kit, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(["make", "--no-print-directory", "STAMP=", *args], cwd=kit, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _installed_grader() -> str:
+    """Where the kit's venv finds `grader` from outside any kit folder (its editable install)."""
+    done = subprocess.run([str(KIT / ".venv" / "bin" / "python"), "-c", "import grader; print(grader.__file__)"],
+                          cwd="/", capture_output=True, text=True, timeout=120)
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+INSTALLED_BEFORE = _installed_grader()
 
 
 @pytest.fixture(scope="module")
@@ -100,16 +112,21 @@ def test_with_no_default_a_plain_target_says_which_lessons_there_are_and_how_to_
     kept = settings.read_text(encoding="utf-8")
     settings.write_text(re.sub(r"(?m)^default_lesson = .*\n", "", kept), encoding="utf-8")
     try:
-        # STAMP= : the settings file changed, which would make `make` set the environment up again.
         for target in ("grade", "release", "gradescope"):
-            done = _make(kit, target, "STAMP=", f"OUT={kit.parent / 'out-none'}", timeout=300)
+            done = _make(kit, target, f"OUT={kit.parent / 'out-none'}", timeout=300)
             said = done.stderr
             assert done.returncode != 0, (target, done.stdout[-2000:])
             names = ", ".join(lessons.lesson_names(kit / "grader"))
             assert f"({names})" in said and "LESSON=NAME" in said and "--lesson" in said, (target, said)
             assert "Traceback" not in said, (target, said)
-        done = _make(kit, "release", "STAMP=", "LESSON=toy", timeout=300)
+        done = _make(kit, "release", "LESSON=toy", timeout=300)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     finally:
         settings.write_text(kept, encoding="utf-8")
     assert not list((kit.parent / "out-none").glob("*/record.json")), "nothing was graded"
+
+
+def test_the_copy_never_becomes_the_kits_installed_grader(kit):
+    """After every make run above, the kit's venv imports the grader it imported before, not the copy's."""
+    assert _installed_grader() == INSTALLED_BEFORE
+    assert not _installed_grader().startswith(str(kit.parent))

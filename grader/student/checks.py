@@ -13,32 +13,44 @@ import json
 import math
 import numbers
 
-import numpy as np
 import pytest
-
-try:  # the release ships the engine's diagnose.py inside this package
-    from . import diagnose
-except ImportError:  # the kit's own copy of a lesson's tests: the engine's module
-    from grader.judging import diagnose
 
 SMALL = 16  # a value with at most this many entries is shown whole
 SAMPLE = 64  # numbers a fingerprint keeps, evenly spread
 MATCH_ATOL, MATCH_RTOL = 1e-4, 1e-3  # the graders' tolerance for "the same mistake"
 
 
-def as_array(value) -> np.ndarray:
+# numpy and the fact finder are imported when a comparison of numbers needs them: a lesson whose values are
+# strings and lists (its students may have the standard library and pytest only) never imports them.
+def _np():
+    import numpy
+
+    return numpy
+
+
+def _diagnose():
+    try:  # the release ships the engine's diagnose.py inside this package
+        from . import diagnose
+    except ImportError:  # the kit's own copy of a lesson's tests: the engine's module
+        from grader.judging import diagnose
+    return diagnose
+
+
+def as_array(value):
     """The numbers of a number, a list, a numpy array or a torch tensor, as float64 (a tensor detached)."""
+    np = _np()
     if hasattr(value, "detach"):  # a torch tensor, read without importing torch
         value = value.detach().cpu().double().numpy()
     return np.asarray(value, dtype=np.float64)
 
 
 def shape_of(value) -> tuple[int, ...]:
-    return tuple(int(n) for n in (value.shape if hasattr(value, "shape") else np.shape(value)))
+    return tuple(int(n) for n in (value.shape if hasattr(value, "shape") else _np().shape(value)))
 
 
 def fingerprint(value) -> dict:
     """A compact, comparable summary of an array: its shape and at most SAMPLE of its values, evenly spread."""
+    np = _np()
     array = as_array(value)
     flat = array.reshape(-1)
     if flat.size > SAMPLE:
@@ -46,12 +58,19 @@ def fingerprint(value) -> dict:
     return {"shape": list(array.shape), "values": flat.tolist()}
 
 
+def _sample(values: list) -> list:
+    """At most SAMPLE of `values`, evenly spread (the indices numpy's linspace rounds to, without numpy)."""
+    if len(values) <= SAMPLE:
+        return values
+    return [values[round(i * (len(values) - 1) / (SAMPLE - 1))] for i in range(SAMPLE)]
+
+
 def structured_fingerprint(value) -> dict:
     """The fingerprint of a structured value (a string, bytes, a list, a dict): its numbers when it is a flat
     list of numbers, else its length and a digest of its canonical form (never the value itself)."""
     if isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                                  for v in value):
-        return fingerprint(np.asarray(value, dtype=np.float64)) if value else {"shape": [0], "values": []}
+        return {"shape": [len(value)], "values": _sample([float(v) for v in value])}
     canonical = json.dumps(_plain(value), sort_keys=True, ensure_ascii=True)
     length = len(value) if hasattr(value, "__len__") else 0
     return {"shape": [length], "digest": hashlib.sha256(canonical.encode()).hexdigest()[:16]}
@@ -109,6 +128,7 @@ class Evidence:
         """What the numbers of a failed comparison show (diagnose.py), with the test's own observations."""
         found = []
         try:
+            diagnose = _diagnose()
             found = diagnose.compare(got, expected, atol=atol, rtol=0.0, **(options or {}))
             if weights is not None:
                 mask = None if allowed is None else as_array(allowed) != 0
@@ -128,14 +148,14 @@ class Evidence:
     def words(self, evidence: str, found: list, hint: str, when) -> str:
         """The words of a failure: a known mistake's when the numbers are its, else the facts' and the hint
         when one of its facts is there. Nothing names a cause the numbers do not show."""
-        shown = bool(hint) and bool(diagnose.matched(found, when)) and not evidence
+        shown = bool(hint) and not evidence and bool(found) and bool(_diagnose().matched(found, when))
         if self.told is not None:
             self.told(self.test, {**self.pending, "mutants": list(self.matched),
                                   "hint": hint if shown else "", "when": list(when)})
             self.pending = {}
         if evidence:
             return evidence
-        sentences = diagnose.words(found, self.known.get("facts", {}))
+        sentences = _diagnose().words(found, self.known.get("facts", {})) if found else []
         text = "".join(f"\n- {line}" for line in sentences)
         text = f"\nWhat your numbers show:{text}" if text else ""
         return text + (f"\nHint: {hint}" if shown else "")
@@ -195,7 +215,10 @@ class Check:
     and what the evidence says. A lesson may subclass it (its own value types) and hand the class to
     VisibleTests."""
 
-    diagnose = diagnose  # the fact finder, for a test's own observations (check.observe(*check.diagnose.mixes(...)))
+    @property
+    def diagnose(self):
+        """The fact finder, for a test's own observations (check.observe(*check.diagnose.mixes(...)))."""
+        return _diagnose()
 
     def __init__(self, evidence: Evidence):
         self.evidence = evidence
@@ -221,6 +244,7 @@ class Check:
         this comparison; `weights`: values checked as distributions, with `allowed` for a mask; `means`:
         the fact this comparison's failure itself establishes) and `hint` only when one of the facts in
         `when` was found."""
+        np = _np()
         got = as_array(self.value(got, what))
         expected = as_array(expected)
         if decimals is not None:
@@ -282,7 +306,7 @@ def _number(value) -> bool:
 
 def difference(got, expected, gap, bad, atol, decimals) -> str:
     """Expected and got (whole when small, the row around the largest gap otherwise), and where they differ most."""
-    where = tuple(int(i) for i in np.argwhere(gap == gap.max())[0])
+    where = tuple(int(i) for i in _np().argwhere(gap == gap.max())[0])
     lines = []
     if expected.size <= SMALL:
         lines += [f"expected:\n{_fmt(expected, decimals)}", f"got:\n{_fmt(got, decimals)}"]

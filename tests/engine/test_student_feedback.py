@@ -14,6 +14,7 @@ new lesson is checked the same way without a line here.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import re
@@ -187,3 +188,17 @@ def test_a_forbidden_library_name_fails_the_part_with_the_lessons_words(released
     assert failed and all(t.startswith(f"tests.test_{part}::") for t in failed), sorted(failed)
     said = policy["message"].format(names=name)
     assert all(said in m for m in failed.values()), failed
+
+
+@pytest.mark.parametrize("ref", LESSONS, ids=_label)
+def test_the_known_mistakes_file_is_current(ref):
+    """tests/known_mistakes.json holds what every catalogue mutant gives at the first visible comparison it
+    fails (python -m grader.devtools.visible_fingerprints --lesson NAME|PATH rewrites it). Day 13 keeps its
+    own command and test (tests/day13/test_visible_tests.py), so it is not built twice."""
+    from grader.devtools import visible_fingerprints
+
+    lesson = load_lesson(ref)
+    if importlib.util.find_spec(f"{lesson.package}.visible_fingerprints") is not None:
+        pytest.skip(f"{lesson.name} checks its fingerprints with its own command")
+    assert visible_fingerprints.main(lesson=lesson, check=True) == 0, \
+        f"run: python -m grader.devtools.visible_fingerprints --lesson {lesson.ref}"

@@ -15,6 +15,7 @@ and each fresh mistake gets, in both routes, the fact that points at its place.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import math
 import shutil
 import sys
@@ -35,6 +36,7 @@ from grader.day13 import visible_fingerprints
 from grader.lesson import load_lesson
 
 ROOT = Path(__file__).resolve().parents[2]
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 TESTS = ROOT / "assignments" / "day13" / "tests"
 sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
 from fresh_mistakes import FRESH  # noqa: E402
@@ -124,12 +126,13 @@ def _graded(folder: Path, name: str, part: str | None):
                 raise
         return run
 
-    wrapped = tuple((c, t, keeping(f"{c}.{t}", fn)) for c, t, fn in score.hidden_tests())
+    wrapped = tuple((c, t, keeping(f"{c}.{t}", fn)) for c, t, fn in DAY13.hidden_tests)
     tests = None if part is None else {f"{c}.{t}" for c, t, _ in wrapped if c == part}
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(score, "hidden_tests", lambda: wrapped)
-        result = score.grade_submission(name=name, directory=folder, transport=InProcessTransport(folder),
-                                        check_deliverables=lambda _: [], tests=tests)
+    # A lesson value whose hidden tests are the wrapped ones (the value's cache, set before first use).
+    lesson = dataclasses.replace(DAY13)
+    lesson.__dict__["hidden_tests"] = wrapped
+    result = score.grade_submission(lesson=lesson, name=name, directory=folder, transport=InProcessTransport(folder),
+                                    check_deliverables=lambda _: [], tests=tests)
     return result, caught
 
 

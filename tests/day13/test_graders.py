@@ -26,6 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions" / "day13"
 STUBS = ROOT / "assignments" / "day13"
 CODE = load_lesson("day13").modules
+
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 CATALOGUE = killrate.catalogue()
 BUG_IDS = [b.id for b in CATALOGUE.bugs]
 VARIANTS = killrate.variants()
@@ -65,8 +67,8 @@ def test_a_stale_patch_is_reported_not_ignored():
 
 
 def test_every_entry_names_a_real_test_and_has_a_hint_and_no_hint_is_orphaned():
-    rubric = score.load_rubric()
-    tests = {f"{c}.{t}" for c, t, _ in score.hidden_tests()}
+    rubric = DAY13.rubric()
+    tests = {f"{c}.{t}" for c, t, _ in DAY13.hidden_tests}
     for bug in CATALOGUE.bugs:
         assert bug.test in tests, bug.id
         assert bug.test.split(".")[0] == bug.component, bug.id
@@ -91,7 +93,7 @@ def test_feedback_of_a_mutant_shows_expected_got_hint_and_evidence():
     result = killrate.grade(CATALOGUE.mutant_dir("sa.no_scale"), "sa.no_scale")
     failed = {t.name: t for t in result.tests if t.status == "failed"}
     worked = failed["self_attention.worked_values"]
-    hint = score.load_rubric()["hints"]["sa.no_scale"]["text"]
+    hint = DAY13.rubric()["hints"]["sa.no_scale"]["text"]
     # The hint is data: its id on the result, its words chosen by the feedback from the rubric.
     assert "expected" in worked.output and "got" in worked.output and hint not in worked.output
     assert worked.hint_id == "sa.no_scale" and worked.score == 0
@@ -151,12 +153,12 @@ def test_grading_twice_gives_identical_results():
 
 
 def test_rubric_totals_and_one_entry_per_hidden_test():
-    rubric = score.load_rubric()
+    rubric = DAY13.rubric()
     totals = {c: sum(t["points"] for t in rubric[c].values()) for c in CODE}
     assert totals == {"self_attention": 30, "multihead": 25, "positional": 15, "block": 20}
     if "deliverables" in rubric:
         assert sum(t["points"] for t in rubric["deliverables"].values()) == 10
-    tests = {(c, t) for c, t, _ in score.hidden_tests()}
+    tests = {(c, t) for c, t, _ in DAY13.hidden_tests}
     assert tests == {(c, t) for c in CODE for t in rubric[c]}
     for c in CODE:
         assert sum(1 for comp, _ in tests if comp == c) >= 4, f"{c} needs several weighted tests"
@@ -212,7 +214,7 @@ def test_static_scan_finds_library_attention_but_not_the_students_own_function(t
         "from self_attention import scaled_dot_product_attention\nx = scaled_dot_product_attention\n")
     (tmp_path / "block.py").write_text("from torch.nn import TransformerEncoderLayer as L\n")
     (tmp_path / "positional.py").write_text("import torch as t\nm = t.nn.MultiheadAttention\n")
-    found = score.static_forbidden(tmp_path)
+    found = score.static_forbidden(tmp_path, lesson=DAY13)
     assert found == {"self_attention.py": {"scaled_dot_product_attention"}, "block.py": {"TransformerEncoderLayer"},
                      "positional.py": {"MultiheadAttention"}}
 
@@ -227,7 +229,7 @@ def test_static_scan_reads_notebook_cells_and_blames_the_part_a_cell_defines(tmp
              "def positional_encoding(T, d):\n    return None\n",
              "%matplotlib inline"]  # a cell that doesn't parse is skipped, not a crash
     (tmp_path / f"{notebook_module_name(load_lesson('day13'))}.py").write_text(notebook_module_source("day13.ipynb", cells))
-    assert score.static_forbidden(tmp_path) == {"multihead.py": {"MultiheadAttention"}}
+    assert score.static_forbidden(tmp_path, lesson=DAY13) == {"multihead.py": {"MultiheadAttention"}}
 
 
 def test_static_scan_knows_a_torch_alias_imported_in_an_earlier_notebook_cell(tmp_path):
@@ -238,7 +240,7 @@ def test_static_scan_knows_a_torch_alias_imported_in_an_earlier_notebook_cell(tm
              "def scaled_dot_product_attention(Q, K, V, mask=None):\n"
              "    return G.scaled_dot_product_attention(Q, K, V), None\n"]
     (tmp_path / f"{notebook_module_name(load_lesson('day13'))}.py").write_text(notebook_module_source("day13.ipynb", cells))
-    assert score.static_forbidden(tmp_path) == {"self_attention.py": {"scaled_dot_product_attention"}}
+    assert score.static_forbidden(tmp_path, lesson=DAY13) == {"self_attention.py": {"scaled_dot_product_attention"}}
 
 
 def test_a_correct_notebook_raises_no_integrity_flag_but_a_student_file_like_the_wrapper_does(tmp_path):
@@ -251,18 +253,19 @@ def test_a_correct_notebook_raises_no_integrity_flag_but_a_student_file_like_the
     shutil.copy(ROOT / "demo" / "class" / "jun_notebook.ipynb", subs / "jun.ipynb")
     materialise(discover(subs)[0], tmp_path / "copy")
     assert (tmp_path / "copy" / "self_attention.py").exists()
-    assert score.scan_submission(tmp_path / "copy").flags == []
+    assert score.scan_submission(tmp_path / "copy", lesson=DAY13).flags == []
     own = tmp_path / "own"
     own.mkdir()
     (own / "self_attention.py").write_text("g = globals()\n")
-    assert score.scan_submission(own).flags
+    assert score.scan_submission(own, lesson=DAY13).flags
 
 
 def test_reference_results_are_cached_across_submissions():
-    ref = score.reference_adapter()
-    killrate.grade(SOLUTIONS, "warm")
+    # The cache lives on the lesson value: every submission graded with that value shares it.
+    ref = DAY13.reference
+    killrate.grade(SOLUTIONS, "warm", lesson=DAY13)
     size = len(ref.cache)
-    killrate.grade(VARIANTS[0], "again")
+    killrate.grade(VARIANTS[0], "again", lesson=DAY13)
     assert len(ref.cache) == size > 0
 
 
@@ -277,7 +280,7 @@ def test_grade_submission_accepts_any_transport_with_call():
             calls.append(header["op"])
             return self.inner.call(header, arrays)
 
-    result = score.grade_submission(name="x", directory=SOLUTIONS, transport=Recording())
+    result = score.grade_submission(lesson=DAY13, name="x", directory=SOLUTIONS, transport=Recording())
     assert {"function", "module", "inspect"} <= set(calls)
     assert code_scores(result) == killrate.full_marks()
 
@@ -291,7 +294,7 @@ def test_a_transport_timeout_becomes_a_failed_test_with_the_reason():
 
     hanging = Hanging()
     hanging.inner = InProcessTransport(SOLUTIONS)
-    result = killrate._no_deliverables(lambda: score.grade_submission(name="t", directory=SOLUTIONS, transport=hanging))
+    result = killrate._no_deliverables(lambda: score.grade_submission(lesson=DAY13, name="t", directory=SOLUTIONS, transport=hanging))
     assert code_scores(result) == {**killrate.full_marks(), "positional": 0.0}
     assert all("Timeout" in t.output for t in result.tests if t.component == "positional")
 
@@ -305,7 +308,7 @@ def test_forbidden_use_hidden_in_a_helper_module_is_caught_at_run_time(tmp_path)
         "    from helpers import attend  # imported inside the function\n"
         "    out = attend(Q, K, V) if mask is None else weights @ V\n")
     (sub / "self_attention.py").write_text(text)
-    assert score.static_forbidden(sub) == {"helpers.py": {"scaled_dot_product_attention"}}
+    assert score.static_forbidden(sub, lesson=DAY13) == {"helpers.py": {"scaled_dot_product_attention"}}
     result = killrate.grade(sub, "helper")
     assert code_scores(result) == {**killrate.full_marks(), "self_attention": 0.0}
 
@@ -325,7 +328,7 @@ def test_killrate_command_prints_its_three_figures(monkeypatch, capsys):
     assert killrate.main() == 0
     out = capsys.readouterr().out
     assert "Kill rate: 2/2 = 100.0%" in out
-    assert f"False failures: 0 of {len(score.hidden_tests())} code tests on 1 correct implementations" in out
+    assert f"False failures: 0 of {len(DAY13.hidden_tests)} code tests on 1 correct implementations" in out
     assert "Skeletons scoring beyond structure: 0 of 2 (the most a skeleton can score: 12 of 90 code points)" in out
 
 

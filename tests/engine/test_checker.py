@@ -14,7 +14,8 @@ from grader.lesson import load_lesson
 
 REFERENCE = Path(__file__).resolve().parents[2] / "solutions" / "day13"
 DELIVERABLES = ("attention_heatmap.png", "attention_weights.npy", "analysis.md", "transformer_block.png", "README.md")
-CHECKS = load_lesson().deliverable_checks()
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
+CHECKS = DAY13.deliverable_checks()
 CHECK_IDS = [check_id for check_id, _ in CHECKS]
 
 
@@ -37,14 +38,14 @@ def folders(tmp_path):
 
 def test_the_helper_answers_exactly_like_run_checks(folders):
     honest, bomb = folders
-    with LimitedChecker(memory_bytes=1 << 30, seconds=120) as checker:
+    with LimitedChecker(lesson=DAY13, memory_bytes=1 << 30, seconds=120) as checker:
         for folder in (honest, bomb, honest):
             assert checker.run_checks(folder) == run_checks(folder)
 
 
 def test_a_file_that_needs_more_memory_than_the_helper_may_use_fails_with_that_reason(folders):
     honest, bomb = folders
-    with LimitedChecker(memory_bytes=300 << 20, seconds=120) as checker:
+    with LimitedChecker(lesson=DAY13, memory_bytes=300 << 20, seconds=120) as checker:
         checks = {c.id: c for c in checker.run_checks(bomb)}
         assert not checks["heatmap_png"].passed
         assert "memory" in checks["heatmap_png"].message and "checker bug" not in checks["heatmap_png"].message
@@ -53,12 +54,12 @@ def test_a_file_that_needs_more_memory_than_the_helper_may_use_fails_with_that_r
 
 def test_checks_that_overrun_their_time_are_stopped_and_the_next_folder_gets_a_fresh_helper(folders):
     honest, bomb = folders
-    with LimitedChecker(memory_bytes=1 << 30, seconds=0.05) as checker:
+    with LimitedChecker(lesson=DAY13, memory_bytes=1 << 30, seconds=0.05) as checker:
         checks = checker.run_checks(bomb)  # decoding 49 megapixels takes far more than 50 ms
         assert [c.id for c in checks] == list(CHECK_IDS)
         assert all(not c.passed and "took more than 0.05 s" in c.message for c in checks)
         assert checker._proc is None  # killed, not left running
-    with LimitedChecker(memory_bytes=1 << 30, seconds=120) as checker:
+    with LimitedChecker(lesson=DAY13, memory_bytes=1 << 30, seconds=120) as checker:
         first = checker._helper().pid
         checker.run_checks(honest)
         assert checker._helper().pid == first  # one helper serves many submissions
@@ -75,7 +76,7 @@ def test_a_lesson_without_deliverable_checks_gets_no_checks_and_no_helper(folder
 
 def test_an_answer_nobody_collected_is_never_handed_to_the_next_folder(folders):
     honest, bomb = folders
-    with LimitedChecker(memory_bytes=1 << 30, seconds=120) as checker:
+    with LimitedChecker(lesson=DAY13, memory_bytes=1 << 30, seconds=120) as checker:
         checker.start(bomb)  # the grading of that submission failed before it asked for the answer
         checker.start(honest)
         assert checker.finish() == run_checks(honest)

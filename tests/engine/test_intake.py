@@ -250,14 +250,14 @@ DEMO_NOTEBOOK = Path(__file__).resolve().parents[2] / "demo" / "class" / "jun_no
 def test_notebook_cells_read_as_json_equal_nbformat_s():
     expected = [neutralise_magics(c.source) for c in nbformat.read(str(DEMO_NOTEBOOK), as_version=4).cells
                 if c.cell_type == "code"]
-    assert expected and intake.notebook_code_cells(DEMO_NOTEBOOK) == expected
+    assert expected and intake.notebook_code_cells(DEMO_NOTEBOOK, lesson=DAY13) == expected
     # An nbformat 3 notebook still reads, through nbformat's converter.
     old = nbformat.v3.new_notebook(worksheets=[nbformat.v3.new_worksheet(cells=[
         nbformat.v3.new_code_cell(input="x = 1"), nbformat.v3.new_text_cell("markdown", "hi")])])
     path = Path(os.environ.get("TMPDIR", "/tmp")) / f"v3-{os.getpid()}.ipynb"
     try:
         path.write_text(nbformat.v3.writes_json(old))
-        assert intake.notebook_code_cells(path) == ["x = 1"]
+        assert intake.notebook_code_cells(path, lesson=DAY13) == ["x = 1"]
     finally:
         path.unlink(missing_ok=True)
 

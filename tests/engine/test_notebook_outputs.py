@@ -84,7 +84,7 @@ def test_a_correct_notebook_with_15_mb_of_outputs_gets_full_marks_for_its_code(t
 def test_outputs_attachments_and_metadata_are_not_what_the_limits_count(tmp_path):
     path = _notebook_with_outputs(tmp_path / "day13.ipynb", 9 * MB)  # the whole file is over the 8 MB limit
     assert path.stat().st_size > intake.notebook_limits(DAY13)["bytes"]
-    cells = intake.notebook_code_cells(path)
+    cells = intake.notebook_code_cells(path, lesson=DAY13)
     assert cells[1:] == _code_cells() and cells[0].startswith("pass  # neutralised")
 
 
@@ -104,7 +104,7 @@ def test_code_over_the_limit_once_outputs_are_dropped_is_still_refused(tmp_path)
     nb.cells = [nbformat.v4.new_code_cell("x = 1\n" + "# filler\n" * (intake.notebook_limits(DAY13)["bytes"] // 9))]
     nbformat.write(nb, str(path))
     with pytest.raises(intake.NotebookTooLarge, match="outputs aside"):
-        intake.notebook_code_cells(path)
+        intake.notebook_code_cells(path, lesson=DAY13)
 
 
 def test_outputs_built_to_cost_memory_are_read_within_the_limit_or_refused(tmp_path):
@@ -118,7 +118,7 @@ def test_outputs_built_to_cost_memory_are_read_within_the_limit_or_refused(tmp_p
                     f'"metadata": {{}}, "execution_count": 1, "source": {code}, "outputs": [{tiny}{{}}]}}]}}')
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     try:
-        assert intake.notebook_code_cells(path) == ["x = 1\n"]
+        assert intake.notebook_code_cells(path, lesson=DAY13) == ["x = 1\n"]
     except intake.NotebookTooLarge as refused:
         assert "Clear Outputs" in str(refused)
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100 * 1024  # KB: well under 100 MB
@@ -128,7 +128,7 @@ def test_a_damaged_notebook_is_reported_not_crashed_on(tmp_path):
     path = tmp_path / "day13.ipynb"
     path.write_text('{"nbformat": 4, "cells": [')
     with pytest.raises(ValueError):
-        intake.notebook_code_cells(path)
+        intake.notebook_code_cells(path, lesson=DAY13)
 
 
 def test_an_old_notebook_is_read_after_the_same_stripping(tmp_path):
@@ -136,7 +136,7 @@ def test_an_old_notebook_is_read_after_the_same_stripping(tmp_path):
     path.write_text(json.dumps({"nbformat": 3, "nbformat_minor": 0, "metadata": {"name": "old"}, "worksheets": [
         {"cells": [{"cell_type": "code", "input": "y = 2", "language": "python", "metadata": {},
                     "outputs": [{"output_type": "display_data", "png": _picture(1000)}]}], "metadata": {}}]}))
-    assert intake.notebook_code_cells(path) == ["y = 2"]
+    assert intake.notebook_code_cells(path, lesson=DAY13) == ["y = 2"]
 
 
 def test_the_student_notebooks_test_cells_let_run_all_go_on():

@@ -34,7 +34,7 @@ class InProcessTransport:
     """Executes calls in this process on a folder of trusted code (never a student's). `lesson`: the
     lesson value (or its executor spec) whose contract the code follows."""
 
-    def __init__(self, directory, *, lesson=None):
+    def __init__(self, directory, *, lesson):
         self.directory = Path(directory)
         self.loader = ModuleLoader(self.directory, isolated=True, lesson=lesson)
 

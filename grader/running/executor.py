@@ -63,9 +63,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from grader import lesson as lessons
-from grader.lesson import ROOT
 from grader.running import protocol
+
+ROOT = Path(__file__).resolve().parents[2]  # the kit: paths in messages are shown relative to it
 
 # Each part is graded on its own (the lesson's contract, "One bug costs one part"), over the grader's
 # stand-ins for the parts it uses, so a bug (or a failed import) in one file never costs another file's
@@ -113,11 +113,6 @@ class CallLesson:
                    standins_module=getattr(lesson, "standins_module", None))
 
 
-def _migration_lesson():
-    # TRANSITIONAL: the run's lesson, for a caller that does not pass lesson= yet (removed when none is left).
-    return lessons.lesson_for_migration()
-
-
 class ModuleLoader:
     """Imports a submission's modules by plain name and remembers import failures.
 
@@ -127,9 +122,9 @@ class ModuleLoader:
     submissions (reference, mutants, variants) coexist in one process.
     """
 
-    def __init__(self, directory, *, isolated: bool, meta_inspect: bool = False, lesson=None):
+    def __init__(self, directory, *, isolated: bool, lesson, meta_inspect: bool = False):
         self.directory = Path(directory).resolve()
-        self._lesson = None if lesson is None else CallLesson.of(lesson)
+        self.lesson = CallLesson.of(lesson)  # a Lesson value (this process) or its LessonSpec (a sandboxed child)
         self.isolated = isolated
         # `inspect` calls build the module on the meta device first (see _inspect_on_meta). Only the
         # sandboxed child turns this on: it alone can be replaced by a fresh process when that
@@ -138,12 +133,6 @@ class ModuleLoader:
         self.modules: dict[str, types.ModuleType] = {}
         self.errors: dict[str, dict] = {}
         self.standins = None  # the grader's stand-ins (a module, or _Lent in a child), once this loader has them
-
-    @property
-    def lesson(self) -> CallLesson:
-        if self._lesson is None:
-            self._lesson = CallLesson.of(_migration_lesson())
-        return self._lesson
 
     def receive_standins(self, units: dict) -> None:
         """Stand-ins lent by the grader, each alone ({name: its own source}, grader/sandbox/lending.py):

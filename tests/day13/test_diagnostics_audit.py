@@ -131,7 +131,8 @@ def _graded(folder: Path, name: str, part: str | None):
     # A lesson value whose hidden tests are the wrapped ones (the value's cache, set before first use).
     lesson = dataclasses.replace(DAY13)
     lesson.__dict__["hidden_tests"] = wrapped
-    result = score.grade_submission(lesson=lesson, name=name, directory=folder, transport=InProcessTransport(folder),
+    result = score.grade_submission(lesson=lesson, name=name, directory=folder,
+                                    transport=InProcessTransport(folder, lesson=lesson),
                                     check_deliverables=lambda _: [], tests=tests)
     return result, caught
 

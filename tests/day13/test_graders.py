@@ -274,7 +274,7 @@ def test_grade_submission_accepts_any_transport_with_call():
 
     class Recording:
         def __init__(self):
-            self.inner = InProcessTransport(SOLUTIONS)
+            self.inner = InProcessTransport(SOLUTIONS, lesson=DAY13)
 
         def call(self, header, arrays):
             calls.append(header["op"])
@@ -293,7 +293,7 @@ def test_a_transport_timeout_becomes_a_failed_test_with_the_reason():
             return InProcessTransport.call(self.inner, header, arrays)
 
     hanging = Hanging()
-    hanging.inner = InProcessTransport(SOLUTIONS)
+    hanging.inner = InProcessTransport(SOLUTIONS, lesson=DAY13)
     result = killrate._no_deliverables(lambda: score.grade_submission(lesson=DAY13, name="t", directory=SOLUTIONS, transport=hanging))
     assert code_scores(result) == {**killrate.full_marks(), "positional": 0.0}
     assert all("Timeout" in t.output for t in result.tests if t.component == "positional")

@@ -144,7 +144,7 @@ def test_without_the_gates_skeletons_would_score_again(monkeypatch, tmp_path):
 # -- honest work keeps what it had -------------------------------------------------------------
 def _verdicts(folder: Path) -> dict:
     """rubric id -> passed, for every hidden test run on `folder` (no catalogue replay: only pass or fail)."""
-    student, reference = Adapter(InProcessTransport(folder)), score.reference_adapter()
+    student, reference = Adapter(InProcessTransport(folder, lesson=load_lesson("day13"))), score.reference_adapter()
     verdicts = {}
     for component, test_id, fn in score.hidden_tests():
         try:

@@ -17,6 +17,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import KIT, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
 
+from grader.lesson import load_lesson  # noqa: E402
 from grader.running.executor import ModuleLoader, execute  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 from grader.sandbox.confinement import closed_ancestor, is_root, prepare_scratch, slot_uid  # noqa: E402
@@ -82,7 +83,7 @@ def test_child_answers_exactly_like_the_in_process_executor(transport):
     header = {"op": "function", "module": "self_attention", "name": "scaled_dot_product_attention",
               "args": [{"array": "Q"}, {"array": "K"}, {"array": "V"}]}
     got_h, got = t.call(header, arrays)
-    want_h, want = execute(header, arrays, loader=ModuleLoader(KIT / "solutions" / "day13", isolated=True))
+    want_h, want = execute(header, arrays, loader=ModuleLoader(KIT / "solutions" / "day13", isolated=True, lesson=load_lesson("day13")))
     assert got_h == want_h
     assert set(got) == set(want) == {"out0", "out1"}
     for k in want:

@@ -70,7 +70,7 @@ def record_visible(plan: list[dict], *, lesson) -> dict:
     process, as a student runs them (the tests as the release ships them). Returns {"comparisons": {name:
     {test: [comparison, ...]}}, "told": {name: {test: [what a failure found and said, ...]}}} (the
     conftest's VISIBLE.evidence.record and .told)."""
-    from grader.release.student_release import write_visible_tests
+    from grader.release.visible_tests import write_visible_tests
 
     with tempfile.TemporaryDirectory(prefix=f"{lesson.name}-visible-") as tmp:
         tmp = Path(tmp)

@@ -47,6 +47,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from grader.judging import late
+from grader.lesson import read_rubric
 
 NAME_COLUMNS = ("github_username", "roster_identifier", "student_repository_name", "name", "login")
 URL_COLUMNS = ("student_repository_url", "repository_url", "repository", "url", "repo")
@@ -416,13 +417,22 @@ def write_manifest(out: Path, entries: list[Entry]) -> Path:
     return path
 
 
+def _late_policy(rubric: Path):
+    """The rubric's late policy, or None when it has none or cannot be read (then nothing is late)."""
+    try:
+        table = read_rubric(rubric)
+    except (OSError, ValueError):
+        return None
+    return late.policy_of(table, rubric)
+
+
 def main(*, roster: str, out: str, deadline: str | None = None, rubric: str | None = None) -> int:
     """Collect every roster entry into `out`. Exit 0 when every repository could be read, 1 when one
     could not (the others are collected all the same), 2 for a bad roster or deadline."""
     try:
         entries = read_roster(Path(roster))
         when = parse_deadline(deadline) if deadline else None
-        policy = late.load_policy(Path(rubric) if rubric else _rubric())
+        policy = _late_policy(Path(rubric) if rubric else _rubric())
     except (OSError, RosterError, ValueError) as error:
         print(f"collect: {error}", file=sys.stderr)
         return 2

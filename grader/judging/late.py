@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from grader.lesson import read_rubric
 
 FILE = "late.json"  # in OUT/<name>/
 
@@ -36,15 +35,6 @@ class Policy:
     @property
     def last_day(self) -> timedelta:
         return timedelta(days=self.max_days, minutes=self.grace_minutes)
-
-
-def load_policy(rubric: Path) -> Policy | None:
-    """The late policy of the rubric file at `rubric` (a lesson's own is `lesson.late_policy`)."""
-    try:
-        table = read_rubric(rubric)
-    except (OSError, ValueError):
-        return None
-    return policy_of(table, rubric)
 
 
 def policy_of(rubric: dict, where) -> Policy | None:

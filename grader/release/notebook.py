@@ -363,7 +363,7 @@ def write_nbgrader_source(folder: Path, *, lesson=None) -> Path:
     here. Returns the notebook's path."""
     lesson = _migrating(lesson)
     folder.mkdir(parents=True, exist_ok=True)
-    from grader.release.student_release import write_visible_tests  # it imports this module
+    from grader.release.visible_tests import write_visible_tests
 
     if (folder / "tests").exists():
         shutil.rmtree(folder / "tests")

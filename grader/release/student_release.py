@@ -30,6 +30,8 @@ from pathlib import Path
 import nbformat
 
 from grader.release import notebook
+from grader.release.visible_tests import (DIAGNOSE, FEEDBACK_FOLDER, SKIP_DIRS, SKIP_SUFFIXES, STUDENT_FEEDBACK,  # noqa: F401
+                                         _copy_tree, ship_feedback, write_visible_tests)
 
 from grader.release import stubs
 from grader.judging.deliverables import RELEASED_CHECKS
@@ -39,14 +41,6 @@ from grader.release.stubs import _digest
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "grader" / "templates"
 CHECKER = ROOT / "grader" / "judging" / "deliverables.py"
-# What every lesson's visible tests share (grader/student/, with the engine's fact finder inside it): the
-# release puts it beside the lesson's tests as tests/_feedback/, so a student's folder needs no kit.
-STUDENT_FEEDBACK = ROOT / "grader" / "student"
-DIAGNOSE = ROOT / "grader" / "judging" / "diagnose.py"
-FEEDBACK_FOLDER = "_feedback"
-
-SKIP_DIRS = {"__pycache__", ".pytest_cache", ".ipynb_checkpoints"}
-SKIP_SUFFIXES = {".pyc", ".pyo"}
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)  # fixed, so the same sources give the same zip bytes
 EXECUTABLE = {"tools/ci_feedback.py"}
 # The student's repository: a `git add -A` after the README's set-up must stage their work only.
@@ -109,39 +103,6 @@ def student_tools(*, lesson) -> dict[Path, str]:
 
 class LeakError(RuntimeError):
     """The release holds something a student must not see."""
-
-
-def _copy_tree(source: Path, target: Path) -> None:
-    for path in sorted(source.rglob("*")):
-        relative = path.relative_to(source)
-        if SKIP_DIRS.intersection(relative.parts) or path.suffix in SKIP_SUFFIXES or path.is_symlink():
-            continue
-        if path.is_dir():
-            (target / relative).mkdir(parents=True, exist_ok=True)
-        elif path.is_file():
-            (target / relative).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target / relative)
-
-
-def ship_feedback(tests: Path) -> None:
-    """Write tests/_feedback/: the engine's student-side package (grader/student/*.py) and diagnose.py."""
-    target = tests / FEEDBACK_FOLDER
-    if target.exists():
-        shutil.rmtree(target)
-    target.mkdir(parents=True)
-    for path in sorted(STUDENT_FEEDBACK.glob("*.py")):
-        shutil.copyfile(path, target / path.name)
-    shutil.copyfile(DIAGNOSE, target / DIAGNOSE.name)
-
-
-def write_visible_tests(folder: Path, *, lesson) -> Path:
-    """`folder`/tests and `folder`/pytest.ini as a student gets them: the lesson's visible tests, with the
-    feedback package beside them. Returns the tests folder (the kit runs the visible tests from here)."""
-    tests = folder / "tests"
-    _copy_tree(lesson.assignment / "tests", tests)
-    shutil.copyfile(lesson.assignment / "pytest.ini", folder / "pytest.ini")
-    ship_feedback(tests)
-    return tests
 
 
 def feedback_points(*, lesson=None) -> dict[str, float]:

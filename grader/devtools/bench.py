@@ -375,13 +375,13 @@ def one_submission_breakdown(*, lesson, repeats: int = 3, uid_base: int = BENCH_
     breakdown: dict = {}
     clock = StageClock()
     try:
-        with contextlib.ExitStack() as stack, Zygote(slots=1, config=config) as zygote:
-            score = run._preload()[0]  # as a grading worker has it: the reference's answers cached
-            limits = score.load_limits().get("deliverables", {})
-            scanner = score.limited_scan(**score.load_limits().get("scan", {}))
+        with contextlib.ExitStack() as stack, Zygote(slots=1, config=config, lesson=lesson) as zygote:
+            score = run._preload(lesson)[0]  # as a grading worker has it: the reference's answers cached
+            limits = lesson.limits.get("deliverables", {})
+            scanner = score.limited_scan(lesson=lesson, **lesson.limits.get("scan", {}))
             stack.callback(scanner.close)
             with LimitedChecker(memory_bytes=limits.get("memory_bytes", 1 << 30),
-                                seconds=limits.get("seconds", 30)) as checker:
+                                seconds=limits.get("seconds", 30), lesson=lesson) as checker:
                 zygote.wait_ready(0)
                 clock.install(score, package=lesson.package)
                 for name in ("reference", "bug") if planted else ("reference",):
@@ -389,8 +389,8 @@ def one_submission_breakdown(*, lesson, repeats: int = 3, uid_base: int = BENCH_
                         clock.reset()
                         start = time.perf_counter()
                         result = run.grade_one(found[name], slot=0, work=work, zygote=zygote, config=config,
-                                               score=score, checker=checker, scanner=scanner)
-                        feedback.write_submission(out, result)
+                                               score=score, lesson=lesson, checker=checker, scanner=scanner)
+                        feedback.write_submission(out, result, lesson=lesson)
                         total = time.perf_counter() - start
                     stages = dict(clock.seconds)
                     stages[REST] = total - sum(stages.values())
@@ -399,22 +399,22 @@ def one_submission_breakdown(*, lesson, repeats: int = 3, uid_base: int = BENCH_
                                        "layers": dict(result.isolation), "score": result.total,
                                        "max": result.max_total}
                 breakdown["view"] = dict(zygote.view)
-                breakdown["child_peak_mb"] = _child_peak_mb(zygote, work, config, score, found["reference"])
+                breakdown["child_peak_mb"] = _child_peak_mb(zygote, work, config, score, found["reference"], lesson)
     finally:
         clock.uninstall()
         shutil.rmtree(root, ignore_errors=True)
     return breakdown
 
 
-def _child_peak_mb(zygote, work, config, score, sub) -> float:
+def _child_peak_mb(zygote, work, config, score, sub, lesson) -> float:
     """The peak RSS (VmHWM) of one student child, read before it ends."""
     from grader.intake import submissions as intake
     from grader.sandbox.transport import SandboxTransport
 
     scratch = Path(tempfile.mkdtemp(prefix="peak", dir=work / "slot0"))
-    intake.materialise(sub, scratch)
+    intake.materialise(sub, scratch, lesson=lesson)
     with SandboxTransport(zygote=zygote, slot=0, scratch=scratch, config=config) as transport:
-        score.grade_submission(name="peak", directory=scratch, transport=transport)
+        score.grade_submission(name="peak", directory=scratch, transport=transport, lesson=lesson)
         status = Path(f"/proc/{transport._child.pid}/status").read_text()
     return int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1]) / 1024
 

@@ -253,7 +253,12 @@ def test_the_secret_scanner_would_find_secrets_in_the_grader_process(tmp_path):
     # The scanner can fail: run in a process that has loaded the scorer, it finds the secrets.
     code = _render((HOSTILE / "secret_scanner" / "self_attention.py").read_text(), {"KIT": KIT})
     (tmp_path / "scanner.py").write_text(code)
-    probe = ("import sys; sys.path.insert(0, %r); import grader.judging.score; sys.path.insert(0, %r); import scanner;"
+    # What a grading process holds at some point: the scorer, the lesson's hidden tests, and the text of its
+    # reference and rubric (read when mutants are built and hints are worded).
+    probe = ("import sys; sys.path.insert(0, %r); import grader.judging.score; from grader.lesson import load_lesson;"
+             "lesson = load_lesson('day13'); lesson.hidden_tests;"
+             "held = [p.read_text() for p in lesson.solutions.glob('*.py')] + [lesson.rubric_path.read_text()];"
+             "sys.path.insert(0, %r); import scanner;"
              "print(sorted({f.split(':')[0] for f in scanner.FOUND}))" % (str(KIT), str(tmp_path)))
     env = dict(os.environ, DAY13_TEST_SECRET_TOKEN="x")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, cwd=KIT, env=env)

@@ -25,12 +25,20 @@ def _with_lesson(entry, lesson, kwargs):
 
     from grader import lesson as lessons
 
-    if hasattr(lessons, "LESSON_ENV"):
-        os.environ[lessons.LESSON_ENV] = lesson.ref
-    parameter = inspect.signature(entry).parameters.get("lesson")
-    if parameter is None:
-        return entry(**kwargs)
-    return entry(lesson=lesson.ref if "str" in str(parameter.annotation) else lesson, **kwargs)
+    # Set for this call only: a caller in the same process (a test, the nbgrader cell) asks other
+    # lessons afterwards, and a variable left behind would answer them with this one.
+    before = os.environ.get(lessons.LESSON_ENV)
+    os.environ[lessons.LESSON_ENV] = lesson.ref
+    try:
+        parameter = inspect.signature(entry).parameters.get("lesson")
+        if parameter is None:
+            return entry(**kwargs)
+        return entry(lesson=lesson.ref if "str" in str(parameter.annotation) else lesson, **kwargs)
+    finally:
+        if before is None:
+            os.environ.pop(lessons.LESSON_ENV, None)
+        else:
+            os.environ[lessons.LESSON_ENV] = before
 
 
 RELEASES = ("now", "after_due_date", "published", "all")  # grader.results.feedback.RELEASES, without importing it

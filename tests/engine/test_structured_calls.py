@@ -31,7 +31,7 @@ KIT = Path(__file__).resolve().parents[2]
 WORDS = KIT / "tests" / "fixtures" / "lessons" / "words" / "solutions"
 TOY = KIT / "tests" / "fixtures" / "lessons" / "toy"
 # What the executor needs of the words fixture: one module, no stand-ins.
-SPEC = CallLesson(modules=("words",), always_standin={}, standin_names={}, contract="words/CONTRACT.md")
+SPEC = CallLesson(modules=("words",), always_standin={}, standin_names={}, contract="the words lesson's README.md")
 
 
 @pytest.fixture

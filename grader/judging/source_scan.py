@@ -26,19 +26,17 @@ What is left (the parser's own memory and time on a hostile file) is bounded by 
 from __future__ import annotations
 
 import ast
-import contextlib
 import io
 import json
 import os
-import resource
-import select
 import stat
-import subprocess
 import sys
 import time
 import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from grader.running.helper_process import LimitedHelper
 
 MAX_SOURCE_BYTES = 1_000_000  # a file larger than this is not parsed, and is flagged (the child still covers it)
 MAX_FILES = 200  # source files read from one submission; the others are flagged, unread
@@ -596,11 +594,10 @@ def read_cells(source: str | bytes) -> list:
 
 
 # -- the helper process ---------------------------------------------------------------------------
-KIT_ROOT = Path(__file__).resolve().parents[2]
 MAX_ANSWER_BYTES = 8 << 20  # one file's findings: costs from the policy's names, flags capped by kind
 
 
-class LimitedScan:
+class LimitedScan(LimitedHelper):
     """`scan(directory) -> Findings`: the submission's sources read here, at once (before any student
     code runs), then parsed one file at a time by a helper process limited to `memory_bytes` of address
     space, waited on at most `seconds` a file and `budget` seconds for the whole submission. A file that
@@ -614,8 +611,9 @@ class LimitedScan:
                  memory_bytes: int = 512 << 20, seconds: float = 5.0, budget: float = 20.0):
         self.policy_path, self.contract = str(policy_path), dict(contract)
         self.notebook_module, self.generated = notebook_module, dict(generated or {})
+        super().__init__()
         self.memory_bytes, self.seconds, self.budget = int(memory_bytes), float(seconds), float(budget)
-        self._proc: subprocess.Popen | None = None
+        self.max_answer_bytes = MAX_ANSWER_BYTES
 
     def scan(self, directory) -> Findings:
         sources, found = snapshot(Path(directory), self.notebook_module, self.generated)
@@ -638,53 +636,15 @@ class LimitedScan:
                                            "or crashed the scan"))
         return found
 
-    def close(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        with contextlib.suppress(OSError):
-            proc.kill()
-        proc.wait()
-        for stream in (proc.stdin, proc.stdout):
-            with contextlib.suppress(OSError):
-                stream.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def _helper(self) -> subprocess.Popen:
-        if self._proc is None or self._proc.poll() is not None:
-            self.close()
-            env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "TZ") if k in os.environ}
-            env.update(PYTHONPATH=str(KIT_ROOT), MALLOC_ARENA_MAX="2", PYTHONDONTWRITEBYTECODE="1")
-            proc = subprocess.Popen([sys.executable, "-s", "-m", "grader.judging.source_scan", self.policy_path,
-                                     json.dumps(self.contract)],
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                    env=env, cwd=str(KIT_ROOT))
-            # Set from outside (no preexec_fn: the worker may have threads), before the first request.
-            resource.prlimit(proc.pid, resource.RLIMIT_AS, (self.memory_bytes, self.memory_bytes))
-            resource.prlimit(proc.pid, resource.RLIMIT_CORE, (0, 0))
-            self._proc = proc
-        return self._proc
+    def _command(self) -> list[str]:
+        return ["grader.judging.source_scan", self.policy_path, json.dumps(self.contract)]
 
     def _ask(self, name: str, data: bytes, cells: bool, local: list, deadline: float) -> Findings:
         proc = self._helper()
         header = json.dumps({"file": name, "bytes": len(data), "cells": cells, "local": local}).encode()
         proc.stdin.write(header + b"\n" + data)
         proc.stdin.flush()
-        fd, answer = proc.stdout.fileno(), b""
-        while not answer.endswith(b"\n"):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
-                raise TimeoutError
-            chunk = os.read(fd, 1 << 16)
-            if not chunk or len(answer) + len(chunk) > MAX_ANSWER_BYTES:
-                raise OSError("the helper ended or answered too much")
-            answer += chunk
-        return Findings.from_json(json.loads(answer))
+        return Findings.from_json(json.loads(self._read_line(proc, deadline)))
 
 
 def _serve(policy_path: str, contract: str) -> None:

@@ -18,9 +18,6 @@ import contextlib
 import importlib
 import json
 import os
-import resource
-import select
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,25 +25,26 @@ from pathlib import Path
 from grader.judging import deliverables
 from grader.judging.deliverables import Check
 from grader.lesson import lesson_for_migration
+from grader.running.helper_process import LimitedHelper
 
-KIT_ROOT = Path(__file__).resolve().parents[2]
 MAX_ANSWER_BYTES = 1 << 20  # five checks' messages are a few KB
 
 
-class LimitedChecker:
+class LimitedChecker(LimitedHelper):
     """`run_checks(directory)` like grader.judging.deliverables.run_checks with the lesson's checks, done by a
     limited helper process. `checks_module` is the importable name of the module defining CHECKS
     (default: `lesson`'s; a lesson without deliverable checks gets none, and no helper)."""
 
     def __init__(self, *, memory_bytes: int, seconds: float, lesson=None, checks_module: str | None = None):
+        super().__init__()
         self.memory_bytes, self.seconds = int(memory_bytes), float(seconds)
+        self.max_answer_bytes = MAX_ANSWER_BYTES
         if checks_module is None:
             lesson = lesson if lesson is not None else lesson_for_migration()  # TRANSITIONAL
             checks_module = lesson.deliverables_module
         self.checks_module = checks_module
         checks = importlib.import_module(self.checks_module).CHECKS if self.checks_module else ()
         self.check_ids = tuple(check_id for check_id, _ in checks)
-        self._proc: subprocess.Popen | None = None
         self._started, self._pending = 0.0, False
 
     def run_checks(self, directory) -> list[Check]:
@@ -84,50 +82,14 @@ class LimitedChecker:
                                     "checker may use for one submission, or crashed it, so they were not checked. "
                                     "Save smaller images (fewer pixels) and plain files.")
 
-    def close(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        with contextlib.suppress(OSError):
-            proc.kill()
-        proc.wait()
-        for stream in (proc.stdin, proc.stdout):
-            with contextlib.suppress(OSError):
-                stream.close()
+    def _command(self) -> list[str]:
+        return ["grader.running.deliverables_process", self.checks_module]
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def _helper(self) -> subprocess.Popen:
-        if self._proc is None or self._proc.poll() is not None:
-            self.close()
-            env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL", "TZ") if k in os.environ}
-            env.update(PYTHONPATH=str(KIT_ROOT), OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-                       MKL_NUM_THREADS="1", MALLOC_ARENA_MAX="2", PYTHONDONTWRITEBYTECODE="1")
-            proc = subprocess.Popen([sys.executable, "-s", "-m", "grader.running.deliverables_process", self.checks_module],
-                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                    env=env, cwd=str(KIT_ROOT))
-            # Set from outside (no preexec_fn: the worker may have threads), before the first request.
-            resource.prlimit(proc.pid, resource.RLIMIT_AS, (self.memory_bytes, self.memory_bytes))
-            resource.prlimit(proc.pid, resource.RLIMIT_CORE, (0, 0))
-            self._proc = proc
-        return self._proc
+    def _environment(self) -> dict[str, str]:
+        return {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
     def _answer(self, proc, deadline: float) -> list[Check]:
-        if proc is None:
-            raise OSError("no helper")
-        fd, data = proc.stdout.fileno(), b""
-        while not data.endswith(b"\n"):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
-                raise TimeoutError
-            chunk = os.read(fd, 1 << 16)
-            if not chunk or len(data) + len(chunk) > MAX_ANSWER_BYTES:
-                raise OSError("the helper ended or answered too much")
-            data += chunk
+        data = self._read_line(proc, deadline)
         items = json.loads(data)
         checks = [Check(str(i["id"]), bool(i["passed"]), str(i["message"]), str(i["title"])) for i in items]
         if [c.id for c in checks] != list(self.check_ids):

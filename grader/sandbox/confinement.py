@@ -243,13 +243,15 @@ def confine(*, scratch: str, uid: int | None, out_fd: int, keep_fd: int, config:
     # Nothing but stdio and the call socket stays open (no zygote control socket, no stray fd).
     os.closerange(3, keep_fd)
     os.closerange(keep_fd + 1, 1 << 16)
+    # No kit on the child's path: this one, nor another copy a venv's editable install (.pth) names.
+    # Decided before the private view, which covers folders other users may not enter: a kit in one
+    # of those would no longer look like a kit, stay on the path, and be unreadable to the child.
+    sys.path[:] = [scratch] + [p for p in sys.path if p and Path(p).resolve() != KIT_ROOT and not _is_a_kit(p)]
     if view and uid is not None:
         enter_view(libc, view)
     os.chdir(scratch)
     # Libraries that cache or write temporary files (matplotlib, tempfile) find a writable home here.
     os.environ.update(HOME=scratch, TMPDIR=scratch, MPLCONFIGDIR=os.path.join(scratch, ".config"))
-    # No kit on the child's path: this one, nor another copy a venv's editable install (.pth) names.
-    sys.path[:] = [scratch] + [p for p in sys.path if p and Path(p).resolve() != KIT_ROOT and not _is_a_kit(p)]
     layers["rlimits"] = "rlimits" in config.layers and _set_rlimits(config, uid)
     layers["uid"] = False
     if uid is not None:

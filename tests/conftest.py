@@ -1,5 +1,6 @@
 """Fixtures shared by the kit's tests."""
 import importlib
+import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -11,6 +12,12 @@ STUDENT_MODULES = ("self_attention", "multihead", "positional", "block")
 # fixtures/ holds submissions, not the kit's tests: collecting it would import the hostile conftest.py
 # into this run (and write its bytecode beside the fixture).
 collect_ignore = ["fixtures"]
+
+# `make test` runs this suite from inside make; a test that runs make itself (its plan, a release's
+# `make test`) must see what an instructor's top-level make sees, not a sub-make's directory lines,
+# jobserver or flags inherited from whatever started the suite.
+for _variable in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES"):
+    os.environ.pop(_variable, None)
 
 
 def load_reference():

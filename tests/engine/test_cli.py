@@ -20,6 +20,13 @@ ARGUMENTS = {"grade": ["subs", "--out", "o"], "merge": ["a", "--out", "o"], "rev
              "export": ["o", "--format", "csv"]}
 
 
+def _planned(*args: str) -> str:
+    """What `make -n` would run, as the top-level make prints it: under `make test` the child make would
+    otherwise count itself a sub-make and wrap its plan in "Entering/Leaving directory" lines."""
+    return subprocess.run(["make", "--no-print-directory", "-n", *args], cwd=KIT, capture_output=True, text=True,
+                          check=True).stdout
+
+
 def _commands() -> dict:
     return cli.build_parser()._subparsers._group_actions[0].choices
 
@@ -48,9 +55,8 @@ def test_an_unknown_lesson_stops_the_command_with_what_to_do_and_no_traceback(ca
 
 @pytest.mark.parametrize("command", ["grade", "review", "release", "gradescope", "stubs", "bench", "killrate"])
 def test_every_instructor_target_of_the_makefile_passes_lesson(command):
-    plain = subprocess.run(["make", "-n", command], cwd=KIT, capture_output=True, text=True, check=True).stdout
-    chosen = subprocess.run(["make", "-n", command, "LESSON=elsewhere/toy"], cwd=KIT, capture_output=True, text=True,
-                            check=True).stdout
+    plain = _planned(command)
+    chosen = _planned(command, "LESSON=elsewhere/toy")
     assert "--lesson" not in plain, "without LESSON= the command chooses (the only lesson, or the kit's default)"
     assert "--lesson elsewhere/toy" in chosen.splitlines()[-1], chosen
 
@@ -58,8 +64,7 @@ def test_every_instructor_target_of_the_makefile_passes_lesson(command):
 def test_make_grade_with_a_lesson_grades_its_demo_class_into_its_own_out():
     for name in lessons.lesson_names():
         lesson = lessons.load_lesson(name)
-        planned = subprocess.run(["make", "-n", "grade", f"LESSON={name}"], cwd=KIT, capture_output=True, text=True,
-                                 check=True).stdout.splitlines()[-1]
+        planned = _planned("grade", f"LESSON={name}").splitlines()[-1]
         demo = lesson.demo_class.relative_to(KIT).as_posix() if lesson.demo_class else ""
         assert f"grade {demo} --out out/{name} " in planned and planned.endswith(f"--lesson {name}"), planned
     toy = subprocess.run(["make", "grade", f"LESSON={TOY.relative_to(KIT)}"], cwd=KIT, capture_output=True, text=True)

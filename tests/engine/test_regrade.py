@@ -152,12 +152,12 @@ def test_force_and_only(graded, tmp_path, capsys):
 
 
 def test_make_passes_force_and_only_on():
-    done = subprocess.run(["make", "-n", "grade", "FORCE=1", "ONLY=alice bob"], cwd=KIT, capture_output=True,
+    done = subprocess.run(["make", "--no-print-directory", "-n", "grade", "FORCE=1", "ONLY=alice bob"], cwd=KIT, capture_output=True,
                           text=True, check=True)
     line = next(l for l in done.stdout.splitlines() if "-m grader grade" in l)
     words = line.split()
     assert words[words.index("--force"):words.index("--force") + 4] == ["--force", "--only", "alice", "bob"]
-    plain = subprocess.run(["make", "-n", "grade"], cwd=KIT, capture_output=True, text=True, check=True).stdout
+    plain = subprocess.run(["make", "--no-print-directory", "-n", "grade"], cwd=KIT, capture_output=True, text=True, check=True).stdout
     assert "--force" not in plain and "--only" not in plain
 
 

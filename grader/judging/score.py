@@ -289,7 +289,7 @@ def grade_in_process(directory: Path, name: str, tests=None, *, lesson=None) -> 
 # What the executor was doing when the student's code raised (grader/running/executor.py's stages).
 _STAGE_WORDS = {"import": "importing your file", "construct": "constructing the module",
                 "load": "loading the grader's weights", "forward": "running forward", "call": "calling the function",
-                "output": "reading the result", "backward": "running backward"}
+                "step": "calling a method", "output": "reading the result", "backward": "running backward"}
 
 
 def _crash_key(error: dict) -> tuple:
@@ -299,10 +299,29 @@ def _crash_key(error: dict) -> tuple:
 
 
 def _crash_text(error: dict) -> str:
-    where = _STAGE_WORDS.get(str(error.get("stage", "")), "running your code")
+    where = _step_words(error) or _STAGE_WORDS.get(str(error.get("stage", "")), "running your code")
     text = f"{error.get('type', 'Error')} while {where}: {error.get('message', '')}"
     trace = _trace(error)
     return text + (f"\n{trace}" if trace else "")
+
+
+def _step_words(error: dict) -> str:
+    """Where in a session (one instance built, then its methods called in order) the error came: the method
+    and its place, counted from 1, as the executor's record names them; "" for an error of no step."""
+    step = error.get("step")
+    if not isinstance(step, dict) or type(step.get("index")) is not int:
+        return ""
+    of, method, attr = (str(step.get(k) or "")[:100] for k in ("of", "method", "attr"))
+    of = of or "object"
+    if method and error.get("stage") == "output":
+        doing = f"reading what {method} of your {of} returned"
+    elif method:
+        doing = f"calling {method} on your {of}"
+    elif attr:
+        doing = f"reading the attribute {attr} of your {of}"
+    else:
+        doing = f"running a step on your {of}"
+    return f"{doing} (step {step['index'] + 1}: the grader builds one {of} and makes its calls on it in order)"
 
 
 def _trace(error: dict) -> str:

@@ -28,7 +28,8 @@ For contracts that are not a module's forward, arguments and answers are value t
              "steps": [{"method": "encode", "args": [...], "kwargs": {...}, "repeat": 1}, {"attr": "ids"}],
              "keep_going": false}
             -> "steps": [{"value": tree} | {"error": record}, ...], one per step that ran; an argument
-            {"step": i} is what step i returned (a round trip: decode what encode gave).
+            {"step": i} is what step i returned (a round trip: decode what encode gave). A step's error
+            record says which step it was: "step": {"index": i, "of": cls, "method": name | "attr": path}.
 
 A header may carry "standins_source": {name: source} of grader stand-ins lent to a sandboxed child,
 each alone, with the first call that needs it (grader/sandbox/lending.py), never held by a child before.
@@ -632,12 +633,23 @@ def _run_session(header, arrays, loader, out_header, out_arrays):
         except _Failed as failed:
             if len(returned) == i:
                 returned.append(_NOT_RUN)
-            answers.append({"error": failed.record})
+            answers.append({"error": _in_step(failed.record, i, step, header["cls"])})
             if not header.get("keep_going"):
                 break
 
 
 _NOT_RUN = object()
+
+
+def _in_step(record: dict, i: int, step, cls: str) -> dict:
+    """The error record of step `i`, saying which step it was (from the grader's own request, so that feedback
+    names the method and its place: "while calling encode, step 3 on one Tokenizer")."""
+    where = {"index": i, "of": str(cls)[:100]}
+    if isinstance(step, dict) and isinstance(step.get("method"), str):
+        where["method"] = step["method"][:100]
+    elif isinstance(step, dict) and isinstance(step.get("attr"), str):
+        where["attr"] = step["attr"][:100]
+    return dict(record, step=where)
 
 
 def _construct(header, loader):

@@ -461,10 +461,14 @@ def reply_problem(header: dict, arrays: dict) -> str | None:
 
 def _error_problem(value: dict) -> str | None:
     bases = value.get("bases", [])
+    step = value.get("step", {"index": 0})
     if not all(isinstance(value.get(k), str) for k in ("type", "message")) \
             or not all(isinstance(value.get(k, ""), str) for k in ("traceback", "stage")) \
             or not (isinstance(bases, list) and all(isinstance(b, str) for b in bases)):
         return "not an error record"
+    if not (isinstance(step, dict) and type(step.get("index")) is int
+            and all(isinstance(step.get(k, ""), str) for k in ("of", "method", "attr"))):
+        return "not an error record (its 'step' is not a step's place)"
     return None
 
 

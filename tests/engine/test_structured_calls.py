@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from grader.judging import assertions as checks
+from grader.judging import score
 from grader.judging.mutants import results_match
 from grader.judging.tolerances import Tol
 from grader.running import protocol
@@ -123,6 +124,25 @@ def test_a_raising_step_ends_the_session_and_says_why_later_steps_did_not_run(wo
         checks.step(res, 2, "total")
     going = words.session("words", "Tally", steps=[Method("add", "a"), Method("fail"), Attr("total")], keep_going=True)
     assert checks.step(going, 2, "total") == 1
+
+
+def test_a_failed_step_tells_the_student_which_method_and_which_step_in_plain_words(words):
+    res = words.session("words", "Tally", steps=[Method("add", "a"), Attr("total"), Method("fail"), Attr("ids")])
+    error = res.step(2)["error"]
+    assert error["step"] == {"index": 2, "of": "Tally", "method": "fail"}
+    assert reply_problem({"error": None, "steps": [{"value": 1}, {"value": 1}, {"error": error}]}, {}) is None
+    said = score._crash_text(error)
+    assert said.startswith("ValueError while calling fail on your Tally (step 3: the grader builds one Tally and "
+                           "makes its calls on it in order): this step always raises"), said
+    assert "in fail" in said  # the student's line is still shown under it
+    missing = words.session("words", "Tally", steps=[Attr("totals")]).step(0)["error"]
+    assert score._crash_text(missing).startswith("AttributeError while reading the attribute totals of your Tally (step 1:")
+    # An error of no step (a constructor's, a function's) keeps its stage's words; a forged place is refused.
+    assert score._crash_text({"type": "E", "message": "m", "stage": "call"}) == "E while calling the function: m"
+    assert score._crash_text({"type": "E", "message": "m", "stage": "step", "step": {"index": "2"}}) == \
+        "E while calling a method: m"
+    for forged in ({"index": "2"}, {"index": 1, "method": 3}, ["fail"]):
+        assert "not an error record" in reply_problem({"steps": [{"error": {"type": "E", "message": "m", "step": forged}}]}, {})
 
 
 def test_a_student_s_own_exception_names_the_built_in_errors_it_derives_from(tmp_path):

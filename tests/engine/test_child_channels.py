@@ -27,7 +27,7 @@ from grader.sandbox.zygote import Zygote  # noqa: E402
 CONFIG = SandboxConfig(call_timeout=5.0, spawn_timeout=10, cpu_seconds=6, uid_base=uid_base_for_tests(8))
 SLOTS = 2
 SANDBOX_UIDS = range(CONFIG.uid_base, CONFIG.uid_base + SLOTS)
-TAG = f"day13-channel-{os.getpid()}"
+TAG = f"kit-channel-{os.getpid()}"
 KEY = 0x0D13_0000 + os.getpid() % 0xFFFF  # a SysV key of this test run only
 
 PROBE = f"""
@@ -126,7 +126,7 @@ def zygote():
 def child(zygote):
     """child(slot) -> a transport over a fresh copy of the probe submission."""
     opened = []
-    work = Path(tempfile.mkdtemp(prefix="day13-test-channels-"))
+    work = Path(tempfile.mkdtemp(prefix="kit-test-channels-"))
     os.chmod(work, 0o711)
 
     def make(slot=0):
@@ -173,7 +173,7 @@ def test_kernel_ipc_made_by_one_child_is_gone_for_the_next(child, kind):
 def test_each_layer_alone_closes_ipc(layer):
     # The IPC namespace without seccomp, and seccomp without the namespace: either one is enough.
     config = dataclasses.replace(CONFIG, layers=tuple(name for name in CONFIG.layers if name != layer))
-    work = Path(tempfile.mkdtemp(prefix="day13-test-channels-"))
+    work = Path(tempfile.mkdtemp(prefix="kit-test-channels-"))
     os.chmod(work, 0o711)  # like run.py's scratch root: the sandbox uid may enter it (pytest's tmp_path it may not)
     try:
         with Zygote(slots=1, config=config, install=None) as zygote:
@@ -226,7 +226,7 @@ def test_without_landlock_shared_folders_still_carry_nothing_to_the_next_child()
     # An older kernel has no Landlock: the slot's uid may write in /tmp and /dev/shm, and the grader
     # removes what it left there once its child is gone.
     config = dataclasses.replace(CONFIG, layers=tuple(name for name in CONFIG.layers if name != "landlock"))
-    work = Path(tempfile.mkdtemp(prefix="day13-test-channels-"))
+    work = Path(tempfile.mkdtemp(prefix="kit-test-channels-"))
     os.chmod(work, 0o711)
     paths = [f"/tmp/{TAG}", f"/dev/shm/{TAG}"]
     try:

@@ -1,6 +1,6 @@
 """grader/judging/deliverables.py, the lesson-free checker: safe reading, the image, array, text, drawing and
 fingerprint helpers, and the runner and its command line, on a toy lesson's checks defined here.
-Day 13's own checks are tested in tests/day13/test_deliverable_checks.py. Pure file checks, no torch."""
+A lesson's own checks are tested with that lesson (tests/<lesson>/). Pure file checks, no torch."""
 from __future__ import annotations
 
 import ast

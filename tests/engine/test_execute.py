@@ -1,6 +1,6 @@
 """The call executor (grader/running/executor.py), on neutral code: the toy lesson (a softmax and a classifier
-graded over the grader's softmax) and small modules written here. Day 13's own modules are exercised in
-tests/day13/test_executor_on_day13.py."""
+graded over the grader's softmax) and small modules written here. A lesson's own modules are exercised
+with that lesson (tests/<lesson>/)."""
 from __future__ import annotations
 
 import dataclasses

@@ -48,7 +48,7 @@ _GRADE_ONE_CALL = textwrap.dedent("""
     from grader.sandbox.zygote import Zygote
 
     config = SandboxConfig(call_timeout=20, uid_base=uid_base_for_tests(0))
-    work = Path(tempfile.mkdtemp(prefix="day13-test-workers-"))
+    work = Path(tempfile.mkdtemp(prefix="kit-test-workers-"))
     os.chmod(work, 0o711)
     (work / "who.py").write_text("import os, torch\\ndef uid():\\n    return torch.tensor(os.getuid())\\n")
     prepare_scratch(work, slot_uid(config, 0))

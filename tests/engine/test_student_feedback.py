@@ -193,8 +193,8 @@ def test_a_forbidden_library_name_fails_the_part_with_the_lessons_words(released
 @pytest.mark.parametrize("ref", LESSONS, ids=_label)
 def test_the_known_mistakes_file_is_current(ref):
     """tests/known_mistakes.json holds what every catalogue mutant gives at the first visible comparison it
-    fails (python -m grader.devtools.visible_fingerprints --lesson NAME|PATH rewrites it). Day 13 keeps its
-    own command and test (tests/day13/test_visible_tests.py), so it is not built twice."""
+    fails (python -m grader.devtools.visible_fingerprints --lesson NAME|PATH rewrites it). A lesson with its
+    own fingerprint command keeps its own test (with the lesson's tests), so it is not built twice."""
     from grader.devtools import visible_fingerprints
 
     lesson = load_lesson(ref)

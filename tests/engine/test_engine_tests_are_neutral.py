@@ -1,0 +1,201 @@
+"""The engine's tests go through neutral lessons: no file under tests/engine/ names a real lesson.
+
+A real lesson is a folder under grader/ that declares itself with lesson.toml (grader.lesson.lesson_names());
+its tests live with it (tests/<lesson>/). An engine test that needs a lesson uses a fixture lesson
+(tests/fixtures/lessons/: the toy, words), whose names are free to use here. What names a real lesson:
+
+- its folder name, anywhere in the text (code, strings, comments): an import of its package, a path
+  into its assignment or solutions, a `load_lesson(...)` of it;
+- a contract module's name used as the module: an import part or an attribute equal to it, or a string
+  that is the name, its file (`<module>.py`) or a dotted name in it. As an English word in a sentence
+  or a local variable's name it is not the lesson's (several contract modules are ordinary words);
+- a name the contract asks a module to define (lesson.graded_names), as a whole word anywhere but in
+  comments.
+
+The names come from the lessons themselves, so a lesson added later is checked without touching this
+file. ALLOWED lists files not converted yet, with how many distinct names each still uses and why; it
+may only shrink: a file that names fewer must have its count lowered (or leave the list), one that
+names more fails.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from grader import lesson as lessons
+
+ENGINE_TESTS = Path(__file__).resolve().parent
+
+# test file -> (distinct names of real lessons it still uses, why it cannot go neutral today). Only shrinks.
+ALLOWED: dict[str, tuple[int, str]] = {
+    'test_ambient_lesson.py': (1, "its ceiling table counts ambient reads in a lesson's own module, by path"),
+    'test_audiences.py': (3, "builds records with a real lesson's part and test names; to convert to the toy's"),
+    'test_bounds.py': (5, "hostile replies planted in a real lesson's reference submission; to convert to the toy"),
+    'test_checker.py': (1, 'the deliverables checker needs a lesson with deliverable checks; no fixture lesson has any'),
+    'test_checkout.py': (5, "the private view is checked on a real lesson's submission and hidden tests; to convert"),
+    'test_classreport.py': (4, "class-report records carry a real lesson's parts; to convert to the toy's"),
+    'test_collect.py': (4, "collection is tested on a real lesson's file names; to convert to the toy's"),
+    'test_document.py': (1, "a record's note names a real lesson's file; to convert"),
+    'test_export.py': (4, "gradebook exports over a real lesson's parts and label; to convert (being edited for lesson=)"),
+    'test_feedback.py': (5, "feedback over a real lesson's parts, hints and notebook name; to convert (hints-as-data work in flight)"),
+    'test_forbidden.py': (2, "the richest forbidden policy (library attention calls) is a real lesson's; no fixture has one as rich"),
+    'test_gradescope.py': (6, 'the Gradescope zip is built and graded for a real lesson; to convert to the toy (being edited for lesson=)'),
+    'test_hostile.py': (5, "hostile submissions planted in a real lesson's reference; to convert (being edited for lesson=)"),
+    'test_intake.py': (9, "intake of notebooks and folders in a real lesson's contract; to convert to the toy"),
+    'test_integrity.py': (4, "integrity checks over a real lesson's reference and demo class; to convert"),
+    'test_lesson.py': (1, "tests that a name means the lesson under grader/: needs a real lesson's name"),
+    'test_lesson_boundary.py': (4, "the engine's boundary test names which lesson's word each engine file still holds"),
+    'test_lessons_side_by_side.py': (3, 'tests the real lessons side by side: names them by design'),
+    'test_names.py': (6, "file and notebook names of a real lesson's submissions; to convert to the toy"),
+    'test_nbgrader_autograde.py': (1, 'the nbgrader route is built for a real lesson; to convert'),
+    'test_nbgrader_course.py': (1, "an nbgrader course of a real lesson's notebook; to convert"),
+    'test_notebook.py': (5, "notebook generation from a real lesson's reference; to convert"),
+    'test_notebook_choice.py': (5, "notebook-or-files choice on a real lesson's submissions; to convert"),
+    'test_notebook_outputs.py': (5, "notebook outputs of a real lesson's notebook; to convert"),
+    'test_overrides.py': (2, "overrides of a real lesson's test ids; to convert (being edited for lesson=)"),
+    'test_regrade.py': (3, "regrading a real lesson's class; to convert (being edited for lesson=)"),
+    'test_release.py': (5, 'the release of a real lesson; to move its lesson-specific tests and convert the rest'),
+    'test_release_policy.py': (3, "release visibility over a real lesson's rubric; to convert"),
+    'test_review.py': (5, "the review page over a real lesson's records; to convert (document work in flight)"),
+    'test_review_browser.py': (1, "the review page in a browser over a real lesson's class; to convert (document work in flight)"),
+    'test_run.py': (5, "grading runs over a real lesson's reference; to convert to the toy"),
+    'test_sandbox.py': (6, "the sandbox runs a real lesson's calls; to convert to the toy"),
+    'test_scan.py': (6, "the forbidden scan with a real lesson's policy; to convert (being edited for lesson=)"),
+    'test_second_lesson.py': (1, "checks the toy's package and release differ from a real lesson's: names it by design"),
+    'test_shown_points.py': (1, "CI records with a real lesson's part names; to convert to the toy's"),
+    'test_similarity.py': (4, "similarity over a real lesson's class and base file; to convert"),
+    'test_storage.py': (1, "a stored record's evidence names a real lesson's test; to convert"),
+    'test_structured_calls.py': (2, "compares the words fixture's structured results with the second real lesson's call shapes"),
+    'test_stubs.py': (6, "stub generation checked on a real lesson's solutions; to move to that lesson's tests"),
+    'test_torch_audit.py': (1, "the torch audit runs with a real lesson's forbidden policy; to convert"),
+    'test_totals.py': (2, "totals over a real lesson's rubric and class; to convert (being edited for lesson=)"),
+    'test_workflows.py': (5, "end-to-end workflows on a real lesson's release; to convert"),
+}
+
+
+@dataclass(frozen=True)
+class Names:
+    """What of one real lesson an engine test must not name."""
+
+    lesson: str
+    modules: tuple[str, ...]
+    contract_names: tuple[str, ...]
+
+
+def real_lessons() -> list[Names]:
+    found = []
+    for name in lessons.lesson_names():
+        lesson = lessons.load_lesson(name)
+        contract = tuple(dict.fromkeys(n for names in lesson.graded_names.values() for n in names))
+        found.append(Names(name, lesson.modules, contract))
+    return found
+
+
+def _tokens(tree: ast.AST):
+    """(kind, text) of every string, attribute, import and defined or used name of a module."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield "string", node.value
+        elif isinstance(node, ast.Attribute):
+            yield "attribute", node.attr
+        elif isinstance(node, ast.Name):
+            yield "name", node.id
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield "name", node.name
+        elif isinstance(node, ast.arg):
+            yield "name", node.arg
+        elif isinstance(node, ast.keyword) and node.arg:
+            yield "name", node.arg
+        elif isinstance(node, ast.alias):
+            yield "import", node.name
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            yield "import", node.module
+
+
+def names_used(path: Path, names: Names) -> set[str]:
+    """Every name of the lesson that `path` uses (the folder name, a module, a contract name)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    folder = re.compile(rf"(?<![A-Za-z0-9]){re.escape(names.lesson)}(?![A-Za-z0-9])", re.IGNORECASE)
+    found = {names.lesson} if folder.search(text) else set()
+    contract = re.compile(r"(?<!\w)(" + "|".join(map(re.escape, names.contract_names)) + r")(?!\w)")
+    module_use = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, names.modules)) + r")(?:\.py\b|\.(?=[A-Za-z_]))")
+    if path.suffix != ".py":
+        return found | set(contract.findall(text)) | set(module_use.findall(text))
+    for kind, token in _tokens(ast.parse(text, str(path))):
+        found |= set(contract.findall(token))
+        if kind == "import":
+            found |= {part for part in token.split(".") if part in names.modules}
+        elif kind == "attribute" and token in names.modules:
+            found.add(token)  # ref.<module>, lesson.<module>: the module as a name
+        elif kind == "string":
+            if token in names.modules:
+                found.add(token)
+            found |= set(module_use.findall(token))
+    return found
+
+
+LESSONS = real_lessons()
+FILES = sorted(str(p.relative_to(ENGINE_TESTS)) for p in ENGINE_TESTS.rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts and p.suffix in (".py", ".md", ".toml", ".txt", ".json"))
+
+
+def used_in(relative: str) -> set[str]:
+    return {f"{n.lesson}: {hit}" for n in LESSONS for hit in names_used(ENGINE_TESTS / relative, n)}
+
+
+def test_the_lessons_give_names_to_look_for():
+    assert LESSONS, "no lesson under grader/: nothing to keep out of the engine's tests"
+    for names in LESSONS:
+        assert names.modules and names.contract_names, names
+
+
+def test_the_scan_finds_each_way_of_naming_a_lesson(tmp_path):
+    """A file written with every way of naming the first lesson is caught in each; the same words as
+    English in a sentence, or in a comment for the contract's names, are not. (A lesson whose contract
+    names hold its folder name, as a `train_<lesson>` would, cannot tell the two hits apart: not that one.)"""
+    names = next((n for n in LESSONS if not any(n.lesson in x.lower() for x in n.modules + n.contract_names)), None)
+    if names is None:
+        pytest.skip("every lesson's contract names hold its folder name")
+    module, defined = names.modules[0], names.contract_names[0]
+    cases = {
+        f"from grader.{names.lesson} import x\n": {names.lesson},
+        f"# graded like {names.lesson.upper()}\n": {names.lesson},
+        f"import {module}\n": {module},
+        f"x = ref.{module}\n": {module},
+        f"x = '{module}'\n": {module},
+        f"x = 'sub/{module}.py'\n": {module},
+        f"x = '{module}.{defined}'\n": {module, defined},
+        f"def f(): return {defined}\n": {defined},
+        f"x = 'the {defined} of it'\n": {defined},
+        f"x = 'a {module} of text'\n# {defined}\n{module} = 1\n": set(),
+    }
+    for number, (source, expected) in enumerate(cases.items()):
+        path = tmp_path / f"case_{number}.py"
+        path.write_text(source)
+        assert names_used(path, names) == expected, source
+
+
+def test_this_guard_names_no_lesson():
+    assert not used_in(Path(__file__).name)
+
+
+@pytest.mark.parametrize("relative", FILES)
+def test_engine_test_names_no_real_lesson(relative):
+    used = used_in(relative)
+    allowed, why = ALLOWED.get(relative, (0, ""))
+    assert len(used) <= allowed, (
+        f"tests/engine/{relative} names a real lesson ({', '.join(sorted(used))}): an engine test uses a "
+        f"fixture lesson (tests/fixtures/lessons/); a test about the lesson itself moves to tests/<lesson>/")
+    assert len(used) == allowed, (
+        f"tests/engine/{relative} now names {len(used)} of a real lesson's names, not {allowed}: lower its "
+        f"count in ALLOWED (or remove the entry at 0); the list only shrinks")
+
+
+def test_every_allowed_file_exists_and_says_why():
+    for relative, (count, why) in ALLOWED.items():
+        assert (ENGINE_TESTS / relative).is_file(), f"{relative} is gone: remove it from ALLOWED"
+        assert count > 0 and why.strip(), relative

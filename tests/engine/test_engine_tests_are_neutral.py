@@ -70,7 +70,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
     'test_similarity.py': (4, "similarity over a real lesson's class and base file; to convert"),
     'test_storage.py': (1, "a stored record's evidence names a real lesson's test; to convert"),
     'test_structured_calls.py': (2, "compares the words fixture's structured results with the second real lesson's call shapes"),
-    'test_stubs.py': (6, "stub generation checked on a real lesson's solutions; to move to that lesson's tests"),
     'test_torch_audit.py': (1, "the torch audit runs with a real lesson's forbidden policy; to convert"),
     'test_totals.py': (2, "totals over a real lesson's rubric and class; to convert (being edited for lesson=)"),
     'test_workflows.py': (5, "end-to-end workflows on a real lesson's release; to convert"),

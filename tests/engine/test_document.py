@@ -123,7 +123,7 @@ def test_the_feedback_says_the_same_in_both_media():
     from grader.results import feedback
     from report_records import make_record
 
-    record = make_record("Adam", buggy=True, status="timeout", notes=["multihead.py: forward ran past the 2 s limit"])
+    record = make_record("Adam", buggy=True, status="timeout", notes=["classifier.py: forward ran past the 2 s limit"])
     doc = feedback.feedback_document(record, {"missing_sqrt_dk": "Divide the scores by sqrt(d_k)."})
     markdown, page = to_markdown(doc), to_html(doc)
     fenced = re.findall(r"^```text\n(.*?)\n```$", markdown, flags=re.M | re.S)

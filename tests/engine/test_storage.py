@@ -52,7 +52,7 @@ def test_unsafe_submission_names_are_refused(tmp_path):
 
 def test_nan_in_student_evidence_still_gives_valid_json(tmp_path):
     record = make_record("nan", buggy=True,
-                         evidence={"test": "self_attention.sdpa_worked_example",
+                         evidence={"test": "part.worked_example",
                                    "expected": EXPECTED_W, "got": [[float("nan")] * 3] * 3})
     feedback.write_submission(tmp_path, record)
     data = json.loads((tmp_path / "nan" / "record.json").read_text())

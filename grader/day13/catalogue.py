@@ -80,6 +80,11 @@ BUGS: tuple[Bug, ...] = (
     _b("sa.causal_no_diagonal", "self_attention", "causal_mask",
        (SA, "    return torch.tril(torch.ones(T, T, device=device))",
         "    return torch.tril(torch.ones(T, T, device=device), diagonal=-1)")),
+    # An additive mask (0 where allowed, -inf where blocked) is what torch's own layers take; the contract's
+    # causal_mask is the handout's 1/0 one, which a 0-entry-blocks rule reads.
+    _b("sa.causal_additive", "self_attention", "causal_mask",
+       (SA, "    return torch.tril(torch.ones(T, T, device=device))",
+        "    return torch.triu(torch.full((T, T), float(\"-inf\"), device=device), diagonal=1)")),
     _b("sa.biased_projections", "self_attention", "module_reference",
        (SA, "        self.W_q = nn.Linear(d_model, d_k, bias=False)\n        self.W_k = nn.Linear(d_model, d_k, bias=False)\n"
             "        self.W_v = nn.Linear(d_model, d_k, bias=False)\n",

@@ -45,7 +45,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
     'test_gradescope.py': (6, 'the Gradescope zip is built and graded for a real lesson; to convert to the toy (being edited for lesson=)'),
     'test_hostile.py': (5, "hostile submissions planted in a real lesson's reference; to convert (being edited for lesson=)"),
     'test_intake.py': (9, "intake of notebooks and folders in a real lesson's contract; to convert to the toy"),
-    'test_integrity.py': (4, "integrity checks over a real lesson's reference and demo class; to convert"),
     'test_lesson.py': (1, "tests that a name means the lesson under grader/: needs a real lesson's name"),
     'test_lesson_boundary.py': (4, "the engine's boundary test names which lesson's word each engine file still holds"),
     'test_lessons_side_by_side.py': (3, 'tests the real lessons side by side: names them by design'),
@@ -67,7 +66,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
     'test_second_lesson.py': (1, "checks the toy's package and release differ from a real lesson's: names it by design"),
     'test_similarity.py': (4, "similarity over a real lesson's class and base file; to convert"),
     'test_structured_calls.py': (2, "compares the words fixture's structured results with the second real lesson's call shapes"),
-    'test_torch_audit.py': (1, "the torch audit runs with a real lesson's forbidden policy; to convert"),
     'test_totals.py': (2, "totals over a real lesson's rubric and class; to convert (being edited for lesson=)"),
     'test_workflows.py': (5, "end-to-end workflows on a real lesson's release; to convert"),
 }

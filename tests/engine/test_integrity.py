@@ -7,13 +7,19 @@ from grader.judging import integrity
 KIT = Path(__file__).resolve().parents[2]
 
 
-def test_the_demo_cheaters_planted_paths_are_named_and_honest_code_is_not(tmp_path):
-    flags = integrity.named_paths(KIT / "demo" / "class" / "noah_cheater")
+def test_planted_paths_are_named_and_honest_code_is_not(tmp_path):
+    """A demo class's cheater and its honest classmates are checked with their lesson (tests/<lesson>/)."""
+    (tmp_path / "model.py").write_text(
+        "import json, os\n"
+        "def forward(x):\n    return x\n"
+        "with open(os.path.join('..', 'results.json'), 'w') as f:\n    json.dump({'score': 100}, f)\n"
+        "open(os.path.join('/autograder/results', 'results.json'), 'w').write('{}')\n")
+    flags = integrity.named_paths(tmp_path)
     assert any("'/autograder/results'" in f for f in flags) and any("'results.json'" in f for f in flags)
     assert any("'..'" in f for f in flags)
-    for folder in [KIT / "solutions" / "day13", *sorted((KIT / "demo" / "class").iterdir())]:
-        if folder.is_dir() and folder.name != "noah_cheater":
-            assert integrity.named_paths(folder) == [], folder.name
+    for folder in [KIT / "tests" / "fixtures" / "lessons" / "toy" / "solutions",
+                   KIT / "tests" / "fixtures" / "lessons" / "words" / "solutions"]:
+        assert integrity.named_paths(folder) == [], folder
 
 
 def test_printed_verdicts_are_flagged_with_the_line_and_ordinary_prints_are_not():
@@ -29,18 +35,18 @@ def test_printed_verdicts_are_flagged_with_the_line_and_ordinary_prints_are_not(
 
 
 def test_result_files_written_while_graded_and_exits_at_import():
-    assert integrity.written_results({"block.py"}, {"block.py", "results.json", "heatmap.png"}) == [
+    assert integrity.written_results({"classifier.py"}, {"classifier.py", "results.json", "plot.png"}) == [
         "wrote 'results.json' into its own folder while graded (a result file; the grader never reads it)"]
     assert integrity.written_results({"results.json"}, {"results.json"}) == []  # handed in, not written
     exits = integrity.early_exits([
-        ("block.py", {"type": "SystemExit", "message": "0", "stage": "import"}),
-        ("block.py", {"type": "SystemExit", "message": "0", "stage": "import"}),
-        ("multihead.py", {"type": "Crashed", "message": "the student's code ended the process (exit status 0, "
+        ("classifier.py", {"type": "SystemExit", "message": "0", "stage": "import"}),
+        ("classifier.py", {"type": "SystemExit", "message": "0", "stage": "import"}),
+        ("activations.py", {"type": "Crashed", "message": "the student's code ended the process (exit status 0, "
                                                         "e.g. os._exit or sys.exit at import)"}),
-        ("positional.py", {"type": "Crashed", "message": "the process was killed (SIGKILL)"}),
+        ("model.py", {"type": "Crashed", "message": "the process was killed (SIGKILL)"}),
     ])
-    assert exits == ["block.py ended the program while being imported (sys.exit(0)): its tests could not run",
-                     "multihead.py ended its own process while being graded (os._exit or similar): the tests "
+    assert exits == ["classifier.py ended the program while being imported (sys.exit(0)): its tests could not run",
+                     "activations.py ended its own process while being graded (os._exit or similar): the tests "
                      "that needed it could not run"]
 
 

@@ -1,5 +1,6 @@
 """Every attention in the installed torch is known (grader/running/torch_audit.py): each candidate is banned by
-the lesson's forbidden.toml or reviewed, with a reason, in its review file."""
+Day 13's forbidden.toml or reviewed, with a reason, in its review file: the audit is what makes its ban of
+library attention complete."""
 import subprocess
 import sys
 from pathlib import Path

@@ -154,6 +154,11 @@ def _standin_notes(calls) -> list[str]:
 
 
 # -- grading ----------------------------------------------------------------------------------
+# Calls of each passed hidden test asked once more (Adapter.ask_again): each is a call more for the
+# submission's child (a test asks 1 to 26), so all of them would double its work.
+ASKED_AGAIN = 1
+
+
 def grade_submission(*, name: str, directory: Path, transport, lesson=None, check_deliverables=None,
                      tests=None, findings: scan.Findings | None = None, seed: int = 0) -> SubmissionResult:
     """Grade one submission whose code `transport` executes; deterministic for a given submission.
@@ -172,24 +177,36 @@ def grade_submission(*, name: str, directory: Path, transport, lesson=None, chec
     reference = lesson.reference
     student = lesson.adapter()(OverStandIns(transport, lesson.standin_names), record=True, batch=True, seed=seed)
     outcomes = []  # (component, test id, failure or None, calls)
+    answered_again = []  # tests passed on the first answers and failed on the second
     runtime = defaultdict(set)
     for component, test_id, fn in lesson.hidden_tests:
         if tests is not None and f"{component}.{test_id}" not in tests:
             continue
         student.current_test = f"{component}.{test_id}"
         start = len(student.calls)
-        failure = None
-        try:
-            fn(student, reference)
-        except GradeFailure as f:
-            failure = f
-        except Exception as exc:  # a hidden test tripping on a strange answer: the student gets the benefit of a clear reason
-            failure = GradeFailure(f"the grader could not check this answer ({type(exc).__name__}: {exc}); "
-                                   "check the return types and shapes against the contract")
-        finally:
-            student.send()  # calls a test made but never read are answered too, for the catalogue's replay
+        failure = _judge(fn, student, reference)
         calls = student.calls[start:]
-        for c in calls:
+        if failure is None and calls:
+            # Passed: some of its calls, drawn from the run's seed, are asked once more. An answer must depend
+            # on the call alone; when one came back different (a submission that answers a call it recognises,
+            # or only the first time), the test is judged again on the second answers. Honest noise within
+            # the test's tolerance passes both times; answers alike bit for bit need no second judgement.
+            answers, changed = student.ask_again(calls, ASKED_AGAIN)
+            again = len(student.calls)
+            if changed:
+                student.replay = answers
+                try:
+                    failure = _judge(fn, student, reference)
+                finally:
+                    student.replay = None
+            if failure is not None:
+                calls = student.calls[again:]
+                answered_again.append(f"{component}.{test_id}")
+                if failure.error is None:
+                    failure.message = ("Asked some of this test's calls again, your code answered differently (an "
+                                       "answer must depend on the call alone), and its second answers fail the test:\n"
+                                       + failure.message)
+        for c in student.calls[start:]:
             runtime[component] |= set(c.result.forbidden)
         outcomes.append((component, test_id, failure, calls))
 
@@ -252,6 +269,9 @@ def grade_submission(*, name: str, directory: Path, transport, lesson=None, chec
 
     result.notes.extend(_standin_notes(student.calls))
     result.flags += [f for f in integrity.early_exits(exits) if f not in result.flags]
+    if answered_again:
+        result.flags.append(f"answered the same calls differently when they were asked again: "
+                            f"{', '.join(answered_again)} passed on the first answers and failed on the second")
     if tests is None:
         result.tests.extend(_deliverables(Path(directory), lesson, check_deliverables))
     if import_errors:
@@ -259,6 +279,20 @@ def grade_submission(*, name: str, directory: Path, transport, lesson=None, chec
         result.notes.append("could not import " + ", ".join(sorted(import_errors))
                             + "; only the tests that need these files lost points")
     return result
+
+
+def _judge(fn, student, reference) -> GradeFailure | None:
+    """Run one hidden test on the student's adapter: its failure, or None when it passed."""
+    try:
+        fn(student, reference)
+    except GradeFailure as f:
+        return f
+    except Exception as exc:  # a hidden test tripping on a strange answer: the student gets the benefit of a clear reason
+        return GradeFailure(f"the grader could not check this answer ({type(exc).__name__}: {exc}); "
+                            "check the return types and shapes against the contract")
+    finally:
+        student.send()  # calls a test made but never read are answered too, for the catalogue's replay
+    return None
 
 
 def evidence_words(entry: dict, facts: list, texts: dict) -> str:

@@ -218,6 +218,15 @@ class Recorded:
     result: Result
 
 
+def _same_answer(first: tuple[dict, dict], second: tuple[dict, dict]) -> bool:
+    """The same answer bit for bit: the same header and the same arrays (names, dtypes, shapes, bytes)."""
+    (h1, a1), (h2, a2) = first, second
+    if json.dumps(h1, sort_keys=True, default=str) != json.dumps(h2, sort_keys=True, default=str) or a1.keys() != a2.keys():
+        return False
+    return all(a1[k].dtype == a2[k].dtype and a1[k].shape == a2[k].shape and
+               np.ascontiguousarray(a1[k]).tobytes() == np.ascontiguousarray(a2[k]).tobytes() for k in a1)
+
+
 def call_key(header: dict, arrays: dict) -> str:
     digest = hashlib.sha1(json.dumps(header, sort_keys=True).encode())
     for name in sorted(arrays):
@@ -256,6 +265,7 @@ class Adapter:
     current_test: str = ""
     memo: dict = field(default_factory=dict)  # answers the hidden tests share (a probe of the student's function)
     seed: int = 0  # the run's seed: the order of each batch, and the inputs of the lesson's probes
+    replay: dict | None = None  # call key -> answer (header, arrays) given when asked again (`ask_again`)
     _pending: list = field(default_factory=list)  # (header, arrays, Result) not sent yet
 
     # -- plumbing ---------------------------------------------------------------------
@@ -263,6 +273,12 @@ class Adapter:
         arrays = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
         if self.batch:  # sent later: the caller may change its arrays meanwhile
             arrays = {k: v.copy() for k, v in arrays.items()}
+        if self.replay is not None and (answer := self.replay.get(call_key(header, arrays))) is not None:
+            # A test judged again: this call's second answer (its own copy, as a first answer is).
+            result = Result(answer[0], {k: v.copy() for k, v in answer[1].items()}, request)
+            if self.record:
+                self.calls.append(Recorded(self.current_test, header, arrays, result))
+            return result
         key = call_key(header, arrays) if self.cache is not None else None
         if key is not None and key in self.cache:
             result = self.cache[key]
@@ -284,11 +300,34 @@ class Adapter:
         if pending:
             # Sent in an order of the run's seed, the test and this batch's first call, answered in place.
             random.Random(f"{self.seed}|{self.current_test}|{call_key(*pending[0][:2])}").shuffle(pending)
-            requests = [(header, arrays) for header, arrays, _ in pending]
-            call_many = getattr(self.transport, "call_many", None)  # any transport with call() will do
-            answers = call_many(requests) if call_many else [self.transport.call(h, a) for h, a in requests]
+            answers = self._send_all([(header, arrays) for header, arrays, _ in pending])
             for (_, _, result), (h, a) in zip(pending, answers):
                 result.fill(h, a)
+
+    def _send_all(self, requests: list) -> list:
+        call_many = getattr(self.transport, "call_many", None)  # any transport with call() will do
+        return call_many(requests) if call_many else [self.transport.call(h, a) for h, a in requests]
+
+    def ask_again(self, calls: list, count: int) -> tuple[dict, bool]:
+        """`count` of the distinct calls among `calls` (Recorded), drawn from the run's seed and the test, asked
+        once more in one batch, in that drawn order. Returns (answers, changed): call key -> answer for every
+        call, the second answer where it was asked again and the first elsewhere, and whether any second
+        answer differs from the first in any bit. Set as `replay`, the answers are what the same test gets
+        when it is judged again (grader/judging/score.py): an answer that depends on when, how often or
+        beside what a call was asked is judged as it was given the second time too. A submission cannot
+        tell which calls come back, so it cannot answer only those alike."""
+        distinct: dict = {}
+        for c in calls:
+            distinct.setdefault(call_key(c.header, c.arrays), c)
+        order = list(distinct)
+        random.Random(f"{self.seed}|{self.current_test}|asked again").shuffle(order)
+        chosen = order[:count]
+        answers = {key: (c.result.header, c.result.arrays) for key, c in distinct.items()}
+        changed = False
+        for key, (h, a) in zip(chosen, self._send_all([(distinct[k].header, distinct[k].arrays) for k in chosen])):
+            changed = changed or not _same_answer(answers[key], (h, a))
+            answers[key] = (h, a)
+        return answers, changed
 
     def rng(self, *labels) -> "np.random.Generator":
         """A generator for one probe of a test, from the run's seed, the current test and `labels`: the same

@@ -70,3 +70,45 @@ def test_probe_numbers_come_from_the_seed_and_the_test():
     assert np.array_equal(x, Adapter(None, seed=5, current_test="part.test").rng("probe").standard_normal(4))
     assert not np.array_equal(x, b.rng("probe").standard_normal(4))
     assert not np.array_equal(x, a.rng("other").standard_normal(4))
+
+
+class Counting:
+    """A function that answers each call with how many calls it has had: never the same answer twice."""
+
+    def __init__(self):
+        self.sent = []
+
+    def call_many(self, calls):
+        self.sent.append([h["name"] for h, _ in calls])
+        return [({"outputs": [], "n": sum(map(len, self.sent)) - len(calls) + i}, {"x": np.zeros(1)})
+                for i, _ in enumerate(calls)]
+
+
+def _asked_again(seed: int, count: int, transport=None):
+    transport = transport or Counting()
+    student = Adapter(transport, record=True, batch=True, seed=seed, current_test="part.test")
+    first = [student.call({"op": "function", "name": str(i)}, {}) for i in range(12)]
+    student.send()
+    answers, changed = student.ask_again(student.calls, count)
+    return transport, first, answers, changed
+
+
+def test_calls_asked_again_are_drawn_from_the_seed_and_judged_on_their_second_answers():
+    transport, first, answers, changed = _asked_again(1, 3)
+    again = transport.sent[1]
+    assert len(again) == 3 and changed
+    assert _asked_again(1, 3)[0].sent[1] == again and _asked_again(2, 3)[0].sent[1] != again
+    # Set as the replay, the calls get their second answers where they were asked again, the first elsewhere,
+    # and nothing more is sent.
+    student = Adapter(transport, record=True, batch=True, seed=1, current_test="part.test", replay=answers)
+    second = [student.call({"op": "function", "name": str(i)}, {}).header["n"] for i in range(12)]
+    assert [i for i in range(12) if second[i] != first[i].header["n"]] == sorted(map(int, again))
+    assert len(transport.sent) == 2
+
+
+def test_answers_alike_bit_for_bit_need_no_second_judgement():
+    class Same(Counting):
+        def call_many(self, calls):
+            return [({"outputs": [], "n": h["name"]}, {"x": np.zeros(1)}) for h, _ in calls]
+
+    assert _asked_again(1, 12, Same())[3] is False

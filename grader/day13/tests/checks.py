@@ -80,8 +80,8 @@ def attention_probes(student, bases, label: str = "") -> list[dict]:
         rng = student.rng("attention", label, n)
         # Token orders: one for queries and keys together when they are the same tokens (a mask then keeps
         # its meaning whichever of its axes a submission reads), otherwise one each.
-        p = _reordered(rng, T_q)
-        r = p if T_q == T_k else _reordered(rng, T_k)
+        p = token_order(rng, T_q)
+        r = p if T_q == T_k else token_order(rng, T_k)
         m = None if mask is None else _reorder_mask(np.asarray(mask), p, r)
         probes.append({
             "answer": answer, "p": p, "r": r, "dtype": str(np.asarray(Q).dtype),
@@ -99,7 +99,7 @@ def _like(rng, a) -> np.ndarray:
     return (rng.standard_normal(a.shape) * spread).astype(a.dtype)
 
 
-def _reordered(rng, n: int) -> np.ndarray:
+def token_order(rng, n: int) -> np.ndarray:
     """A permutation of n tokens that moves at least one (when n > 1)."""
     order = rng.permutation(n)
     if n > 1 and np.array_equal(order, np.arange(n)):
@@ -144,6 +144,17 @@ def _same_reordered(out, weights, out2, weights2, p, r, dtype) -> bool:
     except IndexError:
         return True  # answers of the wrong shape: the value tests say so
     return not engine.changed(expected_w, weights2, t) and not engine.changed(expected_out, out2, t)
+
+
+def same_in_another_order(first, again, order, dtype) -> bool:
+    """Whether `again`, the answer to a call asked again with its tokens (axis -2) in `order`, is `first`'s
+    answer in that order, within the value tolerance: a layer whose tokens attend to each other without a
+    mask or a position owes the same answer to the same tokens, whatever their order."""
+    try:
+        expected = np.asarray(first)[..., order, :]
+    except IndexError:
+        return True  # answers of the wrong shape: the value tests say so
+    return not engine.changed(expected, again, tol.values(dtype))
 
 
 def attention_is_real(student, bases, label: str = "") -> bool:

@@ -129,10 +129,14 @@ def test_mask_passthrough(student, reference):
                       student.block(x, w, mask=ck.causal(T), **kw), student.block(later, w, mask=ck.causal(T), **kw),
                       student.block(x, w, mask=pad, **kw), student.block(padded, w, mask=pad, **kw),
                       student.block(x, w, **kw)))
+        # The first probe asked again with its tokens, and its padding mask's keys, in an order of the seed.
+        order = ck.token_order(student.rng("tokens in another order", name), T)
         probes.append((name, student.block(y, w, mask=pad, **kw), student.block(y_later, w, mask=pad, **kw),
-                       student.block(y, other_ffn, mask=pad, **kw)))
+                       student.block(y, other_ffn, mask=pad, **kw),
+                       order, student.block(y[:, order], w, mask=pad[..., order], **kw)))
     reasons = []
-    for name, base, moved, ffn in probes:
+    for name, base, moved, ffn, order, again in probes:
+        before = len(reasons)
         out = ck.output(base, 0, f"{name} block, padding mask", count=1)
         out_moved = ck.output(moved, 0, f"{name} block, padding mask, later tokens changed", count=1)
         if not ck.changed(out[1, : t + 1], out_moved[1, : t + 1]):
@@ -140,6 +144,10 @@ def test_mask_passthrough(student, reference):
                            "when its later tokens changed (no token sees the others)")
         if not ck.changed(out, ck.output(ffn, 0, f"{name} block, other feed-forward weights", count=1)):
             reasons.append(f"{name}: the output stayed the same when the feed-forward weights changed")
+        if len(reasons) == before and not ck.same_in_another_order(
+                out, ck.output(again, 0, f"{name} block, padding mask, the tokens in another order", count=1), order, F32):
+            reasons.append(f"{name}: it answered the same call differently when the tokens came in another order "
+                           "(an answer must depend on the inputs only)")
     ck.require_real(reasons, "the mask's pass-through, judged by what the mask must do",
                     "Post-LN: x = ln1(x + attn(x, mask)); x = ln2(x + ffn(x)). "
                     "Pre-LN: x = x + attn(ln1(x), mask); x = x + ffn(ln2(x)) (handout §12)")

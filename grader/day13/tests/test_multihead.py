@@ -93,7 +93,8 @@ def test_gradients(student, reference):
 def test_properties(student, reference):
     """Causality and permutation, worth points only for a layer whose tokens attend to each other
     through queries and keys (a per-token map, zeros, the input handed back or a mean over the tokens has
-    both properties). The gate's extra calls draw their numbers from the run's seed (student.rng)."""
+    both properties). The gate's extra calls draw their numbers from the run's seed (student.rng), and its
+    plain call is asked again with the tokens in an order of that seed."""
     B, T, D, h, t = 2, 6, 16, 4, 2
     x, w = ck.randn(1000, B, T, D), _weights(1001, D)
     x2 = x.copy()
@@ -110,6 +111,8 @@ def test_properties(student, reference):
     rows = {"query": slice(0, D), "key": slice(D, 2 * D)}
     other = {part: _with_rows(w, r, rng) for part, r in rows.items()}
     moved = {part: student.mha(x, other[part], h) for part in rows}
+    order = ck.token_order(student.rng("tokens in another order"), T)
+    again = student.mha(x[:, order], w, h)
     p = tol.PROPERTY[F32]
     out = ck.output(plain, 0, "output", count=1)
     reasons = []
@@ -125,6 +128,10 @@ def test_properties(student, reference):
     for part in rows:
         if not ck.changed(out, ck.output(moved[part], 0, f"output, {part} weights changed", count=1)):
             reasons.append(f"the output stayed the same when the {part} rows of qkv changed")
+    if not reasons and not ck.same_in_another_order(out, ck.output(again, 0, "output, the tokens in another order",
+                                                                   count=1), order, F32):
+        reasons.append("it answered the same call differently when the tokens came in another order "
+                       "(an answer must depend on the inputs only)")
     ck.require_real(reasons, "MultiHeadAttention's causality and permutation properties",
                     "Each head's weights are softmax(q kᵀ / √d_k) of its own queries and keys, "
                     "applied to its values (handout §7)")

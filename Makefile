@@ -26,6 +26,9 @@ OUT ?= out/$(if $(LESSON),$(notdir $(patsubst %/,%,$(LESSON))),demo)
 JOBS ?=
 FORCE ?=
 ONLY ?=
+# The run's seed (`make grade SEED=N`, --seed): the hidden tests' probe inputs and call order; unset: the one
+# kept in OUT/_seed, or a new one.
+SEED ?=
 TEST_WORKERS ?= auto
 BASE ?=
 SCALE ?=
@@ -72,7 +75,7 @@ grade: $(STAMP)
 	@test -n "$(SUBMISSIONS)" || { echo "make grade: the lesson $(LESSON) declares no demo class; say which class to" \
 	  "grade: make grade LESSON=$(LESSON) SUBMISSIONS=path/to/class" >&2; exit 2; }
 	$(if $(DEMO_CLASS),@mkdir -p $(OUT) && { test -e $(OUT)/regrade_requests.csv || cp demo/regrade_requests.csv $(OUT)/; })
-	$(PY) -m grader grade $(SUBMISSIONS) --out $(OUT) $(if $(JOBS),--jobs $(JOBS),) $(if $(FORCE),--force,) $(if $(ONLY),--only $(ONLY),) $(if $(ROSTER),--roster $(ROSTER),) $(LESSON_OPTION)
+	$(PY) -m grader grade $(SUBMISSIONS) --out $(OUT) $(if $(JOBS),--jobs $(JOBS),) $(if $(FORCE),--force,) $(if $(ONLY),--only $(ONLY),) $(if $(SEED),--seed $(SEED),) $(if $(ROSTER),--roster $(ROSTER),) $(LESSON_OPTION)
 
 # The page for looking at each student and setting points by hand (OUT/overrides.csv).
 review: $(STAMP)

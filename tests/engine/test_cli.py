@@ -61,6 +61,12 @@ def test_every_instructor_target_of_the_makefile_passes_lesson(command):
     assert "--lesson elsewhere/toy" in chosen.splitlines()[-1], chosen
 
 
+def test_make_grade_seed_pins_the_runs_seed():
+    assert "--seed" not in _planned("grade").splitlines()[-1]  # unset: OUT's seed, or a new one
+    for seed in ("0", "8675309"):
+        assert f" --seed {seed} " in _planned("grade", f"SEED={seed}").splitlines()[-1]
+
+
 def test_make_grade_with_a_lesson_grades_its_demo_class_into_its_own_out():
     for name in lessons.lesson_names():
         lesson = lessons.load_lesson(name)

@@ -7,9 +7,9 @@ call one instance many times and round-trip a student's own ids (`Earlier(i)`).
 from __future__ import annotations
 
 from grader.running.calls import Adapter as Calls
-from grader.running.calls import Earlier, Method
+from grader.running.calls import Argument, Earlier, Method
 
-__all__ = ["Adapter", "Earlier", "Method", "encode", "decode"]
+__all__ = ["Adapter", "Argument", "Earlier", "Method", "encode", "decode"]
 
 
 def shown(text: str, limit: int = 40) -> str:
@@ -36,11 +36,13 @@ class Adapter(Calls):
         extra = f", {list(special_tokens)!r}" if special_tokens else ""
         return self.run("training", "train_bpe", args=args, request=f"train_bpe({shown(text)}, {vocab_size}{extra})")
 
-    def tokenizer(self, vocab: dict, merges: list, special_tokens=None, *, steps: list, about: str = ""):
-        """Tokenizer(vocab, merges[, special_tokens]), then `steps` on that one instance. `about` names
-        the vocabulary in feedback ("the handout's vocabulary")."""
+    def tokenizer(self, vocab: dict, merges: list, special_tokens=None, *, steps: list, about: str = "",
+                  keep_going: bool = False):
+        """Tokenizer(vocab, merges[, special_tokens]), then `steps` on that one instance (`Argument(0)` reads
+        back the vocab it was given). `about` names the vocabulary in feedback ("the handout's vocabulary");
+        keep_going: a step that raises does not stop the later ones."""
         init = (vocab, merges) if special_tokens is None else (vocab, merges, list(special_tokens))
         extra = "" if special_tokens is None else f", {list(special_tokens)!r}"
         named = about or f"a vocabulary of {len(vocab)} tokens"
-        return self.session("tokenizer", "Tokenizer", init=init, steps=steps,
+        return self.session("tokenizer", "Tokenizer", init=init, steps=steps, keep_going=keep_going,
                             request=f"Tokenizer({named}{extra})")

@@ -36,6 +36,7 @@ K_ADD = ('            if token.encode("utf-8") not in self.vocab.values():\n'
 K_BEST = "            _, best = min(ranked)  # the merge learned first among those present\n"
 K_MERGE_LOOP = "        word = [bytes([b]) for b in data]\n        while len(word) > 1:\n"
 K_DECODE = '        return b"".join(self.vocab[i] for i in ids).decode("utf-8", errors="replace")\n'
+K_COPY = "        self.vocab = dict(vocab)  # a copy: adding special tokens never changes the caller's dict\n"
 
 # Encoding by the longest vocabulary entry at each position, as WordPiece does, instead of by merges.
 GREEDY = '''        word, start = [], 0
@@ -76,6 +77,7 @@ BUGS = (
     _b("tok.splits_specials", "tokenizer", "special_tokens", (TK, K_PIECES, "        pieces = [text]\n")),
     _b("tok.special_added_twice", "tokenizer", "special_tokens",
        (TK, K_ADD, '            self.vocab[max(self.vocab) + 1] = token.encode("utf-8")\n')),
+    _b("tok.mutates_vocab", "tokenizer", "vocab_unchanged", (TK, K_COPY, "        self.vocab = vocab\n")),
     _b("tok.shortest_special_first", "tokenizer", "special_overlap",
        (TK, K_LONGEST, "        longest_first = list(self.special_tokens)\n")),
     _b("dec.per_token_strict", "tokenizer", "decode_split",

@@ -4,7 +4,7 @@ Hidden tests never touch student objects: they call methods of the lesson's adap
 `Adapter` whose request builders the lesson writes, declared in its lesson.toml), which turn each
 request into a call (header + arrays, see grader/running/executor.py) and send it through a transport.
 A module's forward has its own builder (`_module`); any other contract uses `run` (a function on
-structured arguments) and `session` (one instance built, then `Method`/`Attr` steps on it), whose
+structured arguments) and `session` (one instance built, then `Method`/`Attr`/`Argument` steps on it), whose
 answers a test reads as plain data (`Result.value`, `Result.step(i)`).
 
 - `InProcessTransport(directory, lesson=...)` runs the executor in this process on trusted code only
@@ -175,6 +175,21 @@ class Attr:
 
     def __repr__(self) -> str:
         return f".{self.path}"
+
+
+@dataclass(frozen=True)
+class Argument:
+    """A session step: read back an argument the instance was built with, as it is now: `Argument(0)` the first
+    positional one, `Argument("vocab")` a keyword. A contract that says "the dict passed in is not changed"
+    is checked by comparing it with what was passed."""
+
+    key: int | str
+
+    def header(self, arrays: dict) -> dict:
+        return {"argument": self.key}
+
+    def __repr__(self) -> str:
+        return f".<argument {self.key!r} as it is now>"
 
 
 @dataclass(frozen=True)
@@ -359,7 +374,7 @@ class Adapter:
     def session(self, module: str, cls: str, *, init=(), init_kwargs: dict | None = None, steps=(),
                 keep_going: bool = False, request: str = "", seed: int | None = None) -> Result:
         """Build `cls(*init, **init_kwargs)` of the contract's `module` once, in one call, then run the steps
-        on it in order (Method, Attr); `Result.steps` answers each. A raising step ends the session,
+        on it in order (Method, Attr, Argument); `Result.steps` answers each. A raising step ends the session,
         unless keep_going (the later steps run on whatever state it left)."""
         arrays: dict = {}
         header = {"op": "session", "module": module, "cls": cls, "init": [_pack(a, arrays) for a in init],

@@ -25,7 +25,8 @@ For contracts that are not a module's forward, arguments and answers are value t
   call      {"op": "call", "module": "words", "name": "count_words", "args": [tree...], "kwargs": {name: tree}}
             -> "value": tree
   session   {"op": "session", "module": "words", "cls": "Tally", "init": [tree...], "init_kwargs": {...},
-             "steps": [{"method": "encode", "args": [...], "kwargs": {...}, "repeat": 1}, {"attr": "ids"}],
+             "steps": [{"method": "encode", "args": [...], "kwargs": {...}, "repeat": 1}, {"attr": "ids"},
+                       {"argument": 0}],   # init argument 0 (or a keyword's name) as it is now
              "keep_going": false}
             -> "steps": [{"value": tree} | {"error": record}, ...], one per step that ran; an argument
             {"step": i} is what step i returned (a round trip: decode what encode gave). A step's error
@@ -620,8 +621,12 @@ def _run_session(header, arrays, loader, out_header, out_arrays):
                 if type(repeat) is not int or not 1 <= repeat <= MAX_REPEAT:
                     raise GraderCallError(f"step {i} repeats {repeat!r} times, not 1 to {MAX_REPEAT} (an engine fault)")
                 args, kwargs = _arguments(step, tensors, earlier) if "method" in step else ([], {})
+                if "argument" in step:
+                    value = _given(init, step["argument"])
             with _stage("step", loader, graded):
-                if "attr" in step:
+                if "argument" in step:
+                    pass  # read back above: no student code runs to read it
+                elif "attr" in step:
                     value = _resolve(obj, str(step["attr"]))
                 else:
                     method = getattr(obj, str(step["method"]))
@@ -639,6 +644,17 @@ def _run_session(header, arrays, loader, out_header, out_arrays):
 
 
 _NOT_RUN = object()
+
+
+def _given(init: tuple[list, dict], key):
+    """The argument `key` (a position, or a keyword's name) the session's instance was built with: the very
+    object the student's code was handed, so what it did to it shows."""
+    args, kwargs = init
+    if type(key) is int and 0 <= key < len(args):
+        return args[key]
+    if isinstance(key, str) and key in kwargs:
+        return kwargs[key]
+    raise GraderCallError(f"the instance was built with no argument {key!r} (an engine fault)")
 
 
 def _in_step(record: dict, i: int, step, cls: str) -> dict:

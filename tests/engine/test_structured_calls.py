@@ -22,7 +22,7 @@ from grader.judging import score
 from grader.judging.mutants import results_match
 from grader.judging.tolerances import Tol
 from grader.running import protocol
-from grader.running.calls import Adapter, Attr, Earlier, InProcessTransport, Method, Result
+from grader.running.calls import Adapter, Argument, Attr, Earlier, InProcessTransport, Method, Result
 from grader.running.executor import CallLesson, ModuleLoader, execute
 from grader.sandbox.transport import reply_problem
 
@@ -107,6 +107,36 @@ def test_a_session_builds_one_instance_and_answers_each_step(words):
     assert [checks.step(res, i, f"step {i}") for i in range(6)] == \
         [2, [0, 1, 2], "a b c", 2, 5, {"a": 0, "b": 1, "c": 2, "x": 3}]
     assert res.request == "Tally(...).add('B c').encode('a b c').decode(<step 1>).total.add('x') x3.ids"
+
+
+def test_a_session_reads_back_an_argument_it_was_built_with_as_the_code_left_it(tmp_path):
+    adapter = hostile_adapter(tmp_path, """
+        class Keeps:
+            def __init__(self, table, names=(), *, extra=None):
+                self.table = dict(table)
+                self.table["new"] = 1
+        class Changes:
+            def __init__(self, table, names=(), *, extra=None):
+                self.table = table
+                self.table["new"] = 1
+                names.append("x")
+                extra["k"] = 2
+            def grow(self):
+                self.table["more"] = 2
+    """)
+    given = {"a": 0}
+    kept = adapter.session("hostile", "Keeps", init=(given, ["n"]), init_kwargs={"extra": {}},
+                           steps=[Argument(0), Argument(1), Argument("extra")])
+    assert [checks.step(kept, i, "argument") for i in range(3)] == [{"a": 0}, ["n"], {}]
+    changed = adapter.session("hostile", "Changes", init=(given, ["n"]), init_kwargs={"extra": {}},
+                              steps=[Argument(0), Method("grow"), Argument(0), Argument(1), Argument("extra")])
+    assert [changed.step(i).get("value") for i in (0, 2, 3, 4)] == \
+        [{"a": 0, "new": 1}, {"a": 0, "new": 1, "more": 2}, ["n", "x"], {"k": 2}]
+    assert given == {"a": 0}  # the grader's own value never reaches the code
+    for key in (2, "names", -1):
+        res = adapter.session("hostile", "Keeps", init=(given,), steps=[Argument(key)])
+        with pytest.raises(checks.GradeFailure, match=f"built with no argument {key!r} \\(an engine fault\\)"):
+            checks.step(res, 0, "argument")
 
 
 def test_the_instance_lives_only_inside_its_call(words):

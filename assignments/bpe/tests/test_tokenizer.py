@@ -66,6 +66,17 @@ def test_s6_special_tokens(handout_tokenizer, check):
     check.equal(tok.decode(got), "ana<|end|><|end|>ana<|end|>", "§6: decoding it back")
 
 
+def test_s6_the_vocabulary_passed_in_is_not_changed(tokenizer, check):
+    """§6: special tokens are added to the tokenizer's own copy of the vocabulary, never to the caller's dict:
+    after building a Tokenizer, encoding and decoding, the dict passed in is as it was."""
+    vocab = _vocab((b"a", b"n"))
+    before = dict(vocab)
+    tok = tokenizer.Tokenizer(vocab, [(b"a", b"n")], ["<|end|>", "<pad>"])
+    check.equal(vocab, before, "§6: the vocab passed to Tokenizer(vocab, merges, ['<|end|>', '<pad>'])")
+    tok.decode(tok.encode("an<|end|>a<pad>"))
+    check.equal(vocab, before, "§6: the vocab passed to Tokenizer, after encode and decode")
+
+
 def test_s6_special_token_already_in_the_vocabulary(tokenizer, check):
     """§6: a special token whose bytes are in the vocabulary keeps its id."""
     merges = [(b"a", b"n")]

@@ -6,7 +6,7 @@ its steps on one instance in the sandboxed child; expected values are the refere
 same steps, except the handout's worked examples, quoted from HANDOUT §4–§6."""
 from grader.judging import assertions as checks
 
-from ..adapter import Earlier, decode, encode, shown
+from ..adapter import Argument, Earlier, decode, encode, shown
 from .corpora import CODE_TEXT, ENGLISH_TEXT, HELD_OUT, WORLD_TEXT
 
 HANDOUT = "the handout's vocabulary (HANDOUT §3)"
@@ -147,3 +147,17 @@ def test_repeated_calls(student, reference):
     checks.same_value(checks.step(got, 5, f"encode({shown(text)}) a third time"), first,
                       f"encode({shown(text)}) after decode, on the same Tokenizer")
     checks.same_value(checks.step(got, 4, "decode(encode(text))"), text, "decode(encode(text))")
+
+
+def test_vocab_unchanged(student, reference):
+    # CONTRACT: "The vocab passed in is not changed": a caller may build a second Tokenizer from the same dict
+    # with other special tokens. Adding special tokens into the caller's dict (no copy) changes it; so
+    # would an encode or decode that stores into it. Read back after building, and after encode and decode
+    # (each step runs even if one before it raised: a crash in encode is the other tests' business).
+    vocab, merges = trained(reference, ENGLISH_TEXT, 280)  # no special token in it: both are added
+    specials = ["<|end|>", "<pad>"]
+    steps = [Argument(0), encode("a<|end|>b<pad>c"), decode(Earlier(1)), Argument(0)]
+    got = student.tokenizer(vocab, merges, specials, steps=steps, keep_going=True)
+    for i, when in ((0, "once it was built"), (3, "after encode and decode")):
+        checks.same_value(checks.step(got, i, f"the vocab passed to {got.request}, read back {when}"), vocab,
+                          f"the vocab dict passed to {got.request}, read back {when} (it must not change)")

@@ -57,10 +57,10 @@ class StudentRepo:
 
 @pytest.fixture
 def repos(tmp_path):
-    alice, bob = StudentRepo(tmp_path, "day13-alice"), StudentRepo(tmp_path, "day13-bob")
-    first = alice.commit(JAN, {"self_attention.py": "# v1\n", "notes.txt": "draft\n"})
-    second = alice.commit(MAR, {"self_attention.py": "# v2, after the deadline\n"})
-    bob_only = bob.commit(JAN, {"multihead.py": "# bob\n"})
+    alice, bob = StudentRepo(tmp_path, "course-alice"), StudentRepo(tmp_path, "course-bob")
+    first = alice.commit(JAN, {"model.py": "# v1\n", "notes.txt": "draft\n"})
+    second = alice.commit(MAR, {"model.py": "# v2, after the deadline\n"})
+    bob_only = bob.commit(JAN, {"layers.py": "# bob\n"})
     return {"alice": alice, "bob": bob, "alice_jan": first, "alice_mar": second, "bob_jan": bob_only}
 
 
@@ -71,18 +71,18 @@ def manifest(out: Path) -> dict[str, dict]:
 
 def test_takes_the_last_commit_before_the_deadline(repos, tmp_path):
     roster = tmp_path / "roster.txt"
-    roster.write_text(f"# day 13\nalice {repos['alice'].bare}\n{repos['bob'].bare}   # bob, named from the URL\n")
+    roster.write_text(f"# week 1\nalice {repos['alice'].bare}\n{repos['bob'].bare}   # bob, named from the URL\n")
     out = tmp_path / "submissions"
     assert collect.main(roster=str(roster), out=str(out), deadline=FEB) == 0
-    assert (out / "alice" / "self_attention.py").read_text() == "# v1\n"
-    assert (out / "day13-bob" / "multihead.py").read_text() == "# bob\n"
+    assert (out / "alice" / "model.py").read_text() == "# v1\n"
+    assert (out / "course-bob" / "layers.py").read_text() == "# bob\n"
     rows = manifest(out)
     assert rows["alice"]["commit"] == repos["alice_jan"] and rows["alice"]["status"] == "ok"
     assert rows["alice"]["committed"].startswith("2026-01-10T12:00:00")
-    assert rows["day13-bob"]["commit"] == repos["bob_jan"]
+    assert rows["course-bob"]["commit"] == repos["bob_jan"]
     assert not (out / "alice" / ".git").exists()
     # The folder is ready for `python -m grader grade`: exactly one submission per student.
-    assert [s.name for s in intake.discover(out)] == ["alice", "day13-bob"]
+    assert [s.name for s in intake.discover(out)] == ["alice", "course-bob"]
 
 
 def test_without_deadline_takes_the_newest_and_a_rerun_updates(repos, tmp_path):
@@ -92,11 +92,11 @@ def test_without_deadline_takes_the_newest_and_a_rerun_updates(repos, tmp_path):
     assert collect.main(roster=str(roster), out=str(out)) == 0
     assert manifest(out)["alice"]["commit"] == repos["alice_mar"]
     assert (out / "alice" / "notes.txt").exists()
-    newest = repos["alice"].commit("2026-04-01T09:00:00+00:00", {"notes.txt": None, "block.py": "# b\n"})
+    newest = repos["alice"].commit("2026-04-01T09:00:00+00:00", {"notes.txt": None, "extra.py": "# b\n"})
     assert collect.main(roster=str(roster), out=str(out)) == 0
     assert manifest(out)["alice"]["commit"] == newest
     assert not (out / "alice" / "notes.txt").exists(), "a file deleted upstream must leave the snapshot"
-    assert (out / "alice" / "block.py").exists()
+    assert (out / "alice" / "extra.py").exists()
 
 
 def test_no_commit_before_the_deadline_leaves_no_folder(repos, tmp_path):
@@ -124,9 +124,9 @@ def test_classroom_export(repos, tmp_path):
     export.write_text(
         "assignment_name,assignment_url,starter_code_url,github_username,roster_identifier,"
         "student_repository_name,student_repository_url,submission_timestamp,points_awarded,points_available\n"
-        f"day13,x,y,alice-gh,alice@uni,day13-alice-gh,{repos['alice'].bare},2026-01-10 12:00:00 UTC,0,100\n"
-        f"day13,x,y,bob-gh,bob@uni,day13-bob-gh,{repos['bob'].bare},2026-01-10 12:00:00 UTC,0,100\n"
-        "day13,x,y,,carol@uni,,,,0,100\n", encoding="utf-8")
+        f"week1,x,y,alice-gh,alice@uni,week1-alice-gh,{repos['alice'].bare},2026-01-10 12:00:00 UTC,0,100\n"
+        f"week1,x,y,bob-gh,bob@uni,week1-bob-gh,{repos['bob'].bare},2026-01-10 12:00:00 UTC,0,100\n"
+        "week1,x,y,,carol@uni,,,,0,100\n", encoding="utf-8")
     out = tmp_path / "out"
     assert collect.main(roster=str(export), out=str(out), deadline=FEB) == 0
     rows = manifest(out)
@@ -140,12 +140,12 @@ def test_symlinks_are_not_exported(tmp_path):
     repo = StudentRepo(tmp_path, "sneaky")
     (repo.work).mkdir(exist_ok=True)
     os.symlink("/etc/passwd", repo.work / "stolen.txt")
-    repo.commit(JAN, {"self_attention.py": "# ok\n"})
+    repo.commit(JAN, {"model.py": "# ok\n"})
     roster = tmp_path / "roster.txt"
     roster.write_text(f"sneaky {repo.bare}\n")
     out = tmp_path / "out"
     assert collect.main(roster=str(roster), out=str(out)) == 0
-    assert (out / "sneaky" / "self_attention.py").exists()
+    assert (out / "sneaky" / "model.py").exists()
     assert not os.path.lexists(out / "sneaky" / "stolen.txt")
     assert "stolen.txt (not a regular file)" in manifest(out)["sneaky"]["status"]
 
@@ -174,7 +174,7 @@ def test_naive_deadline_means_utc():
     assert collect.parse_deadline("2026-02-10T12:00:00Z") == "2026-02-10T12:00:00+00:00"
 
 
-def test_a_snapshot_keeps_every_file_and_dates_each_notebook_by_its_last_commit(tmp_path):
+def test_a_snapshot_keeps_every_file_and_dates_each_notebook_by_its_last_commit(tmp_path, toy):
     """Stubs stay in the snapshot (the grader decides what is the student's work, grader/intake/submissions.py);
     each notebook carries the time of the last commit that changed it, so that of two edited
     notebooks the grader takes the one the student changed last, not the one written last."""
@@ -182,21 +182,21 @@ def test_a_snapshot_keeps_every_file_and_dates_each_notebook_by_its_last_commit(
     from grader.release import student_release as release
 
     repo = StudentRepo(tmp_path, "nb-student")
-    files = dict(release.stub_texts())
+    files = dict(release.stub_texts(lesson=toy))
     files["final.ipynb"] = _notebook_text("x = 1")
     repo.commit(JAN, files)
-    repo.commit(MAR, {"day13.ipynb": _notebook_text("x = 2")})
+    repo.commit(MAR, {toy.notebook: _notebook_text("x = 2")})
     repo.commit(MAR.replace("03-", "04-"), {"notes.txt": "later, no notebook changed\n"})
     roster = tmp_path / "roster.txt"
     roster.write_text(f"nb {repo.bare}\n")
     out = tmp_path / "out"
     assert collect.main(roster=str(roster), out=str(out)) == 0
     folder = out / "nb"
-    assert {f"{m}.py" for m in release.LESSON.modules} <= {p.name for p in folder.iterdir()}
-    assert (folder / "day13.ipynb").stat().st_mtime > (folder / "final.ipynb").stat().st_mtime
+    assert {f"{m}.py" for m in toy.modules} <= {p.name for p in folder.iterdir()}
+    assert (folder / toy.notebook).stat().st_mtime > (folder / "final.ipynb").stat().st_mtime
     assert manifest(out)["nb"]["status"] == "ok"
-    got = intake.materialise(intake.discover(out)[0], tmp_path / "scratch")
-    assert got.notebook == "day13.ipynb" and any("not graded: final.ipynb" in n for n in got.notes), got.notes
+    got = intake.materialise(intake.discover(out)[0], tmp_path / "scratch", lesson=toy)
+    assert got.notebook == toy.notebook and any("not graded: final.ipynb" in n for n in got.notes), got.notes
 
 
 def _notebook_text(code: str) -> str:
@@ -245,7 +245,7 @@ def _deep_tree(root: Path, name: str, depth: int) -> Path:
     gd = ["--git-dir", str(bare)]
     blob = subprocess.run(["git", *gd, "hash-object", "-w", "--stdin"], input=b"deep\n", capture_output=True,
                           check=True).stdout.decode().strip()
-    entry = f"100644 blob {blob}\tself_attention.py\n"
+    entry = f"100644 blob {blob}\tmodel.py\n"
     for _ in range(depth):
         tree = subprocess.run(["git", *gd, "mktree"], input=entry.encode(), capture_output=True,
                               check=True).stdout.decode().strip()
@@ -293,7 +293,7 @@ def test_a_tree_bomb_is_reported_and_skipped_beside_honest_repositories(repos, t
     assert rows["bomb"]["status"] == f"error: skipped, the repository has more than {collect.MAX_ENTRIES} files and folders"
     assert rows["deep"]["status"].startswith(f"error: skipped, the repository has folders more than {collect.MAX_DEPTH}")
     assert rows["alice"]["status"] == "ok" and rows["bob"]["status"] == "ok"
-    assert (out / "alice" / "self_attention.py").read_text() == "# v2, after the deadline\n"
+    assert (out / "alice" / "model.py").read_text() == "# v2, after the deadline\n"
     assert not (out / "bomb").exists() and not (out / "deep").exists()
     assert not list(out.glob(".*.tmp")), "the partial snapshot is removed"
     assert [s.name for s in intake.discover(out)] == ["alice", "bob"]
@@ -380,5 +380,5 @@ def test_collect_runs_on_a_bare_python_as_the_instructor_workflow_does(repos, tm
     done = subprocess.run(["bash", "-c", command], cwd=checkout, env=env, capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert (checkout / "submissions" / "alice" / "self_attention.py").read_text() == "# v1\n"
+    assert (checkout / "submissions" / "alice" / "model.py").read_text() == "# v1\n"
     assert manifest(checkout / "submissions")["bob"]["status"] == "ok"

@@ -16,15 +16,17 @@ from grader.intake.submissions import IntakeLimits, discover, materialise, neutr
 
 from grader.lesson import load_lesson  # noqa: E402
 
-DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
+from engine_helpers import TOY  # noqa: E402
 
-SOLUTIONS = Path(__file__).resolve().parents[2] / "solutions" / "day13"
+LESSON = load_lesson(str(TOY))  # the lesson value these tests pass to each stage: the toy's
+SOLUTIONS = LESSON.solutions
+FIRST = LESSON.modules[0]  # a contract module's file name, where one is needed
 
 
 def _mkdirs(root, names):
     for n in names:
         (root / n).mkdir()
-        (root / n / "self_attention.py").write_text("x = 1\n")
+        (root / n / f"{FIRST}.py").write_text("x = 1\n")
 
 
 def test_discover_kinds_names_and_stable_order(tmp_path):
@@ -61,15 +63,15 @@ def test_folder_copy_skips_symlinks_and_records_them(tmp_path):
     secret.write_text("the answers")
     sub = tmp_path / "subs" / "mallory"
     (sub / "pkg").mkdir(parents=True)
-    (sub / "self_attention.py").write_text("A = 1\n")
+    (sub / f"{FIRST}.py").write_text("A = 1\n")
     (sub / "pkg" / "helper.py").write_text("B = 2\n")
     (sub / "answers.txt").symlink_to(secret)
     (sub / "pkg" / "up").symlink_to(tmp_path)
     (sub / "__pycache__").mkdir()
     (sub / "__pycache__" / "x.pyc").write_bytes(b"\0")
     dest = tmp_path / "scratch"
-    result = materialise(discover(tmp_path / "subs")[0], dest)
-    assert (dest / "self_attention.py").read_text() == "A = 1\n"
+    result = materialise(discover(tmp_path / "subs")[0], dest, lesson=LESSON)
+    assert (dest / f"{FIRST}.py").read_text() == "A = 1\n"
     assert (dest / "pkg" / "helper.py").read_text() == "B = 2\n"
     assert not (dest / "answers.txt").exists() and not (dest / "pkg" / "up").exists()
     assert not (dest / "__pycache__").exists()
@@ -84,7 +86,7 @@ def test_top_level_symlink_gets_a_row_with_the_reason(tmp_path):
     (tmp_path / "subs").mkdir()
     (tmp_path / "subs" / "x").symlink_to(tmp_path / "elsewhere")
     sub = discover(tmp_path / "subs")[0]
-    result = materialise(sub, tmp_path / "scratch")
+    result = materialise(sub, tmp_path / "scratch", lesson=LESSON)
     assert sub.kind == "symlink" and "never follows a symlink" in result.notes[0]
     assert list((tmp_path / "scratch").iterdir()) == []
 
@@ -97,7 +99,7 @@ def test_caps_on_file_size_and_count(tmp_path):
         (sub / f"f{i}.py").write_text("x")
     dest = tmp_path / "scratch"
     result = materialise(discover(tmp_path / "subs")[0], dest,
-                         limits=IntakeLimits(max_files=3, max_file_bytes=1000))
+                         limits=IntakeLimits(max_files=3, max_file_bytes=1000), lesson=LESSON)
     assert not (dest / "a_huge.bin").exists()
     assert len(list(dest.iterdir())) == 3
     assert any("larger than" in n for n in result.notes) and any("more than 3 files" in n for n in result.notes)
@@ -116,11 +118,11 @@ def _zip(path, entries, *, symlink=None):
 def test_zip_with_one_top_folder_is_unwrapped(tmp_path):
     subs = tmp_path / "subs"
     subs.mkdir()
-    _zip(subs / "zoe.zip", {"day13/self_attention.py": "A = 1\n", "day13/sub/x.py": "B = 2\n",
-                            "__MACOSX/day13/._self_attention.py": "junk"})
+    _zip(subs / "zoe.zip", {f"hw1/{FIRST}.py": "A = 1\n", "hw1/sub/x.py": "B = 2\n",
+                            f"__MACOSX/hw1/._{FIRST}.py": "junk"})
     dest = tmp_path / "scratch"
-    result = materialise(discover(subs)[0], dest)
-    assert (dest / "self_attention.py").read_text() == "A = 1\n"
+    result = materialise(discover(subs)[0], dest, lesson=LESSON)
+    assert (dest / f"{FIRST}.py").read_text() == "A = 1\n"
     assert (dest / "sub" / "x.py").read_text() == "B = 2\n"
     assert not (dest / "__MACOSX").exists() and result.notes == []
 
@@ -131,7 +133,7 @@ def test_zip_traversal_symlinks_and_absolute_paths_are_refused(tmp_path):
     _zip(subs / "evil.zip", {"../escape.py": "x", "/abs.py": "x", "ok.py": "fine", "a/../../b.py": "x"},
          symlink=("link.py", "/etc/passwd"))
     dest = tmp_path / "work" / "scratch"
-    result = materialise(discover(subs)[0], dest)
+    result = materialise(discover(subs)[0], dest, lesson=LESSON)
     assert sorted(p.name for p in dest.rglob("*")) == ["ok.py"]
     assert not (tmp_path / "work" / "escape.py").exists() and not (tmp_path / "escape.py").exists()
     assert sum("leaves the submission" in n for n in result.notes) == 3
@@ -143,9 +145,9 @@ def test_zip_bomb_is_refused_by_declared_size_and_ratio(tmp_path):
     subs.mkdir()
     _zip(subs / "bomb.zip", {"zeros.bin": b"\0" * (30 << 20)})
     dest = tmp_path / "scratch"
-    result = materialise(discover(subs)[0], dest, limits=IntakeLimits(max_total_bytes=10 << 20))
+    result = materialise(discover(subs)[0], dest, limits=IntakeLimits(max_total_bytes=10 << 20), lesson=LESSON)
     assert list(dest.iterdir()) == [] and "zip bomb" in result.notes[0]
-    result = materialise(discover(subs)[0], tmp_path / "s2")
+    result = materialise(discover(subs)[0], tmp_path / "s2", lesson=LESSON)
     assert not (tmp_path / "s2" / "zeros.bin").exists() and "zip bomb" in result.notes[0]
 
 
@@ -153,7 +155,7 @@ def test_corrupt_zip_is_a_note_not_a_crash(tmp_path):
     subs = tmp_path / "subs"
     subs.mkdir()
     (subs / "broken.zip").write_bytes(b"PK\x03\x04 not really")
-    result = materialise(discover(subs)[0], tmp_path / "scratch")
+    result = materialise(discover(subs)[0], tmp_path / "scratch", lesson=LESSON)
     assert "not a readable zip" in result.notes[0]
 
 
@@ -174,65 +176,67 @@ def test_magics_are_neutralised_keeping_line_numbers(src, want):
 
 def _notebook(path, cells):
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell("# Day 13")] + [nbformat.v4.new_code_cell(c) for c in cells]
+    nb.cells = [nbformat.v4.new_markdown_cell("# Homework")] + [nbformat.v4.new_code_cell(c) for c in cells]
     nbformat.write(nb, str(path))
+    return path
 
 
 def reference_notebook_cells():
     cells = ["%matplotlib inline\n!pip install torch", "raise RuntimeError('a broken cell')"]
-    for name in ("self_attention", "positional", "multihead", "block"):
+    for name in LESSON.modules:
         src = (SOLUTIONS / f"{name}.py").read_text()
         # In a notebook the sibling imports are unnecessary: every name is global.
-        cells.append("\n".join(l for l in src.splitlines() if not l.startswith(("from multihead", "from self_att"))))
+        cells.append("\n".join(l for l in src.splitlines()
+                               if not l.startswith(tuple(f"from {m} " for m in LESSON.modules))))
     return cells
 
 
-def test_notebook_becomes_the_four_contract_modules(tmp_path):
+def test_notebook_becomes_the_contract_modules(tmp_path):
     subs = tmp_path / "subs"
     subs.mkdir()
     _notebook(subs / "nina.ipynb", reference_notebook_cells())
     dest = tmp_path / "scratch"
     sub = discover(subs)[0]
-    result = materialise(sub, dest)
+    result = materialise(sub, dest, lesson=LESSON)
     assert sub.name == "nina" and result.notebook == "nina.ipynb"
-    for m in DAY13.modules:
+    for m in LESSON.modules:
         assert (dest / f"{m}.py").exists()
-    # Import in a fresh interpreter: the broken cell must not lose the later definitions.
-    code = ("import torch, self_attention, multihead, positional, block\n"
+    # Import in a fresh interpreter: the broken cell must not lose the later definitions, and the
+    # module graded over a sibling sees the sibling's name as the sibling module's own.
+    code = ("import torch, activations, classifier\n"
             "torch.manual_seed(0)\n"
             "x = torch.randn(2, 5, 16)\n"
-            "print(block.TransformerBlock(16, 4)(x).shape, multihead.MultiHeadAttention(16, 4).h,"
-            " positional.positional_encoding(3, 4).shape, self_attention.causal_mask(3).sum().item(),"
-            " block._CELL_ERRORS, block.MultiHeadAttention is multihead.MultiHeadAttention)\n")
+            "print(classifier.Classifier(16, 4)(x).shape, activations.softmax(torch.zeros(2, 3), dim=-1).sum().item(),"
+            " classifier._CELL_ERRORS, classifier.softmax is activations.softmax)\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=dest, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == ("torch.Size([2, 5, 16]) 4 torch.Size([3, 4]) 6.0 "
-                                  "[(2, 'RuntimeError: a broken cell')] True")
+    assert out.stdout.strip() == "torch.Size([2, 5, 4]) 2.0 [(2, 'RuntimeError: a broken cell')] True"
 
 
 def test_folder_with_py_files_keeps_them_over_a_notebook(tmp_path):
     sub = tmp_path / "subs" / "both"
     sub.mkdir(parents=True)
-    (sub / "self_attention.py").write_text("REAL = 1\n")
-    _notebook(sub / "day13.ipynb", ["REAL = 2"])
+    (sub / f"{FIRST}.py").write_text("REAL = 1\n")
+    _notebook(sub / LESSON.notebook, ["REAL = 2"])
     dest = tmp_path / "scratch"
-    result = materialise(discover(tmp_path / "subs")[0], dest)
-    assert result.notebook is None and (dest / "self_attention.py").read_text() == "REAL = 1\n"
+    result = materialise(discover(tmp_path / "subs")[0], dest, lesson=LESSON)
+    assert result.notebook is None and (dest / f"{FIRST}.py").read_text() == "REAL = 1\n"
 
 
 def test_untouched_stubs_beside_a_notebook_make_way_for_it(tmp_path):
-    # A student who worked only in day13.ipynb still has the released stubs in the repository.
+    # A student who worked only in the lesson's notebook still has the released stubs in the repository.
     from grader.release.student_release import stub_texts
 
     sub = tmp_path / "subs" / "nb_student"
     sub.mkdir(parents=True)
-    for name, text in stub_texts().items():
+    for name, text in stub_texts(lesson=LESSON).items():
         (sub / name).write_text(text)
-    _notebook(sub / "day13.ipynb", reference_notebook_cells())
+    _notebook(sub / LESSON.notebook, reference_notebook_cells())
     dest = tmp_path / "scratch"
-    result = materialise(discover(tmp_path / "subs")[0], dest)
-    assert result.notebook == "day13.ipynb"
-    assert "NotImplementedError" not in (dest / "self_attention.py").read_text()
+    result = materialise(discover(tmp_path / "subs")[0], dest, lesson=LESSON)
+    assert result.notebook == LESSON.notebook
+    for m in LESSON.modules:
+        assert "NotImplementedError" not in (dest / f"{m}.py").read_text()
     assert any("untouched stubs" in note for note in result.notes)
 
 
@@ -240,31 +244,33 @@ def test_damaged_notebook_is_a_note(tmp_path):
     subs = tmp_path / "subs"
     subs.mkdir()
     (subs / "bad.ipynb").write_text("{ not json")
-    result = materialise(discover(subs)[0], tmp_path / "scratch")
+    result = materialise(discover(subs)[0], tmp_path / "scratch", lesson=LESSON)
     assert "could not read the notebook" in result.notes[0]
 
 
-DEMO_NOTEBOOK = Path(__file__).resolve().parents[2] / "demo" / "class" / "jun_notebook.ipynb"
+def test_notebook_cells_read_as_json_equal_nbformat_s(tmp_path):
+    """On the lesson's own notebook (markdown, solution and test cells), and on one with magics."""
+    from grader.release import notebook
 
-
-def test_notebook_cells_read_as_json_equal_nbformat_s():
-    expected = [neutralise_magics(c.source) for c in nbformat.read(str(DEMO_NOTEBOOK), as_version=4).cells
-                if c.cell_type == "code"]
-    assert expected and intake.notebook_code_cells(DEMO_NOTEBOOK, lesson=DAY13) == expected
+    for path in (notebook.write(notebook.build(student=False, lesson=LESSON), tmp_path / "source.ipynb"),
+                 _notebook(tmp_path / "magics.ipynb", reference_notebook_cells())):
+        expected = [neutralise_magics(c.source) for c in nbformat.read(str(path), as_version=4).cells
+                    if c.cell_type == "code"]
+        assert len(expected) > 2 and intake.notebook_code_cells(path, lesson=LESSON) == expected
     # An nbformat 3 notebook still reads, through nbformat's converter.
     old = nbformat.v3.new_notebook(worksheets=[nbformat.v3.new_worksheet(cells=[
         nbformat.v3.new_code_cell(input="x = 1"), nbformat.v3.new_text_cell("markdown", "hi")])])
     path = Path(os.environ.get("TMPDIR", "/tmp")) / f"v3-{os.getpid()}.ipynb"
     try:
         path.write_text(nbformat.v3.writes_json(old))
-        assert intake.notebook_code_cells(path, lesson=DAY13) == ["x = 1"]
+        assert intake.notebook_code_cells(path, lesson=LESSON) == ["x = 1"]
     finally:
         path.unlink(missing_ok=True)
 
 
 @pytest.mark.parametrize("shape", ["bytes", "cells"])
 def test_a_notebook_over_the_lesson_limits_is_refused_from_its_size_and_the_rest_is_graded(tmp_path, shape):
-    limits = intake.notebook_limits(DAY13)
+    limits = intake.notebook_limits(LESSON)
     sub = tmp_path / "subs" / "nia"
     sub.mkdir(parents=True)
     cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": "x = 1\n"}
@@ -272,11 +278,11 @@ def test_a_notebook_over_the_lesson_limits_is_refused_from_its_size_and_the_rest
         cells = [dict(cell, source="# " + "x" * 1000 + "\n") for _ in range(limits["bytes"] // 1000 + 10)]
     else:
         cells = [cell] * (limits["cells"] + 1)
-    (sub / "day13.ipynb").write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+    (sub / LESSON.notebook).write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {},
                                                  "cells": cells}))
     (sub / "README.md").write_text("my own words\n")
     [submission] = discover(tmp_path / "subs")
-    got = materialise(submission, tmp_path / "copy")
-    assert not (tmp_path / "copy" / "self_attention.py").exists()
+    got = materialise(submission, tmp_path / "copy", lesson=LESSON)
+    assert not (tmp_path / "copy" / f"{FIRST}.py").exists()
     assert any("over the limit" in note for note in got.notes), got.notes
     assert (tmp_path / "copy" / "README.md").exists()

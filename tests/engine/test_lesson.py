@@ -12,6 +12,10 @@ from grader import lesson as lessons
 from grader.running.forbidden import POLICY_TABLES
 
 ENGINE = Path(lessons.__file__).resolve().parent
+# A lesson under grader/ (whichever sorts first): what a name means. Tests that need a lesson with
+# stand-ins take the first that has some.
+A_LESSON = lessons.lesson_names()[0]
+WITH_STANDINS = next(n for n in lessons.lesson_names() if lessons.load_lesson(n).standin_names)
 
 # Every engine module, wherever it sits under grader/ (the sandbox package, the templates the release
 # fills in): a lesson package is a folder with a lesson.toml, and nothing else under grader/ may name one.
@@ -156,23 +160,23 @@ def test_stand_ins_offer_contract_names_the_stand_ins_file_defines():
 
 
 def test_a_lesson_is_found_by_path_with_paths_relative_to_its_folder(tmp_path, monkeypatch):
-    folder = tmp_path / "elsewhere" / "day13"  # the same name as a lesson under grader/, elsewhere
-    _write_lesson(tmp_path / "elsewhere", "day13", "Elsewhere")
+    folder = tmp_path / "elsewhere" / A_LESSON  # the same name as a lesson under grader/, elsewhere
+    _write_lesson(tmp_path / "elsewhere", A_LESSON, "Elsewhere")
     (folder / "c.md").write_text("contract\n", encoding="utf-8")
     (folder / "s").mkdir()
     (folder / "__init__.py").write_text("", encoding="utf-8")
     (folder / "catalogue.py").write_text("from . import helper\nBUGS = helper.BUGS\n", encoding="utf-8")
     (folder / "helper.py").write_text("BUGS = ('found',)\n", encoding="utf-8")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv(lessons.LESSON_ENV, lessons.lesson_option("elsewhere/day13"))
+    monkeypatch.setenv(lessons.LESSON_ENV, lessons.lesson_option(f"elsewhere/{A_LESSON}"))
     assert __import__("os").environ[lessons.LESSON_ENV] == str(folder.resolve()), "a path is kept absolute"
     lesson = lessons.load_lesson()
     assert (lesson.folder, lesson.title, lesson.ref) == (folder.resolve(), "Elsewhere", str(folder.resolve()))
     assert (lesson.contract, lesson.solutions) == (folder.resolve() / "c.md", folder.resolve() / "s")
     assert lesson.assignment == folder.resolve() / "a", "a path found nowhere is the lesson folder's"
-    assert not lesson.package.startswith("grader") and lesson.package != lessons.load_lesson("day13").package
+    assert not lesson.package.startswith("grader") and lesson.package != lessons.load_lesson(A_LESSON).package
     assert __import__("importlib").import_module(lesson.catalogue_module).BUGS == ("found",)
-    assert lessons.load_lesson("day13").folder == ENGINE / "day13", "a name still means the folder under grader/"
+    assert lessons.load_lesson(A_LESSON).folder == ENGINE / A_LESSON, "a name still means the folder under grader/"
 
 
 def test_engine_modules_read_the_lesson_when_called_not_at_import():
@@ -210,10 +214,10 @@ def test_the_feedback_script_is_written_with_the_lessons_parts():
 def test_the_value_parses_each_lesson_file_once_and_a_replaced_value_reads_its_own(tmp_path):
     import dataclasses
 
-    lesson = lessons.load_lesson("day13")
+    lesson = lessons.load_lesson(A_LESSON)
     assert lesson.rubric() is lesson.rubric() and lesson.limits is lesson.limits
     assert lesson.forbidden_policy is lesson.forbidden_policy and set(POLICY_TABLES) <= set(lesson.forbidden_policy)
-    assert lessons.load_lesson("day13") is not lesson, "each entry point builds its own value: no module cache"
+    assert lessons.load_lesson(A_LESSON) is not lesson, "each entry point builds its own value: no module cache"
     edited = tmp_path / "rubric.toml"
     edited.write_text(lesson.rubric_path.read_text(encoding="utf-8") + '\n[late]\ngrace_minutes = 5\n'
                       'penalty_per_day = 10\nmax_days = 3\n', encoding="utf-8")
@@ -238,7 +242,7 @@ def test_a_broken_lesson_file_stops_the_entry_point_naming_the_file(tmp_path):
 def test_what_crosses_to_the_zygote_is_plain_data_without_stand_ins_or_rubric():
     import json
 
-    lesson = lessons.load_lesson("day13")
+    lesson = lessons.load_lesson(WITH_STANDINS)
     spec = lesson.spec()
     text = json.dumps(spec.to_json())
     assert lessons.LessonSpec.from_json(json.loads(text)) == spec

@@ -22,7 +22,8 @@ import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import REFERENCE, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
+import engine_helpers  # noqa: E402
+from engine_helpers import TOY, descendants, processes_of, settled, uid_base_for_tests  # noqa: E402
 
 from grader.intake import submissions as intake
 
@@ -33,14 +34,15 @@ from grader.results.storage import CLASS_FILES  # noqa: E402
 
 from grader.lesson import load_lesson  # noqa: E402
 
-DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
+LESSON = load_lesson(str(TOY))  # the lesson value these tests pass to each stage: the toy's
+REFERENCE = LESSON.solutions
 from grader.intake.submissions import IntakeLimits, discover, materialise  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
 CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(3))
 JOBS = 2
-CODE = ("self_attention", "multihead", "positional", "block")
-CODE_POINTS = 90  # the four code parts of the rubric; make_submission hands in no deliverables
+CODE = LESSON.modules
+CODE_POINTS = sum(LESSON.points[part] for part in CODE)  # every code part; no deliverables are handed in
 
 # Names that broke, or could break, something downstream: quotes end string literals, `$(...)` and
 # backticks run in a shell, `<script>` runs in a page, a newline ends a CSV row or a Markdown line.
@@ -56,11 +58,17 @@ LATIN1_FOLDER = b"caf\xe9"  # not UTF-8: os.fsdecode gives a lone surrogate
 HONEST = ("aaa_reference", "ann_lee", "zzz_reference")
 
 
+def make_submission(folder: Path, files: dict[str, str] | None = None, *, reference: bool = True) -> Path:
+    return engine_helpers.make_submission(folder, files, reference=reference, solutions=REFERENCE)
+
+
 def reference_cells() -> list[str]:
+    """The reference as a notebook's cells, each module's imports of its siblings dropped (a notebook
+    defines everything in one namespace)."""
     cells = ["%matplotlib inline"]
-    for name in ("self_attention", "positional", "multihead", "block"):
+    for name in CODE:
         src = (REFERENCE / f"{name}.py").read_text()
-        cells.append("\n".join(l for l in src.splitlines() if not l.startswith(("from multihead", "from self_att"))))
+        cells.append("\n".join(l for l in src.splitlines() if not l.startswith(tuple(f"from {m} " for m in CODE))))
     return cells
 
 
@@ -103,7 +111,7 @@ def build_class(subs: Path) -> dict[str, str]:
     expect = {}
     # Junk whose sanitised name is the honest ann_lee's: it must get a row of its own.
     with zipfile.ZipFile(subs / "Ann Lee.zip", "w") as z:
-        z.writestr("self_attention.py", "raise SystemExit('junk')\n")
+        z.writestr(f"{CODE[0]}.py", "raise SystemExit('junk')\n")
     for nb in (APOSTROPHE_NB, QUOTES_NB, NEWLINE_NB, AT_NB):
         write_notebook(subs / nb, reference_cells())
         expect[nb] = nb.replace("\n", "\\n")
@@ -146,7 +154,7 @@ def code_points(record) -> float:
 
 @pytest.fixture(scope="module")
 def batch():
-    root = Path(tempfile.mkdtemp(prefix="day13-names-"))
+    root = Path(tempfile.mkdtemp(prefix="kit-names-"))
     subs = root / "submissions"
     subs.mkdir()
     expect = build_class(subs)
@@ -154,7 +162,7 @@ def batch():
     cwd = os.getcwd()
     os.chdir(root)  # a `$(touch PWNED)` that reached a shell would leave PWNED here
     try:
-        code = run.main(submissions=subs, out=out, jobs=JOBS, config=CONFIG)
+        code = run.main(submissions=subs, out=out, jobs=JOBS, config=CONFIG, lesson=LESSON)
     finally:
         os.chdir(cwd)
     records = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/record.json")}
@@ -304,10 +312,10 @@ def test_a_row_that_moved_leaves_no_second_row_behind(tmp_path, capsys):
     make_submission(subs / "bo")
     reference_zip(subs / "Ann Lee.zip")
     config = SandboxConfig(call_timeout=3.0, uid_base=CONFIG.uid_base)
-    assert run.main(submissions=subs, out=out, jobs=1, config=config) == 0
+    assert run.main(submissions=subs, out=out, jobs=1, config=config, lesson=LESSON) == 0
     assert (out / "Ann_Lee" / "record.json").is_file()
     make_submission(subs / "ann_lee")  # arrives late; its name is already plain
-    assert run.main(submissions=subs, out=out, jobs=1, config=config) == 0
+    assert run.main(submissions=subs, out=out, jobs=1, config=config, lesson=LESSON) == 0
     said = capsys.readouterr().out
     assert "row Ann_Lee of Ann Lee.zip is now Ann_Lee-" in said and "1 already graded" in said
     with open(out / "grades.csv", newline="") as f:
@@ -352,7 +360,7 @@ def test_a_folder_named_overrides_csv_cannot_stop_the_next_run(tmp_path):
     make_submission(subs / "overrides.csv")
     config = SandboxConfig(call_timeout=3.0, uid_base=CONFIG.uid_base)
     for _ in range(2):  # the second run reads OUT/overrides.csv: it must still be a file or nothing
-        assert run.main(submissions=subs, out=out, jobs=1, config=config) == 0
+        assert run.main(submissions=subs, out=out, jobs=1, config=config, lesson=LESSON) == 0
     assert not (out / "overrides.csv").exists()
     (row,) = [p for p in out.iterdir() if (p / "record.json").is_file()]
     assert row.name.startswith("overrides.csv-")
@@ -371,15 +379,16 @@ def test_no_row_is_named_like_a_class_file(tmp_path):
                                   "'''.ipynb", '""".ipynb', "ü\u202eevil.ipynb"])
 def test_a_notebook_name_never_becomes_source_text(tmp_path, name):
     subs = tmp_path / "subs"
-    write_notebook(subs / name, ["def scaled_dot_product_attention():\n    return 42", "1/0"])
+    module, graded = CODE[0], LESSON.graded_names[CODE[0]][0]
+    write_notebook(subs / name, [f"def {graded}():\n    return 42", "1/0"])
     dest = tmp_path / "scratch"
-    taken = materialise(discover(subs)[0], dest)
+    taken = materialise(discover(subs)[0], dest, lesson=LESSON)
     assert taken.notebook is not None
-    for module in (intake.notebook_module_name(DAY13), *DAY13.modules):
-        compile((dest / f"{module}.py").read_text(encoding="utf-8"), module, "exec")
+    for each in (intake.notebook_module_name(LESSON), *LESSON.modules):
+        compile((dest / f"{each}.py").read_text(encoding="utf-8"), each, "exec")
 
-    run_it = subprocess.run([sys.executable, "-c", "import self_attention as s; print(s.scaled_dot_product_attention(),"
-                             " s._CELL_ERRORS)"], cwd=dest, capture_output=True, text=True, timeout=120)
+    run_it = subprocess.run([sys.executable, "-c", f"import {module} as s; print(s.{graded}(), s._CELL_ERRORS)"],
+                            cwd=dest, capture_output=True, text=True, timeout=120)
     assert run_it.returncode == 0, run_it.stderr
     assert run_it.stdout.startswith("42 [(2, 'ZeroDivisionError")
 
@@ -392,7 +401,7 @@ def test_an_undecodable_name_is_shown_with_escapes(tmp_path):
     os.symlink("/etc/passwd", os.fsdecode(bytes(folder) + b"/l\xfe"))
     sub = discover(subs)[0]
     assert intake.source_label(sub) == "caf\\xe9/"
-    taken = materialise(sub, tmp_path / "scratch")
+    taken = materialise(sub, tmp_path / "scratch", lesson=LESSON)
     text = "\n".join(taken.notes)
     text.encode("utf-8")  # no lone surrogate reaches a note
     assert "l\\xfe" in text
@@ -404,7 +413,7 @@ def test_depth_and_length_caps_are_limits_of_the_intake(tmp_path):
     deep_folder(folder, 5)
     (folder / ("q" * 40 + ".py")).write_text("x = 1\n")
     limits = IntakeLimits(max_depth=3, max_path_chars=30)
-    taken = materialise(discover(subs)[0], tmp_path / "scratch", limits=limits)
+    taken = materialise(discover(subs)[0], tmp_path / "scratch", limits=limits, lesson=LESSON)
     assert any("more than 3 levels deep" in n for n in taken.notes), taken.notes
     assert any("too long" in n for n in taken.notes), taken.notes
     assert not (tmp_path / "scratch" / "d" / "d" / "d" / "d").exists()
@@ -414,7 +423,7 @@ def test_a_zip_of_many_too_deep_entries_gives_a_short_list_of_notes(tmp_path):
     subs = tmp_path / "subs"
     subs.mkdir()
     reference_zip(subs / "many.zip", {f"{i}/" + "a/" * 20 + "x.py": b"x = 1\n" for i in range(2000)})
-    taken = materialise(discover(subs)[0], tmp_path / "scratch")
+    taken = materialise(discover(subs)[0], tmp_path / "scratch", lesson=LESSON)
     assert len(taken.notes) == intake.MAX_NOTES + 1
     assert taken.notes[-1].startswith(f"... and {2000 - intake.MAX_NOTES} more")
     assert {f"{m}.py" for m in CODE} <= {p.name for p in (tmp_path / "scratch").glob("*.py")}

@@ -21,44 +21,46 @@ SECRET = "expected 0.2689 got 0.5"
 
 def _result() -> SubmissionResult:
     return SubmissionResult(submission="ana", source="ana/", tests=[
-        Outcome(name="self_attention.worked_values", component="self_attention", score=0, max_score=4,
+        Outcome(name="activations.worked_values", component="activations", score=0, max_score=4,
                 status="failed", output=SECRET),
-        Outcome(name="deliverables.analysis", component="deliverables", score=0, max_score=2, status="failed",
-                output="analysis.md has 12 words; write at least 150"),
+        Outcome(name="classifier.shape", component="classifier", score=0, max_score=2, status="failed",
+                output="the output has 12 columns; write one per class"),
     ])
 
 
 @pytest.fixture
-def rubric(tmp_path):
-    """A lesson whose rubric's [visibility] the test writes: the kit's lesson with that rubric."""
+def rubric(tmp_path, toy):
+    """A lesson whose rubric's [visibility] the test writes: the toy lesson with that rubric."""
     from dataclasses import replace
 
-    from grader.lesson import load_lesson
-
-    lesson = load_lesson("day13")
+    lesson = toy
 
     def write(table: str):
         path = tmp_path / f"rubric{len(list(tmp_path.glob('rubric*.toml')))}.toml"
         shipped = lesson.rubric_path.read_text(encoding="utf-8")
-        kept = shipped.replace('\n[visibility]\ndefault = "after_due_date"\ndeliverables = "visible"\n', "\n")
+        kept = shipped.replace('\n[visibility]\ndefault = "after_due_date"\n', "\n")
         assert kept != shipped, "the shipped rubric's [visibility] table changed: update this fixture"
         path.write_text(kept + "\n" + table, encoding="utf-8")
         return replace(lesson, rubric_path=path)  # a new value: nothing derived from the old rubric
     return write
 
 
-def test_the_shipped_default_withholds_hidden_tests_until_the_due_date():
-    assert feedback.visibility_of("self_attention.worked_values", "self_attention") == "after_due_date"
-    assert feedback.visibility_of("block.forward", "block") == "after_due_date"
-    assert feedback.visibility_of("deliverables.analysis", "deliverables") == "visible"
+def test_a_rubric_visibility_table_resolves_by_test_then_part_then_default(rubric):
+    """A lesson's own shipped table is checked with the lesson (tests/<lesson>/)."""
+    visibility = rubric('[visibility]\ndefault = "after_due_date"\nclassifier = "visible"\n'
+                        '"activations.reference" = "hidden"\n').visibility
+    assert feedback.visibility_of("activations.worked_values", "activations", visibility) == "after_due_date"
+    assert feedback.visibility_of("activations.reference", "activations", visibility) == "hidden"
+    assert feedback.visibility_of("classifier.shape", "classifier", visibility) == "visible"
+    assert feedback.visibility_of("classifier.shape", "classifier", {}) == "visible", "no table: all visible"
 
 
 def test_results_json_carries_each_tests_visibility(rubric):
-    lesson = rubric('[visibility]\ndefault = "after_due_date"\ndeliverables = "visible"\n'
-                    '"self_attention.worked_values" = "after_published"\n')
+    lesson = rubric('[visibility]\ndefault = "after_due_date"\nclassifier = "visible"\n'
+                    '"activations.worked_values" = "after_published"\n')
     tests = {t["name"]: t for t in feedback.gradescope_json(_result(), lesson=lesson)["tests"]}
-    assert tests["self_attention.worked_values"]["visibility"] == "after_published"
-    assert tests["deliverables.analysis"]["visibility"] == "visible"
+    assert tests["activations.worked_values"]["visibility"] == "after_published"
+    assert tests["classifier.shape"]["visibility"] == "visible"
     lesson = rubric('[visibility]\ndefault = "sometimes"\n')  # not one of Gradescope's: shown, never lost
     assert {t["visibility"] for t in feedback.gradescope_json(_result(), lesson=lesson)["tests"]} == {"visible"}
 
@@ -66,10 +68,10 @@ def test_results_json_carries_each_tests_visibility(rubric):
 @pytest.mark.parametrize("release, shown", [("now", False), ("after_due_date", True), ("published", True),
                                             ("all", True)])
 def test_feedback_shows_a_tests_details_only_once_released(rubric, release, shown):
-    lesson = rubric('[visibility]\ndefault = "after_due_date"\ndeliverables = "visible"\n')
+    lesson = rubric('[visibility]\ndefault = "after_due_date"\nclassifier = "visible"\n')
     text = feedback.feedback_markdown(_result(), {}, release, lesson=lesson)
     assert (SECRET in text) is shown
-    assert "write at least 150" in text  # the deliverables are visible at once
+    assert "write one per class" in text  # a part made visible is shown at once
     assert ("shown after the due date" in text) is not shown
     assert "Score: 0 / 6" in text  # points are never withheld, only expected and got
 
@@ -100,7 +102,7 @@ def test_execution_time_is_the_wall_time_of_the_autograder_run(tmp_path):
     """A stand-in engine that takes a second and claims 0.01 s: results.json says the run's time."""
     root = tmp_path / "autograder"
     (root / "submission").mkdir(parents=True)
-    (root / "submission" / "self_attention.py").write_text("# work\n")
+    (root / "submission" / "activations.py").write_text("# work\n")
     engine = tmp_path / "engine"
     engine.write_text("#!/bin/sh\n"
                       "# called as: ENGINE -m grader grade SUBS --out OUT --jobs 1\n"

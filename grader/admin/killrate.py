@@ -27,27 +27,9 @@ from grader.running.calls import InProcessTransport
 COUNT_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 
 
-def _the(lesson):
-    # MIGRATION: a caller that passes no lesson yet gets the run's (removed when every caller passes it).
-    if lesson is not None:
-        return lesson
-    from grader.lesson import lesson_for_migration
-
-    return lesson_for_migration()
-
-
-def _passing_lesson(function, lesson, **kwargs):
-    # MIGRATION: the scorer's entry takes `lesson=` once its owner has converted it.
-    import inspect
-
-    if "lesson" in inspect.signature(function).parameters:
-        kwargs["lesson"] = lesson
-    return function(**kwargs)
-
-
-def catalogue(lesson=None):
+def catalogue(lesson):
     """The lesson's catalogue (its mutant folders are shared while the value lives)."""
-    return _the(lesson).catalogue
+    return lesson.catalogue
 
 
 @dataclass
@@ -69,24 +51,20 @@ def _no_deliverables(fn):
         score._deliverables = saved
 
 
-def grade(directory: Path, name: str, *, lesson=None):
-    lesson = _the(lesson)
-    return _no_deliverables(lambda: _passing_lesson(score.grade_submission, lesson, name=name,
-                                                    directory=Path(directory),
-                                                    transport=InProcessTransport(directory, lesson=lesson)))
+def grade(directory: Path, name: str, *, lesson):
+    return _no_deliverables(lambda: score.grade_submission(name=name, directory=Path(directory), lesson=lesson,
+                                                           transport=InProcessTransport(directory, lesson=lesson)))
 
 
-def full_marks(*, lesson=None) -> dict:
-    lesson = _the(lesson)
+def full_marks(*, lesson) -> dict:
     rubric = lesson.rubric()
     return {c: float(sum(t["points"] for t in rubric[c].values())) for c in lesson.modules}
 
 
-def judge_mutant(bug: Bug, full: dict | None = None, *, lesson=None) -> MutantVerdict:
-    lesson = _the(lesson)
+def judge_mutant(bug: Bug, full: dict | None = None, *, lesson) -> MutantVerdict:
     full = full or full_marks(lesson=lesson)
     result = grade(lesson.catalogue.mutant_dir(bug.id), bug.id, lesson=lesson)
-    scores = result.component_scores()
+    scores = result.component_scores(lesson.components)
     failed = {t.name: t.hint_id for t in result.tests if t.status == "failed"}
     others = [c for c in lesson.modules if c != bug.component and scores[c] != full[c]]
     if others:
@@ -100,31 +78,29 @@ def judge_mutant(bug: Bug, full: dict | None = None, *, lesson=None) -> MutantVe
     return MutantVerdict(bug, scores, failed, not reason, reason)
 
 
-def variants(*, lesson=None) -> list[Path]:
-    folder = _the(lesson).variants
+def variants(*, lesson) -> list[Path]:
+    folder = lesson.variants
     return sorted(p for p in folder.iterdir() if p.is_dir()) if folder and folder.exists() else []
 
 
-def false_failures(directory: Path, *, lesson=None) -> list[str]:
-    lesson = _the(lesson)
+def false_failures(directory: Path, *, lesson) -> list[str]:
     result = grade(directory, directory.name, lesson=lesson)
     return [t.name for t in result.tests if t.component in lesson.modules and t.status != "passed"]
 
 
-def skeletons(*, lesson=None) -> list[str]:
-    folder = _the(lesson).skeletons
+def skeletons(*, lesson) -> list[str]:
+    folder = lesson.skeletons
     return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder and folder.exists() else []
 
 
-def skeleton_part(case: str, *, lesson=None) -> str | None:
+def skeleton_part(case: str, *, lesson) -> str | None:
     """The component a part skeleton replaces (None for a whole-submission skeleton)."""
-    return _the(lesson).skeleton_parts.get(case.split("_")[0])
+    return lesson.skeleton_parts.get(case.split("_")[0])
 
 
-def build_skeleton(case: str, folder: Path, *, lesson=None) -> Path:
+def build_skeleton(case: str, folder: Path, *, lesson) -> Path:
     """The reference's code with the skeleton's files on top; a whole_* skeleton's parts.txt names
     the part skeletons it combines."""
-    lesson = _the(lesson)
     folder.mkdir(parents=True, exist_ok=True)
     for path in lesson.solutions.glob("*.py"):
         shutil.copyfile(path, folder / path.name)
@@ -135,17 +111,15 @@ def build_skeleton(case: str, folder: Path, *, lesson=None) -> Path:
     return folder
 
 
-def structure_points(component: str | None = None, *, lesson=None) -> dict:
+def structure_points(component: str | None = None, *, lesson) -> dict:
     """rubric id -> points of the structure tests (of one component, or of all)."""
-    lesson = _the(lesson)
     rubric = lesson.rubric()
     return {f"{c}.{t}": float(entry["points"]) for c in lesson.modules if component in (None, c)
             for t, entry in rubric[c].items() if entry.get("structure")}
 
 
-def judge_skeleton(case: str, root: Path, *, lesson=None) -> tuple[float, float, list[str]]:
+def judge_skeleton(case: str, root: Path, *, lesson) -> tuple[float, float, list[str]]:
     """(points of what it replaces, the structure points there, the other tests it passed)."""
-    lesson = _the(lesson)
     result = grade(build_skeleton(case, root / case, lesson=lesson), case, lesson=lesson)
     part = skeleton_part(case, lesson=lesson)
     mine = [t for t in result.tests if t.component in lesson.modules and part in (None, t.component)]
@@ -163,14 +137,13 @@ def own_kinds(lesson) -> dict[str, str]:
     return dict(getattr(importlib.import_module(lesson.tolerances_module), "OWN_KINDS", {}))
 
 
-def measure_spread(*, lesson=None) -> dict:
+def measure_spread(*, lesson) -> dict:
     """Largest difference between each correct variant and the reference on the hidden tests' own calls.
 
     Returns kind -> (spread, where); spread is |got - expected| / max(1, max|expected|). A kind is
     "outputs <dtype>", "gradients <dtype>", or "<kind> <dtype>" for a module the lesson files under a
     kind of its own (own_kinds).
     """
-    lesson = _the(lesson)
     reference = lesson.reference
     own = own_kinds(lesson)
     spread: dict[str, tuple[float, str]] = {}
@@ -202,10 +175,9 @@ def measure_spread(*, lesson=None) -> dict:
     return spread
 
 
-def mutant_effect(bug: Bug, *, lesson=None) -> float:
+def mutant_effect(bug: Bug, *, lesson) -> float:
     """How far a mutant's numbers land from the reference on its named test's calls (same scale as
     measure_spread); 0 when it is caught by an error, a missing gradient, a dtype or forbidden use."""
-    lesson = _the(lesson)
     reference = lesson.reference
     test = {f"{c}.{t}": fn for c, t, fn in lesson.hidden_tests}[bug.test]
     student = lesson.adapter()(lesson.catalogue.transport(bug.id), record=True)
@@ -241,10 +213,9 @@ def _note(spread, kind, a, b, where):
         spread[kind] = (value, where)
 
 
-def main(*, lesson=None) -> int:
+def main(*, lesson) -> int:
     import torch
 
-    lesson = _the(lesson)
     torch.set_num_threads(1)  # tiny tensors: threads only contend with each other
     start = time.perf_counter()
     full = full_marks(lesson=lesson)

@@ -34,7 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from grader.results.document import number
-from grader.results.records import SubmissionResult, components
+from grader.results.records import SubmissionResult
 
 COLUMNS = ("submission", "test", "points", "comment", "staff_note", "by", "at")
 FILE = "overrides.csv"
@@ -146,17 +146,22 @@ def check(rows: list[Override], records: list[SubmissionResult], *, path: Path |
             continue
         if row.test in tests:
             top = tests[row.test].max_score
-        elif row.test in components():
+        elif row.test in _parts(result):
             top = sum(t.max_score for t in result.tests if t.component == row.test)
         elif row.points is None and row.test.split(":", 1)[0] in REVIEW_PREFIXES:
             continue
         else:
             raise OverrideError(f"{where}: {row.submission} has no test or part {row.test!r}; write a test id "
                                 f"such as {next(iter(tests), 'deliverables.analysis')!r}, a part "
-                                f"({', '.join(components())}) or * for the total")
+                                f"({', '.join(_parts(result))}) or * for the total")
         if row.points is not None and not 0 <= row.points <= top:
             raise OverrideError(f"{where}: {row.points:g} points for {row.submission} {row.test} is outside "
                                 f"0..{top:g}")
+
+
+def _parts(result: SubmissionResult) -> tuple[str, ...]:
+    """The parts a record's tests belong to, in the rubric's order (a record holds every graded test)."""
+    return tuple(dict.fromkeys(t.component for t in result.tests))
 
 
 def apply(result: SubmissionResult, decisions: dict[str, Override]) -> SubmissionResult:
@@ -166,7 +171,7 @@ def apply(result: SubmissionResult, decisions: dict[str, Override]) -> Submissio
     changed = copy.deepcopy(result)
     shown = []
     own = {name: row for name, row in decisions.items() if row.points is not None}
-    for component in components():
+    for component in _parts(result):
         part = own.get(component)
         if part is None:
             continue

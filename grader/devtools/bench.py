@@ -103,9 +103,9 @@ def checkout(commit: str):
 # Grades a class with the kit in the current folder: run.main with the bench's uid base (every version
 # since the first round has run.main(submissions, out, jobs, config) and grader.sandbox.SandboxConfig).
 # The lesson goes by what `--lesson` takes (argv[5]), built into a value where run.main takes one; a BASE
-# from before the lesson value (and the package layout) reads it from the variable `--lesson` set then.
+# from before the lesson value grades the lesson it finds itself (it had one: Day 13).
 _DRIVER = """
-import inspect, os, sys
+import inspect, sys
 try:
     from grader.running import grade as run
 except ImportError:
@@ -116,8 +116,6 @@ kwargs = dict(submissions=sys.argv[1], out=sys.argv[2], jobs=int(sys.argv[3]),
               config=SandboxConfig(uid_base=int(sys.argv[4])))
 if "lesson" in inspect.signature(run.main).parameters:
     kwargs["lesson"] = lessons.load_lesson(sys.argv[5])
-else:
-    os.environ["GRADER_LESSON"] = sys.argv[5]
 sys.exit(run.main(**kwargs))
 """
 
@@ -304,7 +302,7 @@ class StageClock:
         setattr(owner, attr, timed)
         self._undo.append((owner, attr, original))
 
-    def install(self, score, *, package: str) -> None:
+    def install(self, score, *, lesson) -> None:
         import importlib
 
         for module, path, stage in STAGES:
@@ -315,7 +313,8 @@ class StageClock:
             self.wrap(owner, attr, stage, path)
         # The gates live in the lesson's hidden tests and the helper modules they import.
         seen: set[int] = set()
-        for _, _, test in score.hidden_tests():
+        package = lesson.package
+        for _, _, test in lesson.hidden_tests:
             for module in [test.__globals__, *(vars(v) for v in test.__globals__.values() if type(v).__name__ == "module")]:
                 if id(module) in seen or not str(module.get("__name__", "")).startswith(package):
                     continue
@@ -383,7 +382,7 @@ def one_submission_breakdown(*, lesson, repeats: int = 3, uid_base: int = BENCH_
             with LimitedChecker(memory_bytes=limits.get("memory_bytes", 1 << 30),
                                 seconds=limits.get("seconds", 30), lesson=lesson) as checker:
                 zygote.wait_ready(0)
-                clock.install(score, package=lesson.package)
+                clock.install(score, lesson=lesson)
                 for name in ("reference", "bug") if planted else ("reference",):
                     for _ in range(repeats):
                         clock.reset()

@@ -326,12 +326,6 @@ def _plan(objects: _Objects, root: str) -> tuple[list[tuple[tuple[str, ...], str
 
 # --------------------------------------------------------------------------- entry
 
-def _rubric() -> Path:
-    from grader.admin.regrade import rubric_path
-
-    return rubric_path()
-
-
 def parse_deadline(deadline: str) -> str:
     """ISO 8601; no time zone means UTC. Returned in the form git reads unambiguously."""
     try:
@@ -426,13 +420,14 @@ def _late_policy(rubric: Path):
     return late.policy_of(table, rubric)
 
 
-def main(*, roster: str, out: str, deadline: str | None = None, rubric: str | None = None) -> int:
+def main(*, roster: str, out: str, lesson, deadline: str | None = None, rubric: str | None = None) -> int:
     """Collect every roster entry into `out`. Exit 0 when every repository could be read, 1 when one
-    could not (the others are collected all the same), 2 for a bad roster or deadline."""
+    could not (the others are collected all the same), 2 for a bad roster or deadline. The late policy
+    is `lesson`'s rubric's (or that of the rubric file `rubric`)."""
     try:
         entries = read_roster(Path(roster))
         when = parse_deadline(deadline) if deadline else None
-        policy = _late_policy(Path(rubric) if rubric else _rubric())
+        policy = _late_policy(Path(rubric) if rubric else lesson.rubric_path)
     except (OSError, RosterError, ValueError) as error:
         print(f"collect: {error}", file=sys.stderr)
         return 2

@@ -19,7 +19,6 @@ from grader.judging import diagnose, integrity
 from grader.judging import source_scan as scan
 from grader.judging.assertions import GradeFailure
 from grader.intake.submissions import contract_module_source, notebook_module_name
-from grader.lesson import lesson_for_migration, read_rubric
 from grader.results.records import SubmissionResult, TestResult
 from grader.running import forbidden
 from grader.running.calls import Adapter, InProcessTransport
@@ -27,30 +26,9 @@ from grader.running.calls import Adapter, InProcessTransport
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _lesson(lesson):
-    """TRANSITIONAL: the caller's lesson, or the run's for a caller not converted yet."""
-    return lesson if lesson is not None else lesson_for_migration()
-
-
-# TRANSITIONAL readers of the lesson for callers not converted yet (grader/devtools/bench.py, tests);
-# each is the value's own attribute: lesson.rubric(), .limits, .hidden_tests, .reference.
-def load_rubric(path=None, *, lesson=None) -> dict:
-    return read_rubric(path) if path else _lesson(lesson).rubric()
-
-
-def load_limits(*, lesson=None) -> dict:
-    """The lesson's limits ([replies], [deliverables], [scan], [notebooks]; see the file's comments)."""
-    return _lesson(lesson).limits
-
-
-def hidden_tests(*, lesson=None) -> tuple:
-    """(component, test id, function) in a fixed order: the lesson's `hidden_tests`."""
-    return _lesson(lesson).hidden_tests
-
-
-def reference_adapter(*, lesson=None) -> Adapter:
+def reference_adapter(*, lesson) -> Adapter:
     """The reference, in this process, with results cached by call (the lesson's `reference`)."""
-    return _lesson(lesson).reference
+    return lesson.reference
 
 
 # -- forbidden APIs: the static layer ----------------------------------------------------------
@@ -59,25 +37,23 @@ def _generated_modules(lesson) -> dict[str, str]:
     return {f"{module}.py": contract_module_source("", module, lesson=lesson) for module in lesson.modules}
 
 
-def scan_submission(directory: Path, *, lesson=None) -> scan.Findings:
+def scan_submission(directory: Path, *, lesson) -> scan.Findings:
     """What the static scan finds in a submission's source (grader/judging/source_scan.py), parsed in this process:
     for trusted code, and for tests; a grading run scans in a limited helper (`limited_scan`)."""
-    lesson = _lesson(lesson)
     sources, found = scan.snapshot(Path(directory), notebook_module_name(lesson), _generated_modules(lesson))
     found.merge(scan.scan_sources([(name, data, scan.read_cells(data) if cells else None)
                                    for name, data, cells in sources], lesson.forbidden_policy, lesson.contract_file_of))
     return found
 
 
-def limited_scan(*, lesson=None, **limits) -> scan.LimitedScan:
+def limited_scan(*, lesson, **limits) -> scan.LimitedScan:
     """The lesson's scan in a limited helper process (`limits`: memory_bytes, seconds, budget; the
     lesson's limits.toml [scan])."""
-    lesson = _lesson(lesson)
     return scan.LimitedScan(policy_path=lesson.forbidden_path, contract=lesson.contract_file_of,
                             notebook_module=notebook_module_name(lesson), generated=_generated_modules(lesson), **limits)
 
 
-def static_forbidden(directory: Path, *, lesson=None) -> dict[str, set[str]]:
+def static_forbidden(directory: Path, *, lesson) -> dict[str, set[str]]:
     """file name -> library attention (or kit code) its source reaches."""
     return scan_submission(directory, lesson=lesson).costs
 
@@ -159,7 +135,7 @@ def _standin_notes(calls) -> list[str]:
 ASKED_AGAIN = 1
 
 
-def grade_submission(*, name: str, directory: Path, transport, lesson=None, check_deliverables=None,
+def grade_submission(*, name: str, directory: Path, transport, lesson, check_deliverables=None,
                      tests=None, findings: scan.Findings | None = None, seed: int = 0) -> SubmissionResult:
     """Grade one submission whose code `transport` executes; deterministic for a given submission.
 
@@ -170,7 +146,6 @@ def grade_submission(*, name: str, directory: Path, transport, lesson=None, chec
     helper before any student code runs); without it, `directory` is scanned here, first.
     `lesson`: the lesson value (its rubric, hidden tests, reference and catalogue). `seed`: the run's
     (grader/running/run_seed.py): the hidden tests' probe inputs and the order their calls are sent in."""
-    lesson = _lesson(lesson)
     found = findings if findings is not None else scan_submission(Path(directory), lesson=lesson)
     file_of, catalogue = lesson.file_of, lesson.catalogue
     rubric = lesson.rubric()
@@ -311,11 +286,10 @@ def evidence_words(entry: dict, facts: list, texts: dict) -> str:
     return text
 
 
-def grade_in_process(directory: Path, name: str, tests=None, *, lesson=None) -> SubmissionResult:
+def grade_in_process(directory: Path, name: str, tests=None, *, lesson) -> SubmissionResult:
     """Grade trusted code in this process, with the hidden-test machinery of `grade_submission` (no
     sandbox). For code the caller already runs in its own process: the reference's mutants
     (killrate), a notebook's hidden test cells under nbgrader (grader.hidden_cell.hidden_test)."""
-    lesson = _lesson(lesson)
     return grade_submission(name=name, directory=Path(directory), transport=InProcessTransport(directory, lesson=lesson),
                             lesson=lesson, check_deliverables=lambda _: [], tests=tests)
 

@@ -10,14 +10,6 @@ import dataclasses
 from dataclasses import dataclass, field
 
 
-def components() -> tuple[str, ...]:
-    """TRANSITIONAL, for grader/admin/overrides.py until it takes `lesson=`: the run's lesson's graded
-    parts (`lesson.components` on the value)."""
-    from grader.lesson import lesson_for_migration
-
-    return lesson_for_migration().components
-
-
 @dataclass
 class TestResult:
     """One rubric test for one submission (maps 1:1 to a Gradescope `tests[]` entry)."""
@@ -75,11 +67,9 @@ class SubmissionResult:
     def max_total(self) -> float:
         return round(sum(t.max_score for t in self.tests), 4)
 
-    def component_scores(self, parts=None) -> dict[str, float]:
+    def component_scores(self, parts) -> dict[str, float]:
         """Points per part: each of `parts` (the lesson's components, in rubric order; a part without a
         test here scores 0), then any other part a test names."""
-        if parts is None:  # TRANSITIONAL: a caller that does not pass the lesson's parts yet
-            parts = components()
         scores = {c: 0.0 for c in parts}
         for t in self.tests:
             scores[t.component] = round(scores.get(t.component, 0.0) + t.score, 4)

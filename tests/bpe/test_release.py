@@ -19,9 +19,10 @@ from .helpers import ASSIGNMENT, REFERENCE, ROOT
 
 GRADE_NOTEBOOK = """
 import json, sys, nbformat
+from grader.lesson import load_lesson
 from grader.release.nbgrader_autograde import grade_notebook
 record = grade_notebook(nbformat.read(sys.argv[1], as_version=4))
-print(json.dumps({"status": record.status, "scores": record.component_scores()}))
+print(json.dumps({"status": record.status, "scores": record.component_scores(load_lesson("bpe").components)}))
 """
 
 

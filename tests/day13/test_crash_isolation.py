@@ -22,6 +22,9 @@ from grader.admin import killrate
 
 from grader.running import grade as run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
+from grader.lesson import load_lesson  # noqa: E402
+
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 
 torch.set_num_threads(1)
 
@@ -87,7 +90,7 @@ def build(root: Path) -> Path:
 @pytest.fixture(scope="module")
 def in_process(tmp_path_factory):
     root = build(tmp_path_factory.mktemp("crash"))
-    return {name: _as_dict(killrate.grade(root / name, name)) for name in CASES}
+    return {name: _as_dict(killrate.grade(root / name, name, lesson=DAY13)) for name in CASES}
 
 
 def _as_dict(result) -> dict:

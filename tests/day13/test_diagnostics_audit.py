@@ -67,7 +67,7 @@ def test_every_rubric_hint_is_reachable_only_through_facts():
                     loose.append(f"{part}.{test_id}: when = {when}")
     assert not loose, "rubric hints with no fact to be said on:\n" + "\n".join(loose)
     assert all(_known_key(k) for k in RUBRIC["facts"]), sorted(k for k in RUBRIC["facts"] if not _known_key(k))
-    bugs = {b.id for b in killrate.catalogue().bugs}
+    bugs = {b.id for b in killrate.catalogue(lesson=DAY13).bugs}
     assert set(RUBRIC["hints"]) <= bugs  # a misconception's words: said only on its mutant's fingerprint
 
 
@@ -104,9 +104,9 @@ def _fresh_folder(mistake, root: Path) -> Path:
 @pytest.fixture(scope="module")
 def submissions(tmp_path_factory):
     root = tmp_path_factory.mktemp("fresh")
-    found = {b.id: (b.component, killrate.catalogue().mutant_dir(b.id)) for b in killrate.catalogue().bugs
+    found = {b.id: (b.component, killrate.catalogue(lesson=DAY13).mutant_dir(b.id)) for b in killrate.catalogue(lesson=DAY13).bugs
              if not b.forbidden}
-    found.update({f"correct/{p.name}": (None, p) for p in killrate.variants()})
+    found.update({f"correct/{p.name}": (None, p) for p in killrate.variants(lesson=DAY13)})
     found.update({f"fresh/{m.id}": (m.part, _fresh_folder(m, root)) for m in FRESH})
     return found
 

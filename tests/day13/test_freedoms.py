@@ -57,7 +57,7 @@ def test_every_freedom_is_taken_by_some_combination_or_alone():
 
 def _grade(patched, tmp_path: Path):
     folder = mutants.write_patched(patched, SOLUTIONS, tmp_path / "sub")
-    return folder, killrate.grade(folder, patched.id)
+    return folder, killrate.grade(folder, patched.id, lesson=DAY13)
 
 
 def test_a_feed_forward_with_named_layers_gets_full_block_marks(tmp_path):
@@ -84,8 +84,8 @@ def test_a_positional_table_that_leaks_float64_loses_positional_points_hidden_an
     """A float32 x must come back float32. The executor used to cast the student's module to the call's
     dtype before forward, repairing this bug before judging it; the visible tests did not look."""
     folder, result = _grade(LEAK, tmp_path)
-    full = killrate.full_marks()
-    scores = result.component_scores()
+    full = killrate.full_marks(lesson=DAY13)
+    scores = result.component_scores(DAY13.components)
     assert {c: scores[c] for c in full if scores[c] != full[c]}.keys() == {"positional"}
     failed = {t.name: t.output for t in result.tests if t.status != "passed" and t.component in full}
     assert set(failed) == {"positional.module_forward"}, failed
@@ -167,7 +167,7 @@ def test_a_feed_forward_class_of_ones_own_costs_the_structure_test_hidden_and_vi
     """The contract asks for an nn.Sequential, and the visible tests look at its layers in order: the hidden
     structure test says so too (it once gave such a block full marks while the visible tests failed it)."""
     folder, result = _grade(OWN_FFN, tmp_path)
-    failed = {t.name: t.output for t in result.tests if t.status != "passed" and t.component in killrate.full_marks()}
+    failed = {t.name: t.output for t in result.tests if t.status != "passed" and t.component in killrate.full_marks(lesson=DAY13)}
     assert set(failed) == {"block.attributes"}, failed
     assert "FeedForward" in failed["block.attributes"]
     visible = visible_parts(folder, tmp_path / "visible")

@@ -27,7 +27,7 @@ def _grade(tmp_path, file: str, cheat: str) -> dict:
     folder = tmp_path / "sub"
     shutil.copytree(SOLUTIONS, folder, ignore=shutil.ignore_patterns("__pycache__"))
     (folder / file).write_text((CHEATS / cheat).read_text())
-    return killrate.grade(folder, cheat, lesson=LESSON).component_scores()
+    return killrate.grade(folder, cheat, lesson=LESSON).component_scores(LESSON.components)
 
 
 def _never_reacting(tmp_path) -> float:
@@ -36,7 +36,7 @@ def _never_reacting(tmp_path) -> float:
     folder = tmp_path / "never"
     shutil.copytree(SOLUTIONS, folder, ignore=shutil.ignore_patterns("__pycache__"))
     (folder / "self_attention.py").write_text(text)
-    return killrate.grade(folder, "never", lesson=LESSON).component_scores()["self_attention"]
+    return killrate.grade(folder, "never", lesson=LESSON).component_scores(LESSON.components)["self_attention"]
 
 
 def test_attention_that_reacts_only_on_the_probes_shape_scores_like_uniform_attention(tmp_path):
@@ -65,7 +65,7 @@ def test_attention_that_answers_a_call_by_what_it_saw_before_fails_the_consisten
     tests = {t.name: t for t in result.tests}
     assert "answered the same call differently" in tests["self_attention.sdpa_properties"].output
     assert tests["self_attention.sdpa_masks"].status == "failed"
-    assert result.component_scores()["self_attention"] <= 7  # never reacting: 3; + 4 for answers equal to the reference's
+    assert result.component_scores(LESSON.components)["self_attention"] <= 7  # never reacting: 3; + 4 for answers equal to the reference's
 
 
 def test_the_seed_changes_the_probes_not_the_grade_of_correct_code(tmp_path):

@@ -28,18 +28,18 @@ STUBS = ROOT / "assignments" / "day13"
 CODE = load_lesson("day13").modules
 
 DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
-CATALOGUE = killrate.catalogue()
+CATALOGUE = killrate.catalogue(lesson=DAY13)
 BUG_IDS = [b.id for b in CATALOGUE.bugs]
-VARIANTS = killrate.variants()
+VARIANTS = killrate.variants(lesson=DAY13)
 
 
 @lru_cache(maxsize=None)
 def verdict(bug_id: str) -> killrate.MutantVerdict:
-    return killrate.judge_mutant(CATALOGUE.by_id[bug_id])
+    return killrate.judge_mutant(CATALOGUE.by_id[bug_id], lesson=DAY13)
 
 
 def code_scores(result) -> dict:
-    scores = result.component_scores()
+    scores = result.component_scores(DAY13.components)
     return {c: scores[c] for c in CODE}
 
 
@@ -82,7 +82,7 @@ def test_every_entry_names_a_real_test_and_has_a_hint_and_no_hint_is_orphaned():
 def test_mutant_loses_points_in_its_own_component_only_and_gets_its_hint(bug_id):
     v = verdict(bug_id)
     assert v.killed, f"{bug_id}: {v.reason}; failed: {v.failed}"
-    full = killrate.full_marks()
+    full = killrate.full_marks(lesson=DAY13)
     assert v.scores[v.bug.component] < full[v.bug.component]
     for c in CODE:
         if c != v.bug.component:
@@ -90,7 +90,7 @@ def test_mutant_loses_points_in_its_own_component_only_and_gets_its_hint(bug_id)
 
 
 def test_feedback_of_a_mutant_shows_expected_got_hint_and_evidence():
-    result = killrate.grade(CATALOGUE.mutant_dir("sa.no_scale"), "sa.no_scale")
+    result = killrate.grade(CATALOGUE.mutant_dir("sa.no_scale"), "sa.no_scale", lesson=DAY13)
     failed = {t.name: t for t in result.tests if t.status == "failed"}
     worked = failed["self_attention.worked_values"]
     hint = DAY13.rubric()["hints"]["sa.no_scale"]["text"]
@@ -102,7 +102,7 @@ def test_feedback_of_a_mutant_shows_expected_got_hint_and_evidence():
 
 
 def test_large_arrays_are_summarised_with_the_worst_index():
-    result = killrate.grade(CATALOGUE.mutant_dir("pe.base_1000"), "pe.base_1000")
+    result = killrate.grade(CATALOGUE.mutant_dir("pe.base_1000"), "pe.base_1000", lesson=DAY13)
     table = next(t for t in result.tests if t.name == "positional.table_reference")
     assert "largest error" in table.output and "at index (" in table.output
 
@@ -114,11 +114,11 @@ def test_there_are_at_least_eight_correct_variants():
 
 @pytest.mark.parametrize("folder", VARIANTS, ids=[v.name for v in VARIANTS])
 def test_correct_variant_gets_full_marks_on_every_code_test(folder):
-    assert killrate.false_failures(folder) == []
+    assert killrate.false_failures(folder, lesson=DAY13) == []
 
 
 def test_tolerances_sit_well_above_the_measured_spread_of_correct_variants():
-    spread = killrate.measure_spread()
+    spread = killrate.measure_spread(lesson=DAY13)
     limits = {"outputs float32": tolerances.values("float32").atol, "outputs float64": tolerances.values("float64").atol,
               "gradients float32": tolerances.grads("float32").atol, "positional float32": tolerances.PE_TABLE.atol}
     for kind, limit in limits.items():
@@ -128,8 +128,8 @@ def test_tolerances_sit_well_above_the_measured_spread_of_correct_variants():
 
 # -- reference, stubs, determinism ------------------------------------------------------------------
 def test_reference_gets_every_code_point():
-    result = killrate.grade(SOLUTIONS, "reference")
-    assert code_scores(result) == killrate.full_marks()
+    result = killrate.grade(SOLUTIONS, "reference", lesson=DAY13)
+    assert code_scores(result) == killrate.full_marks(lesson=DAY13)
     assert all(t.status == "passed" for t in result.tests)
     assert result.status == "ok" and result.evidence == {}
 
@@ -137,14 +137,14 @@ def test_reference_gets_every_code_point():
 def test_stubs_get_zero_code_points():
     if not (STUBS / "self_attention.py").exists():
         pytest.skip("assignments/day13 has not been generated yet (python -m grader stubs)")
-    result = killrate.grade(STUBS, "stubs")
+    result = killrate.grade(STUBS, "stubs", lesson=DAY13)
     assert sum(code_scores(result).values()) == 0
     assert any("NotImplementedError" in t.output for t in result.tests)
 
 
 def test_grading_twice_gives_identical_results():
     def once(folder):
-        r = killrate.grade(folder, "twice")
+        r = killrate.grade(folder, "twice", lesson=DAY13)
         return json.dumps([t.to_json() for t in r.tests], sort_keys=True), json.dumps(r.evidence), r.status
 
     for folder in (CATALOGUE.mutant_dir("mh.interleaved_heads"), CATALOGUE.mutant_dir("sa.biased_projections"),
@@ -176,15 +176,15 @@ def _copy_reference(tmp_path) -> Path:
 def test_a_file_that_fails_to_import_costs_only_its_own_tests(tmp_path):
     sub = _copy_reference(tmp_path)
     (sub / "multihead.py").write_text("class MultiHeadAttention(:\n")
-    result = killrate.grade(sub, "broken")
-    full = killrate.full_marks()
+    result = killrate.grade(sub, "broken", lesson=DAY13)
+    full = killrate.full_marks(lesson=DAY13)
     assert code_scores(result) == {**full, "multihead": 0.0}
     assert result.status == "import-error: multihead.py"
     assert all("SyntaxError" in t.output for t in result.tests if t.component == "multihead")
 
     (sub / "multihead.py").write_text((SOLUTIONS / "multihead.py").read_text())
     (sub / "self_attention.py").write_text("raise RuntimeError('half-written file')\n")
-    result = killrate.grade(sub, "broken2")
+    result = killrate.grade(sub, "broken2", lesson=DAY13)
     assert code_scores(result) == {**full, "self_attention": 0.0}
 
 
@@ -195,8 +195,8 @@ def test_forbidden_call_costs_that_part_with_a_reason_and_nothing_else(tmp_path)
                         "        self.attn = MultiHeadAttention(d_model, n_heads)\n"
                         "        self.spare = nn.MultiheadAttention(d_model, n_heads)\n")
     (sub / "block.py").write_text(text)
-    result = killrate.grade(sub, "forbidden")
-    assert code_scores(result) == {**killrate.full_marks(), "block": 0.0}
+    result = killrate.grade(sub, "forbidden", lesson=DAY13)
+    assert code_scores(result) == {**killrate.full_marks(lesson=DAY13), "block": 0.0}
     block = [t for t in result.tests if t.component == "block"]
     assert all("MultiheadAttention" in t.output and "point of Day 13" in t.output for t in block)
 
@@ -282,7 +282,7 @@ def test_grade_submission_accepts_any_transport_with_call():
 
     result = score.grade_submission(lesson=DAY13, name="x", directory=SOLUTIONS, transport=Recording())
     assert {"function", "module", "inspect"} <= set(calls)
-    assert code_scores(result) == killrate.full_marks()
+    assert code_scores(result) == killrate.full_marks(lesson=DAY13)
 
 
 def test_a_transport_timeout_becomes_a_failed_test_with_the_reason():
@@ -295,7 +295,7 @@ def test_a_transport_timeout_becomes_a_failed_test_with_the_reason():
     hanging = Hanging()
     hanging.inner = InProcessTransport(SOLUTIONS, lesson=DAY13)
     result = killrate._no_deliverables(lambda: score.grade_submission(lesson=DAY13, name="t", directory=SOLUTIONS, transport=hanging))
-    assert code_scores(result) == {**killrate.full_marks(), "positional": 0.0}
+    assert code_scores(result) == {**killrate.full_marks(lesson=DAY13), "positional": 0.0}
     assert all("Timeout" in t.output for t in result.tests if t.component == "positional")
 
 
@@ -309,8 +309,8 @@ def test_forbidden_use_hidden_in_a_helper_module_is_caught_at_run_time(tmp_path)
         "    out = attend(Q, K, V) if mask is None else weights @ V\n")
     (sub / "self_attention.py").write_text(text)
     assert score.static_forbidden(sub, lesson=DAY13) == {"helpers.py": {"scaled_dot_product_attention"}}
-    result = killrate.grade(sub, "helper")
-    assert code_scores(result) == {**killrate.full_marks(), "self_attention": 0.0}
+    result = killrate.grade(sub, "helper", lesson=DAY13)
+    assert code_scores(result) == {**killrate.full_marks(lesson=DAY13), "self_attention": 0.0}
 
 
 def test_a_float32_detour_inside_a_float64_call_is_not_a_wrong_answer(tmp_path):
@@ -318,14 +318,14 @@ def test_a_float32_detour_inside_a_float64_call_is_not_a_wrong_answer(tmp_path):
     text = (sub / "self_attention.py").read_text().replace(
         "    d_k = Q.size(-1)\n", "    d_k = Q.size(-1)\n    Q, K, V = Q.float(), K.float(), V.float()\n")
     (sub / "self_attention.py").write_text(text)
-    assert killrate.false_failures(sub) == []
+    assert killrate.false_failures(sub, lesson=DAY13) == []
 
 
 def test_killrate_command_prints_its_three_figures(monkeypatch, capsys):
     monkeypatch.setattr(CATALOGUE, "bugs", (CATALOGUE.by_id["sa.no_scale"], CATALOGUE.by_id["blk.relu"]))
     monkeypatch.setattr(killrate, "variants", lambda **_: VARIANTS[:1])
     monkeypatch.setattr(killrate, "skeletons", lambda **_: ["pe_zeros", "whole_uniform"])
-    assert killrate.main() == 0
+    assert killrate.main(lesson=DAY13) == 0
     out = capsys.readouterr().out
     assert "Kill rate: 2/2 = 100.0%" in out
     assert f"False failures: 0 of {len(DAY13.hidden_tests)} code tests on 1 correct implementations" in out
@@ -334,7 +334,7 @@ def test_killrate_command_prints_its_three_figures(monkeypatch, capsys):
 
 def test_every_mutant_that_changes_numbers_lands_far_outside_its_tolerance():
     for bug in CATALOGUE.bugs:
-        effect = killrate.mutant_effect(bug)
+        effect = killrate.mutant_effect(bug, lesson=DAY13)
         if effect < 1e-6:
             continue  # caught by an error, a missing gradient, a dtype or forbidden use (see the kill tests)
         limit = tolerances.PE_TABLE.atol if bug.component == "positional" else tolerances.values("float32").atol

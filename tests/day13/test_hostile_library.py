@@ -18,6 +18,9 @@ from engine_helpers import CODE_PARTS, components, make_submission, text_of, uid
 
 from grader.running import grade as run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
+from grader.lesson import load_lesson  # noqa: E402
+
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 
 HOSTILE = Path(__file__).resolve().parents[1] / "fixtures" / "hostile_library"
 CODE = CODE_PARTS
@@ -135,8 +138,8 @@ def test_the_stand_ins_implement_no_part_the_policy_leaves_out(tmp_path):
     (folder / "self_attention.py").write_text(source + "\nSelfAttention = StandInSelfAttention\n")
     (folder / "multihead.py").write_text(source + "\nMultiHeadAttention = StandInAttention\n")
     (folder / "positional.py").write_text(source)  # its positional_encoding, and no PositionalEncoding
-    scores = killrate.grade(folder, "standins").component_scores()
-    full = killrate.full_marks()
+    scores = killrate.grade(folder, "standins", lesson=DAY13).component_scores(DAY13.components)
+    full = killrate.full_marks(lesson=DAY13)
     earned = {c for c in ("self_attention", "multihead", "positional") if scores[c] > 0}
     listed = {graded.split(".")[0] for names in load_policy(load_lesson("day13").forbidden_path)["standins"]["implements"].values() for graded in names}
     assert earned == {"self_attention", "positional"} and earned <= listed

@@ -7,6 +7,7 @@ answers; they count only when the student's own function reacts to its input (ch
 skeleton is graded beside honest work: the reference, the correct variants and every catalogue
 mutant, whose points the gates must not change.
 """
+import functools
 import json
 import os
 import sys
@@ -31,9 +32,10 @@ from grader.sandbox import SandboxConfig  # noqa: E402
 
 torch.set_num_threads(1)
 
-CASES = killrate.skeletons()
-PART_OF = load_lesson("day13").skeleton_parts
-CATALOGUE = killrate.catalogue()
+DAY13 = load_lesson("day13")
+CASES = killrate.skeletons(lesson=DAY13)
+PART_OF = DAY13.skeleton_parts
+CATALOGUE = killrate.catalogue(lesson=DAY13)
 CODE = load_lesson("day13").modules
 CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(3))
 GATE = "these points need code that computes the answer"
@@ -44,11 +46,11 @@ GATED = {"self_attention.sdpa_masks", "self_attention.sdpa_properties", "self_at
 
 
 def rubric() -> dict:
-    return score.load_rubric()
+    return DAY13.rubric()
 
 
-structure_tests = killrate.structure_points
-build = killrate.build_skeleton
+structure_tests = functools.partial(killrate.structure_points, lesson=DAY13)
+build = functools.partial(killrate.build_skeleton, lesson=DAY13)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +60,7 @@ def graded(tmp_path_factory):
 
     def grade(case: str):
         if case not in done:
-            done[case] = killrate.grade(build(case, root / case), case)
+            done[case] = killrate.grade(build(case, root / case), case, lesson=DAY13)
         return done[case]
     return grade
 
@@ -91,10 +93,10 @@ def test_every_part_has_skeletons_and_there_are_whole_submission_skeletons():
 def test_a_part_skeleton_gets_only_that_parts_structure_points(graded, case):
     part = PART_OF[case.split("_")[0]]
     result = graded(case)
-    scores = result.component_scores()
+    scores = result.component_scores(DAY13.components)
     for c in CODE:
         if c != part:
-            assert scores[c] == killrate.full_marks()[c], (case, c)
+            assert scores[c] == killrate.full_marks(lesson=DAY13)[c], (case, c)
     mine = {t.name for t in result.tests if t.component == part}
     assert passed(result) & mine <= set(structure_tests(part)), (case, passed(result) & mine)
     assert scores[part] <= sum(structure_tests(part).values())
@@ -137,16 +139,16 @@ def test_without_the_gates_skeletons_would_score_again(monkeypatch, tmp_path):
     # The gates are what withholds the points: switched off, the same skeletons pass property tests.
     _without_gates(monkeypatch)
     for case in ("whole_uniform", "whole_inputs", "whole_random"):
-        result = killrate.grade(build(case, tmp_path / case), case)
+        result = killrate.grade(build(case, tmp_path / case), case, lesson=DAY13)
         assert code_total(result) >= 30, case
 
 
 # -- honest work keeps what it had -------------------------------------------------------------
 def _verdicts(folder: Path) -> dict:
     """rubric id -> passed, for every hidden test run on `folder` (no catalogue replay: only pass or fail)."""
-    student, reference = Adapter(InProcessTransport(folder, lesson=load_lesson("day13"))), score.reference_adapter()
+    student, reference = Adapter(InProcessTransport(folder, lesson=DAY13)), DAY13.reference
     verdicts = {}
-    for component, test_id, fn in score.hidden_tests():
+    for component, test_id, fn in DAY13.hidden_tests:
         try:
             fn(student, reference)
             verdicts[f"{component}.{test_id}"] = True
@@ -156,7 +158,7 @@ def _verdicts(folder: Path) -> dict:
 
 
 def test_the_gates_cost_no_catalogue_mutant_or_correct_variant_a_point(monkeypatch):
-    folders = [CATALOGUE.mutant_dir(b.id) for b in CATALOGUE.bugs] + killrate.variants() + [REFERENCE]
+    folders = [CATALOGUE.mutant_dir(b.id) for b in CATALOGUE.bugs] + killrate.variants(lesson=DAY13) + [REFERENCE]
     gated = {f.name: _verdicts(f) for f in folders}
     _without_gates(monkeypatch)
     assert {f.name: _verdicts(f) for f in folders} == gated
@@ -165,7 +167,7 @@ def test_the_gates_cost_no_catalogue_mutant_or_correct_variant_a_point(monkeypat
 def test_a_real_but_buggy_attention_keeps_its_self_consistency_points(tmp_path):
     # sa.no_scale: its own weights are wrong but real, so SelfAttention wired to them passes the
     # module tests and its masks are judged against its own weights.
-    result = killrate.grade(CATALOGUE.mutant_dir("sa.no_scale"), "no_scale")
+    result = killrate.grade(CATALOGUE.mutant_dir("sa.no_scale"), "no_scale", lesson=DAY13)
     got = passed(result)
     for test in ("sdpa_masks", "sdpa_properties", "module_worked_values", "module_reference", "module_gradients"):
         assert f"self_attention.{test}" in got, test
@@ -181,7 +183,7 @@ def test_skeletons_graded_by_the_engine_score_as_in_process(graded, tmp_path):
     assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG) == 0
     records = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/record.json")}
     assert set(records) == {"aaa_reference", *CASES}
-    full = sum(killrate.full_marks().values())
+    full = sum(killrate.full_marks(lesson=DAY13).values())
     assert sum(t["score"] for t in records["aaa_reference"]["tests"] if t["component"] in CODE) == full
     for case in CASES:
         engine = {t["name"]: t["score"] for t in records[case]["tests"] if t["component"] in CODE}

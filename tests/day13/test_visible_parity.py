@@ -18,27 +18,30 @@ from grader.admin import killrate
 
 from grader.judging import mutants
 from grader.day13 import freedoms
+from grader.lesson import load_lesson
+
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from visible_run import PARTS, visible_parts  # noqa: E402
 
 
 def _hidden_parts(folder: Path, name: str) -> dict[str, bool]:
-    full = killrate.full_marks()
-    scores = killrate.grade(folder, name).component_scores()
+    full = killrate.full_marks(lesson=DAY13)
+    scores = killrate.grade(folder, name, lesson=DAY13).component_scores(DAY13.components)
     return {part: scores[part] == full[part] for part in PARTS}
 
 
 def _freedom_variants(root: Path) -> dict[str, Path]:
     """One submission per freedom of the contract, and one per combination (grader/day13/freedoms.py)."""
     made = list(freedoms.FREEDOMS) + [freedoms.combined(ids) for ids in freedoms.COMBINATIONS]
-    return {f"freedom/{f.id}": mutants.write_patched(f, killrate.catalogue().solutions, root / f"freedom{i}")
+    return {f"freedom/{f.id}": mutants.write_patched(f, killrate.catalogue(lesson=DAY13).solutions, root / f"freedom{i}")
             for i, f in enumerate(made)}
 
 
 def _cases(root: Path) -> dict[str, Path]:
-    cases = {bug.id: killrate.catalogue().mutant_dir(bug.id) for bug in killrate.catalogue().bugs if not bug.forbidden}
-    cases.update({f"correct/{p.name}": p for p in killrate.variants()})
+    cases = {bug.id: killrate.catalogue(lesson=DAY13).mutant_dir(bug.id) for bug in killrate.catalogue(lesson=DAY13).bugs if not bug.forbidden}
+    cases.update({f"correct/{p.name}": p for p in killrate.variants(lesson=DAY13)})
     cases.update(_freedom_variants(root))
     return cases
 

@@ -21,18 +21,15 @@ ENTRY_FOLDERS = ("devtools/",)
 CEILING = {
     "__main__.py": 1,
     "admin/export.py": 1,
-    "admin/killrate.py": 1,
     "admin/regrade.py": 1,
     "admin/similarity.py": 2,
     "day13/visible_fingerprints.py": 1,
     "intake/submissions.py": 1,
-    "judging/score.py": 1,
     "judging/totals.py": 1,  # was hidden behind results/feedback.rubric_path(); now said
     "release/nbgrader_autograde.py": 1,
     "release/notebook.py": 2,
     "release/student_release.py": 2,
     "results/feedback.py": 1,
-    "results/records.py": 1,
     "running/deliverables_process.py": 2,
     "running/forbidden.py": 1,
     "running/grade.py": 1,

@@ -12,12 +12,15 @@ from pathlib import Path
 import pytest
 
 from grader.intake import collect
+from grader.lesson import load_lesson
 
 from grader.intake import submissions as intake
 
 JAN = "2026-01-10T12:00:00+00:00"
 FEB = "2026-02-10T12:00:00+00:00"
 MAR = "2026-03-10T12:00:00+00:00"
+TOY = Path(__file__).resolve().parents[1] / "fixtures" / "lessons" / "toy"
+LESSON = load_lesson(str(TOY))  # the lesson value collect is given (its rubric has no late policy)
 
 
 def git(*args, cwd, date=None):
@@ -73,7 +76,7 @@ def test_takes_the_last_commit_before_the_deadline(repos, tmp_path):
     roster = tmp_path / "roster.txt"
     roster.write_text(f"# week 1\nalice {repos['alice'].bare}\n{repos['bob'].bare}   # bob, named from the URL\n")
     out = tmp_path / "submissions"
-    assert collect.main(roster=str(roster), out=str(out), deadline=FEB) == 0
+    assert collect.main(roster=str(roster), out=str(out), deadline=FEB, lesson=LESSON) == 0
     assert (out / "alice" / "model.py").read_text() == "# v1\n"
     assert (out / "course-bob" / "layers.py").read_text() == "# bob\n"
     rows = manifest(out)
@@ -89,11 +92,11 @@ def test_without_deadline_takes_the_newest_and_a_rerun_updates(repos, tmp_path):
     roster = tmp_path / "roster.txt"
     roster.write_text(f"alice {repos['alice'].bare}\n")
     out = tmp_path / "out"
-    assert collect.main(roster=str(roster), out=str(out)) == 0
+    assert collect.main(roster=str(roster), out=str(out), lesson=LESSON) == 0
     assert manifest(out)["alice"]["commit"] == repos["alice_mar"]
     assert (out / "alice" / "notes.txt").exists()
     newest = repos["alice"].commit("2026-04-01T09:00:00+00:00", {"notes.txt": None, "extra.py": "# b\n"})
-    assert collect.main(roster=str(roster), out=str(out)) == 0
+    assert collect.main(roster=str(roster), out=str(out), lesson=LESSON) == 0
     assert manifest(out)["alice"]["commit"] == newest
     assert not (out / "alice" / "notes.txt").exists(), "a file deleted upstream must leave the snapshot"
     assert (out / "alice" / "extra.py").exists()
@@ -103,7 +106,7 @@ def test_no_commit_before_the_deadline_leaves_no_folder(repos, tmp_path):
     roster = tmp_path / "roster.txt"
     roster.write_text(f"alice {repos['alice'].bare}\n")
     out = tmp_path / "out"
-    assert collect.main(roster=str(roster), out=str(out), deadline="2025-12-31") == 0
+    assert collect.main(roster=str(roster), out=str(out), deadline="2025-12-31", lesson=LESSON) == 0
     assert not (out / "alice").exists()
     assert manifest(out)["alice"]["status"] == "no commit before the deadline"
 
@@ -112,7 +115,7 @@ def test_unreadable_repository_is_reported_and_the_others_collected(repos, tmp_p
     roster = tmp_path / "roster.txt"
     roster.write_text(f"ghost {tmp_path / 'missing.git'}\nalice {repos['alice'].bare}\n")
     out = tmp_path / "out"
-    assert collect.main(roster=str(roster), out=str(out), deadline=FEB) == 1
+    assert collect.main(roster=str(roster), out=str(out), deadline=FEB, lesson=LESSON) == 1
     rows = manifest(out)
     assert rows["ghost"]["status"].startswith("error: ") and len(rows["ghost"]["status"]) > 10
     assert rows["alice"]["status"] == "ok"
@@ -128,7 +131,7 @@ def test_classroom_export(repos, tmp_path):
         f"week1,x,y,bob-gh,bob@uni,week1-bob-gh,{repos['bob'].bare},2026-01-10 12:00:00 UTC,0,100\n"
         "week1,x,y,,carol@uni,,,,0,100\n", encoding="utf-8")
     out = tmp_path / "out"
-    assert collect.main(roster=str(export), out=str(out), deadline=FEB) == 0
+    assert collect.main(roster=str(export), out=str(out), deadline=FEB, lesson=LESSON) == 0
     rows = manifest(out)
     assert rows["alice-gh"]["commit"] == repos["alice_jan"]
     assert rows["bob-gh"]["commit"] == repos["bob_jan"]
@@ -144,7 +147,7 @@ def test_symlinks_are_not_exported(tmp_path):
     roster = tmp_path / "roster.txt"
     roster.write_text(f"sneaky {repo.bare}\n")
     out = tmp_path / "out"
-    assert collect.main(roster=str(roster), out=str(out)) == 0
+    assert collect.main(roster=str(roster), out=str(out), lesson=LESSON) == 0
     assert (out / "sneaky" / "model.py").exists()
     assert not os.path.lexists(out / "sneaky" / "stolen.txt")
     assert "stolen.txt (not a regular file)" in manifest(out)["sneaky"]["status"]
@@ -165,7 +168,7 @@ def test_bad_input_exits_2_with_a_reason(tmp_path, capsys, bad, message):
         message = "expected 'URL', 'NAME URL' or 'NAME URL DEADLINE'"
     else:
         roster.write_text("alice /nowhere.git\n")
-    assert collect.main(roster=str(roster), out=str(tmp_path / "out"), deadline=bad) == 2
+    assert collect.main(roster=str(roster), out=str(tmp_path / "out"), deadline=bad, lesson=LESSON) == 2
     assert message in capsys.readouterr().err
 
 
@@ -190,7 +193,7 @@ def test_a_snapshot_keeps_every_file_and_dates_each_notebook_by_its_last_commit(
     roster = tmp_path / "roster.txt"
     roster.write_text(f"nb {repo.bare}\n")
     out = tmp_path / "out"
-    assert collect.main(roster=str(roster), out=str(out)) == 0
+    assert collect.main(roster=str(roster), out=str(out), lesson=LESSON) == 0
     folder = out / "nb"
     assert {f"{m}.py" for m in toy.modules} <= {p.name for p in folder.iterdir()}
     assert (folder / toy.notebook).stat().st_mtime > (folder / "final.ipynb").stat().st_mtime
@@ -210,7 +213,7 @@ def test_never_collects_into_a_folder_it_did_not_make(repos, tmp_path, capsys):
     (out / "alice" / "precious.txt").write_text("keep\n")
     roster = tmp_path / "roster.txt"
     roster.write_text(f"alice {repos['alice'].bare}\n")
-    assert collect.main(roster=str(roster), out=str(out)) == 2
+    assert collect.main(roster=str(roster), out=str(out), lesson=LESSON) == 2
     assert (out / "alice" / "precious.txt").read_text() == "keep\n"
     assert "collect into a new or empty folder" in capsys.readouterr().err
 
@@ -265,7 +268,8 @@ def _collect_limited(roster: Path, out: Path) -> tuple[int, str, int]:
     script = ("import resource, sys\n"
               "resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))\n"
               "from grader.intake import collect\n"
-              f"code = collect.main(roster={str(roster)!r}, out={str(out)!r})\n"
+              "from grader.lesson import load_lesson\n"
+              f"code = collect.main(roster={str(roster)!r}, out={str(out)!r}, lesson=load_lesson({str(TOY)!r}))\n"
               # ru_maxrss of this process would carry the peak of the pytest process it was forked
               # from across exec; VmHWM belongs to this image alone. Children are the gits it ran.
               "hwm = next(int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM'))\n"
@@ -304,7 +308,7 @@ def test_a_bomb_that_replaces_a_good_snapshot_leaves_no_old_files(repos, tmp_pat
     roster = tmp_path / "roster.txt"
     roster.write_text(f"alice {repos['alice'].bare}\n")
     out = tmp_path / "out"
-    assert collect.main(roster=str(roster), out=str(out)) == 0
+    assert collect.main(roster=str(roster), out=str(out), lesson=LESSON) == 0
     bomb = _tree_bomb(tmp_path, "bomb", fanout=10, levels=6)
     git("push", "--quiet", "--force", str(repos["alice"].bare), "refs/heads/main:refs/heads/main", cwd=bomb)
     code, printed, _ = _collect_limited(roster, out)
@@ -326,10 +330,10 @@ def test_a_collect_that_stopped_half_way_can_run_again_into_the_same_folder(repo
 
     monkeypatch.setattr(collect, "collect_one", dies_on_bob)
     with pytest.raises(KeyboardInterrupt):
-        collect.main(roster=str(roster), out=str(out))
+        collect.main(roster=str(roster), out=str(out), lesson=LESSON)
     assert (out / "alice").is_dir() and not (out / "bob").exists()
     monkeypatch.setattr(collect, "collect_one", real)
-    assert collect.main(roster=str(roster), out=str(out)) == 0
+    assert collect.main(roster=str(roster), out=str(out), lesson=LESSON) == 0
     assert {r["name"]: r["status"] for r in manifest(out).values()} == {"alice": "ok", "bob": "ok"}
 
 
@@ -345,7 +349,7 @@ def test_one_repository_failing_unexpectedly_does_not_stop_the_others(repos, tmp
 
     monkeypatch.setattr(collect, "_export", broken_for_alice)
     out = tmp_path / "out"
-    assert collect.main(roster=str(roster), out=str(out)) == 1
+    assert collect.main(roster=str(roster), out=str(out), lesson=LESSON) == 1
     rows = manifest(out)
     assert rows["alice"]["status"] == "error: OSError: disk trouble" and rows["bob"]["status"] == "ok"
 

@@ -29,11 +29,12 @@ from grader.running import grade as run
 from grader.judging import score
 
 from grader.release import stubs  # noqa: E402
+from grader.lesson import load_lesson  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
-LESSON = notebook.LESSON
+LESSON = load_lesson("day13")  # the lesson value these tests pass to each stage
 CONFIG = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(5))
 needs_jupyter = pytest.mark.skipif(shutil.which("jupyter-nbconvert", path=str(VENV_BIN)) is None
                                    or shutil.which("nbgrader", path=str(VENV_BIN)) is None,
@@ -63,7 +64,7 @@ def _cells(nb, kind):
 def _catalogue():
     from grader.admin import killrate  # the lesson's catalogue, as the kill rate reads it
 
-    return killrate.catalogue()
+    return killrate.catalogue(lesson=LESSON)
 
 
 def test_component_points_sums_each_component(tmp_path):
@@ -154,7 +155,7 @@ def test_source_notebook_has_one_autograded_cell_per_hidden_test(source_nb, rubr
     assert sorted(solutions) == sorted(f"solution_{m}" for m in notebook.MODULES)
     hidden = {notebook.hidden_test_of(c.source): c for c in graded.values() if notebook.hidden_test_of(c.source)}
     visible = {gid: c for gid, c in graded.items() if notebook.hidden_test_of(c.source) is None}
-    engine = {f"{component}.{test_id}" for component, test_id, _ in score.hidden_tests()}
+    engine = {f"{component}.{test_id}" for component, test_id, _ in LESSON.hidden_tests}
     table = notebook.read_rubric(rubric)
     assert set(hidden) == {rid for rid in engine if rid.split(".")[1] in table[rid.split(".")[0]]}
     for rid, cell in hidden.items():
@@ -347,7 +348,7 @@ def test_nbgrader_autograde_gives_the_points_grader_grade_gives(tmp_path, source
     from grader.admin import killrate
 
     catalogue = _catalogue()
-    variants = {f"variant_{path.name}": path for path in killrate.variants() if path.name in NBGRADER_VARIANTS}
+    variants = {f"variant_{path.name}": path for path in killrate.variants(lesson=LESSON) if path.name in NBGRADER_VARIANTS}
     assert len(variants) == len(NBGRADER_VARIANTS), "the catalogue's correct variants named here exist"
     cases = {"reference": notebook.SOLUTIONS, "blank": None, **variants,
              **{bug.replace(".", "_"): catalogue.mutant_dir(bug) for bug in NBGRADER_MUTANTS}}

@@ -54,7 +54,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
     'test_release.py': (5, 'the release of a real lesson; to move its lesson-specific tests and convert the rest'),
     'test_review.py': (5, "the review page over a real lesson's records; to convert (document work in flight)"),
     'test_review_browser.py': (1, "the review page in a browser over a real lesson's class; to convert (document work in flight)"),
-    'test_run.py': (5, "grading runs over a real lesson's reference; to convert to the toy"),
     'test_sandbox.py': (6, "the sandbox runs a real lesson's calls; to convert to the toy"),
     'test_scan.py': (6, "the forbidden scan with a real lesson's policy; to convert (being edited for lesson=)"),
     'test_second_lesson.py': (1, "checks the toy's package and release differ from a real lesson's: names it by design"),

@@ -14,25 +14,33 @@ import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import (KIT, REFERENCE, descendants, in_kit_view, make_submission, processes_of, settled,  # noqa: E402
-                            uid_base_for_tests)
+import engine_helpers  # noqa: E402
+from engine_helpers import KIT, TOY, descendants, in_kit_view, processes_of, settled, uid_base_for_tests  # noqa: E402
 
 from grader.running import grade as run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
 from grader.lesson import load_lesson  # noqa: E402
 
-DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
+LESSON = load_lesson(str(TOY))  # the lesson value these tests pass to each stage: the toy's
+REFERENCE = LESSON.solutions
+# The toy's two parts: `activations` (softmax), and `classifier`, graded over the grader's softmax.
+FULL = {part: LESSON.points[part] for part in LESSON.modules}
 
 CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(2))
 UIDS = range(CONFIG.uid_base, CONFIG.uid_base + 4)
-COLUMNS = "submission,total,max_total,self_attention,multihead,positional,block,deliverables,status,source,overrides,late_days,penalty"
+COLUMNS = "submission,total,max_total,activations,classifier,status,source,overrides,late_days,penalty"
+
+
+def make_submission(folder: Path, files: dict[str, str] | None = None, *, reference: bool = True) -> Path:
+    return engine_helpers.make_submission(folder, files, reference=reference, solutions=REFERENCE)
 
 
 def small_class(root: Path) -> Path:
     subs = root / "subs"
     make_submission(subs / "alice")
-    make_submission(subs / "bob", {"positional.py": "raise ImportError('bob broke it')\n"})
+    # bob's softmax does not import: the classifier, graded over the grader's softmax, keeps its points.
+    make_submission(subs / "bob", {"activations.py": "raise ImportError('bob broke it')\n"})
     make_submission(subs / "carol", reference=False)  # empty: every part missing
     with zipfile.ZipFile(subs / "dan.zip", "w") as z:
         for f in REFERENCE.glob("*.py"):
@@ -42,9 +50,9 @@ def small_class(root: Path) -> Path:
 
 def notebook_of_reference(path: Path) -> None:
     cells = ["%matplotlib inline\n!pip install torch"]
-    for name in ("self_attention", "positional", "multihead", "block"):
+    for name in LESSON.modules:
         src = (REFERENCE / f"{name}.py").read_text()
-        cells.append("\n".join(l for l in src.splitlines() if not l.startswith(("from multihead", "from self_att"))))
+        cells.append("\n".join(l for l in src.splitlines() if not l.startswith(tuple(f"from {m} " for m in LESSON.modules))))
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
     nbformat.write(nb, str(path))
@@ -65,11 +73,11 @@ def no_leftovers():
 
 @pytest.fixture(scope="module")
 def graded():
-    root = Path(tempfile.mkdtemp(prefix="day13-run-"))
+    root = Path(tempfile.mkdtemp(prefix="kit-run-"))
     subs = small_class(root)
     notebook_of_reference(subs / "erin.ipynb")
     out = root / "out"
-    code = run.main(submissions=subs, out=out, jobs=2, config=CONFIG)
+    code = run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=LESSON)
     yield root, subs, out, code
     shutil.rmtree(root, ignore_errors=True)
 
@@ -93,7 +101,7 @@ def test_faults_cost_only_their_part_and_are_stated(graded):
     alice, bob, carol = (record(out, n) for n in ("alice", "bob", "carol"))
     scores = {r["submission"]: {t["name"]: t["score"] for t in r["tests"]} for r in (alice, bob, carol)}
     for test, score in scores["bob"].items():
-        if test.startswith("positional."):
+        if test.startswith("activations."):
             assert score == 0
         elif not test.startswith("deliverables."):
             assert score == scores["alice"][test], test
@@ -117,9 +125,9 @@ def test_rerun_skips_graded_and_force_regrades_byte_identically(graded):
     root, subs, out, code = graded
     before = {p: p.read_bytes() for p in out.glob("*/results.json")}
     stamp = (out / "alice" / "record.json").stat().st_mtime_ns
-    assert run.main(submissions=subs, out=out, jobs=1, config=CONFIG) == 0
+    assert run.main(submissions=subs, out=out, jobs=1, config=CONFIG, lesson=LESSON) == 0
     assert (out / "alice" / "record.json").stat().st_mtime_ns == stamp  # skipped
-    assert run.main(submissions=subs, out=out, jobs=2, force=True, config=CONFIG) == 0
+    assert run.main(submissions=subs, out=out, jobs=2, force=True, config=CONFIG, lesson=LESSON) == 0
     assert (out / "alice" / "record.json").stat().st_mtime_ns != stamp  # regraded
     for path, data in before.items():
         old, new = json.loads(data), json.loads(path.read_bytes())
@@ -131,10 +139,10 @@ def test_rerun_skips_graded_and_force_regrades_byte_identically(graded):
 def test_resume_after_kill_9_loses_and_duplicates_nothing(tmp_path):
     subs = tmp_path / "subs"
     for i in range(6):
-        make_submission(subs / f"s{i}", {"multihead.py": "import time\ntime.sleep(0.6)\n"
-                                         + (REFERENCE / "multihead.py").read_text()})
+        make_submission(subs / f"s{i}", {"classifier.py": "import time\ntime.sleep(0.6)\n"
+                                         + (REFERENCE / "classifier.py").read_text()})
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "grader", "grade", str(subs), "--out", str(out), "--jobs", "2"]
+    cmd = [sys.executable, "-m", "grader", "grade", str(subs), "--out", str(out), "--jobs", "2", "--lesson", str(TOY)]
     proc = subprocess.Popen(cmd, cwd=KIT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(list(out.glob("*/record.json"))) < 2:
@@ -151,7 +159,7 @@ def test_resume_after_kill_9_loses_and_duplicates_nothing(tmp_path):
     # The killed run's scratch folder (its owner file names the killed process); another grading run
     # on this machine may have its own, live, and the next run must leave that one alone. (Another
     # run that starts meanwhile may clean the killed one's up first: then there is none to find.)
-    killed = [f for f in run.scratch_base().glob(run.scratch_prefix(DAY13) + "*")
+    killed = [f for f in run.scratch_base().glob(run.scratch_prefix(LESSON) + "*")
               if _read(f / "owner").split()[:1] == [str(proc.pid)]]
     assert len(killed) <= 1
     rerun = subprocess.run(cmd, cwd=KIT, capture_output=True, text=True, timeout=300)
@@ -177,11 +185,11 @@ def _read(path: Path) -> str:
 def test_a_run_leaves_the_scratch_of_a_live_run_alone(tmp_path):
     # Another grading run on this machine (a live process owns it): the stale-scratch clean-up skips it.
     base = run.scratch_base()
-    live = Path(tempfile.mkdtemp(prefix=run.scratch_prefix(DAY13), dir=base))
+    live = Path(tempfile.mkdtemp(prefix=run.scratch_prefix(LESSON), dir=base))
     try:
         (live / "owner").write_text(run._process_identity(os.getpid()))
         (live / "slot0" / "s1").mkdir(parents=True)
-        run.clean_stale_scratch(DAY13)
+        run.clean_stale_scratch(LESSON)
         assert (live / "slot0" / "s1").is_dir()
     finally:
         run.remove_tree(live)
@@ -192,13 +200,13 @@ def test_shards_partition_the_class_and_merge_equals_one_run(graded, tmp_path):
     shard_outs = []
     for k in (1, 2):
         shard_out = tmp_path / f"shard{k}"
-        assert run.main(submissions=subs, out=shard_out, jobs=1, shard=f"{k}/2", config=CONFIG) == 0
+        assert run.main(submissions=subs, out=shard_out, jobs=1, shard=f"{k}/2", config=CONFIG, lesson=LESSON) == 0
         shard_outs.append(shard_out)
     names = [sorted(p.parent.name for p in o.glob("*/record.json")) for o in shard_outs]
     assert names == [["alice", "carol", "erin"], ["bob", "dan"]]
     from grader.admin.merge import merge
     merged = tmp_path / "merged"
-    assert merge(shards=[str(o) for o in shard_outs], out=str(merged)) == 0
+    assert merge(shards=[str(o) for o in shard_outs], out=str(merged), lesson=LESSON) == 0
     assert rows(merged) == rows(out)
 
 
@@ -209,12 +217,12 @@ def test_shards_partition_the_class_and_merge_equals_one_run(graded, tmp_path):
 ])
 def test_usage_errors_exit_2_with_a_hint(tmp_path, capsys, kwargs, message):
     (tmp_path / "subs").mkdir()
-    assert run.main(submissions=tmp_path / "subs", out=tmp_path / "out", **kwargs) == 2
+    assert run.main(submissions=tmp_path / "subs", out=tmp_path / "out", **kwargs, lesson=LESSON) == 2
     assert message in capsys.readouterr().err
 
 
 def test_missing_submissions_folder_exits_2(tmp_path, capsys):
-    assert run.main(submissions=tmp_path / "nope", out=tmp_path / "out") == 2
+    assert run.main(submissions=tmp_path / "nope", out=tmp_path / "out", lesson=LESSON) == 2
     assert "folder of submissions" in capsys.readouterr().err
 
 
@@ -229,7 +237,7 @@ def test_an_engine_fault_on_one_submission_exits_1_and_keeps_the_others(graded, 
 
     monkeypatch.setattr(run, "grade_one", flaky)
     out2 = tmp_path / "out"
-    assert run.main(submissions=subs, out=out2, jobs=1, config=CONFIG) == 1
+    assert run.main(submissions=subs, out=out2, jobs=1, config=CONFIG, lesson=LESSON) == 1
     err = capsys.readouterr().err
     assert f"engine fault (bob): RuntimeError: engine bug for bob in {KIT}/grader/running/grade.py; run the same command again" in err
     assert record(out2, "bob")["status"] == "engine-error"
@@ -241,14 +249,14 @@ def test_an_engine_fault_on_one_submission_exits_1_and_keeps_the_others(graded, 
     # The engine's fault is not the student's: the next run grades bob again, and only bob.
     monkeypatch.setattr(run, "grade_one", real)
     stamp = (out2 / "alice" / "record.json").stat().st_mtime_ns
-    assert run.main(submissions=subs, out=out2, jobs=1, config=CONFIG) == 0
+    assert run.main(submissions=subs, out=out2, jobs=1, config=CONFIG, lesson=LESSON) == 0
     assert record(out2, "bob")["status"] != "engine-error"
     assert (out2 / "alice" / "record.json").stat().st_mtime_ns == stamp
 
 
 def test_progress_is_plain_lines_off_a_terminal(graded, tmp_path, capsys):
     root, subs, out, code = graded
-    assert run.main(submissions=subs, out=tmp_path / "o", jobs=1, shard="2/2", config=CONFIG) == 0
+    assert run.main(submissions=subs, out=tmp_path / "o", jobs=1, shard="2/2", config=CONFIG, lesson=LESSON) == 0
     text = capsys.readouterr().out
     assert "graded 1/2 bob: " in text and "graded 2/2 dan: " in text and "\r" not in text
     assert "grades.csv" in text
@@ -275,9 +283,9 @@ def test_an_output_folder_inside_the_submissions_is_not_graded_as_a_student(tmp_
     subs = tmp_path / "subs"
     make_submission(subs / "alice")
     out = subs / "zz_results"
-    assert run.main(submissions=subs, out=out, jobs=1, config=CONFIG) == 0
+    assert run.main(submissions=subs, out=out, jobs=1, config=CONFIG, lesson=LESSON) == 0
     assert [l.split(",")[0] for l in rows(out)[1:]] == ["alice"]
-    assert run.main(submissions=subs, out=out, jobs=1, config=CONFIG) == 0  # and not on a rerun either
+    assert run.main(submissions=subs, out=out, jobs=1, config=CONFIG, lesson=LESSON) == 0  # and not on a rerun either
     assert [l.split(",")[0] for l in rows(out)[1:]] == ["alice"]
 
 
@@ -286,16 +294,17 @@ def test_a_batch_leaves_no_mutant_folders_behind(tmp_path):
     # the workers end with os._exit (no atexit), so they must remove those folders themselves.
     subs = tmp_path / "subs"
     for name in ("p", "q"):
-        make_submission(subs / name, {"self_attention.py": (REFERENCE / "self_attention.py").read_text()
-                                      .replace("/ math.sqrt(d_k)", "")})
+        make_submission(subs / name, {"activations.py": (REFERENCE / "activations.py").read_text()
+                                      .replace("shifted = x - x.amax(dim=dim, keepdim=True)", "shifted = x")})
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    cmd = [sys.executable, "-m", "grader", "grade", str(subs), "--out", str(tmp_path / "out"), "--jobs", "2"]
+    cmd = [sys.executable, "-m", "grader", "grade", str(subs), "--out", str(tmp_path / "out"), "--jobs", "2",
+           "--lesson", str(TOY)]
     done = subprocess.run(cmd, cwd=KIT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "TMPDIR": str(tmp)})
     assert done.returncode == 0, done.stderr
-    assert "sa.no_scale" in (tmp_path / "out" / "p" / "record.json").read_text()  # the mutants were used
-    assert sorted(p.name for p in tmp.glob("day13-mutants-*")) == []
+    assert "act.no_shift" in (tmp_path / "out" / "p" / "record.json").read_text()  # the mutants were used
+    assert sorted(p.name for p in tmp.glob(f"{LESSON.name}-mutants-*")) == []
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root drops to a sandbox uid that may be locked out")
@@ -305,7 +314,7 @@ def test_scratch_moves_out_of_a_temporary_folder_the_sandbox_uid_cannot_enter(tm
     monkeypatch.setattr(tempfile, "tempdir", str(private))
     base = run.scratch_base()
     assert base != private and all(p.stat().st_mode & 0o001 for p in (base, *base.parents))
-    open_to_all = Path(tempfile.mkdtemp(dir="/tmp", prefix="day13-open-"))  # /tmp is world-enterable
+    open_to_all = Path(tempfile.mkdtemp(dir="/tmp", prefix="kit-open-"))  # /tmp is world-enterable
     try:
         os.chmod(open_to_all, 0o711)
         monkeypatch.setattr(tempfile, "tempdir", str(open_to_all))
@@ -318,11 +327,11 @@ def test_scratch_moves_out_of_a_temporary_folder_the_sandbox_uid_cannot_enter(tm
 def test_without_root_the_engine_grades_alike_with_the_layers_it_has():
     # An instructor's laptop: no namespaces, no uid drop; Landlock, seccomp and rlimits still apply,
     # each record says which layers were on, the grades are the root run's, and nothing is left.
-    tmp_path = Path(tempfile.mkdtemp(prefix="day13-nonroot-"))  # pytest's own folder is root's only
+    tmp_path = Path(tempfile.mkdtemp(prefix="kit-nonroot-"))  # pytest's own folder is root's only
     subs = tmp_path / "subs"
     make_submission(subs / "alice")
-    make_submission(subs / "bob", {"positional.py": "raise ImportError('bob broke it')\n"})
-    make_submission(subs / "eve", {"block.py": "import os\nos.kill(os.getppid(), 9)\n"})
+    make_submission(subs / "bob", {"activations.py": "raise ImportError('bob broke it')\n"})
+    make_submission(subs / "eve", {"classifier.py": "import os\nos.kill(os.getppid(), 9)\n"})
     out = tmp_path / "out"
     for folder in (tmp_path, out):
         folder.mkdir(exist_ok=True)
@@ -332,7 +341,7 @@ def test_without_root_the_engine_grades_alike_with_the_layers_it_has():
     os.chmod(subs, 0o755)
     # From a checkout nobody may enter too: the kit is shown to it in a private mount namespace.
     cmd = in_kit_view(["runuser", "-u", "nobody", "--", sys.executable, "-m", "grader", "grade", str(subs),
-                       "--out", str(out), "--jobs", "2"])
+                       "--out", str(out), "--jobs", "2", "--lesson", str(TOY)])
     done = subprocess.run(cmd, cwd=KIT, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "HOME": str(tmp_path), "TMPDIR": str(tmp_path)})
     assert done.returncode == 0, done.stdout + done.stderr
@@ -342,35 +351,15 @@ def test_without_root_the_engine_grades_alike_with_the_layers_it_has():
             scores[t["component"]] = scores.get(t["component"], 0) + t["score"]
         return scores
 
-    full = {"self_attention": 30, "multihead": 25, "positional": 15, "block": 20}
+    full = FULL
     assert {c: parts("alice")[c] for c in full} == full
-    assert {c: parts("bob")[c] for c in full} == {**full, "positional": 0}
-    assert {c: parts("eve")[c] for c in full} == {**full, "block": 0}  # killing its parent killed only itself
+    assert {c: parts("bob")[c] for c in full} == {**full, "activations": 0}
+    assert {c: parts("eve")[c] for c in full} == {**full, "classifier": 0}  # killing its parent killed only itself
     layers = record(out, "alice")["isolation"]
     assert layers["pidns"] is False and layers["netns"] is False and layers["uid"] is False
     assert layers["rlimits"] is True
     assert settled(lambda: descendants(os.getpid())) == []
     shutil.rmtree(tmp_path, ignore_errors=True)
-
-
-def test_every_correct_variant_gets_full_code_marks_through_the_sandbox(tmp_path):
-    # The in-process graders already give them full marks (test_graders.py); this proves the engine
-    # (sandbox, pipelined batches, stand-ins) adds no false "wrong" on the way.
-    from grader.admin import killrate
-
-    subs = tmp_path / "subs"
-    for folder in killrate.variants(lesson=DAY13):
-        shutil.copytree(folder, subs / folder.name)
-    out = tmp_path / "out"
-    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG) == 0
-    full = {"self_attention": 30, "multihead": 25, "positional": 15, "block": 20}
-    for folder in killrate.variants(lesson=DAY13):
-        scores = {c: 0.0 for c in full}
-        for t in record(out, folder.name)["tests"]:
-            if t["component"] in full:
-                scores[t["component"]] += t["score"]
-        assert scores == full, folder.name
-    no_leftovers()
 
 
 def _poisoned_tree(root: Path, depth: int) -> None:
@@ -409,7 +398,7 @@ def test_remove_tree_takes_a_10000_deep_locked_tree_without_recursion(tmp_path, 
     if as_root and os.geteuid() != 0:
         pytest.skip("needs root")
     # On a tmpfs, as the scratch copies are when the grader runs as root (and a disk is far slower).
-    holder = Path(tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else "/tmp", prefix="day13-remove-"))
+    holder = Path(tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else "/tmp", prefix="kit-remove-"))
     try:
         cmd = [sys.executable, "-c", REMOVE_AS_OWNER, str(holder), str(KIT)]
         if os.geteuid() == 0 and not as_root:

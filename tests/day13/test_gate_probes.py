@@ -89,3 +89,12 @@ def test_the_seed_changes_the_probes_not_the_grade_of_correct_code(tmp_path):
     assert asked[3] != asked[4] and len(asked[3]) == len(asked[4])
     same = sum((Counter(asked[3]) & Counter(asked[4])).values())
     assert len(asked[3]) // 2 < same < len(asked[3])
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_block_that_hands_back_its_earlier_answer_for_the_same_tokens_in_another_order_fails_the_gate(tmp_path, seed):
+    # Before the mask pass-through's probe was asked again with its tokens reordered, this block kept 20/20.
+    result = _grade_seeded(tmp_path, "block.py", "block_remembers_tokens.py", seed)
+    tests = {t.name: t for t in result.tests}
+    assert "answered the same call differently when the tokens came in another order" in tests["block.mask_passthrough"].output
+    assert tests["block.post_ln"].status == tests["block.pre_ln"].status == "passed"  # it is a right block otherwise

@@ -494,7 +494,7 @@ def _template_digest(lesson) -> str:
     def build() -> str:
         from grader.release import notebook
 
-        built = notebook.build(student=True)
+        built = notebook.build(student=True, lesson=lesson)
         return _code_digest([neutralise_magics(c.source) for c in built.cells if c.cell_type == "code"])
 
     return lesson.derived("intake.template_digest", build)

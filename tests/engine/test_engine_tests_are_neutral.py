@@ -47,8 +47,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
     'test_nbgrader_autograde.py': (1, 'the nbgrader route is built for a real lesson; to convert'),
     'test_nbgrader_course.py': (1, "an nbgrader course of a real lesson's notebook; to convert"),
     'test_notebook.py': (5, "notebook generation from a real lesson's reference; to convert"),
-    'test_notebook_choice.py': (5, "notebook-or-files choice on a real lesson's submissions; to convert"),
-    'test_notebook_outputs.py': (5, "notebook outputs of a real lesson's notebook; to convert"),
     'test_overrides.py': (2, "overrides of a real lesson's test ids; to convert (being edited for lesson=)"),
     'test_regrade.py': (3, "regrading a real lesson's class; to convert (being edited for lesson=)"),
     'test_release.py': (5, 'the release of a real lesson; to move its lesson-specific tests and convert the rest'),
@@ -56,9 +54,7 @@ ALLOWED: dict[str, tuple[int, str]] = {
     'test_review_browser.py': (1, "the review page in a browser over a real lesson's class; to convert (document work in flight)"),
     'test_sandbox.py': (6, "the sandbox runs a real lesson's calls; to convert to the toy"),
     'test_scan.py': (6, "the forbidden scan with a real lesson's policy; to convert (being edited for lesson=)"),
-    'test_second_lesson.py': (1, "checks the toy's package and release differ from a real lesson's: names it by design"),
     'test_similarity.py': (4, "similarity over a real lesson's class and base file; to convert"),
-    'test_structured_calls.py': (2, "compares the words fixture's structured results with the second real lesson's call shapes"),
     'test_totals.py': (2, "totals over a real lesson's rubric and class; to convert (being edited for lesson=)"),
     'test_workflows.py': (5, "end-to-end workflows on a real lesson's release; to convert"),
 }

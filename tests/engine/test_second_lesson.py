@@ -44,12 +44,14 @@ def toy(monkeypatch):
 
 def test_the_toy_is_found_by_path_under_its_own_package(toy, monkeypatch):
     assert toy.folder == TOY and toy.components == PARTS and toy.points == {"activations": 6.0, "classifier": 4.0}
-    assert not toy.package.startswith("grader") and toy.package != lessons.load_lesson("day13").package
+    assert not toy.package.startswith("grader")
+    assert all(toy.package != lessons.load_lesson(name).package for name in lessons.lesson_names())
     assert toy.solutions == TOY / "solutions" and toy.contract == TOY / "assignment" / "CONTRACT.md"
     monkeypatch.chdir(KIT / "tests")
     assert lessons.lesson_option(os.path.join("fixtures", "lessons", "toy")) == str(TOY), "a path is kept absolute"
-    # Day 13 keeps its kit-relative paths.
-    assert lessons.load_lesson("day13").contract == KIT / "assignments" / "day13" / "CONTRACT.md"
+    # A lesson under grader/ keeps its kit-relative paths.
+    for name in lessons.lesson_names():
+        assert lessons.load_lesson(name).contract == KIT / "assignments" / name / "CONTRACT.md"
 
 
 def _cli(*args, cwd=KIT, timeout=600) -> subprocess.CompletedProcess:
@@ -81,7 +83,7 @@ def test_release_ships_stubs_and_no_solution(tmp_path):
     assert json.loads((day / "tools" / "points.json").read_text()) == {"activations": 6.0, "classifier": 4.0}
     feedback = (day / "tools" / "ci_feedback.py").read_text(encoding="utf-8")
     assert 'PARTS = ("activations", "classifier")' in feedback and "toy.ipynb" in feedback
-    assert "day13" not in feedback and "@@" not in feedback
+    assert not any(name in feedback for name in lessons.lesson_names()) and "@@" not in feedback
     # The student's own visible tests pass on the reference and fail on the stubs.
     for part in PARTS:
         shutil.copyfile(TOY / "solutions" / f"{part}.py", day / f"{part}.py")
@@ -170,7 +172,8 @@ def test_gradescope_zip_holds_the_toy_and_grades_with_it(toy, tmp_path):
     for name in ("tests/test_activations.py", "tests/test_classifier.py", "catalogue.py", "rubric.toml",
                  "solutions/activations.py", "solutions/classifier.py"):
         assert f"{inside}/{name}" in names, name
-    assert not any(n.startswith("grader/day13/") or n.startswith("solutions/day13/") for n in names)
+    assert not any(n.startswith((f"grader/{other}/", f"solutions/{other}/"))
+                   for other in lessons.lesson_names() for n in names), "no other lesson ships"
     root = tmp_path / "autograder"
     shutil.copytree(TOY / "solutions", root / "submission", ignore=shutil.ignore_patterns("__pycache__"))
     (root / "submission" / "classifier.py").write_text(

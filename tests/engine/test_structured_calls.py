@@ -441,15 +441,15 @@ def test_value_trees_round_trip_every_kind():
 # -- comparing structures -------------------------------------------------------------------------
 def failure(got, expected, **options) -> str:
     with pytest.raises(checks.GradeFailure) as caught:
-        checks.same_value(got, expected, "train_bpe(text, 262)", **options)
+        checks.same_value(got, expected, "pair_counts(text, 262)", **options)
     return caught.value.message
 
 
 def test_same_value_names_the_first_difference_with_expected_and_got():
     assert failure([(b"a", b"b"), (b"t", b"h")], [(b"a", b"b"), (b"h", b"e")]) == \
-        "train_bpe(text, 262): differs at [1][0]\n  expected: b'h'\n  got:      b't'"
+        "pair_counts(text, 262): differs at [1][0]\n  expected: b'h'\n  got:      b't'"
     assert failure({256: b"th"}, {256: b"th", 257: b"he"}).startswith(
-        "train_bpe(text, 262): differs at [257]: key 257 is missing\n  expected: b'he'")
+        "pair_counts(text, 262): differs at [257]: key 257 is missing\n  expected: b'he'")
     assert "differs at [300]: 1 key not expected, the first 300" in failure({256: b"a", 300: b"b"}, {256: b"a"})
     assert "differs at [2]: length 3, expected 2 (the first extra item)" in failure([1, 2, 3], [1, 2])
     assert "differs at [0]: a str where bytes was expected" in failure(["a"], [b"a"])

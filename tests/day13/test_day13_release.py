@@ -1,4 +1,6 @@
-"""grader/release/student_release.py: what the student release holds, what it must never hold, and that it works alone."""
+"""Day 13's student release (grader/release/student_release.py): what it holds (its tools, answer tables,
+fingerprints, deliverables), what it must never hold, and that it works alone. The release's engine
+behaviour is tested on the toy lesson in tests/engine/test_release.py."""
 from __future__ import annotations
 
 import dataclasses

@@ -49,7 +49,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
     'test_notebook.py': (5, "notebook generation from a real lesson's reference; to convert"),
     'test_overrides.py': (2, "overrides of a real lesson's test ids; to convert (being edited for lesson=)"),
     'test_regrade.py': (3, "regrading a real lesson's class; to convert (being edited for lesson=)"),
-    'test_release.py': (5, 'the release of a real lesson; to move its lesson-specific tests and convert the rest'),
     'test_review.py': (5, "the review page over a real lesson's records; to convert (document work in flight)"),
     'test_review_browser.py': (1, "the review page in a browser over a real lesson's class; to convert (document work in flight)"),
     'test_sandbox.py': (6, "the sandbox runs a real lesson's calls; to convert to the toy"),

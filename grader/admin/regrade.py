@@ -234,44 +234,18 @@ def _entry(rubric: dict, test_name: str) -> dict | None:
     return entry if isinstance(entry, dict) else None
 
 
-def _swap(text: str, old, new) -> str:
-    if isinstance(old, str) and isinstance(new, str) and old and old != new:
-        return text.replace(old, new)
-    return text
-
-
 def rescore(result, old_rubric: dict, new_rubric: dict) -> bool:
-    """Points, titles and hint texts of `result`'s tests from `new_rubric`, in place. Pass or fail
-    stays as graded. Returns False when a test has no entry in one of the rubrics (a structure
-    change: the submission must be regraded instead)."""
+    """Points and titles of `result`'s tests from `new_rubric`, in place; pass or fail stays as graded.
+    A test's words are not in its record (grader/results/feedback.py chooses them from the rubric when
+    the files are written), so nothing here edits text. Returns False when a test has no entry in one of
+    the rubrics (a structure change: the submission must be regraded instead)."""
+    if any(_entry(rubric, test.name) is None for test in result.tests for rubric in (old_rubric, new_rubric)):
+        return False
     for test in result.tests:
-        old, new = _entry(old_rubric, test.name), _entry(new_rubric, test.name)
-        if old is None or new is None:
-            return False
-    old_hints, new_hints = old_rubric.get("hints", {}), new_rubric.get("hints", {})
-    old_meta, new_meta = old_rubric.get("meta", {}), new_rubric.get("meta", {})
-    for test in result.tests:
-        old, new = _entry(old_rubric, test.name), _entry(new_rubric, test.name)
+        new = _entry(new_rubric, test.name)
         test.max_score = float(new.get("points", 0))
         test.score = test.max_score if test.status == "passed" else 0.0
         test.title = new.get("title", test.title)
-        if test.status == "passed":
-            continue
-        output = test.output
-        if test.hint_id:
-            output = _swap(output, old_hints.get(test.hint_id, {}).get("text"),
-                           new_hints.get(test.hint_id, {}).get("text"))
-        output = _swap(output, old.get("hint"), new.get("hint"))
-        if old.get("section") and new.get("section"):
-            output = _swap(output, f"Hint ({old['section']})", f"Hint ({new['section']})")
-        old_msg, new_msg = old_meta.get("forbidden_message"), new_meta.get("forbidden_message")
-        if isinstance(old_msg, str) and isinstance(new_msg, str) and old_msg.count("{names}") == 1 == \
-                new_msg.count("{names}"):
-            (old_head, old_tail), (new_head, new_tail) = old_msg.split("{names}"), new_msg.split("{names}")
-            if output.startswith(old_head) and old_tail in output:
-                names, rest = output[len(old_head):].split(old_tail, 1)
-                output = new_head + names + new_tail + rest
-        test.output = output
     return True
 
 

@@ -41,7 +41,7 @@ from grader.admin import codeview, linecomments, overrides, regrade_requests, si
 from grader.judging import late, totals
 from grader.release import stubs
 from grader.results.document import SERVED_POLICY, Cell, Preformatted, Table, html_blocks, number
-from grader.results.feedback import _lesson, by_component, clip, released, test_details, visibility_of
+from grader.results.feedback import Words, _lesson, by_component, clip, released, test_details, visibility_of
 from grader.results.records import SubmissionResult
 from grader.results.storage import load_records
 
@@ -120,7 +120,7 @@ class Review:
         self._code: dict[tuple, list[codeview.CodeFile]] = {}
         self._stubs: dict[str, str] | None = None
         self._cells: list[str] | None = None
-        self.hints = self.lesson.hints
+        self.words = Words.of(self.lesson.rubric())  # the rubric's words a failed test calls for
         # The lesson's deliverables (one declaration, which its checks read too): pictures and texts.
         files = self.lesson.deliverable_files()
         self.images = {what: tuple(n.lower() for n in d.names) for what, d in files.items() if d.kind == "image"}
@@ -493,7 +493,7 @@ def render_student(review: Review, records: list[SubmissionResult], index: int, 
     asked = {s.request.test: s for s in standings}
     for t in result.tests:
         cls = "ok" if t.status == "passed" else "bad"
-        details = _details(t, review.release, review.lesson.visibility, review.hints)
+        details = _details(t, review.release, review.lesson.visibility, review.words)
         request = asked.get(t.name) or asked.get(t.component)
         if request:
             details = (f'<p class="req">regrade request ({e(request.state)}): {e(request.request.reason)}</p>'
@@ -554,13 +554,13 @@ def _folded(title: str, items: list[str], *, tag: str = "div", cls: str = "", op
             + "".join(items) + f"</{tag}></details>")
 
 
-def _details(t, release: str, visibility: dict, hints: dict[str, str]) -> str:
+def _details(t, release: str, visibility: dict, words: Words) -> str:
     e = html.escape
     if t.status == "passed":
         return ""
     if not released(visibility_of(t.name, t.component, visibility), release):
         return f"<p>details withheld (--release {e(release)})</p>"
-    return html_blocks(test_details(t, hints))  # the blocks the student's feedback shows
+    return html_blocks(test_details(t, words))  # the blocks the student's feedback shows
 
 
 def _code_section(review: Review, result: SubmissionResult, comments: list, token: str,

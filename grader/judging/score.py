@@ -15,7 +15,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from grader.judging import diagnose, integrity
+from grader.judging import integrity
 from grader.judging import source_scan as scan
 from grader.judging.assertions import GradeFailure
 from grader.intake.submissions import contract_module_source, notebook_module_name
@@ -204,12 +204,11 @@ def grade_submission(*, name: str, directory: Path, transport, lesson, check_del
                 import_errors.add(f"{c.header['module']}.py")
             if err and "module" in c.header and err.get("type") in ("SystemExit", "Crashed"):
                 exits.append((f"{c.header['module']}.py", err))
-        if blamed[component]:
-            names = ", ".join(sorted(blamed[component]))
-            text = rubric["meta"]["forbidden_message"].format(names=names)
+        if blamed[component]:  # the rubric's forbidden_message words them when the files are written
             bug = catalogue.identify_forbidden(component, blamed[component])
             result.tests.append(TestResult(name=rid, component=component, score=0.0, max_score=points,
-                                           status="failed", output=text, hint_id=bug, title=title))
+                                           status="failed", hint_id=bug, title=title,
+                                           forbidden=sorted(blamed[component])))
             continue
         if failure is None:
             result.tests.append(TestResult(name=rid, component=component, score=points, max_score=points,
@@ -234,11 +233,12 @@ def grade_submission(*, name: str, directory: Path, transport, lesson, check_del
             text += "\n\nYour code raised this error, so these tests could not check its answers: fix it first."
         elif isinstance(failure.error, dict):
             pass  # a timeout, a refused answer, a missing attribute: the message says what to do
-        else:
-            text += evidence_words(entry, failure.facts, rubric.get("facts", {}))
+        # A wrong answer no catalogued mistake names: the rubric's words for what the numbers show, the
+        # test's hint when one of its facts was found, else the handout section (results/feedback.py `advice`).
+        said = "numbers" if not (hint or unfinished or isinstance(failure.error, dict)) else ""
         result.tests.append(TestResult(name=rid, component=component, score=0.0, max_score=points,
                                        status="failed", output=text, hint_id=bug, title=title,
-                                       facts=[] if hint or unfinished else list(failure.facts)))
+                                       facts=[] if hint or unfinished else list(failure.facts), advice=said))
         if not result.evidence and failure.evidence:
             result.evidence = {"test": rid, **failure.evidence}
 
@@ -268,22 +268,6 @@ def _judge(fn, student, reference) -> GradeFailure | None:
     finally:
         student.send()  # calls a test made but never read are answered too, for the catalogue's replay
     return None
-
-
-def evidence_words(entry: dict, facts: list, texts: dict) -> str:
-    """What a failed test adds to its message when no catalogued mistake matched: the rubric's sentence for
-    each fact the numbers show ([facts.<id>]), the test's hint only when one of the facts it is written for
-    (its `when`) was found, and the handout section that holds the formula. No fact, no cause named."""
-    sentences = diagnose.words(facts, {k: v.get("text", "") for k, v in texts.items() if isinstance(v, dict)})
-    text = ""
-    if sentences:
-        text += "\n\nWhat your numbers show:\n" + "\n".join(f"- {s}" for s in sentences)
-    section = entry.get("section", "")
-    if entry.get("hint") and diagnose.matched(facts, entry.get("when", ())):
-        text += f"\n\nHint ({section}): {entry['hint']}".replace(" ()", "")
-    elif section:
-        text += f"\n\nThe formula this test checks is in the handout, {section}."
-    return text
 
 
 def grade_in_process(directory: Path, name: str, tests=None, *, lesson) -> SubmissionResult:
@@ -359,12 +343,10 @@ def _deliverables(directory: Path, lesson, run_checks=None) -> list[TestResult]:
             continue
         points = float(entry.get("points", 0))
         passed = bool(check.passed)
-        message = str(check.message or "")
-        if not passed and entry.get("hint"):
-            message += f"\n\nHint: {entry['hint']}"
         tests.append(TestResult(name=f"{component}.{check.id}", component=component,
                                 score=points if passed else 0.0, max_score=points,
-                                status="passed" if passed else "failed", output=message if not passed else "",
-                                title=entry.get("title", check.id)))
+                                status="passed" if passed else "failed",
+                                output=str(check.message or "") if not passed else "",
+                                title=entry.get("title", check.id), advice="" if passed else "hint"))
     return tests
 

@@ -83,16 +83,16 @@ class HiddenTests(Execute):
         for grade_id, source in _missing_cells(info, hidden, present):
             nb.cells.append(source)  # a hidden test cell the student deleted: graded all the same
         notes = "\n".join(f"- {note}" for note in result.notes)
-        from grader.results.feedback import hint_texts, student_output
+        from grader.results.feedback import lesson_words, student_output
 
-        hints = hint_texts()  # a recognised mistake is data (hint_id); its words come from the rubric
+        words = lesson_words()  # a failed test's words are data on its record; they come from the rubric
         first = True
         for cell in nb.cells:
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
             if grade_id in hidden:
                 test = by_test[hidden[grade_id]]
                 cell.outputs = _outputs(test, float(cell.metadata["nbgrader"]["points"]), notes if first else "",
-                                        student_output(test, hints, cut=False))
+                                        student_output(test, words, cut=False))
                 cell.execution_count = None
                 first = False
         self.log.info("Graded the hidden tests of %s with the kit in %.1f s: %g of %g points (%s)",

@@ -48,8 +48,9 @@ def write_class(out_dir: Path, overrides_path: Path | None = None,
     records = totals.finalise(out_dir, records, overrides.effective(rows))
     standings = _apply_comments_and_requests(out_dir, records, rows)
     hints = lesson.hints
+    words = feedback.Words.of(lesson.rubric())
     for r in records:
-        feedback.rewrite_changed(out_dir / check_name(r.submission), r, hints, release, lesson=lesson)
+        feedback.rewrite_changed(out_dir / check_name(r.submission), r, words, release, lesson=lesson)
     try:
         people = roster.in_out(out_dir)
     except roster.RosterError as error:  # stops `grade` and `merge` as a bad overrides.csv does

@@ -11,24 +11,26 @@ only where they change), when overrides, lateness, comments and the release are 
 
 feedback.md and feedback.html render one description (`feedback_document`, a
 grader/results/document.py Document); results.json's texts are plain. A failed test's record holds
-what the test said (`output`) and, as data, the mistake its numbers showed (`hint_id`): the words for
-it are chosen from the lesson's rubric when the files are written (`hint_words`).
+what the test said (`output`) and, as data, the mistake its numbers showed (`hint_id`), the facts they
+showed (`facts`), which of the rubric's words apply (`advice`) and the libraries it reached (`forbidden`):
+the words are chosen from the lesson's rubric when the files are written (`Words`, `advice`).
 
 How much of a failing test a student sees depends on the release policy: the rubric's
 [visibility] table says when each test's details may be shown, `--release` says what moment it
-is (`visibility_of`, `released`). Hints come from the rubric (`hint_texts`).
+is (`visibility_of`, `released`). Every word a record calls for by id comes from the rubric (`Words`).
 
 Student-derived text (names, error messages, outputs) is untrusted: the document's renderers
 escape it for each medium.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.admin import overrides
 from grader.results.document import (Bullets, Code, Document, Paragraph, Preformatted, Section, Strong, Table,
                                      number, to_html, to_markdown)
-from grader.lesson import lesson_for_migration, read_rubric, rubric_hints, rubric_visibility
+from grader.lesson import RUBRIC_SETTINGS, lesson_for_migration, read_rubric, rubric_hints, rubric_visibility
 from grader.results.records import SubmissionResult, TestResult
 from grader.results.storage import check_name, dumps, write_atomic, write_record
 
@@ -49,13 +51,13 @@ def _lesson(lesson):
 # ---------------------------------------------------------------- one submission
 
 
-def student_files(result: SubmissionResult, *, lesson=None, hints: dict[str, str] | None = None,
+def student_files(result: SubmissionResult, *, lesson=None, words: Words | None = None,
                   release: str = DEFAULT_RELEASE) -> dict[str, str]:
     """What a student receives, file name -> text: results.json, feedback.md and feedback.html."""
     lesson = _lesson(lesson)
-    hints = lesson.hints if hints is None else hints
-    document = feedback_document(result, hints, release, lesson=lesson)
-    return {"results.json": dumps(gradescope_json(result, lesson=lesson, hints=hints)),
+    words = Words.of(lesson.rubric()) if words is None else words
+    document = feedback_document(result, words, release, lesson=lesson)
+    return {"results.json": dumps(gradescope_json(result, lesson=lesson, words=words)),
             "feedback.md": to_markdown(document), "feedback.html": to_html(document)}
 
 
@@ -78,11 +80,11 @@ def write_submission(out_dir: Path, result: SubmissionResult, *, lesson=None) ->
     write_record(folder, result)
 
 
-def rewrite_changed(folder: Path, result: SubmissionResult, hints: dict[str, str], release: str, *,
+def rewrite_changed(folder: Path, result: SubmissionResult, words: Words, release: str, *,
                     lesson=None) -> None:
     """results.json and the feedback as the overrides and the release make them, written only where
     they differ from the files (the record stays the automated result)."""
-    for name, text in student_files(result, lesson=lesson, hints=hints, release=release).items():
+    for name, text in student_files(result, lesson=lesson, words=words, release=release).items():
         try:
             same = (folder / name).read_text(encoding="utf-8") == text
         except (OSError, UnicodeDecodeError):
@@ -103,10 +105,10 @@ def _summary_line(result: SubmissionResult, *, lesson=None) -> str:
     return line
 
 
-def gradescope_json(result: SubmissionResult, *, lesson=None, hints: dict[str, str] | None = None) -> dict:
+def gradescope_json(result: SubmissionResult, *, lesson=None, words: Words | None = None) -> dict:
     """results.json as Gradescope reads it (gradescope-autograders.readthedocs.io, "Output format")."""
     lesson = _lesson(lesson)
-    hints = lesson.hints if hints is None else hints
+    words = Words.of(lesson.rubric()) if words is None else words
     output = _summary_line(result, lesson=lesson)
     if result.notes:
         output += "\n" + "\n".join(f"- {n}" for n in result.notes)
@@ -123,7 +125,7 @@ def gradescope_json(result: SubmissionResult, *, lesson=None, hints: dict[str, s
             "score": t.score,
             "max_score": t.max_score,
             "status": "passed" if t.status == "passed" else "failed",
-            "output": student_output(t, hints),
+            "output": student_output(t, words),
             "visibility": visibility_of(t.name, t.component, lesson.visibility),
             "tags": [t.component],
         }
@@ -172,28 +174,96 @@ def by_component(result: SubmissionResult, *, lesson=None) -> dict[str, tuple[fl
 MISCONCEPTION = "Likely misconception"  # how a recognised mistake's words are introduced, in every medium
 
 
-def hint_words(test: TestResult, hints: dict[str, str]) -> str:
+@dataclass(frozen=True)
+class Words:
+    """What the lesson's rubric says to a student beyond a test's own output, by id: a failed test's
+    record names which words apply (`hint_id`, `advice`, `facts`, `forbidden`), and these are chosen
+    from the rubric when the files are written, so a record never holds them and a rubric's new words
+    reach the files without touching a record's text."""
+
+    hints: dict = field(default_factory=dict)  # hint id (a catalogue mistake's) -> its words
+    facts: dict = field(default_factory=dict)  # fact id -> its sentence ([facts.<id>] text)
+    tests: dict = field(default_factory=dict)  # test name -> its rubric entry (hint, section, when)
+    forbidden: str = "{names}"  # [meta] forbidden_message: {names} is where the APIs reached go
+
+    @classmethod
+    def of(cls, rubric: dict) -> Words:
+        tests = {f"{part}.{test}": entry for part, table in rubric.items()
+                 if part not in RUBRIC_SETTINGS and isinstance(table, dict)
+                 for test, entry in table.items() if isinstance(entry, dict)}
+        facts = {k: v.get("text", "") for k, v in rubric.get("facts", {}).items() if isinstance(v, dict)}
+        message = rubric.get("meta", {}).get("forbidden_message")
+        return cls(hints=rubric_hints(rubric), facts=facts, tests=tests,
+                   forbidden=message if isinstance(message, str) and "{names}" in message else "{names}")
+
+
+@dataclass(frozen=True)
+class Advice:
+    """The rubric's words for one failed test, in the order a student reads them."""
+
+    forbidden: str = ""  # the forbidden-library message, with the APIs the part reached
+    numbers: tuple = ()  # what the numbers show: one sentence per fact
+    hint: tuple = ()  # (label, words): the test's own hint, "Hint (§3)" or "Hint"
+    section: str = ""  # where the handout has the formula, when no hint is given
+    mistake: str = ""  # a recognised mistake's words
+    mistake_id: str = ""  # a recognised mistake the rubric no longer words: its id
+
+
+def advice(test: TestResult, words: Words) -> Advice:
+    """Which of the rubric's words a failed test's record calls for (nothing for a passed test). No
+    fact, no cause named: the test's hint only when one of the facts its `when` names was found."""
+    if test.status == "passed":
+        return Advice()
+    from grader.judging import diagnose  # numpy: only when words are chosen
+
+    entry = words.tests.get(test.name, {})
+    hint, section, numbers = entry.get("hint"), entry.get("section", ""), ()
+    said = {}
+    if test.forbidden:
+        said["forbidden"] = words.forbidden.format(names=", ".join(test.forbidden))
+    if test.advice == "numbers":
+        numbers = tuple(diagnose.words(test.facts, words.facts))
+        if hint and diagnose.matched(test.facts, entry.get("when", ())):
+            said["hint"] = (f"Hint ({section})" if section else "Hint", hint)
+        elif section:
+            said["section"] = section
+    elif test.advice == "hint" and hint:
+        said["hint"] = ("Hint", hint)
+    if test.hint_id:
+        said["mistake" if words.hints.get(test.hint_id) else "mistake_id"] = words.hints.get(test.hint_id) or test.hint_id
+    return Advice(numbers=numbers, **said)
+
+
+def hint_words(test: TestResult, words: Words) -> str:
     """The words for the mistake a failed test's numbers showed (the record's `hint_id`), from the
     lesson's rubric: chosen by id when the files are written, never kept in or read from the output."""
-    return hints.get(test.hint_id or "", "") if test.status != "passed" else ""
+    return advice(test, words).mistake
 
 
-def student_output(test: TestResult, hints: dict[str, str], cut: bool = True) -> str:
-    """A failed test's output as plain text (Gradescope's test output, nbgrader's cell): what the test
-    said (`cut` to MAX_TEST_OUTPUT characters), then the recognised mistake in words."""
-    text = clip(test.output) if cut else test.output
-    if words := hint_words(test, hints):
-        text = f"{text}\n\n{MISCONCEPTION}: {words}" if text.strip() else f"{MISCONCEPTION}: {words}"
+def student_output(test: TestResult, words: Words, cut: bool = True) -> str:
+    """A failed test's output as plain text (Gradescope's test output, nbgrader's cell): the forbidden
+    libraries it reached, what the test said (`cut` to MAX_TEST_OUTPUT characters), then the rubric's
+    words its record calls for."""
+    said = advice(test, words)
+    text = "\n\n".join(filter(None, [said.forbidden, clip(test.output) if cut else test.output]))
+    if said.numbers:
+        text += "\n\nWhat your numbers show:\n" + "\n".join(f"- {s}" for s in said.numbers)
+    if said.hint:
+        text += f"\n\n{said.hint[0]}: {said.hint[1]}"
+    elif said.section:
+        text += f"\n\nThe formula this test checks is in the handout, {said.section}."
+    if said.mistake:
+        text = f"{text}\n\n{MISCONCEPTION}: {said.mistake}" if text.strip() else f"{MISCONCEPTION}: {said.mistake}"
     return text
 
 
-def feedback_document(result: SubmissionResult, hints: dict[str, str] | None = None,
+def feedback_document(result: SubmissionResult, words: Words | None = None,
                       release: str = DEFAULT_RELEASE, *, lesson=None) -> Document:
     """The student's feedback, as one Document (feedback.md and feedback.html render it); a failing
     test's details (output, the recognised mistake) appear only when the release policy lets a
     student see that test at `release` (see RELEASES)."""
     lesson = _lesson(lesson)
-    hints = lesson.hints if hints is None else hints
+    words = Words.of(lesson.rubric()) if words is None else words
     parts = by_component(result, lesson=lesson)
     status = "" if result.status == "ok" else f" · status: {result.status}"
     blocks: list = [Paragraph([Strong(f"Score: {number(result.total)} / {number(result.max_total)}"), status])]
@@ -238,12 +308,12 @@ def feedback_document(result: SubmissionResult, hints: dict[str, str] | None = N
         if tests:
             score, possible = parts[component]
             blocks.append(Section(f"{component}: {number(score)} / {number(possible)}",
-                                  _component_blocks(tests, hints, release, lesson.visibility)))
+                                  _component_blocks(tests, words, release, lesson.visibility)))
     return Document(title=f"{lesson.heading}: feedback for {result.submission}",
                     page_title=f"Feedback: {result.submission}", blocks=blocks)
 
 
-def _component_blocks(tests: list[TestResult], hints: dict[str, str], release: str, visibility: dict) -> list:
+def _component_blocks(tests: list[TestResult], words: Words, release: str, visibility: dict) -> list:
     """One part's tests: each with its points, then the failing ones' details. Tests that failed with
     the same words (one crash met by several tests) are shown once, under the list of the tests it
     cost. A test not released yet shows its points only."""
@@ -259,32 +329,42 @@ def _component_blocks(tests: list[TestResult], hints: dict[str, str], release: s
         if not released(shown, release):
             withheld[shown] = withheld.get(shown, 0) + 1
             continue
-        same.setdefault((t.output.strip(), t.hint_id), []).append(t)
+        same.setdefault((t.output.strip(), advice(t, words)), []).append(t)
     for group in same.values():
         t = group[0]
         cost = f" (the same message for {len(group)} tests)" if len(group) > 1 else ""
-        blocks.append(Section("✗ " + ", ".join(u.title or u.name for u in group) + cost, test_details(t, hints)))
+        blocks.append(Section("✗ " + ", ".join(u.title or u.name for u in group) + cost, test_details(t, words)))
     for visibility, count in withheld.items():
         blocks.append(Paragraph(f"The details of {count} failing test{'s' if count > 1 else ''} here are shown "
                                 f"{WITHHELD_UNTIL[visibility]}."))
     return blocks
 
 
-def test_details(test: TestResult, hints: dict[str, str]) -> list:
+def test_details(test: TestResult, words: Words) -> list:
     """What a failed test says, as document blocks (the feedback and the review page show the same):
-    its output, preformatted, then the recognised mistake in the rubric's words."""
-    details: list = [Preformatted(clip(test.output))] if test.output.strip() else []
-    if words := hint_words(test, hints):
-        details.append(Paragraph([Strong(f"{MISCONCEPTION}:"), " ", words]))
-    elif test.hint_id and test.status != "passed":  # a mistake the rubric no longer words: its id, as data
-        details.append(Paragraph([f"{MISCONCEPTION}: ", Code(test.hint_id)]))
+    the forbidden libraries it reached, its output, preformatted, then the rubric's words its record
+    calls for (what the numbers show, the hint or the handout section, the recognised mistake)."""
+    said = advice(test, words)
+    details: list = [Paragraph(said.forbidden)] if said.forbidden else []
+    if test.output.strip():
+        details.append(Preformatted(clip(test.output)))
+    if said.numbers:
+        details += [Paragraph("What your numbers show:"), Bullets(list(said.numbers))]
+    if said.hint:
+        details.append(Paragraph([Strong(f"{said.hint[0]}:"), " ", said.hint[1]]))
+    elif said.section:
+        details.append(Paragraph(f"The formula this test checks is in the handout, {said.section}."))
+    if said.mistake:
+        details.append(Paragraph([Strong(f"{MISCONCEPTION}:"), " ", said.mistake]))
+    elif said.mistake_id:  # a mistake the rubric no longer words: its id, as data
+        details.append(Paragraph([f"{MISCONCEPTION}: ", Code(said.mistake_id)]))
     return details
 
 
-def feedback_markdown(result: SubmissionResult, hints: dict[str, str] | None = None,
+def feedback_markdown(result: SubmissionResult, words: Words | None = None,
                       release: str = DEFAULT_RELEASE, *, lesson=None) -> str:
     """feedback.md: the student's feedback as text."""
-    return to_markdown(feedback_document(result, hints, release, lesson=lesson))
+    return to_markdown(feedback_document(result, words, release, lesson=lesson))
 
 
 def override_change(o: dict, fmt, bonus_unit: str = "", unit: str = "") -> str:
@@ -328,6 +408,11 @@ def visibility_of(test_name: str, component: str, visibility: dict | Path | None
 def released(visibility: str, release: str) -> bool:
     """May a student see the details of a test with this visibility under `--release release`?"""
     return VISIBILITIES.index(visibility) <= VISIBILITIES.index(RELEASES[release])
+
+
+def lesson_words(lesson=None) -> Words:
+    """The rubric's words of the lesson passed in (until every caller passes one, the run's)."""
+    return Words.of(_lesson(lesson).rubric())
 
 
 def hint_texts(rubric: Path | None = None) -> dict[str, str]:

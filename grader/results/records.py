@@ -19,13 +19,18 @@ class TestResult:
     score: float
     max_score: float
     status: str  # "passed" | "failed"
-    output: str = ""  # expected vs got, and the hint; shown to the student
+    output: str = ""  # what the test said (expected vs got, the error); shown to the student
     hint_id: str | None = None  # bug-catalogue id when a misconception was recognised
     visibility: str = "visible"  # Gradescope visibility
     title: str = ""  # human title from the rubric
-    # What the numbers showed when no catalogued mistake matched (grader/judging/diagnose.py facts: id and numbers);
-    # the words in `output` were chosen from these ids, and nothing reads them back out of the text.
+    # What the numbers showed when no catalogued mistake matched (grader/judging/diagnose.py facts: id and numbers).
     facts: list = field(default_factory=list)
+    # Which of the rubric's words follow the output, as data: "numbers" (the sentence of each fact, then the
+    # test's hint when one of the facts its `when` names was found, else the handout section), "hint" (the
+    # test's hint: a failed deliverable), or "" (none). grader/results/feedback.py words it from the
+    # rubric when the files are written, so a rubric's new words need no regrade and no text is edited.
+    advice: str = ""
+    forbidden: list = field(default_factory=list)  # library APIs the part reached: the rubric's forbidden_message
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)

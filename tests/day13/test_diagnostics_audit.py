@@ -30,6 +30,7 @@ from grader.judging import diagnose
 from grader.admin import killrate
 
 from grader.judging import score
+from grader.results import feedback
 from grader.running.calls import InProcessTransport
 from grader.judging.assertions import GradeFailure
 from grader.day13 import visible_fingerprints
@@ -215,6 +216,7 @@ def _found(facts, expect):
 def test_hidden_feedback_names_a_cause_only_on_evidence(hidden):
     lesson = load_lesson()
     catalogue_words = {bug: entry["text"] for bug, entry in RUBRIC["hints"].items()}
+    words = feedback.Words.of(RUBRIC)  # what a student is shown: the record's words chosen from the rubric
     fact_words = {k: v["text"] for k, v in RUBRIC["facts"].items()}
     problems = []
     for name, (result, failures) in hidden.items():
@@ -222,12 +224,13 @@ def test_hidden_feedback_names_a_cause_only_on_evidence(hidden):
             if t.status == "passed" or t.component not in lesson.modules:
                 continue
             entry = RUBRIC[t.component][t.name.split(".", 1)[1]]
+            shown = feedback.student_output(t, words, cut=False)
             for bug, text in catalogue_words.items():
-                if text in t.output and t.hint_id != bug:
+                if text in shown and t.hint_id != bug:
                     problems.append(f"{name} {t.name}: says {bug}'s misconception without its fingerprint")
-            if entry.get("hint") and entry["hint"] in t.output and not diagnose.matched(t.facts, entry.get("when", ())):
+            if entry.get("hint") and entry["hint"] in shown and not diagnose.matched(t.facts, entry.get("when", ())):
                 problems.append(f"{name} {t.name}: its hint without one of its facts {entry.get('when')}")
-            block = t.output.split("What your numbers show:\n", 1)
+            block = shown.split("What your numbers show:\n", 1)
             said = [line[2:] for line in block[1].split("\n\n")[0].splitlines()] if len(block) > 1 else []
             if said != diagnose.words(t.facts, fact_words):
                 problems.append(f"{name} {t.name}: says {said}, its facts say {diagnose.words(t.facts, fact_words)}")

@@ -124,7 +124,7 @@ def test_the_feedback_says_the_same_in_both_media():
     from report_records import make_record
 
     record = make_record("Adam", buggy=True, status="timeout", notes=["classifier.py: forward ran past the 2 s limit"])
-    doc = feedback.feedback_document(record, {"missing_sqrt_dk": "Divide the scores by sqrt(d_k)."})
+    doc = feedback.feedback_document(record, feedback.Words(hints={"missing_sqrt_dk": "Divide the scores by sqrt(d_k)."}))
     markdown, page = to_markdown(doc), to_html(doc)
     fenced = re.findall(r"^```text\n(.*?)\n```$", markdown, flags=re.M | re.S)
     assert fenced and [html.unescape(p) for p in re.findall(r"<pre>(.*?)</pre>", page, flags=re.S)] == fenced

@@ -59,27 +59,27 @@ def test_a_recognised_mistake_is_data_and_every_medium_words_it_from_the_rubric(
     words = "Softmax ran over the query axis (handout §3)."
     record = make_record("lee")
     record.tests[0] = make_test("self_attention.sdpa_worked_example", 0, 10, "expected 0.4, got 0.5", "wrong_axis")
-    files = feedback.student_files(record, hints={"wrong_axis": words})
+    files = feedback.student_files(record, words=feedback.Words(hints={"wrong_axis": words}))
     assert f"```text\nexpected 0.4, got 0.5\n```\n\n**Likely misconception:** {words}" in files["feedback.md"]
     assert f"<pre>expected 0.4, got 0.5</pre>\n<p><b>Likely misconception:</b> {html.escape(words)}</p>" \
         in files["feedback.html"]
     shown = json.loads(files["results.json"])["tests"][0]["output"]
     assert shown == f"expected 0.4, got 0.5\n\nLikely misconception: {words}"
     # Other words for the same id (a rubric edited since): the files follow the rubric, the record is as it was.
-    assert "Another wording." in feedback.feedback_markdown(record, {"wrong_axis": "Another wording."})
+    assert "Another wording." in feedback.feedback_markdown(record, feedback.Words(hints={"wrong_axis": "Another wording."}))
     assert record.tests[0].output == "expected 0.4, got 0.5"
     # An id the rubric no longer words is shown as the id; a passed test says nothing of a mistake.
-    assert "Likely misconception: `wrong_axis`" in feedback.feedback_markdown(record, {})
+    assert "Likely misconception: `wrong_axis`" in feedback.feedback_markdown(record, feedback.Words())
     record.tests[1].hint_id = "wrong_axis"
-    assert feedback.student_output(record.tests[1], {"wrong_axis": words}) == ""
+    assert feedback.student_output(record.tests[1], feedback.Words(hints={"wrong_axis": words})) == ""
 
 
 def test_a_long_output_is_cut_but_the_mistake_is_still_named():
     record = make_record("lee")
     record.tests[0] = make_test("self_attention.sdpa_worked_example", 0, 10, "x" * 50_000, "wrong_axis")
-    text = feedback.student_output(record.tests[0], {"wrong_axis": "Scale the scores."})
+    text = feedback.student_output(record.tests[0], feedback.Words(hints={"wrong_axis": "Scale the scores."}))
     assert "more characters cut)" in text and text.endswith("Likely misconception: Scale the scores.")
-    assert feedback.student_output(record.tests[0], {}, cut=False) == "x" * 50_000
+    assert feedback.student_output(record.tests[0], feedback.Words(), cut=False) == "x" * 50_000
 
 
 def test_student_text_cannot_break_out_of_the_feedback_fence():

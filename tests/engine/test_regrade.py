@@ -1,5 +1,6 @@
 """grader/admin/regrade.py: a rerun regrades exactly what changed, rescores a change of rubric points or
 words from the records, and --force / --only / make FORCE=1 ONLY=... choose by hand."""
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -13,6 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import KIT, make_submission, uid_base_for_tests  # noqa: E402
 
 from grader.admin import regrade
+from grader.lesson import load_lesson
 
 from grader.running import grade as run  # noqa: E402
 from grader.results.records import SubmissionResult
@@ -104,21 +106,22 @@ def test_a_change_of_points_and_hints_rescores_from_the_records(graded, tmp_path
     changed = changed.replace(entry["hint"], "A brand new hint for the table.")
     edited = tmp_path / "rubric.toml"
     edited.write_text(changed)
-    monkeypatch.setattr(regrade, "rubric_path", lambda **_: edited)
+    lesson = dataclasses.replace(load_lesson(), rubric_path=edited)  # the instructor's edited rubric
     regrade.current.cache_clear()
     try:
         _no_sandbox(monkeypatch)
-        assert run.main(submissions=subs, out=copy, jobs=2, config=CONFIG) == 0
+        assert run.main(submissions=subs, out=copy, jobs=2, config=CONFIG, lesson=lesson) == 0
         printed = capsys.readouterr().out
         assert "rescore 2 from their records (rubric points or words changed): alice, bob" in printed
         assert "0 to grade" in printed
         bob = record(copy, "bob")
         test = next(t for t in bob["tests"] if t["name"] == failed["name"])
         assert test["max_score"] == entry["points"] + 5 and test["score"] == 0
-        assert "A brand new hint for the table." in test["output"] and entry["hint"] not in test["output"]
+        assert test["output"] == failed["output"]  # the words are not in the record: no text is edited
+        assert "A brand new hint for the table." in (copy / "bob" / "results.json").read_text()
         assert bob["max_total"] == record(out, "bob")["max_total"] + 5
         assert record(copy, "alice")["total"] == record(out, "alice")["total"] + 5  # alice passed it
-        assert bob["digests"]["rubric"] == regrade.current()["rubric"] != record(out, "bob")["digests"]["rubric"]
+        assert bob["digests"]["rubric"] == regrade.current(lesson=lesson)["rubric"] != record(out, "bob")["digests"]["rubric"]
         assert bob["digests"]["inputs"] == record(out, "bob")["digests"]["inputs"]
         assert "A brand new hint for the table." in (copy / "bob" / "feedback.md").read_text()
         assert float(grades(copy)["bob"]["max_total"]) == float(grades(out)["bob"]["max_total"]) + 5
@@ -165,12 +168,12 @@ def test_rescore_keeps_verdicts_and_refuses_a_structure_change():
     result = SubmissionResult(submission="x", tests=[
         Outcome(name="a.one", component="self_attention", score=2, max_score=2, status="passed"),
         Outcome(name="a.two", component="self_attention", score=0, max_score=3, status="failed",
-                   output="got 1\n\nHint (§3): old words", hint_id=None)])
+                output="got 1", advice="numbers")])
     old = {"a": {"one": {"points": 2}, "two": {"points": 3, "hint": "old words", "section": "§3"}}}
     new = {"a": {"one": {"points": 4}, "two": {"points": 1, "hint": "new words", "section": "§4"}}}
     assert regrade.rescore(result, old, new)
     assert [(t.score, t.max_score) for t in result.tests] == [(4, 4), (0, 1)]
-    assert result.tests[1].output == "got 1\n\nHint (§4): new words"
+    assert result.tests[1].output == "got 1"  # its words are chosen from the rubric when the files are written
     assert not regrade.rescore(result, old, {"a": {"one": {"points": 1}}})
 
 

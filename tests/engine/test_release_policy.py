@@ -69,7 +69,7 @@ def test_results_json_carries_each_tests_visibility(rubric):
                                             ("all", True)])
 def test_feedback_shows_a_tests_details_only_once_released(rubric, release, shown):
     lesson = rubric('[visibility]\ndefault = "after_due_date"\nclassifier = "visible"\n')
-    text = feedback.feedback_markdown(_result(), {}, release, lesson=lesson)
+    text = feedback.feedback_markdown(_result(), feedback.Words(), release, lesson=lesson)
     assert (SECRET in text) is shown
     assert "write one per class" in text  # a part made visible is shown at once
     assert ("shown after the due date" in text) is not shown
@@ -78,9 +78,9 @@ def test_feedback_shows_a_tests_details_only_once_released(rubric, release, show
 
 def test_a_hidden_test_is_shown_only_to_the_staff(rubric):
     lesson = rubric('[visibility]\ndefault = "hidden"\n')
-    assert SECRET not in feedback.feedback_markdown(_result(), {}, "published", lesson=lesson)
-    assert "shown only to the teaching staff" in feedback.feedback_markdown(_result(), {}, "published", lesson=lesson)
-    assert SECRET in feedback.feedback_markdown(_result(), {}, "all", lesson=lesson)
+    assert SECRET not in feedback.feedback_markdown(_result(), feedback.Words(), "published", lesson=lesson)
+    assert "shown only to the teaching staff" in feedback.feedback_markdown(_result(), feedback.Words(), "published", lesson=lesson)
+    assert SECRET in feedback.feedback_markdown(_result(), feedback.Words(), "all", lesson=lesson)
 
 
 def test_grade_and_merge_take_release_and_the_class_files_honour_it(rubric, tmp_path):

@@ -8,15 +8,14 @@ and when the intake chose a notebook, its code cells are the file (one view, eac
 a `# In[N]` line, so a line number names one line of one cell). Otherwise the submission's own
 `.py` files at its top level are shown, the contract's modules first.
 
-Student text is only ever text here: every character reaches the page through `html.escape`, and
-colouring is done by the standard library's tokenizer (no dependency, and it never runs the
+Student text is only ever text here: each line is inline content of the document model
+(grader/results/document.py), whose renderer escapes every character, and colouring is done by the standard library's tokenizer (no dependency, and it never runs the
 code); a file the tokenizer cannot read to its end keeps its colours up to that point and shows
 the rest uncoloured.
 """
 from __future__ import annotations
 
 import difflib
-import html
 import io
 import keyword
 import re
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grader.intake import submissions as intake
+from grader.results.document import Span
 
 MAX_FILE_CHARS = 200_000  # characters of one file shown (a file past it is cut, with a line saying so)
 MAX_FILES = 40  # .py files shown of one submission
@@ -106,9 +106,9 @@ def _file(name: str, text: str, stub: str | None) -> CodeFile:
 # ---------------------------------------------------------------- colouring
 
 
-def highlight(text: str) -> list[str]:
-    """Each line of `text` as escaped HTML, keywords, names defined, strings, numbers and comments
-    wrapped in <span class="k|d|s|n|c|b">. Never raises on any text."""
+def highlight(text: str) -> list[list]:
+    """Each line of `text` as inline content: keywords, names defined, strings, numbers and comments
+    as Spans of class k, d, s, n, c or b. Never raises on any text."""
     lines = text.split("\n")
     spans: dict[int, list[tuple[int, int, str]]] = {}  # line index -> (start col, end col, class)
 
@@ -144,16 +144,16 @@ def highlight(text: str) -> list[str]:
     return [_paint(line, sorted(spans.get(i, []))) for i, line in enumerate(lines)]
 
 
-def _paint(line: str, marks: list[tuple[int, int, str]]) -> str:
+def _paint(line: str, marks: list[tuple[int, int, str]]) -> list:
+    """One line as inline content of the document model: plain text, and Spans in a token's colour."""
     out, at = [], 0
     for start, end, cls in marks:
         if start < at:
             continue
-        out.append(html.escape(line[at:start]))
-        out.append(f'<span class="{cls}">{html.escape(line[start:end])}</span>')
+        out += [line[at:start], Span(line[start:end], cls)]
         at = end
-    out.append(html.escape(line[at:]))
-    return "".join(out)
+    out.append(line[at:])
+    return [piece for piece in out if not isinstance(piece, str) or piece]
 
 
 # ---------------------------------------------------------------- the difference from the stub

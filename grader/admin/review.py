@@ -28,7 +28,6 @@ at start-up and embedded in its own pages (another site cannot read it, so it ca
 from __future__ import annotations
 
 import hmac
-import html
 import secrets
 import sys
 import threading
@@ -40,7 +39,9 @@ from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 from grader.admin import codeview, linecomments, overrides, regrade_requests, similarity
 from grader.judging import late, totals
 from grader.release import stubs
-from grader.results.document import SERVED_POLICY, Cell, Preformatted, Table, html_blocks, number
+from grader.results.document import (SERVED_POLICY, Break, Bullets, Cell, Code, Document, Field, Fold, Form, Group,
+                                     Heading, Image, Link, Nav, Paragraph, Preformatted, Row, Section, Span, Strong,
+                                     Table, number, to_served_html)
 from grader.results.feedback import Words, _lesson, by_component, clip, released, test_details, visibility_of
 from grader.results.records import SubmissionResult
 from grader.results.storage import load_records
@@ -100,7 +101,7 @@ tr.note td.src{white-space:normal;font-family:system-ui,sans-serif;font-size:14p
 .failing pre{background:none;max-height:12em;margin:.2em 0}.said{border-left:4px solid #38a;background:#eef7fb;padding:.2em .5em;margin:.2em 0}
 .staff{border-left:4px solid #a70;background:#fff6e5;padding:.2em .5em;margin:.2em 0}
 form#line-form{position:sticky;bottom:0;background:#eef7fb;border:1px solid #9cc;padding:.4em;display:flex;flex-wrap:wrap;gap:.3em .8em;align-items:center}
-.chips a,.chips span{margin-right:.8em}.chips .on{font-weight:700}.req{background:#eef0ff;border:1px solid #99c;padding:.3em .6em;margin:.3em 0}
+.chips a{margin-right:.8em}.small{font-size:.85em}.chips .on{font-weight:700}.req{background:#eef0ff;border:1px solid #99c;padding:.3em .6em;margin:.3em 0}
 table.list{width:100%}table.list td.num{text-align:right;white-space:nowrap}.staff-note{background:#fde8e8}.why{color:#555}
 """
 
@@ -332,16 +333,19 @@ def next_unreviewed(states: list[dict], after: str | None) -> str | None:
     return None
 
 
-def _page(title: str, body: list[str]) -> str:
-    return "\n".join(["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-                      '<meta name="viewport" content="width=device-width, initial-scale=1">',
-                      f"<title>{html.escape(title)}</title>", '<link rel="stylesheet" href="/app.css">',
-                      '<script src="/app.js" defer></script></head><body>', *body, "</body></html>"]) + "\n"
+def _page(title: str, blocks: list) -> str:
+    """A page of the server: document blocks rendered as every page of the kit is (one escaping rule),
+    with the server's own style and script (PAGE_POLICY allows nothing else)."""
+    return to_served_html(Document(title=None, page_title=title, blocks=blocks), stylesheet="/app.css",
+                          script="/app.js")
+
+
+def _student_link(name: str, text=None, rel: str = "") -> Link:
+    return Link(name if text is None else text, f"/s/{quote(name, safe='')}", rel=rel)
 
 
 def render_class(review: Review, records: list[SubmissionResult], query: dict[str, str], problem: str = "") -> str:
     """The class list: counts of what is left, filters with their counts, a sortable table."""
-    e = html.escape
     states = statuses(review, records)
     show = query.get("show") if query.get("show") in FILTERS else "all"
     part = query.get("part", "")
@@ -351,52 +355,45 @@ def render_class(review: Review, records: list[SubmissionResult], query: dict[st
     shown.sort(key=SORTS[sort])
     left = [s for s in states if not s["reviewed"]]
     first = next_unreviewed(states, None)
-    out = ["<nav><strong>Review: class list</strong>",
-           f'<a rel="next-unreviewed" href="/s/{e(quote(first, safe=""))}">first not reviewed →</a>' if first
-           else "<span>everyone reviewed</span>", "<small>keys: n next not reviewed</small></nav>"]
+    out: list = [Nav([Strong("Review: class list"),
+                      _student_link(first, "first not reviewed →", "next-unreviewed") if first
+                      else Span("everyone reviewed", ""), Span("keys: n next not reviewed", "small")])]
     troubles = [problem and f"The overrides file has a problem; totals below are without it: {problem}",
                 review.comments()[1], review.requests(records)[1]]
-    out += [f'<p class="error">{e(t)}</p>' for t in troubles if t]
-    out.append(f"<h1>{len(states) - len(left)} of {len(states)} reviewed · {len(left)} left</h1>")
-    out.append('<p class="muted">Left to review: '
-               + ", ".join(f"{sum(FILTERS[k][1](s) for s in left)} {FILTERS[k][0]}"
-                           for k in ("flagged", "failing", "late", "similar", "requests")) + ".</p>")
+    out += [Paragraph(t, cls="error") for t in troubles if t]
+    out.append(Heading(f"{len(states) - len(left)} of {len(states)} reviewed · {len(left)} left"))
+    out.append(Paragraph("Left to review: " + ", ".join(f"{sum(FILTERS[k][1](s) for s in left)} {FILTERS[k][0]}"
+                                                          for k in ("flagged", "failing", "late", "similar", "requests"))
+                         + ".", cls="muted"))
 
     def link(**change) -> str:
         values = {"show": show, "part": part, "sort": sort, **change}
         return "/?" + urlencode({k: v for k, v in values.items() if v and not (k, v) in (("show", "all"), ("sort", "name"))})
 
-    out.append('<p class="chips">' + "".join(
-        f'<a class="{"on" if key == show else ""}" href="{e(link(show=key))}">{e(label)} '
-        f"({sum(test(s) for s in states)})</a>" for key, (label, test) in FILTERS.items()) + "</p>")
-    parts = review.lesson.components
-    out.append('<form class="filters" method="get" action="/">'
-               f'<input type="hidden" name="show" value="{e(show)}">'
-               '<label>failed part <select name="part" id="part"><option value="">any</option>'
-               + "".join(f'<option value="{e(c)}"{" selected" if c == part else ""}>{e(c)}</option>' for c in parts)
-               + '</select></label> <label>sort by <select name="sort" id="sort">'
-               + "".join(f'<option value="{k}"{" selected" if k == sort else ""}>{k.replace("-", " ")}</option>'
-                         for k in SORTS)
-               + '</select></label> <button type="submit">apply</button></form>')
-    out.append(f"<p>{len(shown)} shown.</p>")
+    out.append(Paragraph([Link(Span(f"{label} ({sum(test(s) for s in states)})", "on" if key == show else ""),
+                               link(show=key)) for key, (label, test) in FILTERS.items()], cls="chips"))
+    out.append(Form("/", [
+        Field("show", "hidden", value=show),
+        Field("part", "select", "failed part", part, id="part",
+              options=(("", "any"), *((c, c) for c in review.lesson.components))), " ",
+        Field("sort", "select", "sort by", sort, id="sort", options=tuple((k, k.replace("-", " ")) for k in SORTS)), " ",
+        Field("", "submit", "apply")], method="get", cls="filters"))
+    out.append(Paragraph(f"{len(shown)} shown."))
     head = [("student", "name"), ("total", "total-desc"), ("reviewed", None), ("flags", "flags"),
             ("parts failed", "failed"), ("late", None), ("similar to", "similar"), ("regrade", None)]
-    out.append('<table class="list" id="students"><tr>' + "".join(
-        f'<th><a href="{e(link(sort=key))}">{e(label)}</a></th>' if key else f"<th>{e(label)}</th>"
-        for label, key in head) + "</tr>")
+    rows = []
     for s in shown:
-        status = "" if s["status"] == "ok" else f' <span class="bad">{e(s["status"])}</span>'
-        late_days = f"{s['late']} d" if s["late"] else ""
-        requests_open = f"{s['open']} open" if s["open"] else ""
-        out.append(
-            f'<tr data-name="{e(s["name"])}"><td><a href="/s/{e(quote(s["name"], safe=""))}">{e(s["name"])}</a>{status}</td>'
-            f'<td class="num">{number(s["total"])} / {number(s["max"])}</td>'
-            f'<td class="{"ok" if s["reviewed"] else "bad"}">{"yes" if s["reviewed"] else "no"}</td>'
-            f'<td class="{"flag" if s["flags"] else ""}">{s["flags"] or ""}</td>'
-            f'<td>{e(", ".join(s["failed"]))}</td><td>{late_days}</td>'
-            f'<td>{e(_some([n + (" ✓" if n in s["pairs_done"] else "") for n in s["similar"]]))}</td>'
-            f'<td>{requests_open}</td></tr>')
-    out.append("</table>")
+        status = [" ", Span(s["status"], "bad")] if s["status"] != "ok" else []
+        rows.append(Row([
+            [_student_link(s["name"]), *status],
+            Cell(f"{number(s['total'])} / {number(s['max'])}", cls="num"),
+            Cell("yes" if s["reviewed"] else "no", cls="ok" if s["reviewed"] else "bad"),
+            Cell(str(s["flags"] or ""), cls="flag" if s["flags"] else ""),
+            ", ".join(s["failed"]), f"{s['late']} d" if s["late"] else "",
+            _some([n + (" ✓" if n in s["pairs_done"] else "") for n in s["similar"]]),
+            f"{s['open']} open" if s["open"] else ""], attrs=(("data-name", s["name"]),)))
+    out.append(Table(tuple(Link(label, link(sort=key)) if key else label for label, key in head), rows,
+                     cls="list", id="students"))
     return _page("Review: class list", out)
 
 
@@ -407,7 +404,6 @@ def render_student(review: Review, records: list[SubmissionResult], index: int, 
                    message: str = "", form: dict | None = None, line_form: dict | None = None) -> str:
     """A student's page. `message` is why the last form was refused; `form` and `line_form` are
     what was typed in it, shown again so nothing typed is lost."""
-    e = html.escape
     result = records[index]
     name = result.submission
     states = statuses(review, records)
@@ -419,89 +415,88 @@ def render_student(review: Review, records: list[SubmissionResult], index: int, 
     mine = comments.get(name, [])
     requests, request_problem = review.requests(records)
     standings = requests.get(name, [])
-    prev_link = f'<a rel="prev" href="/s/{e(quote(records[index - 1].submission, safe=""))}">← previous</a>' \
-        if index > 0 else "<span>← previous</span>"
-    next_link = f'<a rel="next" href="/s/{e(quote(records[index + 1].submission, safe=""))}">next →</a>' \
-        if index + 1 < len(records) else "<span>next →</span>"
-    unreviewed = f'<a rel="next-unreviewed" href="/s/{e(quote(following, safe=""))}">next not reviewed ({left} left)</a>' \
-        if following else f"<span>{'no other student left to review' if left else 'everyone reviewed'}</span>"
-    out = [f'<nav><a rel="index" href="/">class list</a>{prev_link}<strong>{e(name)}</strong>'
-           f"<span>{index + 1} / {len(records)}</span>{next_link}{unreviewed}"
-           "<small>keys: ← → move, n next not reviewed, l list</small></nav>"]
+    out: list = [Nav([
+        Link("class list", "/", rel="index"),
+        _student_link(records[index - 1].submission, "← previous", "prev") if index > 0 else Span("← previous", ""),
+        Strong(name), Span(f"{index + 1} / {len(records)}", ""),
+        _student_link(records[index + 1].submission, "next →", "next") if index + 1 < len(records)
+        else Span("next →", ""),
+        _student_link(following, f"next not reviewed ({left} left)", "next-unreviewed") if following
+        else Span("no other student left to review" if left else "everyone reviewed", ""),
+        Span("keys: ← → move, n next not reviewed, l list", "small")])]
     for trouble in (problem and f"The overrides file has a problem; scores below are without it: {problem}",
                     comment_problem, request_problem):
         if trouble:
-            out.append(f'<p class="error">{e(trouble)}</p>')
+            out.append(Paragraph(trouble, cls="error"))
     if message:
-        out.append(f'<p class="error" id="message" role="alert">{e(message)}</p>')
-    status = "" if result.status == "ok" else f' <span class="bad">status: {e(result.status)}</span>'
-    reviewed = '<small class="ok">reviewed</small>' if state["reviewed"] else '<small class="bad">not reviewed</small>'
-    out.append(f"<h1>{e(name)}: {number(result.total)} / {number(result.max_total)}{status} {reviewed}</h1>")
+        out.append(Paragraph(message, cls="error", id="message", alert=True))
+    status = [" ", Span(f"status: {result.status}", "bad")] if result.status != "ok" else []
+    reviewed = Span("reviewed", "small ok") if state["reviewed"] else Span("not reviewed", "small bad")
+    out.append(Heading([f"{name}: {number(result.total)} / {number(result.max_total)}", *status, " ", reviewed]))
     if why := totals.explain(result):
-        out.append(f'<p class="why">{e(why)}</p>')
-    left_column = [f"<p>from <code>{e(result.source or '?')}</code>"
-                   + (f' · <span class="bad">{state["late"]} day(s) late</span>' if state["late"] else "") + "</p>",
-                   *_group_line(review.out, name),
-                   html_blocks([Table(("part", "points"), [
-                       [component, Cell(f"{number(score)} / {number(possible)}", bool(possible and score < possible))]
-                       for component, (score, possible) in by_component(result, lesson=review.lesson).items()])])]
+        out.append(Paragraph(why, cls="why"))
+    left_column: list = [
+        Paragraph(["from ", Code(result.source or "?"),
+                   *([" · ", Span(f"{state['late']} day(s) late", "bad")] if state["late"] else [])]),
+        *_group_line(review.out, name),
+        Table(("part", "points"), [
+            [component, Cell(f"{number(score)} / {number(possible)}", bool(possible and score < possible))]
+            for component, (score, possible) in by_component(result, lesson=review.lesson).items()])]
     if result.overrides:
-        left_column.append(_folded("Decisions in effect", [_decision_item(o) for o in result.overrides],
-                                   tag="ul", open_under=4))
-    out.append('<div class="top"><div>' + "".join(left_column) + "</div><div>"
-               + _form(result, token, review.by, similar, form, components=review.lesson.components) + "</div></div>")
+        left_column.append(_folded("Decisions in effect", [_decision_item(o) for o in result.overrides], open_under=4))
+    out.append(Group([Group(left_column),
+                      Group([_form(result, token, review.by, similar, form, components=review.lesson.components)])],
+                     cls="top"))
     if standings:
-        out.append("<h2>Regrade requests</h2>")
-        out += [_request_block(result, s, i, token, review.by) for i, s in enumerate(standings)]
+        out.append(Section("Regrade requests", [_request_block(result, s, i, token, review.by)
+                                                 for i, s in enumerate(standings)]))
     flags = list(getattr(result, "flags", []) or [])
     if flags or result.notes:
         out.append(_folded(f"Integrity flags ({len(flags)}) and grading notes ({len(result.notes)})",
-                           [f"<li><b>flag</b>: {e(str(f))}</li>" for f in flags]
-                           + [f"<li>{e(str(n))}</li>" for n in result.notes], tag="ul", cls="flag", open_under=4))
+                           [[Strong("flag"), f": {f}"] for f in flags] + [str(n) for n in result.notes],
+                           cls="flag", open_under=4))
     if similar:  # evidence for the reviewer to weigh, never points
         out.append(_folded(f"Similar: {len(similar)} flagged pair(s) with {_some(sorted({p['other'] for p in similar}))} "
                            "(similarity.html)",
-                           [f"<li>{e(p['other'])}: {e(p['kind'])} {p['score']:.2f}, {e(p['detail'])}"
-                            + (' <b class="ok">pair reviewed ✓</b>' if p["other"] in state["pairs_done"] else "")
-                            + "</li>" for p in similar[:20]], tag="ul", cls="flag", open_under=0))
-    out.append(_code_section(review, result, mine, token, line_form))
-    out.append('<div class="grid">')
+                           [[f"{p['other']}: {p['kind']} {p['score']:.2f}, {p['detail']}",
+                             *([" ", Span(Strong("pair reviewed ✓"), "ok")] if p["other"] in state["pairs_done"] else [])]
+                            for p in similar[:20]], cls="flag", open_under=0))
+    out += _code_section(review, result, mine, token, line_form)
+    pictures = []
     for kind, names in review.images.items():
         found = review.student_file(result, names, MAX_IMAGE)
-        out.append(f"<section><h2>{e(kind)}</h2>")
         if found and _image_type(found[1]):
-            out.append(f'<img alt="{e(kind)} of {e(name)}" src="/f/{e(quote(name, safe=""))}/{e(quote(kind, safe=""))}">'
-                       f"<p><small>{e(found[0])}</small></p>")
+            shown = [Image(f"/f/{quote(name, safe='')}/{quote(kind, safe='')}", f"{kind} of {name}"),
+                     Paragraph(Span(found[0], "small"))]
         elif found:  # a format no <img> shows (a PDF): named, to be opened from the class folder
-            out.append(f"<p><small>{e(found[0])}</small>: not a picture this page shows; open it from the "
-                       "class folder.</p>")
+            shown = [Paragraph([Span(found[0], "small"), ": not a picture this page shows; open it from the "
+                                "class folder."])]
         else:
-            out.append(f"<p>No {e(kind)} image{' (files not available: pass --submissions)' if review.submissions is None else ''}.</p>")
-        out.append("</section>")
-    out.append("</div>")
+            why = " (files not available: pass --submissions)" if review.submissions is None else ""
+            shown = [Paragraph(f"No {kind} image{why}.")]
+        pictures.append(Group([Section(kind, shown)], cls="picture"))
+    out.append(Group(pictures, cls="grid"))
     for kind, names in review.texts.items():
         found = review.student_file(result, names, MAX_TEXT)
         if found:
             text = found[1].decode("utf-8", "replace")
             lines = text.count("\n") + 1
-            out.append(f'<details{" open" if lines <= 20 else ""}><summary>{e(kind)} '
-                       f"<small>({e(found[0])}, {lines} lines)</small></summary>{html_blocks([Preformatted(text)])}"
-                       "</details>")
+            out.append(Fold([kind, " ", Span(f"({found[0]}, {lines} lines)", "small")], [Preformatted(text)],
+                            open=lines <= 20))
         else:
-            out.append(f"<h2>{e(kind)}</h2><p>No {e(kind)}.</p>")
-    out.append("<h2>Automated verdicts</h2><table><tr><th>test</th><th>verdict</th><th>points</th><th>details</th></tr>")
+            out.append(Section(kind, [Paragraph(f"No {kind}.")]))
     asked = {s.request.test: s for s in standings}
+    verdicts = []
     for t in result.tests:
-        cls = "ok" if t.status == "passed" else "bad"
         details = _details(t, review.release, review.lesson.visibility, review.words)
         request = asked.get(t.name) or asked.get(t.component)
         if request:
-            details = (f'<p class="req">regrade request ({e(request.state)}): {e(request.request.reason)}</p>'
-                       + details)
-        out.append(f'<tr id="t-{e(t.name)}"><td><code>{e(t.name)}</code><br><small>{e(t.title)}</small></td>'
-                   f'<td class="{cls}">{e(t.status)}</td>'
-                   f"<td>{number(t.score)} / {number(t.max_score)}</td><td>{details}</td></tr>")
-    out.append("</table>")
+            details = [Paragraph(f"regrade request ({request.state}): {request.request.reason}", cls="req"), *details]
+        verdicts.append(Row([[Code(t.name), Break(), Span(t.title, "small")],
+                             Cell(t.status, cls="ok" if t.status == "passed" else "bad"),
+                             f"{number(t.score)} / {number(t.max_score)}", Cell("", blocks=tuple(details))],
+                            id=f"t-{t.name}"))
+    out.append(Section("Automated verdicts", [Table(("test", "verdict", "points", "details"), verdicts)]))
     return _page(f"Review: {name}", out)
 
 
@@ -511,26 +506,25 @@ def _some(names: list[str], shown: int = 4) -> str:
     return ", ".join(names[:shown]) + more
 
 
-def _decision_item(o: dict) -> str:
+def _decision_item(o: dict) -> list:
     """One decision in effect: what the student reads of it and what only the staff do."""
-    e = html.escape
     points = "reviewed" if o["points"] is None else f"{o['points']:g}"
-    said = "" if o.get("staff_only") or not o.get("comment") else \
-        f' — <span class="to-student">to the student: {e(o["comment"])}</span>'
+    said = [] if o.get("staff_only") or not o.get("comment") else \
+        [" — ", Span(f"to the student: {o['comment']}", "to-student")]
     staff = "; ".join(t for t in (o.get("comment", "") if o.get("staff_only") else "", o.get("staff_note", "")) if t)
-    noted = f' — <span class="staff-note">staff only: {e(staff)}</span>' if staff else ""
-    return (f"<li><code>{e(o['test'])}</code>: {e(points)}{said}{noted} "
-            f"<small>({e(o.get('by', ''))} {e(o.get('at', ''))})</small></li>")
+    noted = [" — ", Span(f"staff only: {staff}", "staff-note")] if staff else []
+    return [Code(o["test"]), f": {points}", *said, *noted, " ",
+            Span(f"({o.get('by', '')} {o.get('at', '')})", "small")]
 
 
-def _group_line(out_dir: Path, name: str) -> list[str]:
+def _group_line(out_dir: Path, name: str) -> list:
     """Who this submission belongs to when OUT/roster.csv names a group (grader/intake/roster.py)."""
     from grader.intake import roster
 
     try:
         people = roster.in_out(out_dir)
     except roster.RosterError as error:
-        return [f'<p class="error">roster.csv: {html.escape(str(error))}</p>']
+        return [Paragraph(f"roster.csv: {error}", cls="error")]
     if people is None:
         return []
     members = people.members(name)
@@ -538,43 +532,38 @@ def _group_line(out_dir: Path, name: str) -> list[str]:
     if len(members) < 2 and not group:
         return []
     partners = [s for s in people.students if group and s.group == group and s.submission != name]
-    said = ", ".join(html.escape(m.name or m.identity) for m in members)
+    said = ", ".join(m.name or m.identity for m in members)
     if partners:
-        said += " · partners' own submissions: " + ", ".join(
-            html.escape(f"{p.name or p.identity} ({p.submission})") for p in partners)
-    return [f'<p class="group">group {html.escape(group or name)}: {said}</p>']
+        said += " · partners' own submissions: " + ", ".join(f"{p.name or p.identity} ({p.submission})"
+                                                             for p in partners)
+    return [Paragraph(f"group {group or name}: {said}", cls="group")]
 
 
-def _folded(title: str, items: list[str], *, tag: str = "div", cls: str = "", open_under: int = 4) -> str:
-    """A section that folds: open when it holds at most `open_under` items, so long ones never push
+def _folded(title: str, items: list, *, cls: str = "", open_under: int = 4) -> Fold:
+    """A list that folds: open when it holds at most `open_under` items, so long ones never push
     the form and the code below the first screen."""
-    e = html.escape
-    opened = " open" if len(items) <= open_under else ""
-    return (f'<details{opened}><summary>{e(title)}</summary><{tag}{f" class={chr(34)}{cls}{chr(34)}" if cls else ""}>'
-            + "".join(items) + f"</{tag}></details>")
+    return Fold(title, [Group([Bullets(items)], cls=cls)], open=len(items) <= open_under)
 
 
-def _details(t, release: str, visibility: dict, words: Words) -> str:
-    e = html.escape
+def _details(t, release: str, visibility: dict, words: Words) -> list:
     if t.status == "passed":
-        return ""
+        return []
     if not released(visibility_of(t.name, t.component, visibility), release):
-        return f"<p>details withheld (--release {e(release)})</p>"
-    return html_blocks(test_details(t, words))  # the blocks the student's feedback shows
+        return [Paragraph(f"details withheld (--release {release})")]
+    return test_details(t, words)  # the blocks the student's feedback shows
 
 
 def _code_section(review: Review, result: SubmissionResult, comments: list, token: str,
-                  line_form: dict | None) -> str:
+                  line_form: dict | None) -> list:
     """Each graded file, coloured and numbered, with its diff from the stub (folded), the failing
     tests at the definition they test and the line comments under their lines."""
-    e = html.escape
     files = review.code_files(result)
     if not files:
         why = " (files not available: pass --submissions)" if review.submissions is None else ""
-        return f"<h2>Code</h2><p>No code to show{why}.</p>"
+        return [Section("Code", [Paragraph(f"No code to show{why}.")])]
     lesson = review.lesson
     failing = [t for t in result.tests if t.status != "passed" and t.component in lesson.graded_names]
-    out = ["<h2>Code</h2>", '<p class="muted">Click a line number to comment on that line.</p>']
+    out: list = [Paragraph("Click a line number to comment on that line.", cls="muted")]
     placed: set[str] = set()
     for index, f in enumerate(files):
         names = [n for c in lesson.graded_names for n in lesson.graded_names[c]]
@@ -604,112 +593,94 @@ def _code_section(review: Review, result: SubmissionResult, comments: list, toke
             summary.append(f"{sum(map(len, at_line.values()))} failing test(s)")
         if notes:
             summary.append(f"{sum(map(len, notes.values()))} comment(s)")
-        opened = "" if as_released and not notes else " open"
-        out.append(f'<details class="file" id="file-{index}"{opened}><summary>{e(f.name)} '
-                   f'<small>({e(", ".join(summary))})</small></summary>')
-        if counts:
-            out.append(f'<details class="diff"><summary>diff from the released stub</summary>'
-                       f"{_diff_table(f)}</details>")
-        out.append(_code_table(index, f, at_line, notes, result.tests))
+        shown: list = [Fold("diff from the released stub", [_diff_table(f)], cls="diff")] if counts else []
+        shown.append(_code_table(index, f, at_line, notes))
         if f.cut:
-            out.append(f"<p class=muted>… cut at {codeview.MAX_FILE_CHARS} characters.</p>")
-        out.append("</details>")
+            shown.append(Paragraph(f"… cut at {codeview.MAX_FILE_CHARS} characters.", cls="muted"))
+        out.append(Fold([f.name, " ", Span(f"({', '.join(summary)})", "small")], shown,
+                        open=not (as_released and not notes), cls="file", id=f"file-{index}"))
     out.append(_line_form(result, files, token, review.by, line_form))
-    return "\n".join(out)
+    return [Section("Code", out)]
 
 
-def _code_table(index: int, f, at_line: dict, notes: dict, tests) -> str:
-    e = html.escape
-    rows = ['<table class="code">']
+def _code_table(index: int, f, at_line: dict, notes: dict) -> Table:
+    rows: list = []
     for number_, painted in enumerate(codeview.highlight(f.text), 1):
         anchor = f"f{index}-L{number_}"
-        rows.append(f'<tr id="{anchor}"><td class="ln"><a class="ln" href="#{anchor}" data-file="{e(f.name)}" '
-                    f'data-line="{number_}">{number_}</a></td><td class="src">{painted}</td></tr>')
+        rows.append(Row([Cell(Link(str(number_), f"#{anchor}", attrs=(("class", "ln"), ("data-file", f.name),
+                                                                        ("data-line", number_))), cls="ln"),
+                         Cell(painted, cls="src")], id=anchor))
         boxes = []
         for t in at_line.get(number_, []):
-            boxes.append(f'<div class="failing"><b>✗ {e(t.name)}</b> ({number(t.score)} / {number(t.max_score)}): '
-                         f'{e(t.title)}<details><summary>the calls and what they gave</summary>'
-                         f"<pre>{e(clip(t.output))}</pre></details></div>")
+            boxes.append(Group([Paragraph([Strong(f"✗ {t.name}"), f" ({number(t.score)} / {number(t.max_score)}): ",
+                                           t.title]),
+                                Fold("the calls and what they gave", [Preformatted(clip(t.output))])], cls="failing"))
         for c in notes.get(number_, []):
             if c.comment:
-                boxes.append(f'<div class="said">to the student: {e(c.comment)} <small>({e(c.by)} {e(c.at)})</small></div>')
+                boxes.append(Group([Paragraph([f"to the student: {c.comment} ", Span(f"({c.by} {c.at})", "small")])],
+                                   cls="said"))
             if c.staff_note:
-                boxes.append(f'<div class="staff">staff only: {e(c.staff_note)} <small>({e(c.by)} {e(c.at)})</small></div>')
+                boxes.append(Group([Paragraph([f"staff only: {c.staff_note} ", Span(f"({c.by} {c.at})", "small")])],
+                                   cls="staff"))
         if boxes:
-            rows.append(f'<tr class="note"><td class="ln"></td><td class="src">{"".join(boxes)}</td></tr>')
-    rows.append("</table>")
-    return "".join(rows)
+            rows.append(Row([Cell("", cls="ln"), Cell("", cls="src", blocks=tuple(boxes))], cls="note"))
+    return Table((), rows, cls="code")
 
 
-def _diff_table(f) -> str:
-    e = html.escape
-    rows = ['<table class="code diff">']
-    for kind, line, text in codeview.diff_rows(f.stub, f.text):
-        cls = {"+": "add", "-": "del", "@": "hunk", " ": "same"}[kind]
-        rows.append(f'<tr class="{cls}"><td class="ln">{line or ""}</td><td class="src">'
-                    f'{e(kind if kind != "@" else "")}{e(text)}</td></tr>')
-    rows.append("</table>")
-    return "".join(rows)
+def _diff_table(f) -> Table:
+    rows = [Row([Cell(str(line or ""), cls="ln"), Cell(f"{kind if kind != '@' else ''}{text}", cls="src")],
+                cls={"+": "add", "-": "del", "@": "hunk", " ": "same"}[kind])
+            for kind, line, text in codeview.diff_rows(f.stub, f.text)]
+    return Table((), rows, cls="code diff")
 
 
-def _line_form(result: SubmissionResult, files, token: str, by: str, typed: dict | None) -> str:
-    e = html.escape
+def _line_form(result: SubmissionResult, files, token: str, by: str, typed: dict | None) -> Form:
     typed = typed or {}
-    chosen = typed.get("file", files[0].name)
-    options = "".join(f'<option value="{e(f.name)}"{" selected" if f.name == chosen else ""}>{e(f.name)}</option>'
-                      for f in files)
-    return (f'<form method="post" id="line-form" action="/s/{e(quote(result.submission, safe=""))}/comment">'
-            f'<input type="hidden" name="token" value="{e(token)}"><b>Comment on</b>'
-            f'<select name="file" id="c-file">{options}</select>'
-            f'<label>line <input name="line" id="c-line" size="4" value="{e(typed.get("line", ""))}"></label>'
-            f'<span id="c-where" class="muted"></span>'
-            f'<label>to the student <input type="text" name="comment" id="c-comment" size="34" '
-            f'value="{e(typed.get("comment", ""))}"></label>'
-            f'<label>staff-only note <input type="text" name="staff_note" id="c-note" size="24" '
-            f'value="{e(typed.get("staff_note", ""))}"></label>'
-            f'<input type="hidden" name="by" value="{e(typed.get("by", by))}">'
-            '<button type="submit" id="c-save">add comment</button></form>')
+    return Form(f"/s/{quote(result.submission, safe='')}/comment", [
+        Field("token", "hidden", value=token), Strong("Comment on"),
+        Field("file", "select", value=typed.get("file", files[0].name), id="c-file",
+              options=tuple((f.name, f.name) for f in files)),
+        Field("line", label="line", value=typed.get("line", ""), id="c-line", attrs=(("size", 4),)),
+        Span("", "muted", id="c-where"),  # the line a click chose, in words (the script fills it)
+        Field("comment", label="to the student", value=typed.get("comment", ""), id="c-comment", attrs=(("size", 34),)),
+        Field("staff_note", label="staff-only note", value=typed.get("staff_note", ""), id="c-note",
+              attrs=(("size", 24),)),
+        Field("by", "hidden", value=typed.get("by", by)),
+        Field("", "submit", "add comment", id="c-save")], id="line-form")
 
 
-def _request_block(result: SubmissionResult, standing, index: int, token: str, by: str) -> str:
-    e = html.escape
+def _request_block(result: SubmissionResult, standing, index: int, token: str, by: str) -> Group:
     r = standing.request
-    head = (f'<div class="req" id="request-{index}"><b>{e(r.test)}</b> · asked {e(r.time)} · '
-            f"<b>{e(standing.state)}</b><br>“{e(r.reason)}”")
+    head = Paragraph([Strong(r.test), f" · asked {r.time} · ", Strong(standing.state), Break(), f"“{r.reason}”"])
     if standing.decision is not None:
         d = standing.decision
         change = "no change of points" if d.points is None else f"{d.points:g} points"
-        return head + f"<br>decision: {e(change)} — {e(d.comment)} <small>({e(d.by)} {e(d.at)})</small></div>"
-    return head + (
-        f'<form method="post" action="/s/{e(quote(result.submission, safe=""))}/regrade">'
-        f'<input type="hidden" name="token" value="{e(token)}"><input type="hidden" name="request" value="{index}">'
-        f'<input type="hidden" name="by" value="{e(by)}">'
-        '<label>points (to accept) <input name="points" id="r-points-%d" size="5"></label> '
-        '<label>reason, for the student <input type="text" name="comment" id="r-comment-%d" size="36"></label> '
-        '<label>staff-only note <input type="text" name="staff_note" id="r-note-%d" size="20"></label> '
-        '<button type="submit" name="decision" value="accept" id="r-accept-%d">accept</button> '
-        '<button type="submit" name="decision" value="decline" id="r-decline-%d">decline</button></form></div>'
-        % (index, index, index, index, index))
+        return Group([head, Paragraph([f"decision: {change} — {d.comment} ", Span(f"({d.by} {d.at})", "small")])],
+                     cls="req", id=f"request-{index}")
+    return Group([head, Form(f"/s/{quote(result.submission, safe='')}/regrade", [
+        Field("token", "hidden", value=token), Field("request", "hidden", value=str(index)),
+        Field("by", "hidden", value=by),
+        Field("points", label="points (to accept)", id=f"r-points-{index}", attrs=(("size", 5),)), " ",
+        Field("comment", label="reason, for the student", id=f"r-comment-{index}", attrs=(("size", 36),)), " ",
+        Field("staff_note", label="staff-only note", id=f"r-note-{index}", attrs=(("size", 20),)), " ",
+        Field("decision", "submit", "accept", value="accept", id=f"r-accept-{index}"), " ",
+        Field("decision", "submit", "decline", value="decline", id=f"r-decline-{index}")])],
+        cls="req", id=f"request-{index}")
 
 
 def _form(result: SubmissionResult, token: str, by: str, similar: list[dict] = (), typed: dict | None = None, *,
-          components) -> str:
-    e = html.escape
+          components) -> Form:
     typed = typed or {}
-    chosen = typed.get("test", overrides.BONUS)
-    options = "".join(f'<option value="{e(value)}"{" selected" if value == chosen else ""}>{e(label)}</option>'
-                      for value, label, _ in _targets(result, similar, components=components))
-    return (f'<form class="decide" method="post" action="/s/{e(quote(result.submission, safe=""))}/override">'
-            f'<input type="hidden" name="token" value="{e(token)}"><b>Decide</b>'
-            f'<label>set <select name="test" id="test">{options}</select></label>'
-            '<label>points <input name="points" id="points" inputmode="decimal" '
-            f'placeholder="empty: mark reviewed" value="{e(typed.get("points", ""))}"></label>'
-            f'<label>comment to the student <input type="text" name="comment" id="comment" '
-            f'value="{e(typed.get("comment", ""))}"></label>'
-            f'<label>staff-only note <input type="text" name="staff_note" id="staff_note" '
-            f'value="{e(typed.get("staff_note", ""))}"></label>'
-            f'<label>by <input name="by" id="by" size="8" value="{e(typed.get("by", by))}"></label>'
-            '<button type="submit" id="save">save</button></form>')
+    return Form(f"/s/{quote(result.submission, safe='')}/override", [
+        Field("token", "hidden", value=token), Strong("Decide"),
+        Field("test", "select", "set", typed.get("test", overrides.BONUS), id="test",
+              options=tuple((value, label) for value, label, _ in _targets(result, similar, components=components))),
+        Field("points", label="points", value=typed.get("points", ""), id="points",
+              attrs=(("inputmode", "decimal"), ("placeholder", "empty: mark reviewed"))),
+        Field("comment", label="comment to the student", value=typed.get("comment", ""), id="comment"),
+        Field("staff_note", label="staff-only note", value=typed.get("staff_note", ""), id="staff_note"),
+        Field("by", label="by", value=typed.get("by", by), id="by", attrs=(("size", 8),)),
+        Field("", "submit", "save", id="save")], cls="decide")
 
 
 def check_points(result: SubmissionResult, test: str, raw: str, similar: list[dict] = (), *,
@@ -788,7 +759,7 @@ class Handler(BaseHTTPRequestHandler):
         records, problem, index = self._records()
         if path == "/":
             if not records:
-                return self._send(200, b"<!DOCTYPE html><p>No graded submissions in this folder.</p>",
+                return self._send(200, _page("Review", [Paragraph("No graded submissions in this folder.")]).encode(),
                                   "text/html; charset=utf-8")
             query = {k: v[-1] for k, v in parse_qs(split.query).items()}
             page = render_class(self.server.review, records, query, problem)

@@ -36,7 +36,6 @@ import argparse
 import base64
 import csv
 import hashlib
-import html
 import importlib
 import io
 import json
@@ -56,7 +55,8 @@ import numpy as np
 from grader.intake import submissions as intake
 from grader.judging import deliverables
 from grader.lesson import lesson_for_migration
-from grader.results.document import Bullets, Code, Document, Html, Link, Only, Paragraph, Section, Table, to_html
+from grader.results.document import (Bullets, Code, Document, Fold, Group, Heading, Image, Link, Mark, Only, Paragraph,
+                                     Preformatted, Section, Strong, Table, to_html)
 
 KIT = Path(__file__).resolve().parents[2]
 
@@ -839,47 +839,53 @@ white-space:pre-wrap;overflow-wrap:anywhere}mark{background:#fff0a8;color:inheri
 details{margin:.5em 0;border:1px solid #ddd;padding:.4em}summary{cursor:pointer;font-weight:600}.muted{color:#666}"""
 
 
-def _code_side(feats: Features, spans: list[tuple[int, int, int]]) -> str:
+def _code_side(feats: Features, spans: list[tuple[int, int, int]]) -> list:
+    """One side's code, the lines of the shared fingerprints marked, as document blocks."""
     marked: dict[int, set[int]] = {}
     for file_index, first, last in spans:
         marked.setdefault(file_index, set()).update(range(first, last + 1))
-    out = []
+    out: list = []
     for index, (path, text) in enumerate(feats.code_files):
         if index not in marked:
             continue
-        out.append(f"<b>{html.escape(path)}</b>")
-        lines = text.split("\n")[:MAX_SHOWN_LINES]
-        body = "\n".join(f"<mark>{html.escape(line)}</mark>" if n in marked[index] else html.escape(line)
-                         for n, line in enumerate(lines, 1))
-        more = "\n…" if len(text.split("\n")) > MAX_SHOWN_LINES else ""
-        out.append(f"<pre>{body}{more}</pre>")
-    return "".join(out) or "<p class=muted>(no code)</p>"
+        pieces: list = []
+        for n, line in enumerate(text.split("\n")[:MAX_SHOWN_LINES], 1):
+            pieces += ["\n"] if n > 1 else []
+            pieces.append(Mark(line) if n in marked[index] else line)
+        if len(text.split("\n")) > MAX_SHOWN_LINES:
+            pieces.append("\n…")
+        out += [Paragraph(Strong(path)), Preformatted(pieces)]
+    return out or [Paragraph("(no code)", cls="muted")]
 
 
-def _text_side(feats: Features, what: str, spans: list[tuple[int, int]], base: Base) -> str:
+def _text_side(feats: Features, what: str, spans: list[tuple[int, int]], base: Base) -> list:
+    """One side's text, the shared passages marked, as document blocks."""
     file, text = feats.texts.get(what, ("", ""))
     words = _words(text)
     marked = np.zeros(len(words), dtype=bool)
     for first, last in spans:
         marked[first:last + 1] = True
-    out, last_end, open_mark = [], 0, False
+    runs: list[list] = []  # [marked?, text]: consecutive pieces of the same kind joined
+    last_end, open_mark = 0, False
+
+    def add(piece: str, mark: bool) -> None:
+        if runs and runs[-1][0] == mark:
+            runs[-1][1] += piece
+        elif piece:
+            runs.append([mark, piece])
+
     for i, (_, start, end) in enumerate(words):
-        out.append(html.escape(text[last_end:start]))
-        if marked[i] and not open_mark:
-            out.append("<mark>")
-            open_mark = True
-        elif not marked[i] and open_mark:
-            out.append("</mark>")
-            open_mark = False
-        out.append(html.escape(text[start:end]))
+        add(text[last_end:start], open_mark)  # the space between two marked words stays marked
+        open_mark = bool(marked[i])
+        add(text[start:end], open_mark)
         last_end = end
-    if open_mark:
-        out.append("</mark>")
-    out.append(html.escape(text[last_end:]))
-    return f"<b>{html.escape(file)}</b><pre>{''.join(out)}</pre>"
+    add(text[last_end:], False)
+    pieces = [Mark(piece) if mark else piece for mark, piece in runs]
+    return [Paragraph(Strong(file)), Preformatted(pieces)]
 
 
-def _detail_html(row: Row, by_name: dict[str, Features], base: Base, pictures: dict) -> str:
+def _detail(row: Row, by_name: dict[str, Features], base: Base, pictures: dict) -> Fold:
+    """One flagged row, both sides next to each other."""
     fa, fb = by_name[row.a], by_name[row.b]
     if row.kind == "code":
         shared = fa.code.keys() & fb.code.keys()
@@ -891,14 +897,12 @@ def _detail_html(row: Row, by_name: dict[str, Features], base: Base, pictures: d
         left = _text_side(fa, row.what, [ga[h] for h in shared], base)
         right = _text_side(fb, row.what, [gb[h] for h in shared], base)
     else:
-        left, right = (f"<b>{html.escape(f.images[row.what][0])}</b><br>"
-                       + (f'<img alt="" src="{pictures.get((f.name, row.what), "")}">'
-                          if pictures.get((f.name, row.what)) else "<p class=muted>(not shown)</p>")
-                       for f in (fa, fb))
-    return (f"<details><summary>{html.escape(row.a)} ↔ {html.escape(row.b)}: {row.kind} "
-            f"{row.score:.2f}</summary><p>{html.escape(row.detail)}</p><div class=pair>"
-            f"<div><h4>{html.escape(row.a)}</h4>{left}</div><div><h4>{html.escape(row.b)}</h4>{right}</div>"
-            "</div></details>")
+        left, right = ([Paragraph(Strong(f.images[row.what][0])),
+                        Image(pictures[(f.name, row.what)], "") if pictures.get((f.name, row.what))
+                        else Paragraph("(not shown)", cls="muted")] for f in (fa, fb))
+    return Fold(f"{row.a} ↔ {row.b}: {row.kind} {row.score:.2f}", [
+        Paragraph(row.detail),
+        Group([Group([Heading(row.a, 4), *left]), Group([Heading(row.b, 4), *right])], cls="pair")])
 
 
 def thresholds_text() -> str:
@@ -913,7 +917,7 @@ def thresholds_text() -> str:
 
 def similarity_document(rows: list[Row], feats: list[Features], base: Base, pictures: dict) -> Document:
     """similarity.html as a Document (grader/results/document.py: its renderer, its policy, its
-    escaping); the side-by-side views are ready-made pieces of page, every character escaped."""
+    escaping), the side-by-side views too (on the page only)."""
     flagged = [r for r in rows if r.flagged]
     by_name = {f.name: f for f in feats}
     blocks: list = [
@@ -935,7 +939,7 @@ def similarity_document(rows: list[Row], feats: list[Features], base: Base, pict
         blocks.append(Section("Side by side", [
             Paragraph(f"The {min(len(flagged), MAX_DETAILED)} most similar flagged rows; open one to see both "
                       "sides, matching passages highlighted."),
-            *(Only("html", Html(_detail_html(r, by_name, base, pictures))) for r in flagged[:MAX_DETAILED])]))
+            *(Only("html", _detail(r, by_name, base, pictures)) for r in flagged[:MAX_DETAILED])]))
     else:
         blocks.append(Section("Flagged pairs, most similar first", [Paragraph("None.")]))
     notes = [f"{f.name}: {n}" for f in feats for n in f.notes]

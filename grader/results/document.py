@@ -101,21 +101,50 @@ class Strong:
 
 @dataclass(frozen=True)
 class Link:
-    text: str
-    href: str  # a relative path the report wrote, already %-quoted
+    text: object  # inline content
+    href: str  # a relative path the report wrote, or a route of the review server, already %-quoted
+    rel: str = ""  # what the link is to the page (the review page's keys follow rel="next" ...)
+    attrs: tuple = ()  # (name, value) pairs the page's script reads (data-file, ...): names ours, values escaped
+
+
+@dataclass(frozen=True)
+class Span:
+    """Inline content in one of the page's styles (a colour, a muted note); the text alone in Markdown."""
+    content: object
+    cls: str
+    id: str = ""  # an anchor the page's script writes into
+
+
+@dataclass(frozen=True)
+class Break:
+    """A line break inside inline content (a space in Markdown)."""
 
 
 @dataclass(frozen=True)
 class Paragraph:
     content: object
     warning: bool = False  # something went wrong: bold in Markdown, red on the page
+    cls: str = ""  # a style of the page (ignored in Markdown)
+    id: str = ""  # an anchor on the page
+    alert: bool = False  # announced at once by a screen reader (a refused form's reason)
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A passage of preformatted text the reader's eye should find (similarity's matching passages):
+    <mark> on the page, the text alone in Markdown."""
+    text: str
 
 
 @dataclass(frozen=True)
 class Preformatted:
     """Text shown exactly as it is, line by line (a test's output, an error): a fence in Markdown
     longer than any backtick run inside, so the text cannot close it; <pre> on the page."""
-    text: str
+    text: object  # a string, or a list of strings and Marks
+
+
+def _plain(text) -> str:
+    return text if isinstance(text, str) else "".join(t.text if isinstance(t, Mark) else t for t in text)
 
 
 @dataclass(frozen=True)
@@ -141,13 +170,26 @@ class Figures:
 class Cell:
     content: object
     bad: bool = False  # red on the page
+    cls: str = ""  # a style of the page
+    blocks: tuple = ()  # blocks after the content (a failed test's details): on the page, in the cell
+
+
+@dataclass(frozen=True)
+class Row:
+    """A table row with an anchor or a style of its own (a list of cells is a plain row)."""
+    cells: list
+    id: str = ""
+    cls: str = ""
+    attrs: tuple = ()  # (name, value) pairs the page's script or tests read (data-name, ...)
 
 
 @dataclass(frozen=True)
 class Table:
-    header: tuple
-    rows: list  # each a list of inline content or Cell
+    header: tuple  # inline content of each column's head; () for a table without one
+    rows: list  # each a list of inline content or Cell, or a Row
     numeric: frozenset = frozenset()  # column indexes aligned right
+    cls: str = ""
+    id: str = ""
 
 
 @dataclass(frozen=True)
@@ -159,6 +201,67 @@ class Item:
 @dataclass(frozen=True)
 class Bullets:
     items: list  # Item, or inline content for an item without nested ones
+
+
+@dataclass(frozen=True)
+class Heading:
+    """A heading that opens no section (a page whose <h1> comes after its navigation)."""
+    content: object
+    level: int = 1
+
+
+@dataclass(frozen=True)
+class Nav:
+    """A page's row of links (to the class list, the previous and next student): " · " between items in Markdown."""
+    items: list  # inline content, one per item
+
+
+@dataclass(frozen=True)
+class Fold:
+    """A part the reader opens (<details>): its summary as a bold line, then its blocks, in Markdown."""
+    summary: object
+    blocks: list
+    open: bool = False
+    cls: str = ""
+    id: str = ""
+
+
+@dataclass(frozen=True)
+class Group:
+    """Blocks the page lays out together (columns, a boxed note): only its blocks in Markdown."""
+    blocks: list
+    cls: str = ""
+    id: str = ""
+
+
+FIELD_KINDS = ("text", "hidden", "select", "submit")
+
+
+@dataclass(frozen=True)
+class Field:
+    """One control of a form: a text input, a hidden value, a choice among `options` or a button."""
+    name: str
+    kind: str = "text"
+    label: object = ""  # inline content before the control (a button's label is its text)
+    value: str = ""  # what the control holds (a select: the chosen option's value)
+    id: str = ""
+    options: tuple = ()  # (value, label) of each choice of a select
+    attrs: tuple = ()  # (name, value) pairs such as size, placeholder, inputmode
+
+    def __post_init__(self):
+        if self.kind not in FIELD_KINDS:
+            raise ValueError(f"field kind {self.kind!r}: say one of {', '.join(FIELD_KINDS)}")
+
+
+@dataclass(frozen=True)
+class Form:
+    """A form of the page (the review server's decisions): fields and inline content, in order. It
+    has no Markdown form: a text cannot post anything."""
+    action: str
+    items: list  # Field, or inline content between fields
+    method: str = "post"
+    cls: str = ""
+    id: str = ""
 
 
 @dataclass(frozen=True)
@@ -188,7 +291,7 @@ class Section:
 
 @dataclass(frozen=True)
 class Document:
-    title: object  # the heading (inline content)
+    title: object  # the heading (inline content); None: the page has no <h1> of its own (it is among the blocks)
     page_title: str  # the browser tab's
     blocks: list
     style: str = ""  # the page's own styles, after the shared ones (a page with side-by-side code needs some)
@@ -198,7 +301,7 @@ class Document:
 
 
 def to_markdown(doc: Document) -> str:
-    chunks = [f"# {_md_line(doc.title)}"]
+    chunks = [f"# {_md_line(doc.title)}"] if doc.title is not None else []
     for block in doc.blocks:
         chunks += _md_block(block)
     return "\n\n".join(chunks).rstrip() + "\n"
@@ -212,12 +315,22 @@ def _md_block(block, level: int = 2) -> list[str]:
         return [f"{'#' * min(level, 6)} {_md_line(block.title)}"] + [
             c for b in block.blocks for c in _md_block(b, level + 1)]
     if isinstance(block, Preformatted):
-        return [fence(block.text)]
+        return [fence(_plain(block.text))]
     if isinstance(block, Paragraph):
         text = _md_line(block.content)
         return [f"**{text}**" if block.warning else text]
     if isinstance(block, Image):
         return [f"![{_md_line(block.alt)}]({block.src})"]
+    if isinstance(block, Heading):
+        return [f"{'#' * min(block.level, 6)} {_md_line(block.content)}"]
+    if isinstance(block, Nav):
+        return [" · ".join(_md_line(item) for item in block.items)]
+    if isinstance(block, Fold):
+        return [f"**{_md_line(block.summary)}**"] + [c for b in block.blocks for c in _md_block(b, level)]
+    if isinstance(block, Group):
+        return [c for b in block.blocks for c in _md_block(b, level)]
+    if isinstance(block, Form):
+        return []
     if _empty(block):
         return []
     if isinstance(block, Figures):
@@ -225,7 +338,7 @@ def _md_block(block, level: int = 2) -> list[str]:
     if isinstance(block, Table):
         lines = ["| " + " | ".join(_md_line(h, cell=True) for h in block.header) + " |",
                  "| " + " | ".join("---:" if i in block.numeric else "---" for i in range(len(block.header))) + " |"]
-        lines += ["| " + " | ".join(_md_line(_cell(c).content, cell=True) for c in row) + " |" for row in block.rows]
+        lines += ["| " + " | ".join(_md_cell(_cell(c)) for c in _row(row).cells) + " |" for row in block.rows]
         return ["\n".join(lines)]
     if isinstance(block, Bullets):
         lines = []
@@ -236,6 +349,26 @@ def _md_block(block, level: int = 2) -> list[str]:
     if isinstance(block, Html):
         raise TypeError("a ready-made HTML block has no Markdown form: wrap it in Only('html', ...)")
     raise TypeError(f"not a document block: {block!r}")
+
+
+def _md_cell(cell: Cell) -> str:
+    """A cell on one line: its content, then its blocks' text (a table row cannot hold a block)."""
+    said = [_md_line(cell.content, cell=True)] + [_md_line(_text_of(b), cell=True) for b in cell.blocks]
+    return " ".join(filter(None, said))
+
+
+def _text_of(block) -> list:
+    """A block's words as inline content (for a Markdown table cell)."""
+    if isinstance(block, Paragraph):
+        return [block.content]
+    if isinstance(block, Preformatted):
+        return [Code(_plain(block.text))]
+    if isinstance(block, Bullets):
+        return [[_item(i).content, "; "] for i in block.items]
+    if isinstance(block, (Section, Fold)):
+        return [block.title if isinstance(block, Section) else block.summary, ": ",
+                *[_text_of(b) for b in block.blocks]]
+    return []
 
 
 def _md_line(content, cell: bool = False) -> str:
@@ -256,6 +389,10 @@ def _md(content, cell: bool = False) -> str:
         return f"**{_md_line(content.content, cell)}**"
     if isinstance(content, Link):
         return f"[{_md_line(content.text, cell)}]({content.href})"
+    if isinstance(content, Span):
+        return _md(content.content, cell)
+    if isinstance(content, Break):
+        return " "
     raise TypeError(f"not inline content: {content!r}")
 
 
@@ -274,12 +411,34 @@ def to_html(doc: Document) -> str:
     e = html.escape
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            f'<meta http-equiv="Content-Security-Policy" content="{POLICY}">',  # ours: no quote, no markup
-           f"<title>{e(doc.page_title)}</title>", f"<style>{STYLE}{doc.style}</style></head><body>",
-           f"<h1>{_html(doc.title)}</h1>"]
+           f"<title>{e(doc.page_title)}</title>", f"<style>{STYLE}{doc.style}</style></head><body>"]
+    return _body(doc, out)
+
+
+def to_served_html(doc: Document, *, stylesheet: str, script: str) -> str:
+    """A page a local server sends (the review page): the same blocks, escaping and markup as `to_html`;
+    its style and script are the server's own files (SERVED_POLICY, sent as a header, allows those only,
+    and nothing inline)."""
+    e = html.escape
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           '<meta name="viewport" content="width=device-width, initial-scale=1">',
+           f"<title>{e(doc.page_title)}</title>", f'<link rel="stylesheet" href="{e(stylesheet)}">',
+           f'<script src="{e(script)}" defer></script></head><body>']
+    return _body(doc, out)
+
+
+def _body(doc: Document, head: list[str]) -> str:
+    out = head + ([f"<h1>{_html(doc.title)}</h1>"] if doc.title is not None else [])
     for block in doc.blocks:
         out += _html_block(block)
     out.append("</body></html>")
     return "\n".join(out) + "\n"
+
+
+def _attrs(*pairs) -> str:
+    """HTML attributes from (name, value) pairs, each value escaped; an empty value is left out. The
+    names are the kit's own, never a student's."""
+    return "".join(f' {name}="{html.escape(str(value))}"' for name, value in pairs if value not in ("", None))
 
 
 def html_blocks(blocks: list, level: int = 2) -> str:
@@ -297,25 +456,46 @@ def _html_block(block, level: int = 2) -> list[str]:
         h = f"h{min(level, 6)}"
         return [f"<{h}>{_html(block.title)}</{h}>"] + [line for b in block.blocks for line in _html_block(b, level + 1)]
     if isinstance(block, Preformatted):
-        return [f"<pre>{e(block.text.rstrip())}</pre>"]
+        if isinstance(block.text, str):
+            return [f"<pre>{e(block.text.rstrip())}</pre>"]
+        return ["<pre>" + "".join(f"<mark>{e(t.text)}</mark>" if isinstance(t, Mark) else e(t) for t in block.text)
+                + "</pre>"]
     if isinstance(block, Paragraph):
-        style = ' class="bad"' if block.warning else ""
-        return [f"<p{style}>{_html(block.content)}</p>"]
+        cls = " ".join(filter(None, ["bad" if block.warning else "", block.cls]))
+        return [f"<p{_attrs(('class', cls), ('id', block.id), ('role', 'alert' if block.alert else ''))}>"
+                f"{_html(block.content)}</p>"]
     if isinstance(block, Image):
         return [f'<img src="{e(block.src)}" alt="{e(block.alt)}">']
+    if isinstance(block, Heading):
+        h = f"h{min(block.level, 6)}"
+        return [f"<{h}>{_html(block.content)}</{h}>"]
+    if isinstance(block, Nav):
+        return ["<nav>" + "".join(_html(item) for item in block.items) + "</nav>"]
+    if isinstance(block, Fold):
+        return ([f"<details{_attrs(('id', block.id), ('class', block.cls))}{' open' if block.open else ''}>"
+                 f"<summary>{_html(block.summary)}</summary>"]
+                + [line for b in block.blocks for line in _html_block(b, level)] + ["</details>"])
+    if isinstance(block, Group):
+        return ([f"<div{_attrs(('class', block.cls), ('id', block.id))}>"]
+                + [line for b in block.blocks for line in _html_block(b, level)] + ["</div>"])
+    if isinstance(block, Form):
+        return [f"<form{_attrs(('class', block.cls), ('id', block.id), ('method', block.method), ('action', block.action))}>"
+                + "".join(_field(f) if isinstance(f, Field) else _html(f) for f in block.items) + "</form>"]
     if _empty(block):
         return []
     if isinstance(block, Figures):
         return [f'<figure><img src="{e(f.src)}" alt="{e(f.alt)}"><figcaption>{_html(f.caption)}</figcaption></figure>'
                 for f in block.figures]
     if isinstance(block, Table):
-        lines = ["<table><tr>" + "".join(f"<th>{_html(h)}</th>" for h in block.header) + "</tr>"]
-        for row in block.rows:
+        lines = [f"<table{_attrs(('class', block.cls), ('id', block.id))}>"
+                 + ("<tr>" + "".join(f"<th>{_html(h)}</th>" for h in block.header) + "</tr>" if block.header else "")]
+        for row in map(_row, block.rows):
             cells = []
-            for i, cell in enumerate(map(_cell, row)):
-                style = ' class="bad"' if cell.bad else ' class="n"' if i in block.numeric else ""
-                cells.append(f"<td{style}>{_html(cell.content)}</td>")
-            lines.append("<tr>" + "".join(cells) + "</tr>")
+            for i, cell in enumerate(map(_cell, row.cells)):
+                cls = "bad" if cell.bad else cell.cls or ("n" if i in block.numeric else "")
+                inside = "".join(line for b in cell.blocks for line in _html_block(b, level + 1))
+                cells.append(f"<td{_attrs(('class', cls))}>{_html(cell.content)}{inside}</td>")
+            lines.append(f"<tr{_attrs(('id', row.id), ('class', row.cls), *row.attrs)}>" + "".join(cells) + "</tr>")
         return lines + ["</table>"]
     if isinstance(block, Bullets):
         lines = ["<ul>"]
@@ -339,8 +519,34 @@ def _html(content) -> str:
     if isinstance(content, Strong):
         return f"<b>{_html(content.content)}</b>"
     if isinstance(content, Link):
-        return f'<a href="{e(content.href)}">{e(content.text)}</a>'
+        return f"<a{_attrs(('rel', content.rel), ('href', content.href), *content.attrs)}>{_html(content.text)}</a>"
+    if isinstance(content, Span):
+        return f"<span{_attrs(('class', content.cls), ('id', content.id))}>{_html(content.content)}</span>"
+    if isinstance(content, Break):
+        return "<br>"
     raise TypeError(f"not inline content: {content!r}")
+
+
+def inline_html(content) -> str:
+    """Inline content as HTML (the escaping of every page)."""
+    return _html(content)
+
+
+def _field(f: Field) -> str:
+    """One form control; every value escaped, as every text of a page is."""
+    if f.kind == "hidden":
+        return f'<input type="hidden"{_attrs(("name", f.name))} value="{html.escape(f.value)}">'
+    if f.kind == "submit":
+        return (f'<button type="submit"{_attrs(("name", f.name if f.value else ""), ("value", f.value), ("id", f.id))}>'
+                f"{_html(f.label)}</button>")
+    if f.kind == "select":
+        options = "".join(f'<option value="{html.escape(v)}"{" selected" if v == f.value else ""}>{_html(label)}</option>'
+                          for v, label in f.options)
+        control = f"<select{_attrs(('name', f.name), ('id', f.id), *f.attrs)}>{options}</select>"
+    else:
+        control = (f'<input type="text"{_attrs(("name", f.name), ("id", f.id), *f.attrs)} '
+                   f'value="{html.escape(f.value)}">')
+    return f"<label>{_html(f.label)} {control}</label>" if f.label else control
 
 
 def _empty(block) -> bool:
@@ -350,6 +556,10 @@ def _empty(block) -> bool:
 
 def _cell(cell) -> Cell:
     return cell if isinstance(cell, Cell) else Cell(cell)
+
+
+def _row(row) -> Row:
+    return row if isinstance(row, Row) else Row(list(row))
 
 
 def _item(item) -> Item:

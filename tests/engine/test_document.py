@@ -5,6 +5,7 @@ import html
 import re
 import sys
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -172,3 +173,59 @@ def test_the_report_pictures_load_under_the_policy_in_a_browser(tmp_path):
         browser.close()
     assert len(sizes) >= 3 and all(width for _, width in sizes), sizes
     assert refused == []
+
+
+ATTACK = '"><script>alert(1)</script><b x=\'y\'>&amp;'
+
+
+def test_the_served_pages_pieces_escape_every_value_they_hold():
+    """Forms, ids, links with attributes, rows and cells holding blocks (the review page's pieces) go
+    through the one escaping rule: a student's text in any of them stays text."""
+    doc = document.Document(title=None, page_title=ATTACK, blocks=[
+        document.Nav([Link(ATTACK, "/s/" + quote(ATTACK, safe=""), rel="next"),
+                      document.Span(ATTACK, "small", id="c-where")]),
+        document.Heading([ATTACK, document.Break(), document.Span(ATTACK, "bad")]),
+        document.Fold(ATTACK, [document.Group([document.Paragraph(ATTACK, cls="error", id="message", alert=True)],
+                                               cls="said")], open=True, cls="file", id="file-0"),
+        document.Form("/s/" + ATTACK + "/override", [
+            document.Field("token", "hidden", value=ATTACK), document.Strong(ATTACK),
+            document.Field("test", "select", ATTACK, ATTACK, id="test", options=((ATTACK, ATTACK), ("a", "b"))),
+            document.Field("points", label=ATTACK, value=ATTACK, id="points", attrs=(("placeholder", ATTACK),)),
+            document.Field("decision", "submit", ATTACK, value=ATTACK, id="save")], id="f"),
+        Table(("a", "b"), [document.Row([Link("1", "#L1", attrs=(("class", "ln"), ("data-file", ATTACK))),
+                                         Cell(ATTACK, cls="src", blocks=(document.Preformatted(ATTACK),))],
+                                        id="t-" + ATTACK, attrs=(("data-name", ATTACK),))], cls="code", id="x"),
+        document.Preformatted(["a ", document.Mark(ATTACK), " b"])])
+    page = document.to_served_html(doc, stylesheet="/app.css", script="/app.js")
+    assert "<script>" not in page and "<b x=" not in page and page.count("<script") == 1
+    assert page.count("&lt;script&gt;alert(1)&lt;/script&gt;") >= 14
+    assert '<option value="&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;&lt;b x=&#x27;y&#x27;&gt;&amp;amp;" selected>' \
+        in page
+    assert 'data-name="&quot;&gt;&lt;script&gt;' in page and '<p class="error" id="message" role="alert">' in page
+    assert "<mark>&quot;&gt;&lt;script&gt;" in page and "<h1>" in page and "<title>&quot;&gt;" in page
+    # The same blocks as text: a form says nothing, every other piece keeps its words and no markup
+    # (a fence or a code span holds the text as it is).
+    text = document.to_markdown(doc)
+    outside = re.sub(r"`[^`\n]*`", "", re.sub(r"^(`{3,})text\n.*?\n\1$", "", text, flags=re.S | re.M))
+    assert not re.search(r"(?<!\\)<script", outside) and "token" not in text and text.count("alert(1)") >= 7
+    with pytest.raises(ValueError, match="say one of text, hidden, select, submit"):
+        document.Field("x", "password")
+
+
+def test_the_review_and_similarity_pages_write_no_markup_of_their_own():
+    """One escaping rule: the review page, its code view and similarity.html describe their pages with
+    the document model; no string of theirs is a piece of HTML, and none escapes anything itself."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2] / "grader" / "admin"
+    for name in ("review.py", "codeview.py", "similarity.py"):
+        source = (root / name).read_text(encoding="utf-8")
+        tree = ast.parse(source)
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef)) and n.body
+                      and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+        markup = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Constant) and id(node) not in docstrings
+                  and isinstance(node.value, str) and re.search(r"(?<!\?P)<(/?[a-z][a-z0-9]*)[ >/]", node.value)
+                  and not node.value.lstrip().startswith(("//", "body{", "#"))]
+        assert not markup, f"{name} lines {markup}: markup written by hand; describe it with grader/results/document.py"
+        assert "html.escape" not in source and "import html" not in source, name

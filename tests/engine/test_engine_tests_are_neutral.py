@@ -51,7 +51,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
     'test_regrade.py': (3, "regrading a real lesson's class; to convert (being edited for lesson=)"),
     'test_review.py': (5, "the review page over a real lesson's records; to convert (document work in flight)"),
     'test_review_browser.py': (1, "the review page in a browser over a real lesson's class; to convert (document work in flight)"),
-    'test_sandbox.py': (6, "the sandbox runs a real lesson's calls; to convert to the toy"),
     'test_scan.py': (6, "the forbidden scan with a real lesson's policy; to convert (being edited for lesson=)"),
     'test_similarity.py': (4, "similarity over a real lesson's class and base file; to convert"),
     'test_totals.py': (2, "totals over a real lesson's rubric and class; to convert (being edited for lesson=)"),

@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import KIT, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
+import engine_helpers  # noqa: E402
+from engine_helpers import KIT, TOY, descendants, processes_of, settled, uid_base_for_tests  # noqa: E402
 
-from grader.lesson import load_lesson  # noqa: E402
+from grader.lesson import lesson_names, load_lesson  # noqa: E402
 from grader.running.executor import ModuleLoader, execute  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 from grader.sandbox.confinement import closed_ancestor, is_root, prepare_scratch, slot_uid  # noqa: E402
@@ -29,11 +30,18 @@ CONFIG = SandboxConfig(call_timeout=1.5, spawn_timeout=10, cpu_seconds=4, max_fi
                        uid_base=uid_base_for_tests(0))
 SLOTS = 2
 SANDBOX_UIDS = range(CONFIG.uid_base, CONFIG.uid_base + SLOTS)
+# The lesson the zygote is built for and whose reference a `reference=True` submission holds: the toy's
+# (`activations.softmax`, and a `classifier` graded over the grader's softmax).
+LESSON = load_lesson(str(TOY))
+
+
+def make_submission(folder: Path, files: dict[str, str] | None = None, *, reference: bool = True) -> Path:
+    return engine_helpers.make_submission(folder, files, reference=reference, solutions=LESSON.solutions)
 
 
 @pytest.fixture(scope="module")
 def zygote():
-    z = Zygote(slots=SLOTS, config=CONFIG)
+    z = Zygote(slots=SLOTS, config=CONFIG, lesson=LESSON)
     z.wait_ready()
     yield z
     z.close()
@@ -44,7 +52,7 @@ def zygote():
 def transport(zygote):
     opened = []
     # Like run.py's scratch root: traversable by the sandbox uids (pytest's tmp_path is not).
-    work = Path(tempfile.mkdtemp(prefix="day13-test-sandbox-"))
+    work = Path(tempfile.mkdtemp(prefix="kit-test-sandbox-"))
     os.chmod(work, 0o711)
 
     def make(files, *, reference=False, slot=0, config=CONFIG):
@@ -79,13 +87,12 @@ def fn(name, module="hostile", args=()):
 def test_child_answers_exactly_like_the_in_process_executor(transport):
     t = transport({}, reference=True)
     rng = np.random.default_rng(1)
-    arrays = {n: rng.standard_normal((2, 4, 8)).astype(np.float32) for n in "QKV"}
-    header = {"op": "function", "module": "self_attention", "name": "scaled_dot_product_attention",
-              "args": [{"array": "Q"}, {"array": "K"}, {"array": "V"}]}
+    arrays = {"x": (100 * rng.standard_normal((2, 4, 8))).astype(np.float32)}
+    header = {"op": "function", "module": "activations", "name": "softmax", "args": [{"array": "x"}], "kwargs": {"dim": 1}}
     got_h, got = t.call(header, arrays)
-    want_h, want = execute(header, arrays, loader=ModuleLoader(KIT / "solutions" / "day13", isolated=True, lesson=load_lesson("day13")))
+    want_h, want = execute(header, arrays, loader=ModuleLoader(LESSON.solutions, isolated=True, lesson=LESSON))
     assert got_h == want_h
-    assert set(got) == set(want) == {"out0", "out1"}
+    assert set(got) == set(want) == {"out0"}
     for k in want:
         np.testing.assert_array_equal(got[k], want[k])
     assert t.faults == []
@@ -105,7 +112,7 @@ def test_identity_and_confinement_of_the_child(transport):
         def read_kit():
             return open(os.environ.get("KIT", "/") + "/grader/results/records.py").read()
         def write_outside():
-            open("/tmp/day13-sandbox-escape", "w").write("x")
+            open("/tmp/kit-sandbox-escape", "w").write("x")
         def write_inside():
             open("scratch_file.txt", "w").write("x")
             return torch.tensor([len(open("scratch_file.txt").read())])
@@ -122,7 +129,7 @@ def test_identity_and_confinement_of_the_child(transport):
                        ("write_outside", "PermissionError"), ("tcp", "PermissionError")]:
         h, _ = t.call(fn(name), {})
         assert h["error"]["type"] == kind, (name, h["error"])
-    assert not Path("/tmp/day13-sandbox-escape").exists()
+    assert not Path("/tmp/kit-sandbox-escape").exists()
     h, a = t.call(fn("write_inside"), {})
     assert h["error"] is None and a["out0"].tolist() == [1]
     assert t.faults == []  # plain exceptions are the student's errors, not sandbox faults
@@ -391,7 +398,7 @@ def test_no_network_even_to_loopback(transport):
 
 
 def test_a_setup_failure_is_reported_with_its_cause(zygote):
-    t = SandboxTransport(zygote=zygote, slot=0, scratch=Path("/nonexistent/day13"), config=CONFIG)
+    t = SandboxTransport(zygote=zygote, slot=0, scratch=Path("/nonexistent/kit"), config=CONFIG)
     with t:
         h, _ = t.call(fn("f"), {})
     assert h["error"]["type"] == "Crashed" and "could not set up" in h["error"]["message"]
@@ -399,7 +406,7 @@ def test_a_setup_failure_is_reported_with_its_cause(zygote):
 
 
 def test_a_dead_zygote_is_an_engine_fault_not_the_submissions(tmp_path):
-    z = Zygote(slots=1, config=CONFIG)
+    z = Zygote(slots=1, config=CONFIG, lesson=LESSON)
     z.wait_ready()
     z.process.kill()
     z.process.wait()
@@ -414,11 +421,12 @@ def test_a_dead_zygote_is_an_engine_fault_not_the_submissions(tmp_path):
 def test_without_root_layers_the_child_still_grades_and_says_which_layers_were_off():
     # A laptop: no namespaces and no uid drop; Landlock, seccomp and rlimits work unprivileged.
     laptop = dataclasses.replace(CONFIG, layers=("rlimits", "landlock", "seccomp"))
-    work = Path(tempfile.mkdtemp(prefix="day13-test-laptop-"))
+    work = Path(tempfile.mkdtemp(prefix="kit-test-laptop-"))
     scratch = make_submission(work / "s", {}, reference=True)
-    with Zygote(slots=1, config=laptop) as z, SandboxTransport(zygote=z, slot=0, scratch=scratch) as t:
-        h, a = t.call({"op": "function", "module": "self_attention", "name": "causal_mask", "args": [3]}, {})
-        assert h["error"] is None and a["out0"].tolist() == [[1, 0, 0], [1, 1, 0], [1, 1, 1]]
+    with Zygote(slots=1, config=laptop, lesson=LESSON) as z, SandboxTransport(zygote=z, slot=0, scratch=scratch) as t:
+        h, a = t.call({"op": "function", "module": "activations", "name": "softmax", "args": [{"array": "x"}]},
+                      {"x": np.zeros((2, 2), np.float32)})
+        assert h["error"] is None and a["out0"].tolist() == [[0.5, 0.5], [0.5, 0.5]]
         assert t.isolation["pidns"] is False and t.isolation["netns"] is False and t.isolation["uid"] is False
         assert t.isolation["rlimits"] is True and t.isolation["seccomp"] is True
     shutil.rmtree(work)
@@ -498,12 +506,12 @@ def test_without_pidfds_the_child_is_still_killed_by_pid(transport, monkeypatch)
 
 def test_an_inspect_whose_meta_build_outlives_the_call_is_answered_by_a_fresh_child(transport):
     # The table is cached across instances: built on the meta device it would poison later calls.
-    t = transport({"positional.py": '''
+    t = transport({"encoding.py": '''
         import functools, torch, torch.nn as nn
         @functools.lru_cache(maxsize=None)
         def table(d):
             return torch.empty(4, d).fill_(0.5)
-        class PositionalEncoding(nn.Module):
+        class Encoding(nn.Module):
             def __init__(self, d_model, max_len=5000):
                 super().__init__()
                 self.register_buffer("pe", table(d_model))
@@ -512,11 +520,11 @@ def test_an_inspect_whose_meta_build_outlives_the_call_is_answered_by_a_fresh_ch
         '''}, reference=True)
     spawns, spawn = [], t._spawn
     t._spawn = lambda: spawns.append(1) or spawn()
-    inspect = {"op": "inspect", "module": "positional", "cls": "PositionalEncoding", "init": [8], "attrs": []}
+    inspect = {"op": "inspect", "module": "encoding", "cls": "Encoding", "init": [8], "attrs": []}
     h, _ = t.call(inspect, {})
     assert h["error"] is None and h["inspect"]["buffers"] == {"pe": [4, 8]} and "retry_without_meta" not in h
     assert len(spawns) == 2  # the first child built on meta and was replaced
-    forward = {"op": "module", "module": "positional", "cls": "PositionalEncoding", "init": [8], "dtype": "float32",
+    forward = {"op": "module", "module": "encoding", "cls": "Encoding", "init": [8], "dtype": "float32",
                "params": [], "args": [{"array": "x"}]}
     h, a = t.call(forward, {"x": np.zeros((1, 3, 8), np.float32)})
     assert h["error"] is None
@@ -526,14 +534,15 @@ def test_an_inspect_whose_meta_build_outlives_the_call_is_answered_by_a_fresh_ch
     assert t.faults == [] and t.fault_types == []
 
 
-def test_the_zygote_warm_up_loads_nothing_a_child_would_not_use():
+@pytest.mark.parametrize("ref", [*lesson_names(), str(TOY)], ids=lambda ref: Path(ref).name)
+def test_the_zygote_warm_up_loads_nothing_a_child_would_not_use(ref):
     # Every module the zygote holds is copied (page tables) into each child and torn down after it.
     # backward(gradient) on a tensor, for one, pulls in torch.fx's symbolic shapes and sympy (~34 MB).
     probe = ("import sys, torch\n"
              "from grader.running import executor as execute\n"
              "from grader.sandbox import startup\n"
              "from grader.lesson import LessonSpec, load_lesson\n"
-             "spec = LessonSpec.from_json(load_lesson('day13').spec().to_json())  # as the zygote gets it\n"
+             f"spec = LessonSpec.from_json(load_lesson({ref!r}).spec().to_json())  # as the zygote gets it\n"
              "before = set(sys.modules)\n"
              "startup.warm_up(torch)\n"
              "startup.warm_up_executor(execute, lesson=spec)\n"
@@ -551,24 +560,3 @@ def test_the_zygote_memory_is_in_huge_pages_where_the_kernel_offers_them(zygote)
     rollup = Path(f"/proc/{zygote.process.pid}/smaps_rollup").read_text()
     huge_kb = int(next(line for line in rollup.splitlines() if line.startswith("AnonHugePages:")).split()[1])
     assert huge_kb >= 32 * 1024
-
-
-def test_the_lazily_imported_modules_are_proved_importable_then_held_by_the_zygote(zygote, transport):
-    # The start-up check imports the lesson's lazily loaded modules as the sandbox uid; the zygote then
-    # imports them itself, so a correct torch.broadcast_shapes never pays sympy's import within its
-    # call's time limit (on a loaded machine that import alone took seconds).
-    from grader.lesson import load_lesson
-
-    lazy = list(load_lesson("day13").lazy_imports)
-    assert "sympy" in lazy and "torch.fx.experimental.symbolic_shapes" in lazy
-    assert zygote.view["probe"]["imported"] == lazy and zygote.view["probe"]["failed_imports"] == {}
-    t = transport({"held.py": """
-        import sys
-
-        def held(x):
-            names = ("sympy", "torch.fx.experimental.symbolic_shapes")
-            return x * 0 + float(all(name in sys.modules for name in names))
-    """}, reference=False)
-    header, arrays = t.call(fn("held", module="held", args=[{"array": "x"}]), {"x": np.ones((2, 2), np.float32)})
-    assert header["error"] is None, header["error"]
-    np.testing.assert_array_equal(arrays["out0"], np.ones((2, 2), np.float32))

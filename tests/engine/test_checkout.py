@@ -17,9 +17,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import KIT, descendants, settled, uid_base_for_tests  # noqa: E402
+from engine_helpers import KIT, TOY, descendants, settled, uid_base_for_tests  # noqa: E402
 
-FULL = {"self_attention": 30, "multihead": 25, "positional": 15, "block": 20}
+from grader.lesson import lesson_names, load_lesson  # noqa: E402
+
+# Every lesson's hidden tests, as paths in the kit: none may be in the child's view.
+HIDDEN_TESTS = tuple(str(load_lesson(name).tests_folder.relative_to(KIT)) for name in lesson_names())
 # Ignored when copying the kit: outputs, caches, and the virtual environment (linked in separately).
 NOT_COPIED = shutil.ignore_patterns(".git", ".venv", "out", "dist", "__pycache__", ".pytest_cache", "*.egg-info")
 
@@ -38,7 +41,7 @@ def private_kit():
     """A copy of the kit and of the environment running these tests, at <0700 folder>/kit/.venv."""
     if sys.prefix == sys.base_prefix:
         pytest.skip("the tests run outside a virtual environment: there is none to copy")
-    folder = Path(tempfile.mkdtemp(prefix="day13-private-"))  # mode 0700, like any mkdtemp
+    folder = Path(tempfile.mkdtemp(prefix="kit-private-"))  # mode 0700, like any mkdtemp
     kit = folder / "kit"
     shutil.copytree(KIT, kit, ignore=NOT_COPIED, symlinks=True)
     shutil.copytree(sys.prefix, kit / ".venv", symlinks=True, copy_function=_link_or_copy,
@@ -60,34 +63,11 @@ GRADE = """
 import sys
 from grader.running import grade as run
 from grader.sandbox import SandboxConfig
+from grader.lesson import load_lesson
 config = SandboxConfig(call_timeout=30.0, uid_base={uid_base})
-sys.exit(run.main(submissions=sys.argv[1], out=sys.argv[2], jobs=2, config=config))
+# The lesson by name or by path (sys.argv[3]), as the kit's copy finds it.
+sys.exit(run.main(submissions=sys.argv[1], out=sys.argv[2], jobs=2, config=config, lesson=load_lesson(sys.argv[3])))
 """.format(uid_base=uid_base_for_tests(3))
-
-
-def code_scores(record):
-    scores = {c: 0.0 for c in FULL}
-    for t in record["tests"]:
-        if t["component"] in scores:
-            scores[t["component"]] += t["score"]
-    return scores
-
-
-def test_a_correct_variant_gets_full_code_marks_from_a_kit_in_a_private_folder(private_kit, tmp_path):
-    # head_loop calls torch.broadcast_shapes, which imports torch.fx's symbolic shapes (and sympy) at
-    # call time: the first thing a child that cannot read the environment fails on.
-    subs = tmp_path / "subs"
-    for name in ("head_loop", "einsum"):
-        shutil.copytree(KIT / "tests" / "fixtures" / "correct" / name, subs / name)
-    out = tmp_path / "out"
-    done = run_kit(private_kit, "-c", GRADE, str(subs), str(out))
-    assert done.returncode == 0, done.stdout + done.stderr
-    for name in ("head_loop", "einsum"):
-        record = json.loads((out / name / "record.json").read_text())
-        assert code_scores(record) == FULL, (name, [t["output"][:300] for t in record["tests"] if t["score"] == 0])
-        if os.geteuid() == 0:
-            assert record["isolation"]["uid"] is True and record["isolation"]["landlock_hides_kit"] is True
-    assert settled(lambda: descendants(os.getpid())) == []
 
 
 def test_the_child_sees_only_what_it_must_read_of_the_private_folder(private_kit):
@@ -103,22 +83,23 @@ def test_the_child_sees_only_what_it_must_read_of_the_private_folder(private_kit
         layers = ("pidns", "netns", "rlimits", "uid", "seccomp")
         config = SandboxConfig(call_timeout=30.0, uid_base={uid_base}, layers=layers)
         kit = Path.cwd()
-        work = Path(tempfile.mkdtemp(prefix="day13-view-"))
+        work = Path(tempfile.mkdtemp(prefix="kit-view-"))
         os.chmod(work, 0o711)
         (work / "look.py").write_text(
             "import os, sys, torch\\n"
             "def look(kit):\\n"
             "    import torch.fx.experimental.symbolic_shapes\\n"
-            "    seen = [os.path.exists(os.path.join(kit, p)) for p in ('grader', 'solutions', 'grader/day13/tests', '.venv')]\\n"
+            "    seen = [os.path.exists(os.path.join(kit, p)) for p in ('grader', 'solutions', *{hidden!r}, '.venv')]\\n"
             "    return torch.tensor(seen + [os.path.isdir(sys.prefix)])\\n")
-        with Zygote(slots=1, config=config) as zygote:
+        from grader.lesson import load_lesson
+        with Zygote(slots=1, config=config, lesson=load_lesson(str(kit / {toy!r}))) as zygote:
             zygote.wait_ready()
             prepare_scratch(work, slot_uid(config, 0))
             with SandboxTransport(zygote=zygote, slot=0, scratch=work) as t:
                 header, arrays = t.call({{"op": "function", "module": "look", "name": "look", "args": [str(kit)]}}, {{}})
         print(json.dumps({{"error": header["error"], "seen": arrays.get("out0", []).tolist() if not header["error"] else None,
                           "view": zygote.view, "layers": t.isolation}}))
-    """).format(uid_base=uid_base_for_tests(3))
+    """).format(uid_base=uid_base_for_tests(3), hidden=HIDDEN_TESTS, toy=str(TOY.relative_to(KIT)))
     done = run_kit(private_kit, "-c", script)
     assert done.returncode == 0, done.stdout + done.stderr
     found = json.loads(done.stdout.strip().splitlines()[-1])
@@ -129,7 +110,8 @@ def test_the_child_sees_only_what_it_must_read_of_the_private_folder(private_kit
     assert "landlock" not in found["layers"] or not found["layers"]["landlock"]
     assert found["view"]["covered"] == [str(private_kit.parent)]
     assert found["view"]["bound"] == [str(private_kit / ".venv")]
-    assert found["seen"] == [False, False, False, True, True]  # grader/, solutions/, hidden tests: absent
+    # grader/, solutions/, every lesson's hidden tests: absent; the environment: present
+    assert found["seen"] == [False, False, *[False] * len(HIDDEN_TESTS), True, True]
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root drops to a sandbox uid that a file can be hidden from")
@@ -141,14 +123,15 @@ def test_an_unreadable_file_on_the_import_path_stops_the_run_with_one_message(pr
     (private / "__init__.py").write_text("")
     try:
         subs = tmp_path / "subs"
-        shutil.copytree(KIT / "tests" / "fixtures" / "correct" / "einsum", subs / "einsum")
+        shutil.copytree(TOY / "solutions", subs / "ada")
         out = tmp_path / "out"
-        done = run_kit(private_kit, "-c", GRADE, str(subs), str(out))
+        toy = private_kit / TOY.relative_to(KIT)  # the lesson as the kit's copy holds it
+        done = run_kit(private_kit, "-c", GRADE, str(subs), str(out), str(toy))
         assert done.returncode == 1, done.stdout + done.stderr
         lines = [line for line in done.stderr.splitlines() if line.strip()]
         assert len(lines) == 1 and "Nothing was graded" in lines[0], done.stderr
         assert str(private) in lines[0] and "chmod -R o+rX" in lines[0]
-        assert not (out / "einsum" / "record.json").exists()
+        assert not (out / "ada" / "record.json").exists()
         check = run_kit(private_kit, "-m", "grader.sandbox", "--check")
         assert check.returncode == 1
         assert str(private) in json.loads(check.stdout)["child_view"]["refused"]
@@ -161,7 +144,7 @@ def test_an_unreadable_file_on_the_import_path_stops_the_run_with_one_message(pr
 def test_the_view_covers_the_outermost_closed_folder_and_binds_back_only_what_is_needed():
     from grader.sandbox.confinement import view_plan
 
-    base = Path(tempfile.mkdtemp(dir="/tmp", prefix="day13-plan-"))  # /tmp: open to all, unlike tmp_path
+    base = Path(tempfile.mkdtemp(dir="/tmp", prefix="kit-plan-"))  # /tmp: open to all, unlike tmp_path
     try:
         os.chmod(base, 0o755)
         home = base / "home"

@@ -35,7 +35,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
     'test_ambient_lesson.py': (1, "its ceiling table counts ambient reads in a lesson's own module, by path"),
     'test_bounds.py': (5, "hostile replies planted in a real lesson's reference submission; to convert to the toy"),
     'test_checker.py': (1, 'the deliverables checker needs a lesson with deliverable checks; no fixture lesson has any'),
-    'test_checkout.py': (5, "the private view is checked on a real lesson's submission and hidden tests; to convert"),
     'test_classreport.py': (4, "class-report records carry a real lesson's parts; to convert to the toy's"),
     'test_export.py': (4, "gradebook exports over a real lesson's parts and label; to convert (being edited for lesson=)"),
     'test_feedback.py': (5, "feedback over a real lesson's parts, hints and notebook name; to convert (hints-as-data work in flight)"),

@@ -174,3 +174,37 @@ def test_a_grading_run_writes_each_student_file_once(tmp_path, monkeypatch):
     (tmp_path / "max" / "feedback.html").unlink()
     classreport.write_class(tmp_path)
     assert [w for w in written if "/" in w and not w.startswith("_")] == ["max/feedback.html"]
+
+
+def test_a_grading_run_of_a_class_writes_each_student_file_once(toy, tmp_path, monkeypatch):
+    """End to end, in the sandbox: `grade` writes each submission's record once as it is graded and each
+    student file once, at the class stage; a second run with nothing changed writes none of them."""
+    import shutil
+
+    from engine_helpers import TOY, uid_base_for_tests
+
+    from grader.results import storage
+    from grader.running import grade as run
+    from grader.sandbox import SandboxConfig
+
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    for name in ("honest", "broken"):
+        shutil.copytree(TOY / "solutions", subs / name, ignore=shutil.ignore_patterns("__pycache__"))
+    (subs / "broken" / "classifier.py").write_text("class Classifier(:\n", encoding="utf-8")
+    written = []
+    real = storage.write_atomic
+
+    def counting(path, data):
+        written.append(Path(path).relative_to(out).as_posix())
+        real(path, data)
+
+    monkeypatch.setattr(feedback, "write_atomic", counting)
+    monkeypatch.setattr(storage, "write_atomic", counting)
+    config = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(12))
+    assert run.main(submissions=str(subs), out=str(out), jobs=1, config=config, lesson=toy) == 0
+    for name in ("honest", "broken"):
+        for file in ("record.json", "results.json", "feedback.md", "feedback.html"):
+            assert written.count(f"{name}/{file}") == 1, (name, file, sorted(written))
+    written.clear()
+    assert run.main(submissions=str(subs), out=str(out), jobs=1, config=config, lesson=toy) == 0
+    assert not [w for w in written if w.split("/")[0] in ("honest", "broken")], written

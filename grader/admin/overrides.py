@@ -188,9 +188,8 @@ def apply(result: SubmissionResult, decisions: dict[str, Override]) -> Submissio
             t.score = row.points
     for t in changed.tests:
         row = decisions.get(t.name) or decisions.get(t.component)
-        if row is not None and row.comment and not row.staff_only:  # the test's output is the student's
-            t.output = (t.output.rstrip() + "\n\n" if t.output.strip() else "") + \
-                f"Reviewed{f' by {row.by}' if row.by else ''}: {row.comment}"
+        if row is not None and row.comment and not row.staff_only:  # the student's files show it with the test
+            t.review = {"by": row.by, "comment": row.comment}
     bonus = own.get(BONUS)
     changed.adjustment = round(bonus.points, 4) if bonus else 0.0
     for name in sorted(decisions, key=lambda n: (n == BONUS, n)):

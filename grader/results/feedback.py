@@ -207,18 +207,24 @@ class Advice:
     section: str = ""  # where the handout has the formula, when no hint is given
     mistake: str = ""  # a recognised mistake's words
     mistake_id: str = ""  # a recognised mistake the rubric no longer words: its id
+    reviewed: str = ""  # "Reviewed by <who>": a person's comment on the test follows (overrides.csv)
+    comment: str = ""
 
 
 def advice(test: TestResult, words: Words) -> Advice:
-    """Which of the rubric's words a failed test's record calls for (nothing for a passed test). No
-    fact, no cause named: the test's hint only when one of the facts its `when` names was found."""
+    """Which of the rubric's words a failed test's record calls for, and a person's comment on the test
+    (a passed test has only the comment). No fact, no cause named: the test's hint only when one of the
+    facts its `when` names was found."""
+    said: dict = {}
+    if test.review.get("comment"):  # a person's word, on a passed test too
+        said.update(reviewed="Reviewed" + (f" by {test.review['by']}" if test.review.get("by") else ""),
+                    comment=test.review["comment"])
     if test.status == "passed":
-        return Advice()
+        return Advice(**said)
     from grader.judging import diagnose  # numpy: only when words are chosen
 
     entry = words.tests.get(test.name, {})
     hint, section, numbers = entry.get("hint"), entry.get("section", ""), ()
-    said = {}
     if test.forbidden:
         said["forbidden"] = words.forbidden.format(names=", ".join(test.forbidden))
     if test.advice == "numbers":
@@ -252,6 +258,8 @@ def student_output(test: TestResult, words: Words, cut: bool = True) -> str:
         text += f"\n\n{said.hint[0]}: {said.hint[1]}"
     elif said.section:
         text += f"\n\nThe formula this test checks is in the handout, {said.section}."
+    if said.comment:
+        text = (text.rstrip() + "\n\n" if text.strip() else "") + f"{said.reviewed}: {said.comment}"
     if said.mistake:
         text = f"{text}\n\n{MISCONCEPTION}: {said.mistake}" if text.strip() else f"{MISCONCEPTION}: {said.mistake}"
     return text
@@ -354,6 +362,8 @@ def test_details(test: TestResult, words: Words) -> list:
         details.append(Paragraph([Strong(f"{said.hint[0]}:"), " ", said.hint[1]]))
     elif said.section:
         details.append(Paragraph(f"The formula this test checks is in the handout, {said.section}."))
+    if said.comment:
+        details.append(Paragraph([Strong(f"{said.reviewed}:"), " ", said.comment]))
     if said.mistake:
         details.append(Paragraph([Strong(f"{MISCONCEPTION}:"), " ", said.mistake]))
     elif said.mistake_id:  # a mistake the rubric no longer words: its id, as data

@@ -31,6 +31,9 @@ class TestResult:
     # rubric when the files are written, so a rubric's new words need no regrade and no text is edited.
     advice: str = ""
     forbidden: list = field(default_factory=list)  # library APIs the part reached: the rubric's forbidden_message
+    # A person's words to the student on this test ({"by", "comment"}, from overrides.csv), set on the copy
+    # the files are written from (grader/admin/overrides.py `apply`); empty in record.json.
+    review: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)

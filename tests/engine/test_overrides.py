@@ -161,3 +161,23 @@ def test_points_a_person_reads_have_at_most_two_decimals_in_every_file(out):
         else:
             assert not re.search(r"(?<![\w.])\d+\.\d{3,}", text), (where, re.findall(r"\d+\.\d{3,}", text))
     assert _grades(out)["bob"]["self_attention"] == "5" and _grades(out)["alice"]["total"] == "9.77"
+
+
+def test_a_persons_comment_is_data_and_follows_the_rubrics_words():
+    """A comment on a test is kept beside it ({"by", "comment"}), never written into what the test said:
+    the student reads the test's output, the rubric's words for it, then the person's comment."""
+    from grader.results import feedback
+    from grader.results.records import SubmissionResult, TestResult
+
+    result = SubmissionResult(submission="alice", tests=[
+        TestResult(name="deliverables.analysis", component="deliverables", score=0, max_score=2, status="failed",
+                   output="the analysis is 12 words long", advice="hint")])
+    row = overrides.Override(submission="alice", test="deliverables.analysis", points=1.0,
+                             comment="fair try", by="ta-jo")
+    changed = overrides.apply(result, {"deliverables.analysis": row})
+    assert changed.tests[0].output == "the analysis is 12 words long"
+    assert changed.tests[0].review == {"by": "ta-jo", "comment": "fair try"}
+    words = feedback.Words(tests={"deliverables.analysis": {"hint": "Write 4-5 lines."}})
+    assert feedback.student_output(changed.tests[0], words) == \
+        "the analysis is 12 words long\n\nHint: Write 4-5 lines.\n\nReviewed by ta-jo: fair try"
+    assert result.tests[0].review == {}  # the record is as graded

@@ -1,15 +1,17 @@
 """The contract's freedoms (grader/day13/freedoms.py) and how the grader binds to the contract
 (grader/day13/bindings.toml, applied by grader/running/executor.py).
 
-Every freedom has a variant that takes it; tests/day13/test_visible_parity.py grades each, hidden and
-visible, at full marks. Here: the list itself, the layouts that first failed (an `nn.Sequential` whose
-layers are named, a positional table that leaks float64), and the contract's words when a layout is
-outside it. Everything graded here is our own trusted code, in this process.
+Every freedom has a variant that takes it, and every combination one: each is graded here, hidden and
+visible, at full marks (parity on the catalogue's mutants and the correct variants is every lesson's test,
+tests/engine/test_visible_parity.py). Here too: the list itself, the layouts that first failed (an
+`nn.Sequential` whose layers are named, a positional table that leaks float64), and the contract's words
+when a layout is outside it. Everything graded here is our own trusted code, in this process.
 """
 from __future__ import annotations
 
 import importlib
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +57,28 @@ def test_every_freedom_is_taken_by_some_combination_or_alone():
     assert {i for combination in freedoms.COMBINATIONS for i in combination} <= set(ids)
 
 
+def test_every_freedom_of_the_contract_gets_full_marks_hidden_and_visible(tmp_path):
+    """A layout the contract allows is never a false "wrong": each freedom's variant, and each combination's,
+    passes every visible test and gets every hidden point."""
+    made = list(freedoms.FREEDOMS) + [freedoms.combined(ids) for ids in freedoms.COMBINATIONS]
+    cases = {f"freedom/{f.id}": mutants.write_patched(f, SOLUTIONS, tmp_path / f"freedom{i}") for i, f in enumerate(made)}
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        visible = dict(zip(cases, pool.map(
+            lambda item: visible_parts(item[1], tmp_path / "visible" / item[0].replace("/", "_"),
+                                       assignment=DAY13.assignment, parts=DAY13.modules),
+            cases.items())))
+    full = killrate.full_marks(lesson=DAY13)
+    lost = {}
+    for name, folder in cases.items():
+        scores = killrate.grade(folder, name, lesson=DAY13).component_scores(DAY13.components)
+        hidden = [p for p in DAY13.modules if scores[p] != full[p]]
+        seen = [why for p in DAY13.modules for why in visible[name][p][1]]
+        if hidden or seen:
+            lost[name] = f"{name}: hidden lost {hidden}, visible failed {seen[:3]}"
+    assert len(cases) == len(freedoms.FREEDOMS) + len(freedoms.COMBINATIONS)
+    assert not lost, "\n".join(lost.values())
+
+
 def _grade(patched, tmp_path: Path):
     folder = mutants.write_patched(patched, SOLUTIONS, tmp_path / "sub")
     return folder, killrate.grade(folder, patched.id, lesson=DAY13)
@@ -90,7 +114,7 @@ def test_a_positional_table_that_leaks_float64_loses_positional_points_hidden_an
     failed = {t.name: t.output for t in result.tests if t.status != "passed" and t.component in full}
     assert set(failed) == {"positional.module_forward"}, failed
     assert "float64" in failed["positional.module_forward"]
-    visible = visible_parts(folder, tmp_path / "visible")
+    visible = visible_parts(folder, tmp_path / "visible", assignment=DAY13.assignment, parts=DAY13.modules)
     assert {p for p, (ok, _) in visible.items() if not ok} == {"positional"}
     assert any("float64" in why for why in visible["positional"][1]), visible["positional"]
 
@@ -170,5 +194,5 @@ def test_a_feed_forward_class_of_ones_own_costs_the_structure_test_hidden_and_vi
     failed = {t.name: t.output for t in result.tests if t.status != "passed" and t.component in killrate.full_marks(lesson=DAY13)}
     assert set(failed) == {"block.attributes"}, failed
     assert "FeedForward" in failed["block.attributes"]
-    visible = visible_parts(folder, tmp_path / "visible")
+    visible = visible_parts(folder, tmp_path / "visible", assignment=DAY13.assignment, parts=DAY13.modules)
     assert {p for p, (ok, _) in visible.items() if not ok} == {"block"}

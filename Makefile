@@ -33,10 +33,13 @@ TEST_WORKERS ?= auto
 BASE ?=
 SCALE ?=
 N ?=
-# Who each submission belongs to (grader/intake/roster.py): grades.csv gets a row per student. The demo class
-# has its own roster (a pair shares kim_zip) and one regrade request, copied into OUT unless OUT has one.
-DEMO_CLASS = $(filter demo/class demo/class/,$(SUBMISSIONS))
-ROSTER ?= $(if $(DEMO_CLASS),demo/roster.csv,)
+# Who each submission belongs to (grader/intake/roster.py): grades.csv gets a row per student. A lesson's demo
+# class has its roster beside it (demo/class: demo/roster.csv, where a pair shares kim_zip; demo/bpe/class:
+# demo/bpe/roster.csv), and maybe regrade requests there, copied into OUT unless OUT has some.
+DEMO_CLASS = $(filter demo/class demo/class/ $(if $(LESSON),$(LESSON_DEMO) $(LESSON_DEMO)/,),$(SUBMISSIONS))
+DEMO_HOME = $(dir $(patsubst %/,%,$(firstword $(DEMO_CLASS))))
+ROSTER ?= $(if $(DEMO_CLASS),$(wildcard $(DEMO_HOME)roster.csv),)
+DEMO_REGRADES = $(if $(DEMO_CLASS),$(wildcard $(DEMO_HOME)regrade_requests.csv),)
 
 .PHONY: setup test test-python grade review bench killrate release gradescope stubs clean
 
@@ -74,7 +77,7 @@ test-python:
 grade: $(STAMP)
 	@test -n "$(SUBMISSIONS)" || { echo "make grade: the lesson $(LESSON) declares no demo class; say which class to" \
 	  "grade: make grade LESSON=$(LESSON) SUBMISSIONS=path/to/class" >&2; exit 2; }
-	$(if $(DEMO_CLASS),@mkdir -p $(OUT) && { test -e $(OUT)/regrade_requests.csv || cp demo/regrade_requests.csv $(OUT)/; })
+	$(if $(DEMO_REGRADES),@mkdir -p $(OUT) && { test -e $(OUT)/regrade_requests.csv || cp $(DEMO_REGRADES) $(OUT)/; })
 	$(PY) -m grader grade $(SUBMISSIONS) --out $(OUT) $(if $(JOBS),--jobs $(JOBS),) $(if $(FORCE),--force,) $(if $(ONLY),--only $(ONLY),) $(if $(SEED),--seed $(SEED),) $(if $(ROSTER),--roster $(ROSTER),) $(LESSON_OPTION)
 
 # The page for looking at each student and setting points by hand (OUT/overrides.csv).

@@ -77,6 +77,26 @@ def test_make_grade_with_a_lesson_grades_its_demo_class_into_its_own_out():
     assert toy.returncode == 2 and "declares no demo class" in toy.stderr and "SUBMISSIONS=" in toy.stderr
 
 
+def test_make_grade_passes_the_roster_beside_a_lessons_demo_class_and_none_for_another_class():
+    """`make grade LESSON=x` grades x's demo class with the roster.csv of the folder holding it (its students'
+    names in grades.csv); ROSTER= overrides it; a class of one's own gets no roster it did not ask for."""
+    with_roster = 0
+    for name in lessons.lesson_names():
+        lesson = lessons.load_lesson(name)
+        if lesson.demo_class is None:
+            continue
+        beside = lesson.demo_class.parent / "roster.csv"
+        planned = _planned("grade", f"LESSON={name}").splitlines()[-1]
+        if beside.is_file():
+            with_roster += 1
+            assert f" --roster {beside.relative_to(KIT).as_posix()} " in planned, planned
+        else:
+            assert "--roster" not in planned, planned
+        assert " --roster mine.csv " in _planned("grade", f"LESSON={name}", "ROSTER=mine.csv").splitlines()[-1]
+        assert "--roster" not in _planned("grade", f"LESSON={name}", "SUBMISSIONS=elsewhere").splitlines()[-1]
+    assert with_roster, "no lesson's demo class has a roster beside it: nothing was checked"
+
+
 def test_a_stage_that_takes_lesson_gets_the_value_itself(monkeypatch):
     toy = lessons.load_lesson(str(TOY))
     monkeypatch.delenv(lessons.LESSON_ENV, raising=False)  # the MIGRATION below sets it; restored after

@@ -74,8 +74,9 @@ class OverStandIns:
     inside another graded name of its module (grader/running/executor.py marks the error `inside`): a crash
     in scaled_dot_product_attention then costs its own tests, and SelfAttention is graded over the
     stand-in, as it is judged against the student's own function when that gives wrong numbers.
-    Only an answer without an error replaces the first one; library attention is never retried
-    (it costs the whole part anyway)."""
+    A session (one instance, its methods called in order) is asked again when one of its steps failed
+    so. Only a better answer replaces the first one: a call's without an error, a session's that was built
+    and ran more of its steps to a value; library attention is never retried (it costs the whole part anyway)."""
 
     def __init__(self, transport, standin_names: dict):
         self.transport = transport
@@ -90,7 +91,7 @@ class OverStandIns:
                  if (retry := _retry_over_standins(header, answer, self.standin_names)) is not None]
         if again:
             for (i, _), answer in zip(again, self._send([call for _, call in again])):
-                if isinstance(answer[0], dict) and not answer[0].get("error"):
+                if _better(answer[0], answers[i][0]):
                     answers[i] = answer
         return answers
 
@@ -103,17 +104,30 @@ class OverStandIns:
 
 
 def _retry_over_standins(header, answer, standin_names: dict) -> dict | None:
-    """The call asked again over the stand-ins of the graded names its error was raised inside, or None."""
-    error = answer.get("error") if isinstance(answer, dict) else None
-    if not isinstance(header, dict) or header.get("over_standins") or not isinstance(error, dict):
+    """The call asked again over the stand-ins of the graded names its error (or a session step's) was raised
+    inside, or None."""
+    if not isinstance(header, dict) or header.get("over_standins") or not isinstance(answer, dict):
         return None
-    inside = error.get("inside")
+    steps = answer.get("steps") if header.get("op") == "session" else None
+    errors = [answer.get("error"), *(a.get("error") for a in steps if isinstance(a, dict))] \
+        if isinstance(steps, list) else [answer.get("error")]
     declared = standin_names.get(header.get("module"), {})
     called = header.get("name") or header.get("cls")
-    if not isinstance(inside, list) or forbidden.MARK in str(error.get("message", "")):
-        return None
-    names = sorted({n for n in inside if isinstance(n, str) and n in declared and n != called})
-    return dict(header, over_standins=names) if names else None
+    names = set()
+    for error in errors:
+        inside = error.get("inside") if isinstance(error, dict) else None
+        if isinstance(inside, list) and forbidden.MARK not in str(error.get("message", "")):
+            names |= {n for n in inside if isinstance(n, str) and n in declared and n != called}
+    return dict(header, over_standins=sorted(names)) if names else None
+
+
+def _better(again, first) -> bool:
+    """Whether the answer over the stand-ins replaces the first: it has no error of its own and, for a session,
+    more of its steps answered with a value than the first had."""
+    if not isinstance(again, dict) or again.get("error"):
+        return False
+    valued = lambda answer: sum(1 for a in answer.get("steps") or () if isinstance(a, dict) and "value" in a)  # noqa: E731
+    return "steps" not in again or not isinstance(first, dict) or first.get("error") or valued(again) > valued(first)
 
 
 def _standin_notes(calls) -> list[str]:

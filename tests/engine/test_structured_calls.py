@@ -558,3 +558,78 @@ def test_the_sandboxed_child_carries_structures_and_refuses_what_it_cannot_read(
         assert res.error["type"] == "UngradableResult" and HOSTILE_CASES[name] in res.error["message"], res.error
     res = sandboxed.session("words", "Tally", steps=[Method("encode", "a b a"), Method("decode", Earlier(0))])
     assert [checks.step(res, i, "") for i in (0, 1)] == [[0, 1, 0], "a b a"]  # the same child, still answering
+
+
+# -- a session over the grader's stand-in of a function its class calls -------------------------------------
+COUNTER = """
+    def double(x):
+        if @@BROKEN@@:
+            raise RuntimeError("double is not written yet")
+        return 2 * x
+
+    class Counter:
+        def __init__(self, start=0):
+            self.total = start
+        def add(self, x):
+            self.total += double(x)
+            return self.total
+        def own_bug(self):
+            raise KeyError("the class's own mistake")
+"""
+
+
+@pytest.fixture
+def over_standins(tmp_path, monkeypatch):
+    """(adapter, broken): the Counter module whose class calls its own graded function `double`, graded through
+    the scorer's OverStandIns with a stand-in of `double`; `broken(flag)` writes `double` raising or not."""
+    from grader.judging.score import OverStandIns
+    (tmp_path / "grader_test_counter_standins.py").write_text("def double(x):\n    return x + x\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = CallLesson(modules=("counter",), always_standin={}, standin_names={"counter": {"double": "double"}},
+                      contract="the counter's contract", standins_module="grader_test_counter_standins")
+
+    def adapter(broken: bool) -> Adapter:
+        (tmp_path / ("broken" if broken else "fine")).mkdir()
+        folder = folder_with(tmp_path / ("broken" if broken else "fine"),
+                             COUNTER.replace("@@BROKEN@@", str(broken)), name="counter")
+        return Adapter(OverStandIns(InProcessTransport(folder, lesson=spec), spec.standin_names))
+    return adapter
+
+
+def test_a_session_stopped_by_a_crash_in_its_function_is_asked_again_over_the_function_s_stand_in(over_standins):
+    """A crash in `double` costs double's tests; Counter is judged over the grader's double (fair partial
+    credit), as a single call of a class is, and says so (over_standins, which the scorer's notes name)."""
+    broken = over_standins(True)
+    res = broken.session("counter", "Counter", init=(1,), steps=[Method("add", 2), Method("add", 5), Attr("total")])
+    assert [checks.step(res, i, "step") for i in range(3)] == [5, 15, 15]
+    assert res.header["over_standins"] == ["double"]
+    with pytest.raises(checks.GradeFailure, match="double is not written yet"):
+        checks.value(broken.run("counter", "double", args=(3,)), "double(3)")  # its own tests still fail
+    # The class's own mistake is its own: over the stand-in it runs further, and fails where it is wrong.
+    own = broken.session("counter", "Counter", steps=[Method("add", 1), Method("own_bug"), Method("add", 1)])
+    assert checks.step(own, 0, "add") == 2 and own.header["over_standins"] == ["double"]
+    with pytest.raises(checks.GradeFailure, match="the class's own mistake"):
+        checks.step(own, 1, "own_bug")
+    # An honest sibling, whose double works, is never asked again; nor is a session failing in its own code.
+    fine = over_standins(False)
+    res = fine.session("counter", "Counter", steps=[Method("add", 2), Method("own_bug")], keep_going=True)
+    assert checks.step(res, 0, "add") == 4 and "over_standins" not in res.header
+    assert "inside" not in res.step(1)["error"]
+
+
+def test_a_session_is_replaced_only_by_a_better_answer_over_the_stand_ins():
+    from grader.judging.score import _better, _retry_over_standins
+    names = {"counter": {"double": "double"}}
+    session = {"op": "session", "module": "counter", "cls": "Counter", "steps": []}
+    inside = {"type": "E", "message": "m", "stage": "step", "inside": ["double"]}
+    first = {"error": None, "steps": [{"value": 1}, {"error": inside}]}
+    assert _retry_over_standins(session, first, names)["over_standins"] == ["double"]
+    assert _retry_over_standins(dict(session, over_standins=["double"]), first, names) is None  # asked once
+    assert _retry_over_standins(session, {"error": None, "steps": [{"error": dict(inside, inside=["Counter"])}]},
+                                names) is None  # never over a stand-in of the class it grades
+    assert _retry_over_standins(session, {"error": None, "steps": [{"error": dict(inside, inside=["other"])}]},
+                                names) is None  # a name without a stand-in
+    assert _better({"error": None, "steps": [{"value": 1}, {"value": 2}]}, first)
+    assert not _better({"error": None, "steps": [{"value": 1}, {"error": {}}]}, first)  # no further
+    assert not _better({"error": {"type": "E"}, "steps": []}, first)
+    assert _better({"error": None, "steps": [{"error": {}}]}, {"error": inside})  # built this time

@@ -28,7 +28,7 @@ from grader.sandbox.transport import SandboxTransport  # noqa: E402
 from grader.sandbox.zygote import Zygote  # noqa: E402
 
 DAY13 = load_lesson("day13")
-CONFIG = SandboxConfig(call_timeout=10.0, spawn_timeout=20, cpu_seconds=20, uid_base=uid_base_for_tests(12))
+CONFIG = SandboxConfig(call_timeout=10.0, spawn_timeout=20, cpu_seconds=20, uid_base=uid_base_for_tests(15))
 # The student's scaled_dot_product_attention raises unless it finds a working one kept by an earlier call; the
 # student's SelfAttention keeps whatever scaled_dot_product_attention it calls (@@KEEP@@: the control keeps nothing).
 KEEPER = '''

@@ -1,10 +1,11 @@
-"""grader/templates/: both workflows' structure and commands, and the student workflow run locally."""
+"""Day 13's release through the student workflow run locally (its deliverables among the checks), and the
+instructor workflow's grade step on its demo class. The workflows' structure, and the student workflow on
+the toy lesson, are tested in tests/engine/test_workflows.py."""
 from __future__ import annotations
 
 import base64
 import json
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -17,12 +18,10 @@ import yaml
 from grader.release import notebook
 
 from grader.release import student_release as release
-from grader.__main__ import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDENT = release.TEMPLATES / "autograde.yml"
 INSTRUCTOR = release.TEMPLATES / "instructor-grade.yml"
-EXPRESSION = re.compile(r"\$\{\{\s*([^}]+?)\s*\}\}")
 
 
 def _load(path: Path) -> dict:
@@ -34,87 +33,6 @@ def _load(path: Path) -> dict:
 def _commands(step: dict) -> list[str]:
     """The shell lines of a `run` step, with line continuations joined."""
     return [line.strip() for line in step.get("run", "").replace("\\\n", " ").splitlines() if line.strip()]
-
-
-def _grader_args(command: str, values: dict[str, str], env: dict[str, str]) -> list[str] | None:
-    """The arguments after `python -m grader`, with ${{ }} and $VARS replaced by sample values."""
-    expand = lambda text: EXPRESSION.sub(lambda m: values[m.group(1)], str(text))  # noqa: E731
-    variables = {name: expand(value) for name, value in env.items()}
-    words = [re.sub(r"\$\{?(\w+)\}?", lambda m: variables[m.group(1)], expand(w)) for w in shlex.split(command)]
-    if words[:1] == ["sudo"]:  # sudo [--options] "$(command -v python)" -m grader ...
-        words = words[1:]
-        while words and words[0].startswith("-"):
-            words = words[1:]
-        words[:1] = ["python"] if words and words[0].endswith("command -v python)") else words[:1]
-    if words[:3] != ["python", "-m", "grader"]:
-        return None
-    return words[3:]
-
-
-def _feedback_step(steps):
-    return next(s for s in steps if "ci_feedback.py" in s.get("run", ""))
-
-
-# --------------------------------------------------------------------------- structure
-
-def test_student_workflow_structure():
-    data = _load(STUDENT)
-    assert set(data["on"]) >= {"push"}
-    assert data["permissions"]["contents"] == "read", "the student workflow needs no write access"
-    assert "secrets." not in STUDENT.read_text(encoding="utf-8"), "a student repository can't keep a secret"
-    (job,) = data["jobs"].values()
-    steps = job["steps"]
-    assert steps[0]["uses"].startswith("actions/checkout@")
-    setup = next(s for s in steps if s.get("uses", "").startswith("actions/setup-python@"))
-    assert setup["with"]["python-version"] == "3.11"
-    install = " ".join(c for s in steps for c in _commands(s) if "pip install" in c)
-    assert "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in install
-    for package in ("numpy", "pillow", "pytest"):
-        assert package in install
-    feedback = _feedback_step(steps)
-    (command,) = _commands(feedback)
-    words = shlex.split(command)
-    assert words[:2] == ["python", "tools/ci_feedback.py"]
-    sys.path.insert(0, str(release.TEMPLATES))
-    try:
-        import ci_feedback
-    finally:
-        sys.path.remove(str(release.TEMPLATES))
-    args = ci_feedback.build_parser().parse_args(words[2:])
-    assert (args.summary, args.output) == ("$GITHUB_STEP_SUMMARY", "$GITHUB_OUTPUT")
-    # GitHub Classroom's reporter reads <RUNNER>_RESULTS for each runner id it is given.
-    reporter = steps[-1]
-    assert reporter["uses"].startswith("classroom-resources/autograding-grading-reporter@")
-    runner = reporter["with"]["runners"]
-    assert reporter["env"][f"{runner.upper()}_RESULTS"] == "${{ steps.%s.outputs.result }}" % feedback["id"]
-
-
-def test_instructor_workflow_collects_grades_shards_and_merges():
-    data = _load(INSTRUCTOR)
-    jobs = data["jobs"]
-    assert list(jobs) == ["collect", "grade", "merge"]
-    assert jobs["grade"]["needs"] == "collect" and jobs["merge"]["needs"] == "grade"
-    shards = jobs["grade"]["strategy"]["matrix"]["shard"]
-    assert shards == list(range(1, int(data["env"]["SHARDS"]) + 1)), "matrix and SHARDS must agree"
-    values = {"inputs.roster": "roster.txt", "inputs.deadline": "2026-12-01T23:59:00+00:00",
-              "matrix.shard": "2", "secrets.CLASSROOM_TOKEN": "token"}
-    parsed = {}
-    for name, job in jobs.items():
-        for step in job["steps"]:
-            assert "${{" not in step.get("run", ""), f"{step.get('name')}: pass expressions through env"
-            env = {**data["env"], **job.get("env", {}), **step.get("env", {})}
-            for command in _commands(step):
-                args = _grader_args(command, values, env)
-                if args is not None:  # each command must parse; a job is named by its first one
-                    parsed.setdefault(name, build_parser().parse_args(args))  # exits (fails) on a bad command
-    assert parsed["collect"].command == "collect" and parsed["collect"].deadline == values["inputs.deadline"]
-    assert parsed["grade"].command == "grade" and parsed["grade"].shard == f"2/{data['env']['SHARDS']}"
-    assert parsed["grade"].submissions == parsed["collect"].out
-    assert parsed["merge"].command == "merge"
-    uploads = [s for s in jobs["merge"]["steps"] if s.get("uses", "").startswith("actions/upload-artifact@")]
-    assert uploads and uploads[-1]["with"]["path"] == parsed["merge"].out
-    downloads = [s for s in jobs["grade"]["steps"] if s.get("uses", "").startswith("actions/download-artifact@")]
-    assert downloads[0]["with"]["path"] == parsed["grade"].submissions
 
 
 # --------------------------------------------------------------------------- the student steps, run here

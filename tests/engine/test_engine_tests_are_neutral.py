@@ -56,8 +56,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
     'test_scan.py': (6, "the forbidden scan with a real lesson's policy; to convert (being edited for lesson=)"),
     'test_similarity.py': (4, "similarity evidence is a real lesson's (its variants as plants, its deliverable pictures, its base file)"),
     'test_totals.py': (2, "totals over a real lesson's rubric and class; to convert (being edited for lesson=)"),
-    'test_workflows.py': (5, "the student workflow on a real lesson's release (its deliverables; a last part with several visible "
-        "tests, which the toy lacks) and the instructor's grade step on its demo class"),
 }
 
 

@@ -17,12 +17,16 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
+from engine_helpers import TOY, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
+
+from grader.lesson import load_lesson  # noqa: E402
 
 from grader.sandbox import SandboxConfig  # noqa: E402
 from grader.sandbox.confinement import is_root, prepare_scratch, slot_uid  # noqa: E402
 from grader.sandbox.transport import SandboxTransport  # noqa: E402
 from grader.sandbox.zygote import Zygote  # noqa: E402
+
+LESSON = load_lesson(str(TOY))  # the zygote's lesson: any will do, the probes are the test's own modules
 
 CONFIG = SandboxConfig(call_timeout=5.0, spawn_timeout=10, cpu_seconds=6, uid_base=uid_base_for_tests(8))
 SLOTS = 2
@@ -115,7 +119,7 @@ def abstract_connect():
 
 @pytest.fixture(scope="module")
 def zygote():
-    z = Zygote(slots=SLOTS, config=CONFIG, install=None)  # no audit hook: ctypes stays usable
+    z = Zygote(slots=SLOTS, config=CONFIG, install=None, lesson=LESSON)  # no audit hook: ctypes stays usable
     z.wait_ready()
     yield z
     z.close()
@@ -176,7 +180,7 @@ def test_each_layer_alone_closes_ipc(layer):
     work = Path(tempfile.mkdtemp(prefix="kit-test-channels-"))
     os.chmod(work, 0o711)  # like run.py's scratch root: the sandbox uid may enter it (pytest's tmp_path it may not)
     try:
-        with Zygote(slots=1, config=config, install=None) as zygote:
+        with Zygote(slots=1, config=config, install=None, lesson=LESSON) as zygote:
             for kind in ("sysv", "mqueue"):
                 found = []
                 for step in ("make", "find"):
@@ -230,7 +234,7 @@ def test_without_landlock_shared_folders_still_carry_nothing_to_the_next_child()
     os.chmod(work, 0o711)
     paths = [f"/tmp/{TAG}", f"/dev/shm/{TAG}"]
     try:
-        with Zygote(slots=1, config=config, install=None) as zygote:
+        with Zygote(slots=1, config=config, install=None, lesson=LESSON) as zygote:
             for path in paths:
                 found = []
                 for step in ("make", "find"):

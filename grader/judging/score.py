@@ -237,19 +237,22 @@ def grade_submission(*, name: str, directory: Path, transport, lesson, check_del
             text = crashes.setdefault(_crash_key(failure.error), _crash_text(failure.error))
         else:
             text = failure.message
+        # What to say beyond the test's own words, as data (results/feedback.py `advice` words it): the
+        # mistake is hint_id; a part not written, a file that does not import or code that raised each get
+        # their sentence; a wrong answer no catalogued mistake names gets the rubric's words for what the
+        # numbers show, the test's hint when one of its facts was found, else the handout section.
         if unfinished:
-            text += "\n\nThis part is not written yet: replace the `raise NotImplementedError` with your code."
+            said = "unfinished"
         elif hint:
-            pass  # the mistake is data (hint_id): its words are chosen when the files are written (results/feedback.py)
+            said = ""
         elif isinstance(failure.error, dict) and failure.error.get("stage") == "import":
-            text += "\n\nThis file could not be imported, so none of these tests could run: fix this first."
+            said = "import"
         elif isinstance(failure.error, dict) and failure.error.get("traceback"):
-            text += "\n\nYour code raised this error, so these tests could not check its answers: fix it first."
+            said = "raised"
         elif isinstance(failure.error, dict):
-            pass  # a timeout, a refused answer, a missing attribute: the message says what to do
-        # A wrong answer no catalogued mistake names: the rubric's words for what the numbers show, the
-        # test's hint when one of its facts was found, else the handout section (results/feedback.py `advice`).
-        said = "numbers" if not (hint or unfinished or isinstance(failure.error, dict)) else ""
+            said = ""  # a timeout, a refused answer, a missing attribute: the message says what to do
+        else:
+            said = "numbers"
         result.tests.append(TestResult(name=rid, component=component, score=0.0, max_score=points,
                                        status="failed", output=text, hint_id=bug, title=title,
                                        facts=[] if hint or unfinished else list(failure.facts), advice=said))

@@ -172,6 +172,10 @@ def by_component(result: SubmissionResult, *, lesson=None) -> dict[str, tuple[fl
 # ---------------------------------------------------------------- feedback, described once
 
 MISCONCEPTION = "Likely misconception"  # how a recognised mistake's words are introduced, in every medium
+# What to fix first when the code did not get as far as an answer (a test's `advice`): the engine's words.
+FIRST = {"unfinished": "This part is not written yet: replace the `raise NotImplementedError` with your code.",
+         "import": "This file could not be imported, so none of these tests could run: fix this first.",
+         "raised": "Your code raised this error, so these tests could not check its answers: fix it first."}
 
 
 @dataclass(frozen=True)
@@ -202,6 +206,7 @@ class Advice:
     """The rubric's words for one failed test, in the order a student reads them."""
 
     forbidden: str = ""  # the forbidden-library message, with the APIs the part reached
+    first: str = ""  # what to fix first (FIRST)
     numbers: tuple = ()  # what the numbers show: one sentence per fact
     hint: tuple = ()  # (label, words): the test's own hint, "Hint (§3)" or "Hint"
     section: str = ""  # where the handout has the formula, when no hint is given
@@ -227,6 +232,8 @@ def advice(test: TestResult, words: Words) -> Advice:
     hint, section, numbers = entry.get("hint"), entry.get("section", ""), ()
     if test.forbidden:
         said["forbidden"] = words.forbidden.format(names=", ".join(test.forbidden))
+    if test.advice in FIRST:
+        said["first"] = FIRST[test.advice]
     if test.advice == "numbers":
         numbers = tuple(diagnose.words(test.facts, words.facts))
         if hint and diagnose.matched(test.facts, entry.get("when", ())):
@@ -251,7 +258,7 @@ def student_output(test: TestResult, words: Words, cut: bool = True) -> str:
     libraries it reached, what the test said (`cut` to MAX_TEST_OUTPUT characters), then the rubric's
     words its record calls for."""
     said = advice(test, words)
-    text = "\n\n".join(filter(None, [said.forbidden, clip(test.output) if cut else test.output]))
+    text = "\n\n".join(filter(None, [said.forbidden, clip(test.output) if cut else test.output, said.first]))
     if said.numbers:
         text += "\n\nWhat your numbers show:\n" + "\n".join(f"- {s}" for s in said.numbers)
     if said.hint:
@@ -356,6 +363,8 @@ def test_details(test: TestResult, words: Words) -> list:
     details: list = [Paragraph(said.forbidden)] if said.forbidden else []
     if test.output.strip():
         details.append(Preformatted(clip(test.output)))
+    if said.first:
+        details.append(Paragraph(said.first))
     if said.numbers:
         details += [Paragraph("What your numbers show:"), Bullets(list(said.numbers))]
     if said.hint:

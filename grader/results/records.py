@@ -25,10 +25,11 @@ class TestResult:
     title: str = ""  # human title from the rubric
     # What the numbers showed when no catalogued mistake matched (grader/judging/diagnose.py facts: id and numbers).
     facts: list = field(default_factory=list)
-    # Which of the rubric's words follow the output, as data: "numbers" (the sentence of each fact, then the
-    # test's hint when one of the facts its `when` names was found, else the handout section), "hint" (the
-    # test's hint: a failed deliverable), or "" (none). grader/results/feedback.py words it from the
-    # rubric when the files are written, so a rubric's new words need no regrade and no text is edited.
+    # What follows the output, as data: "numbers" (the rubric's sentence of each fact, then the test's hint
+    # when one of the facts its `when` names was found, else the handout section), "hint" (the test's hint:
+    # a failed deliverable), "unfinished", "import" or "raised" (the part is a stub, its file does not
+    # import, its code raised: what to fix first), or "" (nothing). grader/results/feedback.py words it when
+    # the files are written, so a rubric's new words need no regrade and no text is edited.
     advice: str = ""
     forbidden: list = field(default_factory=list)  # library APIs the part reached: the rubric's forbidden_message
     # A person's words to the student on this test ({"by", "comment"}, from overrides.csv), set on the copy

@@ -19,7 +19,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import KIT, make_submission  # noqa: E402
 
 DAY13 = load_lesson("day13")
-RUBRIC_WORDS = ("Hint", "What your numbers show", "The formula this test checks", "Your code reaches")
+RUBRIC_WORDS = ("Hint", "What your numbers show", "The formula this test checks", "Your code reaches",
+                *feedback.FIRST.values())
 
 
 def _doubled_table(tmp_path: Path) -> Path:
@@ -41,6 +42,21 @@ def test_the_scorer_writes_no_rubric_words_into_an_output(tmp_path):
     entry = DAY13.rubric()["positional"][hinted[0].name.split(".")[1]]
     shown = feedback.student_output(hinted[0], words)
     assert shown.startswith(hinted[0].output) and entry["hint"] in shown
+
+
+def test_what_to_fix_first_is_data_too(tmp_path):
+    """A part still a stub, a file that does not import: the record says which, the files say what to do."""
+    folder = make_submission(tmp_path / "stub", {
+        "positional.py": (KIT / "assignments" / "day13" / "positional.py").read_text(),
+        "block.py": "class TransformerBlock(:\n"})
+    result = score.grade_in_process(folder, "stub", lesson=DAY13)
+    kinds = {t.component: t.advice for t in result.tests if t.status == "failed"}
+    assert kinds.get("positional") == "unfinished" and kinds.get("block") == "import", kinds
+    words = feedback.Words.of(DAY13.rubric())
+    for t in result.tests:
+        if t.advice in feedback.FIRST:
+            assert feedback.FIRST[t.advice] not in t.output
+            assert feedback.student_output(t, words) == f"{t.output}\n\n{feedback.FIRST[t.advice]}"
 
 
 def test_a_failed_deliverable_keeps_its_message_and_its_hint_is_data(tmp_path):

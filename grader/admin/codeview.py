@@ -195,11 +195,11 @@ def definition_lines(text: str, names) -> dict[str, int]:
     return found
 
 
-def tested_name(test_title: str, test_output: str, names) -> str | None:
-    """The graded name a test is about: the first of `names` its title mentions, else its output."""
-    for where in (test_title, test_output):
-        hits = [(m.start(), name) for name in names
-                for m in [re.search(rf"\b{re.escape(name)}\b", where)] if m]
-        if hits:
-            return min(hits)[1]
-    return None
+def tested_name(test, names) -> str | None:
+    """The graded name a failed test is about: the first of `names` it called (the record's `called`),
+    else the first its rubric title mentions (a record graded before tests kept their calls)."""
+    called = next((n for n in test.called if n in names), None)
+    if called is not None:
+        return called
+    hits = [(m.start(), name) for name in names for m in [re.search(rf"\b{re.escape(name)}\b", test.title)] if m]
+    return min(hits)[1] if hits else None

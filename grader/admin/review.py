@@ -573,7 +573,7 @@ def _code_section(review: Review, result: SubmissionResult, comments: list, toke
             if t.name in placed:
                 continue
             owner = f.name == f"{t.component}.py" or f.name.lower().endswith(".ipynb")
-            name = codeview.tested_name(t.title, t.output, lesson.graded_names.get(t.component, ()))
+            name = codeview.tested_name(t, lesson.graded_names.get(t.component, ()))
             line = defined.get(name) if name else None
             if line is None and owner:
                 line = min((defined[n] for n in lesson.graded_names.get(t.component, ()) if n in defined), default=1)

@@ -218,11 +218,13 @@ def grade_submission(*, name: str, directory: Path, transport, lesson, check_del
                 import_errors.add(f"{c.header['module']}.py")
             if err and "module" in c.header and err.get("type") in ("SystemExit", "Crashed"):
                 exits.append((f"{c.header['module']}.py", err))
+        called = list(dict.fromkeys(n for c in calls if isinstance(c.header, dict)
+                                    and isinstance(n := c.header.get("cls") or c.header.get("name"), str)))
         if blamed[component]:  # the rubric's forbidden_message words them when the files are written
             bug = catalogue.identify_forbidden(component, blamed[component])
             result.tests.append(TestResult(name=rid, component=component, score=0.0, max_score=points,
                                            status="failed", hint_id=bug, title=title,
-                                           forbidden=sorted(blamed[component])))
+                                           forbidden=sorted(blamed[component]), called=called))
             continue
         if failure is None:
             result.tests.append(TestResult(name=rid, component=component, score=points, max_score=points,
@@ -255,7 +257,8 @@ def grade_submission(*, name: str, directory: Path, transport, lesson, check_del
             said = "numbers"
         result.tests.append(TestResult(name=rid, component=component, score=0.0, max_score=points,
                                        status="failed", output=text, hint_id=bug, title=title,
-                                       facts=[] if hint or unfinished else list(failure.facts), advice=said))
+                                       facts=[] if hint or unfinished else list(failure.facts), advice=said,
+                                       called=called))
         if not result.evidence and failure.evidence:
             result.evidence = {"test": rid, **failure.evidence}
 

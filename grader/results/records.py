@@ -35,6 +35,7 @@ class TestResult:
     # A person's words to the student on this test ({"by", "comment"}, from overrides.csv), set on the copy
     # the files are written from (grader/admin/overrides.py `apply`); empty in record.json.
     review: dict = field(default_factory=dict)
+    called: list = field(default_factory=list)  # the graded names a failed test called, in order (the review page)
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)

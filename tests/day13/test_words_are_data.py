@@ -36,6 +36,7 @@ def test_the_scorer_writes_no_rubric_words_into_an_output(tmp_path):
     assert failed
     for t in failed:
         assert not any(w in t.output for w in RUBRIC_WORDS), (t.name, t.output)
+        assert set(t.called) & set(DAY13.graded_names[t.component]), (t.name, t.called)  # the review page's place
     words = feedback.Words.of(DAY13.rubric())
     hinted = [t for t in failed if t.advice == "numbers" and "Hint (" in feedback.student_output(t, words)]
     assert hinted, [feedback.student_output(t, words) for t in failed]

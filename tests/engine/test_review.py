@@ -378,3 +378,20 @@ def test_the_student_page_shows_the_group_from_the_roster(served):
     assert "group duo: Mal &lt;Lory&gt;, Pat" in page and "<Lory>" not in page
     _, page = _request(server, "GET", "/s/nina")
     assert 'class="group"' not in page  # one student's own submission: no group line
+
+
+def test_a_failing_test_is_placed_by_what_it_called_never_by_its_output():
+    """Where a failing test sits in the code view comes from data: the graded names it called (the record
+    keeps them), else its rubric title; never from the words of its output."""
+    from grader.admin import codeview
+    from grader.results.records import TestResult
+
+    names = ("first_fn", "SecondClass")
+    test = TestResult(name="p.t", component="p", score=0, max_score=1, status="failed",
+                      output="first_fn gave 2, expected 1", title="the values", called=["helper", "SecondClass"])
+    assert codeview.tested_name(test, names) == "SecondClass"
+    old = TestResult(name="p.t", component="p", score=0, max_score=1, status="failed",
+                     output="SecondClass gave 2", title="first_fn on the worked example")
+    assert codeview.tested_name(old, names) == "first_fn"
+    assert codeview.tested_name(TestResult(name="p.t", component="p", score=0, max_score=1, status="failed",
+                                           output="first_fn gave 2", title="values"), names) is None

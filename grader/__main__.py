@@ -6,39 +6,23 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 
 
 def _call(module: str, function: str, *, lesson, **kwargs) -> int:
     """Run one stage's entry function (`grader.<module>.<function>`) for the run's lesson."""
     entry = getattr(importlib.import_module(f"grader.{module}"), function)
-    return int(_with_lesson(entry, lesson, kwargs) or 0)
+    return int(_call_entry(entry, lesson, kwargs) or 0)
 
 
-def _with_lesson(entry, lesson, kwargs):
-    # MIGRATION: while a stage still reads the lesson the old way (lesson_for_migration(), from
-    # $GRADER_LESSON), the variable names the run's lesson too; a stage that does not take `lesson=`
-    # yet is called without it, and one that still takes a name gets the lesson's name. Removed once
-    # every stage takes the value.
+def _call_entry(entry, lesson, kwargs):
+    """`entry(lesson=lesson, **kwargs)`; a stage that needs no lesson (the stub generator, which works on
+    every lesson's solutions) takes no `lesson` and is called without it."""
     import inspect
 
-    from grader import lesson as lessons
-
-    # Set for this call only: a caller in the same process (a test, the nbgrader cell) asks other
-    # lessons afterwards, and a variable left behind would answer them with this one.
-    before = os.environ.get(lessons.LESSON_ENV)
-    os.environ[lessons.LESSON_ENV] = lesson.ref
-    try:
-        parameter = inspect.signature(entry).parameters.get("lesson")
-        if parameter is None:
-            return entry(**kwargs)
-        return entry(lesson=lesson.ref if "str" in str(parameter.annotation) else lesson, **kwargs)
-    finally:
-        if before is None:
-            os.environ.pop(lessons.LESSON_ENV, None)
-        else:
-            os.environ[lessons.LESSON_ENV] = before
+    if "lesson" in inspect.signature(entry).parameters:
+        return entry(lesson=lesson, **kwargs)
+    return entry(**kwargs)
 
 
 RELEASES = ("now", "after_due_date", "published", "all")  # grader.results.feedback.RELEASES, without importing it
@@ -161,7 +145,6 @@ def build_parser() -> argparse.ArgumentParser:
 def _similarity(a, lesson) -> int:
     """Compare every pair; an OUT that holds a graded class (a merged one) gets its report rewritten
     with the similarity section, as `grade` writes it."""
-    import functools
     from pathlib import Path
 
     code = _call("admin.similarity", "main", lesson=lesson, submissions=a.submissions, out=a.out, jobs=a.jobs)
@@ -171,7 +154,7 @@ def _similarity(a, lesson) -> int:
     from grader.admin import overrides
 
     try:
-        _with_lesson(functools.partial(classreport.write_class, Path(a.out)), lesson, {})
+        classreport.write_class(Path(a.out), lesson=lesson)
     except overrides.OverrideError as error:
         print(f"similarity: the class report was not rewritten: {error}", file=sys.stderr)
         return 1

@@ -38,8 +38,6 @@ ROOT = ENGINE.parent
 DECLARATION = "lesson.toml"
 # The kit's settings file; its [tool.grader] default_lesson names the lesson chosen when none is.
 KIT_SETTINGS = "pyproject.toml"
-# Transitional (see lesson_for_migration): what `--lesson NAME|PATH` sets for the callers not converted yet.
-LESSON_ENV = "GRADER_LESSON"
 PATH_PACKAGE_PREFIX = "_grader_lesson_"  # the importable name of a lesson found by path
 # Rubric tables that configure grading rather than hold a part's tests.
 RUBRIC_SETTINGS = frozenset({"meta", "hints", "facts", "visibility", "late"})
@@ -640,8 +638,6 @@ def load_lesson(name: str | None = None, engine: Path = ENGINE) -> Lesson:
     lesson under grader/ (of several, the kit's default_lesson), parsed and checked. For entry points only (the command line, the zygote's
     parent, the nbgrader cell, the developer tools, a test): every stage takes the value as `lesson=`.
     Each call builds a new value; keep the one you have."""
-    if name is None and engine == ENGINE:
-        return lesson_for_migration()  # TRANSITIONAL: `load_lesson()` meant "the run's lesson"
     return _checked(_load(_lesson_folder(name, engine)))
 
 
@@ -659,23 +655,6 @@ def _checked(lesson: Lesson) -> Lesson:
 
 
 def lesson_option(value: str) -> str:
-    """What `--lesson` sets $GRADER_LESSON to: a name as given, a path made absolute (so a process
-    started in another folder finds the same lesson)."""
+    """A `--lesson` value to hand to another process: a name as given, a path made absolute (so a
+    process started in another folder finds the same lesson)."""
     return load_lesson(value).ref
-
-
-# -- transitional -------------------------------------------------------------------------------------
-# TRANSITIONAL, removed when every stage takes `lesson=` from its caller. The lesson of a caller that is
-# not converted yet, as `load_lesson()` answered before the lesson became a value: the one $GRADER_LESSON
-# names (what `--lesson` sets), else the only lesson; one value per name for the whole process, so a
-# sandboxed child (which cannot read the kit) gets the value its zygote built before forking it.
-# tests/engine/test_ambient_lesson.py counts its callers: the count only goes down.
-_migration: dict[str | None, Lesson] = {}
-
-
-def lesson_for_migration() -> Lesson:
-    name = os.environ.get(LESSON_ENV) or None
-    if name not in _migration:
-        # Not _checked: the zygote builds this too, and its heap (every child's) must not hold the rubric.
-        _migration[name] = _load(_lesson_folder(name, ENGINE))
-    return _migration[name]

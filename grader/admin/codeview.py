@@ -70,13 +70,13 @@ def graded_files(sub: intake.Submission, *, stubs: dict[str, str], lesson, relea
     only for a notebook submission)."""
     with tempfile.TemporaryDirectory(prefix="review-code-") as scratch:
         dest = Path(scratch) / "copy"
-        found = intake.materialise(sub, dest)
+        found = intake.materialise(sub, dest, lesson=lesson)
         if found.notebook:
             notebook = next((p for p in dest.iterdir() if intake.printable(p.name) == found.notebook), None)
             if notebook is None:
                 return []
             try:
-                cells = intake.notebook_code_cells(notebook)
+                cells = intake.notebook_code_cells(notebook, lesson=lesson)
             except Exception:  # a damaged notebook: grading said so in its notes
                 return []
             base = list(released_cells()) if released_cells else []

@@ -144,7 +144,7 @@ def _safe(text: str) -> str:
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
-def main(*, out: str, format: str, lesson=None, roster: str | None = None, dest: str | None = None,
+def main(*, out: str, format: str, lesson, roster: str | None = None, dest: str | None = None,
          parts: bool = False, title: str | None = None) -> int:
     out_dir = Path(out)
     if format not in FORMATS:
@@ -157,9 +157,6 @@ def main(*, out: str, format: str, lesson=None, roster: str | None = None, dest:
         print(f"export: {error}", file=sys.stderr)
         return 2
     if title is None:
-        if lesson is None:  # MIGRATION: a caller that passes no lesson yet gets the run's
-            from grader.lesson import lesson_for_migration
-            lesson = lesson_for_migration()
         title = lesson.label or lesson.title
     max_total = next((g["max_total"] for g in grades if g.get("max_total")), "")
     rows, missing, unclaimed = rows_for(grades, people)

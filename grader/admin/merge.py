@@ -19,7 +19,7 @@ from grader.results.feedback import DEFAULT_RELEASE
 from grader.results.storage import load_records
 
 
-def merge(*, shards: list[str], out: str, lesson=None, overrides_path: str | None = None,
+def merge(*, shards: list[str], out: str, lesson, overrides_path: str | None = None,
           release: str = DEFAULT_RELEASE) -> int:
     """Join the --out folders of several shards into `out`, then rewrite the class files with the
     merged folder's overrides file (or `overrides_path`) applied.

@@ -35,18 +35,9 @@ POLICY_META = frozenset({"extra_credit"})
 SKIP_PARTS = frozenset({"__pycache__", "templates", ".pytest_cache"})
 
 
-def _the(lesson):
-    # MIGRATION: a caller that passes no lesson yet gets the run's (removed when every caller passes it).
-    if lesson is not None:
-        return lesson
-    from grader.lesson import lesson_for_migration
-
-    return lesson_for_migration()
-
-
-def rubric_path(*, lesson=None) -> Path:
+def rubric_path(*, lesson) -> Path:
     """The lesson's rubric (the one the scorer reads)."""
-    return _the(lesson).rubric_path
+    return lesson.rubric_path
 
 
 def _hash_files(digest, root: Path, files) -> None:
@@ -65,9 +56,8 @@ def _structure(node):
     return node
 
 
-def current(*, lesson=None) -> dict[str, str]:
+def current(*, lesson) -> dict[str, str]:
     """The digests of the grading inputs as they are on disk now (once per process and lesson files)."""
-    lesson = _the(lesson)
     return _digests(lesson.folder, rubric_path(lesson=lesson), lesson.solutions)
 
 
@@ -132,9 +122,8 @@ def submission_digest(source: Path) -> str:
     return digest.hexdigest()
 
 
-def keep_rubric(out: Path, *, lesson=None) -> None:
+def keep_rubric(out: Path, *, lesson) -> None:
     """Store the rubric this run grades with under OUT, so a later run can rescore from it."""
-    lesson = _the(lesson)
     folder = Path(out) / RUBRIC_SNAPSHOTS
     target = folder / f"{current(lesson=lesson)['rubric']}.toml"
     if not target.is_file():
@@ -169,7 +158,7 @@ def is_complete(folder: Path, *, source: str | None = None) -> bool:
     return data.get("submission") == folder.name and data.get("status") != "engine-error"
 
 
-def plan(subs, out: Path, *, lesson=None, force: bool = False, only=None) -> Plan:
+def plan(subs, out: Path, *, lesson, force: bool = False, only=None) -> Plan:
     """Sort `subs` into grade / rescore / unchanged. `only` (names) regrades those and touches
     nothing else; `force` regrades all."""
     from grader.intake.submissions import source_label
@@ -249,13 +238,12 @@ def rescore(result, old_rubric: dict, new_rubric: dict) -> bool:
     return True
 
 
-def rescore_records(out: Path, names: list[str], *, lesson=None) -> list[str]:
+def rescore_records(out: Path, names: list[str], *, lesson) -> list[str]:
     """Rescore each named record in place and rewrite its files; returns the names that could not
     be rescored (to be regraded)."""
     from grader.results import feedback
     from grader.results import storage
 
-    lesson = _the(lesson)
     new_rubric = tomllib.loads(rubric_path(lesson=lesson).read_text("utf-8"))
     failed = []
     for name in names:

@@ -42,7 +42,7 @@ from grader.release import stubs
 from grader.results.document import (SERVED_POLICY, Break, Bullets, Cell, Code, Document, Field, Fold, Form, Group,
                                      Heading, Image, Link, Nav, Paragraph, Preformatted, Row, Section, Span, Strong,
                                      Table, number, to_served_html)
-from grader.results.feedback import Words, _lesson, by_component, clip, released, test_details, visibility_of
+from grader.results.feedback import Words, by_component, clip, released, test_details, visibility_of
 from grader.results.records import SubmissionResult
 from grader.results.storage import load_records
 
@@ -110,8 +110,8 @@ class Review:
     """The data behind the pages: records, the decision files, the students' files."""
 
     def __init__(self, out: Path, submissions: Path | None, overrides_path: Path | None, release: str, by: str,
-                 *, lesson=None):
-        self.lesson = _lesson(lesson)
+                 *, lesson):
+        self.lesson = lesson
         self.out, self.submissions = Path(out), Path(submissions) if submissions else None
         self.overrides_path = Path(overrides_path) if overrides_path else overrides.default_path(self.out)
         self.comments_path = linecomments.default_path(self.out)
@@ -134,9 +134,9 @@ class Review:
             rows = overrides.read(self.overrides_path)
             overrides.check(rows, records, path=self.overrides_path)
         except overrides.OverrideError as error:
-            return totals.finalise(self.out, records, {}), str(error)
+            return totals.finalise(self.out, records, {}, lesson=self.lesson), str(error)
         # The total every other output shows: decisions, the bonus cap and the late policy.
-        return totals.finalise(self.out, records, overrides.effective(rows)), ""
+        return totals.finalise(self.out, records, overrides.effective(rows), lesson=self.lesson), ""
 
     def decisions(self) -> list[overrides.Override]:
         try:
@@ -895,7 +895,7 @@ class ReviewServer(ThreadingHTTPServer):
 
 
 def main(*, out: str, submissions: str | None = None, overrides_path: str | None = None, port: int = 8765,
-         release: str = "all", by: str = "", lesson=None) -> int:
+         release: str = "all", by: str = "", lesson) -> int:
     out_dir = Path(out)
     if not out_dir.is_dir() or not load_records(out_dir)[0]:
         print(f"review: {out} holds no graded submissions; run `python -m grader grade SUBMISSIONS --out {out}` first",

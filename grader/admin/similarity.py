@@ -54,16 +54,10 @@ import numpy as np
 
 from grader.intake import submissions as intake
 from grader.judging import deliverables
-from grader.lesson import lesson_for_migration
 from grader.results.document import (Bullets, Code, Document, Fold, Group, Heading, Image, Link, Mark, Only, Paragraph,
                                      Preformatted, Section, Strong, Table, to_html)
 
 KIT = Path(__file__).resolve().parents[2]
-
-
-def _lesson(lesson):
-    """The lesson passed in; until every caller passes one, the run's (grader/lesson.py)."""
-    return lesson if lesson is not None else lesson_for_migration()
 
 
 def _rules(lesson):
@@ -347,13 +341,13 @@ class Base:
 BASE_FILE = "similarity_base.txt"
 
 
-def load_base(lesson=None, *, released: Path | None = None, lesson_data: Path | None = None,
+def load_base(lesson, *, released: Path | None = None, lesson_data: Path | None = None,
               released_notebook=None) -> Base:
     """The base of `lesson` (a Lesson): its released folder (every .py and notebook code cell), the
     handout fingerprints the README check ships, and the lesson's similarity_base.txt.
     `released_notebook` returns the code cells of a notebook the release builds; it is called only
     when some submission holds a notebook (building it costs seconds)."""
-    found = _lesson(lesson)
+    found = lesson
     released = released or found.assignment
     lesson_data = lesson_data or found.folder / BASE_FILE
     files = found.deliverable_files()
@@ -556,7 +550,7 @@ def _extract(job) -> Features:
         copy = Path(scratch) / "copy"
         try:
             # Notebooks stay notebooks: their cells are read here, no modules are generated from them.
-            intake.materialise(sub, copy, convert_notebook=False)
+            intake.materialise(sub, copy, convert_notebook=False, lesson=None)
         except Exception as exc:  # an unreadable submission is a note, not a failed report
             feats = Features(name=sub.name)
             feats.notes.append(f"could not be read: {type(exc).__name__}")
@@ -1026,7 +1020,7 @@ def _picture(sub, names: tuple[str, ...]) -> str:
     """A thumbnail of the first of `names` (one declared picture) in `sub`, as a data: URI ('' if none)."""
     with tempfile.TemporaryDirectory(prefix="similarity-") as scratch:
         copy = Path(scratch) / "copy"
-        intake.materialise(sub, copy, convert_notebook=False)
+        intake.materialise(sub, copy, convert_notebook=False, lesson=None)
         for found in deliverables.find(os.fspath(copy), names):
             try:
                 return thumbnail_uri(deliverables.read_file(os.fspath(copy), found, deliverables.MAX_IMAGE_BYTES))
@@ -1035,26 +1029,24 @@ def _picture(sub, names: tuple[str, ...]) -> str:
     return ""
 
 
-def released_notebook_code(lesson=None) -> list[str]:
-    """The code cells of the notebook the release ships, when the kit builds one ([] otherwise).
+def released_notebook_code(lesson) -> list[str]:
+    """The code cells of `lesson`'s released notebook, when the kit builds one ([] otherwise).
     Building it runs the reference (seconds), so it is asked for only when a submission has a notebook."""
     try:
         from grader.release import notebook
 
-        given = {} if lesson is None else {"solutions": lesson.solutions, "rubric": lesson.rubric_path}
-        return [cell.source for cell in notebook.build(student=True, **given).cells if cell.cell_type == "code"]
+        return [cell.source for cell in notebook.build(student=True, lesson=lesson).cells if cell.cell_type == "code"]
     except Exception:
         return []
 
 
-def main(*, submissions, out, lesson=None, jobs: int | None = None) -> int:
+def main(*, submissions, out, lesson, jobs: int | None = None) -> int:
     """`python -m grader similarity`: compare the class in `submissions`, write OUT/similarity.csv and .html."""
     try:
         subs = intake.discover(Path(submissions))
     except (OSError, ValueError) as exc:
         print(f"similarity: {exc}", file=sys.stderr)
         return 2
-    lesson = _lesson(lesson)
     out_dir = Path(out)
     subs = [s for s in subs if not _inside(s.source, out_dir)]
     base = load_base(lesson, released_notebook=lambda: released_notebook_code(lesson))

@@ -167,7 +167,7 @@ def stale(run: dict) -> list[str]:
     """What differs between the files and the stored run (empty when nothing does)."""
     from grader.results.classreport import grades_columns
 
-    columns = grades_columns()
+    columns = grades_columns(load_lesson().components)
 
     problems = []
     header = run["course_grades_csv"].splitlines()[0]

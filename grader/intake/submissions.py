@@ -28,13 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 
-from grader.lesson import lesson_for_migration
 from grader.results.storage import CLASS_FILES  # the class files beside the row folders: no row is named like one
-
-
-def _lesson(lesson):
-    """TRANSITIONAL: the caller's lesson, or the run's for a caller not converted yet."""
-    return lesson if lesson is not None else lesson_for_migration()
 
 
 def notebook_module_name(lesson) -> str:
@@ -210,10 +204,11 @@ def unique_name(name: str, taken: set[str]) -> str:
 
 
 def materialise(sub: Submission, dest: Path, *, limits: IntakeLimits = DEFAULT_LIMITS,
-                convert_notebook: bool = True, lesson=None) -> Intake:
+                convert_notebook: bool = True, lesson) -> Intake:
     """Copy `sub` into the empty folder `dest` (regular files only) and return what happened.
-    `convert_notebook=False` leaves a notebook as it is (a reader that wants its cells, not modules);
-    otherwise a notebook becomes the contract modules of `lesson` (the lesson value)."""
+    `convert_notebook=False` leaves a notebook as it is (a reader that wants its cells, not modules;
+    it may pass `lesson=None`); otherwise a notebook becomes the contract modules of `lesson` (the
+    lesson value)."""
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     intake = Intake()
@@ -419,7 +414,6 @@ def _maybe_convert_notebook(dest: Path, intake: Intake, lesson) -> None:
     notebooks = sorted(p for p in dest.iterdir() if p.suffix.lower() == ".ipynb" and p.is_file())
     if not notebooks:
         return  # no notebook: nothing to do, and no import of the release's modules (nbformat: ~1 s per worker)
-    lesson = _lesson(lesson)
     from grader.release.stubs import stub_texts_of  # reads the reference: grader side only, never the child
 
     stubs = {name: _text_digest(text) for name, text in stub_texts_of(lesson.solutions).items()}
@@ -454,7 +448,7 @@ def _maybe_convert_notebook(dest: Path, intake: Intake, lesson) -> None:
         intake.note(f"could not read the notebook {label} ({type(exc).__name__}: {exc})"[:300])
         return
     # The released test cells run tests and define nothing: in the sandbox they would only cost time.
-    cells = [cell for cell in cells if not is_test_cell(cell)]
+    cells = [cell for cell in cells if not is_test_cell(cell, lesson=lesson)]
     (dest / f"{notebook_module_name(lesson)}.py").write_text(notebook_module_source(label, cells), encoding="utf-8")
     for module in lesson.modules:
         (dest / f"{module}.py").write_text(contract_module_source(label, module, lesson=lesson), encoding="utf-8")
@@ -517,14 +511,14 @@ def notebook_limits(lesson) -> dict:
     return lesson.limits.get("notebooks", {})
 
 
-def notebook_code_cells(path: Path, *, lesson=None) -> list[str]:
+def notebook_code_cells(path: Path, *, lesson) -> list[str]:
     """The code cells' text, magics neutralised. A notebook is graded by its code: its outputs, attachments
     and metadata are dropped while it is read (grader/intake/nbstrip.py, in a process limited to the lesson's
     [notebooks] memory and time), and the limits on what a notebook may cost apply to what is left. A
     file over intake's per-file limit is not read at all. Version 4 notebooks (every Jupyter since 2015)
     are read as plain JSON, linear in their size: nbformat's validation took 80 s on a 13 MB notebook of
     300,000 cells. Older versions go through nbformat's converter, after the same stripping."""
-    limits = notebook_limits(_lesson(lesson))
+    limits = notebook_limits(lesson)
     max_bytes, max_cells = limits.get("bytes", 8 << 20), limits.get("cells", 5000)
     data = json.loads(_stripped_notebook(Path(path), max_bytes, limits))
     if not isinstance(data, dict) or not isinstance(data.get("nbformat"), int):

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import base64
 import codecs
-import functools
 import hashlib
 import importlib.util
 import io
@@ -634,17 +633,7 @@ def write_fingerprints(handout_path: Path, out: Path, assignment_readme: Path, *
 def load_fingerprints(path: Path, section: str = "handout") -> set[int] | None:
     """One section of a fingerprints file, or None when the file is not there (the check that
     needs it is then skipped, and its message says so)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    # Parsed once per version of the file, not twice per README checked (~1 ms each).
-    prints = _parse_fingerprints(os.fspath(path), section, st.st_mtime_ns, st.st_size)
-    return None if prints is None else set(prints)
-
-
-@functools.lru_cache(maxsize=8)
-def _parse_fingerprints(path: str, section: str, mtime_ns: int, size: int) -> frozenset[int] | None:
+    # Read on every call (about 1 ms): no module keeps a lesson's data between calls.
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except OSError:
@@ -656,7 +645,7 @@ def _parse_fingerprints(path: str, section: str, mtime_ns: int, size: int) -> fr
         elif current == section and not line.startswith("#"):
             chunks.append(line.strip())
     raw = base64.b64decode("".join(chunks))
-    return frozenset(int.from_bytes(raw[i:i + _HASH_BYTES], "big") for i in range(0, len(raw), _HASH_BYTES))
+    return {int.from_bytes(raw[i:i + _HASH_BYTES], "big") for i in range(0, len(raw), _HASH_BYTES)}
 
 
 def _matched_runs(found: list[tuple[str, int, int]], prints: set[int]) -> list[tuple[int, int]]:

@@ -49,7 +49,7 @@ def scan_submission(directory: Path, *, lesson) -> scan.Findings:
 def limited_scan(*, lesson, **limits) -> scan.LimitedScan:
     """The lesson's scan in a limited helper process (`limits`: memory_bytes, seconds, budget; the
     lesson's limits.toml [scan])."""
-    return scan.LimitedScan(policy_path=lesson.forbidden_path, contract=lesson.contract_file_of,
+    return scan.LimitedScan(policy=lesson.forbidden_policy, contract=lesson.contract_file_of,
                             notebook_module=notebook_module_name(lesson), generated=_generated_modules(lesson), **limits)
 
 

@@ -604,12 +604,14 @@ class LimitedScan(LimitedHelper):
     runs the helper out of memory or time, or crashes it, is flagged as not read (the helper is started
     again for the next file); the other files are scanned as usual, and the run goes on.
 
-    `policy_path`: the lesson's forbidden.toml; `contract`: name -> contract file (for notebook cells);
-    `notebook_module`, `generated`: as for `snapshot`."""
+    `policy`: the lesson's forbidden policy (`lesson.forbidden_policy`, parsed once by the lesson value);
+    `contract`: name -> contract file (for notebook cells); `notebook_module`, `generated`: as for
+    `snapshot`. The helper gets the policy and the contract as one line of JSON, never a file to read."""
 
-    def __init__(self, *, policy_path, contract: dict, notebook_module: str, generated: dict | None = None,
+    def __init__(self, *, policy: dict, contract: dict, notebook_module: str, generated: dict | None = None,
                  memory_bytes: int = 512 << 20, seconds: float = 5.0, budget: float = 20.0):
-        self.policy_path, self.contract = str(policy_path), dict(contract)
+        self.spec = json.dumps({"policy": policy, "contract": dict(contract)}, sort_keys=True)
+        self.contract = dict(contract)
         self.notebook_module, self.generated = notebook_module, dict(generated or {})
         super().__init__()
         self.memory_bytes, self.seconds, self.budget = int(memory_bytes), float(seconds), float(budget)
@@ -637,7 +639,7 @@ class LimitedScan(LimitedHelper):
         return found
 
     def _command(self) -> list[str]:
-        return ["grader.judging.source_scan", self.policy_path, json.dumps(self.contract)]
+        return ["grader.judging.source_scan", self.spec]
 
     def _ask(self, name: str, data: bytes, cells: bool, local: list, deadline: float) -> Findings:
         proc = self._helper()
@@ -647,11 +649,11 @@ class LimitedScan(LimitedHelper):
         return Findings.from_json(json.loads(self._read_line(proc, deadline)))
 
 
-def _serve(policy_path: str, contract: str) -> None:
-    """The helper: one request (a JSON header line, then the file's bytes) in, one JSON line out."""
-    from grader.running.forbidden import load_policy
-
-    rules = _Rules(load_policy(policy_path), json.loads(contract))
+def _serve(spec: str) -> None:
+    """The helper: one request (a JSON header line, then the file's bytes) in, one JSON line out. `spec`:
+    the policy and the contract, as LimitedScan built them from the lesson value."""
+    given = json.loads(spec)
+    rules = _Rules(given["policy"], given["contract"])
     stdin, stdout = sys.stdin.buffer, sys.stdout
     while header := stdin.readline():
         request = json.loads(header)
@@ -669,4 +671,4 @@ def _serve(policy_path: str, contract: str) -> None:
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1], sys.argv[2])
+    _serve(sys.argv[1])

@@ -17,36 +17,24 @@ from pathlib import Path
 
 from grader.admin import overrides
 from grader.admin.overrides import explain  # noqa: F401  (totals.explain: where callers look for it)
-from grader.lesson import lesson_for_migration
 from grader.results.records import SubmissionResult
 
 
-def _lesson(lesson):
-    """TRANSITIONAL: the caller's lesson; for a caller not converted yet, the run's, with the rubric
-    grader.results.feedback.rubric_path() names (which tests still replace)."""
-    if lesson is not None:
-        return lesson
-    from grader.results.feedback import rubric_path
-
-    return dataclasses.replace(lesson_for_migration(), rubric_path=rubric_path())
-
-
-def extra_credit(*, lesson=None) -> float:
+def extra_credit(*, lesson) -> float:
     """Points a `*` bonus may add over the rubric's maximum: `[meta] extra_credit` (0 without one)."""
     try:
-        return _lesson(lesson).extra_credit
+        return lesson.extra_credit
     except (OSError, ValueError):
         return 0.0
 
 
 def finalise(out_dir: Path, records: list[SubmissionResult],
-             decided: dict[str, dict[str, overrides.Override]], *, lesson=None) -> list[SubmissionResult]:
+             decided: dict[str, dict[str, overrides.Override]], *, lesson) -> list[SubmissionResult]:
     """Each record as every output states it (copies where something changes; the records stay the
     automated result). `decided` is overrides.effective() of the overrides file; the late policy and
     the extra credit are `lesson`'s rubric's."""
     from grader.judging import late
 
-    lesson = _lesson(lesson)
     policy = _late_policy(lesson)
     extra = extra_credit(lesson=lesson)
     final = []
@@ -93,7 +81,7 @@ class Finaliser:
     """The final result of one submission as soon as its record is written (the console's progress):
     the same `finalise` the class files use, on the same overrides file and lateness."""
 
-    def __init__(self, out_dir: Path, overrides_path: Path, *, lesson=None):
+    def __init__(self, out_dir: Path, overrides_path: Path, *, lesson):
         self.out_dir = Path(out_dir)
         rows = overrides.read(overrides_path)
         self.decided = overrides.effective(rows)
@@ -111,7 +99,7 @@ class Finaliser:
         return finalise(self.out_dir, [record], self.decided, lesson=self.lesson)[0]
 
 
-def per_student(out_dir: Path, final: list[SubmissionResult], people, *, lesson=None) -> list[tuple[object, SubmissionResult]]:
+def per_student(out_dir: Path, final: list[SubmissionResult], people, *, lesson) -> list[tuple[object, SubmissionResult]]:
     """One row per student when a roster (grader/intake/roster.py) says who handed in what: (student, result).
     A group's members share its grade, and each keeps their own lateness: their own deadline (an
     extension) against the time the group handed in, when both are known. Graded submissions that no
@@ -119,7 +107,7 @@ def per_student(out_dir: Path, final: list[SubmissionResult], people, *, lesson=
     have none here (grader/admin/export.py lists them)."""
     from grader.judging import late
 
-    policy = _late_policy(_lesson(lesson))
+    policy = _late_policy(lesson)
     by_name = {r.submission.casefold(): r for r in final}
     rows, claimed = [], set()
     for student in people.students:

@@ -36,7 +36,7 @@ import zipfile
 from pathlib import Path
 
 from grader.intake import submissions as intake
-from grader.lesson import ENGINE, LESSON_ENV, Lesson, lesson_names
+from grader.lesson import ENGINE, Lesson, lesson_names
 
 ROOT = Path(__file__).resolve().parents[2]
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
@@ -65,8 +65,8 @@ def run_autograder_script(lesson: Lesson) -> str:
     """run_autograder; for a lesson found by path, it names the lesson's folder inside the unzipped kit."""
     if lesson.folder.parent == ENGINE:
         return RUN_AUTOGRADER
-    chosen = f'export {LESSON_ENV}="$ROOT/source/{_inside_kit(lesson.folder)}"\n'
-    return RUN_AUTOGRADER.replace('exec "$PYTHON"', chosen + 'exec "$PYTHON"', 1)
+    chosen = f' --lesson "$ROOT/source/{_inside_kit(lesson.folder)}"'
+    return RUN_AUTOGRADER.replace('run --root "$ROOT"\n', f'run --root "$ROOT"{chosen}\n', 1)
 
 SKIP_DIRS = {"__pycache__", ".pytest_cache", "templates"}
 
@@ -210,7 +210,9 @@ def stage_submission(submission: Path, subs: Path, notes: list[str] | None = Non
     return target  # which of its notebook and .py files is the student's work, the intake decides
 
 
-def run_autograder(*, root: Path, python: str = sys.executable) -> int:
+def run_autograder(*, root: Path, lesson: str | None = None, python: str = sys.executable) -> int:
+    """Grade Gradescope's upload under `root` with the kit's lesson (`lesson`: a lesson folder's path,
+    handed to `python -m grader grade --lesson`; None: the kit's only lesson)."""
     start = time.monotonic()  # execution_time is this whole run's wall time, start-up included
     submission, results = root / "submission", root / "results"
     results.mkdir(parents=True, exist_ok=True)
@@ -221,7 +223,8 @@ def run_autograder(*, root: Path, python: str = sys.executable) -> int:
         subs, out = Path(tmp) / "subs", Path(tmp) / "out"
         notes: list[str] = []
         stage_submission(submission, subs, notes)
-        graded = subprocess.run([python, "-m", "grader", "grade", str(subs), "--out", str(out), "--jobs", "1"],
+        chosen = ["--lesson", lesson] if lesson else []
+        graded = subprocess.run([python, "-m", "grader", "grade", str(subs), "--out", str(out), "--jobs", "1", *chosen],
                                 cwd=ROOT, timeout=1800)
         produced = out / ROW / "results.json"
         if not produced.is_file():
@@ -245,9 +248,13 @@ if __name__ == "__main__":
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="grade <root>/submission into <root>/results/results.json")
     run.add_argument("--root", default=os.environ.get("AUTOGRADER_ROOT", "/autograder"))
+    run.add_argument("--lesson", default=None, help="the lesson folder's path inside the unzipped kit (default: its only lesson)")
     build_cmd = sub.add_parser("build", help="write <out>/gradescope.zip")
     build_cmd.add_argument("--out", default="dist")
+    build_cmd.add_argument("--lesson", default=None, help="the lesson (default: as `python -m grader`)")
     args = parser.parse_args()
     if args.command == "run":
-        sys.exit(run_autograder(root=Path(args.root)))
-    sys.exit(main(out=args.out))
+        sys.exit(run_autograder(root=Path(args.root), lesson=args.lesson))
+    from grader.lesson import load_lesson
+
+    sys.exit(main(out=args.out, lesson=load_lesson(args.lesson)))  # an entry point

@@ -20,6 +20,9 @@ Enable it in nbgrader_config.py, in the kit's venv (`make setup` installs the ki
 
     from grader.release.nbgrader_autograde import use_the_kit
     use_the_kit(c)
+
+The lesson is the kit's (its only one, or the kit's default_lesson); a kit with several names the one to
+grade with `use_the_kit(c, lesson="NAME")` (or a path), which sets `c.HiddenTests.lesson`.
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import Execute
-from traitlets import Integer
+from traitlets import Integer, Unicode
 
 # Said once per process when the sandbox or the lesson cannot work: every later notebook fails the same way.
 _not_ready: list[str] = []
@@ -44,9 +47,12 @@ class KitNotReady(RuntimeError):
     """The kit cannot grade on this machine or with this set-up; the message says what to do."""
 
 
-def use_the_kit(c) -> None:
+def use_the_kit(c, lesson: str | None = None) -> None:
     """Put `HiddenTests` in the place of nbgrader's `Execute` in autograde's preprocessors (`c`: the
-    config of nbgrader_config.py), keeping the rest of the list, the instructor's own if they set one."""
+    config of nbgrader_config.py), keeping the rest of the list, the instructor's own if they set one.
+    `lesson`: the lesson's name under grader/ or its folder's path (default: the kit's, as `python -m grader`)."""
+    if lesson:
+        c.HiddenTests.lesson = str(lesson)
     from nbgrader.converters.autograde import Autograde
 
     chosen = c.Autograde.get("autograde_preprocessors") if "autograde_preprocessors" in c.Autograde else None
@@ -64,6 +70,8 @@ class HiddenTests(Execute):
 
     sandbox_uid_base = Integer(0, help="The sandbox's first uid (0: the kit's default, as `grader grade` uses); "
                                "set another to autograde beside a grading run on the same machine").tag(config=True)
+    lesson = Unicode("", help="The lesson: a name under the kit's grader/ or the path of a lesson folder (empty: the "
+                     "kit's only lesson, or its default_lesson, as `python -m grader`)").tag(config=True)
 
     def preprocess(self, nb, resources=None, km=None):
         info = (resources or {}).get("nbgrader", {})
@@ -71,7 +79,10 @@ class HiddenTests(Execute):
         if not hidden:
             return super().preprocess(nb, resources, km)
         start = time.monotonic()
-        result = grade_notebook(nb, uid_base=self.sandbox_uid_base)
+        if getattr(self, "_lesson_value", None) is None:  # built once, for every notebook this step grades
+            self._lesson_value = _the_lesson(self.lesson)
+        lesson = self._lesson_value
+        result = grade_notebook(nb, lesson=lesson, uid_base=self.sandbox_uid_base)
         by_test = {test.name: test for test in result.tests}
         unknown = sorted(set(hidden.values()) - set(by_test))
         if unknown:
@@ -85,7 +96,7 @@ class HiddenTests(Execute):
         notes = "\n".join(f"- {note}" for note in result.notes)
         from grader.results.feedback import lesson_words, student_output
 
-        words = lesson_words()  # a failed test's words are data on its record; they come from the rubric
+        words = lesson_words(lesson)  # a failed test's words are data on its record; they come from the rubric
         first = True
         for cell in nb.cells:
             grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
@@ -153,29 +164,39 @@ def _outputs(test, points: float, notes: str, output: str) -> list:
             nbformat.v4.new_output("stream", name="stdout", text=text + (output or "") + "\n")]
 
 
-def grade_notebook(nb, *, uid_base: int = 0):
-    """Grade one notebook exactly as `python -m grader grade` grades a class folder holding only that notebook
-    (the intake, the scan, the sandbox, the hidden tests) and return its record (grader.results.records)."""
+def _the_lesson(name: str):
+    """The lesson value this nbgrader process grades with (an entry point: built here, from the config's
+    `HiddenTests.lesson`); a lesson that cannot be loaded stops autograde with what to do."""
     if _not_ready:
         raise KitNotReady(_not_ready[0])
     try:
-        from grader.running import grade as run
         from grader.lesson import load_lesson
-        from grader.sandbox import DEFAULT_CONFIG
-        from grader.results.storage import record_from_json
 
-        lesson = load_lesson()
+        return load_lesson(name or None)
     except Exception as error:  # noqa: BLE001 - whatever stops the lesson loading stops the run, said once
-        _not_ready.append(f"the kit could not load its lesson ({type(error).__name__}: {error}); check GRADER_LESSON "
-                          "and that the kit's folder is complete (make setup in it), then autograde again")
+        _not_ready.append(f"the kit could not load its lesson ({type(error).__name__}: {error}); check "
+                          "c.HiddenTests.lesson in nbgrader_config.py (use_the_kit(c, lesson=...)) and that the "
+                          "kit's folder is complete (make setup in it), then autograde again")
         raise KitNotReady(_not_ready[0]) from error
+
+
+def grade_notebook(nb, *, lesson, uid_base: int = 0):
+    """Grade one notebook exactly as `python -m grader grade` grades a class folder holding only that notebook
+    (the intake, the scan, the sandbox, the hidden tests) and return its record (grader.results.records).
+    `lesson`: the lesson value."""
+    if _not_ready:
+        raise KitNotReady(_not_ready[0])
+    from grader.running import grade as run
+    from grader.sandbox import DEFAULT_CONFIG
+    from grader.results.storage import record_from_json
+
     with tempfile.TemporaryDirectory(prefix="nbgrader-autograde-") as tmp:
         folder, out = Path(tmp) / "class", Path(tmp) / "out"
         folder.mkdir()
         nbformat.write(nb, str(folder / lesson.notebook))
         said = io.StringIO()
         with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
-            code = run.main(submissions=folder, out=out, jobs=1,
+            code = run.main(submissions=folder, out=out, jobs=1, lesson=lesson,
                             config=dataclasses.replace(DEFAULT_CONFIG, uid_base=uid_base) if uid_base else None)
         record = out / Path(lesson.notebook).stem / "record.json"
         if code != run.EXIT_OK or not record.is_file():

@@ -33,7 +33,6 @@ import subprocess
 import sys
 import textwrap
 import tomllib
-from functools import lru_cache
 from pathlib import Path
 
 from grader.release import stubs
@@ -42,21 +41,6 @@ from grader.lesson import read_rubric, rubric_points
 
 ROOT = Path(__file__).resolve().parents[2]
 
-
-def __getattr__(name: str):
-    # LESSON and what this stage takes from it, read when asked for (after --lesson). NB_COMPONENTS:
-    # the parts with notebook cells (deliverables are files, checked by `make check`, not by cells).
-    fields = {"LESSON": None, "SOLUTIONS": "solutions", "RUBRIC": "rubric_path", "MODULES": "modules",
-              "NB_COMPONENTS": "notebook_cells"}
-    if name in fields:
-        lesson = _migrating(None)
-        return getattr(lesson, fields[name]) if fields[name] else lesson
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _migrating(lesson):
-    """TRANSITIONAL: the caller's lesson, or the run's for a caller not converted yet."""
-    return lesson if lesson is not None else lessons.lesson_for_migration()
 
 TEMPLATES = ROOT / "grader" / "templates"
 # Ships as tools/notebook_tests.py: runs the visible tests in the notebook's kernel, on its code.
@@ -114,7 +98,7 @@ _TEST_CALL_LINE = re.compile(r"""^(?:visible|hidden)_test\((?:"[^"\\\n]*"|'[^'\\
 
 # --------------------------------------------------------------------------- source splitting
 
-def _split(source: str, *, lesson=None) -> tuple[str, list[str], str]:
+def _split(source: str, *, lesson) -> tuple[str, list[str], str]:
     """(docstring's first paragraph, library import lines, the rest) of one solution file.
 
     Imports of sibling modules are dropped: in a notebook every cell shares one namespace.
@@ -131,7 +115,7 @@ def _split(source: str, *, lesson=None) -> tuple[str, list[str], str]:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             drop.update(range(node.lineno - 1, node.end_lineno))
             module = node.module if isinstance(node, ast.ImportFrom) else node.names[0].name
-            if module not in _migrating(lesson).modules:
+            if module not in lesson.modules:
                 imports.append(ast.get_source_segment(source, node))
     rest = "\n".join(line for n, line in enumerate(lines) if n not in drop).strip("\n")
     return doc.split("\n\n")[0], imports, rest
@@ -150,12 +134,11 @@ def _to_nbgrader_markers(code: str) -> str:
 
 # --------------------------------------------------------------------------- points
 
-def component_points(rubric: Path | None = None, *, lesson=None) -> dict[str, float]:
+def component_points(rubric: Path | None = None, *, lesson) -> dict[str, float]:
     """Points per component, summed over every rubric entry that has `points`.
 
     An entry counts for the component its table path (or its `component` key) names.
     """
-    lesson = _migrating(lesson)
     rubric = rubric or lesson.rubric_path
     cells = lesson.notebook_cells
     if not rubric.exists():
@@ -171,9 +154,9 @@ def component_points(rubric: Path | None = None, *, lesson=None) -> dict[str, fl
 
 # --------------------------------------------------------------------------- the lesson's texts and tests
 
-def texts(path: Path | None = None, *, lesson=None) -> dict[str, str]:
+def texts(path: Path | None = None, *, lesson) -> dict[str, str]:
     """The notebook's prose, from the lesson's folder: `intro` and `closing` (Markdown)."""
-    path = path or _migrating(lesson).notebook_texts
+    path = path or lesson.notebook_texts
     with open(path, "rb") as f:
         data = tomllib.load(f)
     missing = [key for key in ("intro", "closing") if not isinstance(data.get(key), str)]
@@ -182,13 +165,13 @@ def texts(path: Path | None = None, *, lesson=None) -> dict[str, str]:
     return {"intro": data["intro"], "closing": data["closing"]}
 
 
-def visible_tests(assignment: Path | None = None, *, lesson=None) -> tuple[tuple[str, str], ...]:
-    """(part, test id under tests/) of every visible test of `assignment` (the lesson's by default)."""
-    lesson = _migrating(lesson)
-    return _visible_tests(assignment or lesson.assignment, lesson.modules)
+def visible_tests(assignment: Path | None = None, *, lesson) -> tuple[tuple[str, str], ...]:
+    """(part, test id under tests/) of every visible test of `assignment` (the lesson's by default), asked
+    of pytest once per lesson value and folder."""
+    assignment = Path(assignment or lesson.assignment)
+    return lesson.derived(f"notebook.visible_tests {assignment}", lambda: _visible_tests(assignment, lesson.modules))
 
 
-@lru_cache(maxsize=4)  # keyed by the folder, so a run that switches lessons asks pytest again
 def _visible_tests(assignment: Path, modules: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     """(part, test id under tests/) of every visible test, in the order `make test` runs them.
 
@@ -214,13 +197,12 @@ def _visible_tests(assignment: Path, modules: tuple[str, ...]) -> tuple[tuple[st
     return tuple(found)
 
 
-def visible_points(rubric: Path | None = None, *, lesson=None) -> dict[str, float]:
+def visible_points(rubric: Path | None = None, *, lesson) -> dict[str, float]:
     """Test id -> its points: each visible test's share of its part, as the feedback on push counts them
     (tools/ci_feedback.py, `_shares`), so a notebook's test cells are worth what the .py tests are."""
     spec = importlib.util.spec_from_file_location("_ci_feedback_template", CI_FEEDBACK)
     feedback = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(feedback)
-    lesson = _migrating(lesson)
     points, tests = component_points(rubric, lesson=lesson), visible_tests(lesson=lesson)
     shares = {}
     for part in lesson.modules:
@@ -229,22 +211,20 @@ def visible_points(rubric: Path | None = None, *, lesson=None) -> dict[str, floa
     return shares
 
 
-def hidden_tests(rubric: Path | None = None, *, lesson=None) -> list[tuple[str, str, dict]]:
+def hidden_tests(rubric: Path | None = None, *, lesson) -> list[tuple[str, str, dict]]:
     """(part, rubric id, entry) of every hidden test with points, in the rubric's order."""
-    lesson = _migrating(lesson)
     table = read_rubric(rubric or lesson.rubric_path)
     return [(part, f"{part}.{test}", entry) for part in lesson.modules
             for test, entry in table.get(part, {}).items()
             if isinstance(entry, dict) and isinstance(entry.get("points"), (int, float))]
 
 
-def visible_setup(*, lesson=None) -> str:
-    lesson = _migrating(lesson)
+def visible_setup(*, lesson) -> str:
     return VISIBLE_SETUP.format(parts=tuple(lesson.modules),
                                 siblings={m: tuple(s) for m, s in lesson.sibling_imports.items()})
 
 
-def is_test_cell(source: str, *, lesson=None) -> bool:
+def is_test_cell(source: str, *, lesson) -> bool:
     """A cell that runs tests and defines nothing: the released test-cell set-up, visible_test(...) calls,
     the hidden tests' set-up and cells. The grader leaves them out when it runs a notebook (running the visible tests in the
     sandbox would only cost time), and so does a hidden test cell."""
@@ -300,7 +280,7 @@ def _test_cell_id(prefix: str, name: str) -> str:
     return text
 
 
-def build(*, student: bool, solutions: Path | None = None, rubric: Path | None = None, lesson=None):
+def build(*, student: bool, solutions: Path | None = None, rubric: Path | None = None, lesson):
     """The lesson's notebook: the nbgrader source version (student=False) or the student version.
 
     Both hold, after each part's solution cell, one cell per visible test (the student version gives
@@ -309,7 +289,6 @@ def build(*, student: bool, solutions: Path | None = None, rubric: Path | None =
     test, worth the rubric's points, which the kit's autograde step grades (grader/release/nbgrader_autograde.py)."""
     import nbformat
 
-    lesson = _migrating(lesson)
     solutions = solutions or lesson.solutions
     prose = texts(lesson=lesson)
     shares = visible_points(rubric, lesson=lesson)
@@ -356,12 +335,11 @@ def build(*, student: bool, solutions: Path | None = None, rubric: Path | None =
     return nb
 
 
-def write_nbgrader_source(folder: Path, *, lesson=None) -> Path:
+def write_nbgrader_source(folder: Path, *, lesson) -> Path:
     """The instructor's nbgrader source folder of the lesson (`source/<lesson>/` of a course): the source
     notebook and what its visible test cells need beside it (tests/ with tests/_feedback/, pytest.ini, tools/notebook_tests.py),
     which `nbgrader generate_assignment` releases with the notebook and `nbgrader autograde` restores from
     here. Returns the notebook's path."""
-    lesson = _migrating(lesson)
     folder.mkdir(parents=True, exist_ok=True)
     from grader.release.visible_tests import write_visible_tests
 
@@ -391,9 +369,8 @@ def code_of(nb) -> str:
     return "\n\n".join(cell.source for cell in nb.cells if cell.cell_type == "code")
 
 
-def main(*, out: str = "dist", student: bool = True, lesson=None) -> int:
+def main(*, out: str = "dist", student: bool = True, lesson) -> int:
     """Write `<out>/<the lesson's notebook>` (student version) or the nbgrader source folder in `<out>`."""
-    lesson = _migrating(lesson)
     target = Path(out) / lesson.notebook
     if student:
         write(build(student=True, lesson=lesson), target)
@@ -411,5 +388,7 @@ if __name__ == "__main__":
     parser.add_argument("--out", default="dist")
     parser.add_argument("--source", action="store_true",
                         help="the instructor's nbgrader source folder (the notebook and the files its test cells need)")
+    parser.add_argument("--lesson", default=None, metavar="NAME|PATH",
+                        help="the lesson (default: as `python -m grader`)")
     args = parser.parse_args()
-    sys.exit(main(out=args.out, student=not args.source))
+    sys.exit(main(out=args.out, student=not args.source, lesson=lessons.load_lesson(args.lesson)))  # an entry point

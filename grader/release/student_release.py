@@ -35,7 +35,6 @@ from grader.release.visible_tests import (DIAGNOSE, FEEDBACK_FOLDER, SKIP_DIRS, 
 
 from grader.release import stubs
 from grader.judging.deliverables import RELEASED_CHECKS
-from grader import lesson as lessons
 from grader.release.stubs import _digest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,21 +78,6 @@ Thumbs.db
 
 
 
-def __getattr__(name: str):
-    # TRANSITIONAL: LESSON and its ASSIGNMENT, SOLUTIONS and HIDDEN folders, for the kit's tests not yet
-    # given the lesson value; every function below takes `lesson=`.
-    fields = {"LESSON": None, "ASSIGNMENT": "assignment", "SOLUTIONS": "solutions", "HIDDEN": "folder"}
-    if name not in fields:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    lesson = _migrating(None)
-    return lesson if fields[name] is None else getattr(lesson, fields[name])
-
-
-def _migrating(lesson):
-    """TRANSITIONAL: the caller's lesson, or the run's for a caller not converted yet (the intake's stub_texts)."""
-    return lesson if lesson is not None else lessons.lesson_for_migration()
-
-
 def student_tools(*, lesson) -> dict[Path, str]:
     """The lesson's files a student gets in tools/ (file -> name there): its deliverable checks, which the
     checker finds beside itself under RELEASED_CHECKS, and the files they read beside themselves."""
@@ -105,15 +89,14 @@ class LeakError(RuntimeError):
     """The release holds something a student must not see."""
 
 
-def feedback_points(*, lesson=None) -> dict[str, float]:
+def feedback_points(*, lesson) -> dict[str, float]:
     """Points per part for the feedback on push, summed from the rubric (where points live)."""
-    return dict(_migrating(lesson).points)
+    return dict(lesson.points)
 
 
-def ci_feedback_source(*, lesson=None) -> str:
+def ci_feedback_source(*, lesson) -> str:
     """tools/ci_feedback.py: the template with the lesson's graded parts (the rubric's components but
     the deliverables, which the checker scores), its notebook's file name and its short title."""
-    lesson = _migrating(lesson)
     parts = [c for c in lesson.components if c != lesson.deliverables_component]
     literal = "(" + ", ".join(json.dumps(p) for p in parts) + ("," if len(parts) == 1 else "") + ")"
     template = (TEMPLATES / "ci_feedback.py").read_text(encoding="utf-8")
@@ -123,9 +106,9 @@ def ci_feedback_source(*, lesson=None) -> str:
     return text.replace("@@NOTEBOOK@@", lesson.notebook).replace("@@LABEL@@", lesson.label or lesson.title)
 
 
-def stub_texts(*, lesson=None) -> dict[str, str]:
+def stub_texts(*, lesson) -> dict[str, str]:
     """file name -> the stub a student gets, generated from the reference."""
-    return stubs.stub_texts_of(_migrating(lesson).solutions)
+    return stubs.stub_texts_of(lesson.solutions)
 
 
 def _write_student_files(day: Path, *, lesson) -> None:
@@ -158,9 +141,8 @@ def _write_student_files(day: Path, *, lesson) -> None:
     (day / ".gitignore").write_text(GITIGNORE, encoding="utf-8")
 
 
-def leaks(folder: Path, *, lesson=None) -> list[str]:
+def leaks(folder: Path, *, lesson) -> list[str]:
     """Everything in `folder` a student must not see, in words (empty when the release is clean)."""
-    lesson = _migrating(lesson)
     found = []
     wanted = {}
     for solution in sorted(lesson.solutions.glob("*.py")):
@@ -289,9 +271,8 @@ def _zip(folder: Path, target: Path) -> None:
     tmp.replace(target)
 
 
-def build(*, out: Path, lesson=None) -> Path:
+def build(*, out: Path, lesson) -> Path:
     """Write <out>/<lesson>/ and <out>/<lesson>.zip; returns the folder. Raises LeakError on a leak."""
-    lesson = _migrating(lesson)
     out.mkdir(parents=True, exist_ok=True)
     day = out / lesson.name
     if day.exists():
@@ -313,8 +294,7 @@ def build(*, out: Path, lesson=None) -> Path:
     return day
 
 
-def main(*, out: str = "dist", lesson=None) -> int:
-    lesson = _migrating(lesson)
+def main(*, out: str = "dist", lesson) -> int:
     try:
         day = build(out=Path(out), lesson=lesson)
     except FileExistsError as error:

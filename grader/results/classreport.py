@@ -33,19 +33,18 @@ NAME_FLAG = "row name "  # how intake's notes about a row's name begin (sanitise
 
 
 def write_class(out_dir: Path, overrides_path: Path | None = None,
-                release: str = feedback.DEFAULT_RELEASE, *, lesson=None) -> None:
+                release: str = feedback.DEFAULT_RELEASE, *, lesson) -> None:
     """grades.csv, summary.md, report.html and _plots/ from every <out>/*/record.json, with the
     overrides file (OUT/overrides.csv unless given) applied; each submission's results.json and
     feedback are rewritten where the overrides change them. OverrideError for a row naming an
     unknown submission or test: nothing is written then."""
-    lesson = feedback._lesson(lesson)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     records, problems = load_records(out_dir)
     path = Path(overrides_path) if overrides_path else overrides.default_path(out_dir)
     rows = overrides.read(path)
     overrides.check(rows, records, path=path)
-    records = totals.finalise(out_dir, records, overrides.effective(rows))
+    records = totals.finalise(out_dir, records, overrides.effective(rows), lesson=lesson)
     standings = _apply_comments_and_requests(out_dir, records, rows)
     hints = lesson.hints
     words = feedback.Words.of(lesson.rubric())
@@ -56,7 +55,7 @@ def write_class(out_dir: Path, overrides_path: Path | None = None,
     except roster.RosterError as error:  # stops `grade` and `merge` as a bad overrides.csv does
         raise overrides.OverrideError(str(error)) from None
     write_atomic(out_dir / "grades.csv", grades_csv(records, lesson=lesson) if people is None
-                 else grades_csv_by_student(totals.per_student(out_dir, records, people), lesson=lesson))
+                 else grades_csv_by_student(totals.per_student(out_dir, records, people, lesson=lesson), lesson=lesson))
     stats = class_stats(records, hints, lesson=lesson)
     if people is not None:  # who shares a submission, and partners who each handed in the pair's work
         stats["groups"] = sorted({(s.group or s.submission, ", ".join(f"{m.name or m.identity} ({m.submission})"
@@ -93,14 +92,14 @@ def _apply_comments_and_requests(out_dir: Path, records: list[SubmissionResult],
 # ---------------------------------------------------------------- grades.csv
 
 
-def grades_columns(components=None, *, lesson=None) -> tuple[str, ...]:
-    """grades.csv's header: one column per part of the lesson's rubric, in its order."""
-    components = feedback._lesson(lesson).components if components is None else tuple(components)
+def grades_columns(components) -> tuple[str, ...]:
+    """grades.csv's header: one column per part of the lesson's rubric (`lesson.components`), in its order."""
+    components = tuple(components)
     return ("submission", "total", "max_total", *components, "status", "source", "overrides", "late_days", "penalty")
 
 
-def grades_csv(records: list[SubmissionResult], *, lesson=None) -> str:
-    components = feedback._lesson(lesson).components
+def grades_csv(records: list[SubmissionResult], *, lesson) -> str:
+    components = lesson.components
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(grades_columns(components))
@@ -113,10 +112,10 @@ def grades_csv(records: list[SubmissionResult], *, lesson=None) -> str:
     return buffer.getvalue()
 
 
-def grades_csv_by_student(rows: list, *, lesson=None) -> str:
+def grades_csv_by_student(rows: list, *, lesson) -> str:
     """grades.csv when OUT holds a roster: a row per student (a group's submission gives each member
     one, with the group's points and the member's own lateness), keyed by the roster's identity."""
-    components = feedback._lesson(lesson).components
+    components = lesson.components
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     columns = grades_columns(components)
@@ -153,9 +152,8 @@ def _cell(text: str) -> str:
 # ---------------------------------------------------------------- what the report shows
 
 
-def class_stats(records: list[SubmissionResult], hints: dict[str, str], *, lesson=None) -> dict:
+def class_stats(records: list[SubmissionResult], hints: dict[str, str], *, lesson) -> dict:
     """Everything the summary and the HTML report show, as plain data."""
-    lesson = feedback._lesson(lesson)
     scores = [r.total for r in records]
     tests: dict[str, dict] = {}  # rubric order: first seen, over records sorted by name
     misconceptions: dict[str, dict] = {}
@@ -248,10 +246,9 @@ def _stem(source: str) -> str:
 
 
 def class_document(stats: dict, plots: dict, problems: list[str], reviewed: list[SubmissionResult],
-                   similarity_section: list = (), requests: list = (), *, lesson=None) -> Document:
+                   similarity_section: list = (), requests: list = (), *, lesson) -> Document:
     """summary.md and report.html as one Document; `similarity_section` is the page's similarity
     blocks (grader/admin/similarity.py's `report_section`)."""
-    lesson = feedback._lesson(lesson)
     blocks = [Paragraph(f"{stats['n']} submissions graded. Mean {mean(stats['mean'])} / {number(stats['max_total'])}, "
                         f"median {number(stats['median'])}, lowest {number(stats['min'])}, "
                         f"highest {number(stats['max'])}.")]

@@ -30,7 +30,7 @@ from pathlib import Path
 from grader.admin import overrides
 from grader.results.document import (Bullets, Code, Document, Paragraph, Preformatted, Section, Strong, Table,
                                      number, to_html, to_markdown)
-from grader.lesson import RUBRIC_SETTINGS, lesson_for_migration, read_rubric, rubric_hints, rubric_visibility
+from grader.lesson import RUBRIC_SETTINGS, read_rubric, rubric_hints, rubric_visibility
 from grader.results.records import SubmissionResult, TestResult
 from grader.results.storage import check_name, dumps, write_atomic, write_record
 
@@ -43,18 +43,12 @@ WITHHELD_UNTIL = {"after_due_date": "after the due date", "after_published": "wh
                   "hidden": "only to the teaching staff"}
 
 
-def _lesson(lesson):
-    """The lesson passed in; until every caller passes one, the run's (grader/lesson.py)."""
-    return lesson if lesson is not None else lesson_for_migration()
-
-
 # ---------------------------------------------------------------- one submission
 
 
-def student_files(result: SubmissionResult, *, lesson=None, words: Words | None = None,
+def student_files(result: SubmissionResult, *, lesson, words: Words | None = None,
                   release: str = DEFAULT_RELEASE) -> dict[str, str]:
     """What a student receives, file name -> text: results.json, feedback.md and feedback.html."""
-    lesson = _lesson(lesson)
     words = Words.of(lesson.rubric()) if words is None else words
     document = feedback_document(result, words, release, lesson=lesson)
     return {"results.json": dumps(gradescope_json(result, lesson=lesson, words=words)),
@@ -70,7 +64,7 @@ def keep_record(out_dir: Path, result: SubmissionResult) -> None:
     write_record(folder, result)
 
 
-def write_submission(out_dir: Path, result: SubmissionResult, *, lesson=None) -> None:
+def write_submission(out_dir: Path, result: SubmissionResult, *, lesson) -> None:
     """Write <out>/<submission>/results.json, feedback.md, feedback.html and record.json (last), atomically:
     everything of one submission at once, for a caller without a class stage after it (a rescore, a test)."""
     folder = Path(out_dir) / check_name(result.submission)
@@ -81,7 +75,7 @@ def write_submission(out_dir: Path, result: SubmissionResult, *, lesson=None) ->
 
 
 def rewrite_changed(folder: Path, result: SubmissionResult, words: Words, release: str, *,
-                    lesson=None) -> None:
+                    lesson) -> None:
     """results.json and the feedback as the overrides and the release make them, written only where
     they differ from the files (the record stays the automated result)."""
     for name, text in student_files(result, lesson=lesson, words=words, release=release).items():
@@ -93,7 +87,7 @@ def rewrite_changed(folder: Path, result: SubmissionResult, words: Words, releas
             write_atomic(folder / name, text)
 
 
-def _summary_line(result: SubmissionResult, *, lesson=None) -> str:
+def _summary_line(result: SubmissionResult, *, lesson) -> str:
     parts = " · ".join(f"{c} {number(s)}/{number(m)}" for c, (s, m) in by_component(result, lesson=lesson).items())
     line = f"Score {number(result.total)}/{number(result.max_total)} ({parts})."
     if why := _why(result):
@@ -105,9 +99,8 @@ def _summary_line(result: SubmissionResult, *, lesson=None) -> str:
     return line
 
 
-def gradescope_json(result: SubmissionResult, *, lesson=None, words: Words | None = None) -> dict:
+def gradescope_json(result: SubmissionResult, *, lesson, words: Words | None = None) -> dict:
     """results.json as Gradescope reads it (gradescope-autograders.readthedocs.io, "Output format")."""
-    lesson = _lesson(lesson)
     words = Words.of(lesson.rubric()) if words is None else words
     output = _summary_line(result, lesson=lesson)
     if result.notes:
@@ -158,12 +151,12 @@ def clip(text: str) -> str:
     return text[:MAX_TEST_OUTPUT] + f"\n... ({len(text) - MAX_TEST_OUTPUT} more characters cut)"
 
 
-def by_component(result: SubmissionResult, *, lesson=None) -> dict[str, tuple[float, float]]:
+def by_component(result: SubmissionResult, *, lesson) -> dict[str, tuple[float, float]]:
     """Part -> (points got, points possible), every part of the lesson's rubric first, in its order."""
     got = {}
     for t in result.tests:
         got[t.component] = round(got.get(t.component, 0.0) + t.score, 4)
-    possible = {c: 0.0 for c in _lesson(lesson).components}
+    possible = {c: 0.0 for c in lesson.components}
     for t in result.tests:
         possible[t.component] = possible.get(t.component, 0.0) + t.max_score
     return {c: (got.get(c, 0.0), possible[c]) for c in possible}
@@ -273,11 +266,10 @@ def student_output(test: TestResult, words: Words, cut: bool = True) -> str:
 
 
 def feedback_document(result: SubmissionResult, words: Words | None = None,
-                      release: str = DEFAULT_RELEASE, *, lesson=None) -> Document:
+                      release: str = DEFAULT_RELEASE, *, lesson) -> Document:
     """The student's feedback, as one Document (feedback.md and feedback.html render it); a failing
     test's details (output, the recognised mistake) appear only when the release policy lets a
     student see that test at `release` (see RELEASES)."""
-    lesson = _lesson(lesson)
     words = Words.of(lesson.rubric()) if words is None else words
     parts = by_component(result, lesson=lesson)
     status = "" if result.status == "ok" else f" · status: {result.status}"
@@ -381,7 +373,7 @@ def test_details(test: TestResult, words: Words) -> list:
 
 
 def feedback_markdown(result: SubmissionResult, words: Words | None = None,
-                      release: str = DEFAULT_RELEASE, *, lesson=None) -> str:
+                      release: str = DEFAULT_RELEASE, *, lesson) -> str:
     """feedback.md: the student's feedback as text."""
     return to_markdown(feedback_document(result, words, release, lesson=lesson))
 
@@ -410,16 +402,11 @@ def late_line(result: SubmissionResult) -> str:
 # ---------------------------------------------------------------- release policy
 
 
-def rubric_path(lesson=None) -> Path:
-    """The rubric whose visibility table, hints and late policy the outputs follow: the lesson's."""
-    return _lesson(lesson).rubric_path
-
-
-def visibility_of(test_name: str, component: str, visibility: dict | Path | None = None) -> str:
+def visibility_of(test_name: str, component: str, visibility: dict | Path) -> str:
     """The test's visibility from the rubric's [visibility] table (`lesson.visibility`, or read from a
     rubric's path): the test id, else its part, else `default`, else visible."""
     if not isinstance(visibility, dict):
-        visibility = _lesson(None).visibility if visibility is None else _read(visibility, rubric_visibility)
+        visibility = _read(visibility, rubric_visibility)
     found = visibility.get(test_name) or visibility.get(component) or visibility.get("default") or "visible"
     return found if found in VISIBILITIES else "visible"
 
@@ -429,15 +416,15 @@ def released(visibility: str, release: str) -> bool:
     return VISIBILITIES.index(visibility) <= VISIBILITIES.index(RELEASES[release])
 
 
-def lesson_words(lesson=None) -> Words:
-    """The rubric's words of the lesson passed in (until every caller passes one, the run's)."""
-    return Words.of(_lesson(lesson).rubric())
+def lesson_words(lesson) -> Words:
+    """The rubric's words of the lesson passed in."""
+    return Words.of(lesson.rubric())
 
 
-def hint_texts(rubric: Path | None = None) -> dict[str, str]:
-    """hint id -> hint text: the lesson's (`lesson.hints`), or those of the rubric at `rubric`
-    ({} when it cannot be read)."""
-    return _lesson(None).hints if rubric is None else _read(rubric, rubric_hints)
+def hint_texts(rubric: Path) -> dict[str, str]:
+    """hint id -> hint text of the rubric at `rubric` ({} when it cannot be read); a lesson's own are
+    `lesson.hints`."""
+    return _read(rubric, rubric_hints)
 
 
 def _read(rubric: Path, table) -> dict[str, str]:

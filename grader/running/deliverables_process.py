@@ -9,8 +9,9 @@ folder at a time; the worker waits at most `seconds` for each answer. A helper t
 memory, crashes or overruns is killed, the submission's deliverables fail with that reason, and the
 next submission gets a fresh helper.
 
-    python -m grader.running.deliverables_process MODULE   # the helper: the lesson's checks module; one folder path (JSON)
-                                      # per line in, one JSON list of checks out
+    python -m grader.running.deliverables_process SPEC     # the helper: SPEC is JSON built from the lesson value
+                                      # ({"checks_module": ...}); one folder path (JSON) per line in, one JSON
+                                      # list of checks out
 """
 from __future__ import annotations
 
@@ -24,7 +25,6 @@ from pathlib import Path
 
 from grader.judging import deliverables
 from grader.judging.deliverables import Check
-from grader.lesson import lesson_for_migration
 from grader.running.helper_process import LimitedHelper
 
 MAX_ANSWER_BYTES = 1 << 20  # five checks' messages are a few KB
@@ -35,12 +35,11 @@ class LimitedChecker(LimitedHelper):
     limited helper process. `checks_module` is the importable name of the module defining CHECKS
     (default: `lesson`'s; a lesson without deliverable checks gets none, and no helper)."""
 
-    def __init__(self, *, memory_bytes: int, seconds: float, lesson=None, checks_module: str | None = None):
+    def __init__(self, *, memory_bytes: int, seconds: float, lesson, checks_module: str | None = None):
         super().__init__()
         self.memory_bytes, self.seconds = int(memory_bytes), float(seconds)
         self.max_answer_bytes = MAX_ANSWER_BYTES
         if checks_module is None:
-            lesson = lesson if lesson is not None else lesson_for_migration()  # TRANSITIONAL
             checks_module = lesson.deliverables_module
         self.checks_module = checks_module
         checks = importlib.import_module(self.checks_module).CHECKS if self.checks_module else ()
@@ -83,7 +82,8 @@ class LimitedChecker(LimitedHelper):
                                     "Save smaller images (fewer pixels) and plain files.")
 
     def _command(self) -> list[str]:
-        return ["grader.running.deliverables_process", self.checks_module]
+        # What the helper needs of the lesson, as plain data: the module that defines its CHECKS.
+        return ["grader.running.deliverables_process", json.dumps({"checks_module": self.checks_module})]
 
     def _environment(self) -> dict[str, str]:
         return {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -100,17 +100,16 @@ class LimitedChecker(LimitedHelper):
         return [Check(check_id, False, reason, check_id) for check_id in self.check_ids]
 
 
-def main(*, submission, lesson=None) -> int:
+def main(*, submission, lesson) -> int:
     """`python -m grader check`: the lesson's deliverables checklist for one folder, in this process."""
-    lesson = lesson if lesson is not None else lesson_for_migration()  # TRANSITIONAL: until the CLI passes it
     return deliverables.main(submission=submission, checks=lesson.deliverable_checks())
 
 
-def _serve(checks_module: str) -> None:
+def _serve(spec: str) -> None:
     # Loaded now, not on the first submission's first image.
     with contextlib.suppress(ImportError):
         from PIL import Image, JpegImagePlugin, PngImagePlugin  # noqa: F401
-    checks = importlib.import_module(checks_module).CHECKS
+    checks = importlib.import_module(json.loads(spec)["checks_module"]).CHECKS
     for line in sys.stdin.buffer:
         checks_done = deliverables.run_checks(json.loads(line), checks)
         sys.stdout.write(json.dumps([{"id": c.id, "passed": c.passed, "message": c.message, "title": c.title}

@@ -32,7 +32,6 @@ from pathlib import Path
 from grader.admin import regrade
 from grader.intake import submissions as intake
 from grader.judging import integrity
-from grader.lesson import lesson_for_migration
 from grader.results.document import number
 from grader.results.records import SubmissionResult
 from grader.running import run_seed
@@ -66,16 +65,13 @@ def _take_roster(out: Path, roster: str | None) -> None:
 
 
 def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, overrides=None,
-         release="after_due_date", config: SandboxConfig | None = None, roster=None, lesson=None, seed=None) -> int:
+         release="after_due_date", config: SandboxConfig | None = None, roster=None, lesson, seed=None) -> int:
     """Grade every submission under `submissions` into `out`. Returns 0, 1 (engine fault) or 2 (usage).
 
     `lesson`: the lesson value (grader.lesson.load_lesson), handed to every stage. `config` exists for
     the engine's own tests (short limits); the command line uses the defaults. `seed` pins the run's seed
     (grader/running/run_seed.py); by default the one kept in `out`, or a new one.
     """
-    # TRANSITIONAL: until every caller passes it. Without a value from the caller, regrade's steps get
-    # None and use their own fallback (which tests still steer by replacing regrade.rubric_path).
-    given, lesson = lesson, lesson if lesson is not None else lesson_for_migration()
     try:
         shard_k, shard_n = parse_shard(shard)
         jobs = parse_jobs(jobs)
@@ -117,7 +113,7 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
             raise run_seed.SeedError(f"--seed {seed} is not the seed {out} was graded with: grade the whole "
                                      "folder with it (without --only), or leave --seed out")
         # Records graded with another seed's probes are graded again, so the folder is one run's.
-        work = regrade.plan(subs, out, lesson=given, force=force or reseeded, only=set(only) if only else None)
+        work = regrade.plan(subs, out, lesson=lesson, force=force or reseeded, only=set(only) if only else None)
     except (OSError, RuntimeError, ValueError) as exc:
         print(f"grade: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -128,7 +124,7 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
     where = f"shard {shard_k}/{shard_n}: " if shard_n > 1 else ""
     if work.rescore:
         # Points or words of the rubric changed, nothing else: no student code needs to run.
-        again = set(regrade.rescore_records(out, work.rescore, lesson=given))
+        again = set(regrade.rescore_records(out, work.rescore, lesson=lesson))
         work.rescore = [n for n in work.rescore if n not in again]
         for sub in subs:
             if sub.name in again:
@@ -154,7 +150,7 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
         zygote = Zygote(slots=min(jobs, len(todo)), config=config, lesson=lesson)
         try:
             faults = _grade_all(todo, out=out, zygote=zygote, config=config, jobs=min(jobs, len(todo)),
-                                final=_final_totals(out, overrides_path, lesson), lesson=lesson, given=given)
+                                final=_final_totals(out, overrides_path, lesson), lesson=lesson)
         except SandboxRefused as exc:
             print(f"grade: {exc}", file=sys.stderr)
             return EXIT_ENGINE_FAULT
@@ -164,7 +160,7 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
 
     if shard_n == 1:
         _similarity(subs, out, jobs, lesson)
-    regrade.keep_rubric(out, lesson=given)
+    regrade.keep_rubric(out, lesson=lesson)
     try:
         classreport.write_class(out, overrides_path, release, lesson=lesson)
     except decisions.OverrideError as exc:
@@ -254,7 +250,7 @@ def _final_totals(out: Path, overrides_path: Path, lesson):
         return None
 
 
-def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: int, lesson, given=None,
+def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: int, lesson,
                final=None) -> list[str]:
     """Grade `todo` with `jobs` worker processes, one sandbox slot each.
 
@@ -284,7 +280,7 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
         if jobs == 1:
             # The zygote is a separate interpreter, already started: importing the scorer here while it
             # loads torch overlaps both start-ups and cannot reach it.
-            grader = _Worker(0, out=out, work=work, zygote=zygote, config=config, lesson=lesson, given=given)
+            grader = _Worker(0, out=out, work=work, zygote=zygote, config=config, lesson=lesson)
             try:
                 for sub in todo:
                     summary = grader.grade(sub)
@@ -293,7 +289,7 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
                 grader.close()
         else:
             _grade_in_processes(todo, out=out, work=work, zygote=zygote, config=config, jobs=jobs,
-                                progress=progress, faults=faults, lesson=lesson, given=given)
+                                progress=progress, faults=faults, lesson=lesson)
     finally:
         _unmount_under(work)
         remove_tree(work)
@@ -357,7 +353,7 @@ def _account(summary, progress, faults) -> None:
     progress.step(name, total, max_total, status)
 
 
-def _grade_in_processes(todo, *, out, work, zygote, config, jobs, progress, faults, lesson, given) -> None:
+def _grade_in_processes(todo, *, out, work, zygote, config, jobs, progress, faults, lesson) -> None:
     _preload(lesson)
     ctx = multiprocessing.get_context("fork")  # no thread pool yet (one intra-op thread, see _preload)
     tasks, results = ctx.Queue(), ctx.Queue()
@@ -366,7 +362,7 @@ def _grade_in_processes(todo, *, out, work, zygote, config, jobs, progress, faul
     for _ in range(jobs):
         tasks.put(None)
     procs = [ctx.Process(target=_worker_main, args=(slot, todo, tasks, results),
-                         kwargs=dict(out=out, work=work, zygote=zygote, config=config, lesson=lesson, given=given),
+                         kwargs=dict(out=out, work=work, zygote=zygote, config=config, lesson=lesson),
                          daemon=True)
              for slot in range(jobs)]
     for p in procs:
@@ -447,9 +443,9 @@ _preloaded = None
 class _Worker:
     """Grades submissions one at a time through one sandbox slot, with the scorer from _preload."""
 
-    def __init__(self, slot, *, out, work, zygote, config, lesson, given=None):
+    def __init__(self, slot, *, out, work, zygote, config, lesson):
         self.slot, self.out, self.work, self.zygote, self.config = slot, out, work, zygote, config
-        self.lesson, self.given = lesson, given  # given: TRANSITIONAL, see main()
+        self.lesson = lesson
         self.seed = run_seed.read(out) or 0  # kept by main before any worker starts
         self.score, _, self.feedback = _preload(lesson)  # already done (and inherited) when workers are forked
         limits = lesson.limits.get("deliverables", {})
@@ -465,7 +461,7 @@ class _Worker:
         try:
             result = grade_one(sub, slot=self.slot, work=self.work, zygote=self.zygote, config=self.config,
                                score=self.score, checker=self.checker, scanner=self.scanner, lesson=self.lesson,
-                               given=self.given, seed=self.seed)
+                               seed=self.seed)
         except Exception as exc:  # the engine's own fault: it costs this row only
             tb = traceback.format_exc(limit=-3)
             fault = tb.strip().splitlines()[-1]
@@ -488,7 +484,7 @@ class _Worker:
 
 
 def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConfig, score, lesson,
-              checker=None, scanner=None, given=None, seed: int = 0) -> SubmissionResult:
+              checker=None, scanner=None, seed: int = 0) -> SubmissionResult:
     """Copy, sandbox and grade one submission; every fault becomes part of its result.
 
     The scratch copy is fresh for every submission, whatever the one before left in the slot: as
@@ -501,7 +497,7 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
     (grader/running/run_seed.py), for the hidden tests' probes and call order."""
     start = time.monotonic()
     config = with_lesson_limits(config, lesson.limits)
-    digests = {"submission": regrade.submission_digest(sub.source), **regrade.current(lesson=given)}
+    digests = {"submission": regrade.submission_digest(sub.source), **regrade.current(lesson=lesson)}
     slot_dir = work / f"slot{slot}"
     quota = slot_dir.is_dir() and mount_quota(slot_dir, config)
     scratch = Path(tempfile.mkdtemp(prefix="s", dir=slot_dir if slot_dir.is_dir() else work))

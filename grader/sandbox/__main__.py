@@ -1,6 +1,7 @@
 """`python -m grader.sandbox SPEC`: the zygote, as Zygote starts it (SPEC is its JSON request).
-`python -m grader.sandbox --check`: which layers work on this machine, and the start-up check's
-findings, as a grading run would see them (exit 1 when a run would refuse to grade)."""
+`python -m grader.sandbox --check [--lesson NAME|PATH]`: which layers work on this machine, and the
+start-up check's findings, as a grading run of the lesson (default: as `python -m grader`) would see them
+(exit 1 when a run would refuse to grade)."""
 from __future__ import annotations
 
 import importlib.util
@@ -13,14 +14,14 @@ from grader.sandbox import zygote
 from grader.sandbox.confinement import is_root, landlock_abi
 
 
-def check() -> dict:
-    """Which layers work on this machine, and the start-up check's findings, as a grading run would
-    see them."""
+def check(*, lesson) -> dict:
+    """Which layers work on this machine, and the start-up check's findings, as a grading run of
+    `lesson` would see them."""
     found = {"root": is_root(), "landlock_abi": landlock_abi(),
              "pyseccomp": importlib.util.find_spec("pyseccomp") is not None, "python": sys.executable}
     start = time.monotonic()
     try:
-        with zygote.Zygote(slots=1) as started:
+        with zygote.Zygote(slots=1, lesson=lesson) as started:
             try:
                 started.wait_ready()
             except zygote.SandboxRefused:
@@ -33,8 +34,15 @@ def check() -> dict:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--check"]:
-        report = check()
+    if sys.argv[1:2] == ["--check"] and len(sys.argv) in (2, 4) and sys.argv[2:3] in ([], ["--lesson"]):
+        from grader.lesson import LessonError, load_lesson
+
+        try:
+            the_lesson = load_lesson(sys.argv[3] if len(sys.argv) == 4 else None)  # an entry point
+        except LessonError as error:
+            print(f"python -m grader.sandbox --check: {error}", file=sys.stderr)
+            sys.exit(2)
+        report = check(lesson=the_lesson)
         print(json.dumps(report, indent=2))
         if report["child_view"]["refused"]:
             print(f"\nnot ready to grade: {report['child_view']['refused']}", file=sys.stderr)

@@ -34,7 +34,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
-from grader.lesson import LessonSpec, lesson_for_migration
+from grader.lesson import LessonSpec
 from grader.running import protocol
 from grader.sandbox import DEFAULT_CONFIG, SandboxConfig, lending, startup, transport
 from grader.sandbox.confinement import (KIT_ROOT, PR_SET_PDEATHSIG, confine, is_root, own_ipc, own_network,
@@ -65,9 +65,8 @@ class Zygote:
 
     def __init__(self, *, slots: int, config: SandboxConfig = DEFAULT_CONFIG,
                  entry: str = "grader.running.executor", install: str | None = "grader.running.forbidden",
-                 preload: tuple[str, ...] = (), extra_path: tuple[str, ...] = (), lesson=None):
+                 preload: tuple[str, ...] = (), extra_path: tuple[str, ...] = (), lesson):
         self.config = config
-        lesson = lesson if lesson is not None else lesson_for_migration()  # TRANSITIONAL: until every caller passes it
         # The grader's stand-ins are never in the zygote (every child would hold them): a child is lent
         # each one alone, with the first call that needs it (SandboxTransport), and from then on
         # answers no call of a graded name it implements.

@@ -21,8 +21,9 @@ GRADE_NOTEBOOK = """
 import json, sys, nbformat
 from grader.lesson import load_lesson
 from grader.release.nbgrader_autograde import grade_notebook
-record = grade_notebook(nbformat.read(sys.argv[1], as_version=4))
-print(json.dumps({"status": record.status, "scores": record.component_scores(load_lesson("bpe").components)}))
+lesson = load_lesson("bpe")
+record = grade_notebook(nbformat.read(sys.argv[1], as_version=4), lesson=lesson)
+print(json.dumps({"status": record.status, "scores": record.component_scores(lesson.components)}))
 """
 
 
@@ -81,7 +82,7 @@ def test_notebooks_are_graded_by_grade_and_by_the_nbgrader_step(released, tmp_pa
         totals = {row["submission"]: float(row["total"]) for row in csv.DictReader(f)}
     assert totals == {"solved": 100, "untouched": 0}
     step = subprocess.run([sys.executable, "-c", GRADE_NOTEBOOK, str(solved)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=900, env={**os.environ, "GRADER_LESSON": "bpe"})
+                          text=True, timeout=900)
     assert step.returncode == 0, step.stderr[-2000:]
     graded = json.loads(step.stdout.strip().splitlines()[-1])
     assert graded["scores"] == {"training": 50, "tokenizer": 50}, graded

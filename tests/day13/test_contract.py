@@ -13,9 +13,12 @@ import pytest
 from grader.release import notebook
 
 from grader.release import student_release as release
+from grader.lesson import load_lesson  # noqa: E402
+
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 
 ROOT = Path(__file__).resolve().parents[2]
-CONTRACT = release.ASSIGNMENT / "CONTRACT.md"
+CONTRACT = DAY13.assignment / "CONTRACT.md"
 
 
 def _public_signatures(path: Path) -> dict[str, str]:
@@ -33,10 +36,10 @@ def _public_signatures(path: Path) -> dict[str, str]:
     return found
 
 
-@pytest.mark.parametrize("module", notebook.MODULES)
+@pytest.mark.parametrize("module", DAY13.modules)
 def test_contract_spells_every_reference_signature(module):
     text = CONTRACT.read_text(encoding="utf-8")
-    signatures = _public_signatures(release.SOLUTIONS / f"{module}.py")
+    signatures = _public_signatures(DAY13.solutions / f"{module}.py")
     assert signatures, f"no public name in solutions/{module}.py"
     for name, signature in signatures.items():
         assert f"`{signature}`" in text, (
@@ -47,8 +50,8 @@ def test_contract_spells_every_reference_signature(module):
 
 def test_contract_file_table_names_only_what_the_reference_defines():
     text = CONTRACT.read_text(encoding="utf-8")
-    defined = {name for module in notebook.MODULES
-               for name in _public_signatures(release.SOLUTIONS / f"{module}.py")}
+    defined = {name for module in DAY13.modules
+               for name in _public_signatures(DAY13.solutions / f"{module}.py")}
     table = {name for row in re.findall(r"^\| `\w+\.py` \| (.+) \|$", text, flags=re.M)
              for name in re.findall(r"`(\w+)`", row)}
     assert table == defined
@@ -79,6 +82,6 @@ def test_every_reference_to_the_contract_is_a_path_that_exists():
 
 
 def test_release_ships_the_contract(tmp_path):
-    assert release.main(out=str(tmp_path)) == 0
-    shipped = tmp_path / release.LESSON.name / "CONTRACT.md"
+    assert release.main(out=str(tmp_path), lesson=DAY13) == 0
+    shipped = tmp_path / DAY13.name / "CONTRACT.md"
     assert shipped.read_bytes() == CONTRACT.read_bytes()

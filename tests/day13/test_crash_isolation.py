@@ -117,7 +117,7 @@ def sandboxed(tmp_path_factory):
     root = tmp_path_factory.mktemp("crash-sandboxed")
     subs = build(root / "subs")
     out = root / "out"
-    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG) == 0
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=DAY13) == 0
     yield out
     uids = range(CONFIG.uid_base, CONFIG.uid_base + 4)
     assert settled(lambda: processes_of(uids)) == []

@@ -22,6 +22,9 @@ from grader.release import notebook
 from grader.release import student_release as release
 
 from grader.release import stubs
+from grader.lesson import load_lesson  # noqa: E402
+
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    assert release.main(out=str(out)) == 0
+    assert release.main(out=str(out), lesson=DAY13) == 0
     return out
 
 
@@ -39,20 +42,20 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 def test_release_holds_the_student_files(built):
     files = _files(built / "day13")
-    for module in notebook.MODULES:
-        solution = (release.SOLUTIONS / f"{module}.py").read_text(encoding="utf-8")
+    for module in DAY13.modules:
+        solution = (DAY13.solutions / f"{module}.py").read_text(encoding="utf-8")
         assert files[f"{module}.py"].decode() == stubs.make_stub(solution)
-    visible = {p.relative_to(release.ASSIGNMENT).as_posix() for p in release.ASSIGNMENT.rglob("test_*.py")}
+    visible = {p.relative_to(DAY13.assignment).as_posix() for p in DAY13.assignment.rglob("test_*.py")}
     assert visible and visible <= set(files)
     for name in ("Makefile", "pytest.ini", "tests/conftest.py", "day13.ipynb", ".github/workflows/autograde.yml",
                  "tools/ci_feedback.py", "tools/deliverables.py", "tools/deliverable_checks.py", "tools/points.json"):
         assert name in files, f"{name} missing from the release"
-    if (release.ASSIGNMENT / "README.md").exists():
-        assert files["README.md"] == (release.ASSIGNMENT / "README.md").read_bytes()
+    if (DAY13.assignment / "README.md").exists():
+        assert files["README.md"] == (DAY13.assignment / "README.md").read_bytes()
     assert files["tools/deliverables.py"] == release.CHECKER.read_bytes()
     # The lesson's deliverable checks beside the checker, with the files they read beside themselves.
-    assert files["tools/deliverable_checks.py"] == release.LESSON.deliverables_checks.read_bytes()
-    for path in release.LESSON.deliverables_data:
+    assert files["tools/deliverable_checks.py"] == DAY13.deliverables_checks.read_bytes()
+    for path in DAY13.deliverables_data:
         assert files[f"tools/{path.name}"] == path.read_bytes()
 
 
@@ -61,16 +64,16 @@ def test_zip_equals_the_folder_and_is_reproducible(built, tmp_path):
         zipped = {name.removeprefix("day13/"): archive.read(name) for name in archive.namelist()}
         assert all(name.startswith("day13/") for name in archive.namelist())
     assert zipped == _files(built / "day13")
-    assert release.main(out=str(tmp_path)) == 0
+    assert release.main(out=str(tmp_path), lesson=DAY13) == 0
     assert (tmp_path / "day13.zip").read_bytes() == (built / "day13.zip").read_bytes()
 
 
 def test_no_solution_line_hidden_grader_or_reference_output(built):
     """Searched independently of release.leaks(): every non-trivial solution line, in the folder and the zip."""
-    lines = [line for path in sorted(release.SOLUTIONS.glob("*.py"))
+    lines = [line for path in sorted(DAY13.solutions.glob("*.py"))
              for line in stubs.solution_lines(path.read_text(encoding="utf-8"))]
     assert len(lines) > 20  # the search is only as good as this list
-    outputs = {p.read_bytes() for p in release.SOLUTIONS.rglob("*") if p.is_file() and p.suffix != ".py"}
+    outputs = {p.read_bytes() for p in DAY13.solutions.rglob("*") if p.is_file() and p.suffix != ".py"}
     with zipfile.ZipFile(built / "day13.zip") as archive:
         contents = {f"zip:{n}": archive.read(n) for n in archive.namelist()}
     contents.update(_files(built / "day13"))
@@ -85,8 +88,8 @@ def test_no_solution_line_hidden_grader_or_reference_output(built):
         assert not name.removeprefix("zip:").removeprefix("day13/").startswith("grader/"), name
         assert data not in outputs, f"{name} is a reference output"
     # Every file of the lesson's folder is hidden but the deliverable checks it declares for students.
-    student_tools = {release.LESSON.deliverables_checks, *release.LESSON.deliverables_data}
-    hidden = [p for p in release.HIDDEN.rglob("*") if p.is_file() and p.suffix != ".pyc" and p not in student_tools]
+    student_tools = {DAY13.deliverables_checks, *DAY13.deliverables_data}
+    hidden = [p for p in DAY13.folder.rglob("*") if p.is_file() and p.suffix != ".pyc" and p not in student_tools]
     assert any(p.name == "rubric.toml" for p in hidden) and any(p.name == "adapter.py" for p in hidden)
     for hidden_file in hidden:
         if hidden_file.stat().st_size > 64:
@@ -96,22 +99,22 @@ def test_no_solution_line_hidden_grader_or_reference_output(built):
 def test_leak_search_finds_a_planted_line(built, tmp_path):
     copy = tmp_path / "day13"
     shutil.copytree(built / "day13", copy)
-    assert release.leaks(copy) == []
-    line = stubs.solution_lines((release.SOLUTIONS / "multihead.py").read_text(encoding="utf-8"))[-1]
+    assert release.leaks(copy, lesson=DAY13) == []
+    line = stubs.solution_lines((DAY13.solutions / "multihead.py").read_text(encoding="utf-8"))[-1]
     helper = copy / "tools" / "helper.py"
     helper.write_text(f"def f(self, x):\n    {line}\n", encoding="utf-8")
-    assert any("helper.py" in found and "solution line" in found for found in release.leaks(copy))
+    assert any("helper.py" in found and "solution line" in found for found in release.leaks(copy, lesson=DAY13))
     helper.unlink()
-    shutil.copyfile(release.SOLUTIONS / "positional.py", copy / "tools" / "positional_ref.py")
-    assert any("BEGIN SOLUTION" in found for found in release.leaks(copy))
+    shutil.copyfile(DAY13.solutions / "positional.py", copy / "tools" / "positional_ref.py")
+    assert any("BEGIN SOLUTION" in found for found in release.leaks(copy, lesson=DAY13))
 
 
 def test_leak_search_still_finds_every_other_lesson_file(built, tmp_path):
     """Only the files the lesson declares for students may ship; any other file of its folder is a leak."""
     copy = tmp_path / "day13"
     shutil.copytree(built / "day13", copy)
-    shutil.copyfile(release.LESSON.folder / "rubric.toml", copy / "tools" / "rubric.toml")
-    assert any("tools/rubric.toml: is the hidden grader file" in found for found in release.leaks(copy))
+    shutil.copyfile(DAY13.folder / "rubric.toml", copy / "tools" / "rubric.toml")
+    assert any("tools/rubric.toml: is the hidden grader file" in found for found in release.leaks(copy, lesson=DAY13))
 
 
 def test_leak_search_refuses_a_stand_in_table_that_holds_code(built, tmp_path):
@@ -124,11 +127,11 @@ def test_leak_search_refuses_a_stand_in_table_that_holds_code(built, tmp_path):
     copy = tmp_path / "day13"
     shutil.copytree(built / "day13", copy)
     table = copy / "tests" / "attention_answers.pt"
-    assert table.is_file() and release.leaks(copy) == []
+    assert table.is_file() and release.leaks(copy, lesson=DAY13) == []
     torch.save([{"Q": torch.zeros(1), "solve": "def f(Q, K, V): ..."}], table)
-    assert any("attention_answers.pt: holds a str" in found for found in release.leaks(copy))
+    assert any("attention_answers.pt: holds a str" in found for found in release.leaks(copy, lesson=DAY13))
     table.write_bytes(pickle.dumps(release.leaks))  # a pickle that names a function
-    assert any("attention_answers.pt: is not a table of numbers" in found for found in release.leaks(copy))
+    assert any("attention_answers.pt: is not a table of numbers" in found for found in release.leaks(copy, lesson=DAY13))
 
 
 def test_leak_search_refuses_a_fingerprint_file_with_code_or_hidden_inputs(built, tmp_path):
@@ -140,7 +143,7 @@ def test_leak_search_refuses_a_fingerprint_file_with_code_or_hidden_inputs(built
     copy = tmp_path / "day13"
     shutil.copytree(built / "day13", copy)
     fingerprints = sorted((copy / "tests").glob("*.json"))
-    assert fingerprints and release.leaks(copy) == []
+    assert fingerprints and release.leaks(copy, lesson=DAY13) == []
     path = fingerprints[0]
     clean = json.loads(path.read_text(encoding="utf-8"))
     test, places = next(iter(clean["tests"].items()))
@@ -150,13 +153,13 @@ def test_leak_search_refuses_a_fingerprint_file_with_code_or_hidden_inputs(built
         data = json.loads(json.dumps(clean))
         change(data)
         path.write_text(json.dumps(data), encoding="utf-8")
-        return [found for found in release.leaks(copy) if found.startswith(f"tests/{path.name}")]
+        return [found for found in release.leaks(copy, lesson=DAY13) if found.startswith(f"tests/{path.name}")]
 
     code = "def scaled_dot_product_attention(Q, K, V):\n    return torch.softmax(Q @ K.mT, -1) @ V"
     assert any("holds the text" in f for f in planted(lambda d: d["hints"].update({entries[0]["mutants"][0]: code})))
     assert any("holds the text" in f for f in planted(lambda d: d.update({"notes": [code]})))
     assert any("holds the key" in f for f in planted(lambda d: d.update({code[:40]: 1})))
-    hidden_tests = {m for p in release.HIDDEN.rglob("test_*.py")
+    hidden_tests = {m for p in DAY13.folder.rglob("test_*.py")
                     for m in re.findall(r"^def (test_\w+)", p.read_text(encoding="utf-8"), re.M)}
     visible_tests = {m for p in (copy / "tests").glob("test_*.py")
                      for m in re.findall(r"^def (test_\w+)", p.read_text(encoding="utf-8"), re.M)}
@@ -166,15 +169,15 @@ def test_leak_search_refuses_a_fingerprint_file_with_code_or_hidden_inputs(built
     assert any("array of 800 numbers" in f
                for f in planted(lambda d: d["tests"][test][place][0].update({"got": whole})))
     path.write_text("not json", encoding="utf-8")
-    assert any("is not JSON data" in f for f in release.leaks(copy))
+    assert any("is not JSON data" in f for f in release.leaks(copy, lesson=DAY13))
 
 
 def test_a_leaking_assignment_folder_is_refused(tmp_path, monkeypatch, capsys):
     assignment = tmp_path / "assignment"
-    shutil.copytree(release.ASSIGNMENT, assignment, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(DAY13.assignment, assignment, ignore=shutil.ignore_patterns("__pycache__"))
     (assignment / "tools").mkdir(exist_ok=True)
-    shutil.copyfile(release.SOLUTIONS / "self_attention.py", assignment / "tools" / "answer.py")
-    lesson = dataclasses.replace(release.LESSON, assignment=assignment)
+    shutil.copyfile(DAY13.solutions / "self_attention.py", assignment / "tools" / "answer.py")
+    lesson = dataclasses.replace(DAY13, assignment=assignment)
     assert release.main(out=str(tmp_path / "dist"), lesson=lesson) == 1
     assert "tools/answer.py" in capsys.readouterr().err
     assert not (tmp_path / "dist" / "day13").exists() and not (tmp_path / "dist" / "day13.zip").exists()
@@ -182,7 +185,7 @@ def test_a_leaking_assignment_folder_is_refused(tmp_path, monkeypatch, capsys):
 
 def test_feedback_points_come_from_the_rubric(built):
     points = json.loads((built / "day13" / "tools" / "points.json").read_text(encoding="utf-8"))
-    rubric = tomllib.loads(notebook.RUBRIC.read_text(encoding="utf-8"))
+    rubric = tomllib.loads(DAY13.rubric_path.read_text(encoding="utf-8"))
     for part, value in points.items():
         assert value == pytest.approx(sum(e["points"] for e in rubric[part].values() if "points" in e))
 
@@ -223,8 +226,8 @@ def test_release_alone_runs_and_every_visible_test_fails_not_implemented(unpacke
 def test_release_with_the_reference_dropped_in_passes_every_visible_test(unpacked, tmp_path):
     folder = tmp_path / "day13"
     shutil.copytree(unpacked, folder)
-    for module in notebook.MODULES:
-        shutil.copyfile(release.SOLUTIONS / f"{module}.py", folder / f"{module}.py")
+    for module in DAY13.modules:
+        shutil.copyfile(DAY13.solutions / f"{module}.py", folder / f"{module}.py")
     code, cases = _make_test(folder)
     failed = [(name, message) for name, message in cases if message]
     assert code == 0 and not failed, failed[:5]
@@ -235,8 +238,8 @@ def test_student_tools_work_from_the_release_alone(unpacked, tmp_path):
     """`make heatmap` and `make check` use the copies in tools/, not the kit's grader/."""
     folder = tmp_path / "day13"
     shutil.copytree(unpacked, folder)
-    for module in notebook.MODULES:
-        shutil.copyfile(release.SOLUTIONS / f"{module}.py", folder / f"{module}.py")
+    for module in DAY13.modules:
+        shutil.copyfile(DAY13.solutions / f"{module}.py", folder / f"{module}.py")
     make = ["make", f"PYTHON={sys.executable}"]
     heatmap = subprocess.run(make + ["heatmap"], cwd=folder, capture_output=True, text=True, timeout=300)
     assert heatmap.returncode == 0, heatmap.stdout + heatmap.stderr
@@ -266,10 +269,10 @@ def test_the_release_as_handed_in_is_graded_as_its_stubs_and_a_renamed_notebook_
             cell.source = cell.source.replace("raise NotImplementedError", "raise ValueError")
     nbformat.write(nb, str(renamed / "my attention.ipynb"))
 
-    got = intake.materialise(intake.discover(tmp_path / "subs")[0], tmp_path / "a")
+    got = intake.materialise(intake.discover(tmp_path / "subs")[0], tmp_path / "a", lesson=DAY13)
     assert got.notebook is None and "NotImplementedError" in (tmp_path / "a" / "self_attention.py").read_text()
     assert any("nothing here differs from the released files" in n for n in got.notes), got.notes
-    got = intake.materialise(intake.discover(tmp_path / "subs")[1], tmp_path / "b")
+    got = intake.materialise(intake.discover(tmp_path / "subs")[1], tmp_path / "b", lesson=DAY13)
     assert got.notebook == "my attention.ipynb", got.notes
     assert any("day13.ipynb is the released notebook" in n for n in got.notes), got.notes
 
@@ -278,7 +281,7 @@ def test_release_never_replaces_a_folder_it_did_not_make(tmp_path, capsys):
     precious = tmp_path / "day13"
     precious.mkdir()
     (precious / "notes.txt").write_text("mine\n")
-    assert release.main(out=str(tmp_path)) == 2
+    assert release.main(out=str(tmp_path), lesson=DAY13) == 2
     assert (precious / "notes.txt").read_text() == "mine\n"
     assert "not a release" in capsys.readouterr().err
 
@@ -312,8 +315,8 @@ def test_git_add_after_the_readme_set_up_stages_only_the_students_work(unpacked,
     folder = tmp_path / "day13"
     shutil.copytree(unpacked, folder)
     venv = _environment_like_the_readme(folder)
-    for module in notebook.MODULES:
-        shutil.copyfile(release.SOLUTIONS / f"{module}.py", folder / f"{module}.py")
+    for module in DAY13.modules:
+        shutil.copyfile(DAY13.solutions / f"{module}.py", folder / f"{module}.py")
     activated = dict(os.environ, PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}", VIRTUAL_ENV=str(venv))
     activated.pop("PYTEST_ADDOPTS", None)
     for command in (["make", "test"], ["make", "heatmap"], ["python", "tools/ci_feedback.py"]):
@@ -338,7 +341,7 @@ def test_git_add_after_the_readme_set_up_stages_only_the_students_work(unpacked,
     unwanted = [n for n in sizes if n.startswith(".venv") or "__pycache__" in n or ".pytest_cache" in n]
     assert not unwanted, unwanted[:5]
     # The work itself is staged: the four files and the deliverables the tools wrote.
-    for name in [f"{m}.py" for m in notebook.MODULES] + ["attention_heatmap.png", "attention_weights.npy",
+    for name in [f"{m}.py" for m in DAY13.modules] + ["attention_heatmap.png", "attention_weights.npy",
                                                           "analysis.md", "day13.ipynb", ".gitignore"]:
         assert name in sizes, f"{name} is not staged: the .gitignore hides the student's work"
 
@@ -347,7 +350,7 @@ def test_make_heatmap_uses_the_notebook_of_a_notebook_student(unpacked, tmp_path
     """The .py files are the released stubs and day13.ipynb holds the work: `make heatmap` draws from the notebook."""
     folder = tmp_path / "day13"
     shutil.copytree(unpacked, folder)
-    notebook.write(notebook.build(student=False), folder / "day13.ipynb")  # the code cells filled in
+    notebook.write(notebook.build(student=False, lesson=DAY13), folder / "day13.ipynb")  # the code cells filled in
     make = ["make", f"PYTHON={sys.executable}"]
     heatmap = subprocess.run(make + ["heatmap"], cwd=folder, capture_output=True, text=True, timeout=300)
     assert heatmap.returncode == 0, heatmap.stdout + heatmap.stderr

@@ -18,6 +18,9 @@ import yaml
 from grader.release import notebook
 
 from grader.release import student_release as release
+from grader.lesson import load_lesson  # noqa: E402
+
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDENT = release.TEMPLATES / "autograde.yml"
@@ -40,7 +43,7 @@ def _commands(step: dict) -> list[str]:
 @pytest.fixture(scope="module")
 def released(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    release.build(out=out)
+    release.build(out=out, lesson=DAY13)
     return out / "day13"
 
 
@@ -85,15 +88,15 @@ def test_student_workflow_on_a_sample_submission(released, tmp_path):
     """The reference code in the release; the deliverables only where the kit has a reference set."""
     folder = tmp_path / "sample"
     shutil.copytree(released, folder)
-    for module in notebook.MODULES:
-        shutil.copyfile(release.SOLUTIONS / f"{module}.py", folder / f"{module}.py")
-    deliverables = [p for p in release.SOLUTIONS.iterdir() if p.is_file() and p.suffix != ".py"]
+    for module in DAY13.modules:
+        shutil.copyfile(DAY13.solutions / f"{module}.py", folder / f"{module}.py")
+    deliverables = [p for p in DAY13.solutions.iterdir() if p.is_file() and p.suffix != ".py"]
     for path in deliverables:
         shutil.copyfile(path, folder / path.name)
     result, summary, stdout = _run_student_workflow(folder)
     points = json.loads((folder / "tools" / "points.json").read_text(encoding="utf-8"))
     scores = _by_part(result)
-    for part in notebook.MODULES:
+    for part in DAY13.modules:
         assert scores[part] == pytest.approx(points[part]), (part, scores)
     checks = [t for t in result["tests"] if t["name"].startswith("deliverables")]
     assert {t["name"] for t in checks} >= {"deliverables: analysis", "deliverables: readme"}
@@ -112,7 +115,7 @@ def test_student_workflow_on_a_notebook_submission(released, tmp_path):
 
     folder = tmp_path / "notebook"
     shutil.copytree(released, folder)
-    source = notebook.build(student=False)
+    source = notebook.build(student=False, lesson=DAY13)
     reference = {c.metadata["nbgrader"]["grade_id"]: "\n".join(l for l in c.source.split("\n") if "SOLUTION" not in l)
                  for c in source.cells if c.metadata.get("nbgrader", {}).get("solution")}
     nb = nbformat.read(folder / "day13.ipynb", as_version=4)

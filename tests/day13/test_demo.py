@@ -13,6 +13,9 @@ from pathlib import Path
 
 import nbformat
 from PIL import Image
+from grader.lesson import load_lesson  # noqa: E402
+
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "demo" / "class"
@@ -97,7 +100,7 @@ def test_similarity_flags_exactly_the_planted_pair(tmp_path):
     from grader.admin import similarity
     from grader.lesson import load_lesson
 
-    base = similarity.load_base(load_lesson("day13"), released_notebook=similarity.released_notebook_code)
+    base = similarity.load_base(DAY13, released_notebook=lambda: similarity.released_notebook_code(DAY13))
     rows = similarity.run(subs=intake.discover(DEMO), out=tmp_path, base=base, jobs=2)
     flagged = [(r.a, r.b, r.kind) for r in rows if r.flagged]
     assert flagged == [("ada_reference", "noah_cheater", "image")], flagged

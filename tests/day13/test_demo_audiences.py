@@ -32,6 +32,9 @@ from grader.admin import review
 
 from grader.running import grade as run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
+from grader.lesson import load_lesson  # noqa: E402
+
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 
 CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(14))
 STUDENT_FILES = ("feedback.md", "feedback.html", "results.json")
@@ -78,7 +81,7 @@ def demo():
     out = root / "out"
     out.mkdir()
     (out / "overrides.csv").write_text(OVERRIDES)
-    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG) == 0
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=DAY13) == 0
     yield root, subs, out, names
     shutil.rmtree(root, ignore_errors=True)
 
@@ -130,7 +133,7 @@ def test_the_cheater_shows_in_the_report_not_in_anyones_feedback(demo):
 def test_the_cheater_shows_on_the_review_page_in_a_browser(demo):
     executable, sync_playwright = _browser(), _playwright()
     _, subs, out, names = demo
-    server = review.ReviewServer(review.Review(out, subs, None, "all", "ta"))
+    server = review.ReviewServer(review.Review(out, subs, None, "all", "ta", lesson=DAY13))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -168,10 +171,8 @@ def test_a_late_policy_edit_rescores_the_demo_without_starting_a_child(demo, tmp
     shutil.copytree(out, copy)
     before = json.loads((copy / "dev_softmax_axis" / "results.json").read_text())["score"]
     rubric = tmp_path / "rubric.toml"
-    rubric.write_text(regrade.rubric_path().read_text()
+    rubric.write_text(regrade.rubric_path(lesson=DAY13).read_text()
                       + "\n[late]\ngrace_minutes = 0\npenalty_per_day = 10\nmax_days = 3\n")
-    monkeypatch.setattr(feedback, "rubric_path", lambda: rubric)
-    monkeypatch.setattr(regrade, "rubric_path", lambda **_: rubric)
 
     def refuse(*args, **kwargs):
         raise AssertionError("a late-policy edit must not run student code")
@@ -180,7 +181,8 @@ def test_a_late_policy_edit_rescores_the_demo_without_starting_a_child(demo, tmp
     regrade.current.cache_clear()
     try:
         capsys.readouterr()
-        assert run.main(submissions=subs, out=copy, jobs=2, config=CONFIG) == 0
+        assert run.main(submissions=subs, out=copy, jobs=2, config=CONFIG,
+                        lesson=replace(DAY13, rubric_path=rubric)) == 0  # Day 13 with a late policy
     finally:
         regrade.current.cache_clear()
     printed = capsys.readouterr().out

@@ -251,7 +251,7 @@ def test_a_correct_notebook_raises_no_integrity_flag_but_a_student_file_like_the
     subs = tmp_path / "subs"
     subs.mkdir()
     shutil.copy(ROOT / "demo" / "class" / "jun_notebook.ipynb", subs / "jun.ipynb")
-    materialise(discover(subs)[0], tmp_path / "copy")
+    materialise(discover(subs)[0], tmp_path / "copy", lesson=DAY13)
     assert (tmp_path / "copy" / "self_attention.py").exists()
     assert score.scan_submission(tmp_path / "copy", lesson=DAY13).flags == []
     own = tmp_path / "own"

@@ -180,7 +180,7 @@ def test_skeletons_graded_by_the_engine_score_as_in_process(graded, tmp_path):
     for case in CASES:
         build(case, subs / case)
     out = tmp_path / "out"
-    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG) == 0
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=DAY13) == 0
     records = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/record.json")}
     assert set(records) == {"aaa_reference", *CASES}
     full = sum(killrate.full_marks(lesson=DAY13).values())

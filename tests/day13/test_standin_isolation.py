@@ -25,6 +25,9 @@ from engine_helpers import (REFERENCE, components, descendants, make_submission,
 
 from grader.running import grade as run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
+from grader.lesson import load_lesson  # noqa: E402
+
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 
 BORROW = Path(__file__).resolve().parents[1] / "fixtures" / "borrow"
 CONFIG = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(7))
@@ -80,7 +83,7 @@ def batch():
     root = Path(tempfile.mkdtemp(prefix="day13-borrow-"))
     subs, out = root / "submissions", root / "out"
     build(subs)
-    code = run.main(submissions=subs, out=out, jobs=JOBS, config=CONFIG)
+    code = run.main(submissions=subs, out=out, jobs=JOBS, config=CONFIG, lesson=DAY13)
     records = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/record.json")}
     yield dict(code=code, records=records)
     shutil.rmtree(root, ignore_errors=True)
@@ -237,7 +240,7 @@ def walker():
     os.chmod(work, 0o711)
     scratch = make_submission(work / "walker", {"walk.py": source}, reference=False)
     prepare_scratch(scratch, slot_uid(config, 0))
-    zygote = Zygote(slots=1, config=config)
+    zygote = Zygote(slots=1, config=config, lesson=DAY13)
     zygote.wait_ready()
 
     def walk(lent: dict) -> set[str]:

@@ -1,88 +1,93 @@
 """The lesson is a value passed to each stage, never looked up (the lesson-as-a-value rule).
 
-`load_lesson(` builds the value at an entry point (the command line, the nbgrader cell, the developer
-tools, a test's fixture); every stage takes it as `lesson=`. While the engine moves to that,
-`lesson_for_migration()` answers callers not converted yet, and some modules still fake constants with a
-module-level `__getattr__`. This test counts the three in every module under grader/: a count may only
-go down (CEILING below), and outside the entry points the goal is none.
+`load_lesson(` builds the value at an entry point (the command line, the zygote's parent, the nbgrader
+step, a module's own `python -m` command, the developer tools, a test's fixture); every stage takes it as
+`lesson=`. No module reads it by lookup: no other `load_lesson(` call, no module-level `__getattr__` that
+fakes a constant, no variable of the environment naming the lesson, no module-global cache of lesson data.
 """
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+from grader import lesson as lessons
+
 GRADER = Path(__file__).resolve().parents[2] / "grader"
-# Entry points build the value with load_lesson (never lesson_for_migration, never __getattr__).
-ENTRY_POINTS = {"__main__.py", "release/hidden_cell.py", "sandbox/zygote.py", "running/torch_audit.py"}
-ENTRY_FOLDERS = ("devtools/",)
-
-# file (under grader/) -> the most ambient reads it may still hold. Lower a number when you convert;
-# never raise one, never add a row.
-CEILING = {
-    "__main__.py": 1,
-    "admin/export.py": 1,
-    "admin/regrade.py": 1,
-    "admin/similarity.py": 2,
-    "day13/visible_fingerprints.py": 1,
-    "intake/submissions.py": 1,
-    "judging/totals.py": 1,  # was hidden behind results/feedback.rubric_path(); now said
-    "release/nbgrader_autograde.py": 1,
-    "release/notebook.py": 2,
-    "release/student_release.py": 2,
-    "results/feedback.py": 1,
-    "running/deliverables_process.py": 2,
-    "running/forbidden.py": 1,
-    "running/grade.py": 1,
-    "running/torch_audit.py": 1,
-    "sandbox/zygote.py": 2,
+# file (under grader/) -> the entry point it is. Only these build the value with load_lesson; anything
+# else takes `lesson=` from its caller.
+ENTRY_POINTS = {
+    "__main__.py": "the command line (python -m grader COMMAND --lesson ...)",
+    "sandbox/__main__.py": "python -m grader.sandbox --check [--lesson ...]",
+    "release/nbgrader_autograde.py": "nbgrader's autograde step (its config's HiddenTests.lesson)",
+    "release/notebook.py": "python -m grader.release.notebook [--lesson ...]",
+    "release/gradescope.py": "python -m grader.release.gradescope build [--lesson ...]",
+    "running/torch_audit.py": "python -m grader.running.torch_audit [--lesson ...]",
+    "admin/similarity.py": "python -m grader.admin.similarity --build-base ... [--lesson ...]",
+    "day13/visible_fingerprints.py": "Day 13's own command for its known_mistakes.json",
+    "day13/tolerances.py": "python -m grader.day13.tolerances (the measured spread of Day 13's variants)",
 }
+ENTRY_FOLDERS = ("devtools/",)  # the developer tools: each is a command of its own
 
 
-def ambient_reads(path: Path) -> int:
-    """Calls of load_lesson / lesson_for_migration, and a module-level __getattr__, in one file."""
+def ambient_reads(path: Path) -> list[int]:
+    """Lines of the calls of load_lesson / lesson_for_migration, and of a module-level __getattr__, in one file."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    count = sum(1 for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "__getattr__")
+    lines = [node.lineno for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"]
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             func = node.func
             name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
             if name in ("load_lesson", "lesson_for_migration"):
-                count += 1
-    return count
+                lines.append(node.lineno)
+    return sorted(lines)
 
 
-def _counts() -> dict[str, int]:
-    found = {}
+def _engine_files():
     for path in sorted(GRADER.rglob("*.py")):
         rel = path.relative_to(GRADER).as_posix()
         if rel == "lesson.py" or rel.endswith("/tests/conftest.py") or rel.startswith(ENTRY_FOLDERS):
-            continue  # the definitions; a lesson's pytest fixtures and the developer tools are entry points
-        n = ambient_reads(path)
-        if n:
-            found[rel] = n
-    return found
+            continue  # the definition; a lesson's pytest fixtures and the developer tools are entry points
+        yield rel, path
 
 
-def test_ambient_lesson_reads_only_go_down():
-    counts = _counts()
-    over = {f: (n, CEILING.get(f, 0)) for f, n in counts.items() if f not in ENTRY_POINTS and n > CEILING.get(f, 0)}
-    assert not over, (
-        "a module reads the lesson ambiently (load_lesson(), lesson_for_migration() or a module-level "
-        "__getattr__) more often than before: take the value as a `lesson=` keyword argument from your "
-        f"caller instead. file: (reads now, allowed): {over}")
+def test_no_module_reads_the_lesson_outside_the_entry_points():
+    found = {rel: lines for rel, path in _engine_files() if rel not in ENTRY_POINTS and (lines := ambient_reads(path))}
+    assert not found, (
+        "a module reads the lesson ambiently (load_lesson(), or a module-level __getattr__ faking a constant): "
+        f"take the value as a `lesson=` keyword argument from your caller instead. file: lines {found}")
 
 
-def test_entry_points_build_the_value_and_never_read_it_ambiently():
+def test_entry_points_build_the_value_and_never_fake_a_constant():
     for rel in sorted(ENTRY_POINTS):
-        path = GRADER / rel
-        if not path.is_file():
-            continue
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        migrating = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call)
-                     and getattr(node.func, "id", getattr(node.func, "attr", None)) == "lesson_for_migration"]
+        tree = ast.parse((GRADER / rel).read_text(encoding="utf-8"))
         getattrs = [node.lineno for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"]
         assert not getattrs, f"grader/{rel}: a module-level __getattr__ at line(s) {getattrs}"
-        assert len(migrating) <= CEILING.get(rel, 0), f"grader/{rel}: lesson_for_migration() at line(s) {migrating}"
+        assert ambient_reads(GRADER / rel), f"grader/{rel} builds no lesson any more: take it off ENTRY_POINTS"
+
+
+def test_no_variable_names_the_lesson_and_no_fallback_is_left():
+    assert not hasattr(lessons, "lesson_for_migration") and not hasattr(lessons, "LESSON_ENV")
+    for path in sorted(GRADER.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        assert "GRADER_LESSON" not in text, f"{path}: the lesson crosses as a value or an argument, never a variable"
+
+
+def test_no_module_keeps_a_cache_of_lesson_data():
+    """A module-level cache (functools.cache / lru_cache) outlives the lesson value it was computed for;
+    what a stage derives from a lesson is kept on the value (Lesson.derived, cached properties)."""
+    # Keyed by the files themselves, not a lesson: the engine's and the rubric's digests (regrade), read again
+    # when a file changes (its mtime and size are in the key) or after current.cache_clear().
+    allowed = {"admin/regrade.py"}
+    found = {}
+    for rel, path in _engine_files():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for decorator in node.decorator_list:
+                    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                    if ast.unparse(target).split(".")[-1] in ("lru_cache", "cache") and rel not in allowed:
+                        found.setdefault(rel, []).append(node.name)
+    assert not found, f"module-level caches: {found}; keep what you derive from a lesson on the value (lesson.derived)"
 
 
 def test_the_counter_sees_each_kind_of_read(tmp_path):
@@ -91,4 +96,4 @@ def test_the_counter_sees_each_kind_of_read(tmp_path):
                       "def __getattr__(name):\n    return load_lesson()\n"
                       "class Proxy:\n    def __getattr__(self, name):\n        return 1\n"  # a class's: fine
                       "def f(lesson=None):\n    return lesson or lessons.lesson_for_migration()\n")
-    assert ambient_reads(sample) == 3
+    assert ambient_reads(sample) == [2, 3, 8]

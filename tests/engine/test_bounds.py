@@ -38,11 +38,13 @@ HONEST = ("aaa_reference", "zzz_reference_1", "zzz_reference_2", "zzz_reference_
 
 GRADE = """
 import sys
+from grader.lesson import load_lesson
 from grader.running import grade as run
 from grader.sandbox import SandboxConfig
 # 10 s a call: the slot poisoner builds its 10,000 folders at import, on a machine that may be busy.
 config = SandboxConfig(call_timeout=10.0, cpu_seconds=20, uid_base=int(sys.argv[3]))
-sys.exit(run.main(submissions=sys.argv[1], out=sys.argv[2], jobs=int(sys.argv[4]), config=config))
+sys.exit(run.main(submissions=sys.argv[1], out=sys.argv[2], jobs=int(sys.argv[4]), config=config,
+                  lesson=load_lesson("day13")))
 """
 
 

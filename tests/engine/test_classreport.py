@@ -20,6 +20,9 @@ from grader.results.document import md_inline
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from report_records import CLASS, EXPECTED_W, HINT, UNSCALED_W, class_files, grade_class, make_record  # noqa: E402
+from grader.lesson import load_lesson  # noqa: E402
+
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +46,7 @@ def test_grades_csv_has_the_agreed_columns_one_row_each_sorted_by_name(graded):
 
 
 def test_grades_csv_defuses_spreadsheet_formulas_in_names():
-    text = classreport.grades_csv([make_record("=HYPERLINK(1)", source="@SUM(1).zip")])
+    text = classreport.grades_csv([make_record("=HYPERLINK(1)", source="@SUM(1).zip")], lesson=DAY13)
     assert "\n'=HYPERLINK(1)," in text and text.endswith(",ok,'@SUM(1).zip,,,\n")
 
 
@@ -51,15 +54,15 @@ def test_rows_not_named_as_submitted_are_listed_in_the_class_report(tmp_path):
     records = [make_record("ann_lee"), make_record("Ann_Lee-4871ff", source="Ann Lee.zip"),
                make_record("x", source="<i>x|y</i>.ipynb")]
     for r in records:
-        feedback.write_submission(tmp_path, r)
-    classreport.write_class(tmp_path)
+        feedback.write_submission(tmp_path, r, lesson=DAY13)
+    classreport.write_class(tmp_path, lesson=DAY13)
     summary = (tmp_path / "summary.md").read_text()
     html = (tmp_path / "report.html").read_text()
     assert "| Ann_Lee-4871ff | Ann Lee.zip |" in summary and "\\<i>x\\|y\\</i>.ipynb" in summary
     assert "<td>Ann_Lee-4871ff</td><td><code>Ann Lee.zip</code></td>" in html and "&lt;i&gt;x|y" in html
     # A row that kept its name but was flagged by intake (a collision) is listed too, with the reason.
     flagged = make_record("bo", notes=["row name bo: 'bo/' and 1 other submission would all be named bo"])
-    stats = classreport.class_stats([flagged], {})
+    stats = classreport.class_stats([flagged], {}, lesson=DAY13)
     assert stats["renamed"] == [("bo", "bo/", flagged.notes[0])]
     assert "| ann_lee |" not in summary and "<td>ann_lee</td><td><code>" not in html
 
@@ -110,8 +113,8 @@ def test_grades_csv_keeps_the_stored_precision_and_pages_show_two_decimals(tmp_p
     """grades.csv is read by spreadsheets and scripts: the records' four decimals; a person reads two."""
     record = make_record("sev")
     record.tests[3] = feedback_test = type(record.tests[3])("multihead.forward", "multihead", 25 * 2 / 3, 25, "failed")
-    feedback.write_submission(tmp_path, record)
-    classreport.write_class(tmp_path)
+    feedback.write_submission(tmp_path, record, lesson=DAY13)
+    classreport.write_class(tmp_path, lesson=DAY13)
     row = next(csv.DictReader((tmp_path / "grades.csv").open()))
     assert row["multihead"] == "16.6667" and row["total"] == "91.6667"
     for name in ("summary.md", "report.html", "sev/feedback.md", "sev/feedback.html"):
@@ -123,8 +126,8 @@ def test_grades_csv_keeps_the_stored_precision_and_pages_show_two_decimals(tmp_p
 def test_student_text_is_escaped_in_the_html_report(tmp_path):
     evil = "<img src=x onerror=alert(1)>"
     feedback.write_submission(tmp_path, make_record(evil, buggy=True, status="crashed",
-                                                  notes=["<script>alert('x')</script>"]))
-    classreport.write_class(tmp_path)
+                                                  notes=["<script>alert('x')</script>"]), lesson=DAY13)
+    classreport.write_class(tmp_path, lesson=DAY13)
     page = (tmp_path / "report.html").read_text()
     assert "<script>" not in page and "<img src=x" not in page
     assert "&lt;script&gt;" in page and "&lt;img src=x onerror=alert(1)&gt;" in page
@@ -136,15 +139,15 @@ def test_class_files_are_deterministic_png_included(graded, tmp_path):
     for r in reversed(CLASS):  # another grading order, other timings
         r2 = storage.record_from_json(storage.record_to_json(r))
         r2.execution_time += 1.0
-        feedback.write_submission(again, r2)
-    classreport.write_class(again)
+        feedback.write_submission(again, r2, lesson=DAY13)
+    classreport.write_class(again, lesson=DAY13)
     assert class_files(again) == class_files(graded)
 
 
 def test_student_text_cannot_make_links_or_html_in_the_markdown(tmp_path):
     feedback.write_submission(tmp_path, make_record("[click](http:evil)", status="crashed",
-                                                  notes=["![x](http:evil) <b>loud</b> | cell"]))
-    classreport.write_class(tmp_path)
+                                                  notes=["![x](http:evil) <b>loud</b> | cell"]), lesson=DAY13)
+    classreport.write_class(tmp_path, lesson=DAY13)
     for text in ((tmp_path / "summary.md").read_text(),
                  (tmp_path / "[click](http:evil)" / "feedback.md").read_text()):
         assert "[click](http:evil)" not in text and "\\[click\\](http:evil)" in text
@@ -152,8 +155,8 @@ def test_student_text_cannot_make_links_or_html_in_the_markdown(tmp_path):
 
 
 def test_an_empty_output_folder_still_getsclass_files(tmp_path):
-    classreport.write_class(tmp_path)
-    assert (tmp_path / "grades.csv").read_text() == ",".join(classreport.grades_columns()) + "\n"
+    classreport.write_class(tmp_path, lesson=DAY13)
+    assert (tmp_path / "grades.csv").read_text() == ",".join(classreport.grades_columns(DAY13.components)) + "\n"
     assert "0 submissions graded" in (tmp_path / "summary.md").read_text()
     assert (tmp_path / "report.html").read_text().startswith("<!DOCTYPE html>")
 

@@ -97,17 +97,20 @@ def test_make_grade_passes_the_roster_beside_a_lessons_demo_class_and_none_for_a
     assert with_roster, "no lesson's demo class has a roster beside it: nothing was checked"
 
 
-def test_a_stage_that_takes_lesson_gets_the_value_itself(monkeypatch):
+def test_a_stage_gets_the_value_itself_and_no_variable_names_the_lesson(monkeypatch):
+    """The command's stage is handed the value; nothing in the environment names the lesson during the call
+    (a stage that looked one up there would grade whatever lesson the variable named)."""
     toy = lessons.load_lesson(str(TOY))
-    monkeypatch.delenv(lessons.LESSON_ENV, raising=False)  # the MIGRATION below sets it; restored after
+    before = dict(__import__("os").environ)
     got = {}
 
-    def stage(*, out, lesson=None):
-        got.update(out=out, lesson=lesson)
+    def stage(*, out, lesson):
+        got.update(out=out, lesson=lesson, environ=dict(__import__("os").environ))
         return 0
 
-    assert cli._with_lesson(stage, toy, {"out": "o"}) == 0
-    assert got == {"out": "o", "lesson": toy}
-    # MIGRATION: a stage that takes no lesson yet is called without one (it reads the run's, which the
-    # variable names) -- removed with the variable once every stage takes the value.
-    assert cli._with_lesson(lambda *, out: out, toy, {"out": "o"}) == "o"
+    assert cli._call_entry(stage, toy, {"out": "o"}) == 0
+    assert got["lesson"] is toy and got["out"] == "o"
+    assert got["environ"] == before, "the command line set a variable for its stage"
+    assert not [name for name in got["environ"] if "LESSON" in name.upper()]
+    # A stage that needs no lesson (the stub generator works on every lesson's solutions) is called without it.
+    assert cli._call_entry(lambda *, out: out, toy, {"out": "o"}) == "o"

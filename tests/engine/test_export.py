@@ -2,6 +2,8 @@
 roster's identity; a pair's submission gives each partner a row; nobody is dropped on either side."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import csv
 import io
 import json
@@ -22,6 +24,9 @@ from grader.intake import roster
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from report_records import make_record  # noqa: E402
+from grader.lesson import load_lesson  # noqa: E402
+
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 
 POLICY = "\n[late]\ngrace_minutes = 0\npenalty_per_day = 10\nmax_days = 3\n"
 ROSTER = """identifier,github_username,name,section,group
@@ -36,16 +41,15 @@ zed@uni.edu,zed,Zed Null,B,
 @pytest.fixture
 def graded(tmp_path, monkeypatch):
     rubric = tmp_path / "rubric.toml"
-    rubric.write_text(regrade.rubric_path().read_text() + POLICY)
-    monkeypatch.setattr(feedback, "rubric_path", lambda: rubric)
+    rubric.write_text(regrade.rubric_path(lesson=DAY13).read_text() + POLICY)
     out = tmp_path / "out"
     for record in (make_record("ada"), make_record("pair_bo_cy", buggy=True), make_record("stray"),
                    make_record("=cmd")):
-        feedback.write_submission(out, record)
+        feedback.write_submission(out, record, lesson=DAY13)
     (out / "pair_bo_cy" / "late.json").write_text(json.dumps({"late_days": 1, "deadline": "2026-02-10T12:00:00+00:00"}))
     (out / "overrides.csv").write_text("submission,test,points,comment,staff_note,by,at\n"
                                        "ada,*,-5,,copied the README template,ta,\n")
-    classreport.write_class(out)
+    classreport.write_class(out, lesson=replace(DAY13, rubric_path=rubric))  # the late policy is the lesson's
     (tmp_path / "roster.csv").write_text(ROSTER)
     return out, tmp_path / "roster.csv"
 
@@ -64,7 +68,7 @@ def test_each_format_has_its_documented_columns_and_the_final_totals(graded, cap
     assert final["ada"]["total"] == "95"  # the override applied
     assert float(final["pair_bo_cy"]["penalty"]) > 0  # the late penalty applied
     for fmt in export.FORMATS:
-        assert export.main(out=str(out), format=fmt, roster=str(people)) == 0
+        assert export.main(out=str(out), format=fmt, roster=str(people), lesson=DAY13) == 0
     canvas = _read(out / "export-canvas.csv")
     assert canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", "Day 13"]
     assert canvas[1][0] == "Points Possible" and canvas[1][5] == "100"
@@ -92,7 +96,7 @@ def test_each_format_has_its_documented_columns_and_the_final_totals(graded, cap
 
 def test_a_formula_in_a_roster_or_submission_name_stays_text(graded):
     out, people = graded
-    assert export.main(out=str(out), format="csv", roster=str(people)) == 0
+    assert export.main(out=str(out), format="csv", roster=str(people), lesson=DAY13) == 0
     text = (out / "export-csv.csv").read_text()
     assert "'=cmd@uni.edu" in text and "'=HYPERLINK(1)" in text
     assert not any(cell.startswith("=") for row in _read(out / "export-csv.csv") for cell in row)
@@ -100,7 +104,7 @@ def test_a_formula_in_a_roster_or_submission_name_stays_text(graded):
 
 def test_without_a_roster_the_export_says_so_and_keys_by_submission(graded, capsys):
     out, _ = graded
-    assert export.main(out=str(out), format="canvas") == 0
+    assert export.main(out=str(out), format="canvas", lesson=DAY13) == 0
     assert "no roster given" in capsys.readouterr().err
     rows = _read(out / "export-canvas.csv")[2:]
     assert {r[2] for r in rows} == {"ada", "pair_bo_cy", "stray", "'=cmd"}
@@ -108,7 +112,7 @@ def test_without_a_roster_the_export_says_so_and_keys_by_submission(graded, caps
 
 def test_parts_on_request(graded):
     out, people = graded
-    assert export.main(out=str(out), format="csv", roster=str(people), parts=True) == 0
+    assert export.main(out=str(out), format="csv", roster=str(people), parts=True, lesson=DAY13) == 0
     header = _read(out / "export-csv.csv")[0]
     assert header[6:11] == ["self_attention", "multihead", "positional", "block", "deliverables"]
 
@@ -133,5 +137,5 @@ def test_a_classroom_roster_works_as_it_is(tmp_path):
 
 
 def test_an_unknown_grading_folder_says_to_grade_first(tmp_path, capsys):
-    assert export.main(out=str(tmp_path), format="csv") == 2
+    assert export.main(out=str(tmp_path), format="csv", lesson=DAY13) == 2
     assert "grade the class first" in capsys.readouterr().err

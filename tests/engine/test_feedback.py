@@ -15,6 +15,8 @@ from grader.lesson import load_lesson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from report_records import EXPECTED_W, HINT, UNSCALED_W, grade_class, make_record, make_test  # noqa: E402
 
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
+
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
@@ -59,17 +61,17 @@ def test_a_recognised_mistake_is_data_and_every_medium_words_it_from_the_rubric(
     words = "Softmax ran over the query axis (handout §3)."
     record = make_record("lee")
     record.tests[0] = make_test("self_attention.sdpa_worked_example", 0, 10, "expected 0.4, got 0.5", "wrong_axis")
-    files = feedback.student_files(record, words=feedback.Words(hints={"wrong_axis": words}))
+    files = feedback.student_files(record, words=feedback.Words(hints={"wrong_axis": words}), lesson=DAY13)
     assert f"```text\nexpected 0.4, got 0.5\n```\n\n**Likely misconception:** {words}" in files["feedback.md"]
     assert f"<pre>expected 0.4, got 0.5</pre>\n<p><b>Likely misconception:</b> {html.escape(words)}</p>" \
         in files["feedback.html"]
     shown = json.loads(files["results.json"])["tests"][0]["output"]
     assert shown == f"expected 0.4, got 0.5\n\nLikely misconception: {words}"
     # Other words for the same id (a rubric edited since): the files follow the rubric, the record is as it was.
-    assert "Another wording." in feedback.feedback_markdown(record, feedback.Words(hints={"wrong_axis": "Another wording."}))
+    assert "Another wording." in feedback.feedback_markdown(record, feedback.Words(hints={"wrong_axis": "Another wording."}), lesson=DAY13)
     assert record.tests[0].output == "expected 0.4, got 0.5"
     # An id the rubric no longer words is shown as the id; a passed test says nothing of a mistake.
-    assert "Likely misconception: `wrong_axis`" in feedback.feedback_markdown(record, feedback.Words())
+    assert "Likely misconception: `wrong_axis`" in feedback.feedback_markdown(record, feedback.Words(), lesson=DAY13)
     record.tests[1].hint_id = "wrong_axis"
     assert feedback.student_output(record.tests[1], feedback.Words(hints={"wrong_axis": words})) == ""
 
@@ -85,7 +87,7 @@ def test_a_long_output_is_cut_but_the_mistake_is_still_named():
 def test_student_text_cannot_break_out_of_the_feedback_fence():
     record = make_record("mo")
     record.tests[0] = make_test("self_attention.sdpa_worked_example", 0, 10, "```\n# Injected heading\n")
-    text = feedback.feedback_markdown(record)
+    text = feedback.feedback_markdown(record, lesson=DAY13)
     assert "````text\n```\n# Injected heading\n````" in text
 
 
@@ -106,16 +108,17 @@ def test_rubric_hints_are_found_whatever_the_table_layout(tmp_path):
 def test_the_kit_rubric_gives_a_text_for_every_catalogue_hint():
     import tomllib
 
-    rubric = load_lesson().rubric_path
+    rubric = DAY13.rubric_path
     ids = tomllib.loads(rubric.read_text()).get("hints", {})
-    hints = feedback.hint_texts()
+    hints = feedback.hint_texts(rubric)
+    assert hints == DAY13.hints
     assert ids and all(hints.get(i) for i in ids)
 
 
 def test_a_huge_test_output_is_cut_and_says_so(tmp_path):
     record = make_record("sam")
     record.tests[0] = make_test("self_attention.sdpa_worked_example", 0, 10, "x" * 50_000)
-    feedback.write_submission(tmp_path, record)
+    feedback.write_submission(tmp_path, record, lesson=DAY13)
     output = json.loads((tmp_path / "sam" / "results.json").read_text())["tests"][0]["output"]
     assert len(output) < 7000 and output.endswith("more characters cut)")
     assert "more characters cut)" in (tmp_path / "sam" / "feedback.md").read_text()
@@ -127,7 +130,7 @@ def test_feedback_shows_one_crash_once_and_points_with_two_decimals():
     record.tests[0] = make_test("self_attention.sdpa_worked_example", 0, 10, crash, title="worked example")
     record.tests[2] = make_test("self_attention.module", 0, 15, crash, title="SelfAttention module")
     record.tests[3] = make_test("multihead.forward", 25 * 2 / 3, 25)  # 16.6666...
-    text = feedback.feedback_markdown(record)
+    text = feedback.feedback_markdown(record, lesson=DAY13)
     assert text.count("shapes cannot be multiplied") == 1, text
     assert "### ✗ worked example, SelfAttention module (the same message for 2 tests)" in text
     assert "16.67 / 25" in text
@@ -137,11 +140,11 @@ def test_feedback_shows_one_crash_once_and_points_with_two_decimals():
 def test_notes_of_a_submission_graded_as_usual_are_not_an_alarm():
     """A correct notebook's note ("graded the code cells of day13.ipynb") is how it was read, not a fault."""
     record = make_record("nb", notes=["graded the code cells of day13.ipynb"])
-    text = feedback.feedback_markdown(record)
+    text = feedback.feedback_markdown(record, lesson=DAY13)
     assert "## Notes on grading" in text and "graded the code cells of day13.ipynb" in text
     assert "What went wrong" not in text
     broken = make_record("crash", status="crashed", notes=["multihead.py crashed its process"])
-    assert "## What went wrong while grading" in feedback.feedback_markdown(broken)
+    assert "## What went wrong while grading" in feedback.feedback_markdown(broken, lesson=DAY13)
 
 
 
@@ -165,14 +168,14 @@ def test_a_grading_run_writes_each_student_file_once(tmp_path, monkeypatch):
     for name in ("lee", "max"):
         feedback.keep_record(tmp_path, make_record(name, buggy=True))
     assert sorted(written) == ["lee/record.json", "max/record.json"]
-    classreport.write_class(tmp_path)
+    classreport.write_class(tmp_path, lesson=DAY13)
     for name in ("lee", "max"):
         for file in ("results.json", "feedback.md", "feedback.html"):
             assert written.count(f"{name}/{file}") == 1, (name, file, written)
     assert "fine" in (tmp_path / "lee" / "feedback.md").read_text()
     written.clear()
     (tmp_path / "max" / "feedback.html").unlink()
-    classreport.write_class(tmp_path)
+    classreport.write_class(tmp_path, lesson=DAY13)
     assert [w for w in written if "/" in w and not w.startswith("_")] == ["max/feedback.html"]
 
 

@@ -23,6 +23,8 @@ from grader.intake import submissions as intake
 
 from grader.running import grade as run  # noqa: E402
 
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
+
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "solutions" / "day13"
 DELIVERABLES = ("README.md", "analysis.md", "attention_heatmap.png", "attention_weights.npy", "transformer_block.png")
@@ -139,13 +141,13 @@ def test_stage_submission_grades_the_notebook_over_untouched_stubs(tmp_path):
 
     submission = tmp_path / "submission"
     submission.mkdir()
-    for name, text in release.stub_texts().items():
+    for name, text in release.stub_texts(lesson=DAY13).items():
         (submission / name).write_text(text, encoding="utf-8")
     (submission / "day13.ipynb").write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}\n')
     staged = gradescope.stage_submission(submission, tmp_path / "subs")
     assert len(list(submission.glob("*.py"))) == 4, "Gradescope's own copy is left as it was"
     # The intake decides what is the student's work (grader/intake/submissions.py): here the notebook.
-    got = intake.materialise(intake.discover(staged.parent)[0], tmp_path / "scratch")
+    got = intake.materialise(intake.discover(staged.parent)[0], tmp_path / "scratch", lesson=DAY13)
     assert got.notebook == "day13.ipynb" and any("untouched stubs" in n for n in got.notes), got.notes
 
 
@@ -170,12 +172,13 @@ WITHOUT_LANDLOCK = '''
 import sys
 import grader
 from grader.running import grade as run
+from grader.lesson import load_lesson
 from grader.sandbox import DEFAULT_CONFIG, SandboxConfig
 
 print("engine:", grader.__file__)
 layers = tuple(layer for layer in DEFAULT_CONFIG.layers if layer != "landlock")
 config = SandboxConfig(layers=layers, uid_base=int(sys.argv[3]))
-sys.exit(run.main(submissions=sys.argv[1], out=sys.argv[2], jobs=1, config=config))
+sys.exit(run.main(submissions=sys.argv[1], out=sys.argv[2], jobs=1, config=config, lesson=load_lesson()))
 '''
 
 
@@ -286,6 +289,6 @@ def test_a_deep_or_long_upload_is_staged_bounded_and_noted(tmp_path):
     deepest = max(len(p.relative_to(staged).parts) for p in staged.rglob("*"))
     assert deepest == intake.DEFAULT_LIMITS.max_depth + 1
     assert len(notes) == 1 and "too long" in notes[0]
-    taken = intake.materialise(intake.discover(tmp_path / "subs")[0], tmp_path / "scratch")
+    taken = intake.materialise(intake.discover(tmp_path / "subs")[0], tmp_path / "scratch", lesson=DAY13)
     assert any("levels deep" in n for n in taken.notes)
     assert sorted(p.name for p in (tmp_path / "scratch").glob("*.py")) == sorted(CODE)

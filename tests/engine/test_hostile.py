@@ -23,6 +23,9 @@ from engine_helpers import (CODE_PARTS, KIT, REFERENCE, components, descendants,
 
 from grader.running import grade as run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
+from grader.lesson import load_lesson  # noqa: E402
+
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 
 HOSTILE = Path(__file__).resolve().parents[1] / "fixtures" / "hostile"
 CODE = CODE_PARTS
@@ -98,7 +101,7 @@ def batch():
     # Like a CI token in the instructor's environment: it must not reach student code.
     os.environ["DAY13_TEST_SECRET_TOKEN"] = "ghp_not_for_students"
     try:
-        code = run.main(submissions=subs, out=out, jobs=JOBS, config=CONFIG)
+        code = run.main(submissions=subs, out=out, jobs=JOBS, config=CONFIG, lesson=DAY13)
     finally:
         del os.environ["DAY13_TEST_SECRET_TOKEN"]
     listener.close()

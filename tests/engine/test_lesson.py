@@ -168,9 +168,8 @@ def test_a_lesson_is_found_by_path_with_paths_relative_to_its_folder(tmp_path, m
     (folder / "catalogue.py").write_text("from . import helper\nBUGS = helper.BUGS\n", encoding="utf-8")
     (folder / "helper.py").write_text("BUGS = ('found',)\n", encoding="utf-8")
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv(lessons.LESSON_ENV, lessons.lesson_option(f"elsewhere/{A_LESSON}"))
-    assert __import__("os").environ[lessons.LESSON_ENV] == str(folder.resolve()), "a path is kept absolute"
-    lesson = lessons.load_lesson()
+    assert lessons.lesson_option(f"elsewhere/{A_LESSON}") == str(folder.resolve()), "a path is kept absolute"
+    lesson = lessons.load_lesson(f"elsewhere/{A_LESSON}")
     assert (lesson.folder, lesson.title, lesson.ref) == (folder.resolve(), "Elsewhere", str(folder.resolve()))
     assert (lesson.contract, lesson.solutions) == (folder.resolve() / "c.md", folder.resolve() / "s")
     assert lesson.assignment == folder.resolve() / "a", "a path found nowhere is the lesson folder's"
@@ -180,7 +179,8 @@ def test_a_lesson_is_found_by_path_with_paths_relative_to_its_folder(tmp_path, m
 
 
 def test_engine_modules_read_the_lesson_when_called_not_at_import():
-    """Imported with an unknown lesson chosen, every engine module loads; the lesson is read on first use."""
+    """Every engine module imports with the lesson loader switched off (no module reads a lesson at import);
+    a stage called without the lesson value stops at once, naming the argument: it never looks one up."""
     import os
     import subprocess
     import sys
@@ -189,21 +189,23 @@ def test_engine_modules_read_the_lesson_when_called_not_at_import():
                      if p.stem != "__main__" and str(p.relative_to(ENGINE)) in CONVERTED
                      and "templates" not in p.relative_to(ENGINE).parts)
     assert len(modules) > 40, "every engine module, in every stage package"
-    code = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module('grader.' + m)\n"
-    env = dict(os.environ, **{lessons.LESSON_ENV: "no-such-lesson"})
-    done = subprocess.run([sys.executable, "-c", code, *modules], cwd=ENGINE.parent, env=env,
-                          capture_output=True, text=True, timeout=300)
+    code = ("import importlib, sys\nimport grader.lesson as lessons\n"
+            "def refuse(*args, **kwargs):\n    raise SystemExit('a module read a lesson at import')\n"
+            "lessons.load_lesson = lessons._load = refuse\n"
+            "for m in sys.argv[1:]:\n    importlib.import_module('grader.' + m)\n")
+    done = subprocess.run([sys.executable, "-c", code, *modules], cwd=ENGINE.parent, capture_output=True, text=True,
+                          timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     late = subprocess.run([sys.executable, "-c", "import grader.release.student_release as r; r.feedback_points()"],
-                          cwd=ENGINE.parent, env=env, capture_output=True, text=True, timeout=300)
-    assert "no lesson 'no-such-lesson'" in late.stderr
+                          cwd=ENGINE.parent, capture_output=True, text=True, timeout=300)
+    assert "TypeError" in late.stderr and "'lesson'" in late.stderr, late.stderr[-2000:]
 
 
 def test_the_feedback_script_is_written_with_the_lessons_parts():
     from grader.release import student_release as release
 
     lesson = lessons.load_lesson()
-    text = release.ci_feedback_source()
+    text = release.ci_feedback_source(lesson=lesson)
     parts = tuple(c for c in lesson.components if c != lesson.deliverables_component)
     assert f"PARTS = ({', '.join(map(repr, parts))})".replace("'", '"') in text
     assert "@@" not in text and lesson.notebook in text

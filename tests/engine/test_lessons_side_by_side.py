@@ -1,8 +1,8 @@
 """Every lesson is reachable the same way. In a copy of the kit with the toy lesson beside Day 13 (and
 the kit's other lessons: grader/toy/ next to grader/day13/ and grader/bpe/), the Makefile's targets work
 on the kit's default lesson (pyproject.toml, [tool.grader] default_lesson), `LESSON=toy` or `LESSON=bpe`
-chooses another, and with no default a plain target stops, saying which lessons there are and how to
-choose, without a traceback.
+chooses another, `make test` passes the tests that walk every lesson, and with no default a plain target
+stops, saying which lessons there are and how to choose, without a traceback.
 
 The copy is the kit's tracked files as they are on disk, with the kit's .venv linked in (so `make` sets up
 nothing); the real grader/ is never touched."""
@@ -27,10 +27,10 @@ TOY = KIT / "tests" / "fixtures" / "lessons" / "toy"
 STUDENTS = ("ada_reference", "chloe_no_scale")
 
 
-def _make(kit: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+def _make(kit: Path, *args: str, timeout: int = 900, env: dict | None = None) -> subprocess.CompletedProcess:
     # STAMP= : the copy shares the kit's .venv, already set up; `make setup` run from the copy (its
     # pyproject.toml newer than the venv's stamp) would point the kit's editable install at the copy.
-    env = {k: v for k, v in os.environ.items() if k not in (lessons.LESSON_ENV, "MAKEFLAGS", "MAKELEVEL")}
+    env = {**{k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL")}, **(env or {})}
     return subprocess.run(["make", "--no-print-directory", "STAMP=", *args], cwd=kit, env=env, capture_output=True,
                           text=True, timeout=timeout)
 
@@ -105,6 +105,21 @@ def test_make_release_builds_the_default_and_lesson_toy_the_toys(kit):
         assert (kit / "dist" / f"{other}.zip").is_file() and (kit / "dist" / other / released.notebook).is_file()
         for module in released.modules:
             assert "raise NotImplementedError" in (kit / "dist" / other / f"{module}.py").read_text(encoding="utf-8")
+
+
+# The kit's tests that walk every lesson present (its boundary, its values, its stubs, its imports, the
+# lesson-as-a-value rule), run by `make test` in the copy: a third lesson beside the others breaks none.
+EVERY_LESSON_TESTS = ("test_lesson_boundary", "test_lesson.py", "test_stubs", "test_imports", "test_ambient_lesson",
+                      "test_engine_tests_are_neutral")
+
+
+def test_make_test_passes_the_tests_that_walk_every_lesson(kit):
+    chosen = " or ".join(name.removesuffix(".py") for name in EVERY_LESSON_TESTS)
+    env_options = f'-p no:xdist -p no:cacheprovider -k "({chosen}) and not side_by_side"'
+    done = _make(kit, "test", "TEST_WORKERS=0", env={"PYTEST_ADDOPTS": env_options}, timeout=1200)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    ran = re.search(r"(\d+) passed", done.stdout)
+    assert ran and int(ran.group(1)) >= 20 and " failed" not in done.stdout, done.stdout[-2000:]
 
 
 def test_with_no_default_a_plain_target_says_which_lessons_there_are_and_how_to_choose(kit):

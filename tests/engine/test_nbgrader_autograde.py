@@ -21,6 +21,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import uid_base_for_tests  # noqa: E402
 
+from grader.lesson import load_lesson
 from grader.release import notebook
 
 from grader.running import grade as run
@@ -30,7 +31,7 @@ from grader.sandbox import SandboxConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
-LESSON = notebook.LESSON
+LESSON = load_lesson("day13")  # the lesson value these tests pass to each stage
 CONFIG = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(9))
 needs_nbgrader = pytest.mark.skipif(shutil.which("nbgrader", path=str(VENV_BIN)) is None,
                                     reason="nbgrader is in the dev extra: `pip install -e .[dev]`")
@@ -72,7 +73,7 @@ EXITS = "import os\nos._exit(0)"
 
 def _solution_code(folder: Path, module: str) -> str:
     """`module` of `folder` (the reference or a mutant) as a student types it into its cell."""
-    _, imports, code = notebook._split((folder / f"{module}.py").read_text(encoding="utf-8"))
+    _, imports, code = notebook._split((folder / f"{module}.py").read_text(encoding="utf-8"), lesson=LESSON)
     code = "\n".join(line for line in code.split("\n") if not (stubs.BEGIN.match(line) or stubs.END.match(line)))
     return "\n".join(imports) + "\n\n" + code
 
@@ -121,7 +122,7 @@ def _course(tmp: Path, *, kit_step: bool = True) -> Path:
         lines += ["from grader.release.nbgrader_autograde import use_the_kit", "use_the_kit(c)",
                   f"c.HiddenTests.sandbox_uid_base = {CONFIG.uid_base}"]
     (course / "nbgrader_config.py").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    notebook.write_nbgrader_source(course / "source" / name)
+    notebook.write_nbgrader_source(course / "source" / name, lesson=LESSON)
     _nbgrader(course, "generate_assignment", name, "--force")
     return course
 
@@ -149,25 +150,25 @@ def _grader_totals(cases: dict, tmp: Path) -> dict[str, float]:
     for student, nb in cases.items():
         notebook.write(nb, folder / f"{student}.ipynb")
     out = tmp / "out"
-    assert run.main(submissions=folder, out=out, jobs=2, config=CONFIG) == 0
+    assert run.main(submissions=folder, out=out, jobs=2, config=CONFIG, lesson=LESSON) == 0
     with open(out / "grades.csv", encoding="utf-8", newline="") as f:
-        return {row["submission"]: round(sum(float(row[p]) for p in notebook.MODULES), 4) for row in csv.DictReader(f)}
+        return {row["submission"]: round(sum(float(row[p]) for p in LESSON.modules), 4) for row in csv.DictReader(f)}
 
 
 @needs_nbgrader
 def test_hostile_cells_gain_nothing_and_cost_honest_students_nothing(tmp_path):
-    full = sum(notebook.component_points().values())
+    full = sum(notebook.component_points(lesson=LESSON).values())
     students = ("honest", "honest_too", "fake_kit", "fake_kit_correct", "patches", "sleeps", "exits")
     course = _course(tmp_path)
     released = _released(course)
     mark = tmp_path / "a-kernel-ran-the-students-code"
-    cases = {"honest": _filled(released, notebook.SOLUTIONS, MARKS_WHERE_IT_RUNS.format(path=str(mark))),
+    cases = {"honest": _filled(released, LESSON.solutions, MARKS_WHERE_IT_RUNS.format(path=str(mark))),
              "fake_kit": _filled(released, None, FAKE_KIT_MODULE),
-             "fake_kit_correct": _filled(released, notebook.SOLUTIONS, FAKE_KIT_MODULE),
+             "fake_kit_correct": _filled(released, LESSON.solutions, FAKE_KIT_MODULE),
              "patches": _filled(released, None, PATCH_TORCH_AND_KIT),
              "sleeps": _filled(released, None, SLEEPS),
              "exits": _filled(released, None, EXITS),
-             "honest_too": _filled(released, notebook.SOLUTIONS)}
+             "honest_too": _filled(released, LESSON.solutions)}
     _submit(course, cases)
     graded = _nbgrader(course, "autograde", LESSON.name, "--force")
     points = _gradebook_points(course, students)
@@ -230,15 +231,15 @@ def test_a_sandboxed_child_cannot_reach_the_hidden_tests_through_the_venv(tmp_pa
     honest, probing = subs / "honest", subs / "probing"
     for folder in (honest, probing):
         folder.mkdir(parents=True)
-        for module in notebook.MODULES:
-            shutil.copyfile(notebook.SOLUTIONS / f"{module}.py", folder / f"{module}.py")
-    first = notebook.MODULES[0]
+        for module in LESSON.modules:
+            shutil.copyfile(LESSON.solutions / f"{module}.py", folder / f"{module}.py")
+    first = LESSON.modules[0]
     (probing / f"{first}.py").write_text(PROBE + (honest / f"{first}.py").read_text(encoding="utf-8"), encoding="utf-8")
     out = tmp_path / "out"
-    assert run.main(submissions=subs, out=out, jobs=1, config=CONFIG) == 0
+    assert run.main(submissions=subs, out=out, jobs=1, config=CONFIG, lesson=LESSON) == 0
     with open(out / "grades.csv", encoding="utf-8", newline="") as f:
         rows = {row["submission"]: float(row[first]) for row in csv.DictReader(f)}
-    assert rows["probing"] == rows["honest"] == notebook.component_points()[first], rows
+    assert rows["probing"] == rows["honest"] == notebook.component_points(lesson=LESSON)[first], rows
     # The probe is not blind: run where the kit is reachable, it raises.
     reach = subprocess.run([sys.executable, "-c", PROBE], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
@@ -260,10 +261,10 @@ def test_a_sandbox_that_refuses_stops_every_notebook_with_what_to_do(monkeypatch
 
     monkeypatch.setattr(run, "main", refusing)
     monkeypatch.setattr(nbgrader_autograde, "_not_ready", [])
-    released = notebook.build(student=False)
+    released = notebook.build(student=False, lesson=LESSON)
     for _ in range(2):
         with pytest.raises(nbgrader_autograde.KitNotReady) as refused:
-            nbgrader_autograde.grade_notebook(released)
+            nbgrader_autograde.grade_notebook(released, lesson=LESSON)
         assert "could not be started with its view of the machine" in str(refused.value)
         assert "python -m grader.sandbox --check" in str(refused.value)
     assert len(starts) == 1

@@ -17,13 +17,14 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import uid_base_for_tests  # noqa: E402
 
+from grader.lesson import load_lesson
 from grader.release import notebook
 
 from grader.release import stubs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
-LESSON = notebook.LESSON
+LESSON = load_lesson("day13")  # the lesson value these tests pass to each stage
 UID_BASE = uid_base_for_tests(10)
 pytestmark = pytest.mark.skipif(shutil.which("nbgrader", path=str(VENV_BIN)) is None
                                 or VENV_BIN.parent != ROOT / ".venv",
@@ -78,8 +79,8 @@ def _fill(path: Path) -> None:
     for cell in nb.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
         if grade_id.startswith("solution_"):
-            _, imports, code = notebook._split((notebook.SOLUTIONS / f"{grade_id.removeprefix('solution_')}.py")
-                                               .read_text(encoding="utf-8"))
+            _, imports, code = notebook._split((LESSON.solutions / f"{grade_id.removeprefix('solution_')}.py")
+                                               .read_text(encoding="utf-8"), lesson=LESSON)
             code = "\n".join(line for line in code.split("\n")
                              if not (stubs.BEGIN.match(line) or stubs.END.match(line)))
             cell.source = "\n".join(imports) + "\n\n" + code
@@ -127,7 +128,7 @@ def test_the_readme_course_gives_a_correct_student_full_marks(tmp_path):
     assert len(rows) == 1 and float(rows[0]["score"]) == float(rows[0]["max_score"]) == 90.0, rows
     feedback = next((course / "feedback").rglob("*.html")).read_text(encoding="utf-8")
     # Each hidden test's cell shows its verdict (the cell's code is highlighted, so its words are split).
-    assert feedback.count(": passed, ") == len(notebook.hidden_tests()), "each hidden test's verdict in its cell"
+    assert feedback.count(": passed, ") == len(notebook.hidden_tests(lesson=LESSON)), "each hidden test's verdict in its cell"
     for absent in ("CONTRACT.md", "assignments/", str(ROOT)):
         assert absent not in feedback, f"the feedback names {absent}, which nbgrader students do not have"
 
@@ -138,7 +139,7 @@ def test_a_step_left_out_stops_autograde_with_what_to_do(tmp_path, left_out):
     lesson: a non-zero exit and a message saying what to do, never points of 0 saved for the student."""
     env = _env(tmp_path / "home")
     course = tmp_path / "course"
-    notebook.write_nbgrader_source(course / "source" / LESSON.name)
+    notebook.write_nbgrader_source(course / "source" / LESSON.name, lesson=LESSON)
     config = _block("config") + f"c.HiddenTests.sandbox_uid_base = {UID_BASE}\n"
     run_env = {**env, "PATH": f"{VENV_BIN}{os.pathsep}{env['PATH']}"}
     (course / "nbgrader_config.py").write_text(config, encoding="utf-8")
@@ -160,7 +161,8 @@ def test_a_step_left_out_stops_autograde_with_what_to_do(tmp_path, left_out):
         run_env["PYTHONPATH"] = str(shadow.parent)
         expected = notebook.NOT_SET_UP[:60]
     else:
-        run_env["GRADER_LESSON"] = "no_such_lesson"
+        (course / "nbgrader_config.py").write_text(config + 'c.HiddenTests.lesson = "no_such_lesson"\n',
+                                                   encoding="utf-8")
         expected = "could not load its lesson"
     graded = subprocess.run(["nbgrader", "autograde", LESSON.name], cwd=course, env=run_env,
                             capture_output=True, text=True, timeout=1200)

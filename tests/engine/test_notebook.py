@@ -43,17 +43,17 @@ needs_jupyter = pytest.mark.skipif(shutil.which("jupyter-nbconvert", path=str(VE
 
 @pytest.fixture(scope="module")
 def rubric() -> Path:
-    return notebook.RUBRIC
+    return LESSON.rubric_path
 
 
 @pytest.fixture(scope="module")
 def source_nb(rubric):
-    return notebook.build(student=False, rubric=rubric)
+    return notebook.build(student=False, rubric=rubric, lesson=LESSON)
 
 
 @pytest.fixture(scope="module")
 def student_nb(rubric):
-    return notebook.build(student=True, rubric=rubric)
+    return notebook.build(student=True, rubric=rubric, lesson=LESSON)
 
 
 def _cells(nb, kind):
@@ -73,7 +73,7 @@ def test_component_points_sums_each_component(tmp_path):
                     '[[tests]]\nid = "multihead.x"\npoints = 4\n'
                     '[positional]\nt = { points = 1 }\n[block.w]\npoints = 6\ncomponent = "block"\n'
                     '[deliverables.readme]\npoints = 9\n', encoding="utf-8")
-    assert notebook.component_points(path) == {"self_attention": 5.5, "multihead": 4.0,
+    assert notebook.component_points(path, lesson=LESSON) == {"self_attention": 5.5, "multihead": 4.0,
                                                "positional": 1.0, "block": 6.0}
 
 
@@ -81,32 +81,32 @@ def test_component_points_names_what_is_missing(tmp_path):
     path = tmp_path / "r.toml"
     path.write_text("[self_attention.a]\npoints = 2\n", encoding="utf-8")
     with pytest.raises(ValueError, match="multihead, positional, block"):
-        notebook.component_points(path)
+        notebook.component_points(path, lesson=LESSON)
 
 
 def test_the_prose_is_the_lessons(tmp_path):
-    prose = notebook.texts()
+    prose = notebook.texts(lesson=LESSON)
     assert LESSON.notebook_texts.parent == LESSON.folder
     assert prose["intro"].startswith("# ") and prose["closing"].startswith("## ")
     path = tmp_path / "texts.toml"
     path.write_text('intro = "# Hi"\n', encoding="utf-8")
     with pytest.raises(ValueError, match="closing"):
-        notebook.texts(path)
+        notebook.texts(path, lesson=LESSON)
 
 
 def test_test_cells_are_the_visible_test_files(tmp_path):
     """The cells come from pytest's own collection of the assignment's tests: a test added there is a
     cell here, parametrised cases included, in `make test`'s order."""
-    tests = notebook.visible_tests()
+    tests = notebook.visible_tests(lesson=LESSON)
     parts = [part for part, _ in tests]
-    assert parts == sorted(parts, key=notebook.MODULES.index), "make test runs the parts in task order"
+    assert parts == sorted(parts, key=LESSON.modules.index), "make test runs the parts in task order"
     assert any("[" in test for _, test in tests), "parametrised cases are cells of their own"
     copy = tmp_path / "assignment"
     shutil.copytree(LESSON.assignment, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    first = notebook.MODULES[0]
+    first = LESSON.modules[0]
     with open(copy / "tests" / f"test_{first}.py", "a", encoding="utf-8") as f:
         f.write("\n\n@pytest.mark.parametrize('n', [1, 2])\ndef test_added_here(n):\n    assert n\n")
-    added = notebook.visible_tests(copy)
+    added = notebook.visible_tests(copy, lesson=LESSON)
     assert set(added) - set(tests) == {(first, f"test_{first}.py::test_added_here[1]"),
                                        (first, f"test_{first}.py::test_added_here[2]")}
 
@@ -115,19 +115,19 @@ def test_student_notebook_has_the_stubs_and_one_cell_per_visible_test(student_nb
     code = notebook.code_of(student_nb)
     assert "BEGIN SOLUTION" not in code and "HIDDEN TESTS" not in code and "hidden_test" not in code
     squeezed = "".join(code.split())
-    for module in notebook.MODULES:
-        source = (notebook.SOLUTIONS / f"{module}.py").read_text(encoding="utf-8")
+    for module in LESSON.modules:
+        source = (LESSON.solutions / f"{module}.py").read_text(encoding="utf-8")
         for line in stubs.solution_lines(source):
             assert "".join(line.split()) not in squeezed, f"solution line leaked: {line}"
-        _, _, stub_body = notebook._split(stubs.make_stub(source))
+        _, _, stub_body = notebook._split(stubs.make_stub(source), lesson=LESSON)
         assert stub_body in code
     graded = _cells(student_nb, "grade")
     calls = {c.source: c.metadata["nbgrader"]["points"] for c in graded.values()}
-    shares = notebook.visible_points(rubric)
-    assert calls == {notebook.VISIBLE_CALL.format(test=test): shares[test] for _, test in notebook.visible_tests()}
-    points = notebook.component_points(rubric)
-    for part in notebook.MODULES:
-        mine = [shares[test] for p, test in notebook.visible_tests() if p == part]
+    shares = notebook.visible_points(rubric, lesson=LESSON)
+    assert calls == {notebook.VISIBLE_CALL.format(test=test): shares[test] for _, test in notebook.visible_tests(lesson=LESSON)}
+    points = notebook.component_points(rubric, lesson=LESSON)
+    for part in LESSON.modules:
+        mine = [shares[test] for p, test in notebook.visible_tests(lesson=LESSON) if p == part]
         assert sum(mine) == pytest.approx(points[part])
     ids = [c.id for c in student_nb.cells]
     assert len(set(ids)) == len(ids)
@@ -139,20 +139,20 @@ def test_visible_points_are_those_of_the_feedback_on_push(rubric):
     # As released: the template's PARTS line is written from the lesson (grader.release.student_release).
     feedback = types.ModuleType("ci_feedback_under_test")
     feedback.__file__ = str(notebook.CI_FEEDBACK)
-    exec(compile(release.ci_feedback_source(), str(notebook.CI_FEEDBACK), "exec"), feedback.__dict__)  # noqa: S102
+    exec(compile(release.ci_feedback_source(lesson=LESSON), str(notebook.CI_FEEDBACK), "exec"), feedback.__dict__)  # noqa: S102
     tests = {f"tests/{test}": {"part": part, "passed": True, "message": "", "seconds": 0.0}
-             for part, test in notebook.visible_tests()}
-    result = feedback.classroom_result(tests, [], notebook.component_points(rubric))
-    shares = notebook.visible_points(rubric)
+             for part, test in notebook.visible_tests(lesson=LESSON)}
+    result = feedback.classroom_result(tests, [], notebook.component_points(rubric, lesson=LESSON))
+    shares = notebook.visible_points(rubric, lesson=LESSON)
     assert {e["name"]: e["score"] for e in result["tests"]} == {
-        f"{part}: {test.split('::')[1]}": shares[test] for part, test in notebook.visible_tests()}
+        f"{part}: {test.split('::')[1]}": shares[test] for part, test in notebook.visible_tests(lesson=LESSON)}
 
 
 def test_source_notebook_has_one_autograded_cell_per_hidden_test(source_nb, rubric):
     """Each hidden test cell names its rubric id and carries its points, and holds no test (the kit's
     autograde step grades it in nbgrader's process); each visible test cell is a grade cell worth 0."""
     solutions, graded = _cells(source_nb, "solution"), _cells(source_nb, "grade")
-    assert sorted(solutions) == sorted(f"solution_{m}" for m in notebook.MODULES)
+    assert sorted(solutions) == sorted(f"solution_{m}" for m in LESSON.modules)
     hidden = {notebook.hidden_test_of(c.source): c for c in graded.values() if notebook.hidden_test_of(c.source)}
     visible = {gid: c for gid, c in graded.items() if notebook.hidden_test_of(c.source) is None}
     engine = {f"{component}.{test_id}" for component, test_id, _ in LESSON.hidden_tests}
@@ -163,11 +163,11 @@ def test_source_notebook_has_one_autograded_cell_per_hidden_test(source_nb, rubr
         assert cell.metadata["nbgrader"]["points"] == table[part][test]["points"]
         assert cell.metadata["nbgrader"]["locked"] is True
         assert notebook.BEGIN_HIDDEN not in cell.source and "import" not in cell.source, "nothing to hide, nothing run"
-    assert {c.source for c in visible.values()} == {notebook.VISIBLE_CALL.format(test=t) for _, t in notebook.visible_tests()}
+    assert {c.source for c in visible.values()} == {notebook.VISIBLE_CALL.format(test=t) for _, t in notebook.visible_tests(lesson=LESSON)}
     assert all(c.metadata["nbgrader"]["points"] == 0 for c in visible.values())
     assert sum(c.metadata["nbgrader"]["points"] for c in graded.values()) == pytest.approx(
-        sum(notebook.component_points(rubric).values()))
-    for module in notebook.MODULES:
+        sum(notebook.component_points(rubric, lesson=LESSON).values()))
+    for module in LESSON.modules:
         code = solutions[f"solution_{module}"].source
         assert code.count("### BEGIN SOLUTION") == code.count("### END SOLUTION") >= 1
     ids = [c.id for c in source_nb.cells]
@@ -176,8 +176,8 @@ def test_source_notebook_has_one_autograded_cell_per_hidden_test(source_nb, rubr
 
 
 def test_build_is_deterministic(rubric, tmp_path):
-    a = notebook.write(notebook.build(student=True, rubric=rubric), tmp_path / "a.ipynb")
-    b = notebook.write(notebook.build(student=True, rubric=rubric), tmp_path / "b.ipynb")
+    a = notebook.write(notebook.build(student=True, rubric=rubric, lesson=LESSON), tmp_path / "a.ipynb")
+    b = notebook.write(notebook.build(student=True, rubric=rubric, lesson=LESSON), tmp_path / "b.ipynb")
     assert a.read_bytes() == b.read_bytes()
 
 
@@ -185,11 +185,11 @@ def test_the_grader_leaves_out_test_cells_only(student_nb, source_nb):
     tests = [c.source for c in student_nb.cells if c.cell_type == "code"
              and c.metadata["nbgrader"]["grade_id"] not in ("setup",) and not c.metadata["nbgrader"]["solution"]]
     hidden = [c.source for c in _cells(source_nb, "grade").values()] + [notebook.HIDDEN_SETUP]
-    assert tests and all(notebook.is_test_cell(code) for code in tests + hidden)
+    assert tests and all(notebook.is_test_cell(code, lesson=LESSON) for code in tests + hidden)
     for code in ("visible_test('x')\nresult = 1", "def visible_test(t):\n    pass", "import torch",
                  "# visible_test('x')", "visible_test('x'); import os", "hidden_test('x')\nimport os",
                  "def hidden_test(t):\n    pass"):
-        assert not notebook.is_test_cell(code), code
+        assert not notebook.is_test_cell(code, lesson=LESSON), code
 
 
 # --------------------------------------------------------------------------- filling a notebook
@@ -197,7 +197,7 @@ def test_the_grader_leaves_out_test_cells_only(student_nb, source_nb):
 def _solution_code(folder: Path, module: str) -> str:
     """`module` of `folder` (the reference or a mutant) as a student types it into its cell: its own
     library imports, then its code (sibling imports dropped: a notebook has one namespace)."""
-    _, imports, code = notebook._split((folder / f"{module}.py").read_text(encoding="utf-8"))
+    _, imports, code = notebook._split((folder / f"{module}.py").read_text(encoding="utf-8"), lesson=LESSON)
     code = "\n".join(line for line in code.split("\n") if not (stubs.BEGIN.match(line) or stubs.END.match(line)))
     return "\n".join(imports) + "\n\n" + code
 
@@ -219,7 +219,7 @@ def _student_folder(tmp: Path, files: Path | None = None) -> Path:
     shutil.copyfile(LESSON.assignment / "pytest.ini", tmp / "pytest.ini")
     (tmp / "tools").mkdir()
     (tmp / "tools" / "notebook_tests.py").write_text(notebook.runner_source(), encoding="utf-8")
-    for module in notebook.MODULES if files else ():
+    for module in LESSON.modules if files else ():
         shutil.copyfile(files / f"{module}.py", tmp / f"{module}.py")
     return tmp
 
@@ -283,9 +283,9 @@ def test_notebook_cells_fail_exactly_as_the_py_tests_do(tmp_path, student_nb):
     """The reference passes every test cell, the stubs fail every one, and each mutant fails exactly the
     cells whose tests it fails as .py files, each cell showing the report `make test` shows."""
     catalogue = _catalogue()
-    cases = {"reference": notebook.SOLUTIONS, **{bug: catalogue.mutant_dir(bug) for bug in KERNEL_MUTANTS}}
+    cases = {"reference": LESSON.solutions, **{bug: catalogue.mutant_dir(bug) for bug in KERNEL_MUTANTS}}
     by_cell = {notebook._test_cell_id(f"test_{part}", test.split("::", 1)[1].removeprefix("test_")): test
-               for part, test in notebook.visible_tests()}
+               for part, test in notebook.visible_tests(lesson=LESSON)}
     stub_folder = _student_folder(tmp_path / "stubs")
     notebook.write(student_nb, stub_folder / LESSON.notebook)
     shown = _run_in_kernel(stub_folder, tmp_path / "home")
@@ -336,9 +336,9 @@ def _grader_points(class_folder: Path, out: Path) -> dict[str, dict[str, float]]
     """`python -m grader grade` on a folder of notebooks: row -> part -> points, from its grades.csv."""
     import csv
 
-    assert run.main(submissions=class_folder, out=out, jobs=2, config=CONFIG) == 0
+    assert run.main(submissions=class_folder, out=out, jobs=2, config=CONFIG, lesson=LESSON) == 0
     with open(out / "grades.csv", encoding="utf-8", newline="") as f:
-        return {row["submission"]: {part: float(row[part]) for part in notebook.MODULES} for row in csv.DictReader(f)}
+        return {row["submission"]: {part: float(row[part]) for part in LESSON.modules} for row in csv.DictReader(f)}
 
 
 @needs_jupyter
@@ -350,7 +350,7 @@ def test_nbgrader_autograde_gives_the_points_grader_grade_gives(tmp_path, source
     catalogue = _catalogue()
     variants = {f"variant_{path.name}": path for path in killrate.variants(lesson=LESSON) if path.name in NBGRADER_VARIANTS}
     assert len(variants) == len(NBGRADER_VARIANTS), "the catalogue's correct variants named here exist"
-    cases = {"reference": notebook.SOLUTIONS, "blank": None, **variants,
+    cases = {"reference": LESSON.solutions, "blank": None, **variants,
              **{bug.replace(".", "_"): catalogue.mutant_dir(bug) for bug in NBGRADER_MUTANTS}}
     course, name = tmp_path / "course", LESSON.name
     (course / "source" / name).mkdir(parents=True)
@@ -360,7 +360,7 @@ def test_nbgrader_autograde_gives_the_points_grader_grade_gives(tmp_path, source
         "from grader.release.nbgrader_autograde import use_the_kit\n"
         "use_the_kit(c)\n"
         f"c.HiddenTests.sandbox_uid_base = {CONFIG.uid_base}\n", encoding="utf-8")
-    notebook.write_nbgrader_source(course / "source" / name)
+    notebook.write_nbgrader_source(course / "source" / name, lesson=LESSON)
     _nbgrader(course, "generate_assignment", name, "--force")
 
     released = nbformat.read(course / "release" / name / LESSON.notebook, as_version=4)
@@ -387,14 +387,14 @@ def test_nbgrader_autograde_gives_the_points_grader_grade_gives(tmp_path, source
                 for grade in nb.grades:
                     if grade.name.startswith("hidden-"):
                         totals[grade.name.split("-")[1]] += grade.score
-            nbgrader_points[student] = {part: round(totals[part], 4) for part in notebook.MODULES}
-    assert max_score == pytest.approx(sum(notebook.component_points(rubric).values()))
+            nbgrader_points[student] = {part: round(totals[part], 4) for part in LESSON.modules}
+    assert max_score == pytest.approx(sum(notebook.component_points(rubric, lesson=LESSON).values()))
     assert _grader_points(class_folder, tmp_path / "out") == nbgrader_points
-    full = notebook.component_points(rubric)
+    full = notebook.component_points(rubric, lesson=LESSON)
     assert nbgrader_points["reference"] == full and sum(nbgrader_points["blank"].values()) == 0
     assert all(nbgrader_points[name] == full for name in variants), "a correct variant gets full marks"
     for bug in NBGRADER_MUTANTS:
-        lost = [part for part in notebook.MODULES if nbgrader_points[bug.replace(".", "_")][part] < full[part]]
+        lost = [part for part in LESSON.modules if nbgrader_points[bug.replace(".", "_")][part] < full[part]]
         assert lost == [catalogue_component(bug)], (bug, nbgrader_points[bug.replace(".", "_")])
 
 
@@ -433,7 +433,7 @@ def test_notebook_and_py_files_get_the_same_score(tmp_path, student_nb):
     leaves out."""
     bug = _catalogue().mutant_dir("sa.no_scale")
     subs = tmp_path / "subs"
-    deliverables = [p for p in notebook.SOLUTIONS.iterdir() if p.is_file() and p.suffix != ".py"]
+    deliverables = [p for p in LESSON.solutions.iterdir() if p.is_file() and p.suffix != ".py"]
     nb = _filled(student_nb, bug)
     magic = nbformat.v4.new_code_cell("%matplotlib inline\n!pip install -q torch\nimport math")
     magic.id = "magics"
@@ -446,10 +446,10 @@ def test_notebook_and_py_files_get_the_same_score(tmp_path, student_nb):
         if form == "nb":
             notebook.write(nb, folder / LESSON.notebook)
         else:
-            for module in notebook.MODULES:
+            for module in LESSON.modules:
                 shutil.copyfile(bug / f"{module}.py", folder / f"{module}.py")
     out = tmp_path / "out"
-    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG) == 0
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=LESSON) == 0
 
     def scores(row):
         results = json.loads((out / row / "results.json").read_text(encoding="utf-8"))
@@ -461,5 +461,5 @@ def test_notebook_and_py_files_get_the_same_score(tmp_path, student_nb):
     failed = [name for name, (_, status) in tests.items() if status == "failed"]
     assert passed and failed, "the bug must cost some tests and leave others: a real, partial score"
     assert any("positional" in name for name in passed)
-    converted = intake.notebook_code_cells(subs / "noscale-nb" / LESSON.notebook)
-    assert any(notebook.is_test_cell(cell) for cell in converted)
+    converted = intake.notebook_code_cells(subs / "noscale-nb" / LESSON.notebook, lesson=LESSON)
+    assert any(notebook.is_test_cell(cell, lesson=LESSON) for cell in converted)

@@ -17,6 +17,9 @@ from grader.running import grade as run
 from grader.admin.merge import merge
 from grader.results.records import SubmissionResult
 from grader.results.records import TestResult as Outcome
+from grader.lesson import load_lesson  # noqa: E402
+
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 
 
 def _result(name: str, passed: bool = True) -> SubmissionResult:
@@ -34,8 +37,8 @@ def _result(name: str, passed: bool = True) -> SubmissionResult:
 def out(tmp_path):
     folder = tmp_path / "out"
     for name, passed in (("alice", True), ("bob", False)):
-        feedback.write_submission(folder, _result(name, passed))
-    classreport.write_class(folder)
+        feedback.write_submission(folder, _result(name, passed), lesson=DAY13)
+    classreport.write_class(folder, lesson=DAY13)
     return folder
 
 
@@ -50,7 +53,7 @@ def _grades(out: Path) -> dict[str, dict]:
 def test_a_test_override_reaches_every_file(out):
     _write(out / "overrides.csv",
            "alice,deliverables.analysis,0.5,the analysis restates the handout,ta-jo,2026-12-02T10:00:00+00:00")
-    classreport.write_class(out)
+    classreport.write_class(out, lesson=DAY13)
     row = _grades(out)["alice"]
     assert row["total"] == "9.5" and row["deliverables"] == "2.5"
     assert row["overrides"] == "deliverables.analysis 2->0.5"
@@ -68,7 +71,7 @@ def test_a_test_override_reaches_every_file(out):
     # The record stays the automated result: removing the row restores the grade.
     assert json.loads((out / "alice" / "record.json").read_text())["total"] == 11
     (out / "overrides.csv").unlink()
-    classreport.write_class(out)
+    classreport.write_class(out, lesson=DAY13)
     assert _grades(out)["alice"]["total"] == "11" and "Reviewed" not in (out / "alice" / "feedback.md").read_text()
 
 
@@ -79,7 +82,7 @@ def test_most_specific_wins_last_row_wins_and_star_adds(out):
            "bob,self_attention.causal_mask,1,,ta",  # its own row beats the part's
            "bob,*,-1.5,late without an extension,lead",
            "bob,similarity:alice,,talked to both: independent work,lead")
-    classreport.write_class(out)
+    classreport.write_class(out, lesson=DAY13)
     row = _grades(out)["bob"]
     # self_attention: causal_mask 1 (own row) + worked_values gets the part's 6; deliverables 4; bonus -1.5
     assert row["self_attention"] == "7" and row["total"] == "9.5"
@@ -106,7 +109,7 @@ def test_an_unknown_or_impossible_row_is_an_error_naming_it(out, line, named):
     _write(out / "overrides.csv", line)
     before = (out / "grades.csv").read_text()
     with pytest.raises(overrides.OverrideError, match=named):
-        classreport.write_class(out)
+        classreport.write_class(out, lesson=DAY13)
     assert (out / "grades.csv").read_text() == before
 
 
@@ -114,7 +117,7 @@ def test_grade_refuses_an_unknown_name_before_grading(out, tmp_path, capsys):
     subs = tmp_path / "subs"
     (subs / "alice").mkdir(parents=True)
     _write(out / "overrides.csv", "zed,*,1,,ta")
-    assert run.main(submissions=subs, out=out) == 2
+    assert run.main(submissions=subs, out=out, lesson=DAY13) == 2
     assert "no submission named 'zed'" in capsys.readouterr().err
 
 
@@ -122,15 +125,15 @@ def test_merge_applies_the_merged_folders_file_and_another_one(out, tmp_path):
     merged = tmp_path / "merged"
     merged.mkdir()
     _write(merged / "overrides.csv", "bob,*,2,bonus for the write-up,ta")
-    assert merge(shards=[str(out)], out=str(merged)) == 0
+    assert merge(shards=[str(out)], out=str(merged), lesson=DAY13) == 0
     assert _grades(merged)["bob"]["total"] == "9"
     elsewhere = tmp_path / "decisions.csv"
     _write(elsewhere, "bob,deliverables,0,,ta")
-    assert merge(shards=[str(out)], out=str(merged), overrides_path=str(elsewhere)) == 0
+    assert merge(shards=[str(out)], out=str(merged), overrides_path=str(elsewhere), lesson=DAY13) == 0
     rows = _grades(merged)
     assert rows["bob"]["total"] == "3" and rows["bob"]["deliverables"] == "0"
     _write(elsewhere, "nobody,*,1,,ta")
-    assert merge(shards=[str(out)], out=str(merged), overrides_path=str(elsewhere)) == 2
+    assert merge(shards=[str(out)], out=str(merged), overrides_path=str(elsewhere), lesson=DAY13) == 2
 
 
 def test_append_writes_one_plain_line_per_decision(tmp_path):
@@ -146,7 +149,7 @@ def test_append_writes_one_plain_line_per_decision(tmp_path):
 def test_points_a_person_reads_have_at_most_two_decimals_in_every_file(out):
     # 5 points over tests worth 4 and 3 gives shares of 2.857142...; a written 1.2345 bonus.
     _write(out / "overrides.csv", "bob,self_attention,5,,,", "alice,*,-1.2345,,,")
-    classreport.write_class(out)
+    classreport.write_class(out, lesson=DAY13)
     texts = {"grades.csv": (out / "grades.csv").read_text()}
     for name in ("alice", "bob"):
         for file in ("feedback.md", "feedback.html", "results.json"):

@@ -21,6 +21,8 @@ from grader.results.records import SubmissionResult
 from grader.results.records import TestResult as Outcome  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
+
 CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(7))
 
 
@@ -44,7 +46,7 @@ def graded():
     doubled = (KIT / "solutions" / "day13" / "positional.py").read_text().replace("    return pe\n", "    return 2 * pe\n")
     make_submission(subs / "bob", {"positional.py": doubled})
     out = root / "out"
-    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG) == 0
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=DAY13) == 0
     yield root, subs, out
     shutil.rmtree(root, ignore_errors=True)
 
@@ -59,7 +61,7 @@ def _no_sandbox(monkeypatch):
 def test_a_record_keeps_the_digests_of_its_submission_and_inputs(graded):
     _, subs, out = graded
     digests = record(out, "alice")["digests"]
-    assert digests == {"submission": regrade.submission_digest(subs / "alice"), **regrade.current()}
+    assert digests == {"submission": regrade.submission_digest(subs / "alice"), **regrade.current(lesson=DAY13)}
     assert record(out, "bob")["digests"]["submission"] != digests["submission"]
 
 
@@ -67,7 +69,7 @@ def test_a_rerun_with_nothing_changed_runs_nothing(graded, monkeypatch, capsys):
     _, subs, out = graded
     _no_sandbox(monkeypatch)
     before = {n: (out / n / "record.json").stat().st_mtime_ns for n in ("alice", "bob")}
-    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG) == 0
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=DAY13) == 0
     assert "2 already graded and unchanged; 0 to grade" in capsys.readouterr().out
     assert before == {n: (out / n / "record.json").stat().st_mtime_ns for n in ("alice", "bob")}
 
@@ -80,7 +82,7 @@ def test_a_changed_submission_is_regraded_and_named_and_nothing_else(graded, cap
     alice_before = (out / "alice" / "record.json").stat().st_mtime_ns
     copy = root / "out2"
     shutil.copytree(out, copy)
-    assert run.main(submissions=work, out=copy, jobs=1, config=CONFIG) == 0
+    assert run.main(submissions=work, out=copy, jobs=1, config=CONFIG, lesson=DAY13) == 0
     printed = capsys.readouterr().out
     assert "1 already graded and unchanged; 1 to grade" in printed
     assert "regrade 1 (the submission changed): bob" in printed
@@ -93,7 +95,7 @@ def test_a_change_of_points_and_hints_rescores_from_the_records(graded, tmp_path
     _, subs, out = graded
     copy = tmp_path / "out"
     shutil.copytree(out, copy)
-    rubric = regrade.rubric_path().read_text()
+    rubric = regrade.rubric_path(lesson=DAY13).read_text()
     bob_hint = record(out, "bob")["tests"]
     failed = next(t for t in bob_hint if t["status"] == "failed" and t["component"] == "positional")
     section = failed["name"].split(".")[1]
@@ -131,13 +133,12 @@ def test_a_change_of_points_and_hints_rescores_from_the_records(graded, tmp_path
 
 def test_a_change_of_rubric_structure_regrades(graded, tmp_path, monkeypatch):
     _, subs, out = graded
-    rubric = regrade.rubric_path().read_text() + "\n[deliverables.extra]\npoints = 1\ntitle = \"new\"\n"
+    rubric = regrade.rubric_path(lesson=DAY13).read_text() + "\n[deliverables.extra]\npoints = 1\ntitle = \"new\"\n"
     edited = tmp_path / "rubric.toml"
     edited.write_text(rubric)
-    monkeypatch.setattr(regrade, "rubric_path", lambda **_: edited)
     regrade.current.cache_clear()
     try:
-        plan = regrade.plan(run.intake.discover(subs), out)
+        plan = regrade.plan(run.intake.discover(subs), out, lesson=dataclasses.replace(DAY13, rubric_path=edited))
         assert sorted(s.name for s in plan.grade) == ["alice", "bob"] and not plan.rescore
         assert list(plan.reasons) == ["the grading code, tests, reference or rubric structure changed"]
     finally:
@@ -147,10 +148,10 @@ def test_a_change_of_rubric_structure_regrades(graded, tmp_path, monkeypatch):
 def test_force_and_only(graded, tmp_path, capsys):
     _, subs, out = graded
     found = run.intake.discover(subs)
-    assert [s.name for s in regrade.plan(found, out, force=True).grade] == ["alice", "bob"]
-    only = regrade.plan(found, out, only={"bob"})
+    assert [s.name for s in regrade.plan(found, out, force=True, lesson=DAY13).grade] == ["alice", "bob"]
+    only = regrade.plan(found, out, only={"bob"}, lesson=DAY13)
     assert [s.name for s in only.grade] == ["bob"] and only.unchanged == ["alice"]
-    assert run.main(submissions=subs, out=tmp_path / "o", only=["bob", "zed"], config=CONFIG) == 2
+    assert run.main(submissions=subs, out=tmp_path / "o", only=["bob", "zed"], config=CONFIG, lesson=DAY13) == 2
     assert "--only names no submission: zed" in capsys.readouterr().err
 
 

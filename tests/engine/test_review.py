@@ -23,6 +23,9 @@ from grader.admin import overrides
 from grader.admin import review
 from grader.results.records import SubmissionResult
 from grader.results.records import TestResult as Outcome
+from grader.lesson import load_lesson  # noqa: E402
+
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 
 SCRIPT_README = ("# My README\n<script>document.title='pwned'; fetch('/s/mallory/override', {method:'POST'})</script>\n"
                  "<img src=x onerror=\"alert(1)\">\n[click](javascript:alert(2))\n"
@@ -60,7 +63,7 @@ def _result(name: str) -> SubmissionResult:
 def served(tmp_path):
     out, subs = tmp_path / "out", tmp_path / "subs"
     for name in ("mallory", "nina"):
-        feedback.write_submission(out, _result(name))
+        feedback.write_submission(out, _result(name), lesson=DAY13)
         (subs / name).mkdir(parents=True)
     (subs / "mallory" / "README.md").write_text(SCRIPT_README)
     (subs / "mallory" / "transformer_block.svg").write_text(SCRIPT_SVG)
@@ -73,7 +76,7 @@ def served(tmp_path):
     (subs / "mallory" / HOSTILE_NAME).write_text("x = 1\n")
     (out / "similarity.csv").write_text("a,b,kind,score,flagged,detail\n"
                                         "mallory,nina,code,0.910,yes,code: 40 shared fingerprints\n")
-    server = review.ReviewServer(review.Review(out, subs, None, "all", "ta"))
+    server = review.ReviewServer(review.Review(out, subs, None, "all", "ta", lesson=DAY13))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server, out
@@ -289,7 +292,7 @@ def test_a_regrade_request_round_trips_to_the_gradebook_report_and_feedback(serv
                                                  "points": "", "comment": "the README is complete", "by": "jo"})
     _, page = _request(server, "GET", "/s/mallory")
     assert "regrade request (accepted)" in page
-    classreport.write_class(out, release="all")
+    classreport.write_class(out, release="all", lesson=DAY13)
     grades = {r["submission"]: r for r in csv.DictReader(io.StringIO((out / "grades.csv").read_text()))}
     assert grades["mallory"]["self_attention"] == "3"
     assert "self_attention.worked_values 0->3" in grades["mallory"]["overrides"]
@@ -325,7 +328,7 @@ def test_the_feedback_shows_line_comments_for_the_student_and_never_the_note(ser
     _request(server, "POST", "/s/mallory/comment",
              {"token": server.token, "file": "self_attention.py", "line": "7", "comment": "",
               "staff_note": "STAFF-ONLY second note", "by": "jo"})
-    classreport.write_class(out, release="all")
+    classreport.write_class(out, release="all", lesson=DAY13)
     for name in ("feedback.md", "feedback.html", "results.json"):
         assert "STAFF-ONLY" not in (out / "mallory" / name).read_text()
     said = json.loads((out / "mallory" / "results.json").read_text())["output"]

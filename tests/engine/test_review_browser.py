@@ -27,6 +27,9 @@ from grader.admin import review
 
 from grader.running import grade as run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
+from grader.lesson import load_lesson  # noqa: E402
+
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 
 CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(8))
 BROWSERS = ("/usr/bin/chromium", "/usr/lib/chromium/chromium")
@@ -92,14 +95,14 @@ def test_a_grader_reviews_the_class_in_a_real_browser(tmp_path):
     shots.mkdir(parents=True, exist_ok=True)
     subs, out = tmp_path / "subs", tmp_path / "out"
     _class(subs)
-    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG) == 0
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=DAY13) == 0
     before = _grades(out)["ben"]
     assert float(before["self_attention"]) < 30
     asked = (datetime.now(timezone.utc) - timedelta(hours=1)).replace(microsecond=0).isoformat()
     (out / "regrade_requests.csv").write_text(
         f"student,test,reason,time\nben,self_attention.worked_values,I think my attention is right,{asked}\n")
 
-    server = review.ReviewServer(review.Review(out, subs, None, "all", "ta-jo"))
+    server = review.ReviewServer(review.Review(out, subs, None, "all", "ta-jo", lesson=DAY13))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     dialogs = []
@@ -192,7 +195,7 @@ def test_a_grader_reviews_the_class_in_a_real_browser(tmp_path):
         server.server_close()
     assert dialogs == []
 
-    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG) == 0  # nothing regraded: applies them
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=DAY13) == 0  # nothing regraded: applies them
     after = _grades(out)["ben"]
     # The part's 20 points go to its other tests; the accepted request gives worked_values its own 3.
     assert after["self_attention"] == "23" and "self_attention.worked_values 0->3" in after["overrides"]

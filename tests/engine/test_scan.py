@@ -29,7 +29,7 @@ DEEP_CONSTANT = "import sys\nX = " + " + ".join(['"ab"'] * 2000) + "\n"
 
 
 def _scanner(**limits):
-    return scan.LimitedScan(policy_path=POLICY_PATH, contract={}, notebook_module="_day13_notebook",
+    return scan.LimitedScan(policy=POLICY, contract={}, notebook_module="_day13_notebook",
                             memory_bytes=limits.pop("memory_bytes", CAP), **limits)
 
 
@@ -155,8 +155,9 @@ def test_the_hostile_file_suite_is_scanned_or_named_under_512_mb_beside_honest_f
     code = textwrap.dedent(f"""
         import json, time
         from grader.judging import source_scan as scan
+        from grader.running.forbidden import load_policy
         start = time.monotonic()
-        with scan.LimitedScan(policy_path={str(POLICY_PATH)!r}, contract={{}}, notebook_module="_day13_notebook",
+        with scan.LimitedScan(policy=load_policy({str(POLICY_PATH)!r}), contract={{}}, notebook_module="_day13_notebook",
                               memory_bytes={CAP}, seconds=20, budget=120) as s:
             found = s.scan({str(tmp_path)!r})
         print(json.dumps({{"flags": found.shown(), "costs": {{f: sorted(n) for f, n in found.costs.items()}},
@@ -220,6 +221,9 @@ def test_the_helper_finds_what_the_in_process_scan_finds(tmp_path):
 # -- in a grading run: the scan reads what was handed in, and nothing it meets stops the run ---------
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import CODE_PARTS, components, make_submission, uid_base_for_tests  # noqa: E402
+from grader.lesson import load_lesson  # noqa: E402
+
+DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 
 # Imported, it rewrites its own file to clean text and adds another: a scan done after the hidden tests
 # saw neither its reflective import nor its library attention's name, and read the added file.
@@ -251,7 +255,7 @@ def graded(tmp_path_factory):
     rewriter = make_submission(subs / "rewrites_itself")
     (rewriter / "multihead.py").write_text(REWRITES_ITSELF + (rewriter / "multihead.py").read_text())
     config = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(13))
-    code = run.main(submissions=subs, out=out, jobs=1, config=config)
+    code = run.main(submissions=subs, out=out, jobs=1, config=config, lesson=DAY13)
     records = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/record.json")}
     return dict(code=code, records=records, out=out)
 

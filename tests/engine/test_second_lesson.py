@@ -3,7 +3,7 @@
 The toy lesson (tests/fixtures/lessons/toy/: softmax, and a linear classifier graded over the
 grader's softmax) has its own contract, reference, rubric with hints, hidden tests over the engine's
 call plumbing, three catalogue mutants, forbidden and limits files. Chosen after the engine was
-imported (GRADER_LESSON, or `--lesson PATH` on the command line), it is released (stubs, no solution
+imported (`--lesson PATH` on the command line, the value handed to each stage), it is released (stubs, no solution
 leak), graded in the sandbox (an honest submission full marks, each mutant losing points in its own
 part only with its catalogue hint, a broken one), reported (its parts are the gradebook's columns),
 built into a notebook, and exported to Gradescope, where the exported zip grades it; its kill rate is
@@ -36,10 +36,9 @@ CONFIG = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(5))
 
 
 @pytest.fixture
-def toy(monkeypatch):
-    """The toy lesson is the run's lesson for this test (the engine is already imported)."""
-    monkeypatch.setenv(lessons.LESSON_ENV, str(TOY))
-    return lessons.load_lesson()
+def toy():
+    """The toy lesson's value, built here (a test is an entry point) and handed to each stage."""
+    return lessons.load_lesson(str(TOY))
 
 
 def test_the_toy_is_found_by_path_under_its_own_package(toy, monkeypatch):
@@ -55,7 +54,7 @@ def test_the_toy_is_found_by_path_under_its_own_package(toy, monkeypatch):
 
 
 def _cli(*args, cwd=KIT, timeout=600) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != lessons.LESSON_ENV}
+    env = dict(os.environ)
     return subprocess.run([sys.executable, "-m", "grader", *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)
 
@@ -156,7 +155,7 @@ def test_grade_in_the_sandbox_report_and_feedback(toy, tmp_path):
 def test_notebook_is_built_from_the_toy(toy):
     from grader.release import notebook
 
-    student, source = notebook.build(student=True), notebook.build(student=False)
+    student, source = notebook.build(student=True, lesson=toy), notebook.build(student=False, lesson=toy)
     code = notebook.code_of(student)
     assert "raise NotImplementedError" in code and "def softmax" in code and "class Classifier" in code
     assert "exps.sum(dim=dim" not in code and "exps.sum(dim=dim" in notebook.code_of(source)
@@ -174,12 +173,15 @@ def test_gradescope_zip_holds_the_toy_and_grades_with_it(toy, tmp_path):
         assert f"{inside}/{name}" in names, name
     assert not any(n.startswith((f"grader/{other}/", f"solutions/{other}/"))
                    for other in lessons.lesson_names() for n in names), "no other lesson ships"
+    script = (tmp_path / "autograder" / "source" / "run_autograder").read_text(encoding="utf-8")
+    assert f'--lesson "$ROOT/source/{inside}"' in script, "the run script names the lesson as an argument"
+    assert "GRADER_LESSON" not in script and "export" not in script.split("exec", 1)[1]
     root = tmp_path / "autograder"
     shutil.copytree(TOY / "solutions", root / "submission", ignore=shutil.ignore_patterns("__pycache__"))
     (root / "submission" / "classifier.py").write_text(
         (TOY / "solutions" / "classifier.py").read_text(encoding="utf-8").replace(
             "        return softmax(logits, dim=-1)", "        return logits"), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if k != lessons.LESSON_ENV}
+    env = dict(os.environ)
     env.update(AUTOGRADER_ROOT=str(root), AUTOGRADER_PYTHON=sys.executable)
     graded = subprocess.run(["bash", str(root / "source" / "run_autograder")], env=env, capture_output=True,
                             text=True, timeout=600)

@@ -25,6 +25,9 @@ from grader.running import protocol
 from grader.running.calls import Adapter, Argument, Attr, Earlier, InProcessTransport, Method, Result
 from grader.running.executor import CallLesson, ModuleLoader, execute
 from grader.sandbox.transport import reply_problem
+from grader.lesson import load_lesson  # noqa: E402
+
+DAY13 = load_lesson("day13")  # the lesson whose spec the zygote gets (as before: the kit's default)
 
 torch.set_num_threads(1)
 
@@ -495,7 +498,6 @@ def test_the_executor_reads_the_lesson_it_is_given_never_the_ambient_one(monkeyp
     def ambient(*args, **kwargs):
         raise AssertionError("the executor looked the lesson up")
     monkeypatch.setattr(lessons, "load_lesson", ambient)
-    monkeypatch.setattr(lessons, "lesson_for_migration", ambient)
     loader = ModuleLoader(TOY / "solutions", isolated=True, lesson=toy)
     x = np.random.default_rng(0).standard_normal((2, 3)).astype("float32")
     header, arrays = execute({"op": "function", "module": "activations", "name": "softmax",
@@ -540,7 +542,7 @@ def sandboxed():
     scratch = make_submission(work / "sub", {"hostile.py": textwrap.dedent(HOSTILE).lstrip(),
                                              "words.py": (WORDS / "words.py").read_text()}, reference=False)
     prepare_scratch(scratch, slot_uid(config, 0))
-    zygote = Zygote(slots=1, config=config)
+    zygote = Zygote(slots=1, config=config, lesson=DAY13)
     zygote.wait_ready()
     transport = SandboxTransport(zygote=zygote, slot=0, scratch=scratch, config=config)
     yield Adapter(transport)

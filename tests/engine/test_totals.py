@@ -63,29 +63,19 @@ def late_class():
         "eve,deliverables.analysis,1,half of it restates the handout,,ta,\n"
         "eve,*,2,clear README,,ta,\n")
     rubric = root / "rubric.toml"
-    rubric.write_text(regrade.rubric_path().read_text() + POLICY)
+    rubric.write_text(regrade.rubric_path(lesson=DAY13).read_text() + POLICY)
     yield root, subs, out, rubric
     shutil.rmtree(root, ignore_errors=True)
 
 
-def _with_policy(monkeypatch, rubric: Path) -> None:
-    monkeypatch.setattr(feedback, "rubric_path", lambda: rubric)
-    monkeypatch.setattr(regrade, "rubric_path", lambda **_: rubric)
-    regrade.current.cache_clear()
-
-
 def test_every_output_says_the_same_final_total(late_class, monkeypatch, capsys):
     root, subs, out, rubric = late_class
-    _with_policy(monkeypatch, rubric)
-    try:
-        assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG,
-                        lesson=replace(DAY13, rubric_path=rubric)) == 0
-    finally:
-        regrade.current.cache_clear()
+    lesson = replace(DAY13, rubric_path=rubric)  # Day 13 with a late policy: every stage is handed it
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=lesson) == 0
     console = capsys.readouterr().out
     rows = _grades(out)
     summary, page = (out / "summary.md").read_text(), html.unescape((out / "report.html").read_text())
-    records, _ = review.Review(out, subs, None, "all", "ta").records()
+    records, _ = review.Review(out, subs, None, "all", "ta", lesson=lesson).records()
     reviewed = {r.submission: r for r in records}
     for name in ("dan", "eve", "fay"):
         total, top = rows[name]["total"], rows[name]["max_total"]
@@ -96,7 +86,7 @@ def test_every_output_says_the_same_final_total(late_class, monkeypatch, capsys)
         assert f"**Score: {total} / {top}**" in (out / name / "feedback.md").read_text()
         assert f"Score: {total} / {top}" in html.unescape((out / name / "feedback.html").read_text())
         assert f"{json.loads((out / name / 'results.json').read_text())['score']:g}" == total
-        page_of = review.render_student(review.Review(out, subs, None, "all", "ta"), records,
+        page_of = review.render_student(review.Review(out, subs, None, "all", "ta", lesson=lesson), records,
                                         records.index(reviewed[name]), "t", "")
         assert f"<h1>{name}: {total} / {top}" in page_of
     dan, eve, fay = rows["dan"], rows["eve"], rows["fay"]
@@ -123,7 +113,6 @@ def test_a_bonus_stops_at_the_maximum_unless_the_rubric_declares_extra_credit(la
     extra.write_text(rubric.read_text().replace("[meta]\n", "[meta]\nextra_credit = 3\n", 1))
     assert totals.extra_credit(lesson=replace(DAY13, rubric_path=extra)) == 3
     assert totals.extra_credit(lesson=replace(DAY13, rubric_path=rubric)) == 0
-    _with_policy(monkeypatch, extra)
     from grader.results import classreport
 
     classreport.write_class(out, lesson=replace(DAY13, rubric_path=extra))

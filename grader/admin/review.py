@@ -542,7 +542,7 @@ def _group_line(out_dir: Path, name: str) -> list:
 def _folded(title: str, items: list, *, cls: str = "", open_under: int = 4) -> Fold:
     """A list that folds: open when it holds at most `open_under` items, so long ones never push
     the form and the code below the first screen."""
-    return Fold(title, [Group([Bullets(items)], cls=cls)], open=len(items) <= open_under)
+    return Fold(title, [Bullets(items, cls=cls)], open=len(items) <= open_under)
 
 
 def _details(t, release: str, visibility: dict, words: Words) -> list:

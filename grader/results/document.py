@@ -201,6 +201,7 @@ class Item:
 @dataclass(frozen=True)
 class Bullets:
     items: list  # Item, or inline content for an item without nested ones
+    cls: str = ""  # a style of the page
 
 
 @dataclass(frozen=True)
@@ -498,7 +499,7 @@ def _html_block(block, level: int = 2) -> list[str]:
             lines.append(f"<tr{_attrs(('id', row.id), ('class', row.cls), *row.attrs)}>" + "".join(cells) + "</tr>")
         return lines + ["</table>"]
     if isinstance(block, Bullets):
-        lines = ["<ul>"]
+        lines = [f"<ul{_attrs(('class', block.cls))}>"]
         for item in map(_item, block.items):
             sub = "".join(f"<li>{_html(s)}</li>" for s in item.sub)
             lines.append(f"<li>{_html(item.content)}" + (f"<ul>{sub}</ul>" if sub else "") + "</li>")

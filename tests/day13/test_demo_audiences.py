@@ -14,6 +14,7 @@ import shutil
 import sys
 import tempfile
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest

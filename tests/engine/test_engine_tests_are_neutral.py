@@ -67,8 +67,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
     'test_similarity.py': (4, "similarity evidence is a real lesson's (its variants as plants, its deliverable pictures, its base file)"),
     'test_storage.py': (1, "passes a real lesson's value since every stage takes lesson= (it graded that lesson implicitly before, "
         "as the run's default); to convert to the toy"),
-    'test_structured_calls.py': (1, "passes a real lesson's value since every stage takes lesson= (it graded that lesson implicitly before, "
-        "as the run's default); to convert to the toy"),
     'test_totals.py': (2, "totals over a real lesson's rubric and class; to convert (being edited for lesson=)"),
 }
 

@@ -27,13 +27,13 @@ from grader.running.executor import CallLesson, ModuleLoader, execute
 from grader.sandbox.transport import reply_problem
 from grader.lesson import load_lesson  # noqa: E402
 
-DAY13 = load_lesson("day13")  # the lesson whose spec the zygote gets (as before: the kit's default)
 
 torch.set_num_threads(1)
 
 KIT = Path(__file__).resolve().parents[2]
 WORDS = KIT / "tests" / "fixtures" / "lessons" / "words" / "solutions"
 TOY = KIT / "tests" / "fixtures" / "lessons" / "toy"
+ZYGOTE_LESSON = load_lesson(str(TOY))  # whose spec the zygote gets: any lesson, the modules are the test's own
 # What the executor needs of the words fixture: one module, no stand-ins.
 SPEC = CallLesson(modules=("words",), always_standin={}, standin_names={}, contract="the words lesson's README.md")
 
@@ -542,7 +542,7 @@ def sandboxed():
     scratch = make_submission(work / "sub", {"hostile.py": textwrap.dedent(HOSTILE).lstrip(),
                                              "words.py": (WORDS / "words.py").read_text()}, reference=False)
     prepare_scratch(scratch, slot_uid(config, 0))
-    zygote = Zygote(slots=1, config=config, lesson=DAY13)
+    zygote = Zygote(slots=1, config=config, lesson=ZYGOTE_LESSON)
     zygote.wait_ready()
     transport = SandboxTransport(zygote=zygote, slot=0, scratch=scratch, config=config)
     yield Adapter(transport)

@@ -4,7 +4,8 @@ SHELL := /bin/bash
 # A supported Python (3.11-3.13), preferring one every user can read: the sandbox's unprivileged uid
 # imports the standard library from it (.ci/pick-python says what to install when there is none).
 PYTHON_BASE ?= $(shell .ci/pick-python 2>/dev/null)
-VENV := .venv
+# The kit's venv; `make test-python` and the suite's own make runs name another (VENV=.venv-3.12).
+VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 WHEELS ?= /opt/wheels

@@ -14,6 +14,10 @@ collect_ignore = ["fixtures"]
 # jobserver or flags inherited from whatever started the suite.
 for _variable in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES"):
     os.environ.pop(_variable, None)
+# ...but the venv running this suite (.venv, or .venv-3.12 under `make test-python`) is the one every
+# make it starts uses: the Makefile takes VENV from the environment.
+if sys.prefix != sys.base_prefix:
+    os.environ["VENV"] = sys.prefix
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -2,7 +2,8 @@
 (tests/fixtures/bounded/), graded in one class beside honest copies of the reference.
 
 The class is graded in a separate process whose address space, and that of every process it starts
-(workers, zygote, deliverables checker), is limited to 2 GB: a regression that lets an answer or a
+(workers, zygote, deliverables checker), is limited to 2 GB (with the CPU build; what a larger torch build maps, plus the same headroom,
+with another): a regression that lets an answer or a
 file make the grader allocate without bound fails this test (a row goes missing or becomes an engine
 error) instead of taking the machine down. Each hostile row states its reason; the honest rows, some
 graded after the slot poisoner in its own slot, keep full marks.
@@ -32,7 +33,19 @@ CODE = ("self_attention", "multihead", "positional", "block")
 DELIVERABLES = ("attention_heatmap.png", "attention_weights.npy", "analysis.md", "transformer_block.png", "README.md")
 UID_BASE = uid_base_for_tests(2)
 JOBS = 2
-MEMORY_LIMIT = 2 << 30
+
+
+def _torch_mapped() -> int:
+    """Bytes of address space a process has mapped once it imported torch: ~0.65 GB with the CPU build,
+    ~3.2 GB with PyPI's default (CUDA) build, whose libraries are mapped but never touched here."""
+    done = subprocess.run([sys.executable, "-c", "import torch\nprint(next(l.split()[1] for l in "
+                           "open('/proc/self/status') if l.startswith('VmSize:')))"],
+                          capture_output=True, text=True, timeout=300, check=True)
+    return int(done.stdout.split()[-1]) * 1024
+
+
+# 2 GB with the CPU build; with a torch build that maps more, what it maps plus the same 1.4 GB of headroom.
+MEMORY_LIMIT = max(2 << 30, _torch_mapped() + (1400 << 20))
 # Honest rows: one first, three after every hostile one (so the poisoned slot grades one of them next).
 HONEST = ("aaa_reference", "zzz_reference_1", "zzz_reference_2", "zzz_reference_3")
 

@@ -108,10 +108,21 @@ def test_the_child_sees_only_what_it_must_read_of_the_private_folder(private_kit
         assert found["view"]["covered"] == []
         return
     assert "landlock" not in found["layers"] or not found["layers"]["landlock"]
-    assert found["view"]["covered"] == [str(private_kit.parent)]
-    assert found["view"]["bound"] == [str(private_kit / ".venv")]
+    # The private folder, and the one holding the base Python if others cannot enter it (pyenv under /root).
+    assert found["view"]["covered"] == sorted({str(private_kit.parent), *_closed_ancestor(sys.base_prefix)})
+    base = [str(Path(sys.base_prefix).resolve())] if _closed_ancestor(sys.base_prefix) else []
+    assert found["view"]["bound"] == sorted({str(private_kit / ".venv"), *base})
     # grader/, solutions/, every lesson's hidden tests: absent; the environment: present
     assert found["seen"] == [False, False, *[False] * len(HIDDEN_TESTS), True, True]
+
+
+def _closed_ancestor(path) -> list[str]:
+    """The outermost folder above (or at) `path` that other users may not enter, if any."""
+    resolved = Path(path).resolve()
+    for folder in [*reversed(resolved.parents), resolved]:
+        if folder != Path("/") and not folder.stat().st_mode & 0o001:
+            return [str(folder)]
+    return []
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root drops to a sandbox uid that a file can be hidden from")

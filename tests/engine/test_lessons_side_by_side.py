@@ -12,6 +12,7 @@ import csv
 import os
 import re
 import shutil
+import sys
 import subprocess
 import tempfile
 from pathlib import Path
@@ -37,7 +38,7 @@ def _make(kit: Path, *args: str, timeout: int = 900, env: dict | None = None) ->
 
 def _installed_grader() -> str:
     """Where the kit's venv finds `grader` from outside any kit folder (its editable install)."""
-    done = subprocess.run([str(KIT / ".venv" / "bin" / "python"), "-c", "import grader; print(grader.__file__)"],
+    done = subprocess.run([sys.executable, "-c", "import grader; print(grader.__file__)"],
                           cwd="/", capture_output=True, text=True, timeout=120)
     return done.stdout.strip() if done.returncode == 0 else ""
 
@@ -57,7 +58,7 @@ def kit():
             (copy / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, copy / name)
     shutil.copytree(TOY, copy / "grader" / "toy", ignore=shutil.ignore_patterns("__pycache__"))
-    (copy / ".venv").symlink_to(KIT / ".venv")
+    (copy / ".venv").symlink_to(sys.prefix)  # the venv running this suite
     class_folder = root / "class"
     for student in STUDENTS:
         shutil.copytree(KIT / "demo" / "class" / student, class_folder / student)

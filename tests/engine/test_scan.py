@@ -158,12 +158,13 @@ def test_the_hostile_file_suite_is_scanned_or_named_under_512_mb_beside_honest_f
         from grader.running.forbidden import load_policy
         start = time.monotonic()
         with scan.LimitedScan(policy=load_policy({str(POLICY_PATH)!r}), contract={{}}, notebook_module="_day13_notebook",
-                              memory_bytes={CAP}, seconds=20, budget=120) as s:
+                              memory_bytes={CAP}, seconds=60, budget=600) as s:
             found = s.scan({str(tmp_path)!r})
         print(json.dumps({{"flags": found.shown(), "costs": {{f: sorted(n) for f, n in found.costs.items()}},
                           "imports": sorted(found.imports), "seconds": time.monotonic() - start}}))
     """)
-    got = _limited_run(code, timeout=300)
+    # Generous time bounds: a busy machine (or a slower parser) must not turn this into a test of the deadline.
+    got = _limited_run(code, timeout=900)
     flags = got["flags"]
     assert got["costs"] == {}
     assert any(f.startswith("self_attention.py line") and f.endswith("imports gc") for f in flags)

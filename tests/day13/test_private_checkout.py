@@ -5,48 +5,19 @@ is tested in tests/engine/test_checkout.py)."""
 import json
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import KIT, descendants, settled, uid_base_for_tests  # noqa: E402
+from engine_helpers import KIT, descendants, settled, private_kit_copy, run_kit, uid_base_for_tests  # noqa: E402
 
 FULL = {"self_attention": 30, "multihead": 25, "positional": 15, "block": 20}
-# Ignored when copying the kit: outputs, caches, and the virtual environment (linked in separately).
-NOT_COPIED = shutil.ignore_patterns(".git", ".venv", "out", "dist", "__pycache__", ".pytest_cache", "*.egg-info")
-
-
-def _link_or_copy(src, dst):
-    # Hard links make a copy of a 1 GB environment in seconds; the original is never touched.
-    try:
-        os.link(src, dst, follow_symlinks=False)
-    except OSError:
-        shutil.copy2(src, dst, follow_symlinks=False)
-
-
 @pytest.fixture(scope="module")
 def private_kit():
-    """A copy of the kit and of the environment running these tests, at <0700 folder>/kit/.venv."""
-    if sys.prefix == sys.base_prefix:
-        pytest.skip("the tests run outside a virtual environment: there is none to copy")
-    folder = Path(tempfile.mkdtemp(prefix="day13-private-"))  # mode 0700, like any mkdtemp
-    kit = folder / "kit"
-    shutil.copytree(KIT, kit, ignore=NOT_COPIED, symlinks=True)
-    shutil.copytree(sys.prefix, kit / ".venv", symlinks=True, copy_function=_link_or_copy,
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    assert oct(folder.stat().st_mode & 0o777) == "0o700"
-    yield kit
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-def run_kit(kit, *args, timeout=600):
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    return subprocess.run([str(kit / ".venv" / "bin" / "python"), *args], cwd=kit, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    with private_kit_copy("day13-private-") as kit:
+        yield kit
 
 
 # The engine as `python -m grader grade` runs it, with this module's own sandbox uids and a call time

@@ -3,7 +3,6 @@ fingerprints, deliverables), what it must never hold, and that it works alone. T
 behaviour is tested on the toy lesson in tests/engine/test_release.py."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -59,13 +58,6 @@ def test_release_holds_the_student_files(built):
         assert files[f"tools/{path.name}"] == path.read_bytes()
 
 
-def test_zip_equals_the_folder_and_is_reproducible(built, tmp_path):
-    with zipfile.ZipFile(built / "day13.zip") as archive:
-        zipped = {name.removeprefix("day13/"): archive.read(name) for name in archive.namelist()}
-        assert all(name.startswith("day13/") for name in archive.namelist())
-    assert zipped == _files(built / "day13")
-    assert release.main(out=str(tmp_path), lesson=DAY13) == 0
-    assert (tmp_path / "day13.zip").read_bytes() == (built / "day13.zip").read_bytes()
 
 
 def test_no_solution_line_hidden_grader_or_reference_output(built):
@@ -96,25 +88,15 @@ def test_no_solution_line_hidden_grader_or_reference_output(built):
             assert hidden_file.read_bytes() not in contents.values(), f"{hidden_file.name} shipped"
 
 
-def test_leak_search_finds_a_planted_line(built, tmp_path):
-    copy = tmp_path / "day13"
-    shutil.copytree(built / "day13", copy)
-    assert release.leaks(copy, lesson=DAY13) == []
-    line = stubs.solution_lines((DAY13.solutions / "multihead.py").read_text(encoding="utf-8"))[-1]
-    helper = copy / "tools" / "helper.py"
-    helper.write_text(f"def f(self, x):\n    {line}\n", encoding="utf-8")
-    assert any("helper.py" in found and "solution line" in found for found in release.leaks(copy, lesson=DAY13))
-    helper.unlink()
-    shutil.copyfile(DAY13.solutions / "positional.py", copy / "tools" / "positional_ref.py")
-    assert any("BEGIN SOLUTION" in found for found in release.leaks(copy, lesson=DAY13))
 
 
-def test_leak_search_still_finds_every_other_lesson_file(built, tmp_path):
-    """Only the files the lesson declares for students may ship; any other file of its folder is a leak."""
-    copy = tmp_path / "day13"
-    shutil.copytree(built / "day13", copy)
-    shutil.copyfile(DAY13.folder / "rubric.toml", copy / "tools" / "rubric.toml")
-    assert any("tools/rubric.toml: is the hidden grader file" in found for found in release.leaks(copy, lesson=DAY13))
+
+
+def test_day13s_release_as_built_holds_no_leak_the_engines_search_finds(built):
+    """The engine's leak search (its planted leaks are tested on the toy: tests/engine/test_release.py) finds
+    nothing in Day 13's release: its fingerprints of known mistakes and its answer tables are numbers only."""
+    assert sorted((built / "day13" / "tests").glob("*.json")), "Day 13's fingerprints ship"
+    assert release.leaks(built / "day13", lesson=DAY13) == []
 
 
 def test_leak_search_refuses_a_stand_in_table_that_holds_code(built, tmp_path):
@@ -134,53 +116,8 @@ def test_leak_search_refuses_a_stand_in_table_that_holds_code(built, tmp_path):
     assert any("attention_answers.pt: is not a table of numbers" in found for found in release.leaks(copy, lesson=DAY13))
 
 
-def test_leak_search_refuses_a_fingerprint_file_with_code_or_hidden_inputs(built, tmp_path):
-    """The visible tests' fingerprints of known mistakes ship as numbers on the visible tests' inputs and
-    the rubric's words; free text (code), a key that is no visible test (a hidden test's inputs) or an
-    array longer than a sample is a leak."""
-    import re
-
-    copy = tmp_path / "day13"
-    shutil.copytree(built / "day13", copy)
-    fingerprints = sorted((copy / "tests").glob("*.json"))
-    assert fingerprints and release.leaks(copy, lesson=DAY13) == []
-    path = fingerprints[0]
-    clean = json.loads(path.read_text(encoding="utf-8"))
-    test, places = next(iter(clean["tests"].items()))
-    place, entries = next(iter(places.items()))
-
-    def planted(change) -> list[str]:
-        data = json.loads(json.dumps(clean))
-        change(data)
-        path.write_text(json.dumps(data), encoding="utf-8")
-        return [found for found in release.leaks(copy, lesson=DAY13) if found.startswith(f"tests/{path.name}")]
-
-    code = "def scaled_dot_product_attention(Q, K, V):\n    return torch.softmax(Q @ K.mT, -1) @ V"
-    assert any("holds the text" in f for f in planted(lambda d: d["hints"].update({entries[0]["mutants"][0]: code})))
-    assert any("holds the text" in f for f in planted(lambda d: d.update({"notes": [code]})))
-    assert any("holds the key" in f for f in planted(lambda d: d.update({code[:40]: 1})))
-    hidden_tests = {m for p in DAY13.folder.rglob("test_*.py")
-                    for m in re.findall(r"^def (test_\w+)", p.read_text(encoding="utf-8"), re.M)}
-    visible_tests = {m for p in (copy / "tests").glob("test_*.py")
-                     for m in re.findall(r"^def (test_\w+)", p.read_text(encoding="utf-8"), re.M)}
-    hidden = sorted(hidden_tests - visible_tests)[0]
-    assert any(f"holds the key '{hidden}'" in f for f in planted(lambda d: d["tests"].update({hidden: places})))
-    whole = {"shape": [50, 16], "values": [0.5] * 800}  # a whole output, not a sample
-    assert any("array of 800 numbers" in f
-               for f in planted(lambda d: d["tests"][test][place][0].update({"got": whole})))
-    path.write_text("not json", encoding="utf-8")
-    assert any("is not JSON data" in f for f in release.leaks(copy, lesson=DAY13))
 
 
-def test_a_leaking_assignment_folder_is_refused(tmp_path, monkeypatch, capsys):
-    assignment = tmp_path / "assignment"
-    shutil.copytree(DAY13.assignment, assignment, ignore=shutil.ignore_patterns("__pycache__"))
-    (assignment / "tools").mkdir(exist_ok=True)
-    shutil.copyfile(DAY13.solutions / "self_attention.py", assignment / "tools" / "answer.py")
-    lesson = dataclasses.replace(DAY13, assignment=assignment)
-    assert release.main(out=str(tmp_path / "dist"), lesson=lesson) == 1
-    assert "tools/answer.py" in capsys.readouterr().err
-    assert not (tmp_path / "dist" / "day13").exists() and not (tmp_path / "dist" / "day13.zip").exists()
 
 
 def test_feedback_points_come_from_the_rubric(built):
@@ -277,13 +214,6 @@ def test_the_release_as_handed_in_is_graded_as_its_stubs_and_a_renamed_notebook_
     assert any("day13.ipynb is the released notebook" in n for n in got.notes), got.notes
 
 
-def test_release_never_replaces_a_folder_it_did_not_make(tmp_path, capsys):
-    precious = tmp_path / "day13"
-    precious.mkdir()
-    (precious / "notes.txt").write_text("mine\n")
-    assert release.main(out=str(tmp_path), lesson=DAY13) == 2
-    assert (precious / "notes.txt").read_text() == "mine\n"
-    assert "not a release" in capsys.readouterr().err
 
 
 def _environment_like_the_readme(folder: Path) -> Path:

@@ -41,8 +41,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
         "as the run's default); to convert to the toy"),
     'test_export.py': (5, "gradebook exports over a real lesson's parts and label; to convert (being edited for lesson=)"),
     'test_feedback.py': (5, "feedback over a real lesson's parts, hints and notebook name; to convert (hints-as-data work in flight)"),
-    'test_feedback_html.py': (1, "passes a real lesson's value since every stage takes lesson= (it graded that lesson implicitly before, "
-        "as the run's default); to convert to the toy"),
     'test_forbidden.py': (2, "the richest forbidden policy (library attention calls) is a real lesson's; no fixture has one as rich"),
     'test_gradescope.py': (6, 'the Gradescope zip is built and graded for a real lesson; to convert to the toy (being edited for '
         'lesson=)'),

@@ -4,21 +4,23 @@ from grader.results import classreport
 from grader.results import feedback
 from grader.results.records import SubmissionResult
 from grader.results.records import TestResult as Outcome
-from grader.lesson import load_lesson  # noqa: E402
+from grader.lesson import load_lesson
 
-DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
+from engine_helpers import TOY
+
+LESSON = load_lesson(str(TOY))  # the lesson value these tests pass to each stage: the toy's
 
 HOSTILE = "<script>alert(1)</script> **bold** `code` [x](javascript:alert(2)) <img src=x onerror=alert(3)>"
 
 
 def _result() -> SubmissionResult:
     return SubmissionResult(submission="zed", source="zed/", notes=[HOSTILE], tests=[
-        Outcome(name="deliverables.analysis", component="deliverables", score=0, max_score=2, status="failed",
-                output="```\n" + HOSTILE + "\n```", title="analysis " + HOSTILE)])
+        Outcome(name="activations.reference", component="activations", score=0, max_score=2, status="failed",
+                output="```\n" + HOSTILE + "\n```", title="softmax " + HOSTILE)])
 
 
 def test_the_page_renders_the_document_and_escapes_student_text(tmp_path):
-    feedback.write_submission(tmp_path, _result(), lesson=DAY13)
+    feedback.write_submission(tmp_path, _result(), lesson=LESSON)
     page = (tmp_path / "zed" / "feedback.html").read_text()
     assert "<h1>" in page and "<table>" in page and "<b>Score: 0 / 2</b>" in page
     assert "<pre>```\n&lt;script&gt;" in page  # the test's output, as preformatted text, its fence text too
@@ -30,17 +32,17 @@ def test_the_page_renders_the_document_and_escapes_student_text(tmp_path):
 
 def test_the_page_and_the_text_come_from_one_document_never_from_each_other(tmp_path, monkeypatch):
     """feedback.html is not made from feedback.md: a change of the Markdown renderer leaves the page as it is."""
-    feedback.write_submission(tmp_path / "a", _result(), lesson=DAY13)
+    feedback.write_submission(tmp_path / "a", _result(), lesson=LESSON)
     monkeypatch.setattr(feedback, "to_markdown", lambda doc: "# replaced\n")
-    feedback.write_submission(tmp_path / "b", _result(), lesson=DAY13)
+    feedback.write_submission(tmp_path / "b", _result(), lesson=LESSON)
     assert (tmp_path / "b" / "zed" / "feedback.md").read_text() == "# replaced\n"
     assert (tmp_path / "a" / "zed" / "feedback.html").read_text() == (tmp_path / "b" / "zed" / "feedback.html").read_text()
 
 
 def test_the_class_report_links_to_the_pages_and_overrides_reach_them(tmp_path):
-    feedback.write_submission(tmp_path, _result(), lesson=DAY13)
-    (tmp_path / "overrides.csv").write_text("submission,test,points,comment,by,at\nzed,deliverables.analysis,1,fair,ta,\n")
-    classreport.write_class(tmp_path, lesson=DAY13)
+    feedback.write_submission(tmp_path, _result(), lesson=LESSON)
+    (tmp_path / "overrides.csv").write_text("submission,test,points,comment,by,at\nzed,activations.reference,1,fair,ta,\n")
+    classreport.write_class(tmp_path, lesson=LESSON)
     assert 'href="zed/feedback.html"' in (tmp_path / "report.html").read_text()
     page = (tmp_path / "zed" / "feedback.html").read_text()
     assert "Reviewed by your instructor" in page and "fair" in page
@@ -59,9 +61,9 @@ def test_the_page_fits_a_1280_pixel_window_in_a_browser(tmp_path):
     unbroken = "softmax(QK^T/sqrt(d_k))·V_" * 40
     long_line = "Hint: " + " ".join(["the weights of each query must sum to one over the keys,"] * 30)
     result = SubmissionResult(submission="w" * 200, source="zed/", notes=[unbroken], tests=[
-        Outcome(name="deliverables.analysis", component="deliverables", score=0, max_score=2, status="failed",
+        Outcome(name="activations.reference", component="activations", score=0, max_score=2, status="failed",
                 output=long_line + "\n" + unbroken + "\n    " + "x = torch.zeros(" * 30, title=unbroken)])
-    feedback.write_submission(tmp_path, result, lesson=DAY13)
+    feedback.write_submission(tmp_path, result, lesson=LESSON)
     page_file = tmp_path / ("w" * 200) / "feedback.html"
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=executable, args=ARGS, headless=True)

@@ -47,8 +47,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
     'test_groups.py': (1, "passes a real lesson's value since every stage takes lesson= (it graded that lesson implicitly before, "
         "as the run's default); to convert to the toy"),
     'test_hostile.py': (5, "hostile submissions planted in a real lesson's reference; to convert (being edited for lesson=)"),
-    'test_late.py': (1, "passes a real lesson's value since every stage takes lesson= (it graded that lesson implicitly before, "
-        "as the run's default); to convert to the toy"),
     'test_lesson_boundary.py': (4, "the engine's boundary test names which lesson's word each engine file still holds"),
     'test_lessons_side_by_side.py': (3, 'tests the real lessons side by side: names them by design'),
     'test_merge.py': (1, "passes a real lesson's value since every stage takes lesson= (it graded that lesson implicitly before, "

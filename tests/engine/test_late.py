@@ -20,10 +20,7 @@ from grader.judging import late
 from grader.admin import regrade
 from grader.results.records import SubmissionResult
 from grader.results.records import TestResult as Outcome
-from test_collect import StudentRepo, manifest
-from grader.lesson import load_lesson  # noqa: E402
-
-DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
+from test_collect import LESSON, StudentRepo, manifest  # LESSON: the toy's (its rubric has no late policy)
 
 DUE = "2026-02-10T12:00:00+00:00"
 POLICY = "\n[late]\ngrace_minutes = 30\npenalty_per_day = 10\nmax_days = 3\n"
@@ -32,7 +29,7 @@ POLICY = "\n[late]\ngrace_minutes = 30\npenalty_per_day = 10\nmax_days = 3\n"
 @pytest.fixture
 def rubric(tmp_path):
     path = tmp_path / "rubric.toml"
-    path.write_text(regrade.rubric_path(lesson=DAY13).read_text() + POLICY)
+    path.write_text(regrade.rubric_path(lesson=LESSON).read_text() + POLICY)
     return path
 
 
@@ -47,7 +44,7 @@ def test_collect_takes_late_work_up_to_the_last_day_and_measures_it(tmp_path, ru
     roster = tmp_path / "roster.txt"
     roster.write_text(f"ann {ann.bare}\nbea {bea.bare}\ncyd {cyd.bare}\ndan {dan.bare} 2026-02-13T12:00:00+00:00\n")
     out = tmp_path / "subs"
-    assert collect.main(roster=str(roster), out=str(out), deadline=DUE, rubric=str(rubric), lesson=DAY13) == 0
+    assert collect.main(roster=str(roster), out=str(out), deadline=DUE, rubric=str(rubric), lesson=LESSON) == 0
     rows = manifest(out)
     assert {n: rows[n]["late_days"] for n in rows} == {"ann": "0", "bea": "2", "cyd": "0", "dan": "0"}
     assert (out / "cyd" / "a.py").read_text() == "# on time\n"
@@ -56,8 +53,8 @@ def test_collect_takes_late_work_up_to_the_last_day_and_measures_it(tmp_path, ru
     # Without a policy: the deadline cuts as before, and no lateness is recorded.
     plain = tmp_path / "plain"
     no_policy = tmp_path / "plain.toml"
-    no_policy.write_text(regrade.rubric_path(lesson=DAY13).read_text())
-    assert collect.main(roster=str(roster), out=str(plain), deadline=DUE, rubric=str(no_policy), lesson=DAY13) == 0
+    no_policy.write_text(regrade.rubric_path(lesson=LESSON).read_text())
+    assert collect.main(roster=str(roster), out=str(plain), deadline=DUE, rubric=str(no_policy), lesson=LESSON) == 0
     rows = manifest(plain)
     assert rows["bea"]["status"] == "no commit before the deadline" and rows["ann"]["late_days"] == ""
 
@@ -69,15 +66,15 @@ def test_a_classroom_push_time_is_preferred_to_the_commit_time(tmp_path, rubric)
     export.write_text("github_username,student_repository_url,submission_timestamp\n"
                       f"eve,{eve.bare},2026-02-12 13:00:00 UTC\n")
     out = tmp_path / "subs"
-    assert collect.main(roster=str(export), out=str(out), deadline=DUE, rubric=str(rubric), lesson=DAY13) == 0
+    assert collect.main(roster=str(export), out=str(out), deadline=DUE, rubric=str(rubric), lesson=LESSON) == 0
     row = manifest(out)["eve"]
     assert row["late_days"] == "3" and row["late_basis"] == "push time"
 
 
 def _record(name: str) -> SubmissionResult:
     return SubmissionResult(submission=name, source=f"{name}/", tests=[
-        Outcome(name="deliverables.analysis", component="deliverables", score=40, max_score=50, status="failed"),
-        Outcome(name="deliverables.readme", component="deliverables", score=50, max_score=50, status="passed")])
+        Outcome(name="activations.reference", component="activations", score=40, max_score=50, status="failed"),
+        Outcome(name="classifier.reference", component="classifier", score=50, max_score=50, status="passed")])
 
 
 def _grades(out: Path) -> dict:
@@ -87,13 +84,13 @@ def _grades(out: Path) -> dict:
 def test_the_penalty_reaches_the_gradebook_and_the_feedback(tmp_path, rubric):
     out = tmp_path / "out"
     for name in ("ann", "bea", "cyd"):
-        feedback.write_submission(out, _record(name), lesson=DAY13)
+        feedback.write_submission(out, _record(name), lesson=LESSON)
     collected = tmp_path / "collected.csv"
     collected.write_text("name,source,commit,committed,status,deadline,late_days,late_basis\n"
                          f"ann,x,c,t,ok,{DUE},0,push time\nbea,x,c,t,ok,{DUE},2,commit time (written by the "
                          f"student's machine)\ncyd,x,c,t,ok,{DUE},9,push time\n")
     late.write_lateness(out, collected, {"ann", "bea", "cyd"})
-    classreport.write_class(out, lesson=replace(DAY13, rubric_path=rubric))  # the late policy is the lesson's
+    classreport.write_class(out, lesson=replace(LESSON, rubric_path=rubric))  # the late policy is the lesson's
     rows = _grades(out)
     assert list(rows["ann"])[-3:] == ["overrides", "late_days", "penalty"]
     assert (rows["ann"]["late_days"], rows["ann"]["penalty"], rows["ann"]["total"]) == ("0", "0", "90")
@@ -106,9 +103,9 @@ def test_the_penalty_reaches_the_gradebook_and_the_feedback(tmp_path, rubric):
 
 def test_without_a_policy_nothing_changes(tmp_path):
     out = tmp_path / "out"
-    feedback.write_submission(out, _record("bea"), lesson=DAY13)
+    feedback.write_submission(out, _record("bea"), lesson=LESSON)
     (out / "bea" / late.FILE).write_text(json.dumps({"late_days": 2, "deadline": DUE, "measured_from": "x"}))
-    classreport.write_class(out, lesson=DAY13)
+    classreport.write_class(out, lesson=LESSON)
     row = _grades(out)["bea"]
     assert (row["total"], row["late_days"], row["penalty"]) == ("90", "", "")
     assert "late" not in (out / "bea" / "feedback.md").read_text().lower()

@@ -19,10 +19,8 @@ from grader.results import storage
 from grader.results.document import md_inline
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from report_records import CLASS, EXPECTED_W, HINT, UNSCALED_W, class_files, grade_class, make_record  # noqa: E402
-from grader.lesson import load_lesson  # noqa: E402
-
-DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
+from report_records import (CLASS, COLUMNS_W, EXPECTED_W, HINT, HINT_ID, LESSON, class_files, grade_class,  # noqa: E402
+                            make_record)
 
 
 @pytest.fixture(scope="module")
@@ -33,20 +31,20 @@ def graded(tmp_path_factory):
 def test_grades_csv_has_the_agreed_columns_one_row_each_sorted_by_name(graded):
     with open(graded / "grades.csv", newline="") as f:
         rows = list(csv.reader(f))
-    assert rows[0] == ["submission", "total", "max_total", "self_attention", "multihead",
-                       "positional", "block", "deliverables", "status", "source", "overrides", "late_days", "penalty"]
+    assert rows[0] == ["submission", "total", "max_total", "activations", "classifier",
+                       "status", "source", "overrides", "late_days", "penalty"]
     assert [r[0] for r in rows[1:]] == sorted(r.submission for r in CLASS)
     by_name = {r[0]: r for r in rows[1:]}
-    assert by_name["Adam"] == ["Adam", "69", "100", "5", "25", "15", "20", "4", "ok", "Adam/", "", "", ""]
-    assert by_name["zoe"] == ["zoe", "100", "100", "30", "25", "15", "20", "10", "ok", "zoe.zip", "", "", ""]
+    assert by_name["Adam"] == ["Adam", "3", "10", "2", "1", "ok", "Adam/", "", "", ""]
+    assert by_name["zoe"] == ["zoe", "10", "10", "6", "4", "ok", "zoe.zip", "", "", ""]
     assert by_name["bob_timeout"][rows[0].index("status")] == "timeout"
     # Component columns always add up to the total.
     for row in rows[1:]:
-        assert sum(float(x) for x in row[3:8]) == pytest.approx(float(row[1]))
+        assert sum(float(x) for x in row[3:5]) == pytest.approx(float(row[1]))
 
 
 def test_grades_csv_defuses_spreadsheet_formulas_in_names():
-    text = classreport.grades_csv([make_record("=HYPERLINK(1)", source="@SUM(1).zip")], lesson=DAY13)
+    text = classreport.grades_csv([make_record("=HYPERLINK(1)", source="@SUM(1).zip")], lesson=LESSON)
     assert "\n'=HYPERLINK(1)," in text and text.endswith(",ok,'@SUM(1).zip,,,\n")
 
 
@@ -54,15 +52,15 @@ def test_rows_not_named_as_submitted_are_listed_in_the_class_report(tmp_path):
     records = [make_record("ann_lee"), make_record("Ann_Lee-4871ff", source="Ann Lee.zip"),
                make_record("x", source="<i>x|y</i>.ipynb")]
     for r in records:
-        feedback.write_submission(tmp_path, r, lesson=DAY13)
-    classreport.write_class(tmp_path, lesson=DAY13)
+        feedback.write_submission(tmp_path, r, lesson=LESSON)
+    classreport.write_class(tmp_path, lesson=LESSON)
     summary = (tmp_path / "summary.md").read_text()
     html = (tmp_path / "report.html").read_text()
     assert "| Ann_Lee-4871ff | Ann Lee.zip |" in summary and "\\<i>x\\|y\\</i>.ipynb" in summary
     assert "<td>Ann_Lee-4871ff</td><td><code>Ann Lee.zip</code></td>" in html and "&lt;i&gt;x|y" in html
     # A row that kept its name but was flagged by intake (a collision) is listed too, with the reason.
     flagged = make_record("bo", notes=["row name bo: 'bo/' and 1 other submission would all be named bo"])
-    stats = classreport.class_stats([flagged], {}, lesson=DAY13)
+    stats = classreport.class_stats([flagged], {}, lesson=LESSON)
     assert stats["renamed"] == [("bo", "bo/", flagged.notes[0])]
     assert "| ann_lee |" not in summary and "<td>ann_lee</td><td><code>" not in html
 
@@ -77,33 +75,32 @@ def test_summary_and_report_show_histogram_pass_rates_misconceptions_heatmaps(gr
     for rel in images:
         assert (graded / rel).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"]({rel})" in summary
-    assert "| `missing_sqrt_dk` | 2 |" in summary  # Adam and carol, counted once each
+    assert f"| `{HINT_ID}` | 2 |" in summary  # Adam and carol, counted once each
     # A misconception's words come from the rubric by its id, never read back out of a test's output (this
     # made-up id has none in the rubric, so its output's "Hint:" line must not reach the report).
     assert md_inline(HINT) not in summary and html.escape(HINT) not in page
-    assert "| `self_attention.sdpa_worked_example` | self_attention | 3 / 5 | 60% |" in summary
+    assert "| `activations.worked_values` | activations | 3 / 5 | 60% |" in summary
     assert "**bob_timeout**: timeout" in summary and "<b>bob_timeout</b>: timeout" in page
 
 
 def test_evidence_drawn_only_for_failing_tests_of_the_lessons_evidence_parts():
-    passing = make_record("ok", evidence={"test": "self_attention.sdpa_worked_example",
+    passing = make_record("ok", evidence={"test": "activations.worked_values",
                                           "expected": EXPECTED_W, "got": EXPECTED_W})
-    other = make_record("pe", buggy=True, evidence={"test": "positional.table",
-                                                    "expected": EXPECTED_W, "got": UNSCALED_W})
-    nested = make_record("deep", buggy=True, evidence={"self_attention.sdpa_worked_example": {
-        "expected": [[EXPECTED_W]], "got": [[UNSCALED_W]]}})
-    picked = plots.evidence_candidates([passing, other, nested], ("self_attention", "multihead"))["picked"]
-    assert [(p["submission"], p["got"]) for p in picked] == [("deep", UNSCALED_W)]
+    other = make_record("pe", buggy=True, evidence={"test": "classifier.reference",
+                                                    "expected": EXPECTED_W, "got": COLUMNS_W})
+    nested = make_record("deep", buggy=True, evidence={"activations.worked_values": {
+        "expected": [[EXPECTED_W]], "got": [[COLUMNS_W]]}})
+    # `other` failed too, in a part whose evidence is not drawn.
+    picked = plots.evidence_candidates([passing, other, nested], ("activations",))["picked"]
+    assert [(p["submission"], p["got"]) for p in picked] == [("deep", COLUMNS_W)]
     # The parts are the lesson's (lesson.toml [report] evidence_components), none named by the engine.
-    assert [p["submission"] for p in plots.evidence_candidates([nested], ("self_attention",))["picked"]] == ["deep"]
-    assert plots.evidence_candidates([nested], ("multihead",))["picked"] == []
+    assert [p["submission"] for p in plots.evidence_candidates([other], ("classifier",))["picked"]] == ["pe"]
+    assert plots.evidence_candidates([nested], ("classifier",))["picked"] == []
     assert plots.evidence_candidates([nested], ())["picked"] == []
 
 
 def test_the_evidence_section_speaks_the_lessons_words(graded):
-    from grader.lesson import load_lesson
-
-    words = load_lesson().evidence
+    words = LESSON.evidence
     assert f"## {md_inline(words.title)}" in (graded / "summary.md").read_text()
     assert f"<h2>{html.escape(words.title)}</h2>" in (graded / "report.html").read_text()
     assert f'alt="{html.escape(words.picture)}"' in (graded / "report.html").read_text()
@@ -112,22 +109,22 @@ def test_the_evidence_section_speaks_the_lessons_words(graded):
 def test_grades_csv_keeps_the_stored_precision_and_pages_show_two_decimals(tmp_path):
     """grades.csv is read by spreadsheets and scripts: the records' four decimals; a person reads two."""
     record = make_record("sev")
-    record.tests[3] = feedback_test = type(record.tests[3])("multihead.forward", "multihead", 25 * 2 / 3, 25, "failed")
-    feedback.write_submission(tmp_path, record, lesson=DAY13)
-    classreport.write_class(tmp_path, lesson=DAY13)
+    record.tests[2] = feedback_test = type(record.tests[2])("activations.reference", "activations", 2 * 2 / 3, 2, "failed")
+    feedback.write_submission(tmp_path, record, lesson=LESSON)
+    classreport.write_class(tmp_path, lesson=LESSON)
     row = next(csv.DictReader((tmp_path / "grades.csv").open()))
-    assert row["multihead"] == "16.6667" and row["total"] == "91.6667"
+    assert row["activations"] == "5.3333" and row["total"] == "9.3333"
     for name in ("summary.md", "report.html", "sev/feedback.md", "sev/feedback.html"):
         text = (tmp_path / name).read_text()
-        assert "91.67" in text and "16.6667" not in text and "91.6667" not in text, name
-    assert feedback_test.score == 25 * 2 / 3
+        assert "9.33" in text and "5.3333" not in text and "9.3333" not in text, name
+    assert feedback_test.score == 2 * 2 / 3
 
 
 def test_student_text_is_escaped_in_the_html_report(tmp_path):
     evil = "<img src=x onerror=alert(1)>"
     feedback.write_submission(tmp_path, make_record(evil, buggy=True, status="crashed",
-                                                  notes=["<script>alert('x')</script>"]), lesson=DAY13)
-    classreport.write_class(tmp_path, lesson=DAY13)
+                                                  notes=["<script>alert('x')</script>"]), lesson=LESSON)
+    classreport.write_class(tmp_path, lesson=LESSON)
     page = (tmp_path / "report.html").read_text()
     assert "<script>" not in page and "<img src=x" not in page
     assert "&lt;script&gt;" in page and "&lt;img src=x onerror=alert(1)&gt;" in page
@@ -139,15 +136,15 @@ def test_class_files_are_deterministic_png_included(graded, tmp_path):
     for r in reversed(CLASS):  # another grading order, other timings
         r2 = storage.record_from_json(storage.record_to_json(r))
         r2.execution_time += 1.0
-        feedback.write_submission(again, r2, lesson=DAY13)
-    classreport.write_class(again, lesson=DAY13)
+        feedback.write_submission(again, r2, lesson=LESSON)
+    classreport.write_class(again, lesson=LESSON)
     assert class_files(again) == class_files(graded)
 
 
 def test_student_text_cannot_make_links_or_html_in_the_markdown(tmp_path):
     feedback.write_submission(tmp_path, make_record("[click](http:evil)", status="crashed",
-                                                  notes=["![x](http:evil) <b>loud</b> | cell"]), lesson=DAY13)
-    classreport.write_class(tmp_path, lesson=DAY13)
+                                                  notes=["![x](http:evil) <b>loud</b> | cell"]), lesson=LESSON)
+    classreport.write_class(tmp_path, lesson=LESSON)
     for text in ((tmp_path / "summary.md").read_text(),
                  (tmp_path / "[click](http:evil)" / "feedback.md").read_text()):
         assert "[click](http:evil)" not in text and "\\[click\\](http:evil)" in text
@@ -155,8 +152,8 @@ def test_student_text_cannot_make_links_or_html_in_the_markdown(tmp_path):
 
 
 def test_an_empty_output_folder_still_getsclass_files(tmp_path):
-    classreport.write_class(tmp_path, lesson=DAY13)
-    assert (tmp_path / "grades.csv").read_text() == ",".join(classreport.grades_columns(DAY13.components)) + "\n"
+    classreport.write_class(tmp_path, lesson=LESSON)
+    assert (tmp_path / "grades.csv").read_text() == ",".join(classreport.grades_columns(LESSON.components)) + "\n"
     assert "0 submissions graded" in (tmp_path / "summary.md").read_text()
     assert (tmp_path / "report.html").read_text().startswith("<!DOCTYPE html>")
 

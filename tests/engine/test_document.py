@@ -17,10 +17,7 @@ from grader.results.document import (Bullets, Cell, Code, Document, FileName, Fi
 from grader.results.storage import load_records
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from report_records import grade_class  # noqa: E402
-from grader.lesson import load_lesson  # noqa: E402
-
-DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
+from report_records import HINT_ID, LESSON, grade_class  # noqa: E402
 
 HOSTILE = "<script>alert(1)</script> [x](http:evil) **b** | # `t` \\"
 
@@ -67,9 +64,9 @@ def _shared(blocks: list) -> list:
 def test_the_class_report_says_the_same_in_both_media(tmp_path):
     out = grade_class(tmp_path / "out")
     records, problems = load_records(out)
-    stats = classreport.class_stats(records, {}, lesson=DAY13)
+    stats = classreport.class_stats(records, {}, lesson=LESSON)
     plots = {"evidence": [(e, f"_plots/{e['submission']}.png") for e in stats["evidence"]["picked"]]}
-    full = classreport.class_document(stats, plots, problems + ["ghost: record.json unreadable"], records[:1], lesson=DAY13)
+    full = classreport.class_document(stats, plots, problems + ["ghost: record.json unreadable"], records[:1], lesson=LESSON)
     shared = Document(full.title, full.page_title, _shared(full.blocks))
     assert len(shared.blocks) < len(full.blocks), "the description has medium-only blocks: this test drops them"
     markdown, page = to_markdown(shared), to_html(shared)
@@ -128,7 +125,7 @@ def test_the_feedback_says_the_same_in_both_media():
     from report_records import make_record
 
     record = make_record("Adam", buggy=True, status="timeout", notes=["classifier.py: forward ran past the 2 s limit"])
-    doc = feedback.feedback_document(record, feedback.Words(hints={"missing_sqrt_dk": "Divide the scores by sqrt(d_k)."}), lesson=DAY13)
+    doc = feedback.feedback_document(record, feedback.Words(hints={HINT_ID: "Normalise each row: sum over dim=-1."}), lesson=LESSON)
     markdown, page = to_markdown(doc), to_html(doc)
     fenced = re.findall(r"^```text\n(.*?)\n```$", markdown, flags=re.M | re.S)
     assert fenced and [html.unescape(p) for p in re.findall(r"<pre>(.*?)</pre>", page, flags=re.S)] == fenced

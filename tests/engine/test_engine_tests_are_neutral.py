@@ -36,21 +36,12 @@ ALLOWED: dict[str, tuple[int, str]] = {
     'test_bounds.py': (5, "hostile replies (tests/fixtures/bounded/) are built on a real lesson's reference, the deliverable bombs "
         'on its checks; the code part is to convert to the toy'),
     'test_checker.py': (1, 'the deliverables checker needs a lesson with deliverable checks; no fixture lesson has any'),
-    'test_classreport.py': (5, "class-report records carry a real lesson's parts; to convert to the toy's"),
-    'test_document.py': (1, "passes a real lesson's value since every stage takes lesson= (it graded that lesson implicitly before, "
-        "as the run's default); to convert to the toy"),
-    'test_export.py': (5, "gradebook exports over a real lesson's parts and label; to convert (being edited for lesson=)"),
-    'test_feedback.py': (5, "feedback over a real lesson's parts, hints and notebook name; to convert (hints-as-data work in flight)"),
     'test_forbidden.py': (2, "the richest forbidden policy (library attention calls) is a real lesson's; no fixture has one as rich"),
     'test_gradescope.py': (6, 'the Gradescope zip is built and graded for a real lesson; to convert to the toy (being edited for '
         'lesson=)'),
-    'test_groups.py': (1, "passes a real lesson's value since every stage takes lesson= (it graded that lesson implicitly before, "
-        "as the run's default); to convert to the toy"),
     'test_hostile.py': (5, "hostile submissions planted in a real lesson's reference; to convert (being edited for lesson=)"),
     'test_lesson_boundary.py': (4, "the engine's boundary test names which lesson's word each engine file still holds"),
     'test_lessons_side_by_side.py': (3, 'tests the real lessons side by side: names them by design'),
-    'test_merge.py': (1, "passes a real lesson's value since every stage takes lesson= (it graded that lesson implicitly before, "
-        "as the run's default); to convert to the toy"),
     'test_nbgrader_autograde.py': (1, "a real nbgrader course of the run's lesson (its notebook and variants); to convert to the toy's notebook"),
     'test_nbgrader_course.py': (1, "runs the README's nbgrader course as written, and the README's example course is a real lesson's"),
     'test_notebook.py': (5, 'the notebook built, run in a real kernel and graded by nbgrader on a real lesson (its variants and '
@@ -61,8 +52,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
     'test_review_browser.py': (2, "the review page in a browser over a real lesson's class; to convert (document work in flight)"),
     'test_scan.py': (6, "the forbidden scan with a real lesson's policy; to convert (being edited for lesson=)"),
     'test_similarity.py': (4, "similarity evidence is a real lesson's (its variants as plants, its deliverable pictures, its base file)"),
-    'test_storage.py': (1, "passes a real lesson's value since every stage takes lesson= (it graded that lesson implicitly before, "
-        "as the run's default); to convert to the toy"),
     'test_totals.py': (2, "totals over a real lesson's rubric and class; to convert (being edited for lesson=)"),
 }
 

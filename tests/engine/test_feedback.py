@@ -10,12 +10,9 @@ from pathlib import Path
 import pytest
 
 from grader.results import feedback
-from grader.lesson import load_lesson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from report_records import EXPECTED_W, HINT, UNSCALED_W, grade_class, make_record, make_test  # noqa: E402
-
-DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
+from report_records import COLUMNS_W, EXPECTED_W, HINT, LESSON, grade_class, make_record, make_test  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -25,10 +22,10 @@ def graded(tmp_path_factory):
 
 def test_results_json_has_the_gradescope_fields(graded):
     data = json.loads((graded / "Adam" / "results.json").read_text())
-    assert data["score"] == 69
+    assert data["score"] == 3
     assert isinstance(data["execution_time"], (int, float))
-    assert data["output"].startswith("Score 69/100")
-    assert len(data["tests"]) == 9
+    assert data["output"].startswith("Score 3/10")
+    assert len(data["tests"]) == 5
     for t in data["tests"]:
         assert {"name", "score", "max_score", "status", "output", "visibility"} <= set(t)
         assert t["status"] in ("passed", "failed")
@@ -41,18 +38,18 @@ def test_results_json_has_the_gradescope_fields(graded):
 
 def test_feedback_shows_expected_got_hint_and_faults_grouped_by_component(graded):
     text = (graded / "Adam" / "feedback.md").read_text()
-    assert "**Score: 69 / 100**" in text
-    assert "| self_attention | 5 / 30 | 1 / 3 |" in text
-    assert f"expected: {EXPECTED_W}" in text and f"got:      {UNSCALED_W}" in text
+    assert "**Score: 3 / 10**" in text
+    assert "| activations | 2 / 6 | 1 / 3 |" in text
+    assert f"expected: {EXPECTED_W}" in text and f"got:      {COLUMNS_W}" in text
     assert HINT in text
-    assert "## self_attention: 5 / 30" in text and "## deliverables: 4 / 10" in text
-    assert "attention_heatmap.png is blank" in text
+    assert "## activations: 2 / 6" in text and "## classifier: 1 / 4" in text
+    assert "row 0 of the probabilities sums to 2.18, not 1" in text
     headings = re.findall(r"^## (\w+):", text, flags=re.M)
-    assert headings == list(load_lesson().components)
+    assert headings == list(LESSON.components)
 
     timeout = (graded / "bob_timeout" / "feedback.md").read_text()
     assert "status: timeout" in timeout
-    assert "multihead.py: forward ran past the 2 s limit" in timeout
+    assert "classifier.py: forward ran past the 2 s limit" in timeout
 
 
 def test_a_recognised_mistake_is_data_and_every_medium_words_it_from_the_rubric(tmp_path):
@@ -60,25 +57,25 @@ def test_a_recognised_mistake_is_data_and_every_medium_words_it_from_the_rubric(
     files are written (never kept in the output, never looked for in it), the same in every medium."""
     words = "Softmax ran over the query axis (handout §3)."
     record = make_record("lee")
-    record.tests[0] = make_test("self_attention.sdpa_worked_example", 0, 10, "expected 0.4, got 0.5", "wrong_axis")
-    files = feedback.student_files(record, words=feedback.Words(hints={"wrong_axis": words}), lesson=DAY13)
+    record.tests[0] = make_test("activations.worked_values", 0, 2, "expected 0.4, got 0.5", "wrong_axis")
+    files = feedback.student_files(record, words=feedback.Words(hints={"wrong_axis": words}), lesson=LESSON)
     assert f"```text\nexpected 0.4, got 0.5\n```\n\n**Likely misconception:** {words}" in files["feedback.md"]
     assert f"<pre>expected 0.4, got 0.5</pre>\n<p><b>Likely misconception:</b> {html.escape(words)}</p>" \
         in files["feedback.html"]
     shown = json.loads(files["results.json"])["tests"][0]["output"]
     assert shown == f"expected 0.4, got 0.5\n\nLikely misconception: {words}"
     # Other words for the same id (a rubric edited since): the files follow the rubric, the record is as it was.
-    assert "Another wording." in feedback.feedback_markdown(record, feedback.Words(hints={"wrong_axis": "Another wording."}), lesson=DAY13)
+    assert "Another wording." in feedback.feedback_markdown(record, feedback.Words(hints={"wrong_axis": "Another wording."}), lesson=LESSON)
     assert record.tests[0].output == "expected 0.4, got 0.5"
     # An id the rubric no longer words is shown as the id; a passed test says nothing of a mistake.
-    assert "Likely misconception: `wrong_axis`" in feedback.feedback_markdown(record, feedback.Words(), lesson=DAY13)
+    assert "Likely misconception: `wrong_axis`" in feedback.feedback_markdown(record, feedback.Words(), lesson=LESSON)
     record.tests[1].hint_id = "wrong_axis"
     assert feedback.student_output(record.tests[1], feedback.Words(hints={"wrong_axis": words})) == ""
 
 
 def test_a_long_output_is_cut_but_the_mistake_is_still_named():
     record = make_record("lee")
-    record.tests[0] = make_test("self_attention.sdpa_worked_example", 0, 10, "x" * 50_000, "wrong_axis")
+    record.tests[0] = make_test("activations.worked_values", 0, 2, "x" * 50_000, "wrong_axis")
     text = feedback.student_output(record.tests[0], feedback.Words(hints={"wrong_axis": "Scale the scores."}))
     assert "more characters cut)" in text and text.endswith("Likely misconception: Scale the scores.")
     assert feedback.student_output(record.tests[0], feedback.Words(), cut=False) == "x" * 50_000
@@ -86,39 +83,41 @@ def test_a_long_output_is_cut_but_the_mistake_is_still_named():
 
 def test_student_text_cannot_break_out_of_the_feedback_fence():
     record = make_record("mo")
-    record.tests[0] = make_test("self_attention.sdpa_worked_example", 0, 10, "```\n# Injected heading\n")
-    text = feedback.feedback_markdown(record, lesson=DAY13)
+    record.tests[0] = make_test("activations.worked_values", 0, 2, "```\n# Injected heading\n")
+    text = feedback.feedback_markdown(record, lesson=LESSON)
     assert "````text\n```\n# Injected heading\n````" in text
 
 
 def test_rubric_hints_are_found_whatever_the_table_layout(tmp_path):
     rubric = tmp_path / "rubric.toml"
-    rubric.write_text('[self_attention.sdpa]\npoints = 10\nhint = "scale it"\n\n'
+    rubric.write_text('[activations.worked_values]\npoints = 2\nhint = "scale it"\n\n'
                       '[[catalogue]]\nid = "wrong_axis"\nhint = "softmax over keys"\n\n'
                       '[hints."blk.swap_ln"]\ntext = "Post-LN normalises after the add"\n'
                       '[hints]\nflat = "a plain string also works"\n')
     hints = feedback.hint_texts(rubric)
-    assert hints["self_attention.sdpa"] == "scale it"
+    assert hints["activations.worked_values"] == "scale it"
     assert hints["wrong_axis"] == "softmax over keys"
     assert hints["blk.swap_ln"] == "Post-LN normalises after the add"
     assert hints["flat"] == "a plain string also works"
     assert feedback.hint_texts(tmp_path / "missing.toml") == {}
 
 
-def test_the_kit_rubric_gives_a_text_for_every_catalogue_hint():
+def test_a_lessons_rubric_gives_a_text_for_every_catalogue_hint():
+    """hint_texts reads a lesson's rubric as the lesson does (each real lesson's own catalogue is
+    checked with it, tests/<lesson>/test_graders.py)."""
     import tomllib
 
-    rubric = DAY13.rubric_path
+    rubric = LESSON.rubric_path
     ids = tomllib.loads(rubric.read_text()).get("hints", {})
     hints = feedback.hint_texts(rubric)
-    assert hints == DAY13.hints
+    assert hints == LESSON.hints
     assert ids and all(hints.get(i) for i in ids)
 
 
 def test_a_huge_test_output_is_cut_and_says_so(tmp_path):
     record = make_record("sam")
-    record.tests[0] = make_test("self_attention.sdpa_worked_example", 0, 10, "x" * 50_000)
-    feedback.write_submission(tmp_path, record, lesson=DAY13)
+    record.tests[0] = make_test("activations.worked_values", 0, 2, "x" * 50_000)
+    feedback.write_submission(tmp_path, record, lesson=LESSON)
     output = json.loads((tmp_path / "sam" / "results.json").read_text())["tests"][0]["output"]
     assert len(output) < 7000 and output.endswith("more characters cut)")
     assert "more characters cut)" in (tmp_path / "sam" / "feedback.md").read_text()
@@ -126,25 +125,25 @@ def test_a_huge_test_output_is_cut_and_says_so(tmp_path):
 
 def test_feedback_shows_one_crash_once_and_points_with_two_decimals():
     record = make_record("kim")
-    crash = "scaled_dot_product_attention raised RuntimeError: shapes cannot be multiplied\n  at self_attention.py:19"
-    record.tests[0] = make_test("self_attention.sdpa_worked_example", 0, 10, crash, title="worked example")
-    record.tests[2] = make_test("self_attention.module", 0, 15, crash, title="SelfAttention module")
-    record.tests[3] = make_test("multihead.forward", 25 * 2 / 3, 25)  # 16.6666...
-    text = feedback.feedback_markdown(record, lesson=DAY13)
-    assert text.count("shapes cannot be multiplied") == 1, text
-    assert "### ✗ worked example, SelfAttention module (the same message for 2 tests)" in text
-    assert "16.67 / 25" in text
+    crash = "softmax raised RuntimeError: dimension out of range\n  at activations.py:9"
+    record.tests[0] = make_test("activations.worked_values", 0, 2, crash, title="worked example")
+    record.tests[2] = make_test("activations.reference", 0, 2, crash, title="softmax along any dim")
+    record.tests[4] = make_test("classifier.reference", 3 * 5 / 9, 3)  # 1.6666...
+    text = feedback.feedback_markdown(record, lesson=LESSON)
+    assert text.count("dimension out of range") == 1, text
+    assert "### ✗ worked example, softmax along any dim (the same message for 2 tests)" in text
+    assert "1.67 / 3" in text
     assert not re.search(r"\d\.\d{3}", text), "points with more than two decimals"
 
 
 def test_notes_of_a_submission_graded_as_usual_are_not_an_alarm():
-    """A correct notebook's note ("graded the code cells of day13.ipynb") is how it was read, not a fault."""
-    record = make_record("nb", notes=["graded the code cells of day13.ipynb"])
-    text = feedback.feedback_markdown(record, lesson=DAY13)
-    assert "## Notes on grading" in text and "graded the code cells of day13.ipynb" in text
+    """A correct notebook's note ("graded the code cells of toy.ipynb") is how it was read, not a fault."""
+    record = make_record("nb", notes=["graded the code cells of toy.ipynb"])
+    text = feedback.feedback_markdown(record, lesson=LESSON)
+    assert "## Notes on grading" in text and "graded the code cells of toy.ipynb" in text
     assert "What went wrong" not in text
-    broken = make_record("crash", status="crashed", notes=["multihead.py crashed its process"])
-    assert "## What went wrong while grading" in feedback.feedback_markdown(broken, lesson=DAY13)
+    broken = make_record("crash", status="crashed", notes=["classifier.py crashed its process"])
+    assert "## What went wrong while grading" in feedback.feedback_markdown(broken, lesson=LESSON)
 
 
 
@@ -164,18 +163,18 @@ def test_a_grading_run_writes_each_student_file_once(tmp_path, monkeypatch):
     monkeypatch.setattr(feedback, "write_atomic", counting)
     monkeypatch.setattr(storage, "write_atomic", counting)
     (tmp_path / "overrides.csv").write_text("submission,test,points,comment,staff_note,by,at\n"
-                                            "lee,self_attention.module,15,fine,,ta,\n")
+                                            "lee,activations.reference,2,fine,,ta,\n")
     for name in ("lee", "max"):
         feedback.keep_record(tmp_path, make_record(name, buggy=True))
     assert sorted(written) == ["lee/record.json", "max/record.json"]
-    classreport.write_class(tmp_path, lesson=DAY13)
+    classreport.write_class(tmp_path, lesson=LESSON)
     for name in ("lee", "max"):
         for file in ("results.json", "feedback.md", "feedback.html"):
             assert written.count(f"{name}/{file}") == 1, (name, file, written)
     assert "fine" in (tmp_path / "lee" / "feedback.md").read_text()
     written.clear()
     (tmp_path / "max" / "feedback.html").unlink()
-    classreport.write_class(tmp_path, lesson=DAY13)
+    classreport.write_class(tmp_path, lesson=LESSON)
     assert [w for w in written if "/" in w and not w.startswith("_")] == ["max/feedback.html"]
 
 

@@ -23,10 +23,7 @@ from grader.admin import similarity
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import make_submission  # noqa: E402
-from report_records import make_record  # noqa: E402
-from grader.lesson import load_lesson  # noqa: E402
-
-DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
+from report_records import LESSON, make_record  # noqa: E402
 
 POLICY = "\n[late]\ngrace_minutes = 0\npenalty_per_day = 10\nmax_days = 3\n"
 DUE = "2026-02-10T12:00:00+00:00"
@@ -44,35 +41,35 @@ def _rows(text: str) -> list[dict]:
 
 def test_a_pair_gets_a_row_each_with_its_own_late_days(tmp_path, monkeypatch):
     rubric = tmp_path / "rubric.toml"
-    rubric.write_text(regrade.rubric_path(lesson=DAY13).read_text() + POLICY)
+    rubric.write_text(regrade.rubric_path(lesson=LESSON).read_text() + POLICY)
     out = tmp_path / "out"
-    feedback.write_submission(out, make_record("team7"), lesson=DAY13)
-    feedback.write_submission(out, make_record("di"), lesson=DAY13)
+    feedback.write_submission(out, make_record("team7"), lesson=LESSON)
+    feedback.write_submission(out, make_record("di"), lesson=LESSON)
     # collect measured the group's push 20 hours after the class deadline
     (out / "team7" / "late.json").write_text(json.dumps(
         {"late_days": 1, "deadline": DUE, "measured_from": "push time", "handed_in": "2026-02-11T08:00:00+00:00"}))
     (out / "roster.csv").write_text(ROSTER)
-    classreport.write_class(out, lesson=replace(DAY13, rubric_path=rubric))  # the late policy is the lesson's
+    classreport.write_class(out, lesson=replace(LESSON, rubric_path=rubric))  # the late policy is the lesson's
     grades = {r["student"]: r for r in _rows((out / "grades.csv").read_text())}
     assert set(grades) == {"bo@uni.edu", "cy@uni.edu", "di@uni.edu"}
     bo, cy = grades["bo@uni.edu"], grades["cy@uni.edu"]
     assert bo["submission"] == cy["submission"] == "team7" and bo["group"] == cy["group"] == "team7"
-    assert (bo["late_days"], bo["penalty"], bo["total"]) == ("1", "10", "90")
-    assert (cy["late_days"], cy["penalty"], cy["total"]) == ("0", "0", "100")  # the extension
+    assert (bo["late_days"], bo["penalty"], bo["total"]) == ("1", "1", "9")
+    assert (cy["late_days"], cy["penalty"], cy["total"]) == ("0", "0", "10")  # the extension
     assert grades["di@uni.edu"]["late_days"] == ""  # on time, no lateness recorded
-    assert export.main(out=str(out), format="csv", lesson=DAY13) == 0  # the roster in OUT is used
+    assert export.main(out=str(out), format="csv", lesson=LESSON) == 0  # the roster in OUT is used
     exported = {r["identity"]: r for r in _rows((out / "export-csv.csv").read_text())}
-    assert (exported["bo@uni.edu"]["total"], exported["cy@uni.edu"]["total"]) == ("90", "100")
+    assert (exported["bo@uni.edu"]["total"], exported["cy@uni.edu"]["total"]) == ("9", "10")
     assert exported["cy@uni.edu"]["late_days"] == "0"
 
 
 def test_partners_are_never_flagged_as_similar_but_others_are(tmp_path):
     subs, out = tmp_path / "subs", tmp_path / "out"
     for name in ("bo", "cy", "zed"):  # the same code three times: bo and cy are partners
-        make_submission(subs / name)
+        make_submission(subs / name, solutions=LESSON.solutions)
     out.mkdir()
     (out / "roster.csv").write_text("identifier,submission,group\nbo@x,bo,duo\ncy@x,cy,duo\nzed@x,zed,\n")
-    assert similarity.main(submissions=str(subs), out=str(out), lesson=DAY13) == 0
+    assert similarity.main(submissions=str(subs), out=str(out), lesson=LESSON) == 0
     rows = _rows((out / "similarity.csv").read_text())
     pairs = {(r["a"], r["b"]) for r in rows if r["flagged"] == "yes"}
     assert ("bo", "cy") not in pairs and {("bo", "zed"), ("cy", "zed")} <= pairs
@@ -83,18 +80,18 @@ def test_a_roster_that_cannot_be_read_stops_grade_saying_where(tmp_path):
     from grader.running import grade as run
 
     subs, out = tmp_path / "subs", tmp_path / "out"
-    make_submission(subs / "bo")
+    make_submission(subs / "bo", solutions=LESSON.solutions)
     bad = tmp_path / "roster.csv"
     bad.write_text("github_username\nbo\n")
-    assert run.main(submissions=str(subs), out=str(out), roster=str(bad), lesson=DAY13) == run.EXIT_USAGE
+    assert run.main(submissions=str(subs), out=str(out), roster=str(bad), lesson=LESSON) == run.EXIT_USAGE
     assert not (out / "grades.csv").exists()
 
 
 def test_the_report_shows_the_groups(tmp_path, monkeypatch):
     out = tmp_path / "out"
-    feedback.write_submission(out, make_record("team7"), lesson=DAY13)
+    feedback.write_submission(out, make_record("team7"), lesson=LESSON)
     (out / "roster.csv").write_text(ROSTER)
-    classreport.write_class(out, lesson=DAY13)
+    classreport.write_class(out, lesson=LESSON)
     for page in ("summary.md", "report.html"):
         text = (out / page).read_text()
         assert "Groups (roster.csv)" in text and "Bo Chen (team7), Cy Diaz (team7)" in text
@@ -107,14 +104,14 @@ def test_similarity_after_merge_rewrites_the_merged_report(tmp_path):
 
     subs, shard1, shard2, out = (tmp_path / n for n in ("subs", "s1", "s2", "gradebook"))
     for name in ("bo", "zed"):
-        make_submission(subs / name)
-    feedback.write_submission(shard1, make_record("bo"), lesson=DAY13)
-    feedback.write_submission(shard2, make_record("zed"), lesson=DAY13)
-    assert merge(shards=[str(shard1), str(shard2)], out=str(out), lesson=DAY13) == 0
+        make_submission(subs / name, solutions=LESSON.solutions)
+    feedback.write_submission(shard1, make_record("bo"), lesson=LESSON)
+    feedback.write_submission(shard2, make_record("zed"), lesson=LESSON)
+    assert merge(shards=[str(shard1), str(shard2)], out=str(out), lesson=LESSON) == 0
     assert "No similarity report" in (out / "report.html").read_text()
     from grader.__main__ import main as cli
 
-    assert cli(["similarity", str(subs), "--out", str(out)]) == 0
+    assert cli(["similarity", str(subs), "--out", str(out), "--lesson", LESSON.ref]) == 0
     report = (out / "report.html").read_text()
     assert "No similarity report" not in report and "similarity.html" in report
 

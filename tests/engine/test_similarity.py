@@ -27,7 +27,7 @@ from grader.admin import similarity
 from grader.devtools.bench import disguised
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from report_records import make_record  # noqa: E402
+from report_records import LESSON as RECORDS_LESSON, make_record  # noqa: E402  # records of the toy's shape
 from grader.lesson import load_lesson  # noqa: E402
 
 DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
@@ -255,19 +255,19 @@ def test_report_html_gets_a_section_and_grades_csv_does_not_change(tmp_path):
 
     out = tmp_path / "out"
     for name in ("ann", "bob"):
-        feedback.write_submission(out, make_record(name), lesson=DAY13)
-    classreport.write_class(out, lesson=DAY13)
+        feedback.write_submission(out, make_record(name), lesson=RECORDS_LESSON)
+    classreport.write_class(out, lesson=RECORDS_LESSON)
     before = (out / "grades.csv").read_bytes()
     assert "No similarity report" in (out / "report.html").read_text(encoding="utf-8")
     (out / "similarity.csv").write_text("a,b,kind,score,flagged,detail\nann,<b>bob</b>,code,0.900,yes,code: 50 shared\n",
                                         encoding="utf-8")
-    classreport.write_class(out, lesson=DAY13)
+    classreport.write_class(out, lesson=RECORDS_LESSON)
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "&lt;b&gt;bob&lt;/b&gt;" in page and 'href="similarity.html"' in page
     (out / "similarity.csv").write_text("a,b,kind,score,flagged,detail\nann,bob,code,0.900,yes,code: x\n"
                                         "bob,cy,text,0.800,yes,README: y\ncy,dee,image,0.3,no,heatmap: z\n"
                                         "cy,ann,code,0.700,yes,code: w\n", encoding="utf-8")
-    classreport.write_class(out, lesson=DAY13)
+    classreport.write_class(out, lesson=RECORDS_LESSON)
     page = (out / "report.html").read_text(encoding="utf-8")
     assert "<li>code: ann, bob, cy (each paired with ann" in page  # the README pair joins no code cluster
     assert (out / "grades.csv").read_bytes() == before
@@ -298,10 +298,10 @@ def test_the_review_page_shows_a_submissions_flagged_pairs(tmp_path):
 
     out = tmp_path / "out"
     for name in ("ann", "bob"):
-        feedback.write_submission(out, make_record(name), lesson=DAY13)
+        feedback.write_submission(out, make_record(name), lesson=RECORDS_LESSON)
     (out / "similarity.csv").write_text("a,b,kind,score,flagged,detail\nann,bob,code,0.900,yes,<i>code: 50 shared</i>\n",
                                         encoding="utf-8")
-    page = review.Review(out, None, None, "all", "ta", lesson=DAY13)
+    page = review.Review(out, None, None, "all", "ta", lesson=RECORDS_LESSON)
     records, _ = page.records()
     ann = review.render_student(page, records, 0, "token", "")
     assert "bob: code 0.90, &lt;i&gt;code: 50 shared&lt;/i&gt;" in ann

@@ -52,7 +52,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
     'test_review_browser.py': (2, "the review page in a browser over a real lesson's class; to convert (document work in flight)"),
     'test_scan.py': (6, "the forbidden scan with a real lesson's policy; to convert (being edited for lesson=)"),
     'test_similarity.py': (4, "similarity evidence is a real lesson's (its variants as plants, its deliverable pictures, its base file)"),
-    'test_totals.py': (2, "totals over a real lesson's rubric and class; to convert (being edited for lesson=)"),
 }
 
 

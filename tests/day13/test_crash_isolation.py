@@ -81,7 +81,7 @@ def failed(result: dict) -> set[str]:
 
 def build(root: Path) -> Path:
     for name, (files, _) in CASES.items():
-        make_submission(root / name)
+        make_submission(root / name, solutions=REFERENCE)
         for file, text in files.items():
             (root / name / file).write_text(text)
     return root

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import CODE_PARTS, components, make_submission, text_of, uid_base_for_tests  # noqa: E402
+from engine_helpers import CODE_PARTS, REFERENCE, components, make_submission, text_of, uid_base_for_tests  # noqa: E402
 
 from grader.running import grade as run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
@@ -38,9 +38,9 @@ def batch():
     root = Path(tempfile.mkdtemp(prefix="day13-hostile-library-"))
     subs, out = root / "submissions", root / "out"
     for name in HONEST:
-        make_submission(subs / name)
+        make_submission(subs / name, solutions=REFERENCE)
     for case in sorted(p for p in HOSTILE.iterdir() if p.is_dir()):
-        folder = make_submission(subs / case.name)
+        folder = make_submission(subs / case.name, solutions=REFERENCE)
         for f in case.iterdir():
             (folder / f.name).write_text(_render(f.read_text()))
     code = run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=DAY13)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
+from engine_helpers import REFERENCE, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
 
 from grader.judging import assertions as checks  # noqa: E402
 from grader.judging.score import OverStandIns  # noqa: E402
@@ -74,7 +74,7 @@ def adapters():
     try:
         for slot, name in enumerate(NAMES):
             files = {} if name == "honest" else {"self_attention.py": KEEPER.replace("@@KEEP@@", str(name == "keeper"))}
-            scratch = make_submission(work / name, files)
+            scratch = make_submission(work / name, files, solutions=REFERENCE)
             prepare_scratch(scratch, slot_uid(CONFIG, slot))
             transport = SandboxTransport(zygote=zygote, slot=slot, scratch=scratch, config=CONFIG)
             made[name] = Adapter(OverStandIns(transport, DAY13.standin_names))

@@ -176,7 +176,7 @@ def test_a_real_but_buggy_attention_keeps_its_self_consistency_points(tmp_path):
 # -- through the engine ------------------------------------------------------------------------
 def test_skeletons_graded_by_the_engine_score_as_in_process(graded, tmp_path):
     subs = tmp_path / "subs"
-    make_submission(subs / "aaa_reference")
+    make_submission(subs / "aaa_reference", solutions=REFERENCE)
     for case in CASES:
         build(case, subs / case)
     out = tmp_path / "out"
@@ -219,7 +219,7 @@ HONEST_BUGS = {
 @pytest.mark.parametrize("bug", sorted(HONEST_BUGS))
 def test_a_real_formula_with_a_bug_passes_every_gate(bug, tmp_path, monkeypatch):
     file, find, replace = HONEST_BUGS[bug]
-    folder = make_submission(tmp_path / bug)
+    folder = make_submission(tmp_path / bug, solutions=REFERENCE)
     text = (folder / file).read_text()
     assert text.count(find) == 1, f"{bug}: update the patch to the current reference"
     (folder / file).write_text(text.replace(find, replace))

@@ -66,13 +66,13 @@ def _render(text: str, stash: str, steal: bool) -> str:
 
 def build(subs: Path) -> None:
     for name in HONEST:
-        make_submission(subs / name)
+        make_submission(subs / name, solutions=REFERENCE)
     for name, (stash, steal) in BORROWERS.items():
-        folder = make_submission(subs / name)
+        folder = make_submission(subs / name, solutions=REFERENCE)
         for f in BORROW.glob("[!_]*.py"):
             (folder / f.name).write_text(_render(f.read_text(), stash, steal))
     for name, write in (("rewrite_sibling", True), ("rewrite_control", False)):
-        folder = make_submission(subs / name)
+        folder = make_submission(subs / name, solutions=REFERENCE)
         (folder / "positional.py").write_text(BROKEN_POSITIONAL)
         (folder / "self_attention.py").write_text((REFERENCE / "self_attention.py").read_text()
                                                   + REWRITE.replace("@@WRITE@@", str(write)))

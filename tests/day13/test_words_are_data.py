@@ -16,7 +16,7 @@ from grader.results.document import md_inline
 from grader.results.records import SubmissionResult, TestResult
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import KIT, make_submission  # noqa: E402
+from engine_helpers import KIT, REFERENCE, make_submission  # noqa: E402
 
 DAY13 = load_lesson("day13")
 RUBRIC_WORDS = ("Hint", "What your numbers show", "The formula this test checks", "Your code reaches",
@@ -27,7 +27,7 @@ def _doubled_table(tmp_path: Path) -> Path:
     # A table twice too large: a wrong number no catalogue bug names, so the rubric's hint applies.
     doubled = (KIT / "solutions" / "day13" / "positional.py").read_text().replace("    return pe\n",
                                                                                  "    return 2 * pe\n")
-    return make_submission(tmp_path / "bob", {"positional.py": doubled})
+    return make_submission(tmp_path / "bob", {"positional.py": doubled}, solutions=REFERENCE)
 
 
 def test_the_scorer_writes_no_rubric_words_into_an_output(tmp_path):
@@ -49,7 +49,7 @@ def test_what_to_fix_first_is_data_too(tmp_path):
     """A part still a stub, a file that does not import: the record says which, the files say what to do."""
     folder = make_submission(tmp_path / "stub", {
         "positional.py": (KIT / "assignments" / "day13" / "positional.py").read_text(),
-        "block.py": "class TransformerBlock(:\n"})
+        "block.py": "class TransformerBlock(:\n"}, solutions=REFERENCE)
     result = score.grade_in_process(folder, "stub", lesson=DAY13)
     kinds = {t.component: t.advice for t in result.tests if t.status == "failed"}
     assert kinds.get("positional") == "unfinished" and kinds.get("block") == "import", kinds
@@ -74,7 +74,8 @@ def test_a_failed_deliverable_keeps_its_message_and_its_hint_is_data(tmp_path):
 
 def test_library_attention_is_named_by_data_and_worded_by_the_rubric(tmp_path):
     folder = make_submission(tmp_path / "lib", {"self_attention.py": (KIT / "solutions" / "day13" / "self_attention.py")
-                                                .read_text() + "\nfrom torch.nn.functional import scaled_dot_product_attention\n"})
+                                                .read_text() + "\nfrom torch.nn.functional import scaled_dot_product_attention\n"},
+                             solutions=REFERENCE)
     result = score.grade_in_process(folder, "lib", lesson=DAY13)
     blamed = [t for t in result.tests if t.forbidden]
     assert blamed and all(t.output == "" and t.status == "failed" for t in blamed)

@@ -106,7 +106,7 @@ def build_class(root: Path) -> Path:
     subs = root / "submissions"
 
     def honest(name):
-        folder = make_submission(subs / name)
+        folder = make_submission(subs / name, solutions=REFERENCE)
         for f in DELIVERABLES:
             shutil.copy(REFERENCE / f, folder / f)
         return folder

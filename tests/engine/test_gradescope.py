@@ -200,8 +200,8 @@ def _readable_by(uid: int, path: Path) -> bool:
 
 def _grade_without_landlock(root: Path, tag: str, probe: str, uid_base: int) -> dict:
     subs, out = root / f"subs-{tag}", root / f"out-{tag}"
-    make_submission(subs / "aaa_honest")
-    make_submission(subs / "probe", {"self_attention.py": probe + (REFERENCE / "self_attention.py").read_text()})
+    make_submission(subs / "aaa_honest", solutions=REFERENCE)
+    make_submission(subs / "probe", {"self_attention.py": probe + (REFERENCE / "self_attention.py").read_text()}, solutions=REFERENCE)
     done = subprocess.run([sys.executable, "-c", WITHOUT_LANDLOCK, str(subs), str(out), str(uid_base)],
                           cwd=root / "source", capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]

@@ -47,9 +47,9 @@ def _render(text: str, values: dict) -> str:
 def build_class(root: Path, values: dict) -> Path:
     subs = root / "submissions"
     for name in HONEST:
-        make_submission(subs / name)
+        make_submission(subs / name, solutions=REFERENCE)
     for case in sorted(p for p in HOSTILE.iterdir() if p.is_dir()):
-        folder = make_submission(subs / case.name)
+        folder = make_submission(subs / case.name, solutions=REFERENCE)
         for f in (f for f in case.iterdir() if f.is_file()):  # not a __pycache__ a stray import left
             if f.name == "symlinks.txt":
                 for line in f.read_text().splitlines():

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import KIT, make_submission, uid_base_for_tests  # noqa: E402
+from engine_helpers import REFERENCE, KIT, make_submission, uid_base_for_tests  # noqa: E402
 
 from grader.admin import regrade
 from grader.lesson import load_lesson
@@ -40,11 +40,11 @@ def grades(out: Path) -> dict[str, list[str]]:
 def graded():
     root = Path(tempfile.mkdtemp(prefix="day13-regrade-"))
     subs = root / "subs"
-    make_submission(subs / "alice")
+    make_submission(subs / "alice", solutions=REFERENCE)
     # A table twice too large: a wrong number no catalogue bug names, so its feedback carries the
     # rubric's hint (a crash's does not).
     doubled = (KIT / "solutions" / "day13" / "positional.py").read_text().replace("    return pe\n", "    return 2 * pe\n")
-    make_submission(subs / "bob", {"positional.py": doubled})
+    make_submission(subs / "bob", {"positional.py": doubled}, solutions=REFERENCE)
     out = root / "out"
     assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=DAY13) == 0
     yield root, subs, out

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import make_submission, uid_base_for_tests  # noqa: E402
+from engine_helpers import REFERENCE, make_submission, uid_base_for_tests  # noqa: E402
 
 from grader.admin import review
 
@@ -73,9 +73,9 @@ def _class(subs: Path) -> None:
     """amy: the reference; ben: forgets the scale (his code carries a script in a comment); cara:
     ben's code and amy's README (a similar pair of each kind)."""
     readme = "# Q, K and V\n" + PLANTED + "\nqueries keys values " * 30
-    make_submission(subs / "amy", {"README.md": readme})
-    make_submission(subs / "ben", {"README.md": "# Ben\n" + PLANTED + "\n"})
-    make_submission(subs / "cara", {"README.md": readme})
+    make_submission(subs / "amy", {"README.md": readme}, solutions=REFERENCE)
+    make_submission(subs / "ben", {"README.md": "# Ben\n" + PLANTED + "\n"}, solutions=REFERENCE)
+    make_submission(subs / "cara", {"README.md": readme}, solutions=REFERENCE)
     for name in ("ben", "cara"):
         path = subs / name / "self_attention.py"
         text = path.read_text()

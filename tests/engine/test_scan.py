@@ -221,7 +221,7 @@ def test_the_helper_finds_what_the_in_process_scan_finds(tmp_path):
 
 # -- in a grading run: the scan reads what was handed in, and nothing it meets stops the run ---------
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import CODE_PARTS, components, make_submission, uid_base_for_tests  # noqa: E402
+from engine_helpers import REFERENCE, CODE_PARTS, components, make_submission, uid_base_for_tests  # noqa: E402
 from grader.lesson import load_lesson  # noqa: E402
 
 DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
@@ -246,14 +246,14 @@ def graded(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("scan-run")
     subs, out = root / "submissions", root / "out"
-    make_submission(subs / "aaa_honest")
-    bomb = make_submission(subs / "scan_bomb")
+    make_submission(subs / "aaa_honest", solutions=REFERENCE)
+    bomb = make_submission(subs / "scan_bomb", solutions=REFERENCE)
     (bomb / "never_imported.py").write_text(DEEP_CONSTANT)
     (bomb / "big.py").write_text("x = 1\n" * 240_000)
     for var in "ab":
         (bomb / f"flood_{var}.py").write_text("import torch\n" + "".join(f"{var}{i} = {var}.__globals__\n"
                                                                          for i in range(30_000)))
-    rewriter = make_submission(subs / "rewrites_itself")
+    rewriter = make_submission(subs / "rewrites_itself", solutions=REFERENCE)
     (rewriter / "multihead.py").write_text(REWRITES_ITSELF + (rewriter / "multihead.py").read_text())
     config = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(13))
     code = run.main(submissions=subs, out=out, jobs=1, config=config, lesson=DAY13)

@@ -70,9 +70,12 @@ def _digests(folder: Path, rubric: Path, solutions: Path) -> dict[str, str]:
               and p.name != "rubric.toml" and p.suffix not in (".pyc", ".pyo")]
     _hash_files(inputs, ROOT, engine)
     if not folder.is_relative_to(ENGINE):  # a lesson found by path: its hidden tests and catalogue
+        # Its own rubric.toml is left out as the engine's folders' are: the rubric in use (perhaps an
+        # instructor's edited copy elsewhere) is read below, for its structure and for rescoring.
         _hash_files(inputs, folder, [p for p in folder.rglob("*") if p.is_file()
                                      and not SKIP_PARTS & set(p.relative_to(folder).parts)
-                                     and p != rubric and p.suffix not in (".pyc", ".pyo")])
+                                     and p != rubric and p.name != "rubric.toml"
+                                     and p.suffix not in (".pyc", ".pyo")])
     _hash_files(inputs, ROOT if solutions.is_relative_to(ROOT) else solutions,
                 [p for p in solutions.rglob("*.py") if "__pycache__" not in p.parts])
     _hash_files(inputs, ROOT, [ROOT / "pyproject.toml"])

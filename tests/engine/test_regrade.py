@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import REFERENCE, KIT, make_submission, uid_base_for_tests  # noqa: E402
+from engine_helpers import KIT, TOY, make_submission, uid_base_for_tests  # noqa: E402
 
 from grader.admin import regrade
 from grader.lesson import load_lesson
@@ -21,7 +21,7 @@ from grader.results.records import SubmissionResult
 from grader.results.records import TestResult as Outcome  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
-DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
+LESSON = load_lesson(str(TOY))  # the lesson value these tests pass to each stage: the toy's
 
 CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(7))
 
@@ -38,15 +38,16 @@ def grades(out: Path) -> dict[str, list[str]]:
 
 @pytest.fixture(scope="module")
 def graded():
-    root = Path(tempfile.mkdtemp(prefix="day13-regrade-"))
+    root = Path(tempfile.mkdtemp(prefix="toy-regrade-"))
     subs = root / "subs"
-    make_submission(subs / "alice", solutions=REFERENCE)
-    # A table twice too large: a wrong number no catalogue bug names, so its feedback carries the
+    make_submission(subs / "alice", solutions=LESSON.solutions)
+    # A softmax twice too large: a wrong number no catalogue bug names, so its feedback carries the
     # rubric's hint (a crash's does not).
-    doubled = (KIT / "solutions" / "day13" / "positional.py").read_text().replace("    return pe\n", "    return 2 * pe\n")
-    make_submission(subs / "bob", {"positional.py": doubled}, solutions=REFERENCE)
+    doubled = (LESSON.solutions / "activations.py").read_text().replace("    return exps / exps.sum(",
+                                                                        "    return 2 * exps / exps.sum(")
+    make_submission(subs / "bob", {"activations.py": doubled}, solutions=LESSON.solutions)
     out = root / "out"
-    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=DAY13) == 0
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=LESSON) == 0
     yield root, subs, out
     shutil.rmtree(root, ignore_errors=True)
 
@@ -61,7 +62,7 @@ def _no_sandbox(monkeypatch):
 def test_a_record_keeps_the_digests_of_its_submission_and_inputs(graded):
     _, subs, out = graded
     digests = record(out, "alice")["digests"]
-    assert digests == {"submission": regrade.submission_digest(subs / "alice"), **regrade.current(lesson=DAY13)}
+    assert digests == {"submission": regrade.submission_digest(subs / "alice"), **regrade.current(lesson=LESSON)}
     assert record(out, "bob")["digests"]["submission"] != digests["submission"]
 
 
@@ -69,7 +70,7 @@ def test_a_rerun_with_nothing_changed_runs_nothing(graded, monkeypatch, capsys):
     _, subs, out = graded
     _no_sandbox(monkeypatch)
     before = {n: (out / n / "record.json").stat().st_mtime_ns for n in ("alice", "bob")}
-    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=DAY13) == 0
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=LESSON) == 0
     assert "2 already graded and unchanged; 0 to grade" in capsys.readouterr().out
     assert before == {n: (out / n / "record.json").stat().st_mtime_ns for n in ("alice", "bob")}
 
@@ -78,37 +79,37 @@ def test_a_changed_submission_is_regraded_and_named_and_nothing_else(graded, cap
     root, subs, out = graded
     work = root / "subs2"
     shutil.copytree(subs, work)
-    (work / "bob" / "positional.py").write_text((KIT / "solutions" / "day13" / "positional.py").read_text())
+    (work / "bob" / "activations.py").write_text((LESSON.solutions / "activations.py").read_text())
     alice_before = (out / "alice" / "record.json").stat().st_mtime_ns
     copy = root / "out2"
     shutil.copytree(out, copy)
-    assert run.main(submissions=work, out=copy, jobs=1, config=CONFIG, lesson=DAY13) == 0
+    assert run.main(submissions=work, out=copy, jobs=1, config=CONFIG, lesson=LESSON) == 0
     printed = capsys.readouterr().out
     assert "1 already graded and unchanged; 1 to grade" in printed
     assert "regrade 1 (the submission changed): bob" in printed
     assert "graded 1/1 bob" in printed and "alice:" not in printed
     assert (copy / "alice" / "record.json").stat().st_mtime_ns == alice_before
-    assert float(grades(copy)["bob"]["positional"]) == 15 > float(grades(out)["bob"]["positional"])
+    assert float(grades(copy)["bob"]["activations"]) == 6 > float(grades(out)["bob"]["activations"])
 
 
 def test_a_change_of_points_and_hints_rescores_from_the_records(graded, tmp_path, monkeypatch, capsys):
     _, subs, out = graded
     copy = tmp_path / "out"
     shutil.copytree(out, copy)
-    rubric = regrade.rubric_path(lesson=DAY13).read_text()
+    rubric = regrade.rubric_path(lesson=LESSON).read_text()
     bob_hint = record(out, "bob")["tests"]
-    failed = next(t for t in bob_hint if t["status"] == "failed" and t["component"] == "positional")
+    failed = next(t for t in bob_hint if t["status"] == "failed" and t["component"] == "activations")
     section = failed["name"].split(".")[1]
     import tomllib
 
-    entry = tomllib.loads(rubric)["positional"][section]
-    old_points = f"[positional.{section}]\npoints = {entry['points']}\n"
+    entry = tomllib.loads(rubric)["activations"][section]
+    old_points = f"[activations.{section}]\npoints = {entry['points']}\n"
     assert old_points in rubric
-    changed = rubric.replace(old_points, f"[positional.{section}]\npoints = {entry['points'] + 5}\n")
+    changed = rubric.replace(old_points, f"[activations.{section}]\npoints = {entry['points'] + 5}\n")
     changed = changed.replace(entry["hint"], "A brand new hint for the table.")
     edited = tmp_path / "rubric.toml"
     edited.write_text(changed)
-    lesson = dataclasses.replace(load_lesson(), rubric_path=edited)  # the instructor's edited rubric
+    lesson = dataclasses.replace(LESSON, rubric_path=edited)  # the instructor's edited rubric
     regrade.current.cache_clear()
     try:
         _no_sandbox(monkeypatch)
@@ -133,12 +134,12 @@ def test_a_change_of_points_and_hints_rescores_from_the_records(graded, tmp_path
 
 def test_a_change_of_rubric_structure_regrades(graded, tmp_path, monkeypatch):
     _, subs, out = graded
-    rubric = regrade.rubric_path(lesson=DAY13).read_text() + "\n[deliverables.extra]\npoints = 1\ntitle = \"new\"\n"
+    rubric = regrade.rubric_path(lesson=LESSON).read_text() + "\n[classifier.extra]\npoints = 1\ntitle = \"new\"\n"
     edited = tmp_path / "rubric.toml"
     edited.write_text(rubric)
     regrade.current.cache_clear()
     try:
-        plan = regrade.plan(run.intake.discover(subs), out, lesson=dataclasses.replace(DAY13, rubric_path=edited))
+        plan = regrade.plan(run.intake.discover(subs), out, lesson=dataclasses.replace(LESSON, rubric_path=edited))
         assert sorted(s.name for s in plan.grade) == ["alice", "bob"] and not plan.rescore
         assert list(plan.reasons) == ["the grading code, tests, reference or rubric structure changed"]
     finally:
@@ -148,10 +149,10 @@ def test_a_change_of_rubric_structure_regrades(graded, tmp_path, monkeypatch):
 def test_force_and_only(graded, tmp_path, capsys):
     _, subs, out = graded
     found = run.intake.discover(subs)
-    assert [s.name for s in regrade.plan(found, out, force=True, lesson=DAY13).grade] == ["alice", "bob"]
-    only = regrade.plan(found, out, only={"bob"}, lesson=DAY13)
+    assert [s.name for s in regrade.plan(found, out, force=True, lesson=LESSON).grade] == ["alice", "bob"]
+    only = regrade.plan(found, out, only={"bob"}, lesson=LESSON)
     assert [s.name for s in only.grade] == ["bob"] and only.unchanged == ["alice"]
-    assert run.main(submissions=subs, out=tmp_path / "o", only=["bob", "zed"], config=CONFIG, lesson=DAY13) == 2
+    assert run.main(submissions=subs, out=tmp_path / "o", only=["bob", "zed"], config=CONFIG, lesson=LESSON) == 2
     assert "--only names no submission: zed" in capsys.readouterr().err
 
 
@@ -167,8 +168,8 @@ def test_make_passes_force_and_only_on():
 
 def test_rescore_keeps_verdicts_and_refuses_a_structure_change():
     result = SubmissionResult(submission="x", tests=[
-        Outcome(name="a.one", component="self_attention", score=2, max_score=2, status="passed"),
-        Outcome(name="a.two", component="self_attention", score=0, max_score=3, status="failed",
+        Outcome(name="a.one", component="activations", score=2, max_score=2, status="passed"),
+        Outcome(name="a.two", component="activations", score=0, max_score=3, status="failed",
                 output="got 1", advice="numbers")])
     old = {"a": {"one": {"points": 2}, "two": {"points": 3, "hint": "old words", "section": "§3"}}}
     new = {"a": {"one": {"points": 4}, "two": {"points": 1, "hint": "new words", "section": "§4"}}}

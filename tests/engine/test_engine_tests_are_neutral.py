@@ -46,7 +46,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
     'test_nbgrader_course.py': (1, "runs the README's nbgrader course as written, and the README's example course is a real lesson's"),
     'test_notebook.py': (5, 'the notebook built, run in a real kernel and graded by nbgrader on a real lesson (its variants and '
         'mutants); to convert'),
-    'test_overrides.py': (3, "overrides of a real lesson's test ids; to convert (being edited for lesson=)"),
     'test_review.py': (6, "the review page over a real lesson's records; to convert (document work in flight)"),
     'test_review_browser.py': (2, "the review page in a browser over a real lesson's class; to convert (document work in flight)"),
     'test_scan.py': (6, "the forbidden scan with a real lesson's policy; to convert (being edited for lesson=)"),

@@ -17,18 +17,20 @@ from grader.running import grade as run
 from grader.admin.merge import merge
 from grader.results.records import SubmissionResult
 from grader.results.records import TestResult as Outcome
-from grader.lesson import load_lesson  # noqa: E402
+from grader.lesson import load_lesson
 
-DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
+from engine_helpers import TOY
+
+LESSON = load_lesson(str(TOY))  # the lesson value these tests pass to each stage: the toy's
 
 
 def _result(name: str, passed: bool = True) -> SubmissionResult:
     tests = [
-        Outcome(name="self_attention.worked_values", component="self_attention", score=4 if passed else 0,
+        Outcome(name="activations.worked_values", component="activations", score=4 if passed else 0,
                 max_score=4, status="passed" if passed else "failed", output="" if passed else "got 2"),
-        Outcome(name="self_attention.causal_mask", component="self_attention", score=3, max_score=3, status="passed"),
-        Outcome(name="deliverables.analysis", component="deliverables", score=2, max_score=2, status="passed"),
-        Outcome(name="deliverables.heatmap_png", component="deliverables", score=2, max_score=2, status="passed"),
+        Outcome(name="activations.large_inputs", component="activations", score=3, max_score=3, status="passed"),
+        Outcome(name="classifier.shape", component="classifier", score=2, max_score=2, status="passed"),
+        Outcome(name="classifier.reference", component="classifier", score=2, max_score=2, status="passed"),
     ]
     return SubmissionResult(submission=name, tests=tests, source=f"{name}/")
 
@@ -37,8 +39,8 @@ def _result(name: str, passed: bool = True) -> SubmissionResult:
 def out(tmp_path):
     folder = tmp_path / "out"
     for name, passed in (("alice", True), ("bob", False)):
-        feedback.write_submission(folder, _result(name, passed), lesson=DAY13)
-    classreport.write_class(folder, lesson=DAY13)
+        feedback.write_submission(folder, _result(name, passed), lesson=LESSON)
+    classreport.write_class(folder, lesson=LESSON)
     return folder
 
 
@@ -52,41 +54,41 @@ def _grades(out: Path) -> dict[str, dict]:
 
 def test_a_test_override_reaches_every_file(out):
     _write(out / "overrides.csv",
-           "alice,deliverables.analysis,0.5,the analysis restates the handout,ta-jo,2026-12-02T10:00:00+00:00")
-    classreport.write_class(out, lesson=DAY13)
+           "alice,classifier.shape,0.5,the shapes are copied from the handout,ta-jo,2026-12-02T10:00:00+00:00")
+    classreport.write_class(out, lesson=LESSON)
     row = _grades(out)["alice"]
-    assert row["total"] == "9.5" and row["deliverables"] == "2.5"
-    assert row["overrides"] == "deliverables.analysis 2->0.5"
+    assert row["total"] == "9.5" and row["classifier"] == "2.5"
+    assert row["overrides"] == "classifier.shape 2->0.5"
     assert list(_grades(out)["alice"])[-5:-2] == ["status", "source", "overrides"]
     text = (out / "alice" / "feedback.md").read_text()
     assert "**Score: 9.5 / 11**" in text
-    assert "## Reviewed by your instructor" in text and "the analysis restates the handout" in text
+    assert "## Reviewed by your instructor" in text and "the shapes are copied from the handout" in text
     results = json.loads((out / "alice" / "results.json").read_text())
     assert results["score"] == 9.5
-    analysis = next(t for t in results["tests"] if "deliverables.analysis" in t["name"])
-    assert analysis["score"] == 0.5 and "Reviewed by ta-jo: the analysis restates the handout" in analysis["output"]
+    shape = next(t for t in results["tests"] if "classifier.shape" in t["name"])
+    assert shape["score"] == 0.5 and "Reviewed by ta-jo: the shapes are copied from the handout" in shape["output"]
     assert results["extra_data"]["overrides"][0]["automated"] == 2
     page = (out / "report.html").read_text()
-    assert "Reviewed by hand" in page and "the analysis restates the handout" in page
+    assert "Reviewed by hand" in page and "the shapes are copied from the handout" in page
     # The record stays the automated result: removing the row restores the grade.
     assert json.loads((out / "alice" / "record.json").read_text())["total"] == 11
     (out / "overrides.csv").unlink()
-    classreport.write_class(out, lesson=DAY13)
+    classreport.write_class(out, lesson=LESSON)
     assert _grades(out)["alice"]["total"] == "11" and "Reviewed" not in (out / "alice" / "feedback.md").read_text()
 
 
 def test_most_specific_wins_last_row_wins_and_star_adds(out):
     _write(out / "overrides.csv",
-           "bob,self_attention,5,first look,ta",
-           "bob,self_attention,6,second look,ta",   # same key: the last row wins
-           "bob,self_attention.causal_mask,1,,ta",  # its own row beats the part's
+           "bob,activations,5,first look,ta",
+           "bob,activations,6,second look,ta",   # same key: the last row wins
+           "bob,activations.large_inputs,1,,ta",  # its own row beats the part's
            "bob,*,-1.5,late without an extension,lead",
            "bob,similarity:alice,,talked to both: independent work,lead")
-    classreport.write_class(out, lesson=DAY13)
+    classreport.write_class(out, lesson=LESSON)
     row = _grades(out)["bob"]
-    # self_attention: causal_mask 1 (own row) + worked_values gets the part's 6; deliverables 4; bonus -1.5
-    assert row["self_attention"] == "7" and row["total"] == "9.5"
-    assert row["overrides"] == ("self_attention 3->6; self_attention.causal_mask 3->1; "
+    # activations: large_inputs 1 (own row) + worked_values gets the part's 6; classifier 4; bonus -1.5
+    assert row["activations"] == "7" and row["total"] == "9.5"
+    assert row["overrides"] == ("activations 3->6; activations.large_inputs 3->1; "
                                 "similarity:alice reviewed; * -1.5")
     text = (out / "bob" / "feedback.md").read_text()
     assert "-1.5 points on the total" in text
@@ -100,16 +102,16 @@ def test_most_specific_wins_last_row_wins_and_star_adds(out):
 
 
 @pytest.mark.parametrize("line, named", [
-    ("zed,deliverables.analysis,1,,ta", "no submission named 'zed'"),
-    ("alice,deliverables.nothing,1,,ta", "has no test or part 'deliverables.nothing'"),
-    ("alice,deliverables.analysis,3,,ta", "3 points for alice deliverables.analysis is outside 0..2"),
-    ("alice,deliverables.analysis,lots,,ta", "points 'lots' is not a number"),
+    ("zed,classifier.shape,1,,ta", "no submission named 'zed'"),
+    ("alice,classifier.nothing,1,,ta", "has no test or part 'classifier.nothing'"),
+    ("alice,classifier.shape,3,,ta", "3 points for alice classifier.shape is outside 0..2"),
+    ("alice,classifier.shape,lots,,ta", "points 'lots' is not a number"),
 ])
 def test_an_unknown_or_impossible_row_is_an_error_naming_it(out, line, named):
     _write(out / "overrides.csv", line)
     before = (out / "grades.csv").read_text()
     with pytest.raises(overrides.OverrideError, match=named):
-        classreport.write_class(out, lesson=DAY13)
+        classreport.write_class(out, lesson=LESSON)
     assert (out / "grades.csv").read_text() == before
 
 
@@ -117,7 +119,7 @@ def test_grade_refuses_an_unknown_name_before_grading(out, tmp_path, capsys):
     subs = tmp_path / "subs"
     (subs / "alice").mkdir(parents=True)
     _write(out / "overrides.csv", "zed,*,1,,ta")
-    assert run.main(submissions=subs, out=out, lesson=DAY13) == 2
+    assert run.main(submissions=subs, out=out, lesson=LESSON) == 2
     assert "no submission named 'zed'" in capsys.readouterr().err
 
 
@@ -125,31 +127,31 @@ def test_merge_applies_the_merged_folders_file_and_another_one(out, tmp_path):
     merged = tmp_path / "merged"
     merged.mkdir()
     _write(merged / "overrides.csv", "bob,*,2,bonus for the write-up,ta")
-    assert merge(shards=[str(out)], out=str(merged), lesson=DAY13) == 0
+    assert merge(shards=[str(out)], out=str(merged), lesson=LESSON) == 0
     assert _grades(merged)["bob"]["total"] == "9"
     elsewhere = tmp_path / "decisions.csv"
-    _write(elsewhere, "bob,deliverables,0,,ta")
-    assert merge(shards=[str(out)], out=str(merged), overrides_path=str(elsewhere), lesson=DAY13) == 0
+    _write(elsewhere, "bob,classifier,0,,ta")
+    assert merge(shards=[str(out)], out=str(merged), overrides_path=str(elsewhere), lesson=LESSON) == 0
     rows = _grades(merged)
-    assert rows["bob"]["total"] == "3" and rows["bob"]["deliverables"] == "0"
+    assert rows["bob"]["total"] == "3" and rows["bob"]["classifier"] == "0"
     _write(elsewhere, "nobody,*,1,,ta")
-    assert merge(shards=[str(out)], out=str(merged), overrides_path=str(elsewhere), lesson=DAY13) == 2
+    assert merge(shards=[str(out)], out=str(merged), overrides_path=str(elsewhere), lesson=LESSON) == 2
 
 
 def test_append_writes_one_plain_line_per_decision(tmp_path):
     path = tmp_path / "o.csv"
     overrides.append(path, {"submission": "alice", "test": "*", "points": 2.0, "comment": "a\nb, \"c\"", "by": "=cmd"})
-    overrides.append(path, {"submission": "bob", "test": "deliverables", "points": None, "comment": "", "by": "ta"})
+    overrides.append(path, {"submission": "bob", "test": "classifier", "points": None, "comment": "", "by": "ta"})
     rows = overrides.read(path)
     assert [(r.submission, r.test, r.points, r.comment, r.by) for r in rows] == [
-        ("alice", "*", 2.0, 'a b, "c"', "'=cmd"), ("bob", "deliverables", None, "", "ta")]
+        ("alice", "*", 2.0, 'a b, "c"', "'=cmd"), ("bob", "classifier", None, "", "ta")]
     assert all(r.at for r in rows)
 
 
 def test_points_a_person_reads_have_at_most_two_decimals_in_every_file(out):
     # 5 points over tests worth 4 and 3 gives shares of 2.857142...; a written 1.2345 bonus.
-    _write(out / "overrides.csv", "bob,self_attention,5,,,", "alice,*,-1.2345,,,")
-    classreport.write_class(out, lesson=DAY13)
+    _write(out / "overrides.csv", "bob,activations,5,,,", "alice,*,-1.2345,,,")
+    classreport.write_class(out, lesson=LESSON)
     texts = {"grades.csv": (out / "grades.csv").read_text()}
     for name in ("alice", "bob"):
         for file in ("feedback.md", "feedback.html", "results.json"):
@@ -163,7 +165,7 @@ def test_points_a_person_reads_have_at_most_two_decimals_in_every_file(out):
             assert all(round(n, 2) == n for n in numbers), (where, numbers)
         else:
             assert not re.search(r"(?<![\w.])\d+\.\d{3,}", text), (where, re.findall(r"\d+\.\d{3,}", text))
-    assert _grades(out)["bob"]["self_attention"] == "5" and _grades(out)["alice"]["total"] == "9.77"
+    assert _grades(out)["bob"]["activations"] == "5" and _grades(out)["alice"]["total"] == "9.77"
 
 
 def test_a_persons_comment_is_data_and_follows_the_rubrics_words():
@@ -173,14 +175,14 @@ def test_a_persons_comment_is_data_and_follows_the_rubrics_words():
     from grader.results.records import SubmissionResult, TestResult
 
     result = SubmissionResult(submission="alice", tests=[
-        TestResult(name="deliverables.analysis", component="deliverables", score=0, max_score=2, status="failed",
-                   output="the analysis is 12 words long", advice="hint")])
-    row = overrides.Override(submission="alice", test="deliverables.analysis", points=1.0,
+        TestResult(name="classifier.shape", component="classifier", score=0, max_score=2, status="failed",
+                   output="the output has shape (2, 4), not (2, 3)", advice="hint")])
+    row = overrides.Override(submission="alice", test="classifier.shape", points=1.0,
                              comment="fair try", by="ta-jo")
-    changed = overrides.apply(result, {"deliverables.analysis": row})
-    assert changed.tests[0].output == "the analysis is 12 words long"
+    changed = overrides.apply(result, {"classifier.shape": row})
+    assert changed.tests[0].output == "the output has shape (2, 4), not (2, 3)"
     assert changed.tests[0].review == {"by": "ta-jo", "comment": "fair try"}
-    words = feedback.Words(tests={"deliverables.analysis": {"hint": "Write 4-5 lines."}})
+    words = feedback.Words(tests={"classifier.shape": {"hint": "Map (..., d_in) to (..., n_classes)."}})
     assert feedback.student_output(changed.tests[0], words) == \
-        "the analysis is 12 words long\n\nHint: Write 4-5 lines.\n\nReviewed by ta-jo: fair try"
+        "the output has shape (2, 4), not (2, 3)\n\nHint: Map (..., d_in) to (..., n_classes).\n\nReviewed by ta-jo: fair try"
     assert result.tests[0].review == {}  # the record is as graded

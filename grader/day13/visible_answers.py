@@ -126,8 +126,11 @@ def same_tables(a: list, b: list) -> bool:
         for key in x:
             if (x[key] is None) != (y[key] is None):
                 return False
+            # The reference computes Q, K, V in float32, and another CPU's kernels may round them a unit in
+            # the last place differently (2e-7 seen): the table is current when it agrees at float32 precision,
+            # far tighter than the students' lookup (1e-4) and far looser than a changed test's inputs.
             if x[key] is not None and not (x[key].shape == y[key].shape and torch.allclose(
-                    x[key].to(torch.float64), y[key].to(torch.float64), atol=1e-9)):
+                    x[key].to(torch.float64), y[key].to(torch.float64), rtol=1e-5, atol=1e-6)):
                 return False
     return True
 

@@ -17,6 +17,7 @@ from grader.lesson import load_lesson
 from grader.judging import mutants
 
 from grader.judging import score
+from grader.results import feedback
 from grader.running.calls import InProcessTransport
 from grader.day13 import tolerances
 
@@ -197,8 +198,10 @@ def test_forbidden_call_costs_that_part_with_a_reason_and_nothing_else(tmp_path)
     (sub / "block.py").write_text(text)
     result = killrate.grade(sub, "forbidden", lesson=DAY13)
     assert code_scores(result) == {**killrate.full_marks(lesson=DAY13), "block": 0.0}
-    block = [t for t in result.tests if t.component == "block"]
-    assert all("MultiheadAttention" in t.output and "point of Day 13" in t.output for t in block)
+    # Each test as the student reads it: the rubric's words for a forbidden library are data on the result.
+    words = feedback.lesson_words(DAY13)
+    block = [feedback.student_output(t, words, cut=False) for t in result.tests if t.component == "block"]
+    assert block and all("MultiheadAttention" in text and "point of Day 13" in text for text in block), block
 
 
 def test_forbidden_sdpa_mutant_is_named():

@@ -41,7 +41,8 @@ _GRADE_ONE_CALL = textwrap.dedent("""
     import json, os, sys, tempfile, time
     from pathlib import Path
     sys.path.insert(0, sys.argv[1] + "/tests/fixtures")
-    from engine_helpers import uid_base_for_tests
+    from engine_helpers import TOY, uid_base_for_tests
+    from grader.lesson import load_lesson
     from grader.sandbox import SandboxConfig
     from grader.sandbox.confinement import prepare_scratch, slot_uid
     from grader.sandbox.transport import SandboxTransport
@@ -52,7 +53,7 @@ _GRADE_ONE_CALL = textwrap.dedent("""
     os.chmod(work, 0o711)
     (work / "who.py").write_text("import os, torch\\ndef uid():\\n    return torch.tensor(os.getuid())\\n")
     prepare_scratch(work, slot_uid(config, 0))
-    with Zygote(slots=1, config=config) as zygote:
+    with Zygote(slots=1, config=config, lesson=load_lesson(str(TOY))) as zygote:
         zygote.wait_ready(0, timeout=300)  # two zygotes start at once on a machine that may be busy
 
         def meet(step):  # wait for the other process to reach the same step

@@ -12,17 +12,7 @@ import sys
 def _call(module: str, function: str, *, lesson, **kwargs) -> int:
     """Run one stage's entry function (`grader.<module>.<function>`) for the run's lesson."""
     entry = getattr(importlib.import_module(f"grader.{module}"), function)
-    return int(_call_entry(entry, lesson, kwargs) or 0)
-
-
-def _call_entry(entry, lesson, kwargs):
-    """`entry(lesson=lesson, **kwargs)`; a stage that needs no lesson (the stub generator, which works on
-    every lesson's solutions) takes no `lesson` and is called without it."""
-    import inspect
-
-    if "lesson" in inspect.signature(entry).parameters:
-        return entry(lesson=lesson, **kwargs)
-    return entry(**kwargs)
+    return int(entry(lesson=lesson, **kwargs) or 0)
 
 
 RELEASES = ("now", "after_due_date", "published", "all")  # grader.results.feedback.RELEASES, without importing it
@@ -93,8 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=lambda a, lesson: _call(
         "running.deliverables_process", "main", lesson=lesson, submission=a.submission))
 
-    p = sub.add_parser("stubs", help="regenerate assignments/ stubs from solutions/ markers")
-    p.add_argument("--check", action="store_true", help="fail if the committed stubs differ")
+    p = sub.add_parser("stubs", help="write the lesson's stubs into its student folder from its solutions' markers")
+    p.add_argument("--check", action="store_true",
+                   help="fail if the committed stubs differ from their solutions, or only some are committed")
     p.set_defaults(run=lambda a, lesson: _call(
         "release.stubs", "main", lesson=lesson, check=a.check))
 

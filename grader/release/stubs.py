@@ -1,4 +1,4 @@
-"""Stage "stubs": derive the student files in assignments/ from the reference in solutions/.
+"""Stage "stubs": derive a lesson's student files (its assignment folder) from its reference (its solutions).
 
 The reference is the one source of truth. Each solution region is marked
 
@@ -15,6 +15,10 @@ Everything outside the markers (imports, signatures, docstrings, `super().__init
 is copied unchanged, so a stub keeps its contract and its documentation.
 The handout section is the nearest "handout §…" written above the region, i.e. the
 docstring of the function or class the region belongs to.
+
+A lesson commits either every stub in its assignment folder (each the generator's output, byte for
+byte, so a student who clones the kit's folder gets what the release ships) or none (the release
+generates them, as it always does). `main(lesson=..., check=True)` fails on anything in between.
 """
 from __future__ import annotations
 
@@ -24,9 +28,7 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-SOLUTIONS = ROOT / "solutions"
-ASSIGNMENTS = ROOT / "assignments"
+ROOT = Path(__file__).resolve().parents[2]  # only to show paths short
 
 BEGIN = re.compile(r"^(?P<indent>[ \t]*)# BEGIN SOLUTION \((?P<task>Task \d+ · [^)]+)\)\s*$")
 END = re.compile(r"^[ \t]*# END SOLUTION\s*$")
@@ -122,19 +124,10 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
-def stub_pairs(solutions: Path = SOLUTIONS, assignments: Path = ASSIGNMENTS) -> list[tuple[Path, Path]]:
-    """(solution file, stub file) for every solution .py that has markers, lesson by lesson."""
-    pairs = []
-    for solution in sorted(solutions.glob("*/*.py")):
-        if "BEGIN SOLUTION" in solution.read_text(encoding="utf-8"):
-            pairs.append((solution, assignments / solution.parent.name / solution.name))
-    return pairs
-
-
-def stub_texts(lesson: str | None = None) -> dict[str, str]:
-    """file name -> the stub a student gets, generated from the reference (one lesson, or all)."""
-    return {solution.name: make_stub(solution.read_text(encoding="utf-8"))
-            for solution, _ in stub_pairs() if lesson is None or solution.parent.name == lesson}
+def stub_pairs(*, lesson) -> list[tuple[Path, Path]]:
+    """(solution file, its stub in the student folder) for every solution .py of the lesson that has markers."""
+    return [(solution, lesson.assignment / solution.name) for solution in sorted(lesson.solutions.glob("*.py"))
+            if "BEGIN SOLUTION" in solution.read_text(encoding="utf-8")]
 
 
 def stub_texts_of(solutions: Path) -> dict[str, str]:
@@ -152,29 +145,40 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.replace("\r\n", "\n").encode("utf-8")).hexdigest()
 
 
-def main(*, check: bool = False) -> int:
-    """Write the stubs (or, with check=True, report the ones that differ). Returns an exit code."""
-    stale = 0
-    for solution, stub in stub_pairs(SOLUTIONS, ASSIGNMENTS):
+def main(*, lesson, check: bool = False) -> int:
+    """Write the lesson's stubs into its assignment folder (or, with check=True, report the committed ones that
+    differ from their solutions, or a set with some missing). Returns an exit code."""
+    wanted = {}
+    for solution, stub in stub_pairs(lesson=lesson):
         try:
-            wanted = make_stub(solution.read_text(encoding="utf-8"))
+            wanted[stub] = make_stub(solution.read_text(encoding="utf-8"))
         except MarkerError as error:
             print(f"{_shown(solution)}: {error}", file=sys.stderr)
             return 2
-        current = stub.read_text(encoding="utf-8") if stub.exists() else None
-        if current == wanted:
-            continue
-        if check:
-            stale += 1
-            diff = difflib.unified_diff((current or "").splitlines(True), wanted.splitlines(True),
-                                        _shown(stub), "regenerated", n=1)
-            sys.stderr.writelines(diff)
-        else:
-            stub.parent.mkdir(parents=True, exist_ok=True)
-            stub.write_text(wanted, encoding="utf-8")
-            print(f"wrote {_shown(stub)}")
-    if stale:
-        print(f"{stale} stub(s) differ from their solutions: run `make stubs` and commit the result",
+    again = f"make stubs LESSON={lesson.ref}"
+    if not check:
+        for stub, text in wanted.items():
+            if not stub.exists() or stub.read_text(encoding="utf-8") != text:
+                stub.parent.mkdir(parents=True, exist_ok=True)
+                stub.write_text(text, encoding="utf-8")
+                print(f"wrote {_shown(stub)}")
+        return 0
+    committed = [stub for stub in wanted if stub.exists()]
+    if not committed:
+        print(f"{lesson.name}: no stub committed in {_shown(lesson.assignment)}; the release generates all "
+              f"{len(wanted)} from {_shown(lesson.solutions)}")
+        return 0
+    missing = [stub for stub in wanted if not stub.exists()]
+    stale = [stub for stub in committed if stub.read_text(encoding="utf-8") != wanted[stub]]
+    for stub in stale:
+        sys.stderr.writelines(difflib.unified_diff(stub.read_text(encoding="utf-8").splitlines(True),
+                                                   wanted[stub].splitlines(True), _shown(stub), "regenerated", n=1))
+    for stub in missing:
+        print(f"{_shown(stub)} is missing, while {len(committed)} other stub(s) of the lesson are committed",
+              file=sys.stderr)
+    if stale or missing:
+        print(f"{len(stale)} stub(s) differ from their solutions and {len(missing)} are missing: run `{again}` and "
+              f"commit the result (or remove every stub of {_shown(lesson.assignment)}: the release generates them)",
               file=sys.stderr)
         return 1
     return 0

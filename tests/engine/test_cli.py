@@ -99,7 +99,10 @@ def test_make_grade_passes_the_roster_beside_a_lessons_demo_class_and_none_for_a
 
 def test_a_stage_gets_the_value_itself_and_no_variable_names_the_lesson(monkeypatch):
     """The command's stage is handed the value; nothing in the environment names the lesson during the call
-    (a stage that looked one up there would grade whatever lesson the variable named)."""
+    (a stage that looked one up there would grade whatever lesson the variable named). Every stage takes
+    `lesson=`, so one without it is an error, not a stage called without the lesson."""
+    import types
+
     toy = lessons.load_lesson(str(TOY))
     before = dict(__import__("os").environ)
     got = {}
@@ -108,9 +111,12 @@ def test_a_stage_gets_the_value_itself_and_no_variable_names_the_lesson(monkeypa
         got.update(out=out, lesson=lesson, environ=dict(__import__("os").environ))
         return 0
 
-    assert cli._call_entry(stage, toy, {"out": "o"}) == 0
+    module = types.ModuleType("grader.a_stage")
+    module.main, module.unlessoned = stage, lambda *, out: 0
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    assert cli._call("a_stage", "main", lesson=toy, out="o") == 0
     assert got["lesson"] is toy and got["out"] == "o"
     assert got["environ"] == before, "the command line set a variable for its stage"
     assert not [name for name in got["environ"] if "LESSON" in name.upper()]
-    # A stage that needs no lesson (the stub generator works on every lesson's solutions) is called without it.
-    assert cli._call_entry(lambda *, out: out, toy, {"out": "o"}) == "o"
+    with pytest.raises(TypeError, match="lesson"):
+        cli._call("a_stage", "unlessoned", lesson=toy, out="o")

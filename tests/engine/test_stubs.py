@@ -1,61 +1,83 @@
-"""grader/release/stubs.py: the student stubs are generated from the reference, and nothing of the reference leaks."""
+"""grader/release/stubs.py: the student stubs are generated from the reference, and nothing of the reference leaks.
+
+What is checked of every lesson goes over each lesson under grader/ and the fixture toy (found by its path):
+each commits every stub, each equal to its solution's, or none (the release generates them)."""
 import ast
 import re
+import shutil
 
 import pytest
 
+from engine_helpers import TOY
 from grader.lesson import lesson_names, load_lesson
 from grader.release import stubs
 
-PAIRS = stubs.stub_pairs()
+# Each lesson under grader/ by name, and the fixture toy by its path (which commits no stub: the release generates them).
+LESSONS = [*lesson_names(), str(TOY)]
+IDS = [*lesson_names(), "fixture-toy"]
+
+
+@pytest.fixture(scope="module", params=LESSONS, ids=IDS)
+def lesson(request):
+    return load_lesson(request.param)
 
 
 def _squeeze(text):
     return "".join(text.split())
 
 
-@pytest.mark.parametrize("name", lesson_names())
-def test_every_contract_module_of_a_lesson_has_a_stub(name):
+def test_every_contract_module_of_a_lesson_has_a_stub(lesson):
     """Each lesson's student folder gets exactly one generated stub per contract module, and no other."""
-    lesson = load_lesson(name)
-    stubs_made = sorted(stub.name for _, stub in PAIRS if stub.parent == lesson.assignment)
+    stubs_made = sorted(stub.name for _, stub in stubs.stub_pairs(lesson=lesson))
     assert stubs_made == sorted(lesson.file_of.values())
+    assert all(stub.parent == lesson.assignment for _, stub in stubs.stub_pairs(lesson=lesson))
 
 
-@pytest.mark.parametrize("solution,stub", PAIRS, ids=[s.name for s, _ in PAIRS])
-def test_committed_stub_is_regenerated_byte_for_byte(solution, stub):
-    assert stub.exists(), f"{stub} is missing: run `make stubs`"
-    regenerated = stubs.make_stub(solution.read_text(encoding="utf-8")).encode("utf-8")
-    assert stub.read_bytes() == regenerated, f"{stub.name} differs from its solution: run `make stubs` and commit"
+def test_a_lesson_commits_every_stub_byte_for_byte_or_none(lesson):
+    pairs = stubs.stub_pairs(lesson=lesson)
+    committed = [(solution, stub) for solution, stub in pairs if stub.exists()]
+    assert not committed or len(committed) == len(pairs), (
+        f"{lesson.name} commits {len(committed)} of its {len(pairs)} stubs: run `make stubs LESSON={lesson.ref}`")
+    for solution, stub in committed:
+        regenerated = stubs.make_stub(solution.read_text(encoding="utf-8")).encode("utf-8")
+        assert stub.read_bytes() == regenerated, (
+            f"{stub.name} differs from its solution: run `make stubs LESSON={lesson.ref}` and commit")
 
 
-def test_check_mode_passes_on_the_committed_tree(capsys):
-    assert stubs.main(check=True) == 0, capsys.readouterr().err
+def test_check_mode_passes_on_the_committed_tree(lesson, capsys):
+    assert stubs.main(lesson=lesson, check=True) == 0, capsys.readouterr().err
 
 
-def test_no_solution_line_reaches_assignments():
-    """Every non-trivial reference line is searched for in every text file under assignments/ (spaces ignored)."""
+def test_no_solution_line_reaches_the_student_folder(lesson):
+    """Every non-trivial reference line is searched for in every text file of the lesson's student folder (spaces ignored)."""
     texts = {path: _squeeze(path.read_text(encoding="utf-8"))
-             for path in _assignment_files() if path.suffix in {".py", ".md", ".ini", ".txt", ""}}
-    assert texts, "nothing to search: assignments/ is empty"
+             for path in _assignment_files(lesson) if path.suffix in {".py", ".md", ".ini", ".txt", ""}}
+    assert texts, f"nothing to search: {lesson.assignment} is empty"
     leaks = []
-    for solution, _ in PAIRS:
-        for line in stubs.solution_lines(solution.read_text(encoding="utf-8")):
+    for solution, _ in stubs.stub_pairs(lesson=lesson):
+        lines = stubs.solution_lines(solution.read_text(encoding="utf-8"))
+        assert lines, f"{solution.name}: no solution line to search for"
+        for line in lines:
             leaks += [f"{path.name}: {line}" for path, text in texts.items() if _squeeze(line) in text]
-    assert not leaks, "solution code found in assignments/:\n" + "\n".join(leaks)
+    assert not leaks, f"solution code found in {lesson.assignment}:\n" + "\n".join(leaks)
 
 
-def _assignment_files():
-    # Every lesson's student folder. Caches (__pycache__, .pytest_cache) are written by test runs and never shipped.
-    root = stubs.ASSIGNMENTS
+def _assignment_files(lesson):
+    # Caches (__pycache__, .pytest_cache) are written by test runs and never shipped.
+    root = lesson.assignment
     return sorted(p for p in root.rglob("*") if p.is_file()
                   and not any(part == "__pycache__" or part.startswith(".") for part in p.relative_to(root).parts))
 
 
-@pytest.mark.parametrize("solution,stub", PAIRS, ids=[s.name for s, _ in PAIRS])
-def test_stub_keeps_the_contract(solution, stub):
-    """Same functions and classes with the same signatures and docstrings; each task body is TODO + raise."""
-    ref, mine = ast.parse(solution.read_text(encoding="utf-8")), ast.parse(stub.read_text(encoding="utf-8"))
+def test_stub_keeps_the_contract(lesson):
+    """Same functions and classes with the same signatures and docstrings; each task body is TODO + raise.
+    (What is committed equals what is generated: test_a_lesson_commits_every_stub_byte_for_byte_or_none.)"""
+    for solution, _ in stubs.stub_pairs(lesson=lesson):
+        _keeps_the_contract(solution, stubs.make_stub(solution.read_text(encoding="utf-8")))
+
+
+def _keeps_the_contract(solution, text):
+    ref, mine = ast.parse(solution.read_text(encoding="utf-8")), ast.parse(text)
 
     def defs(tree):
         return {node.name: node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
@@ -69,7 +91,6 @@ def test_stub_keeps_the_contract(solution, stub):
     source = solution.read_text(encoding="utf-8")
     tasks = re.findall(r"# BEGIN SOLUTION \((Task \d+ · [^)]+)\)", source)
     assert tasks, f"{solution.name} has no solution region"
-    text = stub.read_text(encoding="utf-8")
     for task in tasks:
         assert f"# TODO {task}:" in text
         assert f'raise NotImplementedError("{task}: not implemented yet (handout §' in text
@@ -173,31 +194,63 @@ def test_solution_lines_skip_comments_and_generic_lines():
     ]
 
 
-def test_check_mode_reports_a_stale_stub(tmp_path, monkeypatch, capsys):
-    solutions, assignments = tmp_path / "solutions", tmp_path / "assignments"
-    (solutions / "day99").mkdir(parents=True)
-    (solutions / "day99" / "toy.py").write_text(
-        "def f():\n    # BEGIN SOLUTION (Task 1 · f)\n    return 42\n    # END SOLUTION\n", encoding="utf-8")
-    monkeypatch.setattr(stubs, "SOLUTIONS", solutions)
-    monkeypatch.setattr(stubs, "ASSIGNMENTS", assignments)
-    assert stubs.main(check=True) == 1  # the stub does not exist yet
-    assert "make stubs" in capsys.readouterr().err
-    assert stubs.main() == 0
-    stub = assignments / "day99" / "toy.py"
-    assert 'raise NotImplementedError("Task 1 · f: not implemented yet")' in stub.read_text(encoding="utf-8")
-    assert stubs.main(check=True) == 0
+def test_check_mode_passes_with_none_or_all_and_reports_a_partial_or_stale_set(tmp_path, capsys):
+    """On a copy of the toy, found by its path: it commits no stub (check passes, the release generates them);
+    `stubs` writes them all (check passes); a hand edit or a missing one fails, saying what to run."""
+    copy = tmp_path / "toy"
+    shutil.copytree(TOY, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    lesson = load_lesson(str(copy))
+    assignment = lesson.assignment
+    assert assignment.is_relative_to(copy) and not list(assignment.glob("*.py"))
+    assert stubs.main(lesson=lesson, check=True) == 0
+    assert "the release generates" in capsys.readouterr().out
+    assert not list(assignment.glob("*.py")), "check mode wrote a stub"
+
+    assert stubs.main(lesson=lesson) == 0
+    written = sorted(p.name for p in assignment.glob("*.py"))
+    assert written == sorted(lesson.file_of.values())
+    for solution, stub in stubs.stub_pairs(lesson=lesson):
+        assert stub.read_text(encoding="utf-8") == stubs.make_stub(solution.read_text(encoding="utf-8"))
+    assert 'raise NotImplementedError("Task 1 · softmax: not implemented yet (handout §1)")' in (
+        assignment / "activations.py").read_text(encoding="utf-8")
+    capsys.readouterr()
+    assert stubs.main(lesson=lesson, check=True) == 0
+    assert stubs.main(lesson=lesson) == 0 and "wrote" not in capsys.readouterr().out  # nothing to rewrite
+
+    stub = assignment / "activations.py"
     stub.write_text(stub.read_text(encoding="utf-8") + "# hand edit\n", encoding="utf-8")
-    assert stubs.main(check=True) == 1
-    assert "-# hand edit" in capsys.readouterr().err  # the diff shows what regenerating would remove
+    assert stubs.main(lesson=lesson, check=True) == 1
+    said = capsys.readouterr().err
+    assert "-# hand edit" in said  # the diff shows what regenerating would remove
+    assert f"make stubs LESSON={copy}" in said
+
+    stubs.main(lesson=lesson)
+    (assignment / "classifier.py").unlink()
+    assert stubs.main(lesson=lesson, check=True) == 1
+    said = capsys.readouterr().err
+    assert "classifier.py is missing" in said and f"make stubs LESSON={copy}" in said
 
 
-def test_student_readme_lists_every_task_and_says_what_is_not_allowed():
+def test_marker_errors_stop_the_generator_naming_the_file(tmp_path, capsys):
+    copy = tmp_path / "toy"
+    shutil.copytree(TOY, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    solution = copy / "solutions" / "activations.py"
+    solution.write_text(solution.read_text(encoding="utf-8").replace("# END SOLUTION", "# the end"), encoding="utf-8")
+    lesson = load_lesson(str(copy))
+    for check in (True, False):
+        assert stubs.main(lesson=lesson, check=check) == 2
+        said = capsys.readouterr().err
+        assert "activations.py" in said and "never closed" in said
+    assert not list(lesson.assignment.glob("*.py"))
+
+
+def test_student_readme_lists_every_task_and_says_what_is_not_allowed(lesson):
     """Each lesson's student README has a task table that follows the markers, so a renumbered task cannot
     drift from it, and a "Not allowed" section (which calls it lists is the lesson's, tested with it)."""
-    for solution, stub in PAIRS:
-        readme = (stub.parent / "README.md").read_text(encoding="utf-8")
+    readme = (lesson.assignment / "README.md").read_text(encoding="utf-8")
+    for solution, _ in stubs.stub_pairs(lesson=lesson):
         for number, name in re.findall(r"# BEGIN SOLUTION \(Task (\d+) · ([\w.]+)\)", solution.read_text(encoding="utf-8")):
             row = re.search(rf"^\| {number} \| `{solution.name}` \|(.*)$", readme, re.M)
             assert row, f"README.md has no row for Task {number} in {solution.name}"
             assert name.split(".")[0] in row.group(1), f"Task {number}: README row does not name {name}"
-        assert "## Not allowed" in readme, f"{stub.parent.name}/README.md says nothing of what is not allowed"
+    assert "## Not allowed" in readme, f"{lesson.assignment}/README.md says nothing of what is not allowed"

@@ -2,7 +2,9 @@
 
 A real lesson is a folder under grader/ that declares itself with lesson.toml (grader.lesson.lesson_names());
 its tests live with it (tests/<lesson>/). An engine test that needs a lesson uses a fixture lesson
-(tests/fixtures/lessons/: the toy, words), whose names are free to use here. What names a real lesson:
+(tests/fixtures/lessons/: the toy, words), whose names are free to use here, even when a copy of one sits
+under grader/ (a lesson folder of a fixture's name whose lesson.toml is the fixture's): the engine's tests
+load the fixture by its path, never the copy. What names a real lesson:
 
 - its folder name, anywhere in the text (code, strings, comments): an import of its package, a path
   into its assignment or solutions, a `load_lesson(...)` of it;
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +32,7 @@ import pytest
 from grader import lesson as lessons
 
 ENGINE_TESTS = Path(__file__).resolve().parent
+FIXTURE_LESSONS = ENGINE_TESTS.parent / "fixtures" / "lessons"
 
 # test file -> (distinct names of real lessons it still uses, why it cannot go neutral today). Only shrinks.
 ALLOWED: dict[str, tuple[int, str]] = {
@@ -62,10 +66,20 @@ class Names:
     contract_names: tuple[str, ...]
 
 
-def real_lessons() -> list[Names]:
+def fixture_copy(folder: Path, fixtures: Path = FIXTURE_LESSONS) -> bool:
+    """Whether a lesson folder is a copy of a fixture lesson: the fixture's name, and its declaration byte for
+    byte (a lesson made from a fixture and then declared differently is a lesson of its own)."""
+    fixture = fixtures / folder.name / lessons.DECLARATION
+    return fixture.is_file() and fixture.read_bytes() == (folder / lessons.DECLARATION).read_bytes()
+
+
+def real_lessons(engine: Path = lessons.ENGINE) -> list[Names]:
+    """The lessons under `engine` (grader/) that are not copies of a fixture lesson, with what of each is theirs."""
     found = []
-    for name in lessons.lesson_names():
-        lesson = lessons.load_lesson(name)
+    for name in lessons.lesson_names(engine):
+        if fixture_copy(engine / name):
+            continue
+        lesson = lessons.load_lesson(name, engine)
         contract = tuple(dict.fromkeys(n for names in lesson.graded_names.values() for n in names))
         found.append(Names(name, lesson.modules, contract))
     return found
@@ -153,6 +167,27 @@ def test_the_scan_finds_each_way_of_naming_a_lesson(tmp_path):
         path = tmp_path / f"case_{number}.py"
         path.write_text(source)
         assert names_used(path, names) == expected, source
+
+
+def test_a_copy_of_a_fixture_lesson_is_no_real_lesson_but_a_lesson_made_from_one_is(tmp_path):
+    """Beside a copy of the toy under an engine folder, the toy's names stay free; once the copy declares
+    itself otherwise (another title) it is a lesson of its own, and its names are looked for."""
+    engine = tmp_path / "grader"
+    shutil.copytree(FIXTURE_LESSONS / "toy", engine / "toy", ignore=shutil.ignore_patterns("__pycache__"))
+    assert lessons.lesson_names(engine) == ["toy"]
+    assert fixture_copy(engine / "toy") and real_lessons(engine) == []
+    declared = engine / "toy" / lessons.DECLARATION
+    declared.write_text(declared.read_text(encoding="utf-8").replace('title = "', 'title = "Our own: ', 1),
+                        encoding="utf-8")
+    assert not fixture_copy(engine / "toy")
+    (made,) = real_lessons(engine)
+    toy = lessons.load_lesson(str(FIXTURE_LESSONS / "toy"))
+    assert made.lesson == "toy" and made.modules == toy.modules and set(made.contract_names) == {
+        n for names in toy.graded_names.values() for n in names}
+    # The names are looked for again: a file using the toy's folder name and a contract module is caught.
+    path = tmp_path / "case.py"
+    path.write_text(f"from grader.toy import x\nimport {toy.modules[0]}\n")
+    assert names_used(path, made) == {"toy", toy.modules[0]}
 
 
 def test_this_guard_names_no_lesson():

@@ -1,8 +1,9 @@
 """Every lesson is reachable the same way. In a copy of the kit with the toy lesson beside Day 13 (and
 the kit's other lessons: grader/toy/ next to grader/day13/ and grader/bpe/), the Makefile's targets work
 on the kit's default lesson (pyproject.toml, [tool.grader] default_lesson), `LESSON=toy` or `LESSON=bpe`
-chooses another, `make test` passes the tests that walk every lesson, and with no default a plain target
-stops, saying which lessons there are and how to choose, without a traceback.
+chooses another, `grader stubs --check` passes for each (the toy commits no stub: its release generates
+them), `make test` passes the tests that walk every lesson, and with no default a plain target stops, saying
+which lessons there are and how to choose, without a traceback.
 
 The copy is the kit's tracked files as they are on disk, with the kit's .venv linked in (so `make` sets up
 nothing); the real grader/ is never touched."""
@@ -108,20 +109,49 @@ def test_make_release_builds_the_default_and_lesson_toy_the_toys(kit):
             assert "raise NotImplementedError" in (kit / "dist" / other / f"{module}.py").read_text(encoding="utf-8")
 
 
+def _grader(kit: Path, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    """`python -m grader ARGS` run in the copy, which imports the copy's grader (the folder it runs in comes first)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return subprocess.run([str(kit / ".venv" / "bin" / "python"), "-m", "grader", *args], cwd=kit, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_the_stubs_check_passes_for_every_lesson_and_an_unknown_one_is_told_them_all(kit):
+    """Day 13 and BPE commit their stubs, the toy none (its release generates them): `stubs --check` passes for
+    each, and for the default; a lesson that is not there is answered with every lesson that is."""
+    names = lessons.lesson_names(kit / "grader")
+    assert "toy" in names and len(names) >= 3
+    for chosen in (*[["--lesson", name] for name in names], []):
+        done = _grader(kit, "stubs", "--check", *chosen)
+        assert done.returncode == 0, (chosen, done.stdout[-2000:] + done.stderr[-2000:])
+        if chosen == ["--lesson", "toy"]:
+            assert "no stub committed in grader/toy/assignment" in done.stdout, done.stdout
+    assert not list((kit / "grader" / "toy" / "assignment").glob("*.py")), "the check wrote a stub"
+    done = _grader(kit, "release", "--lesson", "no-such-lesson", "--out", str(kit.parent / "nowhere"))
+    assert done.returncode == 2 and f"(there are: {', '.join(names)})" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and not (kit.parent / "nowhere").exists()
+
+
 # The kit's tests that walk every lesson present (its boundary, its values, its imports, the lesson-as-a-value
-# rule), run by `make test` in the copy: a third lesson beside the others breaks none. Left out: test_stubs
-# (the toy fixture commits no stubs in its assignment/, which a lesson under grader/ must) and
-# test_engine_tests_are_neutral (under grader/ the toy is a real lesson, which engine tests may not name).
-EVERY_LESSON_TESTS = ("test_lesson_boundary", "test_lesson.py", "test_imports", "test_ambient_lesson")
+# rule, its stubs, its engine tests' neutrality, in which the toy's copy under grader/ stays the fixture's),
+# run by `make test` in the copy: a third lesson beside the others breaks none. `-k` is given the files' names
+# whole: a shorter word would match tests elsewhere too (a test that runs pytest itself, inheriting the filter).
+EVERY_LESSON_TESTS = ("test_lesson_boundary.py", "test_lesson.py", "test_imports.py", "test_ambient_lesson.py",
+                      "test_stubs.py", "test_engine_tests_are_neutral.py")
 
 
 def test_make_test_passes_the_tests_that_walk_every_lesson(kit):
-    chosen = " or ".join(name.removesuffix(".py") for name in EVERY_LESSON_TESTS)
-    env_options = f'-p no:xdist -p no:cacheprovider -k "({chosen}) and not side_by_side and not tests_are_neutral"'
+    chosen = " or ".join(EVERY_LESSON_TESTS)
+    env_options = f'-p no:xdist -p no:cacheprovider -rA -k "{chosen}"'
     done = _make(kit, "test", "TEST_WORKERS=0", env={"PYTEST_ADDOPTS": env_options}, timeout=1200)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     ran = re.search(r"(\d+) passed", done.stdout)
     assert ran and int(ran.group(1)) >= 20 and " failed" not in done.stdout, done.stdout[-2000:]
+    # The toy under grader/ was among the lessons walked, and an engine test that loads the fixture toy by its
+    # path was checked against the copy's lessons.
+    for walked in ("test_stubs.py::test_a_lesson_commits_every_stub_byte_for_byte_or_none[toy]",
+                   "test_engine_tests_are_neutral.py::test_engine_test_names_no_real_lesson[test_workflows.py]"):
+        assert f"PASSED tests/engine/{walked}" in done.stdout, walked
 
 
 def test_with_no_default_a_plain_target_says_which_lessons_there_are_and_how_to_choose(kit):

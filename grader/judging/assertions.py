@@ -202,6 +202,9 @@ def same_outputs(got_res, exp_res, what: str, names: tuple[str, ...], *, values:
             close(got, expected, values(_judged_as(got_res, i, dtype)), f"{what}: {name}",
                   evidence=(i == evidence_output), facts=options(name))
         except GradeFailure as failure:
+            swapped = _in_other_order(got_res, exp_res, names, i, values, dtype)
+            if swapped is not None:
+                failure.facts.append(swapped)
             # A wrong output often comes from wrong weights, which show more (their sums, their scaling).
             for j, other in enumerate(names):
                 if j > i and other in probabilities and j < len(got_res.outputs):
@@ -211,6 +214,19 @@ def same_outputs(got_res, exp_res, what: str, names: tuple[str, ...], *, values:
                     if found:
                         failure.compared.append((got_res.array(j), exp_res.array(j), options(other), tolerance))
             raise
+
+
+def _in_other_order(got_res, exp_res, names, i: int, values, dtype: str) -> dict | None:
+    """The fact that output i of the student's call is the reference's output j, and output j is output i:
+    every number right, handed back in another order (a pair returned as (weights, out))."""
+    for j, other in enumerate(names):
+        if j == i or j >= len(got_res.outputs):
+            continue
+        crossed = ((got_res.array(i), exp_res.array(j), j), (got_res.array(j), exp_res.array(i), i))
+        if all(got is not None and expected is not None and got.shape == expected.shape
+               and not changed(expected, got, values(_judged_as(got_res, k, dtype))) for got, expected, k in crossed):
+            return {"id": "outputs_in_other_order", "name": names[i], "other": other, "order": ", ".join(names)}
+    return None
 
 
 def _judged_as(res, i: int, dtype: str) -> str:

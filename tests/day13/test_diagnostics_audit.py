@@ -48,7 +48,8 @@ RUBRIC = tomllib.loads((ROOT / "grader" / "day13" / "rubric.toml").read_text(enc
 NUMBERS = {"differs", "shape", "permuted", "nonfinite", "sign_flipped", "scaled", "score_scale",
            "rows_not_normalised", "sums_to_1_along", "blocked_weight", "only_at"}
 OTHER_CALLS = {"random", "batch_mixing", "only_with", "only_with_mask", "mask_ignored", "matches_own",
-               "weights_right", "mask_kinds_differ", "differs_from_own", "order_matters", "rule", "no_gradient"}
+               "weights_right", "mask_kinds_differ", "differs_from_own", "order_matters", "rule", "no_gradient",
+               "outputs_in_other_order"}
 RANDOM = {m.id for m in FRESH if any(f == "random" for f, _ in m.expect)}
 
 

@@ -198,3 +198,36 @@ def test_too_few_numbers_to_show_a_constant_claim_none():
     any other: neither is evidence of a scaling."""
     assert "score_scale" not in _by_id(diagnose.compare([[0.3, 0.7]], [[0.6, 0.4]], probabilities=True))
     assert "scaled" not in _by_id(diagnose.compare([3.0], [1.0]))
+
+
+# -- a call's several outputs, compared one by one (grader/judging/assertions.same_outputs) --------------------
+def _answer(*arrays):
+    from grader.running.calls import Result
+
+    return Result({"outputs": [{"kind": "tensor", "array": f"a{i}", "dtype": "float32"} for i in range(len(arrays))]},
+                  {f"a{i}": np.asarray(a, dtype=np.float64) for i, a in enumerate(arrays)})
+
+
+def _failure_of(got, expected):
+    from grader.judging.assertions import GradeFailure, same_outputs
+    from grader.judging.tolerances import Tol
+
+    with pytest.raises(GradeFailure) as failed:
+        same_outputs(got, expected, "f(x)", ("first", "second"), values=lambda dtype: Tol(1e-5, 1e-5))
+    return failed.value
+
+
+@pytest.mark.parametrize("shape", [(2, 3), (3, 3)], ids=["other shapes", "same shape"])
+def test_outputs_handed_back_in_another_order_are_told(shape):
+    rng = np.random.default_rng(5)
+    first, second = rng.normal(size=(2, 3)), rng.normal(size=shape)
+    failure = _failure_of(_answer(second, first), _answer(first, second))
+    assert {"id": "outputs_in_other_order", "name": "first", "other": "second", "order": "first, second"} in failure.facts
+
+
+def test_outputs_in_order_but_wrong_are_not_said_to_be_swapped():
+    rng = np.random.default_rng(6)
+    first, second = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
+    # Only one of the two is the other's: a half swap is a wrong answer, not a reordering.
+    for got in (_answer(second, second), _answer(first + 1, second), _answer(second, first + 1)):
+        assert "outputs_in_other_order" not in diagnose.ids(_failure_of(got, _answer(first, second)).facts)

@@ -18,6 +18,11 @@ The names come from the lessons themselves, so a lesson added later is checked w
 file. ALLOWED lists files not converted yet, with how many distinct names each still uses and why; it
 may only shrink: a file that names fewer must have its count lowered (or leave the list), one that
 names more fails.
+
+A test can also grade a real lesson without naming it: the kit's default lesson is what `load_lesson()`
+with neither a name nor an engine folder gives, and what `python -m grader ...` without `--lesson` grades.
+Both are caught (in code, and in a string that is a script a test runs); DEFAULT_USERS lists the files
+that use the default on purpose, with why.
 """
 from __future__ import annotations
 
@@ -54,6 +59,16 @@ ALLOWED: dict[str, tuple[int, str]] = {
     'test_review_browser.py': (2, "the review page in a browser over a real lesson's class; to convert (document work in flight)"),
     'test_scan.py': (6, "the forbidden scan with a real lesson's policy; to convert (being edited for lesson=)"),
     'test_similarity.py': (4, "similarity evidence is a real lesson's (its variants as plants, its deliverable pictures, its base file)"),
+}
+
+
+# test file -> (uses of the kit's default lesson, why that is the point of the test). Only shrinks.
+DEFAULT_USERS: dict[str, tuple[int, str]] = {
+    'test_ambient_lesson.py': (1, "a sample module planted for the ambient-read counter, which parses it and never runs it"),
+    'test_bench.py': (1, "`make bench` measures the kit's default lesson: its deliverables checker and bench mutants, "
+        'which no fixture lesson has'),
+    'test_gradescope.py': (1, "its run without Landlock grades the default lesson's zip; to convert with the file"),
+    'test_review.py': (1, "its notebook-and-zip test reads the default lesson's demo class; to move to that lesson's tests"),
 }
 
 
@@ -125,6 +140,40 @@ def names_used(path: Path, names: Names) -> set[str]:
             if token in names.modules:
                 found.add(token)
             found |= set(module_use.findall(token))
+    return found
+
+
+def _is_grader_command(items: list[ast.expr]) -> bool:
+    """A command line written out in full, `... -m grader[.module] ...` with no `--lesson` in it (a list
+    that splices in arguments, `*args`, gets them from its caller, where they are looked for)."""
+    if any(isinstance(item, ast.Starred) for item in items):
+        return False
+    words = [item.value if isinstance(item, ast.Constant) and isinstance(item.value, str) else None for item in items]
+    runs_grader = any(a == "-m" and isinstance(b, str) and (b == "grader" or b.startswith("grader."))
+                      for a, b in zip(words, words[1:]))
+    return runs_grader and "--lesson" not in words
+
+
+def default_lesson_uses(source: str, where: str = "") -> list[str]:
+    """Where `source` grades the kit's default lesson: a `load_lesson()` given neither a lesson nor an engine
+    folder, a `-m grader` command line without `--lesson`; also inside a string that is itself a script."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):  # a string that is not a script (a message, bytes spelled out)
+        return []
+    # A list compared with something is not run: `shlex.split(command)[:3] == ["python", "-m", "grader"]`.
+    compared = {id(side) for node in ast.walk(tree) if isinstance(node, ast.Compare)
+                for side in (node.left, *node.comparators)}
+    found = []
+    for node in ast.walk(tree):
+        line = f"{where}line {node.lineno}" if hasattr(node, "lineno") else where
+        if (isinstance(node, ast.Call) and not node.args and not node.keywords
+                and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) == "load_lesson"):
+            found.append(f"{line}: load_lesson() with no lesson")
+        elif isinstance(node, (ast.List, ast.Tuple)) and id(node) not in compared and _is_grader_command(node.elts):
+            found.append(f"{line}: a grader command without --lesson")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "\n" in node.value:
+            found += default_lesson_uses(node.value, f"{line}, in the script: ")
     return found
 
 
@@ -209,4 +258,43 @@ def test_engine_test_names_no_real_lesson(relative):
 def test_every_allowed_file_exists_and_says_why():
     for relative, (count, why) in ALLOWED.items():
         assert (ENGINE_TESTS / relative).is_file(), f"{relative} is gone: remove it from ALLOWED"
+        assert count > 0 and why.strip(), relative
+
+
+def test_the_default_lesson_is_found_however_a_test_reaches_it():
+    """Each way of grading the kit's default lesson is found, in code and in a script a test writes; a lesson
+    or an engine folder given, `--lesson` on the line, or arguments spliced in from a caller, are not."""
+    cases = {
+        "from grader.lesson import load_lesson\nLESSON = load_lesson()\n": 1,
+        "from grader import lesson as lessons\ndef f():\n    return lessons.load_lesson()\n": 1,
+        "cmd = [sys.executable, '-m', 'grader', 'grade', 'subs', '--out', 'out']\n": 1,
+        "cmd = (python, '-m', 'grader.release.notebook', '--out', 'x')\n": 1,
+        "SCRIPT = '''\nimport grader.lesson\nrun(lesson=grader.lesson.load_lesson())\n'''\n": 1,
+        "LESSON = load_lesson(str(TOY))\nmine = load_lesson(engine=tmp_path)\nnamed = load_lesson(name='x')\n": 0,
+        "cmd = [sys.executable, '-m', 'grader', 'grade', 'subs', '--lesson', ref]\n": 0,
+        "def run(*args):\n    return [sys.executable, '-m', 'grader', *args]\n": 0,
+        "MESSAGE = 'reach it only through load_lesson():\\n' + faults\n": 0,
+        "print('-m', 'grader')\n": 0,  # a call's arguments, not a command line: only lists and tuples are
+        "assert shlex.split(line)[:3] == ['python', '-m', 'grader']\n": 0,  # compared, not run
+    }
+    for source, expected in cases.items():
+        assert len(default_lesson_uses(source)) == expected, (source, default_lesson_uses(source))
+
+
+@pytest.mark.parametrize("relative", [f for f in FILES if f.endswith(".py") and f != Path(__file__).name])
+def test_engine_test_grades_no_default_lesson(relative):
+    # (This file is left out: its self-test above is made of such uses, as samples that are never run.)
+    uses = default_lesson_uses((ENGINE_TESTS / relative).read_text(encoding="utf-8"), f"{relative} ")
+    allowed, why = DEFAULT_USERS.get(relative, (0, ""))
+    assert len(uses) <= allowed, (
+        "an engine test grades the kit's default lesson (a real one) without naming it:\n" + "\n".join(uses)
+        + "\npass the fixture lesson it goes through (load_lesson(str(TOY)), --lesson <its path>)")
+    assert len(uses) == allowed, (
+        f"tests/engine/{relative} now uses the default lesson {len(uses)} times, not {allowed}: lower its count "
+        "in DEFAULT_USERS (or remove the entry at 0); the list only shrinks")
+
+
+def test_every_default_user_exists_and_says_why():
+    for relative, (count, why) in DEFAULT_USERS.items():
+        assert (ENGINE_TESTS / relative).is_file(), f"{relative} is gone: remove it from DEFAULT_USERS"
         assert count > 0 and why.strip(), relative

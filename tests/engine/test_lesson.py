@@ -11,11 +11,16 @@ import pytest
 from grader import lesson as lessons
 from grader.running.forbidden import POLICY_TABLES
 
+from engine_helpers import TOY  # tests/fixtures, on the path by tests/engine/conftest.py
+
 ENGINE = Path(lessons.__file__).resolve().parent
 # A lesson under grader/ (whichever sorts first): what a name means. Tests that need a lesson with
 # stand-ins take the first that has some.
 A_LESSON = lessons.lesson_names()[0]
 WITH_STANDINS = next(n for n in lessons.lesson_names() if lessons.load_lesson(n).standin_names)
+# The kit's default lesson is one of them, but these tests never take it unasked (no `load_lesson()`): what
+# they check holds for each lesson, or for the first that has what it needs.
+WITH_DELIVERABLES = next(n for n in lessons.lesson_names() if lessons.load_lesson(n).deliverables_checks)
 
 # Every engine module, wherever it sits under grader/ (the sandbox package, the templates the release
 # fills in): a lesson package is a folder with a lesson.toml, and nothing else under grader/ may name one.
@@ -23,8 +28,9 @@ CONVERTED = sorted(str(p.relative_to(ENGINE)) for p in ENGINE.rglob("*.py")
                    if not any((ENGINE / part / lessons.DECLARATION).exists() for part in p.relative_to(ENGINE).parts[:1]))
 
 
-def test_the_only_lesson_is_found_and_declares_what_the_engine_needs():
-    lesson = lessons.load_lesson()
+@pytest.mark.parametrize("name", lessons.lesson_names())
+def test_each_lesson_is_found_and_declares_what_the_engine_needs(name):
+    lesson = lessons.load_lesson(name)
     assert lesson.name in lessons.lesson_names()
     for path in (lesson.contract, lesson.assignment, lesson.solutions, lesson.rubric_path,
                  lesson.forbidden_path, lesson.limits_path, lesson.tests_folder):
@@ -45,10 +51,12 @@ def test_the_only_lesson_is_found_and_declares_what_the_engine_needs():
     assert all((lesson.solutions / picture).is_file() for picture in lesson.bench_pictures)
 
 
-def test_components_and_points_come_from_the_rubric():
-    lesson = lessons.load_lesson()
+@pytest.mark.parametrize("name", lessons.lesson_names())
+def test_components_and_points_come_from_the_rubric(name):
+    lesson = lessons.load_lesson(name)
     rubric = tomllib.loads(lesson.rubric_path.read_text(encoding="utf-8"))
-    assert lesson.components == (*lesson.modules, lesson.deliverables_component)
+    graded_besides = [lesson.deliverables_component] if lesson.deliverables_component in rubric else []
+    assert lesson.components == (*lesson.modules, *graded_besides)
     for component in lesson.components:
         expected = sum(e["points"] for e in rubric[component].values() if isinstance(e, dict) and "points" in e)
         assert lesson.points[component] == pytest.approx(expected)
@@ -56,7 +64,7 @@ def test_components_and_points_come_from_the_rubric():
 
 
 def test_the_deliverable_checks_and_the_example_course_are_the_lessons():
-    lesson = lessons.load_lesson()
+    lesson = lessons.load_lesson(WITH_DELIVERABLES)
     assert lesson.deliverables_checks.parent == lesson.folder and lesson.deliverables_checks.is_file()
     assert all(path.parent == lesson.folder and path.is_file() for path in lesson.deliverables_data)
     ids = [check_id for check_id, _ in lesson.deliverable_checks()]
@@ -117,7 +125,7 @@ def test_the_kits_default_lesson_is_a_lesson_of_the_kit():
 def test_the_hidden_tests_adapter_is_the_engines_with_the_lessons_requests(tmp_path):
     from grader.running import calls
 
-    lesson = lessons.load_lesson()
+    lesson = lessons.load_lesson(A_LESSON)
     adapter = lesson.adapter()
     assert issubclass(adapter, calls.Adapter) and adapter.__module__.startswith(lesson.package + ".")
     _write_lesson(tmp_path, "one", "One")
@@ -150,7 +158,7 @@ def test_a_declaration_naming_an_undeclared_module_is_refused(tmp_path):
 
 
 def test_stand_ins_offer_contract_names_the_stand_ins_file_defines():
-    lesson = lessons.load_lesson()
+    lesson = lessons.load_lesson(WITH_STANDINS)
     source = (lesson.folder / (lesson.standins_module.rsplit(".", 1)[1] + ".py")).read_text(encoding="utf-8")
     defined = {n.name for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     assert set(lesson.standin_names) >= {dep for deps in lesson.always_standin.values() for dep in deps}
@@ -204,7 +212,7 @@ def test_engine_modules_read_the_lesson_when_called_not_at_import():
 def test_the_feedback_script_is_written_with_the_lessons_parts():
     from grader.release import student_release as release
 
-    lesson = lessons.load_lesson()
+    lesson = lessons.load_lesson(str(TOY))
     text = release.ci_feedback_source(lesson=lesson)
     parts = tuple(c for c in lesson.components if c != lesson.deliverables_component)
     assert f"PARTS = ({', '.join(map(repr, parts))})".replace("'", '"') in text

@@ -507,7 +507,7 @@ def _load(folder: Path) -> Lesson:
             raise LessonError(f"{declared} has no `{key}`: add it (see docs/architecture.md, lessons)")
         return data[key]
 
-    package = f"{ENGINE.name}.{folder.name}" if folder.parent == ENGINE else _register_path_package(folder)
+    package = f"{ENGINE.name}.{folder.name}" if folder.parent == ENGINE else register_path_package(folder)
 
     def path(key, default=None):
         """A path of the declaration: relative to the lesson folder when it is there, else (Day 13's
@@ -590,7 +590,10 @@ class _PathLessons(importlib.abc.MetaPathFinder):
 _PATH_LESSONS = _PathLessons()
 
 
-def _register_path_package(folder: Path) -> str:
+def register_path_package(folder: Path) -> str:
+    """Make the package of the lesson found by path in `folder` importable in this process, and return its name:
+    what load_lesson does for such a lesson, without reading its files (for a helper process that imports one
+    module of the lesson by the name its parent found)."""
     # The folder's name for the reader, a digest of its path so that two lessons of the same name in
     # different places (a fixture and its copy) are two packages.
     digest = hashlib.sha256(str(folder).encode("utf-8", "surrogateescape")).hexdigest()[:8]

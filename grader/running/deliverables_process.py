@@ -10,7 +10,7 @@ memory, crashes or overruns is killed, the submission's deliverables fail with t
 next submission gets a fresh helper.
 
     python -m grader.running.deliverables_process SPEC     # the helper: SPEC is JSON built from the lesson value
-                                      # ({"checks_module": ...}); one folder path (JSON) per line in, one JSON
+                                      # ({"checks_module": ..., "lesson_folder": ...}); one folder path (JSON) per line in, one JSON
                                       # list of checks out
 """
 from __future__ import annotations
@@ -25,6 +25,7 @@ from pathlib import Path
 
 from grader.judging import deliverables
 from grader.judging.deliverables import Check
+from grader.lesson import PATH_PACKAGE_PREFIX, register_path_package
 from grader.running.helper_process import LimitedHelper
 
 MAX_ANSWER_BYTES = 1 << 20  # five checks' messages are a few KB
@@ -42,6 +43,11 @@ class LimitedChecker(LimitedHelper):
         if checks_module is None:
             checks_module = lesson.deliverables_module
         self.checks_module = checks_module
+        # A lesson found by path is importable only in a process that has found it (grader.lesson registers
+        # its package there): the helper is told where, and finds it again before importing its checks.
+        package = getattr(lesson, "package", "")
+        self.lesson_folder = (str(lesson.folder) if checks_module and package.startswith(PATH_PACKAGE_PREFIX)
+                              and checks_module.startswith(package + ".") else None)
         checks = importlib.import_module(self.checks_module).CHECKS if self.checks_module else ()
         self.check_ids = tuple(check_id for check_id, _ in checks)
         self._started, self._pending = 0.0, False
@@ -82,8 +88,10 @@ class LimitedChecker(LimitedHelper):
                                     "Save smaller images (fewer pixels) and plain files.")
 
     def _command(self) -> list[str]:
-        # What the helper needs of the lesson, as plain data: the module that defines its CHECKS.
-        return ["grader.running.deliverables_process", json.dumps({"checks_module": self.checks_module})]
+        # What the helper needs of the lesson, as plain data: the module that defines its CHECKS (and the
+        # folder of a lesson found by path, whose package only exists once found).
+        spec = {"checks_module": self.checks_module, "lesson_folder": self.lesson_folder}
+        return ["grader.running.deliverables_process", json.dumps(spec)]
 
     def _environment(self) -> dict[str, str]:
         return {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -109,7 +117,10 @@ def _serve(spec: str) -> None:
     # Loaded now, not on the first submission's first image.
     with contextlib.suppress(ImportError):
         from PIL import Image, JpegImagePlugin, PngImagePlugin  # noqa: F401
-    checks = importlib.import_module(json.loads(spec)["checks_module"]).CHECKS
+    spec = json.loads(spec)
+    if spec.get("lesson_folder"):
+        register_path_package(Path(spec["lesson_folder"]))  # its checks module is found below it
+    checks = importlib.import_module(spec["checks_module"]).CHECKS
     for line in sys.stdin.buffer:
         checks_done = deliverables.run_checks(json.loads(line), checks)
         sys.stdout.write(json.dumps([{"id": c.id, "passed": c.passed, "message": c.message, "title": c.title}

@@ -1,4 +1,5 @@
 """Fixtures of the engine's tests: the neutral lessons they go through (tests/fixtures/lessons/)."""
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -19,3 +20,11 @@ def toy():
     lesson = load_lesson(str(TOY))
     yield lesson
     lesson.cleanup()
+
+
+@pytest.fixture(scope="session")
+def toy_with_deliverables(toy):
+    """The toy with deliverables (a plot, notes, a README: its deliverable_checks.py), for the engine's tests
+    of what shows, compares or checks a lesson's deliverables. The toy itself declares none, so grading it
+    (and every total the other tests assert) has no deliverables part."""
+    return dataclasses.replace(toy, deliverables_checks=TOY / "deliverable_checks.py")

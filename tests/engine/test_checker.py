@@ -1,65 +1,71 @@
 """grader/running/deliverables_process.py: the deliverables checks in a limited helper answer like run_checks, and a
 submission whose files pass the helper's memory or time limit gets that reason; the next one is
-checked by a fresh helper."""
+checked by a fresh helper. Through the toy lesson with its deliverables (a lesson found by path, whose
+package the helper must find again)."""
 import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from PIL import Image
 
 from grader.judging import deliverables
 from grader.running.deliverables_process import LimitedChecker
-from grader.lesson import load_lesson
 
-REFERENCE = Path(__file__).resolve().parents[2] / "solutions" / "day13"
-DELIVERABLES = ("attention_heatmap.png", "attention_weights.npy", "analysis.md", "transformer_block.png", "README.md")
-DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
-CHECKS = DAY13.deliverable_checks()
-CHECK_IDS = [check_id for check_id, _ in CHECKS]
+WORDS = ("Softmax subtracts the largest logit of each row before exponentiating, which changes nothing in the "
+         "result but keeps every exponential at most one, so large logits never overflow to infinity.\n")
 
 
-def run_checks(folder):
-    return deliverables.run_checks(folder, CHECKS)
+@pytest.fixture
+def lesson(toy_with_deliverables):
+    return toy_with_deliverables
+
+
+def run_checks(folder, lesson):
+    return deliverables.run_checks(folder, lesson.deliverable_checks())
 
 
 @pytest.fixture
 def folders(tmp_path):
     honest = tmp_path / "honest"
     honest.mkdir()
-    for f in DELIVERABLES:
-        shutil.copy(REFERENCE / f, honest / f)
+    rows = np.linspace(0, 255, 240, dtype=np.uint8)[:, None].repeat(320, axis=1)  # a gradient: many colours
+    Image.fromarray(np.stack([rows, rows[::-1], np.full_like(rows, 90)], axis=-1), "RGB").save(honest / "softmax_plot.png")
+    for name in ("notes.md", "README.md"):
+        (honest / name).write_text(WORDS)
     bomb = tmp_path / "bomb"
     shutil.copytree(honest, bomb)
     # 49 megapixels (under the checker's cap), one colour: decoded whole, 196 MB as RGBA.
-    Image.new("RGBA", (7000, 7000), "white").save(bomb / "attention_heatmap.png")
+    Image.new("RGBA", (7000, 7000), "white").save(bomb / "softmax_plot.png")
     return honest, bomb
 
 
-def test_the_helper_answers_exactly_like_run_checks(folders):
+def test_the_helper_answers_exactly_like_run_checks(folders, lesson):
     honest, bomb = folders
-    with LimitedChecker(lesson=DAY13, memory_bytes=1 << 30, seconds=120) as checker:
+    assert [c.passed for c in run_checks(honest, lesson)] == [True] * len(lesson.deliverable_checks())
+    with LimitedChecker(lesson=lesson, memory_bytes=1 << 30, seconds=120) as checker:
         for folder in (honest, bomb, honest):
-            assert checker.run_checks(folder) == run_checks(folder)
+            assert checker.run_checks(folder) == run_checks(folder, lesson)
 
 
-def test_a_file_that_needs_more_memory_than_the_helper_may_use_fails_with_that_reason(folders):
+def test_a_file_that_needs_more_memory_than_the_helper_may_use_fails_with_that_reason(folders, lesson):
     honest, bomb = folders
-    with LimitedChecker(lesson=DAY13, memory_bytes=300 << 20, seconds=120) as checker:
+    with LimitedChecker(lesson=lesson, memory_bytes=300 << 20, seconds=120) as checker:
         checks = {c.id: c for c in checker.run_checks(bomb)}
-        assert not checks["heatmap_png"].passed
-        assert "memory" in checks["heatmap_png"].message and "checker bug" not in checks["heatmap_png"].message
-        assert [c.passed for c in checker.run_checks(honest)] == [True] * len(CHECK_IDS)
+        assert not checks["plot"].passed
+        assert "memory" in checks["plot"].message and "checker bug" not in checks["plot"].message
+        assert [c.passed for c in checker.run_checks(honest)] == [True] * len(lesson.deliverable_checks())
 
 
-def test_checks_that_overrun_their_time_are_stopped_and_the_next_folder_gets_a_fresh_helper(folders):
+def test_checks_that_overrun_their_time_are_stopped_and_the_next_folder_gets_a_fresh_helper(folders, lesson):
     honest, bomb = folders
-    with LimitedChecker(lesson=DAY13, memory_bytes=1 << 30, seconds=0.05) as checker:
+    with LimitedChecker(lesson=lesson, memory_bytes=1 << 30, seconds=0.05) as checker:
         checks = checker.run_checks(bomb)  # decoding 49 megapixels takes far more than 50 ms
-        assert [c.id for c in checks] == list(CHECK_IDS)
+        assert [c.id for c in checks] == [check_id for check_id, _ in lesson.deliverable_checks()]
         assert all(not c.passed and "took more than 0.05 s" in c.message for c in checks)
         assert checker._proc is None  # killed, not left running
-    with LimitedChecker(lesson=DAY13, memory_bytes=1 << 30, seconds=120) as checker:
+    with LimitedChecker(lesson=lesson, memory_bytes=1 << 30, seconds=120) as checker:
         first = checker._helper().pid
         checker.run_checks(honest)
         assert checker._helper().pid == first  # one helper serves many submissions
@@ -74,9 +80,9 @@ def test_a_lesson_without_deliverable_checks_gets_no_checks_and_no_helper(folder
         assert checker.run_checks(folders[0]) == [] and checker._proc is None
 
 
-def test_an_answer_nobody_collected_is_never_handed_to_the_next_folder(folders):
+def test_an_answer_nobody_collected_is_never_handed_to_the_next_folder(folders, lesson):
     honest, bomb = folders
-    with LimitedChecker(lesson=DAY13, memory_bytes=1 << 30, seconds=120) as checker:
+    with LimitedChecker(lesson=lesson, memory_bytes=1 << 30, seconds=120) as checker:
         checker.start(bomb)  # the grading of that submission failed before it asked for the answer
         checker.start(honest)
-        assert checker.finish() == run_checks(honest)
+        assert checker.finish() == run_checks(honest, lesson)

@@ -44,7 +44,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
     'test_ambient_lesson.py': (1, "its ceiling table counts ambient reads in a lesson's own module, by path"),
     'test_bounds.py': (5, "hostile replies (tests/fixtures/bounded/) are built on a real lesson's reference, the deliverable bombs "
         'on its checks; the code part is to convert to the toy'),
-    'test_checker.py': (1, 'the deliverables checker needs a lesson with deliverable checks; no fixture lesson has any'),
     'test_forbidden.py': (2, "the richest forbidden policy (library attention calls) is a real lesson's; no fixture has one as rich"),
     'test_gradescope.py': (6, 'the Gradescope zip is built and graded for a real lesson; to convert to the toy (being edited for '
         'lesson=)'),

@@ -132,3 +132,24 @@ def test_roster_lateness_and_regrade_request_name_demo_submissions():
     assert set(late) == names and {n for n, days in late.items() if days} == {"gabe_ln_swapped"}
     requests = regrade_requests.read(ROOT / "demo" / "regrade_requests.csv")
     assert [(r.student, r.test) for r in requests] == [("chloe_no_scale", "self_attention")]
+
+
+def test_the_code_view_reads_a_notebook_and_a_zip_as_grading_does():
+    """The review page's code view (grader/admin/codeview.py) over the demo class's notebook and zip, read as
+    grading reads them (moved from the engine's test_review: it reads this lesson's demo class)."""
+    from grader.admin import codeview
+
+    lesson, demo = DAY13, DEMO
+    notebook = codeview.graded_files(codeview.submission_of("jun", demo / "jun_notebook.ipynb"), stubs={},
+                                     lesson=lesson, released_cells=lambda: ["# the released cell"])
+    assert [f.name for f in notebook] == ["jun_notebook.ipynb"]
+    lines = notebook[0].lines
+    assert lines[0] == "# In[1]" and any(line.startswith("def scaled_dot_product_attention") for line in lines)
+    assert not any(line.lstrip().startswith(("!", "%")) for line in lines)  # magics neutralised, as graded
+    assert notebook[0].stub == "# In[1]\n# the released cell"
+    archive = codeview.graded_files(codeview.submission_of("kim", demo / "kim_zip.zip"), stubs={"block.py": "stub"},
+                                    lesson=lesson)
+    names = [f.name for f in archive]
+    assert names[:4] == ["self_attention.py", "multihead.py", "positional.py", "block.py"]
+    assert next(f for f in archive if f.name == "block.py").stub == "stub"
+    assert codeview.submission_of("x", demo / "README.md") is None

@@ -54,7 +54,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
     'test_nbgrader_course.py': (1, "runs the README's nbgrader course as written, and the README's example course is a real lesson's"),
     'test_notebook.py': (5, 'the notebook built, run in a real kernel and graded by nbgrader on a real lesson (its variants and '
         'mutants); to convert'),
-    'test_review.py': (6, "the review page over a real lesson's records; to convert (document work in flight)"),
     'test_review_browser.py': (2, "the review page in a browser over a real lesson's class; to convert (document work in flight)"),
     'test_scan.py': (6, "the forbidden scan with a real lesson's policy; to convert (being edited for lesson=)"),
     'test_similarity.py': (4, "similarity evidence is a real lesson's (its variants as plants, its deliverable pictures, its base file)"),
@@ -67,7 +66,6 @@ DEFAULT_USERS: dict[str, tuple[int, str]] = {
     'test_bench.py': (1, "`make bench` measures the kit's default lesson: its deliverables checker and bench mutants, "
         'which no fixture lesson has'),
     'test_gradescope.py': (1, "its run without Landlock grades the default lesson's zip; to convert with the file"),
-    'test_review.py': (1, "its notebook-and-zip test reads the default lesson's demo class; to move to that lesson's tests"),
 }
 
 

@@ -1,5 +1,6 @@
 """grader/admin/review.py: the review page serves hostile student files as inert text and images, refuses
-writes without the token or from another Host or site, and writes only valid decisions."""
+writes without the token or from another Host or site, and writes only valid decisions. Through the toy
+lesson with its deliverables (a plot, notes, a README), which the page shows beside the code."""
 import csv
 import html
 import http.client
@@ -23,9 +24,6 @@ from grader.admin import overrides
 from grader.admin import review
 from grader.results.records import SubmissionResult
 from grader.results.records import TestResult as Outcome
-from grader.lesson import load_lesson  # noqa: E402
-
-DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 
 SCRIPT_README = ("# My README\n<script>document.title='pwned'; fetch('/s/mallory/override', {method:'POST'})</script>\n"
                  "<img src=x onerror=\"alert(1)\">\n[click](javascript:alert(2))\n"
@@ -34,16 +32,10 @@ SCRIPT_SVG = ('<?xml version="1.0"?>\n<svg xmlns="http://www.w3.org/2000/svg" wi
               'onload="alert(3)"><script>alert(4)</script><rect width="200" height="200" fill="red"/></svg>\n')
 
 
-HOSTILE_CODE = ('import torch\n\n\ndef scaled_dot_product_attention(Q, K, V, mask=None):\n'
+HOSTILE_CODE = ('import torch\n\n\ndef softmax(x, dim=-1):\n'
                 '    """</td></tr></table><script>alert(6)</script>"""\n'
-                '    scores = Q @ K.transpose(-2, -1)  # <img src=x onerror=alert(7)>\n'
-                '    return scores.softmax(dim=-1) @ V, scores\n')
-
-
-HOSTILE_CODE = ('import torch\n\n\ndef scaled_dot_product_attention(Q, K, V, mask=None):\n'
-                '    """</td></tr></table><script>alert(6)</script>"""\n'
-                '    scores = Q @ K.transpose(-2, -1)  # <img src=x onerror=alert(7)>\n'
-                '    return scores.softmax(dim=-1) @ V, scores\n')
+                '    shifted = x - x.amax(dim=dim, keepdim=True)  # <img src=x onerror=alert(7)>\n'
+                '    return shifted.exp() / shifted.exp().sum(dim=dim, keepdim=True)\n')
 
 
 HOSTILE_NAME = 'h"><img src=y onerror=alert(8)>.py'
@@ -52,31 +44,32 @@ HOSTILE_NAME = 'h"><img src=y onerror=alert(8)>.py'
 def _result(name: str) -> SubmissionResult:
     return SubmissionResult(submission=name, source=f"{name}/", flags=["uses exec() (a reflective construct)"],
                             tests=[
-        Outcome(name="self_attention.worked_values", component="self_attention", score=0, max_score=4,
+        Outcome(name="activations.worked_values", component="activations", score=0, max_score=2,
                 status="failed", output="expected 0.2689 got <b>0.5</b>", title="worked values"),
-        Outcome(name="deliverables.readme", component="deliverables", score=2, max_score=2, status="passed"),
-        Outcome(name="deliverables.diagram", component="deliverables", score=2, max_score=2, status="passed"),
+        Outcome(name="classifier.shape", component="classifier", score=1, max_score=1, status="passed"),
+        Outcome(name="classifier.reference", component="classifier", score=3, max_score=3, status="passed"),
     ])
 
 
 @pytest.fixture
-def served(tmp_path):
+def lesson(toy_with_deliverables):
+    return toy_with_deliverables
+
+
+@pytest.fixture
+def served(tmp_path, lesson):
     out, subs = tmp_path / "out", tmp_path / "subs"
     for name in ("mallory", "nina"):
-        feedback.write_submission(out, _result(name), lesson=DAY13)
+        feedback.write_submission(out, _result(name), lesson=lesson)
         (subs / name).mkdir(parents=True)
     (subs / "mallory" / "README.md").write_text(SCRIPT_README)
-    (subs / "mallory" / "transformer_block.svg").write_text(SCRIPT_SVG)
-    (subs / "mallory" / "analysis.md").write_text("</pre><script>alert(5)</script>")
-    (subs / "mallory" / "self_attention.py").write_text(HOSTILE_CODE)
+    (subs / "mallory" / "softmax_plot.svg").write_text(SCRIPT_SVG)
+    (subs / "mallory" / "notes.md").write_text("</pre><script>alert(5)</script>")
+    (subs / "mallory" / "activations.py").write_text(HOSTILE_CODE)
     (subs / "mallory" / HOSTILE_NAME).write_text("x = 1\n")
     (out / "similarity.csv").write_text("a,b,kind,score,flagged,detail\n"
                                         "mallory,nina,code,0.910,yes,code: 40 shared fingerprints\n")
-    (subs / "mallory" / "self_attention.py").write_text(HOSTILE_CODE)
-    (subs / "mallory" / HOSTILE_NAME).write_text("x = 1\n")
-    (out / "similarity.csv").write_text("a,b,kind,score,flagged,detail\n"
-                                        "mallory,nina,code,0.910,yes,code: 40 shared fingerprints\n")
-    server = review.ReviewServer(review.Review(out, subs, None, "all", "ta", lesson=DAY13))
+    server = review.ReviewServer(review.Review(out, subs, None, "all", "ta", lesson=lesson))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield server, out
@@ -106,22 +99,23 @@ def test_student_text_is_escaped_and_the_page_locked_down(served):
     assert "default-src 'none'" in policy and "script-src 'self'" in policy and "unsafe-inline" not in policy
     assert "<script>document.title" not in page and "&lt;script&gt;document.title=&#x27;pwned&#x27;" in page
     assert "<img src=x" not in page and "</pre><script>alert(5)" not in page
+    assert "&lt;/pre&gt;&lt;script&gt;alert(5)" in page  # the notes are shown, as text
     assert "<b>0.5</b>" not in page and "&lt;b&gt;0.5&lt;/b&gt;" in page
     assert page.count("<script") == 1 and '<script src="/app.js" defer></script>' in page
     assert "uses exec()" in page  # the integrity flag is shown
     # The SVG only as an image, served with a sandboxing policy should someone open it directly.
-    assert '<img src="/f/mallory/diagram" alt="diagram of mallory">' in page
-    image, body = _request(server, "GET", "/f/mallory/diagram")
+    assert '<img src="/f/mallory/plot" alt="plot of mallory">' in page
+    image, body = _request(server, "GET", "/f/mallory/plot")
     assert image.getheader("Content-Type") == "image/svg+xml"
     assert "sandbox" in image.getheader("Content-Security-Policy")
     assert image.getheader("X-Content-Type-Options") == "nosniff"
-    missing, _ = _request(server, "GET", "/f/nina/diagram")
+    missing, _ = _request(server, "GET", "/f/nina/plot")
     assert missing.status == 404
 
 
 def test_writes_need_the_token_the_host_and_this_site(served):
     server, out = served
-    good = {"token": server.token, "test": "deliverables.readme", "points": "1", "comment": "copied", "by": "ta"}
+    good = {"token": server.token, "test": "classifier.shape", "points": "1", "comment": "copied", "by": "ta"}
     for body, headers in [
         ({**good, "token": ""}, {}),
         ({**good, "token": "guess"}, {}),
@@ -138,23 +132,23 @@ def test_writes_need_the_token_the_host_and_this_site(served):
 
 def test_a_valid_decision_is_appended_and_shown(served):
     server, out = served
-    body = {"token": server.token, "test": "deliverables.readme", "points": "0.5", "comment": "explains K/V only",
+    body = {"token": server.token, "test": "classifier.shape", "points": "0.5", "comment": "keeps one leading dim only",
             "by": "jo"}
     response, _ = _request(server, "POST", "/s/mallory/override", body,
                            {"Origin": f"http://127.0.0.1:{server.server_address[1]}"})
     assert response.status == 303 and response.getheader("Location") == "/s/mallory"
     rows = overrides.read(out / "overrides.csv")
     assert [(r.submission, r.test, r.points, r.comment, r.by) for r in rows] == [
-        ("mallory", "deliverables.readme", 0.5, "explains K/V only", "jo")]
+        ("mallory", "classifier.shape", 0.5, "keeps one leading dim only", "jo")]
     _, page = _request(server, "GET", "/s/mallory")
-    assert "mallory: 2.5 / 8" in page and "explains K/V only" in page
+    assert "mallory: 3.5 / 6" in page and "keeps one leading dim only" in page
 
 
 @pytest.mark.parametrize("test, points, says", [
-    ("deliverables.readme", "3", "must be between 0 and 2 (its maximum); you typed 3"),
-    ("deliverables", "7", "part deliverables must be between 0 and 4"),
-    ("deliverables.nothing", "1", "Choose what to set from the list"),
-    ("deliverables.readme", "many", "“many” is not a number"),
+    ("classifier.reference", "4", "must be between 0 and 3 (its maximum); you typed 4"),
+    ("classifier", "7", "part classifier must be between 0 and 4"),
+    ("classifier.nothing", "1", "Choose what to set from the list"),
+    ("classifier.shape", "many", "“many” is not a number"),
     ("similarity:nina", "1", "can only be marked reviewed: leave points empty"),
 ])
 def test_an_impossible_decision_is_refused_in_words_keeping_what_was_typed(served, test, points, says):
@@ -167,7 +161,7 @@ def test_an_impossible_decision_is_refused_in_words_keeping_what_was_typed(serve
     # What was typed is still in the form: the points, the comment and the choice.
     assert f'id="points" inputmode="decimal" placeholder="empty: mark reviewed" value="{points}"' in page
     assert 'value="typed &lt;b&gt;before&lt;/b&gt; the error"' in page
-    if test != "deliverables.nothing":
+    if test != "classifier.nothing":
         assert f'<option value="{test}" selected>' in page
     assert not (out / "overrides.csv").exists()
 
@@ -189,15 +183,15 @@ def test_the_class_list_counts_filters_and_sorts(served):
     assert '<tr data-name="mallory">' in page and '<tr data-name="nina">' in page
     assert "not reviewed (2)" in page and "similar pair to look at (2)" in page
     _request(server, "POST", "/s/mallory/override",
-             {"token": server.token, "test": "deliverables.readme", "points": "1", "comment": "", "by": "ta"})
+             {"token": server.token, "test": "classifier.reference", "points": "1", "comment": "", "by": "ta"})
     _, page = _request(server, "GET", "/?show=not-reviewed")
     assert "1 of 2 reviewed · 1 left" in page
     assert '<tr data-name="nina">' in page and '<tr data-name="mallory">' not in page
-    _, page = _request(server, "GET", "/?sort=total")  # mallory 3 after her decision, nina 4
+    _, page = _request(server, "GET", "/?sort=total")  # mallory 2 after her decision, nina 4
     assert page.index('data-name="mallory"') < page.index('data-name="nina"')
     _, page = _request(server, "GET", "/?sort=total-desc")
     assert page.index('data-name="nina"') < page.index('data-name="mallory"')
-    _, page = _request(server, "GET", "/?show=failing&part=deliverables")
+    _, page = _request(server, "GET", "/?show=failing&part=classifier")
     assert '<tr data-name="mallory">' in page and '<tr data-name="nina">' not in page
     _, mallory = _request(server, "GET", "/s/mallory")
     assert '<a rel="next-unreviewed" href="/s/nina">next not reviewed (1 left)</a>' in mallory
@@ -210,12 +204,12 @@ def test_the_code_is_shown_coloured_numbered_and_inert(served):
     assert "<script>alert(6)" not in page and "&lt;script&gt;alert(6)&lt;/script&gt;" in page
     assert "<img src=x onerror=alert(7)>" not in page and page.count("<script") == 1
     assert "<img src=y" not in page and 'data-file="h&quot;&gt;&lt;img src=y onerror=alert(8)&gt;.py"' in page
-    assert '<span class="k">def</span> <span class="d">scaled_dot_product_attention</span>' in page
-    assert 'data-file="self_attention.py" data-line="4">4</a>' in page
+    assert '<span class="k">def</span> <span class="d">softmax</span>' in page
+    assert 'data-file="activations.py" data-line="4">4</a>' in page
     assert "diff from the released stub" in page
     # The failing test sits under the definition it tests.
     at = page.index('data-line="4">4</a>')
-    assert at < page.index("✗ self_attention.worked_values") < page.index('data-line="5">5</a>')
+    assert at < page.index("✗ activations.worked_values") < page.index('data-line="5">5</a>')
 
 
 TEXTS = ['x = "unterminated\n  def f(:\n', "'" * 3 + "open\nstring", "\tif a <b> & c:\n\t\tpass  # é",
@@ -238,21 +232,21 @@ def test_highlighting_keeps_every_character_of_any_text(text):
 def test_a_line_comment_is_stored_with_its_line_and_shown(served):
     server, out = served
     bad, page = _request(server, "POST", "/s/mallory/comment",
-                         {"token": server.token, "file": "self_attention.py", "line": "99",
-                          "comment": "scale by sqrt(d_k)", "staff_note": "", "by": "jo"})
-    assert bad.status == 400 and "from 1 to 8" in page and 'value="scale by sqrt(d_k)"' in page
+                         {"token": server.token, "file": "activations.py", "line": "99",
+                          "comment": "exp once, not twice", "staff_note": "", "by": "jo"})
+    assert bad.status == 400 and "from 1 to 8" in page and 'value="exp once, not twice"' in page
     assert not (out / "comments.csv").exists()
     good, _ = _request(server, "POST", "/s/mallory/comment",
-                       {"token": server.token, "file": "self_attention.py", "line": "6",
-                        "comment": "=scale by sqrt(d_k)", "staff_note": "same line as nina's", "by": "jo"})
+                       {"token": server.token, "file": "activations.py", "line": "6",
+                        "comment": "=exp once, not twice", "staff_note": "same line as nina's", "by": "jo"})
     assert good.status == 303
     rows = linecomments.read(out / "comments.csv")
     assert [(r.file, r.line, r.code.strip(), r.comment, r.staff_note) for r in rows] == [
-        ("self_attention.py", 6, "scores = Q @ K.transpose(-2, -1)  # <img src=x onerror=alert(7)>",
-         "=scale by sqrt(d_k)", "same line as nina's")]
-    assert "'=scale" in (out / "comments.csv").read_text()  # no formula for a spreadsheet
+        ("activations.py", 6, "shifted = x - x.amax(dim=dim, keepdim=True)  # <img src=x onerror=alert(7)>",
+         "=exp once, not twice", "same line as nina's")]
+    assert "'=exp" in (out / "comments.csv").read_text()  # no formula for a spreadsheet
     _, page = _request(server, "GET", "/s/mallory")
-    assert "to the student: =scale by sqrt(d_k)" in page and "staff only: same line as nina&#x27;s" in page
+    assert "to the student: =exp once, not twice" in page and "staff only: same line as nina&#x27;s" in page
 
 
 def test_reviewing_a_similar_pair_marks_it_for_both(served):
@@ -272,99 +266,78 @@ def test_reviewing_a_similar_pair_marks_it_for_both(served):
     assert "pair reviewed ✓" in nina
 
 
-def test_a_regrade_request_round_trips_to_the_gradebook_report_and_feedback(served):
+def test_a_regrade_request_round_trips_to_the_gradebook_report_and_feedback(served, lesson):
     server, out = served
     (out / "regrade_requests.csv").write_text(
         "student,test,reason,time\n"
-        "mallory,self_attention.worked_values,My softmax is along dim=-1 as §3 says,2026-12-01T10:00:00+00:00\n"
-        "nina,deliverables.readme,please look again,2026-12-01T10:05:00Z\n")
+        "mallory,activations.worked_values,My softmax is along dim=-1 as §1 says,2026-12-01T10:00:00+00:00\n"
+        "nina,classifier.shape,please look again,2026-12-01T10:05:00Z\n")
     _, page = _request(server, "GET", "/s/mallory")
-    assert "regrade request (open): My softmax is along dim=-1 as §3 says" in page
+    assert "regrade request (open): My softmax is along dim=-1 as §1 says" in page
     refused, page = _request(server, "POST", "/s/mallory/regrade",
                              {"token": server.token, "request": "0", "decision": "accept", "points": "9",
                               "comment": "right", "by": "jo"})
-    assert refused.status == 400 and "between 0 and 4" in page
+    assert refused.status == 400 and "between 0 and 2" in page
     response, _ = _request(server, "POST", "/s/mallory/regrade",
-                           {"token": server.token, "request": "0", "decision": "accept", "points": "3",
-                            "comment": "your mask is right; the test's tolerance was too tight", "by": "jo"})
+                           {"token": server.token, "request": "0", "decision": "accept", "points": "1.5",
+                            "comment": "your shift is right; the test's tolerance was too tight", "by": "jo"})
     assert response.status == 303
     _request(server, "POST", "/s/nina/regrade", {"token": server.token, "request": "0", "decision": "decline",
-                                                 "points": "", "comment": "the README is complete", "by": "jo"})
+                                                 "points": "", "comment": "the shapes are right", "by": "jo"})
     _, page = _request(server, "GET", "/s/mallory")
     assert "regrade request (accepted)" in page
-    classreport.write_class(out, release="all", lesson=DAY13)
+    classreport.write_class(out, release="all", lesson=lesson)
     grades = {r["submission"]: r for r in csv.DictReader(io.StringIO((out / "grades.csv").read_text()))}
-    assert grades["mallory"]["self_attention"] == "3"
-    assert "self_attention.worked_values 0->3" in grades["mallory"]["overrides"]
-    assert grades["nina"]["deliverables"] == "4"
+    assert grades["mallory"]["activations"] == "1.5"
+    assert "activations.worked_values 0->1.5" in grades["mallory"]["overrides"]
+    assert grades["nina"]["classifier"] == "4"
     summary = (out / "summary.md").read_text()
     assert "## Regrade requests" in summary and "0 open, 1 accepted, 1 declined." in summary
     mallory = (out / "mallory" / "feedback.md").read_text()
     assert "## Your regrade requests" in mallory
-    assert "**accepted**: your mask is right; the test's tolerance was too tight" in mallory
-    assert "**declined**: the README is complete" in (out / "nina" / "feedback.md").read_text()
+    assert "**accepted**: your shift is right; the test's tolerance was too tight" in mallory
+    assert "**declined**: the shapes are right" in (out / "nina" / "feedback.md").read_text()
     assert "declined" in (out / "nina" / "feedback.html").read_text()
     told = json.loads((out / "mallory" / "results.json").read_text())["output"]  # what Gradescope shows
-    assert "self_attention.worked_values (asked 2026-12-01T10:00:00+00:00): accepted: your mask is right" in told
+    assert "activations.worked_values (asked 2026-12-01T10:00:00+00:00): accepted: your shift is right" in told
 
 
 def test_a_request_is_decided_only_by_a_row_on_its_test_written_after_it():
     from grader.admin import regrade_requests
 
-    asked = regrade_requests.Request("amy", "block.shapes", "why?", "2026-12-01T12:00:00")
-    earlier = overrides.Override("amy", "block.shapes", 2.0, "", at="2026-12-01T11:59:59+00:00")
-    part = overrides.Override("amy", "block", 10.0, "", at="2026-12-01T12:30:00+00:00")
-    later = overrides.Override("amy", "block.shapes", None, "checked", at="2026-12-01T13:00:00+01:00")  # 12:00 UTC
+    asked = regrade_requests.Request("amy", "classifier.shape", "why?", "2026-12-01T12:00:00")
+    earlier = overrides.Override("amy", "classifier.shape", 2.0, "", at="2026-12-01T11:59:59+00:00")
+    part = overrides.Override("amy", "classifier", 10.0, "", at="2026-12-01T12:30:00+00:00")
+    later = overrides.Override("amy", "classifier.shape", None, "checked", at="2026-12-01T13:00:00+01:00")  # 12:00 UTC
     assert [s.state for s in regrade_requests.standings([asked], [earlier, part])] == ["open"]
     found = regrade_requests.standings([asked], [earlier, part, later])
     assert [s.state for s in found] == ["declined"] and found[0].for_student()["answer"] == "checked"
 
 
-def test_the_feedback_shows_line_comments_for_the_student_and_never_the_note(served):
+def test_the_feedback_shows_line_comments_for_the_student_and_never_the_note(served, lesson):
     server, out = served
     _request(server, "POST", "/s/mallory/comment",
-             {"token": server.token, "file": "self_attention.py", "line": "6", "comment": "divide by sqrt(d_k) here",
+             {"token": server.token, "file": "activations.py", "line": "6", "comment": "exp once, not twice, here",
               "staff_note": "STAFF-ONLY compare with nina", "by": "jo"})
     _request(server, "POST", "/s/mallory/comment",
-             {"token": server.token, "file": "self_attention.py", "line": "7", "comment": "",
+             {"token": server.token, "file": "activations.py", "line": "7", "comment": "",
               "staff_note": "STAFF-ONLY second note", "by": "jo"})
-    classreport.write_class(out, release="all", lesson=DAY13)
+    classreport.write_class(out, release="all", lesson=lesson)
     for name in ("feedback.md", "feedback.html", "results.json"):
         assert "STAFF-ONLY" not in (out / "mallory" / name).read_text()
     said = json.loads((out / "mallory" / "results.json").read_text())["output"]
-    assert "Comments on your code:\n- self_attention.py line 6: divide by sqrt(d_k) here" in said
+    assert "Comments on your code:\n- activations.py line 6: exp once, not twice, here" in said
     text = (out / "mallory" / "feedback.md").read_text()
     assert "## Comments on your code" in text
-    assert ("- `self_attention.py` line 6: `scores = Q @ K.transpose(-2, -1) # <img src=x onerror=alert(7)>` "
-            "(jo): divide by sqrt(d_k) here") in text
+    assert ("- `activations.py` line 6: `shifted = x - x.amax(dim=dim, keepdim=True) # <img src=x onerror=alert(7)>` "
+            "(jo): exp once, not twice, here") in text
     page = (out / "mallory" / "feedback.html").read_text()
-    assert "<img src=x" not in page and "divide by sqrt(d_k) here" in page
-
-
-def test_the_code_view_reads_a_notebook_and_a_zip_as_grading_does():
-    from grader.admin import codeview
-    from grader.lesson import load_lesson
-
-    lesson = load_lesson()  # a test is an entry point: it builds the lesson and passes it
-    demo = Path(__file__).resolve().parents[2] / "demo" / "class"
-    notebook = codeview.graded_files(codeview.submission_of("jun", demo / "jun_notebook.ipynb"), stubs={},
-                                     lesson=lesson, released_cells=lambda: ["# the released cell"])
-    assert [f.name for f in notebook] == ["jun_notebook.ipynb"]
-    lines = notebook[0].lines
-    assert lines[0] == "# In[1]" and any(line.startswith("def scaled_dot_product_attention") for line in lines)
-    assert not any(line.lstrip().startswith(("!", "%")) for line in lines)  # magics neutralised, as graded
-    assert notebook[0].stub == "# In[1]\n# the released cell"
-    archive = codeview.graded_files(codeview.submission_of("kim", demo / "kim_zip.zip"), stubs={"block.py": "stub"},
-                                    lesson=lesson)
-    names = [f.name for f in archive]
-    assert names[:4] == ["self_attention.py", "multihead.py", "positional.py", "block.py"]
-    assert next(f for f in archive if f.name == "block.py").stub == "stub"
-    assert codeview.submission_of("x", demo / "README.md") is None
+    assert "<img src=x" not in page and "exp once, not twice, here" in page
 
 
 def test_a_bad_row_in_the_page_s_files_is_said_on_the_list_and_the_page(served):
     server, out = served
-    (out / "regrade_requests.csv").write_text("student,test,reason,time\nmallory,deliverables.readme,why,yesterday\n")
+    (out / "regrade_requests.csv").write_text("student,test,reason,time\nmallory,classifier.shape,why,yesterday\n")
     (out / "comments.csv").write_text("submission,file,line,code,comment,staff_note,by,at\nmallory,a.py,zero,,x,,,\n")
     for path in ("/", "/s/mallory"):
         response, page = _request(server, "GET", path)

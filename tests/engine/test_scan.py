@@ -2,7 +2,8 @@
 is scanned or named in a flag, the scan never raises, and its time and memory are limited.
 
 The hostile files run through the limited helper a grading run uses (`LimitedScan`, 512 MB of address
-space), beside honest files whose findings must not change."""
+space), beside honest files whose findings must not change. With the toy lesson's policy (the library's
+softmax costs the part whose file reaches it) and its reference as the honest files."""
 import json
 import os
 import subprocess
@@ -17,10 +18,14 @@ from grader.running import forbidden
 
 from grader.judging import source_scan as scan
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from engine_helpers import TOY, components, make_submission, uid_base_for_tests  # noqa: E402
+
 KIT = Path(__file__).resolve().parents[2]
-SOLUTIONS = KIT / "solutions" / "day13"
-POLICY_PATH = KIT / "grader" / "day13" / "forbidden.toml"
+SOLUTIONS = TOY / "solutions"
+POLICY_PATH = TOY / "forbidden.toml"
 POLICY = forbidden.load_policy(POLICY_PATH)
+NOTEBOOK_MODULE = "_notebook"  # the module name a notebook's code would be read under
 CAP = 512 << 20
 
 # A never-imported helper holding one constant of 2000 terms: folding it used to recurse past Python's
@@ -29,7 +34,7 @@ DEEP_CONSTANT = "import sys\nX = " + " + ".join(['"ab"'] * 2000) + "\n"
 
 
 def _scanner(**limits):
-    return scan.LimitedScan(policy=POLICY, contract={}, notebook_module="_day13_notebook",
+    return scan.LimitedScan(policy=POLICY, contract={}, notebook_module=NOTEBOOK_MODULE,
                             memory_bytes=limits.pop("memory_bytes", CAP), **limits)
 
 
@@ -39,16 +44,16 @@ def _honest(folder: Path) -> None:
 
 
 def test_a_2000_term_constant_is_folded_and_the_rest_of_its_file_is_still_read():
-    source = DEEP_CONSTANT + "import torch.nn.functional as F\ny = F.scaled_dot_product_attention\n"
+    source = DEEP_CONSTANT + "import torch.nn.functional as F\ny = F.softmax\n"
     found = scan.scan_sources([("helper.py", source, None)], POLICY)
-    assert found.costs == {"helper.py": {"scaled_dot_product_attention"}}
+    assert found.costs == {"helper.py": {"softmax"}}
     assert found.flags == []
 
 
 def test_a_name_glued_from_many_pieces_is_still_worked_out():
-    pieces = " + ".join(f'"{c}"' for c in "scaled_dot_product_attention")
+    pieces = " + ".join(f'"{c}"' for c in "log_softmax")
     source = f"import torch.nn.functional as F\nf = getattr(F, {pieces})\n"
-    assert scan.scan_sources([("a.py", source, None)], POLICY).costs == {"a.py": {"scaled_dot_product_attention"}}
+    assert scan.scan_sources([("a.py", source, None)], POLICY).costs == {"a.py": {"log_softmax"}}
 
 
 def test_doubling_strings_stay_small():
@@ -59,9 +64,9 @@ def test_doubling_strings_stay_small():
 
 
 def test_a_long_chain_of_lookups_is_followed_and_a_deeper_one_is_named():
-    source = "import torch\nx = torch" + ".Transformer" * 500 + "\n"
-    assert scan.scan_sources([("a.py", source, None)], POLICY).costs == {"a.py": {"Transformer"}}
-    source = "import torch\nx = torch" + ".Transformer" * 20000 + "\n"  # deeper than Python's parser goes
+    source = "import torch\nx = torch" + ".softmax" * 500 + "\n"
+    assert scan.scan_sources([("a.py", source, None)], POLICY).costs == {"a.py": {"softmax"}}
+    source = "import torch\nx = torch" + ".softmax" * 20000 + "\n"  # deeper than Python's parser goes
     found = scan.scan_sources([("a.py", source, None)], POLICY)
     assert found.flags == ["a.py: not read by the grader's scan (too deeply nested for Python's parser)"]
 
@@ -77,21 +82,21 @@ def test_a_file_that_imports_differently_than_utf8_is_read_as_python_reads_it():
     # A latin-1 file with its coding line imports fine; read as UTF-8 it did not parse, so the scan
     # skipped it in silence.
     source = ("# -*- coding: latin-1 -*-\nimport torch.nn.functional as F\ncaf\xe9 = 1\n"
-              "y = F.scaled_dot_product_attention\n").encode("latin-1")
+              "y = F.softmax\n").encode("latin-1")
     found = scan.scan_sources([("a.py", source, None)], POLICY)
-    assert found.costs == {"a.py": {"scaled_dot_product_attention"}}
+    assert found.costs == {"a.py": {"softmax"}}
 
 
 def test_a_file_in_a_package_is_read_and_its_costs_reach_the_file_that_imports_it(tmp_path):
     _honest(tmp_path)
     (tmp_path / "helpers").mkdir()
-    (tmp_path / "helpers" / "__init__.py").write_text("from torch.nn import MultiheadAttention as M\n")
-    text = (tmp_path / "multihead.py").read_text()
-    (tmp_path / "multihead.py").write_text("import helpers\n" + text)
-    sources = scan.read_sources(tmp_path, "_day13_notebook")
+    (tmp_path / "helpers" / "__init__.py").write_text("from torch.nn.functional import softmax as s\n")
+    text = (tmp_path / "classifier.py").read_text()
+    (tmp_path / "classifier.py").write_text("import helpers\n" + text)
+    sources = scan.read_sources(tmp_path, NOTEBOOK_MODULE)
     found = scan.scan_sources(sources, POLICY)
-    assert found.reaching("multihead.py") == {"MultiheadAttention"}
-    assert found.reaching("self_attention.py") == set()
+    assert found.reaching("classifier.py") == {"softmax"}
+    assert found.reaching("activations.py") == set()
 
 
 def test_a_file_over_the_size_limit_and_compiled_code_are_named_not_skipped(tmp_path):
@@ -109,7 +114,7 @@ def test_sources_past_the_total_the_scan_reads_are_named(tmp_path, monkeypatch):
     monkeypatch.setattr(scan, "MAX_TOTAL_BYTES", 250_000)
     for name in ("a.py", "b.py", "c.py"):
         (tmp_path / name).write_text("import gc\n" + "x = 1\n" * 20_000)  # 120 KB each
-    sources, found = scan.snapshot(tmp_path, "_day13_notebook")
+    sources, found = scan.snapshot(tmp_path, NOTEBOOK_MODULE)
     assert [name for name, _, _ in sources] == ["a.py", "b.py"]
     assert found.flags == ["c.py: not read by the grader's scan (a submission's first 250 KB of source are read)"]
 
@@ -148,8 +153,8 @@ def _limited_run(code: str, timeout: float) -> dict:
 
 def test_the_hostile_file_suite_is_scanned_or_named_under_512_mb_beside_honest_files(tmp_path):
     _honest(tmp_path)
-    (tmp_path / "self_attention.py").write_text((tmp_path / "self_attention.py").read_text()
-                                                + "\nimport gc\n")  # the honest sibling's one flag
+    (tmp_path / "activations.py").write_text((tmp_path / "activations.py").read_text()
+                                             + "\nimport gc\n")  # the honest sibling's one flag
     files = _hostile_files(tmp_path)
     # The grader's side (snapshot, merge) runs under the cap too; the helper has its own.
     code = textwrap.dedent(f"""
@@ -157,7 +162,7 @@ def test_the_hostile_file_suite_is_scanned_or_named_under_512_mb_beside_honest_f
         from grader.judging import source_scan as scan
         from grader.running.forbidden import load_policy
         start = time.monotonic()
-        with scan.LimitedScan(policy=load_policy({str(POLICY_PATH)!r}), contract={{}}, notebook_module="_day13_notebook",
+        with scan.LimitedScan(policy=load_policy({str(POLICY_PATH)!r}), contract={{}}, notebook_module={NOTEBOOK_MODULE!r},
                               memory_bytes={CAP}, seconds=60, budget=600) as s:
             found = s.scan({str(tmp_path)!r})
         print(json.dumps({{"flags": found.shown(), "costs": {{f: sorted(n) for f, n in found.costs.items()}},
@@ -167,8 +172,8 @@ def test_the_hostile_file_suite_is_scanned_or_named_under_512_mb_beside_honest_f
     got = _limited_run(code, timeout=900)
     flags = got["flags"]
     assert got["costs"] == {}
-    assert any(f.startswith("self_attention.py line") and f.endswith("imports gc") for f in flags)
-    for honest in ("multihead.py", "positional.py", "block.py"):
+    assert any(f.startswith("activations.py line") and f.endswith("imports gc") for f in flags)
+    for honest in ("classifier.py",):
         assert not any(f.startswith(honest) for f in flags), honest
     # Each hostile file was read (its imports are known) or is named in a flag.
     for name in files:
@@ -185,53 +190,47 @@ def test_the_hostile_file_suite_is_scanned_or_named_under_512_mb_beside_honest_f
 def test_a_file_that_runs_the_helper_out_of_memory_is_named_and_the_others_are_scanned(tmp_path):
     (tmp_path / "a_first.py").write_text("import gc\n")
     (tmp_path / "b_big.py").write_text("import sys\n" + "x = [1, 2, 3]\n" * 70_000)
-    (tmp_path / "c_last.py").write_text("from torch.nn import MultiheadAttention\n")
+    (tmp_path / "c_last.py").write_text("from torch.nn.functional import softmax\n")
     # A cap the helper can start under but not parse 70,000 lists in.
     with _scanner(memory_bytes=100 << 20) as s:
         found = s.scan(tmp_path)
     assert found.flags[0] == "a_first.py line 1: imports gc"
     assert found.flags[1].startswith("b_big.py: not read by the grader's scan (parsing it needed more")
-    assert found.costs == {"c_last.py": {"MultiheadAttention"}}
+    assert found.costs == {"c_last.py": {"softmax"}}
 
 
 def test_a_file_that_takes_the_helper_too_long_is_named_and_the_others_are_scanned(tmp_path):
     (tmp_path / "a_slow.py").write_text("import sys\n" + "x = 1\n" * 150_000)
-    (tmp_path / "b_next.py").write_text("from torch.nn import MultiheadAttention\n")
+    (tmp_path / "b_next.py").write_text("from torch.nn.functional import softmax\n")
     with _scanner(seconds=0.01) as s:
         found = s.scan(tmp_path)
     assert found.flags[0].startswith("a_slow.py: not read by the grader's scan (parsing it took more than")
     # b_next.py gets the same 0.01 s with a fresh helper (start-up included): named, or scanned.
-    assert found.costs == {"b_next.py": {"MultiheadAttention"}} or found.flags[1].startswith("b_next.py: not read")
+    assert found.costs == {"b_next.py": {"softmax"}} or found.flags[1].startswith("b_next.py: not read")
 
 
 def test_the_helper_finds_what_the_in_process_scan_finds(tmp_path):
     _honest(tmp_path)
     (tmp_path / "helpers.py").write_text("import torch.nn.functional as F\nimport inspect\n"
-                                         "def attend(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v)\n")
-    text = (tmp_path / "self_attention.py").read_text()
-    (tmp_path / "self_attention.py").write_text("from helpers import attend\n" + text)
-    sources = scan.read_sources(tmp_path, "_day13_notebook")
+                                         "def normalise(x):\n    return F.softmax(x, dim=-1)\n")
+    text = (tmp_path / "activations.py").read_text()
+    (tmp_path / "activations.py").write_text("from helpers import normalise\n" + text)
+    sources = scan.read_sources(tmp_path, NOTEBOOK_MODULE)
     here = scan.scan_sources(sources, POLICY)
     with _scanner() as s:
         there = s.scan(tmp_path)
-    assert there.costs == here.costs == {"helpers.py": {"scaled_dot_product_attention"}}
+    assert there.costs == here.costs == {"helpers.py": {"softmax"}}
     assert there.flags == here.flags == ["helpers.py line 2: imports inspect"]
-    assert there.reaching("self_attention.py") == {"scaled_dot_product_attention"}
+    assert there.reaching("activations.py") == {"softmax"}
 
 
 # -- in a grading run: the scan reads what was handed in, and nothing it meets stops the run ---------
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import REFERENCE, CODE_PARTS, components, make_submission, uid_base_for_tests  # noqa: E402
-from grader.lesson import load_lesson  # noqa: E402
-
-DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
-
 # Imported, it rewrites its own file to clean text and adds another: a scan done after the hidden tests
 # saw neither its reflective import nor its library attention's name, and read the added file.
 REWRITES_ITSELF = '''
 import gc  # reflective: flagged
 import os
-from torch.nn import MultiheadAttention as _M  # library attention named, never used: costs multihead
+from torch.nn.functional import softmax as _s  # the library's softmax named, never used: costs the classifier
 with open(__file__, "w") as _f:
     _f.write("# nothing to see\\n")
 with open("late.py", "w") as _f:
@@ -240,44 +239,44 @@ with open("late.py", "w") as _f:
 
 
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
+def graded(tmp_path_factory, toy):
     from grader.running import grade as run
     from grader.sandbox import SandboxConfig
 
     root = tmp_path_factory.mktemp("scan-run")
     subs, out = root / "submissions", root / "out"
-    make_submission(subs / "aaa_honest", solutions=REFERENCE)
-    bomb = make_submission(subs / "scan_bomb", solutions=REFERENCE)
+    make_submission(subs / "aaa_honest", solutions=toy.solutions)
+    bomb = make_submission(subs / "scan_bomb", solutions=toy.solutions)
     (bomb / "never_imported.py").write_text(DEEP_CONSTANT)
     (bomb / "big.py").write_text("x = 1\n" * 240_000)
     for var in "ab":
         (bomb / f"flood_{var}.py").write_text("import torch\n" + "".join(f"{var}{i} = {var}.__globals__\n"
                                                                          for i in range(30_000)))
-    rewriter = make_submission(subs / "rewrites_itself", solutions=REFERENCE)
-    (rewriter / "multihead.py").write_text(REWRITES_ITSELF + (rewriter / "multihead.py").read_text())
+    rewriter = make_submission(subs / "rewrites_itself", solutions=toy.solutions)
+    (rewriter / "classifier.py").write_text(REWRITES_ITSELF + (rewriter / "classifier.py").read_text())
     config = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(13))
-    code = run.main(submissions=subs, out=out, jobs=1, config=config, lesson=DAY13)
+    code = run.main(submissions=subs, out=out, jobs=1, config=config, lesson=toy)
     records = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/record.json")}
-    return dict(code=code, records=records, out=out)
+    return dict(code=code, records=records, out=out, parts=toy.modules)
 
 
 def test_files_that_break_the_scan_cost_nothing_and_are_named(graded):
     assert graded["code"] == 0
     record = graded["records"]["scan_bomb"]
     assert record["status"] == "ok"
-    assert all(got == top for got, top in components(record).values())
+    assert all(got == top for got, top in components(record, graded["parts"]).values())
     assert "big.py: not read by the grader's scan (1.4 MB, over the scan's 1.0 MB)" in record["flags"]
     assert "... and 59900 more flags like: __globals__ (reflective access)" in record["flags"]
     assert len(record["flags"]) == scan.MAX_FLAGS_PER_KIND + 2
     assert len((graded["out"] / "scan_bomb" / "feedback.md").read_bytes()) < 200_000
     honest = graded["records"]["aaa_honest"]
-    assert honest["flags"] == [] and all(got == top for got, top in components(honest).values())
+    assert honest["flags"] == [] and all(got == top for got, top in components(honest, graded["parts"]).values())
 
 
 def test_sources_rewritten_at_run_time_are_judged_as_handed_in(graded):
     record = graded["records"]["rewrites_itself"]
-    assert "multihead.py line 2: imports gc" in record["flags"]
+    assert "classifier.py line 2: imports gc" in record["flags"]
     assert not any("late.py" in f for f in record["flags"])  # written by the child: not handed in
-    got = components(record)
-    assert got["multihead"][0] == 0
-    assert all(got[c][0] == got[c][1] for c in CODE_PARTS if c != "multihead")
+    got = components(record, graded["parts"])
+    assert got["classifier"][0] == 0 < got["classifier"][1]
+    assert all(got[c][0] == got[c][1] > 0 for c in graded["parts"] if c != "classifier")

@@ -45,8 +45,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
     'test_bounds.py': (5, "hostile replies (tests/fixtures/bounded/) are built on a real lesson's reference, the deliverable bombs "
         'on its checks; the code part is to convert to the toy'),
     'test_forbidden.py': (2, "the richest forbidden policy (library attention calls) is a real lesson's; no fixture has one as rich"),
-    'test_gradescope.py': (6, 'the Gradescope zip is built and graded for a real lesson; to convert to the toy (being edited for '
-        'lesson=)'),
     'test_hostile.py': (5, "hostile submissions planted in a real lesson's reference; to convert (being edited for lesson=)"),
     'test_lesson_boundary.py': (4, "the engine's boundary test names which lesson's word each engine file still holds"),
     'test_lessons_side_by_side.py': (3, 'tests the real lessons side by side: names them by design'),
@@ -64,7 +62,6 @@ DEFAULT_USERS: dict[str, tuple[int, str]] = {
     'test_ambient_lesson.py': (1, "a sample module planted for the ambient-read counter, which parses it and never runs it"),
     'test_bench.py': (1, "`make bench` measures the kit's default lesson: its deliverables checker and bench mutants, "
         'which no fixture lesson has'),
-    'test_gradescope.py': (1, "its run without Landlock grades the default lesson's zip; to convert with the file"),
 }
 
 

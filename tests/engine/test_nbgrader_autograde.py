@@ -3,7 +3,8 @@
 
 Hostile notebooks sit beside honest ones in one autograde run: a cell faking the kit's modules, a cell
 patching torch or the kit, a cell that sleeps, a cell that exits. None gains a point over `grader grade`
-of the same notebook, and the honest notebooks keep full marks."""
+of the same notebook, and the honest notebooks keep full marks. The course is the toy lesson's (found by path,
+named to the kit's step in the course's config)."""
 from __future__ import annotations
 
 import csv
@@ -19,7 +20,7 @@ import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import uid_base_for_tests  # noqa: E402
+from engine_helpers import TOY, uid_base_for_tests  # noqa: E402
 
 from grader.lesson import load_lesson
 from grader.release import notebook
@@ -31,7 +32,7 @@ from grader.sandbox import SandboxConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
-LESSON = load_lesson("day13")  # the lesson value these tests pass to each stage
+LESSON = load_lesson(str(TOY))  # the lesson value these tests pass to each stage
 CONFIG = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(9))
 needs_nbgrader = pytest.mark.skipif(shutil.which("nbgrader", path=str(VENV_BIN)) is None,
                                     reason="nbgrader is in the dev extra: `pip install -e .[dev]`")
@@ -119,7 +120,7 @@ def _course(tmp: Path, *, kit_step: bool = True) -> Path:
     (course / "source").mkdir(parents=True)
     lines = ["c = get_config()", f"c.CourseDirectory.course_id = {name!r}"]
     if kit_step:
-        lines += ["from grader.release.nbgrader_autograde import use_the_kit", "use_the_kit(c)",
+        lines += ["from grader.release.nbgrader_autograde import use_the_kit", f"use_the_kit(c, lesson={LESSON.ref!r})",
                   f"c.HiddenTests.sandbox_uid_base = {CONFIG.uid_base}"]
     (course / "nbgrader_config.py").write_text("\n".join(lines) + "\n", encoding="utf-8")
     notebook.write_nbgrader_source(course / "source" / name, lesson=LESSON)
@@ -187,18 +188,20 @@ def test_hostile_cells_gain_nothing_and_cost_honest_students_nothing(tmp_path):
 
 # A student module that is the reference, unless the sandboxed child can reach the kit through the venv's
 # path file (the editable install puts the kit's folder on every interpreter's path): then it raises, and
-# the part it belongs to loses its points. Reflective on purpose: the scan cannot see the names.
+# the part it belongs to loses its points. Reflective on purpose: the scan cannot see the names. What it
+# looks for: the engine, and the lesson's hidden tests and rubric, wherever the kit's folder is on the path.
+_LESSON_IN_KIT = LESSON.folder.relative_to(ROOT).parts
 PROBE = '''\
 import importlib as _importlib, os as _os, sys as _sys
 _reached = []
-for _name in ("gra" + "der", "gra" + "der.day13.tests"):
+for _name in ("gra" + "der", "gra" + "der.judging.score"):
     try:
         _importlib.import_module(_name)
         _reached.append(_name)
     except BaseException:
         pass
 for _folder in list(_sys.path):
-    for _tail in (("gra" + "der", "day13", "tests"), ("gra" + "der", "day13", "rubric.toml")):
+    for _tail in (@@TESTS@@, @@RUBRIC@@):
         try:
             if _os.path.exists(_os.path.join(_folder, *_tail)):
                 _reached.append(_os.path.join(_folder, *_tail))
@@ -206,7 +209,7 @@ for _folder in list(_sys.path):
             pass
 if _reached:
     raise RuntimeError(f"reached the kit: {_reached}")
-'''
+'''.replace("@@TESTS@@", repr((*_LESSON_IN_KIT, "tests"))).replace("@@RUBRIC@@", repr((*_LESSON_IN_KIT, "rubric.toml")))
 
 
 def test_the_kit_is_importable_from_anywhere_and_never_copied_into_its_venv(tmp_path):

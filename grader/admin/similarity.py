@@ -62,7 +62,7 @@ KIT = Path(__file__).resolve().parents[2]
 
 def _rules(lesson):
     """The lesson's deliverable checks module (None for a lesson without deliverables): its
-    FINGERPRINTS are what every student may share (the handout, the assignment's README)."""
+    FINGERPRINTS, when it has some, are what every student may share (the handout, the assignment's README)."""
     module = lesson.deliverables_module
     return importlib.import_module(module) if module else None
 
@@ -365,9 +365,11 @@ def load_base(lesson, *, released: Path | None = None, lesson_data: Path | None 
                         f" ({len(sources)} code files: stubs, visible tests, tools"
                         f"{', and the released notebook when a submission holds one' if released_notebook else ''})")
     rules = _rules(found)
-    handout = set() if rules is None else \
-        (deliverables.load_fingerprints(rules.FINGERPRINTS, section="handout") or set()) | \
-        (deliverables.load_fingerprints(rules.FINGERPRINTS, section="assignment-readme") or set())
+    # A lesson's checks may fingerprint no handout (FINGERPRINTS is optional): then no passage is common.
+    fingerprints = getattr(rules, "FINGERPRINTS", None)
+    handout = set() if fingerprints is None else \
+        (deliverables.load_fingerprints(fingerprints, section="handout") or set()) | \
+        (deliverables.load_fingerprints(fingerprints, section="assignment-readme") or set())
     short: set[int] = set()
     if lesson_data.is_file():
         sections = _read_sections(lesson_data)
@@ -381,7 +383,7 @@ def load_base(lesson, *, released: Path | None = None, lesson_data: Path | None 
                             f"{len(base.images)} pictures the picture tool makes the same for everyone")
     base.text = TextBase(handout=frozenset(handout), short=frozenset(short))
     if handout:
-        base.sources.append(f"{rules.FINGERPRINTS.name}: the handout's passages and the assignment README "
+        base.sources.append(f"{fingerprints.name}: the handout's passages and the assignment README "
                             "(the deliverable checks' fingerprints)")
     return base
 

@@ -6,6 +6,8 @@ reviewed. After `grade` runs again (regrading nothing), grades.csv, the report a
 feedback show the decisions, the comment at its line, never the staff note. Student files planted
 with script (a README, an SVG diagram, the code itself) run nothing and write nothing.
 
+The class is the toy lesson's, with its deliverables (a README and a plot, shown on the page).
+
 Screenshots at 1280x800 of the class list, a student's code and similarity.html go to
 $REVIEW_SCREENSHOTS when it is set (the issue's closing note shows them), else to the test's
 temporary folder; on each page nothing is wider than the window."""
@@ -21,15 +23,14 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import REFERENCE, make_submission, uid_base_for_tests  # noqa: E402
+from engine_helpers import TOY, make_submission, uid_base_for_tests  # noqa: E402
 
 from grader.admin import review
 
 from grader.running import grade as run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
-from grader.lesson import load_lesson  # noqa: E402
 
-DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
+REFERENCE = TOY / "solutions"
 
 CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(8))
 BROWSERS = ("/usr/bin/chromium", "/usr/lib/chromium/chromium")
@@ -39,9 +40,9 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-net
 PLANTED = "<script>window.__pwned = 1; fetch('/s/amy/override', {method: 'POST'});</script>"
 SVG = ('<svg xmlns="http://www.w3.org/2000/svg" width="300" height="200" onload="top.__pwned = 2">'
        '<script>top.__pwned = 3</script><rect width="300" height="200" fill="#39c"/>'
-       '<text x="20" y="100">block</text></svg>\n')
-SCALED = "scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k)"
-UNSCALED = "scores = Q @ K.transpose(-2, -1)  # </td><script>window.__pwned = 4</script>"
+       '<text x="20" y="100">softmax</text></svg>\n')
+CORRECT = "return exps / exps.sum(dim=dim, keepdim=True)"
+DOUBLED = "return 2 * exps / exps.sum(dim=dim, keepdim=True)  # </td><script>window.__pwned = 4</script>"
 WINDOW = {"width": 1280, "height": 800}
 
 
@@ -70,39 +71,40 @@ def _grades(out: Path) -> dict[str, dict]:
 
 
 def _class(subs: Path) -> None:
-    """amy: the reference; ben: forgets the scale (his code carries a script in a comment); cara:
+    """amy: the reference; ben: a softmax twice too large (his code carries a script in a comment); cara:
     ben's code and amy's README (a similar pair of each kind)."""
-    readme = "# Q, K and V\n" + PLANTED + "\nqueries keys values " * 30
+    readme = "# My softmax\n" + PLANTED + "\nrows of probabilities sum to one " * 30
     make_submission(subs / "amy", {"README.md": readme}, solutions=REFERENCE)
     make_submission(subs / "ben", {"README.md": "# Ben\n" + PLANTED + "\n"}, solutions=REFERENCE)
     make_submission(subs / "cara", {"README.md": readme}, solutions=REFERENCE)
     for name in ("ben", "cara"):
-        path = subs / name / "self_attention.py"
+        path = subs / name / "activations.py"
         text = path.read_text()
-        assert SCALED in text
-        path.write_text(text.replace(SCALED, UNSCALED))
+        assert CORRECT in text
+        path.write_text(text.replace(CORRECT, DOUBLED))
     for name in ("amy", "ben", "cara"):
-        (subs / name / "transformer_block.svg").write_text(SVG)
+        (subs / name / "softmax_plot.svg").write_text(SVG)
 
 
 def _fits(page) -> bool:
     return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
 
-def test_a_grader_reviews_the_class_in_a_real_browser(tmp_path):
+def test_a_grader_reviews_the_class_in_a_real_browser(tmp_path, toy_with_deliverables):
+    lesson = toy_with_deliverables
     executable, sync_playwright = _browser(), _playwright()
     shots = Path(os.environ.get("REVIEW_SCREENSHOTS") or tmp_path / "shots")
     shots.mkdir(parents=True, exist_ok=True)
     subs, out = tmp_path / "subs", tmp_path / "out"
     _class(subs)
-    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=DAY13) == 0
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=lesson) == 0
     before = _grades(out)["ben"]
-    assert float(before["self_attention"]) < 30
+    assert float(before["activations"]) < lesson.points["activations"] == 6
     asked = (datetime.now(timezone.utc) - timedelta(hours=1)).replace(microsecond=0).isoformat()
     (out / "regrade_requests.csv").write_text(
-        f"student,test,reason,time\nben,self_attention.worked_values,I think my attention is right,{asked}\n")
+        f"student,test,reason,time\nben,activations.worked_values,I think my softmax is right,{asked}\n")
 
-    server = review.ReviewServer(review.Review(out, subs, None, "all", "ta-jo", lesson=DAY13))
+    server = review.ReviewServer(review.Review(out, subs, None, "all", "ta-jo", lesson=lesson))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     dialogs = []
@@ -124,45 +126,45 @@ def test_a_grader_reviews_the_class_in_a_real_browser(tmp_path):
             assert page.evaluate("window.__pwned === undefined")
             # His code: coloured, the failing test at its definition, the diff from the stub.
             code = page.locator("#file-0")
-            assert code.locator("summary").first.inner_text().startswith("self_attention.py")
+            assert code.locator("summary").first.inner_text().startswith("activations.py")
             assert code.locator(".failing").first.is_visible()
             diff = code.locator("details.diff")
             assert not diff.locator("table").is_visible()
             diff.locator("summary").click()
             assert diff.locator("tr.add").first.is_visible() and diff.locator("tr.del").first.is_visible()
             assert "window.__pwned = 4" in diff.inner_text()  # the student's script, shown as text
-            # A comment on the unscaled line for ben, a note for the staff.
-            line = code.locator("table.code:not(.diff) tr", has_text="scores = Q @ K.transpose(-2, -1)  #")
+            # A comment on the doubling line for ben, a note for the staff.
+            line = code.locator("table.code:not(.diff) tr", has_text="return 2 * exps / exps.sum(dim=dim, keepdim=True)  #")
             number = line.locator("a.ln").inner_text()
             line.locator("a.ln").click()
-            assert page.input_value("#c-line") == number and page.input_value("#c-file") == "self_attention.py"
-            page.fill("#c-comment", "divide the scores by √d_k here (handout §3)")
+            assert page.input_value("#c-line") == number and page.input_value("#c-file") == "activations.py"
+            page.fill("#c-comment", "each row sums to 1 without the 2 × here (handout §1)")
             page.fill("#c-note", "STAFF-NOTE same edit as cara")
             page.click("#c-save")
             page.wait_for_url("**/s/ben")
-            assert "to the student: divide the scores by √d_k here" in page.content()
+            assert "to the student: each row sums to 1 without the 2 × here" in page.content()
             page.locator(".said").first.scroll_into_view_if_needed()
             assert _fits(page)
             page.screenshot(path=str(shots / "student-code.png"))
             page.evaluate("window.scrollTo(0, 0)")
             page.screenshot(path=str(shots / "student-top.png"))
             # Points typed wrong, then right: what was typed survives the refusal.
-            page.select_option("#test", "self_attention")
+            page.select_option("#test", "activations")
             page.fill("#points", "70")
-            page.fill("#comment", "the scale is missing; the rest is right")
+            page.fill("#comment", "a factor of 2 too many; the rest is right")
             page.click("#save")
-            assert "between 0 and 30" in page.locator("#message").inner_text()
+            assert "between 0 and 6" in page.locator("#message").inner_text()
             assert page.input_value("#points") == "70"
-            assert page.input_value("#comment") == "the scale is missing; the rest is right"
-            assert page.input_value("#test") == "self_attention"
-            page.fill("#points", "20")
+            assert page.input_value("#comment") == "a factor of 2 too many; the rest is right"
+            assert page.input_value("#test") == "activations"
+            page.fill("#points", "3")
             page.fill("#staff_note", "STAFF-NOTE part mark agreed with the other TA")  # two fields, two readers
             page.click("#save")
             page.wait_for_url("**/s/ben")
             assert "agreed with the other TA" in page.locator(".staff-note").first.inner_text()
             # His regrade request, decided beside it.
-            page.fill("#r-points-0", "3")
-            page.fill("#r-comment-0", "partial credit: only the scale is missing")
+            page.fill("#r-points-0", "1")
+            page.fill("#r-comment-0", "partial credit: only the factor is wrong")
             page.click("#r-accept-0")
             page.wait_for_url("**/s/ben")
             assert "regrade request (accepted)" in page.content()
@@ -176,7 +178,7 @@ def test_a_grader_reviews_the_class_in_a_real_browser(tmp_path):
             assert "1 of 3 reviewed · 2 left" in page.locator("h1").inner_text()
             # similarity.html: the pair side by side, code readable.
             page.goto((out / "similarity.html").as_uri())
-            page.locator("details summary").first.click()
+            page.locator("details summary", has_text="ben ↔ cara: code").first.click()  # their shared code
             page.locator("details[open] .pair").first.evaluate("e => e.scrollIntoView()")
             assert _fits(page)
             # Room under every highlighted line: the next line's highlight never covers its underscores
@@ -195,18 +197,18 @@ def test_a_grader_reviews_the_class_in_a_real_browser(tmp_path):
         server.server_close()
     assert dialogs == []
 
-    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=DAY13) == 0  # nothing regraded: applies them
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=lesson) == 0  # nothing regraded: applies them
     after = _grades(out)["ben"]
-    # The part's 20 points go to its other tests; the accepted request gives worked_values its own 3.
-    assert after["self_attention"] == "23" and "self_attention.worked_values 0->3" in after["overrides"]
+    # The part's 3 points go to its other tests; the accepted request gives worked_values its own 1.
+    assert after["activations"] == "4" and "activations.worked_values 0->1" in after["overrides"]
     summary = (out / "summary.md").read_text()
     assert "## Regrade requests" in summary and "1 accepted" in summary
     feedback = (out / "ben" / "feedback.md").read_text()
     assert "## Comments on your code" in feedback
     said = feedback[feedback.index("## Comments on your code"):].split("\n## ")[0]
-    quoted = " ".join(f"{UNSCALED} # (..., T_q, T_k)".split())  # the line as it was, its shape comment too
-    assert f"- `self_attention.py` line {number}: `{quoted}` (ta-jo): divide the scores by √d_k here" in said, said
-    assert "**accepted**: partial credit: only the scale is missing" in feedback
+    quoted = " ".join(f"{DOUBLED} # each slice sums to 1".split())  # the line as it was, its own comment too
+    assert f"- `activations.py` line {number}: `{quoted}` (ta-jo): each row sums to 1 without the 2 × here" in said, said
+    assert "**accepted**: partial credit: only the factor is wrong" in feedback
     for name in ("feedback.md", "feedback.html", "results.json"):
         assert "STAFF-NOTE" not in (out / "ben" / name).read_text()
     assert "<script>window.__pwned" not in (out / "ben" / "feedback.html").read_text()

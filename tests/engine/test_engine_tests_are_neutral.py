@@ -43,9 +43,11 @@ FIXTURE_LESSONS = ENGINE_TESTS.parent / "fixtures" / "lessons"
 ALLOWED: dict[str, tuple[int, str]] = {
     'test_ambient_lesson.py': (1, "its ceiling table counts ambient reads in a lesson's own module, by path"),
     'test_bounds.py': (5, "hostile replies (tests/fixtures/bounded/) are built on a real lesson's reference, the deliverable bombs "
-        'on its checks; the code part is to convert to the toy'),
-    'test_forbidden.py': (2, "the richest forbidden policy (library attention calls) is a real lesson's; no fixture has one as rich"),
-    'test_hostile.py': (5, "hostile submissions planted in a real lesson's reference; to convert (being edited for lesson=)"),
+        'on its checks; to convert (the bombs can go through the toy_with_deliverables fixture)'),
+    'test_forbidden.py': (2, "its ~30 routes test a real lesson's policy (library attention): they belong with that lesson; the "
+        "engine's switch-off wants a probe of its own over a policy built from the toy's (kernels, python, modules)"),
+    'test_hostile.py': (5, "its 21 hostile submissions (tests/fixtures/hostile/) are written as a real lesson's modules; to "
+        "convert, rewrite them for the toy's two parts"),
     'test_lesson_boundary.py': (4, "the engine's boundary test names which lesson's word each engine file still holds"),
     'test_lessons_side_by_side.py': (3, 'tests the real lessons side by side: names them by design'),
     'test_nbgrader_course.py': (1, "runs the README's nbgrader course as written, and the README's example course is a real lesson's"),

@@ -1,5 +1,7 @@
 """The grader's own bounds: hostile submissions aimed at its memory, time and scratch slots
-(tests/fixtures/bounded/), graded in one class beside honest copies of the reference.
+(tests/fixtures/bounded/), graded in one class beside honest copies of the reference. The class is the toy
+lesson's with its deliverables (tests/fixtures/lessons/toy, its deliverable_checks.py), each check worth points
+in a copy of its rubric made here, so that the deliverable bombs get a verdict in the record.
 
 The class is graded in a separate process whose address space, and that of every process it starts
 (workers, zygote, deliverables checker), is limited to 2 GB (with the CPU build; what a larger torch build maps, plus the same headroom,
@@ -17,6 +19,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import tomllib
 import zlib
 from pathlib import Path
 
@@ -24,13 +27,32 @@ import pytest
 from PIL import Image
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import KIT, REFERENCE, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
+from engine_helpers import KIT, TOY, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
 
+from grader import lesson as lessons  # noqa: E402
 from grader.judging import deliverables  # noqa: E402
 
 BOUNDED = Path(__file__).resolve().parents[1] / "fixtures" / "bounded"
-CODE = ("self_attention", "multihead", "positional", "block")
-DELIVERABLES = ("attention_heatmap.png", "attention_weights.npy", "analysis.md", "transformer_block.png", "README.md")
+CODE = ("activations", "classifier")  # the toy's parts
+WORDS = ("Softmax subtracts the largest logit of each row before exponentiating, which changes nothing in the "
+         "result but keeps every exponential at most one, so large logits never overflow to infinity.\n")
+# The toy's rubric plus a point or two for each of its deliverable checks (the toy itself declares none).
+DELIVERABLES_RUBRIC = """
+[deliverables.plot]
+points = 2
+title = "softmax_plot.png: a plot of softmax, not blank"
+hint = "Plot softmax of a few rows and save it as softmax_plot.png."
+
+[deliverables.notes]
+points = 1
+title = "notes.md: why softmax subtracts the maximum"
+hint = "Write at least 20 words."
+
+[deliverables.readme]
+points = 1
+title = "README.md: what the classifier outputs"
+hint = "Write at least 20 words."
+"""
 UID_BASE = uid_base_for_tests(2)
 JOBS = 2
 
@@ -46,18 +68,33 @@ def _torch_mapped() -> int:
 
 # 2 GB with the CPU build; with a torch build that maps more, what it maps plus the same 1.4 GB of headroom.
 MEMORY_LIMIT = max(2 << 30, _torch_mapped() + (1400 << 20))
+
+
+def rubric_text() -> str:
+    return (TOY / "rubric.toml").read_text(encoding="utf-8") + DELIVERABLES_RUBRIC
+
+
+def honest_total() -> float:
+    """Every point of the toy's rubric with its deliverables: what an honest row gets."""
+    rubric = tomllib.loads(rubric_text())
+    return sum(lessons.rubric_points(rubric, lessons.rubric_components(rubric)).values())
+
+
 # Honest rows: one first, three after every hostile one (so the poisoned slot grades one of them next).
 HONEST = ("aaa_reference", "zzz_reference_1", "zzz_reference_2", "zzz_reference_3")
 
 GRADE = """
-import sys
+import dataclasses, sys
+from pathlib import Path
 from grader.lesson import load_lesson
 from grader.running import grade as run
 from grader.sandbox import SandboxConfig
 # 10 s a call: the slot poisoner builds its 10,000 folders at import, on a machine that may be busy.
 config = SandboxConfig(call_timeout=10.0, cpu_seconds=20, uid_base=int(sys.argv[3]))
-sys.exit(run.main(submissions=sys.argv[1], out=sys.argv[2], jobs=int(sys.argv[4]), config=config,
-                  lesson=load_lesson("day13")))
+toy = Path(sys.argv[5])
+lesson = dataclasses.replace(load_lesson(str(toy)), deliverables_checks=toy / "deliverable_checks.py",
+                             rubric_path=Path(sys.argv[6]))
+sys.exit(run.main(submissions=sys.argv[1], out=sys.argv[2], jobs=int(sys.argv[4]), config=config, lesson=lesson))
 """
 
 
@@ -69,10 +106,20 @@ def _chunk(kind: bytes, data: bytes) -> bytes:
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
 
+def honest_plot() -> bytes:
+    """A 320x240 RGB PNG of gradients: many colours, ink everywhere (what the toy's plot check accepts)."""
+    import numpy as np
+
+    rows = np.linspace(0, 255, 240, dtype=np.uint8)[:, None].repeat(320, axis=1)
+    buffer = __import__("io").BytesIO()
+    Image.fromarray(np.stack([rows, rows[::-1], np.full_like(rows, 90)], axis=-1), "RGB").save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
 def png_with_a_second_header() -> bytes:
-    """The reference heatmap plus a second IHDR, after the pixels, claiming 2**30 x 2**30 pixels:
+    """The honest plot plus a second IHDR, after the pixels, claiming 2**30 x 2**30 pixels:
     Pillow reads the first, a chunk walker that believed the last would allocate exabytes."""
-    data = (REFERENCE / "attention_heatmap.png").read_bytes()
+    data = honest_plot()
     end = data.rindex(b"IEND") - 4
     huge = _chunk(b"IHDR", struct.pack(">IIBBBBB", 1 << 30, 1 << 30, 8, 6, 0, 0, 0))
     return data[:end] + huge + data[end:]
@@ -90,15 +137,15 @@ def png_bomb() -> bytes:
 
 # Deliverables built against the checker: (file written, files removed, the check it is judged by).
 DELIVERABLE_BOMBS = {
-    "png_second_header": ({"attention_heatmap.png": png_with_a_second_header}, (), "heatmap_png"),
-    "png_bomb": ({"attention_heatmap.png": png_bomb}, (), "heatmap_png"),
-    # Without a closing "-->" each "<!--" used to make the README's code filter scan to the end.
-    "readme_comment_bomb": ({"README.md": lambda: b"Query Key Value " + b"<!--" * 60_000}, (), "readme"),
-    # Lines of spaces: "^\s*" at every line start used to scan every later line too.
-    "analysis_blank_bomb": ({"analysis.md": lambda: b"'sat' 0.42 head\n" + b"   \n" * 60_000}, (), "analysis"),
+    "png_second_header": ({"softmax_plot.png": png_with_a_second_header}, (), "plot"),
+    "png_bomb": ({"softmax_plot.png": png_bomb}, (), "plot"),
+    # Without a closing "-->" each "<!--" used to make the README's code filter (kit.prose) scan to the end.
+    "readme_comment_bomb": ({"README.md": lambda: b"Softmax Logits Classifier " + b"<!--" * 60_000}, (), "readme"),
+    # Lines of spaces: "^\s*" at every line start (kit.text_lines) used to scan every later line too.
+    "notes_blank_bomb": ({"notes.md": lambda: b"'max' 0.42 row\n" + b"   \n" * 60_000}, (), "notes"),
     # Many DOCTYPEs with no ">": the entity check used to scan to the end from each of them.
-    "svg_doctype_bomb": ({"transformer_block.svg": lambda: b"<svg>" + b"<!DOCTYPE " * 500_000},
-                         ("transformer_block.png",), "diagram"),
+    "svg_doctype_bomb": ({"softmax_plot.svg": lambda: b"<svg>" + b"<!DOCTYPE " * 500_000},
+                         ("softmax_plot.png",), "plot"),
 }
 
 
@@ -106,9 +153,10 @@ def build_class(root: Path) -> Path:
     subs = root / "submissions"
 
     def honest(name):
-        folder = make_submission(subs / name, solutions=REFERENCE)
-        for f in DELIVERABLES:
-            shutil.copy(REFERENCE / f, folder / f)
+        folder = make_submission(subs / name, solutions=TOY / "solutions")
+        (folder / "softmax_plot.png").write_bytes(honest_plot())
+        for f in ("notes.md", "README.md"):
+            (folder / f).write_text(WORDS)
         return folder
 
     for name in HONEST:
@@ -132,9 +180,12 @@ def _limit_memory():
 
 @pytest.fixture(scope="module")
 def batch():
-    root = Path(tempfile.mkdtemp(prefix="day13-bounds-"))
+    root = Path(tempfile.mkdtemp(prefix="toy-bounds-"))
     subs, out = build_class(root), root / "out"
-    proc = subprocess.run([sys.executable, "-c", GRADE, str(subs), str(out), str(UID_BASE), str(JOBS)],
+    rubric = root / "rubric.toml"
+    rubric.write_text(rubric_text(), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-c", GRADE, str(subs), str(out), str(UID_BASE), str(JOBS), str(TOY),
+                           str(rubric)],
                           cwd=KIT, capture_output=True, text=True, timeout=1200, preexec_fn=_limit_memory)
     records = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/record.json")}
     yield dict(proc=proc, out=out, records=records)
@@ -157,7 +208,7 @@ def honest_rows_unaffected(batch):
     reference = batch["records"][HONEST[0]]
     for name in HONEST:
         record = batch["records"][name]
-        assert record["total"] == record["max_total"] == 100, (name, text_of(record)[:2000])
+        assert record["total"] == record["max_total"] == honest_total(), (name, text_of(record)[:2000])
         assert record["status"] == "ok" and record["notes"] == [], name
         assert record["tests"] == reference["tests"], name
 
@@ -192,32 +243,35 @@ def test_the_class_is_graded_under_2_gb_per_process_with_a_row_each(batch):
 
 
 def test_a_250_mb_answer_is_refused_before_it_is_read(batch):
-    check(batch, "reply_flood", hit="self_attention", status="oversized-reply",
+    check(batch, "reply_flood", hit="activations", status="oversized-reply",
           reason=r"OversizedReply: one answer was over the 16 MB a call may send back")
 
 
 def test_an_answer_claiming_an_8_tb_array_is_refused(batch):
-    check(batch, "giant_shape", hit="positional", status="oversized-reply", reason=r"over the 16 MB a call may send back")
+    check(batch, "giant_shape", hit="activations", status="oversized-reply", reason=r"over the 16 MB a call may send back")
 
 
 def test_answers_that_pass_the_submissions_cap_stop_its_calls(batch):
-    # The cap is the submission's: the calls after it (block's, here) go unanswered too, with the reason.
+    # The cap is the submission's: the calls after it (the classifier's, here, whose code is honest) go
+    # unanswered too, with the reason.
     record = batch["records"]["reply_hoard"]
     assert record["status"] == "oversized-reply"
     assert "passed the 64 MB the grader keeps for one submission" in text_of(record)
-    assert components(record)["self_attention"][0] == components(record)["self_attention"][1]
-    assert components(record)["multihead"][0] < components(record)["multihead"][1]
+    assert components(record)["activations"][0] < components(record)["activations"][1]
+    assert components(record)["classifier"][0] == 0 < components(record)["classifier"][1]
+    classifier = [t for t in record["tests"] if t["component"] == "classifier"]
+    assert all("64 MB" in t["output"] for t in classifier), [t["output"] for t in classifier]
     honest_rows_unaffected(batch)
 
 
 def test_a_forged_answer_is_the_submissions_fault_not_the_engines(batch):
-    check(batch, "forged_reply", hit="block", status="protocol-error",
+    check(batch, "forged_reply", hit="classifier", status="protocol-error",
           reason=r"ProtocolError: the process sent an answer the grader's executor never writes \(forged")
 
 
 def test_a_slot_poisoned_by_its_child_is_fresh_for_the_next_submission(batch):
     record = batch["records"]["zz_scratch_poison"]
-    assert record["total"] == 100 and record["status"] == "ok", text_of(record)[:2000]
+    assert record["total"] == honest_total() and record["status"] == "ok", text_of(record)[:2000]
     honest_rows_unaffected(batch)  # the zzz_ rows come after it, in both slots
     if os.geteuid() == 0:
         assert record["isolation"]["scratch_quota_mb"] == 128
@@ -247,6 +301,6 @@ def test_the_png_shortcut_trusts_only_the_checked_size():
     data = png_with_a_second_header()
     size = Image.open(__import__("io").BytesIO(data)).size
     assert deliverables.png_rows(data, size, 100) is None  # a second IHDR: no shortcut
-    plain = (REFERENCE / "attention_heatmap.png").read_bytes()
+    plain = honest_plot()
     assert deliverables.png_rows(plain, size, 100) is not None
     assert deliverables.png_rows(plain, (size[0] * 1000, size[1]), 100) is None  # disagrees with the header

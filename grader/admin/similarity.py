@@ -359,6 +359,11 @@ def load_base(lesson, *, released: Path | None = None, lesson_data: Path | None 
             sources.append(path.read_text(encoding="utf-8", errors="replace"))
         elif path.suffix == ".ipynb" and path.is_file():
             sources += _notebook_cells(path.read_bytes())
+    # The release makes the stubs from the reference: a lesson whose folder does not keep them still hands
+    # them to every student, so they are common code too (already there when the folder keeps them).
+    from grader.release.stubs import stub_texts_of
+
+    sources += [stub for stub in stub_texts_of(found.solutions).values() if stub not in sources]
     base.code = base_code_hashes(sources)
     base.notebook = released_notebook
     base.sources.append(f"the released student folder {released.relative_to(KIT) if released.is_relative_to(KIT) else released}"

@@ -51,7 +51,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
     'test_nbgrader_course.py': (1, "runs the README's nbgrader course as written, and the README's example course is a real lesson's"),
     'test_notebook.py': (5, 'the notebook built, run in a real kernel and graded by nbgrader on a real lesson (its variants and '
         'mutants); to convert'),
-    'test_similarity.py': (4, "similarity evidence is a real lesson's (its variants as plants, its deliverable pictures, its base file)"),
 }
 
 

@@ -1,9 +1,10 @@
 """grader/admin/similarity.py: copies planted among honest, independent work are flagged; honest work is not.
 
-The honest class is the correct fixtures (tests/fixtures/correct/, each with its own code, README,
-analysis, heatmap and diagram) and the reference. The plants are made here from them: code renamed,
-reformatted, reordered and stripped of comments and docstrings; the same code as notebook cells and
-as a zip; a heatmap resized and re-encoded as JPEG; a README copied with a line added.
+The lesson is the toy with its deliverables (a plot, notes, a README). The honest class is six students of
+it (tests/fixtures/toy_similarity/, each with its own code, README and notes, and a plot drawn here from
+numbers of its own) and the reference. The plants are made here from them: code renamed, reformatted,
+reordered and stripped of comments and docstrings; the same code as notebook cells and as a zip; a plot
+resized and re-encoded as JPEG; a README copied with a line added.
 """
 from __future__ import annotations
 
@@ -28,13 +29,33 @@ from grader.devtools.bench import disguised
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from report_records import LESSON as RECORDS_LESSON, make_record  # noqa: E402  # records of the toy's shape
-from grader.lesson import load_lesson  # noqa: E402
-
-DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
+from engine_helpers import TOY  # noqa: E402
+from grader.lesson import lesson_names  # noqa: E402
+from grader.release.stubs import stub_texts_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-CORRECT = ROOT / "tests" / "fixtures" / "correct"
-REFERENCE = ROOT / "solutions" / "day13"
+CORRECT = ROOT / "tests" / "fixtures" / "toy_similarity"
+REFERENCE = TOY / "solutions"
+DELIVERABLES = ("README.md", "notes.md", "softmax_plot.png")
+
+
+def draw_plot(path: Path, seed: int) -> None:
+    """A student's plot: softmax of a matrix of its own (rows of 10 logits), drawn as a heatmap."""
+    import numpy as np
+    from PIL import Image
+
+    logits = np.random.default_rng(seed).normal(size=(8, 10)) * 2
+    probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+    probs /= probs.sum(axis=1, keepdims=True)
+    level = (255 * probs / probs.max()).astype(np.uint8)
+    pixels = np.stack([level, 255 - level, np.full_like(level, 60)], axis=-1).repeat(32, axis=0).repeat(32, axis=1)
+    Image.fromarray(pixels, "RGB").save(path)
+
+
+def honest_students(root: Path) -> None:
+    for seed, folder in enumerate(sorted(p for p in CORRECT.iterdir() if p.is_dir())):
+        shutil.copytree(folder, root / folder.name)
+        draw_plot(root / folder.name / "softmax_plot.png", seed)
 
 
 def _copy_code(src: Path, dest: Path, seed: int) -> dict[str, str]:
@@ -49,55 +70,57 @@ def _copy_code(src: Path, dest: Path, seed: int) -> dict[str, str]:
 
 def build_class(root: Path) -> dict[tuple[str, str], str]:
     """The honest class and the plants; returns {(plant, source): kind} for every plant."""
-    for folder in sorted(CORRECT.iterdir()):
-        shutil.copytree(folder, root / folder.name)
-    shutil.copytree(REFERENCE, root / "reference", ignore=shutil.ignore_patterns("make_deliverables.py", "__pycache__"))
+    honest_students(root)
+    shutil.copytree(REFERENCE, root / "reference", ignore=shutil.ignore_patterns("__pycache__"))
     plants = {}
-    # Code: the einsum student's code, disguised every way at once.
-    _copy_code(CORRECT / "einsum", root / "zz_code_plant", seed=1)
-    plants[("einsum", "zz_code_plant")] = "code"
-    # One file copied into otherwise own work: tutorial_dropout's files, multihead.py from einsum.
-    shutil.copytree(CORRECT / "tutorial_dropout", root / "zz_file_plant")
-    (root / "zz_file_plant" / "multihead.py").write_text(
-        disguised((CORRECT / "einsum" / "multihead.py").read_text(encoding="utf-8"), 4), encoding="utf-8")
-    for deliverable in ("README.md", "analysis.md", "attention_heatmap.png", "attention_weights.npy", "transformer_block.png"):
+    # Code: ana's code, disguised every way at once.
+    _copy_code(CORRECT / "ana", root / "zz_code_plant", seed=1)
+    plants[("ana", "zz_code_plant")] = "code"
+    # One file copied into otherwise own work: fay's files, classifier.py from ana.
+    shutil.copytree(root / "fay", root / "zz_file_plant")
+    (root / "zz_file_plant" / "classifier.py").write_text(
+        disguised((CORRECT / "ana" / "classifier.py").read_text(encoding="utf-8"), 4), encoding="utf-8")
+    for deliverable in DELIVERABLES:
         (root / "zz_file_plant" / deliverable).unlink()
-    plants[("einsum", "zz_file_plant")] = "code"
-    plants[("tutorial_dropout", "zz_file_plant")] = "code"  # the three other files are hers
+    plants[("ana", "zz_file_plant")] = "code"
+    plants[("fay", "zz_file_plant")] = "code"  # the other file is hers
     # The same kind of copy handed in as a notebook's code cells, and as a zip.
-    cells = [disguised(p.read_text(encoding="utf-8"), 2) for p in sorted((CORRECT / "uint8_bmm").glob("*.py"))]
+    cells = [disguised(p.read_text(encoding="utf-8"), 2) for p in sorted((CORRECT / "chloe").glob("*.py"))]
     notebook = {"cells": [{"cell_type": "markdown", "source": "my notebook", "metadata": {}}]
                 + [{"cell_type": "code", "source": c, "metadata": {}, "outputs": [], "execution_count": None} for c in cells],
                 "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     (root / "zz_notebook_plant.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
-    plants[("uint8_bmm", "zz_notebook_plant")] = "code"
+    plants[("chloe", "zz_notebook_plant")] = "code"
     with zipfile.ZipFile(root / "zz_zip_plant.zip", "w") as archive:
-        for path in sorted((CORRECT / "large_negative").glob("*.py")):
+        for path in sorted((CORRECT / "ben").glob("*.py")):
             archive.writestr(f"work/{path.name}", disguised(path.read_text(encoding="utf-8"), 3))
-    plants[("large_negative", "zz_zip_plant")] = "code"
-    # A heatmap resized and re-encoded (through JPEG) from the helpers student's.
+    plants[("ben", "zz_zip_plant")] = "code"
+    # A plot resized and re-encoded (through JPEG) from dev's.
     from PIL import Image
 
     (root / "zz_image_plant").mkdir()
-    with Image.open(CORRECT / "helpers" / "attention_heatmap.png") as image:
+    with Image.open(root / "dev" / "softmax_plot.png") as image:
         smaller = image.convert("RGB").resize((image.width * 3 // 4, image.height * 3 // 4), Image.Resampling.LANCZOS)
         buffer = io.BytesIO()
         smaller.save(buffer, format="JPEG", quality=75)
-        Image.open(buffer).save(root / "zz_image_plant" / "attention_heatmap.png")
-    plants[("helpers", "zz_image_plant")] = "image"
+        Image.open(buffer).save(root / "zz_image_plant" / "softmax_plot.png")
+    plants[("dev", "zz_image_plant")] = "image"
     # A README copied word for word, with a title of one's own.
     (root / "zz_readme_plant").mkdir()
-    readme = (CORRECT / "head_loop" / "README.md").read_text(encoding="utf-8")
+    readme = (CORRECT / "eli" / "README.md").read_text(encoding="utf-8")
     (root / "zz_readme_plant" / "README.md").write_text("# My README\n\n" + readme, encoding="utf-8")
-    plants[("head_loop", "zz_readme_plant")] = "text"
+    plants[("eli", "zz_readme_plant")] = "text"
     return plants
 
 
 @pytest.fixture(scope="module")
-def base():
-    from grader.lesson import load_lesson
+def lesson(toy_with_deliverables):
+    return toy_with_deliverables
 
-    return similarity.load_base(DAY13, released_notebook=lambda: similarity.released_notebook_code(DAY13))
+
+@pytest.fixture(scope="module")
+def base(lesson):
+    return similarity.load_base(lesson, released_notebook=lambda: similarity.released_notebook_code(lesson))
 
 
 @pytest.fixture(scope="module")
@@ -137,13 +160,6 @@ def test_a_plant_is_flagged_against_its_source_only(planted):
         assert sources <= others <= sources | siblings, f"{plant} flagged against {sorted(others)}, copied from {sorted(sources)}"
 
 
-def test_the_kit_default_heatmap_is_recognised_and_not_evidence(planted):
-    rows, _, _ = planted
-    # recap_where ran `make heatmap MODE=trained` on the default sentence, like the reference deliverable.
-    row = next(r for r in rows if (r.a, r.b) == ("recap_where", "reference") and r.kind == "image")
-    assert row.score == 1.0 and not row.flagged and "not evidence" in row.detail
-
-
 def test_csv_and_html_are_written_flagged_first_with_clusters(planted, tmp_path):
     rows, plants, out = planted
     text = (out / "similarity.csv").read_text(encoding="utf-8")
@@ -167,10 +183,10 @@ def test_clusters_are_formed_per_kind_of_evidence_and_name_their_centre():
     assert similarity.clusters(mixed) == []
     # Three students who each copied one source's code: a cluster of code, centred on the source.
     star = [Row("src", n, "code", 0.9, True, f"code: 40 shared; most shared file: {owner}'s {path} (90%)", "code")
-            for n, owner, path in (("p", "src", "multihead.py"), ("q", "q", "multihead.py"), ("r", "src", "block.py"))]
-    assert similarity.clusters(star) == [similarity.Cluster("code", ("p", "q", "r", "src"), "src", "multihead.py")]
+            for n, owner, path in (("p", "src", "classifier.py"), ("q", "q", "classifier.py"), ("r", "src", "activations.py"))]
+    assert similarity.clusters(star) == [similarity.Cluster("code", ("p", "q", "r", "src"), "src", "classifier.py")]
     assert similarity.clusters(star)[0].describe() == (
-        "code (most shared file: multihead.py): p, q, r, src (each paired with src: the likely source, "
+        "code (most shared file: classifier.py): p, q, r, src (each paired with src: the likely source, "
         "or the one who took from each)")
     # A ring (everyone with everyone) has no centre; rows read back from the CSV have no `what`.
     ring = [Row(a, b, "text", 0.9, True, "analysis: 40 shared") for a, b in (("a", "b"), ("b", "c"), ("a", "c"))]
@@ -180,15 +196,15 @@ def test_clusters_are_formed_per_kind_of_evidence_and_name_their_centre():
 def test_flagged_pairs_for_the_review_page(planted):
     _, _, out = planted
     pairs = similarity.flagged_pairs(out, "zz_code_plant")
-    assert {p["other"] for p in pairs} == {"einsum", "zz_file_plant"}  # both hold einsum's multihead.py
+    assert {p["other"] for p in pairs} == {"ana", "zz_file_plant"}  # both hold ana's classifier.py
     assert all(p["kind"] == "code" and p["score"] >= 0.5 for p in pairs)
     assert [p["score"] for p in pairs] == sorted((p["score"] for p in pairs), reverse=True)
     assert similarity.flagged_pairs(out, "handout") == []
-    assert similarity.flagged_pairs(out / "nowhere", "einsum") == []
+    assert similarity.flagged_pairs(out / "nowhere", "ana") == []
 
 
 def test_renaming_reformatting_reordering_and_comments_change_no_fingerprint():
-    source = (CORRECT / "einsum" / "multihead.py").read_text(encoding="utf-8")
+    source = (CORRECT / "ana" / "classifier.py").read_text(encoding="utf-8")
     tokens = similarity.code_tokens(source)[0]
     copy = similarity.code_tokens(disguised(source, 5))[0]
     original = set(int(h) for h in similarity._kgram_hashes(tokens, similarity.CODE_K))
@@ -200,21 +216,25 @@ def test_renaming_reformatting_reordering_and_comments_change_no_fingerprint():
     assert "S" not in similarity.code_tokens(noisy)[0]  # the docstring is gone
 
 
-def test_stub_code_alone_is_not_evidence(tmp_path, base):
+def test_stub_code_alone_is_not_evidence(tmp_path, base, lesson):
+    stubs = stub_texts_of(lesson.solutions)  # what the release hands out, whether or not the lesson's folder holds it
+    assert stubs
     for name in ("s1", "s2"):
-        shutil.copytree(ROOT / "assignments" / "day13", tmp_path / "class" / name)
+        shutil.copytree(lesson.assignment, tmp_path / "class" / name)
+        for file, text in stubs.items():
+            (tmp_path / "class" / name / file).write_text(text, encoding="utf-8")
     rows = similarity.run(subs=intake.discover(tmp_path / "class"), out=tmp_path / "out", base=base, jobs=1)
     assert not [r for r in rows if r.kind == "code" and r.score > 0]
 
 
 def test_hostile_names_and_content_are_escaped_and_no_script_runs(tmp_path, base):
     evil = '</pre><script>alert(1)</script><img src=x onerror=alert(2)>'
-    code = (CORRECT / "einsum" / "self_attention.py").read_text(encoding="utf-8")
+    code = (CORRECT / "ana" / "activations.py").read_text(encoding="utf-8")
     for name in ("a_<script>alert(3)</script>", "b_evil"):
         folder = tmp_path / "class" / name
         folder.mkdir(parents=True)
-        (folder / "self_attention.py").write_text(f"# {evil}\nX = '{evil}'\n" + code, encoding="utf-8")
-        (folder / "README.md").write_text((evil + " ") * 3 + (CORRECT / "handout" / "README.md").read_text(), encoding="utf-8")
+        (folder / "activations.py").write_text(f"# {evil}\nX = '{evil}'\n" + code, encoding="utf-8")
+        (folder / "README.md").write_text((evil + " ") * 3 + (CORRECT / "ben" / "README.md").read_text(), encoding="utf-8")
     similarity.run(subs=intake.discover(tmp_path / "class"), out=tmp_path / "out", base=base, jobs=1)
     page = (tmp_path / "out" / "similarity.html").read_text(encoding="utf-8")
     assert "<script" not in page.lower() and "onerror=" not in page.replace("onerror=alert(2)&gt;", "")
@@ -228,7 +248,7 @@ def test_huge_and_damaged_inputs_stay_within_bounds(tmp_path):
     root = tmp_path / "class"
     big = root / "big"
     big.mkdir(parents=True)
-    (big / "self_attention.py").write_text("x = 1; " * ((15 << 20) // 7), encoding="utf-8")
+    (big / "activations.py").write_text("x = 1; " * ((15 << 20) // 7), encoding="utf-8")
     cells = [{"cell_type": "code", "source": f"x{i} = {i}"} for i in range(300_000)]  # ~13 MB
     (root / "cells.ipynb").write_text(json.dumps({"cells": cells}))
     bomb = root / "bomb"
@@ -241,12 +261,16 @@ def test_huge_and_damaged_inputs_stay_within_bounds(tmp_path):
 
     png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 100_000, 100_000, 8, 2, 0, 0, 0)) + \
         chunk(b"IDAT", zlib.compress(b"\x00" * 1000)) + chunk(b"IEND", b"")
-    (bomb / "attention_heatmap.png").write_bytes(png)
+    (bomb / "softmax_plot.png").write_bytes(png)
     (root / "broken.zip").write_bytes(b"PK\x03\x04 not really a zip")
+    # The comparison of grader similarity, for the toy with its deliverables (so the picture is compared).
     script = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20));"
-              "from grader import __main__ as m; sys.exit(m.main(sys.argv[1:]))")
-    done = subprocess.run([sys.executable, "-c", script, "similarity", str(root), "--out", str(tmp_path / "out"),
-                           "--jobs", "1"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+              "import dataclasses, pathlib; from grader.admin import similarity; from grader.lesson import load_lesson;"
+              "toy = pathlib.Path(sys.argv[3]);"
+              "lesson = dataclasses.replace(load_lesson(str(toy)), deliverables_checks=toy / 'deliverable_checks.py');"
+              "sys.exit(similarity.main(submissions=sys.argv[1], out=sys.argv[2], lesson=lesson, jobs=1))")
+    done = subprocess.run([sys.executable, "-c", script, str(root), str(tmp_path / "out"), str(TOY)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "out" / "similarity.csv").read_text().startswith("a,b,kind,score,flagged,detail")
 
@@ -275,19 +299,15 @@ def test_report_html_gets_a_section_and_grades_csv_does_not_change(tmp_path):
 
 def test_the_engine_names_no_lesson():
     text = (ROOT / "grader" / "admin" / "similarity.py").read_text(encoding="utf-8")
-    assert "day13" not in text.lower()
+    names = lesson_names()
+    assert names and not [name for name in names if name in text.lower()]
 
 
-def test_the_base_file_matches_the_engine_parameters():
-    header = (ROOT / "grader" / "day13" / similarity.BASE_FILE).read_text(encoding="utf-8").splitlines()[2]
-    assert f"code-k={similarity.CODE_K}" in header and f"text-short-n={similarity.SHORT_N}" in header
-
-
-def test_the_released_notebook_untouched_is_not_evidence(tmp_path, base):
+def test_the_released_notebook_untouched_is_not_evidence(tmp_path, base, lesson):
     from grader.release import notebook
 
     for name in ("n1", "n2"):
-        notebook.write(notebook.build(student=True, lesson=DAY13), tmp_path / "class" / f"{name}.ipynb")
+        notebook.write(notebook.build(student=True, lesson=lesson), tmp_path / "class" / f"{name}.ipynb")
     rows = similarity.run(subs=intake.discover(tmp_path / "class"), out=tmp_path / "out", base=base, jobs=1)
     assert not [r for r in rows if r.kind == "code" and r.flagged]
 

@@ -49,8 +49,6 @@ ALLOWED: dict[str, tuple[int, str]] = {
     'test_lesson_boundary.py': (4, "the engine's boundary test names which lesson's word each engine file still holds"),
     'test_lessons_side_by_side.py': (3, 'tests the real lessons side by side: names them by design'),
     'test_nbgrader_course.py': (1, "runs the README's nbgrader course as written, and the README's example course is a real lesson's"),
-    'test_notebook.py': (5, 'the notebook built, run in a real kernel and graded by nbgrader on a real lesson (its variants and '
-        'mutants); to convert'),
 }
 
 

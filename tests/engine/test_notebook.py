@@ -1,5 +1,5 @@
 """grader/release/notebook.py: the notebook built from the reference, the visible tests and the rubric, run in a
-real Jupyter kernel and graded with the real nbgrader."""
+real Jupyter kernel and graded with the real nbgrader. Through the toy lesson (tests/fixtures/lessons/toy)."""
 from __future__ import annotations
 
 import json
@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import types
 from collections import defaultdict
 from pathlib import Path
@@ -16,7 +17,7 @@ import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import uid_base_for_tests  # noqa: E402
+from engine_helpers import TOY, uid_base_for_tests  # noqa: E402
 
 from grader.intake import submissions as intake
 
@@ -34,11 +35,20 @@ from grader.sandbox import SandboxConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
-LESSON = load_lesson("day13")  # the lesson value these tests pass to each stage
+LESSON = load_lesson(str(TOY))  # the lesson value these tests pass to each stage
+# Correct toy work that computes differently from the reference (softmax through log-probabilities, by a
+# shift of its own, slice by slice; a classifier by addmm), written for the similarity tests.
+TOY_STUDENTS = ROOT / "tests" / "fixtures" / "toy_similarity"
 CONFIG = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(5))
 needs_jupyter = pytest.mark.skipif(shutil.which("jupyter-nbconvert", path=str(VENV_BIN)) is None
                                    or shutil.which("nbgrader", path=str(VENV_BIN)) is None,
                                    reason="Jupyter and nbgrader are in the dev extra: `pip install -e .[dev]`")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cleanup():
+    yield
+    LESSON.cleanup()  # the catalogue's mutant folders, built for these tests
 
 
 @pytest.fixture(scope="module")
@@ -69,25 +79,25 @@ def _catalogue():
 
 def test_component_points_sums_each_component(tmp_path):
     path = tmp_path / "r.toml"
-    path.write_text('[self_attention.a]\npoints = 2\n[self_attention.b]\npoints = 3.5\n'
-                    '[[tests]]\nid = "multihead.x"\npoints = 4\n'
-                    '[positional]\nt = { points = 1 }\n[block.w]\npoints = 6\ncomponent = "block"\n'
+    path.write_text('[activations.a]\npoints = 2\n[activations.b]\npoints = 3.5\n'
+                    '[[tests]]\nid = "classifier.x"\npoints = 4\n'
+                    '[classifier]\nt = { points = 1 }\n[classifier.w]\npoints = 6\ncomponent = "classifier"\n'
                     '[deliverables.readme]\npoints = 9\n', encoding="utf-8")
-    assert notebook.component_points(path, lesson=LESSON) == {"self_attention": 5.5, "multihead": 4.0,
-                                               "positional": 1.0, "block": 6.0}
+    assert notebook.component_points(path, lesson=LESSON) == {"activations": 5.5, "classifier": 11.0}
 
 
 def test_component_points_names_what_is_missing(tmp_path):
     path = tmp_path / "r.toml"
-    path.write_text("[self_attention.a]\npoints = 2\n", encoding="utf-8")
-    with pytest.raises(ValueError, match="multihead, positional, block"):
+    path.write_text("[activations.a]\npoints = 2\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="classifier"):
         notebook.component_points(path, lesson=LESSON)
 
 
 def test_the_prose_is_the_lessons(tmp_path):
     prose = notebook.texts(lesson=LESSON)
     assert LESSON.notebook_texts.parent == LESSON.folder
-    assert prose["intro"].startswith("# ") and prose["closing"].startswith("## ")
+    declared = tomllib.loads(LESSON.notebook_texts.read_text(encoding="utf-8"))
+    assert prose["intro"].startswith("# ") and (prose["intro"], prose["closing"]) == (declared["intro"], declared["closing"])
     path = tmp_path / "texts.toml"
     path.write_text('intro = "# Hi"\n', encoding="utf-8")
     with pytest.raises(ValueError, match="closing"):
@@ -100,13 +110,13 @@ def test_test_cells_are_the_visible_test_files(tmp_path):
     tests = notebook.visible_tests(lesson=LESSON)
     parts = [part for part, _ in tests]
     assert parts == sorted(parts, key=LESSON.modules.index), "make test runs the parts in task order"
-    assert any("[" in test for _, test in tests), "parametrised cases are cells of their own"
     copy = tmp_path / "assignment"
     shutil.copytree(LESSON.assignment, copy, ignore=shutil.ignore_patterns("__pycache__"))
     first = LESSON.modules[0]
     with open(copy / "tests" / f"test_{first}.py", "a", encoding="utf-8") as f:
         f.write("\n\n@pytest.mark.parametrize('n', [1, 2])\ndef test_added_here(n):\n    assert n\n")
     added = notebook.visible_tests(copy, lesson=LESSON)
+    assert any("[" in test for _, test in added), "parametrised cases are cells of their own"
     assert set(added) - set(tests) == {(first, f"test_{first}.py::test_added_here[1]"),
                                        (first, f"test_{first}.py::test_added_here[2]")}
 
@@ -273,9 +283,21 @@ PLACE = re.compile(r"(\b\w+\.py|Cell In\[\d+\]):\d+|0x[0-9a-f]+")
 
 # --------------------------------------------------------------------------- the notebook in a real kernel
 
-# One mutant per part, and one whose error is raised in the student's code (Q @ K on non-square shapes).
-KERNEL_MUTANTS = ("sa.no_transpose_k", "sa.inverted_mask", "mh.chunk_order", "pe.sin_cos_swapped",
-                  "blk.pre_post_swapped")
+# Every catalogue mutant of the toy (both parts), and a classifier whose error is raised in the student's
+# code (x @ weight without the transpose, on a non-square weight).
+KERNEL_MUTANTS = ("act.no_shift", "act.wrong_dim", "cls.returns_logits")
+RAISES = "raises_in_student_code"
+
+
+def _raises_in_student_code(tmp: Path) -> Path:
+    folder = tmp / RAISES
+    shutil.copytree(LESSON.solutions, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    path = folder / "classifier.py"
+    text = path.read_text(encoding="utf-8")
+    assert "logits = self.linear(x)" in text
+    path.write_text(text.replace("logits = self.linear(x)", "logits = x @ self.linear.weight + self.linear.bias"),
+                    encoding="utf-8")
+    return folder
 
 
 @needs_jupyter
@@ -283,7 +305,8 @@ def test_notebook_cells_fail_exactly_as_the_py_tests_do(tmp_path, student_nb):
     """The reference passes every test cell, the stubs fail every one, and each mutant fails exactly the
     cells whose tests it fails as .py files, each cell showing the report `make test` shows."""
     catalogue = _catalogue()
-    cases = {"reference": LESSON.solutions, **{bug: catalogue.mutant_dir(bug) for bug in KERNEL_MUTANTS}}
+    cases = {"reference": LESSON.solutions, **{bug: catalogue.mutant_dir(bug) for bug in KERNEL_MUTANTS},
+             RAISES: _raises_in_student_code(tmp_path / "written")}
     by_cell = {notebook._test_cell_id(f"test_{part}", test.split("::", 1)[1].removeprefix("test_")): test
                for part, test in notebook.visible_tests(lesson=LESSON)}
     stub_folder = _student_folder(tmp_path / "stubs")
@@ -308,20 +331,19 @@ def test_notebook_cells_fail_exactly_as_the_py_tests_do(tmp_path, student_nb):
             if shown[cell] and "(as in " not in expected[test]:  # a .py run names a repeated error once
                 cell_report = shown[cell].split("\n", 1)[1]
                 assert PLACE.sub("<line>", cell_report).strip() == PLACE.sub("<line>", expected[test]).strip(), test
-        if name == "sa.no_transpose_k":  # raised in the student's code: the cell names the notebook's line
+        if name == RAISES:  # raised in the student's code: the cell names the notebook's line
             assert any("Cell In[" in (shown[cell] or "") for cell in by_cell), shown
 
 
 # --------------------------------------------------------------------------- nbgrader
 
-# At least ten catalogue mutants over every part, with the reference and an untouched notebook.
-NBGRADER_MUTANTS = ("sa.no_scale", "sa.inverted_mask", "sa.detached_scores", "sa.causal_triu", "sa.module_drops_mask",
-                    "mh.no_scale", "mh.mask_dropped", "mh.no_divisibility_check", "pe.sin_cos_swapped", "pe.parameter",
-                    "blk.pre_post_swapped", "blk.mask_dropped", "blk.d_ff_ignored")
+# Every catalogue mutant of the toy (over both parts), with the reference and an untouched notebook.
+NBGRADER_MUTANTS = ("act.no_shift", "act.wrong_dim", "cls.returns_logits")
 
 
-# Correct implementations of the catalogue that differ from the reference in how they compute.
-NBGRADER_VARIANTS = ("einsum", "head_loop", "large_negative")
+# Correct implementations that differ from the reference in how they compute (the toy has no variants
+# folder: these are honest students of it, who import softmax by name, as a notebook's one namespace allows).
+NBGRADER_VARIANTS = ("ben", "dev", "fay")
 
 
 def _nbgrader(course: Path, *args: str) -> None:
@@ -343,13 +365,13 @@ def _grader_points(class_folder: Path, out: Path) -> dict[str, dict[str, float]]
 
 @needs_jupyter
 def test_nbgrader_autograde_gives_the_points_grader_grade_gives(tmp_path, source_nb, rubric):
-    """One nbgrader course, one autograde run for the reference, an untouched notebook and 13 catalogue
-    mutants: per part, nbgrader's gradebook holds exactly what `grader grade` gives the same notebooks."""
-    from grader.admin import killrate
-
+    """One nbgrader course, one autograde run for the reference, an untouched notebook, three correct
+    variants and every catalogue mutant: per part, nbgrader's gradebook holds exactly what `grader grade`
+    gives the same notebooks."""
     catalogue = _catalogue()
-    variants = {f"variant_{path.name}": path for path in killrate.variants(lesson=LESSON) if path.name in NBGRADER_VARIANTS}
-    assert len(variants) == len(NBGRADER_VARIANTS), "the catalogue's correct variants named here exist"
+    assert set(NBGRADER_MUTANTS) == {bug.id for bug in catalogue.bugs}
+    variants = {f"variant_{path.name}": path for path in sorted(TOY_STUDENTS.iterdir()) if path.name in NBGRADER_VARIANTS}
+    assert len(variants) == len(NBGRADER_VARIANTS), "the correct variants named here exist"
     cases = {"reference": LESSON.solutions, "blank": None, **variants,
              **{bug.replace(".", "_"): catalogue.mutant_dir(bug) for bug in NBGRADER_MUTANTS}}
     course, name = tmp_path / "course", LESSON.name
@@ -358,7 +380,7 @@ def test_nbgrader_autograde_gives_the_points_grader_grade_gives(tmp_path, source
         "c = get_config()\n"
         f"c.CourseDirectory.course_id = {name!r}\n"
         "from grader.release.nbgrader_autograde import use_the_kit\n"
-        "use_the_kit(c)\n"
+        f"use_the_kit(c, lesson={LESSON.ref!r})\n"
         f"c.HiddenTests.sandbox_uid_base = {CONFIG.uid_base}\n", encoding="utf-8")
     notebook.write_nbgrader_source(course / "source" / name, lesson=LESSON)
     _nbgrader(course, "generate_assignment", name, "--force")
@@ -407,8 +429,8 @@ def test_old_hidden_cells_grade_nothing_in_a_kernel(source_nb):
     grader.hidden_cell: it decides nothing in a kernel, and under nbgrader autograde (which should run no
     cell of the notebook) it stops the kernel with what to do, so the run fails instead of giving points.
     The new cells' set-up does the same."""
-    old = "from grader.hidden_cell import hidden_test\n\nhidden_test('self_attention.shapes', globals())"
-    new = notebook.HIDDEN_SETUP + "\n\nhidden_test('self_attention.shapes')"
+    old = "from grader.hidden_cell import hidden_test\n\nhidden_test('activations.worked_values', globals())"
+    new = notebook.HIDDEN_SETUP + "\n\nhidden_test('activations.worked_values')"
     for code in (old, new):
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         env.pop("NBGRADER_EXECUTION", None)
@@ -416,7 +438,7 @@ def test_old_hidden_cells_grade_nothing_in_a_kernel(source_nb):
         graded = subprocess.run([sys.executable, "-c", code], env={**env, "NBGRADER_EXECUTION": "autograde"},
                                 capture_output=True, text=True, timeout=120)
         assert graded.returncode == 70 and "use_the_kit(c)" in graded.stderr, graded
-        assert notebook.hidden_test_of(code) == "self_attention.shapes"
+        assert notebook.hidden_test_of(code) == "activations.worked_values"
         if code == old:
             assert plain.returncode == 1 and "graded by nbgrader autograde" in plain.stderr
         else:
@@ -426,12 +448,12 @@ def test_old_hidden_cells_grade_nothing_in_a_kernel(source_nb):
 # --------------------------------------------------------------------------- the kit's own grader
 
 def test_notebook_and_py_files_get_the_same_score(tmp_path, student_nb):
-    """The same code, once as day13.ipynb and once as the four .py files, graded by the kit's engine.
+    """The same code, once as the lesson's notebook and once as its .py files, graded by the kit's engine.
 
-    The code has a classic bug (no 1/sqrt(d_k)), so the scores compared are partial and itemised; the
+    The code has a classic bug (softmax without the max shift), so the scores compared are partial and itemised; the
     notebook also carries IPython magics, which must cost nothing, and its test cells, which the grader
     leaves out."""
-    bug = _catalogue().mutant_dir("sa.no_scale")
+    bug = _catalogue().mutant_dir("act.no_shift")
     subs = tmp_path / "subs"
     deliverables = [p for p in LESSON.solutions.iterdir() if p.is_file() and p.suffix != ".py"]
     nb = _filled(student_nb, bug)
@@ -460,6 +482,6 @@ def test_notebook_and_py_files_get_the_same_score(tmp_path, student_nb):
     passed = [name for name, (_, status) in tests.items() if status == "passed"]
     failed = [name for name, (_, status) in tests.items() if status == "failed"]
     assert passed and failed, "the bug must cost some tests and leave others: a real, partial score"
-    assert any("positional" in name for name in passed)
+    assert any("classifier" in name.lower() for name in passed)  # graded over the grader's softmax
     converted = intake.notebook_code_cells(subs / "noscale-nb" / LESSON.notebook, lesson=LESSON)
     assert any(notebook.is_test_cell(cell, lesson=LESSON) for cell in converted)

@@ -42,8 +42,6 @@ FIXTURE_LESSONS = ENGINE_TESTS.parent / "fixtures" / "lessons"
 # test file -> (distinct names of real lessons it still uses, why it cannot go neutral today). Only shrinks.
 ALLOWED: dict[str, tuple[int, str]] = {
     'test_ambient_lesson.py': (1, "its ceiling table counts ambient reads in a lesson's own module, by path"),
-    'test_forbidden.py': (2, "its ~30 routes test a real lesson's policy (library attention): they belong with that lesson; the "
-        "engine's switch-off wants a probe of its own over a policy built from the toy's (kernels, python, modules)"),
     'test_hostile.py': (5, "its 21 hostile submissions (tests/fixtures/hostile/) are written as a real lesson's modules; to "
         "convert, rewrite them for the toy's two parts"),
     'test_lesson_boundary.py': (4, "the engine's boundary test names which lesson's word each engine file still holds"),

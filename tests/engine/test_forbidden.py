@@ -1,9 +1,13 @@
 """A lesson's forbidden library functions switched off in the sandboxed child (grader/running/forbidden.py),
-with Day 13's policy (library attention: the richest there is).
+through a policy built here from the toy lesson's (the library's softmax): its words, kit folders and
+from_file rules as the toy declares them, plus every kind of switch-off the engine has (aten kernels, Python
+functions, a whole module, a C method). A real lesson's policy against its own routes is tested with that lesson
+(tests/<lesson>/).
 
 The switch-off is irreversible, so each check runs in a fresh interpreter that does what the zygote
-and a child do (prepare with the lesson's policy, then arm), then tries every route to library attention
+and a child do (prepare with the policy, then arm), then tries every route to the library's softmax
 it knows."""
+import copy
 import json
 import subprocess
 import sys
@@ -15,7 +19,20 @@ from grader import lesson as lessons
 from grader.running import forbidden
 
 KIT = Path(__file__).resolve().parents[2]
-DAY13 = lessons.load_lesson("day13")
+TOY = KIT / "tests" / "fixtures" / "lessons" / "toy"
+
+
+def built_policy() -> dict:
+    """The toy's policy with every kind of switch-off filled in: its own switches off only from_file."""
+    policy = copy.deepcopy(lessons.load_lesson(str(TOY)).forbidden_policy)
+    policy["kernels"]["ops"] = [*policy["kernels"].get("ops", ()), "softmax", "_softmax", "log_softmax", "_log_softmax"]
+    policy["python"]["functions"] = [*policy["python"].get("functions", ()), "torch.nn.functional:softmax",
+                                     "torch.nn.functional:log_softmax", "torch.nn.modules.activation:Softmax.forward"]
+    policy["python"]["modules"] = [*policy["python"].get("modules", ()), "torch._refs.special"]
+    return policy
+
+
+POLICY = built_policy()
 
 PROBE = r'''
 import gc, importlib, json, os, sys, tempfile
@@ -41,13 +58,9 @@ def attempt(label, f):
     except BaseException as exc:
         outcome[label] = f"{type(exc).__name__}: {exc}"
 
-def mhaf():
-    return F.multi_head_attention_forward(q, q, q, 4, 2, torch.randn(12, 4), None, None, None, False, 0.0,
-                                          torch.randn(4, 4), None)
-
-def undo_then_sdpa():
+def undo_then_softmax():
     lib = torch.library.Library("aten", "IMPL")
-    lib.impl("scaled_dot_product_attention", lambda *a, **k: None, "CompositeImplicitAutograd")
+    lib.impl("_softmax", lambda *a, **k: None, "CompositeImplicitAutograd")
     lib._destroy()
     for obj in gc.get_objects():
         if type(obj).__name__ in ("_DispatchModule", "Library"):
@@ -55,48 +68,40 @@ def undo_then_sdpa():
                 (obj.reset if hasattr(obj, "reset") else obj._destroy)()
             except Exception:
                 pass
-    return F.scaled_dot_product_attention(q, q, q)
+    return torch.softmax(q, -1)
 
 def fresh_functional():
     spec = importlib.util.spec_from_file_location("fresh", F.__file__)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
 
-def onnx_decomposition():
-    table = importlib.import_module("torch.onnx.ops._impl").ONNX_ATEN_DECOMP_TABLE
-    return [fn(q4, q4, q4) for op, fn in table.items() if "Attention" in str(op)] or 1 / 0
-
-def compiler_patterns():
-    path = os.path.join(os.path.dirname(torch.__file__), "_inductor", "fx_passes", "fuse_attention.py")
-    spec = importlib.util.spec_from_file_location("patterns", path)
+def denied_module_from_source():
+    path = os.path.join(os.path.dirname(torch.__file__), "_refs", "special", "__init__.py")
+    spec = importlib.util.spec_from_file_location("special_copy", path)
     spec.loader.exec_module(importlib.util.module_from_spec(spec))
 
 def hooks_found():
     return [o for o in gc.get_objects() if getattr(o, "__name__", "") == "hook" or (type(o) is list and any(callable(x) and getattr(x, "__name__", "") == "hook" for x in o))]
 
 routes = {
-    "F.scaled_dot_product_attention": lambda: F.scaled_dot_product_attention(q, q, q),
-    "with gradients": lambda: F.scaled_dot_product_attention(*(q.clone().requires_grad_() for _ in range(3))),
-    "inference mode": lambda: torch.inference_mode()(F.scaled_dot_product_attention)(q, q, q),
-    "torch._C._nn": lambda: torch._C._nn.scaled_dot_product_attention(q, q, q),
-    "aten math": lambda: torch.ops.aten._scaled_dot_product_attention_math(q, q, q),
-    "aten flash cpu": lambda: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q4, q4, q4),
-    "decompose": lambda: torch.ops.aten.scaled_dot_product_attention.default.decompose(q, q, q),
-    "vmap": lambda: torch.vmap(lambda a: F.scaled_dot_product_attention(a, a, a))(q4),
-    "meta device": lambda: F.scaled_dot_product_attention(*(q.to("meta") for _ in range(3))),
-    "decomposition table": lambda: [fn(q4, q4, q4) for op, fn in __import__("torch._decomp").\
-        _decomp.decomposition_table.items() if "attention" in str(op)] or 1 / 0,
-    "undo the registration": undo_then_sdpa,
-    "nn.MultiheadAttention": lambda: torch.nn.MultiheadAttention(4, 2),
-    "subclass of it": lambda: type("Mine", (torch.nn.MultiheadAttention,), {})(4, 2),
-    "module path": lambda: torch.nn.modules.activation.MultiheadAttention(4, 2),
-    "multi_head_attention_forward": mhaf,
-    "TransformerEncoderLayer": lambda: torch.nn.TransformerEncoderLayer(4, 2, 8),
-    "Transformer": lambda: torch.nn.Transformer(4, 2, 1, 1, 8),
-    "quantizable MultiheadAttention": lambda: torch.ao.nn.quantizable.MultiheadAttention(4, 2),
-    "flex attention": lambda: importlib.import_module("torch.nn.attention.flex_attention").flex_attention(q4, q4, q4),
-    "native multi-head op": lambda: torch._native_multi_head_attention(q, q, q, 4, 2, torch.randn(12, 4),
-                                                                       torch.randn(12), torch.randn(4, 4), torch.randn(4)),
+    "torch.softmax": lambda: torch.softmax(q, -1),
+    "Tensor.softmax": lambda: q.softmax(-1),
+    "F.softmax": lambda: F.softmax(q, -1),
+    "with gradients": lambda: torch.softmax(q.clone().requires_grad_(), -1),
+    "inference mode": lambda: torch.inference_mode()(torch.softmax)(q, -1),
+    "torch._C._VariableFunctions": lambda: torch._C._VariableFunctions.softmax(q, -1),
+    "aten _softmax": lambda: torch.ops.aten._softmax(q, -1, False),
+    "aten log_softmax": lambda: torch.ops.aten._log_softmax(q, -1, False).exp(),
+    "log_softmax then exp": lambda: torch.log_softmax(q, -1).exp(),
+    "decompose": lambda: torch.ops.aten.softmax.int.decompose(q, -1),
+    "vmap": lambda: torch.vmap(lambda a: torch.softmax(a, -1))(q4),
+    "meta device": lambda: torch.softmax(q.to("meta"), -1),
+    "undo the registration": undo_then_softmax,
+    "nn.Softmax": lambda: torch.nn.Softmax(dim=-1)(q),
+    "subclass of it": lambda: type("Mine", (torch.nn.Softmax,), {})(dim=-1)(q),
+    "module path": lambda: torch.nn.modules.activation.Softmax(dim=-1)(q),
+    "a function of the denied module": lambda: importlib.import_module("torch._refs.special").softmax(q, -1),
+    "the denied module from source": denied_module_from_source,
     "reload functional": lambda: importlib.reload(F),
     "a second copy from source": fresh_functional,
     "read the source": lambda: open(F.__file__).read(),
@@ -108,23 +113,19 @@ routes = {
     "torch.from_file": lambda: torch.from_file(F.__file__, size=8, dtype=torch.uint8),
     "UntypedStorage.from_file": lambda: torch.UntypedStorage.from_file(F.__file__, False, 64),
     "FloatStorage.from_file": lambda: torch.FloatStorage.from_file(F.__file__, False, 16),
-    "onnx attention": lambda: importlib.import_module("torch.onnx.ops").attention(q4, q4, q4),
-    "onnx attention_23's function": lambda: importlib.import_module("torch.onnx.ops._impl").attention_23._init_fn(q4, q4, q4),
-    "onnx decomposition table": onnx_decomposition,
-    "the compiler's attention patterns": compiler_patterns,
-    "the kit's stand-ins": lambda: open(os.path.join(KIT, "grader", "day13", "standins.py")).read(),
-    "import the kit": lambda: importlib.import_module("grader.day13.standins"),
+    "the kit's stand-ins": lambda: open(os.path.join(STANDINS)).read(),
+    "import the kit": lambda: importlib.import_module("grader.release.notebook"),
 }
 for label, route in routes.items():
     attempt(label, route)
 outcome["hooks found by a heap walk"] = len(hooks_found())
-outcome["hook names"] = None
 honest = {}
-attempt_ok = lambda label, f: honest.__setitem__(label, f())
 x = torch.randn(2, 3, 4, requires_grad=True)
-w = torch.softmax(x @ x.transpose(-2, -1) / 2, dim=-1)
+scores = x @ x.transpose(-2, -1) / 2
+e = torch.exp(scores - scores.amax(-1, keepdim=True))
+w = e / e.sum(-1, keepdim=True)
 (w @ x).sum().backward()
-honest["attention by hand with gradients"] = bool(torch.isfinite(x.grad).all())
+honest["softmax by hand with gradients"] = bool(torch.isfinite(x.grad).all())
 honest["nn layers"] = tuple(torch.nn.LayerNorm(4)(torch.nn.Linear(4, 4)(q)).shape) == (2, 3, 4)
 with open("mine.txt", "w") as f:
     f.write("ok")
@@ -138,23 +139,22 @@ os._exit(0)  # as the sandbox's processes do: the switched-off kernels are never
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
-    out = subprocess.run([sys.executable, "-c", f"KIT = {str(KIT)!r}\nPOLICY = {DAY13.forbidden_policy!r}\n" + PROBE], capture_output=True, text=True,
+    head = f"KIT = {str(KIT)!r}\nPOLICY = {POLICY!r}\nSTANDINS = {str(TOY / 'standins.py')!r}\n"
+    out = subprocess.run([sys.executable, "-c", head + PROBE], capture_output=True, text=True,
                          timeout=300, cwd=tmp_path_factory.mktemp("probe"))
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-LIBRARY = ["F.scaled_dot_product_attention", "with gradients", "inference mode", "torch._C._nn", "aten math",
-           "aten flash cpu", "decompose", "vmap", "meta device", "decomposition table", "undo the registration",
-           "nn.MultiheadAttention", "subclass of it", "module path", "multi_head_attention_forward",
-           "TransformerEncoderLayer", "Transformer", "quantizable MultiheadAttention", "flex attention",
-           "native multi-head op", "reload functional", "a second copy from source", "read the source",
-           "the kit's stand-ins", "torch.from_file", "onnx attention", "onnx attention_23's function",
-           "onnx decomposition table", "the compiler's attention patterns"]
+LIBRARY = ["torch.softmax", "Tensor.softmax", "F.softmax", "with gradients", "inference mode",
+           "torch._C._VariableFunctions", "aten _softmax", "aten log_softmax", "log_softmax then exp", "decompose",
+           "vmap", "meta device", "undo the registration", "nn.Softmax", "subclass of it", "module path",
+           "a function of the denied module", "the denied module from source", "reload functional",
+           "a second copy from source", "read the source", "the kit's stand-ins", "torch.from_file"]
 
 
 @pytest.mark.parametrize("route", LIBRARY)
-def test_every_route_to_library_attention_gives_no_answer_and_says_why(probe, route):
+def test_every_route_to_the_library_gives_no_answer_and_says_why(probe, route):
     assert probe["outcome"][route] != "answered"
     assert forbidden.MARK in probe["outcome"][route], probe["outcome"][route]
 
@@ -162,18 +162,16 @@ def test_every_route_to_library_attention_gives_no_answer_and_says_why(probe, ro
 def test_a_refusal_says_the_lessons_words():
     """What is switched off and why are the lesson's ([message] of its forbidden.toml); the engine's words
     are the mark the grader finds, and a neutral name when a lesson gives none."""
-    said = forbidden.refusal(DAY13.forbidden_policy, "torch.nn.functional.multi_head_attention_forward")
-    words = DAY13.forbidden_policy["message"]
-    assert said == (f"{words['what']} {forbidden.MARK}: torch.nn.functional.multi_head_attention_forward. "
-                    f"{words['why']}")
-    toy = lessons.load_lesson(str(KIT / "tests" / "fixtures" / "lessons" / "toy")).forbidden_policy
-    assert forbidden.refusal(toy, "torch.softmax").startswith("the library's softmax is switched off in the grader")
+    said = forbidden.refusal(POLICY, "torch.nn.functional.softmax")
+    words = POLICY["message"]
+    assert said == f"{words['what']} {forbidden.MARK}: torch.nn.functional.softmax. {words['why']}"
+    assert forbidden.refusal(POLICY, "torch.softmax").startswith("the library's softmax is switched off in the grader")
     assert forbidden.refusal({}, "torch.x") == f"{forbidden.DEFAULT_WHAT} {forbidden.MARK}: torch.x."
 
 
 def test_the_child_refuses_with_the_lessons_words(probe):
-    words = DAY13.forbidden_policy["message"]
-    for route in ("F.scaled_dot_product_attention", "nn.MultiheadAttention", "aten math"):
+    words = POLICY["message"]
+    for route in ("F.softmax", "nn.Softmax", "aten _softmax", "a function of the denied module"):
         assert f"{words['what']} {forbidden.MARK}" in probe["outcome"][route] and words["why"] in probe["outcome"][route]
     assert f"{words['what']} {forbidden.MARK}: this file ({words['what']} or the grader's own code)" in \
         probe["outcome"]["read the source"], probe["outcome"]["read the source"]
@@ -197,7 +195,7 @@ def test_no_heap_walk_finds_the_hook(probe):
 
 
 def test_honest_code_is_unaffected(probe):
-    assert probe["honest"] == {"attention by hand with gradients": True, "nn layers": True,
+    assert probe["honest"] == {"softmax by hand with gradients": True, "nn layers": True,
                                "files in scratch": True, "numpy files": True}
 
 
@@ -212,9 +210,10 @@ def test_the_hook_looks_up_no_name_a_student_could_rebind():
 
 
 def test_the_policy_is_one_file_of_lesson_data():
-    policy = DAY13.forbidden_policy
-    assert policy == forbidden.load_policy(DAY13.forbidden_path)
-    assert "MultiheadAttention" in policy["names"]["anywhere"]
-    assert "scaled_dot_product_attention" in policy["kernels"]["ops"]
-    assert set(policy["standins"]["implements"]) >= {name for names in DAY13.standin_names.values()
+    toy = lessons.load_lesson(str(TOY))
+    policy = toy.forbidden_policy
+    assert policy == forbidden.load_policy(toy.forbidden_path)
+    assert "softmax" in policy["names"]["torch_only"]
+    assert "from_file" in policy["kernels"]["ops"]
+    assert set(policy["standins"]["implements"]) >= {name for names in toy.standin_names.values()
                                                      for name in names.values()}

@@ -1,0 +1,211 @@
+"""Day 13's forbidden library functions switched off in the sandboxed child (grader/running/forbidden.py):
+its policy (library attention: the richest there is) against every route to library attention known. The
+engine's switch-off itself is tested through a policy built from the toy's (tests/engine/test_forbidden.py).
+
+The switch-off is irreversible, so each check runs in a fresh interpreter that does what the zygote
+and a child do (prepare with the lesson's policy, then arm), then tries every route to library attention
+it knows."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader import lesson as lessons
+from grader.running import forbidden
+
+KIT = Path(__file__).resolve().parents[2]
+DAY13 = lessons.load_lesson("day13")
+
+PROBE = r'''
+import gc, importlib, json, os, sys, tempfile
+import numpy as np
+import torch
+import torch.nn.functional as F
+sys.path.insert(0, KIT)
+from grader.running import forbidden
+arm = forbidden.prepare(POLICY, kit_root=KIT)
+sys.path.remove(KIT)
+gc.collect(); gc.freeze()
+scratch = tempfile.mkdtemp()
+os.chdir(scratch)
+arm(scratch)
+q = torch.randn(2, 3, 4)
+q4 = q[None]
+outcome = {}
+
+def attempt(label, f):
+    try:
+        f()
+        outcome[label] = "answered"
+    except BaseException as exc:
+        outcome[label] = f"{type(exc).__name__}: {exc}"
+
+def mhaf():
+    return F.multi_head_attention_forward(q, q, q, 4, 2, torch.randn(12, 4), None, None, None, False, 0.0,
+                                          torch.randn(4, 4), None)
+
+def undo_then_sdpa():
+    lib = torch.library.Library("aten", "IMPL")
+    lib.impl("scaled_dot_product_attention", lambda *a, **k: None, "CompositeImplicitAutograd")
+    lib._destroy()
+    for obj in gc.get_objects():
+        if type(obj).__name__ in ("_DispatchModule", "Library"):
+            try:
+                (obj.reset if hasattr(obj, "reset") else obj._destroy)()
+            except Exception:
+                pass
+    return F.scaled_dot_product_attention(q, q, q)
+
+def fresh_functional():
+    spec = importlib.util.spec_from_file_location("fresh", F.__file__)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+def onnx_decomposition():
+    table = importlib.import_module("torch.onnx.ops._impl").ONNX_ATEN_DECOMP_TABLE
+    return [fn(q4, q4, q4) for op, fn in table.items() if "Attention" in str(op)] or 1 / 0
+
+def compiler_patterns():
+    path = os.path.join(os.path.dirname(torch.__file__), "_inductor", "fx_passes", "fuse_attention.py")
+    spec = importlib.util.spec_from_file_location("patterns", path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+def hooks_found():
+    return [o for o in gc.get_objects() if getattr(o, "__name__", "") == "hook" or (type(o) is list and any(callable(x) and getattr(x, "__name__", "") == "hook" for x in o))]
+
+routes = {
+    "F.scaled_dot_product_attention": lambda: F.scaled_dot_product_attention(q, q, q),
+    "with gradients": lambda: F.scaled_dot_product_attention(*(q.clone().requires_grad_() for _ in range(3))),
+    "inference mode": lambda: torch.inference_mode()(F.scaled_dot_product_attention)(q, q, q),
+    "torch._C._nn": lambda: torch._C._nn.scaled_dot_product_attention(q, q, q),
+    "aten math": lambda: torch.ops.aten._scaled_dot_product_attention_math(q, q, q),
+    "aten flash cpu": lambda: torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q4, q4, q4),
+    "decompose": lambda: torch.ops.aten.scaled_dot_product_attention.default.decompose(q, q, q),
+    "vmap": lambda: torch.vmap(lambda a: F.scaled_dot_product_attention(a, a, a))(q4),
+    "meta device": lambda: F.scaled_dot_product_attention(*(q.to("meta") for _ in range(3))),
+    "decomposition table": lambda: [fn(q4, q4, q4) for op, fn in __import__("torch._decomp").\
+        _decomp.decomposition_table.items() if "attention" in str(op)] or 1 / 0,
+    "undo the registration": undo_then_sdpa,
+    "nn.MultiheadAttention": lambda: torch.nn.MultiheadAttention(4, 2),
+    "subclass of it": lambda: type("Mine", (torch.nn.MultiheadAttention,), {})(4, 2),
+    "module path": lambda: torch.nn.modules.activation.MultiheadAttention(4, 2),
+    "multi_head_attention_forward": mhaf,
+    "TransformerEncoderLayer": lambda: torch.nn.TransformerEncoderLayer(4, 2, 8),
+    "Transformer": lambda: torch.nn.Transformer(4, 2, 1, 1, 8),
+    "quantizable MultiheadAttention": lambda: torch.ao.nn.quantizable.MultiheadAttention(4, 2),
+    "flex attention": lambda: importlib.import_module("torch.nn.attention.flex_attention").flex_attention(q4, q4, q4),
+    "native multi-head op": lambda: torch._native_multi_head_attention(q, q, q, 4, 2, torch.randn(12, 4),
+                                                                       torch.randn(12), torch.randn(4, 4), torch.randn(4)),
+    "reload functional": lambda: importlib.reload(F),
+    "a second copy from source": fresh_functional,
+    "read the source": lambda: open(F.__file__).read(),
+    "a folder fd": lambda: os.open("/proc", os.O_RDONLY),
+    "a path with ..": lambda: open(os.path.join(scratch, "..", "x")),
+    "symlink": lambda: os.symlink(F.__file__, "link.py"),
+    "chdir": lambda: os.chdir("/"),
+    "ctypes": lambda: __import__("ctypes").CDLL(None),
+    "torch.from_file": lambda: torch.from_file(F.__file__, size=8, dtype=torch.uint8),
+    "UntypedStorage.from_file": lambda: torch.UntypedStorage.from_file(F.__file__, False, 64),
+    "FloatStorage.from_file": lambda: torch.FloatStorage.from_file(F.__file__, False, 16),
+    "onnx attention": lambda: importlib.import_module("torch.onnx.ops").attention(q4, q4, q4),
+    "onnx attention_23's function": lambda: importlib.import_module("torch.onnx.ops._impl").attention_23._init_fn(q4, q4, q4),
+    "onnx decomposition table": onnx_decomposition,
+    "the compiler's attention patterns": compiler_patterns,
+    "the kit's stand-ins": lambda: open(os.path.join(KIT, "grader", "day13", "standins.py")).read(),
+    "import the kit": lambda: importlib.import_module("grader.day13.standins"),
+}
+for label, route in routes.items():
+    attempt(label, route)
+outcome["hooks found by a heap walk"] = len(hooks_found())
+outcome["hook names"] = None
+honest = {}
+attempt_ok = lambda label, f: honest.__setitem__(label, f())
+x = torch.randn(2, 3, 4, requires_grad=True)
+w = torch.softmax(x @ x.transpose(-2, -1) / 2, dim=-1)
+(w @ x).sum().backward()
+honest["attention by hand with gradients"] = bool(torch.isfinite(x.grad).all())
+honest["nn layers"] = tuple(torch.nn.LayerNorm(4)(torch.nn.Linear(4, 4)(q)).shape) == (2, 3, 4)
+with open("mine.txt", "w") as f:
+    f.write("ok")
+honest["files in scratch"] = open("mine.txt").read() == "ok"
+np.save("a.npy", np.ones(3))
+honest["numpy files"] = float(np.load("a.npy").sum()) == 3.0
+print(json.dumps({"outcome": outcome, "honest": honest}), flush=True)
+os._exit(0)  # as the sandbox's processes do: the switched-off kernels are never torn down
+'''
+
+
+@pytest.fixture(scope="module")
+def probe(tmp_path_factory):
+    out = subprocess.run([sys.executable, "-c", f"KIT = {str(KIT)!r}\nPOLICY = {DAY13.forbidden_policy!r}\n" + PROBE], capture_output=True, text=True,
+                         timeout=300, cwd=tmp_path_factory.mktemp("probe"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+LIBRARY = ["F.scaled_dot_product_attention", "with gradients", "inference mode", "torch._C._nn", "aten math",
+           "aten flash cpu", "decompose", "vmap", "meta device", "decomposition table", "undo the registration",
+           "nn.MultiheadAttention", "subclass of it", "module path", "multi_head_attention_forward",
+           "TransformerEncoderLayer", "Transformer", "quantizable MultiheadAttention", "flex attention",
+           "native multi-head op", "reload functional", "a second copy from source", "read the source",
+           "the kit's stand-ins", "torch.from_file", "onnx attention", "onnx attention_23's function",
+           "onnx decomposition table", "the compiler's attention patterns"]
+
+
+@pytest.mark.parametrize("route", LIBRARY)
+def test_every_route_to_library_attention_gives_no_answer_and_says_why(probe, route):
+    assert probe["outcome"][route] != "answered"
+    assert forbidden.MARK in probe["outcome"][route], probe["outcome"][route]
+
+
+def test_a_refusal_says_the_lessons_words():
+    """What is switched off and why are the lesson's ([message] of its forbidden.toml); the engine's words
+    are the mark the grader finds, and a neutral name when a lesson gives none."""
+    said = forbidden.refusal(DAY13.forbidden_policy, "torch.nn.functional.multi_head_attention_forward")
+    words = DAY13.forbidden_policy["message"]
+    assert said == (f"{words['what']} {forbidden.MARK}: torch.nn.functional.multi_head_attention_forward. "
+                    f"{words['why']}")
+    toy = lessons.load_lesson(str(KIT / "tests" / "fixtures" / "lessons" / "toy")).forbidden_policy
+    assert forbidden.refusal(toy, "torch.softmax").startswith("the library's softmax is switched off in the grader")
+    assert forbidden.refusal({}, "torch.x") == f"{forbidden.DEFAULT_WHAT} {forbidden.MARK}: torch.x."
+
+
+def test_the_child_refuses_with_the_lessons_words(probe):
+    words = DAY13.forbidden_policy["message"]
+    for route in ("F.scaled_dot_product_attention", "nn.MultiheadAttention", "aten math"):
+        assert f"{words['what']} {forbidden.MARK}" in probe["outcome"][route] and words["why"] in probe["outcome"][route]
+    assert f"{words['what']} {forbidden.MARK}: this file ({words['what']} or the grader's own code)" in \
+        probe["outcome"]["read the source"], probe["outcome"]["read the source"]
+
+
+@pytest.mark.parametrize("route", ["a folder fd", "a path with ..", "symlink", "chdir", "ctypes", "import the kit"])
+def test_the_means_to_get_round_it_are_refused(probe, route):
+    assert probe["outcome"][route] != "answered"
+    assert "PermissionError" in probe["outcome"][route] or "No module named" in probe["outcome"][route]
+
+
+@pytest.mark.parametrize("route", ["UntypedStorage.from_file", "FloatStorage.from_file"])
+def test_storages_cannot_read_a_file_beneath_the_audit_hook(probe, route):
+    # StorageBase.from_file opens the file from C++ (the audit hook never sees it): it is gone from the
+    # type, and what the name finds further up (torch's Python base classes) only raises.
+    assert probe["outcome"][route] != "answered"
+
+
+def test_no_heap_walk_finds_the_hook(probe):
+    assert probe["outcome"]["hooks found by a heap walk"] == 0
+
+
+def test_honest_code_is_unaffected(probe):
+    assert probe["honest"] == {"attention by hand with gradients": True, "nn layers": True,
+                               "files in scratch": True, "numpy files": True}
+
+
+def test_the_policy_is_one_file_of_lesson_data():
+    policy = DAY13.forbidden_policy
+    assert policy == forbidden.load_policy(DAY13.forbidden_path)
+    assert "MultiheadAttention" in policy["names"]["anywhere"]
+    assert "scaled_dot_product_attention" in policy["kernels"]["ops"]
+    assert set(policy["standins"]["implements"]) >= {name for names in DAY13.standin_names.values()
+                                                     for name in names.values()}

@@ -541,7 +541,9 @@ def _load(folder: Path) -> Lesson:
         notebook_cells=tuple(data.get("notebook", {}).get("cells", ())),
         notebook_texts=folder / data.get("notebook", {}).get("texts", "notebook.toml"),
         deliverables_component=str(deliverables.get("component", "deliverables")),
-        deliverables_checks=checks if checks.is_file() else None,
+        # Only a lesson that declares [deliverables] has them: a checks module lying in its folder (a test's
+        # fixture, a draft) must not ship to students nor run in their feedback.
+        deliverables_checks=checks if deliverables and checks.is_file() else None,
         deliverables_data=tuple(folder / str(name) for name in deliverables.get("checks_data", ())),
         demo_class=ROOT / docs["demo_class"] if "demo_class" in docs else None,
         example_course={str(k): str(v) for k, v in docs.get("example_course", {}).items()},

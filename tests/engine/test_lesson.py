@@ -149,6 +149,20 @@ def test_a_lesson_without_deliverable_checks_has_none_and_a_declared_one_must_ex
     assert found.deliverables_module == f"{found.package}.mine"  # a lesson outside grader/ has its own package
 
 
+def test_a_checks_module_lying_in_the_folder_is_no_deliverable_until_declared(tmp_path):
+    # The toy keeps a deliverable_checks.py for the engine's tests of deliverables, and declares none: it must
+    # not ship to its students nor run in their feedback (it did, as "deliverables" rows of 0 points).
+    assert (TOY / "deliverable_checks.py").is_file()
+    toy = lessons.load_lesson(str(TOY))
+    assert toy.deliverables_checks is None and toy.deliverable_checks() == ()
+    _write_lesson(tmp_path, "one", "One")
+    (tmp_path / "one" / "deliverable_checks.py").write_text("CHECKS = ()\n", encoding="utf-8")
+    assert lessons.load_lesson(engine=tmp_path).deliverables_checks is None
+    path = tmp_path / "one" / "lesson.toml"
+    path.write_text(path.read_text(encoding="utf-8") + '[deliverables]\ncomponent = "deliverables"\n', encoding="utf-8")
+    assert lessons.load_lesson(engine=tmp_path).deliverables_checks == tmp_path / "one" / "deliverable_checks.py"
+
+
 def test_a_declaration_naming_an_undeclared_module_is_refused(tmp_path):
     _write_lesson(tmp_path, "one", "One")
     path = tmp_path / "one" / "lesson.toml"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +26,7 @@ from grader.day13.adapter import BINDINGS, Adapter
 from grader.day13.tests import test_block
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from visible_run import visible_parts  # noqa: E402
+from visible_run import visible_parts, visible_parts_of_each  # noqa: E402
 
 DAY13 = load_lesson("day13")
 SOLUTIONS = killrate.catalogue(DAY13).solutions
@@ -62,11 +61,8 @@ def test_every_freedom_of_the_contract_gets_full_marks_hidden_and_visible(tmp_pa
     passes every visible test and gets every hidden point."""
     made = list(freedoms.FREEDOMS) + [freedoms.combined(ids) for ids in freedoms.COMBINATIONS]
     cases = {f"freedom/{f.id}": mutants.write_patched(f, SOLUTIONS, tmp_path / f"freedom{i}") for i, f in enumerate(made)}
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        visible = dict(zip(cases, pool.map(
-            lambda item: visible_parts(item[1], tmp_path / "visible" / item[0].replace("/", "_"),
-                                       assignment=DAY13.assignment, parts=DAY13.modules),
-            cases.items())))
+    visible = visible_parts_of_each(cases, {name: tmp_path / "visible" / name.replace("/", "_") for name in cases},
+                                    assignment=DAY13.assignment, parts=DAY13.modules)
     full = killrate.full_marks(lesson=DAY13)
     lost = {}
     for name, folder in cases.items():

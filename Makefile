@@ -67,9 +67,11 @@ $(STAMP): pyproject.toml
 # The suite's files spread over TEST_WORKERS processes (default: one per core), a file's tests kept
 # together in one worker so its module fixtures (a graded class, a built release) are made once. Each
 # worker has its own sandbox uids (tests/fixtures/engine_helpers.py: uid_base_for_tests, by pid).
-# TEST_WORKERS=0 runs everything in this one process.
+# TEST_WORKERS=0 runs everything in this one process. The longest files are handed out first, and the
+# visible-parity slices spread over the workers (tests/conftest.py, LongestFirst); --durations lists the
+# slowest tests in every log, CI's included, so a test that grows slow is seen where it grew.
 test: $(STAMP)
-	$(PY) -m pytest -q $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) tests
+	$(PY) -m pytest -q --durations=25 $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile) tests
 
 # The same suite on another supported Python (its own .venv-X.Y, PyPI's torch): make test-python PY=3.13
 test-python:

@@ -30,3 +30,63 @@ def _module_start_for_leftover_checks():
 
     engine_helpers.MODULE_STARTED[0] = engine_helpers.now_ticks() - 1
     yield
+
+
+# -- the order a parallel run (`make test`: -n auto --dist loadfile) hands its work out in ------------------
+# xdist's loadfile keeps a file's tests in one worker and, by default, hands out the files with the most tests
+# first, so a long file of few tests (the visible-parity test, the notebook's nbgrader runs) starts last and
+# the other workers wait for it. LongestFirst hands out the longest work first instead, and lets the files in
+# EACH_TEST_ALONE spread their tests over the workers (their module fixtures are cheap to build twice).
+
+# Seconds each file, or one test of a file (path::test name), took in a whole-suite run on a busy 2-core
+# machine (--durations, per-file totals): only their order matters, and a file missing here only starts later.
+# For a file in EACH_TEST_ALONE, a path's figure is what each of its tests takes.
+LONGEST = {
+    "tests/engine/test_notebook.py::test_nbgrader_autograde_gives_the_points_grader_grade_gives": 494,
+    "tests/engine/test_notebook.py::test_notebook_cells_fail_exactly_as_the_py_tests_do": 238,
+    "tests/engine/test_nbgrader_course.py": 346,
+    "tests/engine/test_nbgrader_autograde.py": 299,
+    "tests/day13/test_visible_tests.py": 230,
+    "tests/day13/test_diagnostics_audit.py": 174,
+    "tests/engine/test_lessons_side_by_side.py": 165,
+    "tests/day13/test_freedoms.py": 123,
+    "tests/engine/test_student_feedback.py": 117,
+    "tests/day13/test_skeletons.py": 107,
+    "tests/day13/test_standin_isolation.py": 93,
+    "tests/engine/test_checkout.py": 92,
+    "tests/engine/test_run.py": 91,
+    "tests/day13/test_day13_release.py": 77,
+    "tests/bpe/test_release.py": 75,
+    "tests/day13/test_graders.py": 74,
+    "tests/engine/test_gradescope.py": 69,
+    "tests/day13/test_private_checkout.py": 67,
+    "tests/day13/test_day13_workflows.py": 66,
+    "tests/engine/test_visible_parity.py": 50,
+}
+EACH_TEST_ALONE = {"tests/engine/test_visible_parity.py", "tests/engine/test_notebook.py"}
+
+
+def expected_seconds(unit: str) -> float:
+    """What LONGEST says a unit of work (a file, or one test of a file in EACH_TEST_ALONE) takes; 0 unknown."""
+    return max((seconds for name, seconds in LONGEST.items() if unit == name or unit.startswith(name + "::")),
+               default=0)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class LongestFirst(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return nodeid if path in EACH_TEST_ALONE else path
+
+        def _assign_work_unit(self, node) -> None:
+            # The longest waiting unit goes next; among equals, xdist's own order (most tests first).
+            longest = max(self.workqueue, key=expected_seconds)
+            self.workqueue.move_to_end(longest, last=False)
+            super()._assign_work_unit(node)
+
+    return LongestFirst(config, log)

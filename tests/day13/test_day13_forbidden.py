@@ -180,21 +180,8 @@ def test_the_child_refuses_with_the_lessons_words(probe):
         probe["outcome"]["read the source"], probe["outcome"]["read the source"]
 
 
-@pytest.mark.parametrize("route", ["a folder fd", "a path with ..", "symlink", "chdir", "ctypes", "import the kit"])
-def test_the_means_to_get_round_it_are_refused(probe, route):
-    assert probe["outcome"][route] != "answered"
-    assert "PermissionError" in probe["outcome"][route] or "No module named" in probe["outcome"][route]
-
-
-@pytest.mark.parametrize("route", ["UntypedStorage.from_file", "FloatStorage.from_file"])
-def test_storages_cannot_read_a_file_beneath_the_audit_hook(probe, route):
-    # StorageBase.from_file opens the file from C++ (the audit hook never sees it): it is gone from the
-    # type, and what the name finds further up (torch's Python base classes) only raises.
-    assert probe["outcome"][route] != "answered"
-
-
-def test_no_heap_walk_finds_the_hook(probe):
-    assert probe["outcome"]["hooks found by a heap walk"] == 0
+# The means to get round the policy (a folder fd, symlinks, ctypes, storages read from files, a heap walk for
+# the hook) are the engine's, whatever the policy: tests/engine/test_forbidden.py checks them on the toy's.
 
 
 def test_honest_code_is_unaffected(probe):

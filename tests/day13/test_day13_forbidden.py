@@ -5,8 +5,6 @@ engine's switch-off itself is tested through a policy built from the toy's (test
 The switch-off is irreversible, so each check runs in a fresh interpreter that does what the zygote
 and a child do (prepare with the lesson's policy, then arm), then tries every route to library attention
 it knows."""
-import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,33 +13,13 @@ import pytest
 from grader import lesson as lessons
 from grader.running import forbidden
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+import forbidden_probe  # noqa: E402
+
 KIT = Path(__file__).resolve().parents[2]
 DAY13 = lessons.load_lesson("day13")
 
-PROBE = r'''
-import gc, importlib, json, os, sys, tempfile
-import numpy as np
-import torch
-import torch.nn.functional as F
-sys.path.insert(0, KIT)
-from grader.running import forbidden
-arm = forbidden.prepare(POLICY, kit_root=KIT)
-sys.path.remove(KIT)
-gc.collect(); gc.freeze()
-scratch = tempfile.mkdtemp()
-os.chdir(scratch)
-arm(scratch)
-q = torch.randn(2, 3, 4)
-q4 = q[None]
-outcome = {}
-
-def attempt(label, f):
-    try:
-        f()
-        outcome[label] = "answered"
-    except BaseException as exc:
-        outcome[label] = f"{type(exc).__name__}: {exc}"
-
+ROUTES = r'''
 def mhaf():
     return F.multi_head_attention_forward(q, q, q, 4, 2, torch.randn(12, 4), None, None, None, False, 0.0,
                                           torch.randn(4, 4), None)
@@ -58,11 +36,6 @@ def undo_then_sdpa():
                 pass
     return F.scaled_dot_product_attention(q, q, q)
 
-def fresh_functional():
-    spec = importlib.util.spec_from_file_location("fresh", F.__file__)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-
 def onnx_decomposition():
     table = importlib.import_module("torch.onnx.ops._impl").ONNX_ATEN_DECOMP_TABLE
     return [fn(q4, q4, q4) for op, fn in table.items() if "Attention" in str(op)] or 1 / 0
@@ -72,10 +45,7 @@ def compiler_patterns():
     spec = importlib.util.spec_from_file_location("patterns", path)
     spec.loader.exec_module(importlib.util.module_from_spec(spec))
 
-def hooks_found():
-    return [o for o in gc.get_objects() if getattr(o, "__name__", "") == "hook" or (type(o) is list and any(callable(x) and getattr(x, "__name__", "") == "hook" for x in o))]
-
-routes = {
+routes.update({
     "F.scaled_dot_product_attention": lambda: F.scaled_dot_product_attention(q, q, q),
     "with gradients": lambda: F.scaled_dot_product_attention(*(q.clone().requires_grad_() for _ in range(3))),
     "inference mode": lambda: torch.inference_mode()(F.scaled_dot_product_attention)(q, q, q),
@@ -98,51 +68,24 @@ routes = {
     "flex attention": lambda: importlib.import_module("torch.nn.attention.flex_attention").flex_attention(q4, q4, q4),
     "native multi-head op": lambda: torch._native_multi_head_attention(q, q, q, 4, 2, torch.randn(12, 4),
                                                                        torch.randn(12), torch.randn(4, 4), torch.randn(4)),
-    "reload functional": lambda: importlib.reload(F),
-    "a second copy from source": fresh_functional,
-    "read the source": lambda: open(F.__file__).read(),
-    "a folder fd": lambda: os.open("/proc", os.O_RDONLY),
-    "a path with ..": lambda: open(os.path.join(scratch, "..", "x")),
-    "symlink": lambda: os.symlink(F.__file__, "link.py"),
-    "chdir": lambda: os.chdir("/"),
-    "ctypes": lambda: __import__("ctypes").CDLL(None),
-    "torch.from_file": lambda: torch.from_file(F.__file__, size=8, dtype=torch.uint8),
-    "UntypedStorage.from_file": lambda: torch.UntypedStorage.from_file(F.__file__, False, 64),
-    "FloatStorage.from_file": lambda: torch.FloatStorage.from_file(F.__file__, False, 16),
     "onnx attention": lambda: importlib.import_module("torch.onnx.ops").attention(q4, q4, q4),
     "onnx attention_23's function": lambda: importlib.import_module("torch.onnx.ops._impl").attention_23._init_fn(q4, q4, q4),
     "onnx decomposition table": onnx_decomposition,
     "the compiler's attention patterns": compiler_patterns,
-    "the kit's stand-ins": lambda: open(os.path.join(KIT, "grader", "day13", "standins.py")).read(),
-    "import the kit": lambda: importlib.import_module("grader.day13.standins"),
-}
-for label, route in routes.items():
-    attempt(label, route)
-outcome["hooks found by a heap walk"] = len(hooks_found())
-outcome["hook names"] = None
-honest = {}
-attempt_ok = lambda label, f: honest.__setitem__(label, f())
-x = torch.randn(2, 3, 4, requires_grad=True)
+})
+'''
+HONEST = r'''
 w = torch.softmax(x @ x.transpose(-2, -1) / 2, dim=-1)
 (w @ x).sum().backward()
 honest["attention by hand with gradients"] = bool(torch.isfinite(x.grad).all())
-honest["nn layers"] = tuple(torch.nn.LayerNorm(4)(torch.nn.Linear(4, 4)(q)).shape) == (2, 3, 4)
-with open("mine.txt", "w") as f:
-    f.write("ok")
-honest["files in scratch"] = open("mine.txt").read() == "ok"
-np.save("a.npy", np.ones(3))
-honest["numpy files"] = float(np.load("a.npy").sum()) == 3.0
-print(json.dumps({"outcome": outcome, "honest": honest}), flush=True)
-os._exit(0)  # as the sandbox's processes do: the switched-off kernels are never torn down
 '''
 
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
-    out = subprocess.run([sys.executable, "-c", f"KIT = {str(KIT)!r}\nPOLICY = {DAY13.forbidden_policy!r}\n" + PROBE], capture_output=True, text=True,
-                         timeout=300, cwd=tmp_path_factory.mktemp("probe"))
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return forbidden_probe.run(tmp_path_factory.mktemp("probe"), policy=DAY13.forbidden_policy,
+                               standins=KIT / "grader" / "day13" / "standins.py", kit_module="grader.day13.standins",
+                               routes=ROUTES, honest=HONEST)
 
 
 LIBRARY = ["F.scaled_dot_product_attention", "with gradients", "inference mode", "torch._C._nn", "aten math",

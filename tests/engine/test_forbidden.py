@@ -8,8 +8,6 @@ The switch-off is irreversible, so each check runs in a fresh interpreter that d
 and a child do (prepare with the policy, then arm), then tries every route to the library's softmax
 it knows."""
 import copy
-import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,6 +15,9 @@ import pytest
 
 from grader import lesson as lessons
 from grader.running import forbidden
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+import forbidden_probe  # noqa: E402
 
 KIT = Path(__file__).resolve().parents[2]
 TOY = KIT / "tests" / "fixtures" / "lessons" / "toy"
@@ -34,30 +35,7 @@ def built_policy() -> dict:
 
 POLICY = built_policy()
 
-PROBE = r'''
-import gc, importlib, json, os, sys, tempfile
-import numpy as np
-import torch
-import torch.nn.functional as F
-sys.path.insert(0, KIT)
-from grader.running import forbidden
-arm = forbidden.prepare(POLICY, kit_root=KIT)
-sys.path.remove(KIT)
-gc.collect(); gc.freeze()
-scratch = tempfile.mkdtemp()
-os.chdir(scratch)
-arm(scratch)
-q = torch.randn(2, 3, 4)
-q4 = q[None]
-outcome = {}
-
-def attempt(label, f):
-    try:
-        f()
-        outcome[label] = "answered"
-    except BaseException as exc:
-        outcome[label] = f"{type(exc).__name__}: {exc}"
-
+ROUTES = r'''
 def undo_then_softmax():
     lib = torch.library.Library("aten", "IMPL")
     lib.impl("_softmax", lambda *a, **k: None, "CompositeImplicitAutograd")
@@ -70,20 +48,12 @@ def undo_then_softmax():
                 pass
     return torch.softmax(q, -1)
 
-def fresh_functional():
-    spec = importlib.util.spec_from_file_location("fresh", F.__file__)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-
 def denied_module_from_source():
     path = os.path.join(os.path.dirname(torch.__file__), "_refs", "special", "__init__.py")
     spec = importlib.util.spec_from_file_location("special_copy", path)
     spec.loader.exec_module(importlib.util.module_from_spec(spec))
 
-def hooks_found():
-    return [o for o in gc.get_objects() if getattr(o, "__name__", "") == "hook" or (type(o) is list and any(callable(x) and getattr(x, "__name__", "") == "hook" for x in o))]
-
-routes = {
+routes.update({
     "torch.softmax": lambda: torch.softmax(q, -1),
     "Tensor.softmax": lambda: q.softmax(-1),
     "F.softmax": lambda: F.softmax(q, -1),
@@ -102,48 +72,21 @@ routes = {
     "module path": lambda: torch.nn.modules.activation.Softmax(dim=-1)(q),
     "a function of the denied module": lambda: importlib.import_module("torch._refs.special").softmax(q, -1),
     "the denied module from source": denied_module_from_source,
-    "reload functional": lambda: importlib.reload(F),
-    "a second copy from source": fresh_functional,
-    "read the source": lambda: open(F.__file__).read(),
-    "a folder fd": lambda: os.open("/proc", os.O_RDONLY),
-    "a path with ..": lambda: open(os.path.join(scratch, "..", "x")),
-    "symlink": lambda: os.symlink(F.__file__, "link.py"),
-    "chdir": lambda: os.chdir("/"),
-    "ctypes": lambda: __import__("ctypes").CDLL(None),
-    "torch.from_file": lambda: torch.from_file(F.__file__, size=8, dtype=torch.uint8),
-    "UntypedStorage.from_file": lambda: torch.UntypedStorage.from_file(F.__file__, False, 64),
-    "FloatStorage.from_file": lambda: torch.FloatStorage.from_file(F.__file__, False, 16),
-    "the kit's stand-ins": lambda: open(os.path.join(STANDINS)).read(),
-    "import the kit": lambda: importlib.import_module("grader.release.notebook"),
-}
-for label, route in routes.items():
-    attempt(label, route)
-outcome["hooks found by a heap walk"] = len(hooks_found())
-honest = {}
-x = torch.randn(2, 3, 4, requires_grad=True)
+})
+'''
+HONEST = r'''
 scores = x @ x.transpose(-2, -1) / 2
 e = torch.exp(scores - scores.amax(-1, keepdim=True))
 w = e / e.sum(-1, keepdim=True)
 (w @ x).sum().backward()
 honest["softmax by hand with gradients"] = bool(torch.isfinite(x.grad).all())
-honest["nn layers"] = tuple(torch.nn.LayerNorm(4)(torch.nn.Linear(4, 4)(q)).shape) == (2, 3, 4)
-with open("mine.txt", "w") as f:
-    f.write("ok")
-honest["files in scratch"] = open("mine.txt").read() == "ok"
-np.save("a.npy", np.ones(3))
-honest["numpy files"] = float(np.load("a.npy").sum()) == 3.0
-print(json.dumps({"outcome": outcome, "honest": honest}), flush=True)
-os._exit(0)  # as the sandbox's processes do: the switched-off kernels are never torn down
 '''
 
 
 @pytest.fixture(scope="module")
 def probe(tmp_path_factory):
-    head = f"KIT = {str(KIT)!r}\nPOLICY = {POLICY!r}\nSTANDINS = {str(TOY / 'standins.py')!r}\n"
-    out = subprocess.run([sys.executable, "-c", head + PROBE], capture_output=True, text=True,
-                         timeout=300, cwd=tmp_path_factory.mktemp("probe"))
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return forbidden_probe.run(tmp_path_factory.mktemp("probe"), policy=POLICY, standins=TOY / "standins.py",
+                               kit_module="grader.release.notebook", routes=ROUTES, honest=HONEST)
 
 
 LIBRARY = ["torch.softmax", "Tensor.softmax", "F.softmax", "with gradients", "inference mode",

@@ -42,8 +42,6 @@ FIXTURE_LESSONS = ENGINE_TESTS.parent / "fixtures" / "lessons"
 # test file -> (distinct names of real lessons it still uses, why it cannot go neutral today). Only shrinks.
 ALLOWED: dict[str, tuple[int, str]] = {
     'test_ambient_lesson.py': (1, "its ceiling table counts ambient reads in a lesson's own module, by path"),
-    'test_hostile.py': (5, "its 21 hostile submissions (tests/fixtures/hostile/) are written as a real lesson's modules; to "
-        "convert, rewrite them for the toy's two parts"),
     'test_lesson_boundary.py': (4, "the engine's boundary test names which lesson's word each engine file still holds"),
     'test_lessons_side_by_side.py': (3, 'tests the real lessons side by side: names them by design'),
     'test_nbgrader_course.py': (1, "runs the README's nbgrader course as written, and the README's example course is a real lesson's"),

@@ -20,9 +20,11 @@ may only shrink: a file that names fewer must have its count lowered (or leave t
 names more fails.
 
 A test can also grade a real lesson without naming it: the kit's default lesson is what `load_lesson()`
-with neither a name nor an engine folder gives, and what `python -m grader ...` without `--lesson` grades.
-Both are caught (in code, and in a string that is a script a test runs); DEFAULT_USERS lists the files
-that use the default on purpose, with why.
+with neither a name nor an engine folder gives, what `python -m grader ...` without `--lesson` grades, and
+what an nbgrader course config's `use_the_kit(c)` grades when it names no lesson (neither `lesson=` nor
+`c.HiddenTests.lesson`). Each is caught, in code and in a string that is a script a test runs (an f-string
+too, or one line of a config built line by line); DEFAULT_USERS lists the files that use the default on
+purpose, with why.
 """
 from __future__ import annotations
 
@@ -138,26 +140,73 @@ def _is_grader_command(items: list[ast.expr]) -> bool:
     return runs_grader and "--lesson" not in words
 
 
+# str methods whose first argument is text looked for (or replaced away), never run:
+# `config.replace("use_the_kit(c)\n", "")` leaves the kit's step out of a config.
+LOOKED_FOR = frozenset({"replace", "count", "find", "rfind", "index", "rindex", "startswith", "endswith", "split",
+                        "rsplit", "partition", "rpartition", "removeprefix", "removesuffix"})
+
+
+def _callee(call: ast.Call) -> str | None:
+    return getattr(call.func, "id", None) or getattr(call.func, "attr", None)
+
+
+def _text(node: ast.AST) -> str | None:
+    """The text of a string or an f-string, each `{...}` of an f-string read as a name (`_`), so that a
+    script with values spliced in still parses as one."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(part.value if isinstance(part, ast.Constant) else "_" for part in node.values)
+    return None
+
+
+def _names_its_lesson(call: ast.Call) -> bool:
+    """`use_the_kit(c, lesson)` or `use_the_kit(c, lesson=...)`: a lesson is named unless it is None or empty
+    (the default again). Arguments spliced in (`*args`, `**kwargs`) come from a caller, where they are looked for."""
+    if any(isinstance(arg, ast.Starred) for arg in call.args) or any(k.arg is None for k in call.keywords):
+        return True
+    given = [*call.args[1:], *(k.value for k in call.keywords if k.arg == "lesson")]
+    return any(not (isinstance(value, ast.Constant) and not value.value) for value in given)
+
+
+def _sets_hidden_tests_lesson(tree: ast.AST) -> bool:
+    """The config names its lesson by the trait itself: `c.HiddenTests.lesson = ...`."""
+    return any(isinstance(target, ast.Attribute) and target.attr == "lesson"
+               and getattr(target.value, "attr", None) == "HiddenTests"
+               for node in ast.walk(tree) if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign))
+               for target in (node.targets if isinstance(node, ast.Assign) else [node.target]))
+
+
 def default_lesson_uses(source: str, where: str = "") -> list[str]:
     """Where `source` grades the kit's default lesson: a `load_lesson()` given neither a lesson nor an engine
-    folder, a `-m grader` command line without `--lesson`; also inside a string that is itself a script."""
+    folder, a `-m grader` command line without `--lesson`, a course config's `use_the_kit(c)` that names no
+    lesson; also inside a string (or an f-string) that is itself a script, or one line of a config."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):  # a string that is not a script (a message, bytes spelled out)
         return []
-    # A list compared with something is not run: `shlex.split(command)[:3] == ["python", "-m", "grader"]`.
+    # A list or a text compared with something is not run: `shlex.split(command)[:3] == ["python", "-m",
+    # "grader"]`, `"use_the_kit(c)" in stderr`; nor is a text looked for or replaced away (LOOKED_FOR).
     compared = {id(side) for node in ast.walk(tree) if isinstance(node, ast.Compare)
                 for side in (node.left, *node.comparators)}
+    looked_for = {id(node.args[0]) for node in ast.walk(tree) if isinstance(node, ast.Call) and node.args
+                  and isinstance(node.func, ast.Attribute) and node.func.attr in LOOKED_FOR}
+    # An f-string is read once, whole, not again piece by piece.
+    pieces = {id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for part in node.values}
+    lesson_set = _sets_hidden_tests_lesson(tree)
     found = []
     for node in ast.walk(tree):
         line = f"{where}line {node.lineno}" if hasattr(node, "lineno") else where
-        if (isinstance(node, ast.Call) and not node.args and not node.keywords
-                and (getattr(node.func, "id", None) or getattr(node.func, "attr", None)) == "load_lesson"):
+        text = None if id(node) in compared | looked_for | pieces else _text(node)
+        if isinstance(node, ast.Call) and not node.args and not node.keywords and _callee(node) == "load_lesson":
             found.append(f"{line}: load_lesson() with no lesson")
+        elif (isinstance(node, ast.Call) and _callee(node) == "use_the_kit" and not _names_its_lesson(node)
+              and not lesson_set):
+            found.append(f"{line}: use_the_kit(c) with no lesson")
         elif isinstance(node, (ast.List, ast.Tuple)) and id(node) not in compared and _is_grader_command(node.elts):
             found.append(f"{line}: a grader command without --lesson")
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and "\n" in node.value:
-            found += default_lesson_uses(node.value, f"{line}, in the script: ")
+        elif text is not None and ("\n" in text or "use_the_kit(" in text):
+            found += default_lesson_uses(text, f"{line}, in the script: ")
     return found
 
 
@@ -247,7 +296,8 @@ def test_every_allowed_file_exists_and_says_why():
 
 def test_the_default_lesson_is_found_however_a_test_reaches_it():
     """Each way of grading the kit's default lesson is found, in code and in a script a test writes; a lesson
-    or an engine folder given, `--lesson` on the line, or arguments spliced in from a caller, are not."""
+    or an engine folder given, `--lesson` on the line, a config that names its lesson, arguments spliced in
+    from a caller, or a text only compared, looked for or replaced away, are not."""
     cases = {
         "from grader.lesson import load_lesson\nLESSON = load_lesson()\n": 1,
         "from grader import lesson as lessons\ndef f():\n    return lessons.load_lesson()\n": 1,
@@ -260,6 +310,18 @@ def test_the_default_lesson_is_found_however_a_test_reaches_it():
         "MESSAGE = 'reach it only through load_lesson():\\n' + faults\n": 0,
         "print('-m', 'grader')\n": 0,  # a call's arguments, not a command line: only lists and tuples are
         "assert shlex.split(line)[:3] == ['python', '-m', 'grader']\n": 0,  # compared, not run
+        # An nbgrader course config whose kit step names no lesson: a script, an f-string, a line of one.
+        "CONFIG = '''\nc = get_config()\nfrom grader.release.nbgrader_autograde import use_the_kit\nuse_the_kit(c)\n'''\n": 1,
+        "CONFIG = (f'c.CourseDirectory.course_id = {name!r}\\n'\n          'use_the_kit(c)\\n'\n"
+        "          f'c.HiddenTests.sandbox_uid_base = {uid}\\n')\n": 1,
+        "CONFIG = f'use_the_kit(c)\\n{more}'\n": 1,  # once, not again for its first piece
+        "lines = ['from grader.release.nbgrader_autograde import use_the_kit', 'use_the_kit(c)']\n": 1,
+        "CONFIG = 'import grader.release.nbgrader_autograde as kit\\nkit.use_the_kit(c, lesson=None)\\n'\n": 1,
+        "CONFIG = f'use_the_kit(c, lesson={ref!r})\\n'\n": 0,
+        "CONFIG = 'use_the_kit(c, \"toy\")\\n'\n": 0,
+        "CONFIG = 'use_the_kit(c)\\nc.HiddenTests.lesson = \"toy\"\\n'\n": 0,  # the trait names it
+        "write(config.replace('use_the_kit(c)\\n', ''))\n": 0,  # the step left out of a config, not run
+        "assert 'use_the_kit(c)' in stderr\n": 0,  # looked for in a message
     }
     for source, expected in cases.items():
         assert len(default_lesson_uses(source)) == expected, (source, default_lesson_uses(source))

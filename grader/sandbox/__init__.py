@@ -40,6 +40,10 @@ class SandboxConfig:
     call_timeout: float = 5.0  # wall seconds for one call (import included)
     submission_budget: float = 60.0  # wall seconds for all calls of one submission
     spawn_timeout: float = 10.0  # wall seconds for a fresh child to say hello
+    # Wall seconds for the zygote to import torch and run its start-up check: 2-5 s on a quiet machine,
+    # past 60 s for PyPI's CUDA build on Python 3.13 niced behind a load of 6-9. A slow start is not a
+    # broken one (a zygote that dies is seen at once): only a start that never ends is cut here.
+    start_timeout: float = 300.0
     # Memory a child may map beyond what it inherits from the zygote (RLIMIT_AS is set to the zygote's
     # mapping plus this): torch's own libraries cost nothing, whichever build (CPU ~0.64 GB mapped, CUDA
     # ~3.2 GB). A correct submission needs under 32 MB more (measured: 16 MB fails torch's lazy imports).

@@ -97,13 +97,14 @@ class Zygote:
         self._lock = threading.Lock()
         self.view: dict = {}  # the start-up check's findings and verdict, once ready
 
-    def wait_ready(self, slot: int = 0, timeout: float = 60.0) -> None:
-        """Block until the zygote has imported everything (it answers a ping on `slot`'s socket)."""
+    def wait_ready(self, slot: int = 0, timeout: float | None = None) -> None:
+        """Block until the zygote has imported everything (it answers a ping on `slot`'s socket), at most
+        `timeout` seconds (the config's start_timeout)."""
         with self._lock:
             if slot in self._ready:
                 return
             ctrl = self._ctrl[slot]
-            ctrl.settimeout(timeout)
+            ctrl.settimeout(self.config.start_timeout if timeout is None else timeout)
             try:
                 socket.send_fds(ctrl, [b'{"ping": 1}'], [])
                 msg = ctrl.recv(1 << 16)

@@ -224,7 +224,11 @@ def advice(test: TestResult, words: Words) -> Advice:
     entry = words.tests.get(test.name, {})
     hint, section, numbers = entry.get("hint"), entry.get("section", ""), ()
     if test.forbidden:
-        said["forbidden"] = words.forbidden.format(names=", ".join(test.forbidden))
+        from grader.running.forbidden import KIT_FILES, KIT_FILES_SENTENCE
+
+        libraries = [name for name in test.forbidden if name != KIT_FILES]
+        said["forbidden"] = " ".join([*([words.forbidden.format(names=", ".join(libraries))] if libraries else []),
+                                      *([KIT_FILES_SENTENCE] if KIT_FILES in test.forbidden else [])])
     if test.advice in FIRST:
         said["first"] = FIRST[test.advice]
     if test.advice == "numbers":

@@ -27,7 +27,7 @@ import numpy as np
 
 from grader.running import protocol
 from grader.running.executor import ModuleLoader, execute
-from grader.running.forbidden import MARK
+from grader.running.forbidden import KIT_FILES, LIBRARY_FILES, MARK
 
 
 class InProcessTransport:
@@ -131,10 +131,14 @@ class Result:
         for error in (self.header.get("error"), self.header.get("grad_error"), *steps):
             message = str(error.get("message", "")) if isinstance(error, dict) else ""
             if MARK in message:
+                what, said = message.split(MARK, 1)
+                if what.rstrip().endswith(KIT_FILES):  # the audit hook kept one of the grader's files
+                    found.append(KIT_FILES)
+                    continue
                 # "...: torch.nn.modules.linear.Linear.forward. <the lesson's why> ..." -> Linear
-                dotted = message.split(MARK, 1)[1].lstrip(": ").split(" ", 1)[0].rstrip(".").split(".")
-                if dotted[0] != "torch":
-                    found.append("the source files of a forbidden library or of the grader")
+                dotted = said.lstrip(": ").split(" ", 1)[0].rstrip(".").split(".")
+                if dotted[0] != "torch":  # "...: this file (the source of ...)": a forbidden library's source
+                    found.append(LIBRARY_FILES)
                     continue
                 found.append(next(p for p in reversed(dotted) if p not in ("forward", "__init__", "_forward_impl")))
         return found

@@ -41,6 +41,14 @@ from pathlib import Path
 MARK = "is switched off in the grader"
 # A policy's [message] table names what it switches off and why; these say it when a lesson does not.
 DEFAULT_WHAT = "this library function"
+# What a part's record names when its code opened a file the audit hook keeps from submissions. A forbidden
+# library's source is reaching the library (the lesson's forbidden_message words it); the grader's own files
+# are not a library, and the feedback words them with the engine's own sentence.
+LIBRARY_FILES = "the source files of a forbidden library"
+KIT_FILES = "the grader's own files"
+KIT_FILES_SENTENCE = ("Your code opens the grader's own files, which a submission may not read: it costs this part's "
+                      "points. Your code may read only the files of your own folder; remove that read and this part "
+                      "is graded on its answers again.")
 
 
 def refusal(policy: dict, name: str) -> str:
@@ -78,7 +86,7 @@ def prepare(policy: dict, *, kit_root: str | None = None):
     denied = _identities(sources)
     kit = [Path(kit_root, p) for p in policy["names"].get("kit_packages", ())] if kit_root else []
     kit_files = [f for folder in kit if folder.is_dir() for f in folder.rglob("*") if f.is_file()]
-    denied |= _identities(kit_files)
+    kit_denied = _identities(kit_files) - denied
     folders = _identities({parent for f in [*sources, *kit_files] for parent in Path(f).parents})
     # Named now, not in each child: walking sys.modules in a forked child writes to every name's
     # reference count and so copies each page they sit on (~2 ms a child).
@@ -92,7 +100,7 @@ def prepare(policy: dict, *, kit_root: str | None = None):
     def arm(scratch: str) -> None:
         for name in kit_modules:
             sys.modules.pop(name, None)  # the executor keeps its own references
-        _arm_hook(frozenset(denied), frozenset(folders), os.stat(scratch).st_dev, what)
+        _arm_hook(frozenset(denied), frozenset(kit_denied), frozenset(folders), os.stat(scratch).st_dev, what)
 
     return arm
 
@@ -257,7 +265,8 @@ def _identities(paths) -> set:
 
 
 # -- in each child ----------------------------------------------------------------------------------
-def _arm_hook(denied: frozenset, folders: frozenset, scratch_device: int, what: str = DEFAULT_WHAT) -> None:
+def _arm_hook(denied: frozenset, kit_denied: frozenset, folders: frozenset, scratch_device: int,
+              what: str = DEFAULT_WHAT) -> None:
     """Install the audit hook. It looks up no global name (all it uses is closed over, and none of it
     can be changed), so rebinding a builtin or a module attribute changes nothing it does; and it runs
     no student code (open() hands it the path already converted to a string)."""
@@ -268,11 +277,12 @@ def _arm_hook(denied: frozenset, folders: frozenset, scratch_device: int, what: 
     stat, kind, oserror, refused = os.stat, type, OSError, PermissionError
     is_dir = stat_module.S_ISDIR
     kinds, int_type, bytes_type = (str, bytes, int), int, bytes
-    messages = (f"{what} {MARK}: this file ({what} or the grader's own code) cannot be opened from student code",
+    messages = (f"{what} {MARK}: this file (the source of {what}) cannot be opened from student code",
                 "the grader's sandbox does not open a path with '..' for student code",
                 "the grader's sandbox does not open a folder outside the submission for student code",
                 "the grader's sandbox does not allow this to student code",
-                "the grader's sandbox opens only a str or bytes path for student code")
+                "the grader's sandbox opens only a str or bytes path for student code",
+                f"{KIT_FILES} {MARK}: this file cannot be opened from student code")
     closed_events = frozenset({"os.symlink", "os.link", "os.chdir", "os.fchdir", "os.chroot"})
     dotdot = ("..", b"..")
     separators = ("/", b"/")
@@ -293,6 +303,8 @@ def _arm_hook(denied: frozenset, folders: frozenset, scratch_device: int, what: 
                 return  # nothing there to protect
             if (st.st_dev, st.st_ino) in denied:
                 raise refused(messages[0])
+            if (st.st_dev, st.st_ino) in kit_denied:
+                raise refused(messages[5])
             if is_dir(st.st_mode) and ((st.st_dev, st.st_ino) in folders or st.st_dev != scratch_device):
                 raise refused(messages[2])  # a folder's fd would open files by paths this hook never sees
         elif event in closed_events or event[:7] == "ctypes.":
@@ -310,7 +322,7 @@ def _arm_hook(denied: frozenset, folders: frozenset, scratch_device: int, what: 
 
     sys.addaudithook(nothing)
     holders = [r for r in gc.get_referrers(nothing) if kind(r) is list]
-    for obj in [nothing, hook, hook.__closure__, *hook.__closure__, denied, folders, closed_events, kinds, dotdot,
+    for obj in [nothing, hook, hook.__closure__, *hook.__closure__, denied, kit_denied, folders, closed_events, kinds, dotdot,
                 separators, messages, *holders]:
         untrack(obj)
     sys.addaudithook(hook)

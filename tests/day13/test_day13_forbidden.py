@@ -119,7 +119,7 @@ def test_the_child_refuses_with_the_lessons_words(probe):
     words = DAY13.forbidden_policy["message"]
     for route in ("F.scaled_dot_product_attention", "nn.MultiheadAttention", "aten math"):
         assert f"{words['what']} {forbidden.MARK}" in probe["outcome"][route] and words["why"] in probe["outcome"][route]
-    assert f"{words['what']} {forbidden.MARK}: this file ({words['what']} or the grader's own code)" in \
+    assert f"{words['what']} {forbidden.MARK}: this file (the source of {words['what']})" in \
         probe["outcome"]["read the source"], probe["outcome"]["read the source"]
 
 

@@ -210,3 +210,22 @@ def test_a_grading_run_of_a_class_writes_each_student_file_once(toy, tmp_path, m
     written.clear()
     assert run.main(submissions=str(subs), out=str(out), jobs=1, config=config, lesson=toy) == 0
     assert not [w for w in written if w.split("/")[0] in ("honest", "broken")], written
+
+
+def test_a_read_of_the_graders_files_is_worded_by_the_engine_and_a_library_by_the_lessons_message():
+    """A part that opened the grader's own files is told so in the engine's words; the lesson's
+    forbidden_message is about reaching a library (its calls, or its source files), and names only those."""
+    from grader.results.records import TestResult
+    from grader.running.forbidden import KIT_FILES, KIT_FILES_SENTENCE, LIBRARY_FILES
+
+    words = feedback.Words(forbidden="Your code reaches {names}. Write softmax yourself.")
+
+    def said(forbidden):
+        test = TestResult(name="activations.softmax", component="activations", score=0.0, max_score=2.0,
+                          status="failed", forbidden=forbidden)
+        return feedback.advice(test, words).forbidden
+
+    assert said([KIT_FILES]) == KIT_FILES_SENTENCE and "softmax" not in said([KIT_FILES])
+    assert said(["softmax"]) == "Your code reaches softmax. Write softmax yourself."
+    assert said([LIBRARY_FILES]) == f"Your code reaches {LIBRARY_FILES}. Write softmax yourself."
+    assert said(["softmax", KIT_FILES]) == f"Your code reaches softmax. Write softmax yourself. {KIT_FILES_SENTENCE}"

@@ -116,8 +116,11 @@ def test_the_child_refuses_with_the_lessons_words(probe):
     words = POLICY["message"]
     for route in ("F.softmax", "nn.Softmax", "aten _softmax", "a function of the denied module"):
         assert f"{words['what']} {forbidden.MARK}" in probe["outcome"][route] and words["why"] in probe["outcome"][route]
-    assert f"{words['what']} {forbidden.MARK}: this file ({words['what']} or the grader's own code)" in \
+    assert f"{words['what']} {forbidden.MARK}: this file (the source of {words['what']})" in \
         probe["outcome"]["read the source"], probe["outcome"]["read the source"]
+    # The grader's own files are not the library: their refusal says whose they are, and the grade words it so.
+    assert f"{forbidden.KIT_FILES} {forbidden.MARK}" in probe["outcome"]["the kit's stand-ins"], \
+        probe["outcome"]["the kit's stand-ins"]
 
 
 @pytest.mark.parametrize("route", ["a folder fd", "a path with ..", "symlink", "chdir", "ctypes", "import the kit"])

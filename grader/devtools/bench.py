@@ -111,10 +111,10 @@ try:
 except ImportError:
     from grader import run
 from grader.sandbox import SandboxConfig
-from grader import lesson as lessons
 kwargs = dict(submissions=sys.argv[1], out=sys.argv[2], jobs=int(sys.argv[3]),
               config=SandboxConfig(uid_base=int(sys.argv[4])))
 if "lesson" in inspect.signature(run.main).parameters:
+    from grader import lesson as lessons  # not in a BASE from before the lesson value
     kwargs["lesson"] = lessons.load_lesson(sys.argv[5])
 sys.exit(run.main(**kwargs))
 """

@@ -44,11 +44,11 @@ def _module_start_for_leftover_checks():
 LONGEST = {
     "tests/engine/test_notebook.py::test_nbgrader_autograde_gives_the_points_grader_grade_gives": 494,
     "tests/engine/test_notebook.py::test_notebook_cells_fail_exactly_as_the_py_tests_do": 238,
-    "tests/engine/test_nbgrader_course.py": 346,
+    "tests/day13/test_nbgrader_course.py": 346,
     "tests/engine/test_nbgrader_autograde.py": 299,
     "tests/day13/test_visible_tests.py": 230,
     "tests/day13/test_diagnostics_audit.py": 174,
-    "tests/engine/test_lessons_side_by_side.py": 165,
+    "tests/kit/test_lessons_side_by_side.py": 165,
     "tests/day13/test_freedoms.py": 123,
     "tests/engine/test_student_feedback.py": 117,
     "tests/day13/test_skeletons.py": 107,

@@ -15,9 +15,8 @@ load the fixture by its path, never the copy. What names a real lesson:
   comments.
 
 The names come from the lessons themselves, so a lesson added later is checked without touching this
-file. ALLOWED lists files not converted yet, with how many distinct names each still uses and why; it
-may only shrink: a file that names fewer must have its count lowered (or leave the list), one that
-names more fails.
+file. None is allowed: a test about the real lessons themselves lives outside tests/engine/, in tests/kit/
+(the lessons side by side, the engine's boundary with them) or with its lesson (tests/<lesson>/).
 
 A test can also grade a real lesson without naming it: the kit's default lesson is what `load_lesson()`
 with neither a name nor an engine folder gives, what `python -m grader ...` without `--lesson` grades, and
@@ -41,18 +40,8 @@ from grader import lesson as lessons
 ENGINE_TESTS = Path(__file__).resolve().parent
 FIXTURE_LESSONS = ENGINE_TESTS.parent / "fixtures" / "lessons"
 
-# test file -> (distinct names of real lessons it still uses, why it cannot go neutral today). Only shrinks.
-ALLOWED: dict[str, tuple[int, str]] = {
-    'test_ambient_lesson.py': (1, "its ceiling table counts ambient reads in a lesson's own module, by path"),
-    'test_lesson_boundary.py': (4, "the engine's boundary test names which lesson's word each engine file still holds"),
-    'test_lessons_side_by_side.py': (3, 'tests the real lessons side by side: names them by design'),
-    'test_nbgrader_course.py': (1, "runs the README's nbgrader course as written, and the README's example course is a real lesson's"),
-}
-
-
 # test file -> (uses of the kit's default lesson, why that is the point of the test). Only shrinks.
 DEFAULT_USERS: dict[str, tuple[int, str]] = {
-    'test_ambient_lesson.py': (1, "a sample module planted for the ambient-read counter, which parses it and never runs it"),
     'test_bench.py': (1, "`make bench` measures the kit's default lesson: its deliverables checker and bench mutants, "
         'which no fixture lesson has'),
 }
@@ -279,19 +268,10 @@ def test_this_guard_names_no_lesson():
 @pytest.mark.parametrize("relative", FILES)
 def test_engine_test_names_no_real_lesson(relative):
     used = used_in(relative)
-    allowed, why = ALLOWED.get(relative, (0, ""))
-    assert len(used) <= allowed, (
+    assert not used, (
         f"tests/engine/{relative} names a real lesson ({', '.join(sorted(used))}): an engine test uses a "
-        f"fixture lesson (tests/fixtures/lessons/); a test about the lesson itself moves to tests/<lesson>/")
-    assert len(used) == allowed, (
-        f"tests/engine/{relative} now names {len(used)} of a real lesson's names, not {allowed}: lower its "
-        f"count in ALLOWED (or remove the entry at 0); the list only shrinks")
-
-
-def test_every_allowed_file_exists_and_says_why():
-    for relative, (count, why) in ALLOWED.items():
-        assert (ENGINE_TESTS / relative).is_file(), f"{relative} is gone: remove it from ALLOWED"
-        assert count > 0 and why.strip(), relative
+        f"fixture lesson (tests/fixtures/lessons/); a test about the lesson itself moves to tests/<lesson>/, "
+        f"one about the real lessons together to tests/kit/")
 
 
 def test_the_default_lesson_is_found_however_a_test_reaches_it():

@@ -1,5 +1,5 @@
 """A lesson declares itself (grader/<name>/lesson.toml) and the engine finds it by name or path; that the
-engine names no word of a lesson is tests/engine/test_lesson_boundary.py's."""
+engine names no word of a lesson is tests/kit/test_lesson_boundary.py's."""
 from __future__ import annotations
 
 import ast

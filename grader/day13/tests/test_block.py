@@ -55,13 +55,16 @@ def test_attributes(student, reference):
         ck.check(n == count, f"{label}.ffn should hold {count:,} parameters (§9), got {n:,}")
 
 
+# The wiring tests (Post-LN, Pre-LN, the mask, the gradients) build their blocks with d_ff given, 4 * d_model:
+# a wrong default d_ff is one mistake, charged by block.attributes (which builds TransformerBlock(16, 4)), not
+# by every test that happens to rely on the default.
 def _cases(pre_ln):
     return [  # (what, x, weights, mask, dtype, d_ff)
-        ("B=2, T=5, d_model=16", ck.randn(1200, 2, 5, 16, scale=2.0), _weights(1201, 16), None, F32, None),
-        ("causal mask (T, T)", ck.randn(1210, 2, 6, 8, scale=2.0), _weights(1211, 8), ck.causal(6), F32, None),
-        ("T=1", ck.randn(1220, 3, 1, 8), _weights(1221, 8), None, F32, None),
+        ("B=2, T=5, d_model=16", ck.randn(1200, 2, 5, 16, scale=2.0), _weights(1201, 16), None, F32, 64),
+        ("causal mask (T, T)", ck.randn(1210, 2, 6, 8, scale=2.0), _weights(1211, 8), ck.causal(6), F32, 32),
+        ("T=1", ck.randn(1220, 3, 1, 8), _weights(1221, 8), None, F32, 32),
         ("float64, padding mask", ck.randn(1230, 2, 4, 8, dtype=F64), _weights(1231, 8, dtype=F64),
-         ck.padding([2, 4], 4), F64, None),
+         ck.padding([2, 4], 4), F64, 32),
     ]
 
 
@@ -123,7 +126,7 @@ def test_mask_passthrough(student, reference):
                          for k, v in fresh.items() if k.startswith("ffn.")}}
     calls, probes = [], []
     for pre_ln in (False, True):
-        kw = dict(n_heads=2, pre_ln=pre_ln)
+        kw = dict(n_heads=2, pre_ln=pre_ln, d_ff=4 * D)
         name = "Pre-LN" if pre_ln else "Post-LN"
         calls.append((name,
                       student.block(x, w, mask=ck.causal(T), **kw), student.block(later, w, mask=ck.causal(T), **kw),
@@ -182,7 +185,7 @@ def test_gradients(student, reference):
     x, w, g = ck.randn(1400, B, T, D), _weights(1401, D), ck.randn(1410, B, T, D)
     pairs = []
     for pre_ln in (False, True):
-        kw = dict(n_heads=2, pre_ln=pre_ln, mask=ck.causal(T), grad_out=g)
+        kw = dict(n_heads=2, pre_ln=pre_ln, d_ff=4 * D, mask=ck.causal(T), grad_out=g)
         pairs.append(("Pre-LN" if pre_ln else "Post-LN", student.block(x, w, **kw), reference.block(x, w, **kw)))
     for name, got, exp in pairs:
         ck.same_grads(got, exp, f"{name} block backward (causal mask)",

@@ -30,10 +30,14 @@ from __future__ import annotations
 import ast
 import re
 import shutil
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from source_tokens import tokens  # noqa: E402
 
 from grader import lesson as lessons
 
@@ -75,27 +79,6 @@ def real_lessons(engine: Path = lessons.ENGINE) -> list[Names]:
     return found
 
 
-def _tokens(tree: ast.AST):
-    """(kind, text) of every string, attribute, import and defined or used name of a module."""
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            yield "string", node.value
-        elif isinstance(node, ast.Attribute):
-            yield "attribute", node.attr
-        elif isinstance(node, ast.Name):
-            yield "name", node.id
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            yield "name", node.name
-        elif isinstance(node, ast.arg):
-            yield "name", node.arg
-        elif isinstance(node, ast.keyword) and node.arg:
-            yield "name", node.arg
-        elif isinstance(node, ast.alias):
-            yield "import", node.name
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            yield "import", node.module
-
-
 def names_used(path: Path, names: Names) -> set[str]:
     """Every name of the lesson that `path` uses (the folder name, a module, a contract name)."""
     text = path.read_text(encoding="utf-8", errors="replace")
@@ -105,7 +88,7 @@ def names_used(path: Path, names: Names) -> set[str]:
     module_use = re.compile(r"(?<![\w-])(" + "|".join(map(re.escape, names.modules)) + r")(?:\.py\b|\.(?=[A-Za-z_]))")
     if path.suffix != ".py":
         return found | set(contract.findall(text)) | set(module_use.findall(text))
-    for kind, token in _tokens(ast.parse(text, str(path))):
+    for kind, token in tokens(ast.parse(text, str(path))):
         found |= set(contract.findall(token))
         if kind == "import":
             found |= {part for part in token.split(".") if part in names.modules}

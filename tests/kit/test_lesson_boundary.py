@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,9 @@ from pathlib import Path
 import pytest
 
 from grader import lesson as lessons
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from source_tokens import tokens  # noqa: E402
 
 KIT = Path(__file__).resolve().parents[2]
 ENGINE = KIT / "grader"
@@ -90,30 +94,6 @@ def engine_files() -> list[Path]:
                   and "__pycache__" not in p.parts)
 
 
-def _tokens(path: Path):
-    """(kind, text) of each identifier, import and string constant of a module, without comments."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            yield "string", node.value
-        elif isinstance(node, ast.Name):
-            yield "name", node.id
-        elif isinstance(node, ast.Attribute):
-            yield "name", node.attr
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            yield "name", node.name
-        elif isinstance(node, ast.arg):
-            yield "name", node.arg
-        elif isinstance(node, ast.keyword) and node.arg:
-            yield "name", node.arg
-        elif isinstance(node, ast.alias):
-            yield "import", node.name
-            if node.asname:
-                yield "name", node.asname
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            yield "import", node.module
-
-
 def faults(path: Path, words: Words) -> set[str]:
     """Every way `path` names the lesson, as "kind: text" (one entry per distinct hit)."""
     module_use = re.compile(r"(?<![\w.])(" + "|".join(map(re.escape, words.modules)) + r")(?:\.py\b|\.(?=[A-Za-z_]))") \
@@ -121,7 +101,7 @@ def faults(path: Path, words: Words) -> set[str]:
     vocabulary = re.compile(r"(?i)(?<![a-z])(" + "|".join(map(re.escape, words.vocabulary)) + r")") \
         if words.vocabulary else None
     found = set()
-    for kind, text in _tokens(path):
+    for kind, text in tokens(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if words.lesson in text:
             found.add(f"lesson name: {words.lesson}")
         if kind == "import":

@@ -16,10 +16,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import re
 import resource
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 
+from grader.running.helper_process import WALL_FACTOR
 from grader.results.storage import CLASS_FILES  # the class files beside the row folders: no row is named like one
 
 
@@ -561,15 +564,21 @@ def _stripped_notebook(path: Path, max_bytes: int, limits: dict) -> str:
         # it is sent the path.
         resource.prlimit(proc.pid, resource.RLIMIT_AS, (memory, memory))
         resource.prlimit(proc.pid, resource.RLIMIT_CORE, (0, 0))
-        out, err = proc.communicate(os.fsencode(path), timeout=seconds)
+        # CPU time, not wall time (helper_process): on a busy machine a notebook it can read is still read.
+        # Wall time bounds a reader that waits rather than works.
+        cpu = max(1, math.ceil(seconds))
+        resource.prlimit(proc.pid, resource.RLIMIT_CPU, (cpu, cpu + 1))
+        out, err = proc.communicate(os.fsencode(path), timeout=seconds * WALL_FACTOR)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
-        raise NotebookTooLarge(f"reading it took more than {seconds:g} s: {CLEAR_OUTPUTS}") from None
+        raise NotebookTooLarge(f"reading it took more than {seconds * WALL_FACTOR:g} s: {CLEAR_OUTPUTS}") from None
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    if proc.returncode in (-signal.SIGXCPU, -signal.SIGKILL):  # RLIMIT_CPU's soft, then hard, limit
+        raise NotebookTooLarge(f"reading it took more than {cpu} s of CPU time: {CLEAR_OUTPUTS}")
     if proc.returncode == 3:
         raise NotebookTooLarge(f"over {max_read} bytes: {CLEAR_OUTPUTS}")
     if proc.returncode == 4:

@@ -36,7 +36,7 @@ import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.running.helper_process import LimitedHelper
+from grader.running.helper_process import LimitedHelper, cpu_seconds
 
 MAX_SOURCE_BYTES = 1_000_000  # a file larger than this is not parsed, and is flagged (the child still covers it)
 MAX_FILES = 200  # source files read from one submission; the others are flagged, unread
@@ -621,17 +621,20 @@ class LimitedScan(LimitedHelper):
         sources, found = snapshot(Path(directory), self.notebook_module, self.generated)
         # The submission's own modules: an import of one of them is what `Findings.reaching` follows.
         local = sorted({name.split("/")[0].removesuffix(".py") for name, _, _ in sources})
-        deadline = time.monotonic() + self.budget
+        spent = 0.0  # the helper's CPU seconds for this submission (helper_process: CPU time, not wall)
         for name, data, cells in sources:
-            remaining = deadline - time.monotonic()
+            remaining = self.budget - spent
             if remaining <= 0:
-                found.flag(*not_read(name, f"the scan's {self.budget:g} s for one submission ran out"))
+                found.flag(*not_read(name, f"the scan's {self.budget:g} s of CPU time for one submission ran out"))
                 continue
+            allowed = min(self.seconds, remaining)
             try:
-                found.merge(self._ask(name, data, cells, local, time.monotonic() + min(self.seconds, remaining)))
+                found.merge(self._ask(name, data, cells, local, allowed))
+                spent += self.last_cpu
             except TimeoutError:
                 self.close()
-                found.flag(*not_read(name, f"parsing it took more than {min(self.seconds, remaining):g} s"))
+                spent += allowed
+                found.flag(*not_read(name, f"parsing it took more than {allowed:g} s of CPU time"))
             except (OSError, ValueError, KeyError, TypeError):
                 self.close()
                 found.flag(*not_read(name, f"parsing it needed more than the scan's {self.memory_bytes >> 20} MB, "
@@ -641,12 +644,14 @@ class LimitedScan(LimitedHelper):
     def _command(self) -> list[str]:
         return ["grader.judging.source_scan", self.spec]
 
-    def _ask(self, name: str, data: bytes, cells: bool, local: list, deadline: float) -> Findings:
+    def _ask(self, name: str, data: bytes, cells: bool, local: list, seconds: float) -> Findings:
         proc = self._helper()
+        since_wall, since_cpu = time.monotonic(), cpu_seconds(proc.pid)
         header = json.dumps({"file": name, "bytes": len(data), "cells": cells, "local": local}).encode()
         proc.stdin.write(header + b"\n" + data)
         proc.stdin.flush()
-        return Findings.from_json(json.loads(self._read_line(proc, deadline)))
+        return Findings.from_json(json.loads(self._read_line(proc, seconds, since_wall=since_wall,
+                                                             since_cpu=since_cpu)))
 
 
 def _serve(spec: str) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from grader.judging import deliverables
 from grader.judging.deliverables import Check
 from grader.lesson import PATH_PACKAGE_PREFIX, register_path_package
-from grader.running.helper_process import LimitedHelper
+from grader.running.helper_process import LimitedHelper, cpu_seconds
 
 MAX_ANSWER_BYTES = 1 << 20  # five checks' messages are a few KB
 
@@ -50,7 +50,7 @@ class LimitedChecker(LimitedHelper):
                               and checks_module.startswith(package + ".") else None)
         checks = importlib.import_module(self.checks_module).CHECKS if self.checks_module else ()
         self.check_ids = tuple(check_id for check_id, _ in checks)
-        self._started, self._pending = 0.0, False
+        self._started, self._started_cpu, self._pending = 0.0, None, False
 
     def run_checks(self, directory) -> list[Check]:
         self.start(directory)
@@ -63,22 +63,23 @@ class LimitedChecker(LimitedHelper):
         if not self.check_ids:
             return  # nothing to check: finish() answers with no checks
         proc = self._helper()  # an OSError here is the engine's (no interpreter, no fork): it propagates
-        self._started, self._pending = time.monotonic(), True
+        self._started, self._started_cpu, self._pending = time.monotonic(), cpu_seconds(proc.pid), True
         try:
             os.write(proc.stdin.fileno(), json.dumps(os.fspath(directory)).encode() + b"\n")
         except OSError:
             pass  # the helper is gone: finish() says so
 
     def finish(self) -> list[Check]:
-        """The checks of the folder given to start(), at most `seconds` after start()."""
+        """The checks of the folder given to start(), after at most `seconds` of the helper's CPU time (see
+        helper_process: a busy machine never leaves a deliverable unchecked)."""
         if not self.check_ids:
             return []
         self._pending = False
         try:
-            return self._answer(self._proc, self._started + self.seconds)
+            return self._answer(self._proc)
         except TimeoutError:
             self.close()
-            return self._all_failed(f"checking these files took more than {self.seconds:g} s, the limit for one "
+            return self._all_failed(f"checking these files took more than {self.seconds:g} s of CPU time, the limit for one "
                                     "submission's deliverables, so they were not checked. Save the images and "
                                     "texts again in an ordinary way (a plain PNG, a short Markdown file).")
         except (OSError, ValueError, KeyError, TypeError):
@@ -96,8 +97,8 @@ class LimitedChecker(LimitedHelper):
     def _environment(self) -> dict[str, str]:
         return {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
-    def _answer(self, proc, deadline: float) -> list[Check]:
-        data = self._read_line(proc, deadline)
+    def _answer(self, proc) -> list[Check]:
+        data = self._read_line(proc, self.seconds, since_wall=self._started, since_cpu=self._started_cpu)
         items = json.loads(data)
         checks = [Check(str(i["id"]), bool(i["passed"]), str(i["message"]), str(i["title"])) for i in items]
         if [c.id for c in checks] != list(self.check_ids):

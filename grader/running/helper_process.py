@@ -4,6 +4,10 @@ The static scan and the deliverables checks read untrusted files: a file built t
 must cost that file, not the grading run. Each runs in a helper started here, limited in address space
 from outside (the worker may have threads, so no preexec_fn), asked over a pipe and waited on with a
 deadline; when it runs out of memory or time it is killed, and the next request starts a fresh one.
+
+Its time is CPU time, read from /proc: on a machine busy with other work a helper gets less of a core, and a
+file it can read must not become one it could not (a deliverable left unchecked costs points). A helper that
+waits rather than works is stopped by wall time too, WALL_FACTOR times its CPU allowance.
 """
 from __future__ import annotations
 
@@ -17,6 +21,17 @@ import time
 from pathlib import Path
 
 KIT_ROOT = Path(__file__).resolve().parents[2]
+WALL_FACTOR = 10  # wall seconds per CPU second a helper may take: a core shared ten ways still answers
+POLL = 0.1  # how often a waiting reader looks at the helper's CPU time
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User and system CPU time a living process has used (all its threads), or None without /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14, 15)
 
 
 class LimitedHelper:
@@ -24,6 +39,7 @@ class LimitedHelper:
 
     memory_bytes: int
     max_answer_bytes: int = 1 << 20
+    last_cpu: float = 0.0  # CPU seconds the helper used for the last answer read
 
     def __init__(self):
         self._proc: subprocess.Popen | None = None
@@ -68,17 +84,38 @@ class LimitedHelper:
             self._proc = proc
         return self._proc
 
-    def _read_line(self, proc, deadline: float) -> bytes:
-        """One answer line from `proc`, by `deadline` (TimeoutError), at most max_answer_bytes (OSError)."""
+    def _read_line(self, proc, seconds: float, *, since_wall: float | None = None,
+                   since_cpu: float | None = None) -> bytes:
+        """One answer line from `proc`, which may use `seconds` of CPU time since `since_cpu` (its CPU time when
+        it was asked; now if not given) and WALL_FACTOR times that in wall time since `since_wall`: TimeoutError
+        past either (an answer that came after more CPU than allowed too), OSError past max_answer_bytes.
+        Where /proc cannot be read, `seconds` is wall time."""
         if proc is None:
             raise OSError("no helper")
+        now = time.monotonic()
+        since_wall = now if since_wall is None else since_wall
+        if since_cpu is None:
+            since_cpu = cpu_seconds(proc.pid)
+        wall_limit = seconds * (WALL_FACTOR if since_cpu is not None else 1)
         fd, answer = proc.stdout.fileno(), b""
         while not answer.endswith(b"\n"):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+            if self._over(proc, seconds, since_cpu):
                 raise TimeoutError
+            remaining = since_wall + wall_limit - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            if not select.select([fd], [], [], min(remaining, POLL))[0]:
+                continue
             chunk = os.read(fd, 1 << 16)
             if not chunk or len(answer) + len(chunk) > self.max_answer_bytes:
                 raise OSError("the helper ended or answered too much")
             answer += chunk
+        if self._over(proc, seconds, since_cpu):  # answered, but after more CPU than it may use
+            raise TimeoutError
+        self.last_cpu = (cpu_seconds(proc.pid) or since_cpu or 0.0) - (since_cpu or 0.0)
         return answer
+
+    @staticmethod
+    def _over(proc, seconds: float, since_cpu: float | None) -> bool:
+        used = None if since_cpu is None else cpu_seconds(proc.pid)
+        return used is not None and used - since_cpu > seconds

@@ -72,6 +72,22 @@ def test_checks_that_overrun_their_time_are_stopped_and_the_next_folder_gets_a_f
     assert not os.path.exists(f"/proc/{first}") or Path(f"/proc/{first}/stat").read_text().split()[2] == "Z"
 
 
+def test_a_checker_starved_by_a_busy_machine_still_checks_and_costs_no_point(folders, lesson):
+    """The checker's limit is CPU time: paused past its allowance in wall time (as other work on the machine
+    starves it), it still answers, and the honest folder's deliverables pass."""
+    import signal
+    import threading
+
+    honest, _ = folders
+    with LimitedChecker(lesson=lesson, memory_bytes=1 << 30, seconds=3) as checker:
+        checker.run_checks(honest)  # the helper is up (its start-up is not what is measured here)
+        checker.start(honest)
+        os.kill(checker._proc.pid, signal.SIGSTOP)
+        threading.Timer(5.0, os.kill, (checker._proc.pid, signal.SIGCONT)).start()
+        assert checker.finish() == run_checks(honest, lesson)
+        assert [c.passed for c in run_checks(honest, lesson)] == [True] * len(lesson.deliverable_checks())
+
+
 def test_a_lesson_without_deliverable_checks_gets_no_checks_and_no_helper(folders):
     from types import SimpleNamespace
 

@@ -209,6 +209,43 @@ def test_a_file_that_takes_the_helper_too_long_is_named_and_the_others_are_scann
     assert found.costs == {"b_next.py": {"softmax"}} or found.flags[1].startswith("b_next.py: not read")
 
 
+def _paused(pid: int, seconds: float):
+    """A helper paused for `seconds` of wall time, as a machine busy with other work starves it (SIGSTOP)."""
+    import signal
+    import threading
+
+    os.kill(pid, signal.SIGSTOP)
+    timer = threading.Timer(seconds, os.kill, (pid, signal.SIGCONT))
+    timer.start()
+    return timer
+
+
+def test_a_starved_helper_still_reads_a_file_it_has_the_cpu_time_for(tmp_path):
+    """The helper's allowance is CPU time: paused for twice its allowance in wall time (a busy machine), it
+    reads the file and no flag is raised; paused past WALL_FACTOR times its allowance, it is stopped and the
+    file is named, so a helper that never runs cannot hold the run."""
+    from grader.running import helper_process
+
+    (tmp_path / "a.py").write_text("from torch.nn.functional import softmax\n")
+    with _scanner(seconds=1.0) as s:
+        s.scan(tmp_path)  # the helper is up and has read once
+        timer = _paused(s._proc.pid, 2.0)
+        started = time.monotonic()
+        found = s.scan(tmp_path)
+        timer.join()
+        assert time.monotonic() - started >= 2.0  # it waited for the paused helper, past its 1 s allowance
+        assert found.flags == [] and found.costs == {"a.py": {"softmax"}}, found.flags
+    with _scanner(seconds=0.2) as s:
+        s.scan(tmp_path)
+        timer = _paused(s._proc.pid, 0.2 * helper_process.WALL_FACTOR + 3.0)
+        try:
+            found = s.scan(tmp_path)
+        finally:
+            timer.cancel()
+        assert found.flags and found.flags[0].startswith("a.py: not read by the grader's scan (parsing it took "
+                                                         "more than 0.2 s of CPU time")
+
+
 def test_the_helper_finds_what_the_in_process_scan_finds(tmp_path):
     _honest(tmp_path)
     (tmp_path / "helpers.py").write_text("import torch.nn.functional as F\nimport inspect\n"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from grader.judging import integrity
@@ -168,36 +169,33 @@ def grade_submission(*, name: str, directory: Path, transport, lesson, check_del
     outcomes = []  # (component, test id, failure or None, calls)
     answered_again = []  # tests passed on the first answers and failed on the second
     runtime = defaultdict(set)
+    waiting = None  # a passed test whose calls asked again go with the next test's batch
     for component, test_id, fn in lesson.hidden_tests:
         if tests is not None and f"{component}.{test_id}" not in tests:
             continue
+        if waiting is not None and waiting.component != component:
+            # The next part's calls may need stand-ins lent (grader/sandbox/lending.py) that a child answering
+            # this part's calls must not hold: the calls asked again go alone, as the part's last batch.
+            _judge_again(waiting, student, reference, outcomes, answered_again, runtime)
+            waiting = None
         student.current_test = f"{component}.{test_id}"
         start = len(student.calls)
-        failure = _judge(fn, student, reference)
+        failure = _judge(fn, student, reference)  # sends the calls `waiting` asks again too, among its own
         calls = student.calls[start:]
+        if waiting is not None:
+            _judge_again(waiting, student, reference, outcomes, answered_again, runtime)
+            waiting = None
+        for c in calls:
+            runtime[component] |= set(c.result.forbidden)
+        outcomes.append((component, test_id, failure, calls))
         if failure is None and calls:
             # Passed: some of its calls, drawn from the run's seed, are asked once more. An answer must depend
             # on the call alone; when one came back different (a submission that answers a call it recognises,
             # or only the first time), the test is judged again on the second answers. Honest noise within
             # the test's tolerance passes both times; answers alike bit for bit need no second judgement.
-            answers, changed = student.ask_again(calls, ASKED_AGAIN)
-            again = len(student.calls)
-            if changed:
-                student.replay = answers
-                try:
-                    failure = _judge(fn, student, reference)
-                finally:
-                    student.replay = None
-            if failure is not None:
-                calls = student.calls[again:]
-                answered_again.append(f"{component}.{test_id}")
-                if failure.error is None:
-                    failure.message = ("Asked some of this test's calls again, your code answered differently (an "
-                                       "answer must depend on the call alone), and its second answers fail the test:\n"
-                                       + failure.message)
-        for c in student.calls[start:]:
-            runtime[component] |= set(c.result.forbidden)
-        outcomes.append((component, test_id, failure, calls))
+            waiting = _Waiting(len(outcomes) - 1, component, test_id, fn, student.queue_again(calls, ASKED_AGAIN))
+    if waiting is not None:
+        _judge_again(waiting, student, reference, outcomes, answered_again, runtime)
 
     blamed = _forbidden_by_component(runtime, {file_of[c]: found.reaching(file_of[c], file_of.values()) for c in lesson.modules},
                                      file_of)
@@ -274,6 +272,44 @@ def grade_submission(*, name: str, directory: Path, transport, lesson, check_del
         result.notes.append("could not import " + ", ".join(sorted(import_errors))
                             + "; only the tests that need these files lost points")
     return result
+
+
+@dataclass
+class _Waiting:
+    """A test that passed, waiting for the answers to its calls asked again (Adapter.queue_again)."""
+
+    index: int  # its place in the outcomes
+    component: str
+    test_id: str
+    fn: object
+    asked: object  # the AskedAgain
+
+
+def _judge_again(waiting: _Waiting, student, reference, outcomes: list, answered_again: list, runtime) -> None:
+    """Judge a passed test again on its calls' second answers when any differs (sending them now if no batch
+    took them), and put its outcome in its place."""
+    answers, changed = waiting.asked.result()
+    if not changed:
+        return
+    rid = f"{waiting.component}.{waiting.test_id}"
+    test, recorded = student.current_test, student.calls
+    student.current_test, student.calls, student.replay = rid, [], answers  # its probes are drawn as the first time
+    try:
+        failure = _judge(waiting.fn, student, reference)
+    finally:
+        calls, student.calls = student.calls, recorded
+        student.calls += calls
+        student.current_test, student.replay = test, None
+    for c in calls:
+        runtime[waiting.component] |= set(c.result.forbidden)
+    if failure is None:
+        return
+    answered_again.append(rid)
+    if failure.error is None:
+        failure.message = ("Asked some of this test's calls again, your code answered differently (an "
+                           "answer must depend on the call alone), and its second answers fail the test:\n"
+                           + failure.message)
+    outcomes[waiting.index] = (waiting.component, waiting.test_id, failure, calls)
 
 
 def _judge(fn, student, reference) -> GradeFailure | None:

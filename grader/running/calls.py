@@ -256,6 +256,24 @@ def call_key(header: dict, arrays: dict) -> str:
 
 
 @dataclass
+class AskedAgain:
+    """Calls of one test asked once more (Adapter.queue_again): the first answers of all its distinct calls, and
+    a Result for each call that comes back, filled in when the batch it went with is answered."""
+
+    first: dict  # call key -> (header, arrays), the first answer
+    again: dict  # call key -> Result of the second asking
+
+    def result(self) -> tuple[dict, bool]:
+        """(answers, changed), as Adapter.ask_again returns them."""
+        answers, changed = dict(self.first), False
+        for key, result in self.again.items():
+            second = (result.header, result.arrays)
+            changed = changed or not _same_answer(answers[key], second)
+            answers[key] = second
+        return answers, changed
+
+
+@dataclass
 class Adapter:
     """Records and sends the calls of the hidden tests; one per submission (or the reference).
 
@@ -335,18 +353,27 @@ class Adapter:
         when it is judged again (grader/judging/score.py): an answer that depends on when, how often or
         beside what a call was asked is judged as it was given the second time too. A submission cannot
         tell which calls come back, so it cannot answer only those alike."""
+        asked = self.queue_again(calls, count)
+        self.send()
+        return asked.result()
+
+    def queue_again(self, calls: list, count: int) -> "AskedAgain":
+        """`ask_again`'s calls, drawn the same way, queued to go with the next batch this adapter sends (the
+        next test's calls, among which the run's order places them) instead of alone: the child gets one
+        batch less to wait for, and a call that comes back is one among others. `AskedAgain.result()` gives
+        what ask_again returns once they are answered (sending them alone if nothing has sent them by then)."""
         distinct: dict = {}
         for c in calls:
             distinct.setdefault(call_key(c.header, c.arrays), c)
         order = list(distinct)
         random.Random(f"{self.seed}|{self.current_test}|asked again").shuffle(order)
-        chosen = order[:count]
-        answers = {key: (c.result.header, c.result.arrays) for key, c in distinct.items()}
-        changed = False
-        for key, (h, a) in zip(chosen, self._send_all([(distinct[k].header, distinct[k].arrays) for k in chosen])):
-            changed = changed or not _same_answer(answers[key], (h, a))
-            answers[key] = (h, a)
-        return answers, changed
+        chosen = {}
+        for key in order[:count]:
+            c = distinct[key]
+            chosen[key] = Result(request=c.result.request, send=self.send)
+            self._pending.append((c.header, c.arrays, chosen[key]))
+        first = {key: (c.result.header, c.result.arrays) for key, c in distinct.items()}
+        return AskedAgain(first, chosen)
 
     def rng(self, *labels) -> "np.random.Generator":
         """A generator for one probe of a test, from the run's seed, the current test and `labels`: the same

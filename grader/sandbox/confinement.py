@@ -25,6 +25,7 @@ import socket
 import stat
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from grader.sandbox import SandboxConfig
@@ -221,12 +222,33 @@ def _own(name, dir_fd=None) -> None:
 # --------------------------------------------------------------------------- in the child
 
 
+@dataclass(frozen=True)
+class ChildPaths:
+    """What confine() reads of this machine's paths: the same for every child of one zygote, so the zygote
+    finds it once, before its first fork, instead of each child with a few hundred stat calls."""
+
+    import_path: tuple[str, ...]  # sys.path without any kit (the child puts its scratch copy first)
+    readable: tuple[str, ...]  # read_only_paths(): what Landlock lets a child read
+    hides_kit: bool  # no readable folder holds the kit, so Landlock hides it
+
+    @classmethod
+    def find(cls) -> "ChildPaths":
+        # No kit on the child's path: this one, nor another copy a venv's editable install (.pth) names.
+        # Decided before the private view, which covers folders other users may not enter: a kit in one
+        # of those would no longer look like a kit, stay on the path, and be unreadable to the child.
+        readable = tuple(read_only_paths())
+        return cls(import_path=tuple(p for p in sys.path if p and Path(p).resolve() != KIT_ROOT and not _is_a_kit(p)),
+                   readable=readable, hides_kit=not any(_contains(p, KIT_ROOT) for p in readable))
+
+
 def confine(*, scratch: str, uid: int | None, out_fd: int, keep_fd: int, config: SandboxConfig, libc,
-            layers: dict, view: list, seccomp: bytes | None, arm) -> None:
+            layers: dict, view: list, seccomp: bytes | None, arm, paths: ChildPaths | None = None) -> None:
     """Every layer, in order, in a child just forked by the zygote; what took goes into `layers`.
 
     `view` is the zygote's view_plan(), `seccomp` its precompiled filter (None: compiled here), `arm`
-    what grader/running/forbidden.py's prepare() returned (it installs the audit hook, the last layer)."""
+    what grader/running/forbidden.py's prepare() returned (it installs the audit hook, the last layer),
+    `paths` the zygote's ChildPaths.find() (None: found here)."""
+    paths = paths or ChildPaths.find()
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(out_fd, 1)
@@ -243,10 +265,7 @@ def confine(*, scratch: str, uid: int | None, out_fd: int, keep_fd: int, config:
     # Nothing but stdio and the call socket stays open (no zygote control socket, no stray fd).
     os.closerange(3, keep_fd)
     os.closerange(keep_fd + 1, 1 << 16)
-    # No kit on the child's path: this one, nor another copy a venv's editable install (.pth) names.
-    # Decided before the private view, which covers folders other users may not enter: a kit in one
-    # of those would no longer look like a kit, stay on the path, and be unreadable to the child.
-    sys.path[:] = [scratch] + [p for p in sys.path if p and Path(p).resolve() != KIT_ROOT and not _is_a_kit(p)]
+    sys.path[:] = [scratch, *paths.import_path]
     if view and uid is not None:
         enter_view(libc, view)
     os.chdir(scratch)
@@ -261,10 +280,10 @@ def confine(*, scratch: str, uid: int | None, out_fd: int, keep_fd: int, config:
         layers["uid"] = True
     # Re-armed after the uid change (which clears it): if the zygote dies, so do we.
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    layers["landlock"] = "landlock" in config.layers and _landlock(libc, scratch) or 0
+    layers["landlock"] = "landlock" in config.layers and _landlock(libc, scratch, paths.readable) or 0
     if layers["landlock"]:
         # Landlock only allows: if the kit sits inside an allowed folder, its files stay readable.
-        layers["landlock_hides_kit"] = not any(_contains(p, KIT_ROOT) for p in read_only_paths())
+        layers["landlock_hides_kit"] = paths.hides_kit
     # In its own PID namespace the child is PID 1, which the zygote's precompiled filter assumes.
     program = seccomp if layers["pidns"] else None
     layers["seccomp"] = "seccomp" in config.layers and _seccomp(libc, program)
@@ -459,8 +478,9 @@ def _under(path: str, root: Path, allow: str) -> bool:
                                                             Path(allow).resolve() in real.parents)
 
 
-def _landlock(libc, scratch: str) -> int:
-    """Restrict the filesystem, TCP and signals. Returns the ABI used, 0 if unavailable."""
+def _landlock(libc, scratch: str, readable) -> int:
+    """Restrict the filesystem, TCP and signals: `readable` (read_only_paths()) may be read, `scratch` written.
+    Returns the ABI used, 0 if unavailable."""
     abi = landlock_abi(libc)
     if abi < 1:
         return 0
@@ -478,7 +498,7 @@ def _landlock(libc, scratch: str) -> int:
         return 0
     try:
         read = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
-        rules = [(p, read) for p in read_only_paths()]
+        rules = [(p, read) for p in readable]
         rules += [(os.devnull, _FS_READ_FILE | _FS_WRITE_FILE | _FS_TRUNCATE), (scratch, fs)]
         for path, access in rules:
             fd = os.open(path, os.O_PATH | os.O_CLOEXEC)

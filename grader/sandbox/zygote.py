@@ -37,7 +37,7 @@ from typing import Callable
 from grader.lesson import LessonSpec
 from grader.running import protocol
 from grader.sandbox import DEFAULT_CONFIG, SandboxConfig, lending, startup, transport
-from grader.sandbox.confinement import (KIT_ROOT, PR_SET_PDEATHSIG, confine, is_root, own_ipc, own_network,
+from grader.sandbox.confinement import (KIT_ROOT, PR_SET_PDEATHSIG, ChildPaths, confine, is_root, own_ipc, own_network,
                                         seccomp_program, slot_uid, view_plan)
 
 # Linux constants (include/uapi); same values on x86_64 and aarch64.
@@ -248,6 +248,7 @@ class ChildSetup:
     libc: ctypes.CDLL
     own_pidns: int  # an fd of the zygote's own PID namespace; -1 when children get no namespace of their own
     view_plan: list  # confinement.view_plan() of this zygote: applied in each child before it drops root
+    paths: ChildPaths  # the import path and what Landlock lets a child read, found once
     seccomp: bytes | None = None  # the filter compiled once; None (compiled in the child) until the warm-up is done
 
 
@@ -272,7 +273,7 @@ def main(spec: dict) -> None:
             importlib.import_module(name)
     own_pidns = _own_pid_namespace() if "pidns" in config.layers and is_root() else -1
     setup = ChildSetup(config=config, lesson=lesson, entry=entry, arm=arm, libc=libc, own_pidns=own_pidns,
-                       view_plan=view_plan() if slot_uid(config, 0) is not None else [])
+                       view_plan=view_plan() if slot_uid(config, 0) is not None else [], paths=ChildPaths.find())
     zygote_pid = os.getpid()
     # Forked before the warm-up, so the check runs beside it and its child has imported less than
     # any student child will have: what it can import, they can.
@@ -434,7 +435,8 @@ def _child(request, sock, out_fd, setup: ChildSetup, layers: dict) -> None:
     """A forked child's life: every layer on, then the start-up check, or the calls of one submission."""
     scratch = request["scratch"]
     confine(scratch=scratch, uid=request.get("uid"), out_fd=out_fd, keep_fd=sock.fileno(), config=setup.config,
-            libc=setup.libc, layers=layers, view=setup.view_plan, seccomp=setup.seccomp, arm=setup.arm)
+            libc=setup.libc, layers=layers, view=setup.view_plan, seccomp=setup.seccomp, arm=setup.arm,
+            paths=setup.paths)
     if "probe" in request:  # the start-up check, run exactly where student code would run
         protocol.send_message(sock, {"probe": startup.probe_child(request["probe"]["imports"]), "layers": layers})
         os._exit(0)

@@ -110,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("submissions", help="folder holding one entry per student")
     p.add_argument("--out", required=True, help="folder for similarity.csv and similarity.html")
     p.add_argument("--jobs", type=int, default=None, help="parallel readers (default: number of cores)")
+    p.add_argument("--pair", nargs=2, metavar=("A", "B"), default=None,
+                   help="draw these two submissions side by side in OUT/similarity-A-B.html instead (a pair the "
+                        "class report does not draw)")
     p.set_defaults(run=_similarity)
 
     p = sub.add_parser("export", help="the final grades for the school's gradebook (Canvas, Moodle, Blackboard, CSV)")
@@ -138,8 +141,9 @@ def _similarity(a, lesson) -> int:
     with the similarity section, as `grade` writes it."""
     from pathlib import Path
 
-    code = _call("admin.similarity", "main", lesson=lesson, submissions=a.submissions, out=a.out, jobs=a.jobs)
-    if code != 0 or not (Path(a.out) / "grades.csv").is_file():
+    code = _call("admin.similarity", "main", lesson=lesson, submissions=a.submissions, out=a.out, jobs=a.jobs,
+                 pair=tuple(a.pair) if a.pair else None)
+    if code != 0 or a.pair or not (Path(a.out) / "grades.csv").is_file():
         return code
     from grader.results import classreport
     from grader.admin import overrides

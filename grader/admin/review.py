@@ -164,12 +164,8 @@ class Review:
         return by_student, ""
 
     def similar(self) -> dict[str, list[dict]]:
-        """submission -> its flagged similarity pairs (one read of similarity.csv for the class)."""
-        found: dict[str, list[dict]] = {}
-        for row in similarity.flagged_rows(self.out):
-            for me, other in ((row["a"], row["b"]), (row["b"], row["a"])):
-                found.setdefault(me, []).append({**row, "other": other})
-        return {name: sorted(pairs, key=lambda p: (-p["score"], p["other"], p["kind"])) for name, pairs in found.items()}
+        """submission -> its flagged similarity rows, pairs and groups (one read of similarity.csv for the class)."""
+        return similarity.flagged_by_submission(self.out)
 
     def _source(self, result: SubmissionResult) -> Path | None:
         if self.submissions is None or not result.source:

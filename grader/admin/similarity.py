@@ -1,6 +1,7 @@
 """Class similarity report: which submissions share code, text or pictures beyond what every student shares.
 
     python -m grader similarity SUBMISSIONS --out DIR      # DIR/similarity.csv and DIR/similarity.html
+    python -m grader similarity SUBMISSIONS --out DIR --pair A B   # DIR/similarity-A-B.html, one pair
 
 Evidence for a person to read, never a grade: nothing here touches a record or grades.csv.
 
@@ -26,9 +27,12 @@ on the reference) is not evidence. SVG and PDF drawings are compared byte for by
 Which files are the texts and the pictures is the lesson's one declaration of its deliverables
 (`Lesson.deliverable_files()`), which its checks read too.
 
-Only pairs that share fingerprints are looked at (an inverted index), so a class of 500 costs
-seconds; the detailed view (which lines, which words) is drawn for flagged pairs only. Every
-student file is read through grader/intake/submissions.py's capped scratch copy and then capped again here.
+Submissions handing in the same evidence of one kind are one group and one row; pairs are compared
+between groups, and only pairs that share fingerprints are looked at (an inverted index), so a class of
+500 costs seconds and a class of copies costs what its different submissions cost. The rows kept, the
+rows listed and the detailed views drawn (which lines, which words) are capped in total (MAX_PAIR_ROWS,
+MAX_LISTED, MAX_DETAILED). Every student file is read through grader/intake/submissions.py's capped
+scratch copy and then capped again here.
 """
 from __future__ import annotations
 
@@ -47,7 +51,7 @@ import sys
 import tempfile
 import unicodedata
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -91,9 +95,15 @@ MAX_NOTEBOOK_BYTES = intake.DEFAULT_LIMITS.max_file_bytes  # outputs (plots) mak
 MAX_TEXT_CHARS = 64 << 10
 MAX_SHOWN_LINES = 400  # per side in the detailed view
 MAX_DETAILED = 100  # flagged rows drawn side by side in similarity.html; the table lists more
-MAX_LISTED = 2000  # flagged rows in the page's table; similarity.csv has them all
+MAX_LISTED = 2000  # flagged rows in the page's table; similarity.csv has more
+# ---- caps on what the class comparison keeps, whatever the class looks like: every group's row (at most
+# one per submission and kind), and of the pair rows the MAX_PAIR_ROWS strongest and each submission's
+# strongest flagged one; the rest are counted and said.
+MAX_PAIR_ROWS = 50_000
+MAX_NAMED = 8  # members a group's detail names (its members column names all)
+MAX_CLUSTER_NAMES = 40  # members a cluster's line names
 
-CSV_COLUMNS = ("a", "b", "kind", "score", "flagged", "detail")
+CSV_COLUMNS = ("a", "b", "kind", "score", "flagged", "detail", "members")
 KINDS = ("code", "text", "image")
 
 
@@ -585,7 +595,14 @@ def extract_all(subs, base: Base, jobs: int) -> list[Features]:
         return pool.map(_extract_in_worker, subs, chunksize=max(1, len(subs) // (jobs * 8)))
 
 
-# =========================================================================== pairs
+# =========================================================================== groups and pairs
+#
+# Submissions handing in the same evidence of one kind (the same code fingerprints, the same passages of
+# one text, the same picture) are one group and one row of similarity.csv. Pairs are compared between
+# the groups' first members only, each side counted as the submissions it stands for, so a class of
+# copies costs what its different submissions cost. Pair rows are made one submission at a time and only
+# the strongest are kept (MAX_PAIR_ROWS, and each submission's strongest flagged one): no table of
+# every pair is ever held, whatever the class looks like.
 
 @dataclass
 class Row:
@@ -596,39 +613,104 @@ class Row:
     flagged: bool
     detail: str
     what: str = ""  # "code", or the deliverable compared (for the detailed view)
+    members: tuple[str, ...] = ()  # a group's row: every submission handing this in (a and b are its first two)
 
 
-def _shared_counts(prints: list[set[int] | dict], n: int) -> dict[tuple[int, int], int]:
-    """How many fingerprints each pair of documents shares, from an inverted index: only pairs that
-    share something are ever touched. Fingerprints in too many documents are common, not evidence."""
-    index: dict[int, list[int]] = {}
-    for i, doc in enumerate(prints):
-        for h in doc:
-            index.setdefault(h, []).append(i)
-    common = max(COMMON_MIN, int(COMMON_SHARE * n))
-    counts: dict[tuple[int, int], int] = {}
-    for holders in index.values():
-        if 1 < len(holders) <= common:
-            for x in range(len(holders)):
-                for y in range(x + 1, len(holders)):
-                    key = (holders[x], holders[y])
-                    counts[key] = counts.get(key, 0) + 1
-    return counts
+def _order(row: Row) -> tuple:
+    """similarity.csv's order: flagged first, then the most similar, then by name (a total order, so the
+    same class gives the same file)."""
+    return (not row.flagged, -row.score, row.a, row.b, row.kind, row.what)
 
 
-def _overlap_rows(feats: list[Features], kind: str, what: str, docs: list[dict], threshold: float,
-                  min_shared: int, unit: str) -> list[Row]:
-    rows = []
-    for (i, j), shared in _shared_counts(docs, len(feats)).items():
-        smaller = min(len(docs[i]), len(docs[j]))
-        score = shared / smaller if smaller else 0.0
-        if score < REPORT_FLOOR:
+def _digest(prints: np.ndarray) -> bytes:
+    return hashlib.blake2b(np.sort(prints).tobytes(), digest_size=16).digest()
+
+
+def _grouped(keys: list) -> list[list[int]]:
+    """Indexes with equal keys together, in class order, groups by their first member; a None key
+    (nothing of this kind handed in) is in no group."""
+    groups: dict[object, list[int]] = {}
+    for i, key in enumerate(keys):
+        if key is not None:
+            groups.setdefault(key, []).append(i)
+    return list(groups.values())
+
+
+def _common(n: int) -> int:
+    """Submissions of a class of n that may hold a fingerprint before it is common code (MOSS's -m)."""
+    return max(COMMON_MIN, int(COMMON_SHARE * n))
+
+
+def _shared(docs: list[np.ndarray], weights: np.ndarray, n: int):
+    """(x, y, shared) for every two documents x < y that share fingerprints, from an inverted index (only
+    pairs that share something are touched), one document at a time so no table of pairs is held.
+    `weights` says how many submissions each document stands for: a fingerprint held by more than
+    max(COMMON_MIN, COMMON_SHARE of the n submissions) is common code and joins no pair."""
+    sizes = np.array([len(d) for d in docs], dtype=np.int64)
+    if len(docs) < 2 or not sizes.sum():
+        return
+    hashes = np.concatenate(docs)
+    owners = np.repeat(np.arange(len(docs)), sizes)
+    order = np.argsort(hashes, kind="stable")
+    hashes, owners = hashes[order], owners[order]
+    starts = np.flatnonzero(np.r_[True, hashes[1:] != hashes[:-1]])  # one run per distinct fingerprint
+    lengths = np.diff(np.r_[starts, len(hashes)])
+    held_by = np.add.reduceat(weights[owners], starts)
+    joins = (lengths > 1) & (held_by <= _common(n))
+    run_of = np.repeat(np.arange(len(starts)), lengths)
+    useful = joins[run_of]  # the postings of fingerprints that join pairs, listed by their holder
+    by_holder = np.argsort(owners[useful], kind="stable")
+    holders, runs = owners[useful][by_holder], run_of[useful][by_holder]
+    bounds = np.searchsorted(holders, np.arange(len(docs) + 1))
+    for x in range(len(docs)):
+        mine = runs[bounds[x]:bounds[x + 1]]
+        if not len(mine):
             continue
-        flagged = score >= threshold and shared >= min_shared
-        detail = (f"{what}: {shared} shared {unit} = {100 * shared / len(docs[i]):.0f}% of {feats[i].name}'s, "
-                  f"{100 * shared / len(docs[j]):.0f}% of {feats[j].name}'s")
-        rows.append(Row(feats[i].name, feats[j].name, kind, round(score, 3), flagged, detail, what))
-    return rows
+        # Every holder of every fingerprint of x's, gathered from the runs without a loop.
+        spans = lengths[mine]
+        positions = np.repeat(starts[mine] - np.cumsum(spans) + spans, spans) + np.arange(spans.sum())
+        others = owners[positions]
+        others = others[others > x]
+        for y, count in zip(*np.unique(others, return_counts=True)):
+            yield x, int(y), int(count)
+
+
+_POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint16)
+
+
+def _close_pictures(hashes: list[int]):
+    """(x, y, bits apart) for every two perceptual hashes x < y close enough to be reported."""
+    if len(hashes) < 2:
+        return
+    grid = np.frombuffer(b"".join(h.to_bytes(HASH_BITS // 8, "big") for h in hashes), dtype=np.uint8)
+    grid = grid.reshape(len(hashes), HASH_BITS // 8)
+    for x in range(len(hashes) - 1):
+        bits = _POPCOUNT[grid[x + 1:] ^ grid[x]].sum(axis=1)
+        for y in np.flatnonzero(1 - bits / (2 * IMAGE_FLAG_BITS) >= REPORT_FLOOR):
+            yield x, x + 1 + int(y), int(bits[y])
+
+
+def _listed(names: list[str]) -> str:
+    shown = ", ".join(names[:MAX_NAMED])
+    return shown + (f" and {len(names) - MAX_NAMED} more (similarity.csv's members column)"
+                    if len(names) > MAX_NAMED else "")
+
+
+def _group_row(feats: list[Features], group: list[int], kind: str, what: str, handed: str, flagged: bool,
+               note: str = "") -> Row:
+    names = [feats[i].name for i in group]
+    if flagged and len(names) > _common(len(feats)):
+        note += ("; so many hand this in that it may be material every student was given: if it is, add it to "
+                 "the lesson's base (README, \"Similarity\")")
+    return Row(names[0], names[1], kind, 1.0, flagged,
+               f"{what}: these {len(names)} submissions hand in {handed}: {_listed(names)}{note}", what, tuple(names))
+
+
+def _stands_for(feats: list[Features], group: list[int], handed: str) -> str:
+    """What a pair row's side means when it is a group's first member."""
+    if len(group) < 2:
+        return ""
+    return f"; {feats[group[0]].name} stands for the {len(group)} submissions handing in {handed}"
 
 
 def _most_copied_file(f: Features, shared: set[int]) -> tuple[float, str]:
@@ -645,12 +727,22 @@ def _most_copied_file(f: Features, shared: set[int]) -> tuple[float, str]:
     return best
 
 
-def _code_rows(feats: list[Features]) -> list[Row]:
-    """Code rows: the share of the smaller submission's fingerprints found in the other, or, when
-    larger, the share of the most copied file (one file copied into otherwise own work)."""
-    rows = []
-    for (i, j), shared in _shared_counts([f.code for f in feats], len(feats)).items():
-        fa, fb = feats[i], feats[j]
+def _code_rows(feats: list[Features]):
+    """Code: a row per group of the same fingerprints, and pair rows between groups scoring the share of
+    the smaller submission's fingerprints found in the other, or, when larger, the share of the most
+    copied file (one file copied into otherwise own work). Yields (row, its groups)."""
+    docs = [np.fromiter(f.code, dtype=np.uint64, count=len(f.code)) for f in feats]
+    groups = _grouped([_digest(d) if len(d) else None for d in docs])
+    for group in groups:
+        if len(group) > 1:
+            prints = len(docs[group[0]])
+            yield _group_row(feats, group, "code", "code",
+                             f"the same code ({prints} fingerprints beyond what everyone shares)",
+                             prints >= CODE_MIN_SHARED), (group,)
+    firsts = [g[0] for g in groups]
+    weights = np.array([len(g) for g in groups], dtype=np.int64)
+    for x, y, shared in _shared([docs[i] for i in firsts], weights, len(feats)):
+        fa, fb = feats[firsts[x]], feats[firsts[y]]
         overall = shared / min(len(fa.code), len(fb.code))
         file_share, file_path, owner = 0.0, "", ""
         if shared >= CODE_MIN_SHARED:
@@ -664,122 +756,296 @@ def _code_rows(feats: list[Features]) -> list[Row]:
             continue
         flagged = (overall >= CODE_THRESHOLD and shared >= CODE_MIN_SHARED) or file_share >= FILE_THRESHOLD
         detail = (f"code: {shared} shared fingerprints = {100 * shared / len(fa.code):.0f}% of {fa.name}'s, "
-                  f"{100 * shared / len(fb.code):.0f}% of {fb.name}'s")
-        if file_path:
+                  f"{100 * shared / len(fb.code):.0f}% of {fb.name}'s"
+                  + _stands_for(feats, groups[x], "the same code") + _stands_for(feats, groups[y], "the same code"))
+        if file_path:  # last: clusters read the most shared file from the end of the detail
             detail += f"; most shared file: {owner}'s {file_path} ({100 * file_share:.0f}%)"
-        rows.append(Row(fa.name, fb.name, "code", round(score, 3), flagged, detail, "code"))
-    return rows
+        yield Row(fa.name, fb.name, "code", round(score, 3), flagged, detail, "code"), (groups[x], groups[y])
 
 
-def _image_rows(feats: list[Features], what: str) -> list[Row]:
-    have = [(f, f.images[what]) for f in feats if what in f.images]
-    rows = []
-    for x in range(len(have)):
-        fa, (file_a, pa, digest_a) = have[x]
-        for y in range(x + 1, len(have)):
-            fb, (file_b, pb, digest_b) = have[y]
-            if digest_a or digest_b:  # SVG/PDF: byte for byte
-                if digest_a and digest_a == digest_b:
-                    rows.append(Row(fa.name, fb.name, "image", 1.0, True, f"{what}: {file_a} and {file_b} are the same file, byte for byte", what))
-                continue
-            bits = (pa ^ pb).bit_count()
-            # 0.5 at the flagging distance, like the other kinds' thresholds; 0 at twice that distance
-            # (pictures of the kit's tool share a frame and colour bar: honest pairs sit 60-100 bits apart).
-            score = max(0.0, 1 - bits / (2 * IMAGE_FLAG_BITS))
-            if score < REPORT_FLOOR:
-                continue
-            same = bits <= IMAGE_FLAG_BITS
-            kit = fa.image_base.get(what) if fa.image_base.get(what) == fb.image_base.get(what) else None
-            detail = f"{what}: {file_a} and {file_b}, perceptual hashes {bits} of {HASH_BITS} bits apart"
-            if same and kit:
-                detail += f"; both are {kit}, which the kit's tool draws the same for every student: not evidence"
-            rows.append(Row(fa.name, fb.name, "image", round(score, 3), same and not kit, detail, what))
-    return rows
+def _text_rows(feats: list[Features], what: str):
+    """One text: a row per group of the same passages, pair rows between groups by the share of the
+    shorter text's passages found in the other. Yields (row, its groups)."""
+    grams = [f.text_grams.get(what, {}) for f in feats]
+    docs = [np.fromiter(g, dtype=np.uint64, count=len(g)) for g in grams]
+    groups = _grouped([_digest(d) if len(d) else None for d in docs])
+    unit = f"{TEXT_N}-word passages"
+    for group in groups:
+        if len(group) > 1:
+            passages = len(docs[group[0]])
+            yield _group_row(feats, group, "text", what, f"the same {what} ({passages} {unit} beyond what everyone "
+                             "shares)", passages >= TEXT_MIN_SHARED), (group,)
+    firsts = [g[0] for g in groups]
+    weights = np.array([len(g) for g in groups], dtype=np.int64)
+    for x, y, shared in _shared([docs[i] for i in firsts], weights, len(feats)):
+        i, j = firsts[x], firsts[y]
+        score = shared / min(len(docs[i]), len(docs[j]))
+        if score < REPORT_FLOOR:
+            continue
+        flagged = score >= TEXT_THRESHOLD and shared >= TEXT_MIN_SHARED
+        detail = (f"{what}: {shared} shared {unit} = {100 * shared / len(docs[i]):.0f}% of {feats[i].name}'s, "
+                  f"{100 * shared / len(docs[j]):.0f}% of {feats[j].name}'s"
+                  + _stands_for(feats, groups[x], f"the same {what}") + _stands_for(feats, groups[y], f"the same {what}"))
+        yield Row(feats[i].name, feats[j].name, "text", round(score, 3), flagged, detail, what), (groups[x], groups[y])
 
 
-def compare(feats: list[Features]) -> list[Row]:
-    """Every row of similarity.csv: code, each text and each picture, pairs at or above REPORT_FLOOR."""
-    rows = _code_rows(feats)
-    for what in dict.fromkeys(what for f in feats for what in f.text_grams):  # the lesson's texts found
-        rows += _overlap_rows(feats, "text", what, [f.text_grams.get(what, {}) for f in feats], TEXT_THRESHOLD,
-                              TEXT_MIN_SHARED, f"{TEXT_N}-word passages")
-    for what in dict.fromkeys(what for f in feats for what in f.images):  # and pictures
-        rows += _image_rows(feats, what)
-    return sorted(rows, key=lambda r: (-r.flagged, -r.score, r.a, r.b, r.kind, r.what))
+def _image_rows(feats: list[Features], what: str):
+    """One picture: a row per group of the same picture (the same perceptual hash, or for SVG/PDF the same
+    bytes), pair rows between groups by how many bits apart their hashes are. Yields (row, its groups)."""
+    have = [i for i, f in enumerate(feats) if what in f.images]
+    keys = [None] * len(feats)
+    for i in have:
+        _, phash, digest = feats[i].images[what]
+        keys[i] = ("bytes", digest) if digest else ("hash", phash)
+    groups = _grouped(keys)
+    for group in groups:
+        if len(group) < 2:
+            continue
+        first = feats[group[0]]
+        file, _, digest = first.images[what]
+        kit = first.image_base.get(what)  # the same hash: the same kit picture, or none, for every member
+        if digest:
+            yield _group_row(feats, group, "image", what, f"the same file ({file}), byte for byte", True), (group,)
+        else:
+            note = f"; each is {kit}, which the kit's tool draws the same for every student: not evidence" if kit else ""
+            yield _group_row(feats, group, "image", what, "the same picture (perceptual hashes equal)", not kit,
+                             note), (group,)
+    # SVG and PDF are compared byte for byte: two different files are never a pair.
+    pictures = [g for g in groups if not feats[g[0]].images[what][2]]
+    for x, y, bits in _close_pictures([feats[g[0]].images[what][1] for g in pictures]):
+        fa, fb = feats[pictures[x][0]], feats[pictures[y][0]]
+        # 0.5 at the flagging distance, like the other kinds' thresholds; 0 at twice that distance
+        # (pictures of the kit's tool share a frame and colour bar: honest pairs sit 60-100 bits apart).
+        score = max(0.0, 1 - bits / (2 * IMAGE_FLAG_BITS))
+        same = bits <= IMAGE_FLAG_BITS
+        kit = fa.image_base.get(what) if fa.image_base.get(what) == fb.image_base.get(what) else None
+        detail = (f"{what}: {fa.images[what][0]} and {fb.images[what][0]}, perceptual hashes {bits} of {HASH_BITS} bits "
+                  f"apart" + _stands_for(feats, pictures[x], f"the same {what}")
+                  + _stands_for(feats, pictures[y], f"the same {what}"))
+        if same and kit:
+            detail += f"; both are {kit}, which the kit's tool draws the same for every student: not evidence"
+        yield Row(fa.name, fb.name, "image", round(score, 3), same and not kit, detail, what), (pictures[x], pictures[y])
+
+
+class _PairWork:
+    """The roster's groups (OUT/roster.csv): partners of one group each hand in the group's work, which
+    looks alike by design. A row standing only for partners of one group is never flagged."""
+
+    def __init__(self, people, feats: list[Features]):
+        self.group = {f.name: people.group_of(f.name) for f in feats} if people is not None else {}
+
+    def judge(self, row: Row, names: list[str]) -> Row:
+        if not self.group or not row.flagged:
+            return row
+        found: dict[str, list[str]] = {}
+        for name in names:
+            found.setdefault(self.group.get(name, ""), []).append(name)
+        if len(found) == 1 and "" not in found:
+            group = next(iter(found))
+            return replace(row, flagged=False, detail=f"{row.detail}; partners in group {group}: their pair work, "
+                                                      "not evidence")
+        together = [f"{', '.join(members)} are partners in group {group}" for group, members in found.items()
+                    if group and len(members) > 1]
+        if not together:
+            return row
+        b = row.b
+        if row.members and self.group.get(row.a) and self.group.get(row.a) == self.group.get(b):
+            # A group's row names two members who are not partners, so that pair is the evidence it shows.
+            b = next(m for m in row.members if self.group.get(m) != self.group.get(row.a))
+        return replace(row, b=b, detail=f"{row.detail}; {'; '.join(together)}")
+
+
+class _Strongest:
+    """The pair rows similarity.csv keeps: the `limit` strongest, and each submission's strongest flagged
+    one (so no flagged submission is missing from the review page); the others are only counted."""
+
+    def __init__(self, limit: int):
+        self.limit, self.rows, self.best = limit, [], {}
+        self.found = self.flagged = 0
+
+    def add(self, row: Row) -> None:
+        self.found += 1
+        self.flagged += row.flagged
+        self.rows.append(row)
+        if row.flagged:
+            for name in (row.a, row.b):
+                held = self.best.get(name)
+                if held is None or _order(row) < _order(held):
+                    self.best[name] = row
+        if len(self.rows) >= 2 * self.limit:
+            self._trim()
+
+    def _trim(self) -> None:
+        self.rows.sort(key=_order)
+        del self.rows[self.limit:]
+
+    def kept(self) -> list[Row]:
+        self._trim()
+        rows = {id(r): r for r in self.rows}
+        rows.update((id(r), r) for r in self.best.values())
+        return list(rows.values())
 
 
 @dataclass(frozen=True)
 class Cluster:
-    """Three or more submissions joined by flagged pairs of one kind of evidence."""
+    """Three or more submissions joined by flagged rows of one kind of evidence."""
 
-    what: str  # the evidence its pairs share: "code", or one of the lesson's deliverables
+    what: str  # the evidence its rows share: "code", or one of the lesson's deliverables
     members: tuple[str, ...]
     centre: str = ""  # the member paired with every other one, when exactly one is: the likely source
     # (or the one who copied from each); empty for a ring where no one member stands out
     file: str = ""  # for code: the file its pairs most often name as the most shared one
 
     def describe(self) -> str:
-        text = f"{self.what}{f' (most shared file: {self.file})' if self.file else ''}: {', '.join(self.members)}"
+        names = ", ".join(self.members[:MAX_CLUSTER_NAMES])
+        if len(self.members) > MAX_CLUSTER_NAMES:
+            names += f" and {len(self.members) - MAX_CLUSTER_NAMES} more"
+        text = f"{self.what}{f' (most shared file: {self.file})' if self.file else ''}: {names}"
         if self.centre:
             text += f" (each paired with {self.centre}: the likely source, or the one who took from each)"
         return text
 
 
 def _what(row: Row) -> str:
+    return row.what or _said_what(row.detail, row.kind)
+
+
+def _said_what(detail: str, kind: str) -> str:
     # Every row's detail opens with what it compares ("README: 14 shared ..."); rows read back from
     # similarity.csv have no `what` of their own.
-    return row.what or row.detail.split(":", 1)[0] or row.kind
+    return detail.split(":", 1)[0] or kind
 
 
-def _most_named_file(rows: list[Row], members: list[str]) -> str:
-    """The file that a cluster's code rows most often name as their most shared one ("" if none)."""
-    counts: dict[str, int] = {}
-    for row in rows:
-        found = re.search(r"most shared file: (.+) \(\d+%\)$", row.detail)
-        if not found:
-            continue
-        owner = next((m for m in members if found.group(1).startswith(f"{m}'s ")), None)
+_MOST_SHARED = re.compile(r"most shared file: (.+) \(\d+%\)$")
+
+
+class _Joined:
+    """Clusters built from rows as they come: a flagged group's row joins its members, a flagged pair row
+    its two sides, each with its whole group (a group's row, flagged or not, comes before its pairs). Per
+    submission it keeps its root, how many submissions it is flagged with and the files its code rows
+    name: memory follows the class, never the number of pairs."""
+
+    def __init__(self):
+        self.parent: dict[tuple[str, str], tuple[str, str]] = {}
+        self.groups: dict[tuple[str, str], tuple[str, ...]] = {}  # a group's first member -> its members
+        self.partners: dict[tuple[str, str], int] = {}
+        self.files: dict[tuple[str, str], dict[str, int]] = {}
+
+    def _find(self, x):
+        while self.parent.setdefault(x, x) != x:
+            self.parent[x] = self.parent[self.parent[x]]
+            x = self.parent[x]
+        return x
+
+    def _join(self, a, b) -> None:
+        self.parent[self._find(a)] = self._find(b)
+
+    def _size(self, key) -> int:
+        return len(self.groups.get(key, (key,)))
+
+    def add(self, row: Row) -> None:
+        what = _what(row)
+        if row.members:
+            self.groups[(what, row.members[0])] = row.members
+            if row.flagged:
+                self._join((what, row.members[0]), (what, row.members[0]))
+                self.partners[(what, row.members[0])] = self.partners.get((what, row.members[0]), 0) + \
+                    len(row.members) - 1
+            return
+        if not row.flagged:
+            return
+        a, b = (what, row.a), (what, row.b)
+        self._join(a, b)
+        # A side that is a group's first member stands for every member: the group joins in `clusters`.
+        self.partners[a] = self.partners.get(a, 0) + self._size(b)
+        self.partners[b] = self.partners.get(b, 0) + self._size(a)
+        found = _MOST_SHARED.search(row.detail)
+        owner = next((name for name in (row.a, row.b) if found and found.group(1).startswith(f"{name}'s ")), None)
         if owner is not None:
             path = found.group(1)[len(owner) + 3:]
-            counts[path] = counts.get(path, 0) + 1
-    return min(counts, key=lambda path: (-counts[path], path)) if counts else ""
+            files = self.files.setdefault(a, {})
+            files[path] = files.get(path, 0) + 1
+
+    def clusters(self) -> list[Cluster]:
+        partners = dict(self.partners)
+        for first, members in self.groups.items():
+            if first in self.parent:  # flagged with someone (or a flagged group): every member is
+                for name in members[1:]:
+                    self._join((first[0], name), first)
+                    partners[(first[0], name)] = partners.get((first[0], name), 0) + self.partners.get(first, 0)
+        roots: dict[tuple[str, str], list[str]] = {}
+        for key in self.parent:
+            roots.setdefault(self._find(key), []).append(key[1])
+        found = []
+        for (what, _), members in roots.items():
+            if len(members) < 3:
+                continue
+            hubs = [m for m in members if partners.get((what, m), 0) == len(members) - 1]
+            counts: dict[str, int] = {}
+            for m in members:
+                for path, count in self.files.get((what, m), {}).items():
+                    counts[path] = counts.get(path, 0) + count
+            file = min(counts, key=lambda path: (-counts[path], path)) if counts else ""
+            found.append(Cluster(what, tuple(sorted(members)), hubs[0] if len(hubs) == 1 else "", file))
+        return sorted(found, key=lambda c: (-len(c.members), c.what, c.members))
 
 
 def clusters(rows: list[Row]) -> list[Cluster]:
-    """Groups of three or more submissions joined by flagged pairs of the same kind of evidence
-    (code with code, a text with the same text, a picture with the same picture): one student who took
-    code from one classmate, a text from a second and a picture from a third forms no cluster, only
-    three pairs."""
-    by_what: dict[str, list[Row]] = {}
-    for row in rows:
-        if row.flagged:
-            by_what.setdefault(_what(row), []).append(row)
-    found = []
-    for what, flagged in by_what.items():
-        parent: dict[str, str] = {}
+    """Groups of three or more submissions joined by flagged rows of the same kind of evidence (code with
+    code, a text with the same text, a picture with the same picture): one student who took code from one
+    classmate, a text from a second and a picture from a third forms no cluster, only three pairs."""
+    joined = _Joined()
+    seen: set[tuple[str, str, str]] = set()
+    for row in sorted(rows, key=lambda r: not r.members):  # groups first: pair rows stand for their groups
+        key = (_what(row), *sorted((row.a, row.b)))
+        if row.members or key not in seen:
+            seen.add(key)
+            joined.add(row)
+    return joined.clusters()
 
-        def find(x: str) -> str:
-            while parent.setdefault(x, x) != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
 
-        partners: dict[str, set[str]] = {}
-        for row in flagged:
-            parent[find(row.a)] = find(row.b)
-            partners.setdefault(row.a, set()).add(row.b)
-            partners.setdefault(row.b, set()).add(row.a)
-        groups: dict[str, list[str]] = {}
-        for name in parent:
-            groups.setdefault(find(name), []).append(name)
-        for members in groups.values():
-            if len(members) < 3:
-                continue
-            hubs = [m for m in members if len(partners[m]) == len(members) - 1]
-            inside = [row for row in flagged if row.a in members]
-            found.append(Cluster(what, tuple(sorted(members)), hubs[0] if len(hubs) == 1 else "",
-                                 _most_named_file(inside, members)))
-    return sorted(found, key=lambda c: (-len(c.members), c.what, c.members))
+@dataclass
+class Comparison:
+    """What the class comparison found: the rows similarity.csv keeps, and what it left out."""
+
+    rows: list[Row]  # every group's row and the kept pair rows, in similarity.csv's order
+    clusters: list[Cluster]  # from every flagged row found, kept or not
+    pairs_found: int = 0  # pair rows at or above REPORT_FLOOR, kept or not
+    pairs_flagged: int = 0
+
+    @property
+    def left_out(self) -> tuple[int, int]:
+        """(pair rows, flagged pair rows) found and not kept in similarity.csv."""
+        pairs = [r for r in self.rows if not r.members]
+        return self.pairs_found - len(pairs), self.pairs_flagged - sum(r.flagged for r in pairs)
+
+
+def comparison(feats: list[Features], *, people=None, limit: int = MAX_PAIR_ROWS) -> Comparison:
+    """Compare the class: code, each text and each picture; `people` is the roster (partners are never
+    flagged), `limit` the pair rows kept besides each submission's strongest flagged one."""
+    strongest = _Strongest(limit)
+    joined = _Joined()
+    judge = _PairWork(people, feats)
+    groups: list[Row] = []
+    kinds = [_code_rows(feats)]
+    kinds += [_text_rows(feats, what) for what in dict.fromkeys(w for f in feats for w in f.text_grams)]
+    kinds += [_image_rows(feats, what) for what in dict.fromkeys(w for f in feats for w in f.images)]
+    for rows in kinds:
+        for row, sides in rows:
+            if judge.group:
+                row = judge.judge(row, [feats[i].name for side in sides for i in side])
+            joined.add(row)
+            if row.members:
+                groups.append(row)
+            else:
+                strongest.add(row)
+    return Comparison(sorted(groups + strongest.kept(), key=_order), joined.clusters(), strongest.found,
+                      strongest.flagged)
+
+
+def compare(feats: list[Features]) -> list[Row]:
+    """The rows of similarity.csv for `feats` (no roster): see `comparison`."""
+    return comparison(feats).rows
 
 
 # =========================================================================== output
@@ -794,14 +1060,15 @@ def similarity_csv(rows: list[Row]) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for r in rows:
+        # Row names are sanitised by the intake (no spaces), so a group's members are spaced apart.
         writer.writerow([_csv_cell(r.a), _csv_cell(r.b), r.kind, f"{r.score:.3f}", "yes" if r.flagged else "no",
-                         _csv_cell(r.detail)])
+                         _csv_cell(r.detail), _csv_cell(" ".join(r.members))])
     return buffer.getvalue()
 
 
-def flagged_rows(out_dir: Path) -> list[dict]:
-    """The flagged rows of OUT/similarity.csv, each as {"a", "b", "kind", "score", "detail"}; [] when
-    there is no report yet."""
+def _read_rows(out_dir: Path) -> list[dict]:
+    """Every row of OUT/similarity.csv, each as {"a", "b", "kind", "score", "flagged", "detail", "members"};
+    [] when there is no report yet. A file from before groups had no members column: its rows are pairs."""
     path = Path(out_dir) / "similarity.csv"
     try:
         text = path.read_text(encoding="utf-8")
@@ -809,24 +1076,52 @@ def flagged_rows(out_dir: Path) -> list[dict]:
         return []
     found = []
     for row in csv.DictReader(io.StringIO(text)):
-        if row.get("flagged") != "yes":
-            continue
         try:
             score = float(row.get("score") or 0)
         except ValueError:
             continue
         found.append({"a": (row.get("a") or "").removeprefix("'"), "b": (row.get("b") or "").removeprefix("'"),
-                      "kind": row.get("kind", ""), "score": score,
-                      "detail": (row.get("detail") or "").removeprefix("'")})
+                      "kind": row.get("kind") or "", "score": score, "flagged": row.get("flagged") == "yes",
+                      "detail": (row.get("detail") or "").removeprefix("'"),
+                      "members": (row.get("members") or "").removeprefix("'").split()})
     return found
 
 
+def flagged_rows(out_dir: Path) -> list[dict]:
+    """The flagged rows of OUT/similarity.csv, each as {"a", "b", "kind", "score", "detail", "members"}
+    (members: a group's row lists every submission of the group, a pair's row none); [] when there is no
+    report yet."""
+    return [{k: v for k, v in row.items() if k != "flagged"} for row in _read_rows(out_dir) if row["flagged"]]
+
+
+def flagged_by_submission(out_dir: Path) -> dict[str, list[dict]]:
+    """submission -> its flagged rows of OUT/similarity.csv, most similar first, each a row of
+    `flagged_rows` with "other": the classmate it is flagged with. A group's row is every member's (its
+    other: the row's first submission, for the first the second); a pair row whose side is a group's first
+    member is every member's of that group too (the detail says whom that side stands for)."""
+    rows = _read_rows(out_dir)
+    groups = {(_said_what(r["detail"], r["kind"]), r["members"][0]): r["members"] for r in rows if r["members"]}
+    found: dict[str, list[dict]] = {}
+    for row in rows:
+        if not row.pop("flagged"):
+            continue
+        if row["members"]:
+            sides = [(me, row["b"] if me == row["a"] else row["a"]) for me in row["members"]]
+        else:
+            what = _said_what(row["detail"], row["kind"])
+            sides = [(me, row["b"]) for me in groups.get((what, row["a"]), [row["a"]])]
+            sides += [(me, row["a"]) for me in groups.get((what, row["b"]), [row["b"]])]
+        for me, other in sides:
+            found.setdefault(me, []).append({**row, "other": other})
+    return {name: sorted(rows, key=lambda p: (-p["score"], p["other"], p["kind"])) for name, rows in found.items()}
+
+
 def flagged_pairs(out_dir: Path, submission: str) -> list[dict]:
-    """The flagged rows of OUT/similarity.csv that involve `submission`, most similar first, each as
-    {"other", "kind", "score", "detail"}; [] when there is no report yet. For the review page."""
-    found = [{"other": r["b"] if r["a"] == submission else r["a"], "kind": r["kind"], "score": r["score"],
-              "detail": r["detail"]} for r in flagged_rows(out_dir) if submission in (r["a"], r["b"])]
-    return sorted(found, key=lambda r: (-r["score"], r["other"], r["kind"]))
+    """The flagged rows of OUT/similarity.csv that involve `submission` (a pair with it, or a group it is
+    in), most similar first, each as {"other", "kind", "score", "detail"}; [] when there is no report yet.
+    For a review page."""
+    return [{k: p[k] for k in ("other", "kind", "score", "detail")}
+            for p in flagged_by_submission(out_dir).get(submission, [])]
 
 
 # Code at 13px with room between lines: at .8em and the default line height, each line's <mark>
@@ -886,7 +1181,7 @@ def _text_side(feats: Features, what: str, spans: list[tuple[int, int]], base: B
 
 
 def _detail(row: Row, by_name: dict[str, Features], base: Base, pictures: dict) -> Fold:
-    """One flagged row, both sides next to each other."""
+    """One flagged row, both sides next to each other (a group's row: two of its members)."""
     fa, fb = by_name[row.a], by_name[row.b]
     if row.kind == "code":
         shared = fa.code.keys() & fb.code.keys()
@@ -901,7 +1196,8 @@ def _detail(row: Row, by_name: dict[str, Features], base: Base, pictures: dict) 
         left, right = ([Paragraph(Strong(f.images[row.what][0])),
                         Image(pictures[(f.name, row.what)], "") if pictures.get((f.name, row.what))
                         else Paragraph("(not shown)", cls="muted")] for f in (fa, fb))
-    return Fold(f"{row.a} ↔ {row.b}: {row.kind} {row.score:.2f}", [
+    more = f" and {len(row.members) - 2} more" if len(row.members) > 2 else ""
+    return Fold(f"{row.a} ↔ {row.b}{more}: {row.kind} {row.score:.2f}", [
         Paragraph(row.detail),
         Group([Group([Heading(row.a, 4), *left]), Group([Heading(row.b, 4), *right])], cls="pair")])
 
@@ -916,111 +1212,154 @@ def thresholds_text() -> str:
             "code and joins no pair.")
 
 
-def similarity_document(rows: list[Row], feats: list[Features], base: Base, pictures: dict) -> Document:
+def _other_side(row: Row) -> str:
+    """The table's b column: for a group's row, how many more hand in the same."""
+    return f"{row.b} and {len(row.members) - 2} more" if len(row.members) > 2 else row.b
+
+
+def similarity_document(found: Comparison, feats: list[Features], base: Base, pictures: dict, *,
+                        title: str = "Similarity report", note: str = "", kept: int = MAX_PAIR_ROWS) -> Document:
     """similarity.html as a Document (grader/results/document.py: its renderer, its policy, its
     escaping), the side-by-side views too (on the page only)."""
-    flagged = [r for r in rows if r.flagged]
+    flagged = [r for r in found.rows if r.flagged]
+    groups = sum(1 for r in flagged if r.members)
     by_name = {f.name: f for f in feats}
     blocks: list = [
-        Paragraph(f"{len(feats)} submissions compared; {len(flagged)} flagged pair(s) on some kind. Evidence for a "
-                  "person to read, never a grade: grades.csv does not change."),
-        Paragraph(f"Flagged when: {thresholds_text()}"),
+        Paragraph(f"{len(feats)} submissions compared; {len(flagged)} flagged row(s) on some kind: {groups} group(s) "
+                  f"handing in the same evidence, {len(flagged) - groups} pair(s). Evidence for a person to read, "
+                  "never a grade: grades.csv does not change."),
+        Paragraph(f"Flagged when: {thresholds_text()} Submissions handing in the same evidence of one kind are one "
+                  "group and one row (similarity.csv's members column lists them); pairs are compared between "
+                  "groups, each side standing for its group."),
         Paragraph("Not evidence (removed before comparing): " + "; ".join(base.sources) + "."),
     ]
-    groups = clusters(rows)
+    if note:
+        blocks.insert(0, Paragraph(note))
+    pairs_left, flagged_left = found.left_out
+    if pairs_left:
+        blocks.append(Paragraph(
+            f"similarity.csv keeps the {kept} strongest pair rows and each submission's strongest flagged "
+            f"one: {pairs_left} weaker pair row(s) were found and not kept ({flagged_left} of them flagged). Every "
+            "flagged row found, kept or not, joins the clusters below."))
     blocks.append(Section("Clusters of three or more, one kind of evidence each",
-                          [Bullets([g.describe() for g in groups]) if groups else Paragraph("None.")]))
+                          [Bullets([g.describe() for g in found.clusters]) if found.clusters else Paragraph("None.")]))
     if flagged:
         listed = [Table(("a", "b", "kind", "score", "detail"),
-                        [[r.a, r.b, r.kind, f"{r.score:.2f}", r.detail] for r in flagged[:MAX_LISTED]],
+                        [[r.a, _other_side(r), r.kind, f"{r.score:.2f}", r.detail] for r in flagged[:MAX_LISTED]],
                         numeric=frozenset({3}))]
         if len(flagged) > MAX_LISTED:
             listed.append(Paragraph(f"{len(flagged) - MAX_LISTED} more flagged rows in similarity.csv."))
-        blocks.append(Section("Flagged pairs, most similar first", listed))
+        blocks.append(Section("Flagged rows, most similar first", listed))
+        drawn = min(len(flagged), MAX_DETAILED)
+        said = [f"The {drawn} most similar flagged rows; open one to see both sides, matching passages highlighted."]
+        if len(flagged) > drawn:
+            said.append(f" The other {len(flagged) - drawn} are not drawn here: ")
+            said += [Code("python -m grader similarity SUBMISSIONS --out DIR --pair A B"),
+                     " draws any one pair, and the review page lists each student's flagged rows."]
         blocks.append(Section("Side by side", [
-            Paragraph(f"The {min(len(flagged), MAX_DETAILED)} most similar flagged rows; open one to see both "
-                      "sides, matching passages highlighted."),
-            *(Only("html", _detail(r, by_name, base, pictures)) for r in flagged[:MAX_DETAILED])]))
+            Paragraph(said), *(Only("html", _detail(r, by_name, base, pictures)) for r in flagged[:drawn])]))
     else:
-        blocks.append(Section("Flagged pairs, most similar first", [Paragraph("None.")]))
+        blocks.append(Section("Flagged rows, most similar first", [Paragraph("None.")]))
     notes = [f"{f.name}: {n}" for f in feats for n in f.notes]
     if notes:
         blocks.append(Section("Not compared", [Bullets(notes)]))
-    return Document(title="Similarity report", page_title="Similarity report", blocks=blocks, style=_CSS)
+    return Document(title=title, page_title=title, blocks=blocks, style=_CSS)
 
 
-def similarity_html(rows: list[Row], feats: list[Features], base: Base, pictures: dict) -> str:
-    return to_html(similarity_document(rows, feats, base, pictures))
+def similarity_html(found: Comparison, feats: list[Features], base: Base, pictures: dict, **options) -> str:
+    return to_html(similarity_document(found, feats, base, pictures, **options))
 
 
 def report_section(out_dir: Path) -> list:
     """The similarity section of the class report, from OUT/similarity.csv, as document blocks
     (never raises)."""
-    path = Path(out_dir) / "similarity.csv"
     page = Link("similarity.html", "similarity.html")
     title = "Similarity (evidence for a person, not a grade)"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError:
+    if not (Path(out_dir) / "similarity.csv").is_file():
         return [Section(title, [Paragraph(["No similarity report: run ", Code("python -m grader similarity "
                                                                              "SUBMISSIONS --out OUT"), "."])])]
-    rows = [r for r in csv.DictReader(io.StringIO(text)) if r.get("flagged") == "yes"]
+    found = [Row(r["a"], r["b"], r["kind"], r["score"], r["flagged"], r["detail"], members=tuple(r["members"]))
+             for r in _read_rows(out_dir)]
+    rows = [r for r in found if r.flagged]
     if not rows:
         return [Section(title, [Paragraph(["No flagged pair. ", page])])]
     blocks: list = [Paragraph([f"{len(rows)} flagged row(s), most similar first; each opens side by side in ", page,
                                "."]),
                     Table(("a", "b", "kind", "score", "detail"),
-                          [[r.get("a") or "", r.get("b") or "", r.get("kind") or "", r.get("score") or "",
-                            r.get("detail") or ""] for r in rows[:50]], numeric=frozenset({3}))]
+                          [[r.a, _other_side(r), r.kind, f"{r.score:.3f}", r.detail] for r in rows[:50]],
+                          numeric=frozenset({3}))]
     if len(rows) > 50:
         blocks.append(Paragraph(f"{len(rows) - 50} more in similarity.csv."))
-    groups = clusters([Row(r.get("a") or "", r.get("b") or "", r.get("kind") or "", 0.0, True,
-                           (r.get("detail") or "").removeprefix("'")) for r in rows])
+    groups = clusters(found)
     if groups:
         blocks += [Paragraph("Clusters of three or more, one kind of evidence each:"),
                    Bullets([g.describe() for g in groups])]
     return [Section(title, blocks)]
 
 
-def run(*, subs, out: Path, base: Base, jobs: int = 1) -> list[Row]:
-    """Compare `subs` (intake.Submission) and write OUT/similarity.csv and OUT/similarity.html."""
-    from grader.results.storage import write_atomic
-
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+def _features(subs, base: Base, jobs: int) -> list[Features]:
     feats = extract_all(list(subs), base, jobs)
     if base.notebook is not None and any(f.has_notebook for f in feats):
         notebook_base = base_code_hashes(base.notebook() or [])
         for f in feats:
             f.code = {h: where for h, where in f.code.items() if h not in notebook_base}
-    rows = not_between_partners(compare(feats), out)
-    pictures = {}
-    shown = [r for r in rows if r.flagged][:MAX_DETAILED]
-    wanted = {(name, r.what) for r in shown if r.kind == "image" for name in (r.a, r.b)}
+    return feats
+
+
+def _pictures(rows: list[Row], subs, base: Base) -> dict:
+    """Thumbnails of the pictures the side-by-side views show."""
+    wanted = {(name, r.what) for r in rows if r.kind == "image" for name in (r.a, r.b)}
     by_sub = {s.name: s for s in subs}
-    for name, what in sorted(wanted):
-        pictures[(name, what)] = _picture(by_sub[name], base.pictures.get(what, ()))
-    write_atomic(out / "similarity.csv", similarity_csv(rows))
-    write_atomic(out / "similarity.html", similarity_html(rows, feats, base, pictures))
-    return rows
+    return {(name, what): _picture(by_sub[name], base.pictures.get(what, ())) for name, what in sorted(wanted)}
 
 
-def not_between_partners(rows: list[Row], out: Path) -> list[Row]:
-    """Partners of one group (OUT/roster.csv) each handing in the pair's work look alike by design:
-    such a pair is never flagged, and the row says why."""
-    from dataclasses import replace
-
+def _people(out: Path):
     from grader.intake import roster
 
     try:
-        people = roster.in_out(out)
+        return roster.in_out(out)
     except roster.RosterError:
-        return rows  # grade and merge stop on it and say which line
-    if people is None:
-        return rows
-    return [replace(r, flagged=False, detail=f"{r.detail}; partners in group {people.group_of(r.a)}: "
-                                             "their pair work, not evidence")
-            if r.flagged and people.partners(r.a, r.b) else r for r in rows]
+        return None  # grade and merge stop on it and say which line
+
+
+def report(*, subs, out: Path, base: Base, jobs: int = 1, max_pairs: int = MAX_PAIR_ROWS) -> Comparison:
+    """Compare `subs` (intake.Submission) and write OUT/similarity.csv and OUT/similarity.html; partners
+    of one group in OUT/roster.csv are never flagged; `max_pairs` pair rows are kept besides each
+    submission's strongest flagged one."""
+    from grader.results.storage import write_atomic
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    subs = list(subs)
+    feats = _features(subs, base, jobs)
+    found = comparison(feats, people=_people(out), limit=max_pairs)
+    pictures = _pictures([r for r in found.rows if r.flagged][:MAX_DETAILED], subs, base)
+    write_atomic(out / "similarity.csv", similarity_csv(found.rows))
+    write_atomic(out / "similarity.html", similarity_html(found, feats, base, pictures, kept=max_pairs))
+    return found
+
+
+def run(*, subs, out: Path, base: Base, jobs: int = 1) -> list[Row]:
+    """`report`, for a caller that wants only the rows written to similarity.csv."""
+    return report(subs=subs, out=out, base=base, jobs=jobs).rows
+
+
+def pair_page(*, subs, names: tuple[str, str], out: Path, base: Base) -> Path:
+    """OUT/similarity-A-B.html: two submissions side by side on every kind they share something on,
+    flagged or not (for a pair the class report does not draw)."""
+    from grader.results.storage import write_atomic
+
+    by_name = {s.name: s for s in subs}
+    chosen = [by_name[name] for name in names]
+    feats = _features(chosen, base, 1)
+    found = comparison(feats, people=_people(Path(out)))
+    shown = [replace(r, flagged=True) for r in found.rows]  # drawn whatever the thresholds say
+    note = ("Compared as a pair: code that much of the class shares counts here, and the class report leaves it "
+            "out, so scores can differ from similarity.csv's. Every kind with something in common is drawn.")
+    page = Path(out) / f"similarity-{names[0]}-{names[1]}.html"
+    write_atomic(page, similarity_html(Comparison(shown, []), feats, base, _pictures(shown, chosen, base),
+                                       title=f"Similarity: {names[0]} and {names[1]}", note=note))
+    return page
 
 
 def _picture(sub, names: tuple[str, ...]) -> str:
@@ -1047,8 +1386,11 @@ def released_notebook_code(lesson) -> list[str]:
         return []
 
 
-def main(*, submissions, out, lesson, jobs: int | None = None) -> int:
-    """`python -m grader similarity`: compare the class in `submissions`, write OUT/similarity.csv and .html."""
+def main(*, submissions, out, lesson, jobs: int | None = None, pair: tuple[str, str] | None = None,
+         max_pairs: int = MAX_PAIR_ROWS) -> int:
+    """`python -m grader similarity`: compare the class in `submissions`, write OUT/similarity.csv and .html
+    (`max_pairs`: see `report`); with `pair`, draw those two submissions side by side in
+    OUT/similarity-A-B.html instead."""
     try:
         subs = intake.discover(Path(submissions))
     except (OSError, ValueError) as exc:
@@ -1057,11 +1399,35 @@ def main(*, submissions, out, lesson, jobs: int | None = None) -> int:
     out_dir = Path(out)
     subs = [s for s in subs if not _inside(s.source, out_dir)]
     base = load_base(lesson, released_notebook=lambda: released_notebook_code(lesson))
-    rows = run(subs=subs, out=out_dir, base=base, jobs=jobs or os.cpu_count() or 1)
-    flagged = [r for r in rows if r.flagged]
-    print(f"compared {len(subs)} submissions: {len(flagged)} flagged row(s), {len(clusters(rows))} cluster(s) of "
-          f"three or more; {out_dir / 'similarity.csv'}, {out_dir / 'similarity.html'}")
+    if pair is not None:
+        missing = [name for name in pair if name not in {s.name for s in subs}]
+        if missing or pair[0] == pair[1]:
+            print(f"similarity: --pair takes two different submissions by their row names (grades.csv's first "
+                  f"column, similarity.csv's a and b); {', '.join(missing) or pair[0]} is not one of the "
+                  f"{len(subs)} in {submissions}", file=sys.stderr)
+            return 2
+        out_dir.mkdir(parents=True, exist_ok=True)
+        print(f"similarity: {pair_page(subs=subs, names=pair, out=out_dir, base=base)}")
+        return 0
+    found = report(subs=subs, out=out_dir, base=base, jobs=jobs or os.cpu_count() or 1, max_pairs=max_pairs)
+    print(f"compared {len(subs)} submissions: {summary(found)}; {out_dir / 'similarity.csv'}, "
+          f"{out_dir / 'similarity.html'}")
     return 0
+
+
+def summary(found: Comparison) -> str:
+    """One line of what the comparison found, for the command's output."""
+    flagged = [r for r in found.rows if r.flagged]
+    groups = sum(1 for r in flagged if r.members)
+    text = f"{len(flagged)} flagged row(s)"
+    if groups:
+        text += f" ({groups} of them a group handing in the same evidence)"
+    if found.clusters:
+        text += f", {len(found.clusters)} cluster(s) of three or more"
+    pairs_left, flagged_left = found.left_out
+    if pairs_left:
+        text += f"; {pairs_left} weaker pair row(s) not kept ({flagged_left} flagged), as similarity.html says"
+    return text
 
 
 def _inside(source: Path, out: Path) -> bool:

@@ -187,9 +187,8 @@ def _similarity(subs, out: Path, jobs: int, lesson) -> None:
 
     try:
         base = similarity.load_base(lesson, released_notebook=lambda: similarity.released_notebook_code(lesson))
-        rows = similarity.run(subs=subs, out=out, base=base, jobs=jobs)
-        flagged = sum(r.flagged for r in rows)
-        print(f"similarity: {flagged} flagged row(s) in {out / 'similarity.html'}", flush=True)
+        found = similarity.report(subs=subs, out=out, base=base, jobs=jobs)
+        print(f"similarity: {similarity.summary(found)} in {out / 'similarity.html'}", flush=True)
     except Exception as exc:  # never costs a grade
         print(f"similarity report not written ({type(exc).__name__}: {exc}); run "
               f"`python -m grader similarity SUBMISSIONS --out {out}` to retry", file=sys.stderr)

@@ -8,6 +8,7 @@ from dataclasses import replace
 import csv
 import io
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -64,16 +65,49 @@ def test_a_pair_gets_a_row_each_with_its_own_late_days(tmp_path, monkeypatch):
 
 
 def test_partners_are_never_flagged_as_similar_but_others_are(tmp_path):
+    """Submissions handing in the same code are one group and one row: a row that stands for partners of
+    one group alone is never flagged, and one with a classmate besides is, naming that classmate."""
     subs, out = tmp_path / "subs", tmp_path / "out"
     for name in ("bo", "cy", "zed"):  # the same code three times: bo and cy are partners
         make_submission(subs / name, solutions=LESSON.solutions)
     out.mkdir()
     (out / "roster.csv").write_text("identifier,submission,group\nbo@x,bo,duo\ncy@x,cy,duo\nzed@x,zed,\n")
-    assert similarity.main(submissions=str(subs), out=str(out), lesson=LESSON) == 0
-    rows = _rows((out / "similarity.csv").read_text())
-    pairs = {(r["a"], r["b"]) for r in rows if r["flagged"] == "yes"}
-    assert ("bo", "cy") not in pairs and {("bo", "zed"), ("cy", "zed")} <= pairs
-    assert any("partners in group duo" in r["detail"] for r in rows if (r["a"], r["b"]) == ("bo", "cy"))
+
+    def compared() -> list[dict]:
+        assert similarity.main(submissions=str(subs), out=str(out), lesson=LESSON) == 0
+        return _rows((out / "similarity.csv").read_text())
+
+    flagged = [r for r in compared() if r["flagged"] == "yes"]
+    assert [(r["a"], r["b"], r["members"]) for r in flagged] == [("bo", "zed", "bo cy zed")]
+    assert "bo, cy are partners in group duo" in flagged[0]["detail"]
+    assert {n: {p["other"] for p in similarity.flagged_pairs(out, n)} for n in ("bo", "cy", "zed")} == \
+        {"bo": {"zed"}, "cy": {"bo"}, "zed": {"bo"}}
+    # zed's own code beside the same files: a pair between zed and the partners' group, whose first member
+    # stands for both partners, so each of them sees it.
+    make_submission(subs / "zed", {"extra.py": EXTRA}, solutions=LESSON.solutions)
+    rows = compared()
+    assert [(r["a"], r["b"], r["flagged"], r["members"]) for r in rows if r["kind"] == "code"] == [
+        ("bo", "zed", "yes", ""), ("bo", "cy", "no", "bo cy")]
+    assert "bo stands for the 2 submissions" in rows[0]["detail"]
+    assert "partners in group duo: their pair work, not evidence" in rows[1]["detail"]
+    assert {n: {p["other"] for p in similarity.flagged_pairs(out, n)} for n in ("bo", "cy", "zed")} == \
+        {"bo": {"zed"}, "cy": {"zed"}, "zed": {"bo"}}
+    assert "code: bo, cy, zed (each paired with zed:" in (out / "similarity.html").read_text()
+    # The partners alone: nothing flagged, and the row says why.
+    shutil.rmtree(subs / "zed")
+    assert [(r["a"], r["b"], r["flagged"]) for r in compared()] == [("bo", "cy", "no")]
+
+
+EXTRA = """
+    def running_mean(values, window):
+        totals, out = 0.0, []
+        for index, value in enumerate(values):
+            totals += value
+            if index >= window:
+                totals -= values[index - window]
+            out.append(totals / min(index + 1, window))
+        return out
+"""
 
 
 def test_a_roster_that_cannot_be_read_stops_grade_saying_where(tmp_path):

@@ -8,6 +8,7 @@ resized and re-encoded as JPEG; a README copied with a line added.
 """
 from __future__ import annotations
 
+import csv
 import io
 import json
 import shutil
@@ -164,7 +165,7 @@ def test_csv_and_html_are_written_flagged_first_with_clusters(planted, tmp_path)
     rows, plants, out = planted
     text = (out / "similarity.csv").read_text(encoding="utf-8")
     lines = text.splitlines()
-    assert lines[0] == "a,b,kind,score,flagged,detail"
+    assert lines[0] == "a,b,kind,score,flagged,detail,members"
     flags = [line.split(",")[4] for line in lines[1:]]
     assert flags == sorted(flags, key=lambda f: f != "yes")
     scores = [float(line.split(",")[3]) for line in lines[1:] if line.split(",")[4] == "yes"]
@@ -191,6 +192,15 @@ def test_clusters_are_formed_per_kind_of_evidence_and_name_their_centre():
     # A ring (everyone with everyone) has no centre; rows read back from the CSV have no `what`.
     ring = [Row(a, b, "text", 0.9, True, "analysis: 40 shared") for a, b in (("a", "b"), ("b", "c"), ("a", "c"))]
     assert similarity.clusters(ring) == [similarity.Cluster("analysis", ("a", "b", "c"), "")]
+    # A group's row joins its members, and a pair row with a group's first member stands for every member:
+    # s is paired with p, q and r, and each of them with everyone, so no one is the centre.
+    group = Row("p", "q", "code", 1.0, True, "code: these 3 submissions hand in the same code", "code", ("p", "q", "r"))
+    pair = Row("p", "s", "code", 0.8, True, "code: 30 shared; p stands for the 3 submissions", "code")
+    assert similarity.clusters([pair, group]) == [similarity.Cluster("code", ("p", "q", "r", "s"), "")]
+    # Partners' group, not flagged, with a classmate flagged against its first member: the classmate is
+    # paired with both partners, who are not paired with each other.
+    partners = Row("p", "q", "code", 1.0, False, "code: these 2 submissions hand in the same code", "code", ("p", "q"))
+    assert similarity.clusters([partners, pair]) == [similarity.Cluster("code", ("p", "q", "s"), "s")]
 
 
 def test_flagged_pairs_for_the_review_page(planted):
@@ -273,6 +283,21 @@ def test_huge_and_damaged_inputs_stay_within_bounds(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "out" / "similarity.csv").read_text().startswith("a,b,kind,score,flagged,detail")
+
+
+def test_any_pair_is_drawn_side_by_side_on_request(tmp_path, lesson, capsys):
+    """A pair past the page's side-by-side views: `--pair A B` draws it in OUT/similarity-A-B.html."""
+    root = tmp_path / "class"
+    shutil.copytree(CORRECT / "ana", root / "ana")
+    _copy_code(CORRECT / "ana", root / "copy", seed=1)
+    shutil.copytree(CORRECT / "ben", root / "ben")
+    out = tmp_path / "out"
+    assert similarity.main(submissions=str(root), out=str(out), lesson=lesson, pair=("ana", "copy")) == 0
+    page = (out / "similarity-ana-copy.html").read_text(encoding="utf-8")
+    assert "ana ↔ copy: code" in page and "<mark>" in page and "ben" not in page
+    assert not (out / "similarity.csv").exists()  # the class report is not rewritten
+    assert similarity.main(submissions=str(root), out=str(out), lesson=lesson, pair=("ana", "nobody")) == 2
+    assert "nobody is not one of the 3" in capsys.readouterr().err
 
 
 def test_report_html_gets_a_section_and_grades_csv_does_not_change(tmp_path):

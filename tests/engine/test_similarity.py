@@ -285,6 +285,70 @@ def test_huge_and_damaged_inputs_stay_within_bounds(tmp_path):
     assert (tmp_path / "out" / "similarity.csv").read_text().startswith("a,b,kind,score,flagged,detail")
 
 
+def _near_picture(student: int) -> bytes:
+    """One class's plot with three of its 80 cells brightened, a different three for each student: every
+    two such pictures are close enough to be reported, few are exactly the same."""
+    import numpy as np
+    from PIL import Image
+
+    logits = np.random.default_rng(0).normal(size=(8, 10))
+    level = (255 * (logits - logits.min()) / np.ptp(logits)).astype(np.int16).reshape(-1)
+    cells = np.random.default_rng(student).choice(level.size, 3, replace=False)
+    level[cells] = np.clip(level[cells] + 60, 0, 255)
+    level = level.reshape(8, 10).astype(np.uint8)
+    pixels = np.stack([level, 255 - level, np.full_like(level, 60)], axis=-1).repeat(8, axis=0).repeat(8, axis=1)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels, "RGB").save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def test_a_large_class_of_near_copies_gives_bounded_rows_views_and_memory(tmp_path):
+    """300 submissions: a third the reference's code as it is and the rest with a function of their own, all
+    the same README, and pictures that differ by a few cells (about 40,000 pairs of them close enough to
+    flag). Identical evidence is one row per group, pair rows stop at the limit (5,000 here, so that limit
+    is passed several times) besides each student's strongest flagged one, at most MAX_DETAILED views are
+    drawn, and it all runs under a 1.5 GB limit."""
+    n, kept = 300, 5000
+    root = tmp_path / "class"
+    readme = (CORRECT / "eli" / "README.md").read_text(encoding="utf-8")
+    for i in range(n):
+        folder = root / f"s{i:03d}"
+        shutil.copytree(REFERENCE, folder, ignore=shutil.ignore_patterns("__pycache__"))
+        if i % 3:
+            (folder / "extra.py").write_text(f"def own_{i}(values):\n    return [v * {i} + {i % 7} for v in values "
+                                             f"if v > {i}]\n", encoding="utf-8")
+        (folder / "README.md").write_text(readme, encoding="utf-8")
+        (folder / "softmax_plot.png").write_bytes(_near_picture(i))
+    script = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (1536 << 20, 1536 << 20));"
+              "import dataclasses, pathlib; from grader.admin import similarity; from grader.lesson import load_lesson;"
+              "toy = pathlib.Path(sys.argv[3]);"
+              "lesson = dataclasses.replace(load_lesson(str(toy)), deliverables_checks=toy / 'deliverable_checks.py');"
+              f"code = similarity.main(submissions=sys.argv[1], out=sys.argv[2], lesson=lesson, jobs=2, max_pairs={kept});"
+              "print('peak', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(code)")
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-c", script, str(root), str(out), str(TOY)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    peak_kb = int(done.stdout.split("peak ")[-1])
+    # The comparison holds the class's fingerprints and the kept rows, never a row per pair: well under
+    # what 40,000 rows' details and the page's views would take.
+    assert peak_kb < 256 << 10, f"{peak_kb >> 10} MB at the peak"
+    rows = list(csv.DictReader(io.StringIO((out / "similarity.csv").read_text(encoding="utf-8"))))
+    groups = [r for r in rows if r["members"]]
+    assert {(r["kind"], len(r["members"].split())) for r in groups if r["kind"] != "image"} == {
+        ("code", n // 3), ("text", n)}
+    pairs = [r for r in rows if not r["members"]]
+    assert kept <= len(pairs) <= kept + n
+    assert all(r["kind"] == "image" for r in pairs)
+    # Each student's strongest flagged row is kept: no one flagged goes missing from the review page.
+    named = {name for r in rows if r["flagged"] == "yes" for name in (r["members"].split() or (r["a"], r["b"]))}
+    assert named == {f"s{i:03d}" for i in range(n)}
+    page = (out / "similarity.html").read_text(encoding="utf-8")
+    assert page.count("<details") <= similarity.MAX_DETAILED
+    assert "weaker pair row(s) were found and not kept" in page and "--pair A B" in page
+    assert "weaker pair row(s) not kept" in done.stdout
+
+
 def test_any_pair_is_drawn_side_by_side_on_request(tmp_path, lesson, capsys):
     """A pair past the page's side-by-side views: `--pair A B` draws it in OUT/similarity-A-B.html."""
     root = tmp_path / "class"

@@ -460,12 +460,48 @@ def build_base_file(*, handout: Path, out: Path, tool_outputs: list[tuple[str, b
 # =========================================================================== one submission
 
 @dataclass
+class Prints:
+    """One submission's fingerprints of one kind as two arrays, a tenth of what a dict of them holds (a
+    class's fingerprints are all in memory at once): the hashes, sorted and each once, and where each is
+    first found (code: file, first line, last line; text: first word, last word)."""
+
+    hashes: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.uint64))
+    where: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), dtype=np.int32))
+
+    @classmethod
+    def of(cls, hashes, where) -> "Prints":
+        """From fingerprints in reading order: one found again keeps where it was found first."""
+        hashes = np.asarray(hashes, dtype=np.uint64)
+        if not len(hashes):
+            return cls()
+        where = np.asarray(where, dtype=np.int32).reshape(len(hashes), -1)
+        hashes, first = np.unique(hashes, return_index=True)
+        return cls(hashes, where[first])
+
+    def __len__(self) -> int:
+        return len(self.hashes)
+
+    def held_in(self, hashes: np.ndarray) -> np.ndarray:
+        """Which of these fingerprints are among `hashes` (sorted, each once)."""
+        return np.isin(self.hashes, hashes, assume_unique=True)
+
+    def without(self, hashes: np.ndarray) -> "Prints":
+        keep = ~np.isin(self.hashes, hashes)
+        return Prints(self.hashes[keep], self.where[keep])
+
+    def spans(self, mask: np.ndarray) -> list[tuple[int, ...]]:
+        return [tuple(int(x) for x in row) for row in self.where[mask]]
+
+
+@dataclass
 class Features:
     name: str
-    code: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # hash -> (file, first line, last line)
-    code_files: list[tuple[str, str]] = field(default_factory=list)  # (path, text) as read, for the detailed view
+    code: Prints = field(default_factory=Prints)
+    code_paths: list[str] = field(default_factory=list)  # the files code.where's first column counts
+    # The texts themselves, kept only for the submissions a detailed view draws (`keep_text`).
+    code_files: list[tuple[str, str]] = field(default_factory=list)  # (path, text) as read
     texts: dict[str, tuple[str, str]] = field(default_factory=dict)  # what -> (file name, text)
-    text_grams: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)
+    text_grams: dict[str, Prints] = field(default_factory=dict)
     images: dict[str, tuple[str, int, str]] = field(default_factory=dict)  # what -> (file, hash, digest)
     image_base: dict[str, str] = field(default_factory=dict)  # what -> which kit picture it is
     notes: list[str] = field(default_factory=list)
@@ -519,18 +555,26 @@ def _code_files(folder: Path) -> list[tuple[str, str]]:
     return files
 
 
-def features_of(folder: Path, name: str, base: Base) -> Features:
-    """The fingerprints of one submission's scratch copy (never raises on student content)."""
+def features_of(folder: Path, name: str, base: Base, *, keep_text: bool = False) -> Features:
+    """The fingerprints of one submission's scratch copy (never raises on student content); with
+    `keep_text`, the code and texts as read too, for a detailed view."""
     feats = Features(name=name)
-    feats.code_files = _code_files(folder)
-    feats.has_notebook = any(".ipynb cell " in path for path, _ in feats.code_files)
-    for index, (_, text) in enumerate(feats.code_files):
+    files = _code_files(folder)
+    feats.code_paths = [path for path, _ in files]
+    feats.has_notebook = any(".ipynb cell " in path for path in feats.code_paths)
+    hashes, where = [np.zeros(0, dtype=np.uint64)], [np.zeros((0, 3), dtype=np.int32)]
+    for index, (_, text) in enumerate(files):
         tokens, lines = code_tokens(text)
-        hashes = _kgram_hashes(tokens, CODE_K)
-        for i in _winnow(hashes, CODE_WINDOW):
-            h = int(hashes[i])
-            if h not in base.code:
-                feats.code.setdefault(h, (index, lines[i], lines[i + CODE_K - 1]))
+        kgrams = _kgram_hashes(tokens, CODE_K)
+        picked = _winnow(kgrams, CODE_WINDOW)
+        line = np.asarray(lines, dtype=np.int32)
+        hashes.append(kgrams[picked])
+        where.append(np.stack([np.full(len(picked), index, dtype=np.int32), line[picked],
+                               line[picked + CODE_K - 1]], axis=1) if len(picked) else where[0])
+    feats.code = Prints.of(np.concatenate(hashes), np.concatenate(where)).without(
+        np.fromiter(base.code, dtype=np.uint64, count=len(base.code)))
+    if keep_text:
+        feats.code_files = files
     root = os.fspath(folder)
     for what, names in base.texts.items():
         for found in deliverables.find(root, names):
@@ -539,8 +583,10 @@ def features_of(folder: Path, name: str, base: Base) -> Features:
                 text = deliverables.decode_text(found, raw)
             except (deliverables.Problem, OSError):
                 continue
-            feats.texts[what] = (found, text[:MAX_TEXT_CHARS])
-            feats.text_grams[what] = text_grams(text, base.text)[0]
+            if keep_text:
+                feats.texts[what] = (found, text[:MAX_TEXT_CHARS])
+            grams = text_grams(text, base.text)[0]
+            feats.text_grams[what] = Prints.of(list(grams), list(grams.values()))
             break
     for what, names in base.pictures.items():
         for found in deliverables.find(root, names):
@@ -562,7 +608,7 @@ def features_of(folder: Path, name: str, base: Base) -> Features:
 
 
 def _extract(job) -> Features:
-    sub, base = job
+    sub, base, keep_text = job
     with tempfile.TemporaryDirectory(prefix="similarity-") as scratch:
         copy = Path(scratch) / "copy"
         try:
@@ -572,26 +618,26 @@ def _extract(job) -> Features:
             feats = Features(name=sub.name)
             feats.notes.append(f"could not be read: {type(exc).__name__}")
             return feats
-        return features_of(copy, sub.name, base)
+        return features_of(copy, sub.name, base, keep_text=keep_text)
 
 
-_WORKER_BASE: Base | None = None
+_WORKER_BASE: tuple[Base, bool] | None = None
 
 
-def _init_worker(base: Base) -> None:
+def _init_worker(base: Base, keep_text: bool) -> None:
     global _WORKER_BASE
-    _WORKER_BASE = base
+    _WORKER_BASE = (base, keep_text)
 
 
 def _extract_in_worker(sub) -> Features:
-    return _extract((sub, _WORKER_BASE))
+    return _extract((sub, *_WORKER_BASE))
 
 
-def extract_all(subs, base: Base, jobs: int) -> list[Features]:
+def extract_all(subs, base: Base, jobs: int, *, keep_text: bool = False) -> list[Features]:
     if jobs <= 1 or len(subs) < 8:
-        return [_extract((s, base)) for s in subs]
+        return [_extract((s, base, keep_text)) for s in subs]
     context = multiprocessing.get_context("fork")
-    with context.Pool(jobs, initializer=_init_worker, initargs=(base,)) as pool:
+    with context.Pool(jobs, initializer=_init_worker, initargs=(base, keep_text)) as pool:
         return pool.map(_extract_in_worker, subs, chunksize=max(1, len(subs) // (jobs * 8)))
 
 
@@ -713,25 +759,21 @@ def _stands_for(feats: list[Features], group: list[int], handed: str) -> str:
     return f"; {feats[group[0]].name} stands for the {len(group)} submissions handing in {handed}"
 
 
-def _most_copied_file(f: Features, shared: set[int]) -> tuple[float, str]:
-    """(share, path) of `f`'s file with the largest share of its fingerprints in `shared`, among
-    files of FILE_MIN_PRINTS fingerprints or more."""
-    total: dict[int, int] = {}
-    common: dict[int, int] = {}
-    for h, (file_index, _, _) in f.code.items():
-        total[file_index] = total.get(file_index, 0) + 1
-        if h in shared:
-            common[file_index] = common.get(file_index, 0) + 1
-    best = max(((common.get(i, 0) / n, f.code_files[i][0]) for i, n in total.items() if n >= FILE_MIN_PRINTS),
+def _most_copied_file(f: Features, shared: np.ndarray) -> tuple[float, str]:
+    """(share, path) of `f`'s file with the largest share of its fingerprints `shared` (a mask of them),
+    among files of FILE_MIN_PRINTS fingerprints or more."""
+    files = f.code.where[:, 0]
+    total = np.bincount(files, minlength=len(f.code_paths))
+    common = np.bincount(files[shared], minlength=len(f.code_paths))
+    return max(((int(common[i]) / int(n), f.code_paths[i]) for i, n in enumerate(total) if n >= FILE_MIN_PRINTS),
                default=(0.0, ""))
-    return best
 
 
 def _code_rows(feats: list[Features]):
     """Code: a row per group of the same fingerprints, and pair rows between groups scoring the share of
     the smaller submission's fingerprints found in the other, or, when larger, the share of the most
     copied file (one file copied into otherwise own work). Yields (row, its groups)."""
-    docs = [np.fromiter(f.code, dtype=np.uint64, count=len(f.code)) for f in feats]
+    docs = [f.code.hashes for f in feats]
     groups = _grouped([_digest(d) if len(d) else None for d in docs])
     for group in groups:
         if len(group) > 1:
@@ -746,9 +788,8 @@ def _code_rows(feats: list[Features]):
         overall = shared / min(len(fa.code), len(fb.code))
         file_share, file_path, owner = 0.0, "", ""
         if shared >= CODE_MIN_SHARED:
-            common = fa.code.keys() & fb.code.keys()
-            for f in (fa, fb):
-                share, path = _most_copied_file(f, common)
+            for f, other in ((fa, fb), (fb, fa)):
+                share, path = _most_copied_file(f, f.code.held_in(other.code.hashes))
                 if share > file_share:
                     file_share, file_path, owner = share, path, f.name
         score = max(overall, file_share)
@@ -766,8 +807,7 @@ def _code_rows(feats: list[Features]):
 def _text_rows(feats: list[Features], what: str):
     """One text: a row per group of the same passages, pair rows between groups by the share of the
     shorter text's passages found in the other. Yields (row, its groups)."""
-    grams = [f.text_grams.get(what, {}) for f in feats]
-    docs = [np.fromiter(g, dtype=np.uint64, count=len(g)) for g in grams]
+    docs = [f.text_grams[what].hashes if what in f.text_grams else Prints().hashes for f in feats]
     groups = _grouped([_digest(d) if len(d) else None for d in docs])
     unit = f"{TEXT_N}-word passages"
     for group in groups:
@@ -1184,14 +1224,12 @@ def _detail(row: Row, by_name: dict[str, Features], base: Base, pictures: dict) 
     """One flagged row, both sides next to each other (a group's row: two of its members)."""
     fa, fb = by_name[row.a], by_name[row.b]
     if row.kind == "code":
-        shared = fa.code.keys() & fb.code.keys()
-        left = _code_side(fa, [fa.code[h] for h in shared])
-        right = _code_side(fb, [fb.code[h] for h in shared])
+        left = _code_side(fa, fa.code.spans(fa.code.held_in(fb.code.hashes)))
+        right = _code_side(fb, fb.code.spans(fb.code.held_in(fa.code.hashes)))
     elif row.kind == "text":
-        ga, gb = fa.text_grams.get(row.what, {}), fb.text_grams.get(row.what, {})
-        shared = ga.keys() & gb.keys()
-        left = _text_side(fa, row.what, [ga[h] for h in shared], base)
-        right = _text_side(fb, row.what, [gb[h] for h in shared], base)
+        ga, gb = fa.text_grams.get(row.what, Prints()), fb.text_grams.get(row.what, Prints())
+        left = _text_side(fa, row.what, ga.spans(ga.held_in(gb.hashes)), base)
+        right = _text_side(fb, row.what, gb.spans(gb.held_in(ga.hashes)), base)
     else:
         left, right = ([Paragraph(Strong(f.images[row.what][0])),
                         Image(pictures[(f.name, row.what)], "") if pictures.get((f.name, row.what))
@@ -1218,12 +1256,14 @@ def _other_side(row: Row) -> str:
 
 
 def similarity_document(found: Comparison, feats: list[Features], base: Base, pictures: dict, *,
-                        title: str = "Similarity report", note: str = "", kept: int = MAX_PAIR_ROWS) -> Document:
+                        drawn: list[Features] | None = None, title: str = "Similarity report", note: str = "",
+                        kept: int = MAX_PAIR_ROWS) -> Document:
     """similarity.html as a Document (grader/results/document.py: its renderer, its policy, its
-    escaping), the side-by-side views too (on the page only)."""
+    escaping), the side-by-side views too (on the page only), drawn from `drawn` (the features of the
+    submissions they show, read with their texts; `feats` when it has them)."""
     flagged = [r for r in found.rows if r.flagged]
     groups = sum(1 for r in flagged if r.members)
-    by_name = {f.name: f for f in feats}
+    by_name = {f.name: f for f in (feats if drawn is None else drawn)}
     blocks: list = [
         Paragraph(f"{len(feats)} submissions compared; {len(flagged)} flagged row(s) on some kind: {groups} group(s) "
                   f"handing in the same evidence, {len(flagged) - groups} pair(s). Evidence for a person to read, "
@@ -1297,12 +1337,18 @@ def report_section(out_dir: Path) -> list:
     return [Section(title, blocks)]
 
 
-def _features(subs, base: Base, jobs: int) -> list[Features]:
-    feats = extract_all(list(subs), base, jobs)
-    if base.notebook is not None and any(f.has_notebook for f in feats):
-        notebook_base = base_code_hashes(base.notebook() or [])
-        for f in feats:
-            f.code = {h: where for h, where in f.code.items() if h not in notebook_base}
+def _notebook_hashes(feats: list[Features], base: Base) -> np.ndarray | None:
+    """Every k-gram of the released notebook, when some submission holds a notebook (building the
+    notebook costs seconds), else None."""
+    if base.notebook is None or not any(f.has_notebook for f in feats):
+        return None
+    hashes = base_code_hashes(base.notebook() or [])
+    return np.fromiter(hashes, dtype=np.uint64, count=len(hashes))
+
+
+def _without_notebook(feats: list[Features], hashes: np.ndarray | None) -> list[Features]:
+    for f in feats if hashes is not None else ():
+        f.code = f.code.without(hashes)
     return feats
 
 
@@ -1331,11 +1377,16 @@ def report(*, subs, out: Path, base: Base, jobs: int = 1, max_pairs: int = MAX_P
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     subs = list(subs)
-    feats = _features(subs, base, jobs)
-    found = comparison(feats, people=_people(out), limit=max_pairs)
-    pictures = _pictures([r for r in found.rows if r.flagged][:MAX_DETAILED], subs, base)
+    feats = extract_all(subs, base, jobs)
+    notebook = _notebook_hashes(feats, base)
+    found = comparison(_without_notebook(feats, notebook), people=_people(out), limit=max_pairs)
+    shown = [r for r in found.rows if r.flagged][:MAX_DETAILED]
+    # The class's code and texts are not kept in memory: the submissions drawn are read again.
+    names = {name for r in shown for name in (r.a, r.b)}
+    drawn = _without_notebook(extract_all([s for s in subs if s.name in names], base, jobs, keep_text=True), notebook)
     write_atomic(out / "similarity.csv", similarity_csv(found.rows))
-    write_atomic(out / "similarity.html", similarity_html(found, feats, base, pictures, kept=max_pairs))
+    write_atomic(out / "similarity.html", similarity_html(found, feats, base, _pictures(shown, subs, base),
+                                                          drawn=drawn, kept=max_pairs))
     return found
 
 
@@ -1351,8 +1402,8 @@ def pair_page(*, subs, names: tuple[str, str], out: Path, base: Base) -> Path:
 
     by_name = {s.name: s for s in subs}
     chosen = [by_name[name] for name in names]
-    feats = _features(chosen, base, 1)
-    found = comparison(feats, people=_people(Path(out)))
+    feats = extract_all(chosen, base, 1, keep_text=True)
+    found = comparison(_without_notebook(feats, _notebook_hashes(feats, base)), people=_people(Path(out)))
     shown = [replace(r, flagged=True) for r in found.rows]  # drawn whatever the thresholds say
     note = ("Compared as a pair: code that much of the class shares counts here, and the class report leaves it "
             "out, so scores can differ from similarity.csv's. Every kind with something in common is drawn.")

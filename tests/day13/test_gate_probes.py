@@ -63,7 +63,7 @@ def test_attention_that_answers_a_call_by_what_it_saw_before_fails_the_consisten
     # again with its tokens reordered, the call gets uniform weights again, not the reordered answer.
     result = _grade_seeded(tmp_path, "self_attention.py", "self_attention_first_sight.py", seed)
     tests = {t.name: t for t in result.tests}
-    assert "answered the same call differently" in tests["self_attention.sdpa_properties"].output
+    assert "did not follow the tokens when the same tokens came in another order" in tests["self_attention.sdpa_properties"].output
     assert tests["self_attention.sdpa_masks"].status == "failed"
     assert result.component_scores(LESSON.components)["self_attention"] <= 7  # never reacting: 3; + 4 for answers equal to the reference's
 
@@ -96,5 +96,5 @@ def test_a_block_that_hands_back_its_earlier_answer_for_the_same_tokens_in_anoth
     # Before the mask pass-through's probe was asked again with its tokens reordered, this block kept 20/20.
     result = _grade_seeded(tmp_path, "block.py", "block_remembers_tokens.py", seed)
     tests = {t.name: t for t in result.tests}
-    assert "answered the same call differently when the tokens came in another order" in tests["block.mask_passthrough"].output
+    assert "its outputs did not follow the tokens when the same tokens came in another order" in tests["block.mask_passthrough"].output
     assert tests["block.post_ln"].status == tests["block.pre_ln"].status == "passed"  # it is a right block otherwise

@@ -130,8 +130,8 @@ def attention_reasons(probes: list[dict]) -> list[str]:
         if not changed(out, answers["Q"][0]):
             found.append("its output stayed the same when Q changed")
         if not found and not _same_reordered(out, weights, *answers["again"], probe["p"], probe["r"], probe["dtype"]):
-            found.append("it answered the same call differently when the tokens came in another order "
-                         "(an answer must depend on the inputs only)")
+            found.append("its outputs did not follow the tokens when the same tokens came in another order "
+                         "(each token's output must depend on the tokens, not on the order they come in)")
         reasons += [r for r in found if r not in reasons]
     return reasons
 

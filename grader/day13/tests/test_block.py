@@ -149,8 +149,8 @@ def test_mask_passthrough(student, reference):
             reasons.append(f"{name}: the output stayed the same when the feed-forward weights changed")
         if len(reasons) == before and not ck.same_in_another_order(
                 out, ck.output(again, 0, f"{name} block, padding mask, the tokens in another order", count=1), order, F32):
-            reasons.append(f"{name}: it answered the same call differently when the tokens came in another order "
-                           "(an answer must depend on the inputs only)")
+            reasons.append(f"{name}: its outputs did not follow the tokens when the same tokens came in another order "
+                           "(each token's output must depend on the tokens, not on the order they come in)")
     ck.require_real(reasons, "the mask's pass-through, judged by what the mask must do",
                     "Post-LN: x = ln1(x + attn(x, mask)); x = ln2(x + ffn(x)). "
                     "Pre-LN: x = x + attn(ln1(x), mask); x = x + ffn(ln2(x)) (handout §12)")

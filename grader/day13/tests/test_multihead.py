@@ -130,8 +130,8 @@ def test_properties(student, reference):
             reasons.append(f"the output stayed the same when the {part} rows of qkv changed")
     if not reasons and not ck.same_in_another_order(out, ck.output(again, 0, "output, the tokens in another order",
                                                                    count=1), order, F32):
-        reasons.append("it answered the same call differently when the tokens came in another order "
-                       "(an answer must depend on the inputs only)")
+        reasons.append("its outputs did not follow the tokens when the same tokens came in another order "
+                       "(each token's output must depend on the tokens, not on the order they come in)")
     ck.require_real(reasons, "MultiHeadAttention's causality and permutation properties",
                     "Each head's weights are softmax(q kᵀ / √d_k) of its own queries and keys, "
                     "applied to its values (handout §7)")

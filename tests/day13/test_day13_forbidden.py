@@ -25,15 +25,7 @@ def mhaf():
                                           torch.randn(4, 4), None)
 
 def undo_then_sdpa():
-    lib = torch.library.Library("aten", "IMPL")
-    lib.impl("scaled_dot_product_attention", lambda *a, **k: None, "CompositeImplicitAutograd")
-    lib._destroy()
-    for obj in gc.get_objects():
-        if type(obj).__name__ in ("_DispatchModule", "Library"):
-            try:
-                (obj.reset if hasattr(obj, "reset") else obj._destroy)()
-            except Exception:
-                pass
+    undo_registrations("scaled_dot_product_attention")
     return F.scaled_dot_product_attention(q, q, q)
 
 def onnx_decomposition():

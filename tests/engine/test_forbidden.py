@@ -37,15 +37,7 @@ POLICY = built_policy()
 
 ROUTES = r'''
 def undo_then_softmax():
-    lib = torch.library.Library("aten", "IMPL")
-    lib.impl("_softmax", lambda *a, **k: None, "CompositeImplicitAutograd")
-    lib._destroy()
-    for obj in gc.get_objects():
-        if type(obj).__name__ in ("_DispatchModule", "Library"):
-            try:
-                (obj.reset if hasattr(obj, "reset") else obj._destroy)()
-            except Exception:
-                pass
+    undo_registrations("_softmax")
     return torch.softmax(q, -1)
 
 def denied_module_from_source():

@@ -92,30 +92,32 @@ class LimitedHelper:
         Where /proc cannot be read, `seconds` is wall time."""
         if proc is None:
             raise OSError("no helper")
-        now = time.monotonic()
-        since_wall = now if since_wall is None else since_wall
+        since_wall = time.monotonic() if since_wall is None else since_wall
         if since_cpu is None:
             since_cpu = cpu_seconds(proc.pid)
         wall_limit = seconds * (WALL_FACTOR if since_cpu is not None else 1)
         fd, answer = proc.stdout.fileno(), b""
         while not answer.endswith(b"\n"):
-            if self._over(proc, seconds, since_cpu):
-                raise TimeoutError
             remaining = since_wall + wall_limit - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError
             if not select.select([fd], [], [], min(remaining, POLL))[0]:
+                used = _used(proc, since_cpu)
+                if used is not None and used > seconds:
+                    raise TimeoutError
                 continue
             chunk = os.read(fd, 1 << 16)
             if not chunk or len(answer) + len(chunk) > self.max_answer_bytes:
                 raise OSError("the helper ended or answered too much")
             answer += chunk
-        if self._over(proc, seconds, since_cpu):  # answered, but after more CPU than it may use
+        used = _used(proc, since_cpu)
+        if used is not None and used > seconds:  # answered, but after more CPU than it may use
             raise TimeoutError
-        self.last_cpu = (cpu_seconds(proc.pid) or since_cpu or 0.0) - (since_cpu or 0.0)
+        self.last_cpu = used or 0.0
         return answer
 
-    @staticmethod
-    def _over(proc, seconds: float, since_cpu: float | None) -> bool:
-        used = None if since_cpu is None else cpu_seconds(proc.pid)
-        return used is not None and used - since_cpu > seconds
+
+def _used(proc, since_cpu: float | None) -> float | None:
+    """CPU seconds `proc` has used since `since_cpu`; None without /proc."""
+    now = None if since_cpu is None else cpu_seconds(proc.pid)
+    return None if now is None else now - since_cpu

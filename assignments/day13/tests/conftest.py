@@ -14,6 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 
+# These tests use matrices of a few dozen numbers: with a thread per core, each op waits for threads to
+# wake and meet, and on a busy machine that made the check several times slower (the §3 gradient test
+# alone took a second). One thread gives the same numbers.
+torch.set_num_threads(1)
+
 try:
     import _feedback as feedback  # shipped beside these tests
 except ImportError:  # the kit's own copy of this folder: the engine's package

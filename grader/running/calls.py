@@ -264,10 +264,14 @@ class AskedAgain:
     again: dict  # call key -> Result of the second asking
 
     def result(self) -> tuple[dict, bool]:
-        """(answers, changed), as Adapter.ask_again returns them."""
+        """(answers, changed), as Adapter.ask_again returns them. A second asking the code never answered (it
+        rode in a batch where another test's call timed out, condemned the module or used up the budget) says
+        nothing about the call, so the first answer stands for it."""
         answers, changed = dict(self.first), False
         for key, result in self.again.items():
             second = (result.header, result.arrays)
+            if protocol.unanswered(second[0]):
+                continue
             changed = changed or not _same_answer(answers[key], second)
             answers[key] = second
         return answers, changed

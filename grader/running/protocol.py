@@ -65,6 +65,18 @@ class Limits:
 
 DEFAULT_LIMITS = Limits()
 
+# The error types the sandbox's transport gives a call it got no answer to from the student's code (a time-out,
+# a dead or condemned child, a reply it refused; grader/sandbox/transport.py). Such an error is not an answer,
+# so there is nothing in it to compare with another answer to the same call.
+FAULTS = frozenset({"Timeout", "Crashed", "ProtocolError", "OversizedReply", "OutOfMemory"})
+
+
+def unanswered(header) -> bool:
+    """Whether a call's result header is the transport's fault rather than the code's answer (an exception the
+    student's code raised comes with its traceback)."""
+    error = header.get("error") if isinstance(header, dict) else None
+    return isinstance(error, dict) and error.get("type") in FAULTS and not error.get("traceback")
+
 
 def encode(header: dict, arrays: dict[str, np.ndarray] | None = None) -> list:
     """Turn a message into the list of buffers to send (no copy of C-contiguous little-endian arrays).

@@ -13,6 +13,7 @@ import pytest
 
 from grader.judging import score
 from grader.lesson import load_lesson
+from grader.running import calls
 from grader.running.calls import InProcessTransport
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,3 +56,45 @@ def test_honest_answers_that_are_never_bit_for_bit_alike_keep_full_marks(tmp_pat
     assert result.tests and all(t.status == "passed" for t in result.tests), \
         [(t.name, t.output[:300]) for t in result.tests if t.status != "passed"]
     assert not result.flags
+
+
+class _AskedAgainNeverAnswered(InProcessTransport):
+    """The reference in this process, except that a call asked again (Adapter.queue_again) gets the fault a
+    sandbox gives a call it could not run: what a passed test's call asked again meets when it rides in a batch
+    beside another test's calls that loop (the module condemned after two time-outs, the time budget used up)."""
+
+    def __init__(self, directory, *, lesson, fault):
+        super().__init__(directory, lesson=lesson)
+        self.again, self.fault, self.faulted = [], fault, 0
+
+    def call(self, header, arrays):
+        if any(header is h and arrays is a for h, a in self.again):
+            self.again = [(h, a) for h, a in self.again if not (header is h and arrays is a)]
+            self.faulted += 1
+            return {"error": {"type": self.fault, "message": "no answer within 5 s; the process was stopped",
+                              "traceback": ""}, "forbidden": []}, {}
+        return super().call(header, arrays)
+
+
+@pytest.mark.parametrize("fault", ["Timeout", "Crashed"])
+def test_a_call_asked_again_that_another_tests_fault_left_unanswered_costs_nothing(tmp_path, fault, monkeypatch):
+    """Found on the demo class's infinite loop (mia): multihead.attributes passed, its inspect call asked again
+    rode with multihead.reference's batch, whose forward calls timed out until multihead.py was condemned, and
+    the unanswered second asking failed the attributes test; 3 points gone or kept by the seed's draw."""
+    folder = tmp_path / "work"
+    shutil.copytree(SOLUTIONS, folder, ignore=shutil.ignore_patterns("__pycache__"))
+    transport = _AskedAgainNeverAnswered(folder, lesson=LESSON, fault=fault)
+    queue_again = calls.Adapter.queue_again
+
+    def marking(self, recorded, count):
+        before = len(self._pending)
+        asked = queue_again(self, recorded, count)
+        transport.again += [(header, arrays) for header, arrays, _ in self._pending[before:]]
+        return asked
+
+    monkeypatch.setattr(calls.Adapter, "queue_again", marking)
+    result = score.grade_submission(name="work", directory=folder, transport=transport, lesson=LESSON,
+                                    check_deliverables=lambda _: [], seed=3)
+    assert transport.faulted > 10  # the asked-again calls did meet the fault
+    failed = [(t.name, t.output[:200]) for t in result.tests if t.status != "passed"]
+    assert not failed and not result.flags

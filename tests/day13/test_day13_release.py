@@ -6,8 +6,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import time
 import tomllib
 import xml.etree.ElementTree as ET
 import zipfile
@@ -127,10 +130,11 @@ def test_feedback_points_come_from_the_rubric(built):
         assert value == pytest.approx(sum(e["points"] for e in rubric[part].values() if "points" in e))
 
 
-def _make_test(folder: Path) -> tuple[int, list[tuple[str, str]]]:
+def _make_test(folder: Path, **env) -> tuple[int, list[tuple[str, str]]]:
     """`make test` in folder; (exit code, [(test name, failure message or '')])."""
     junit = folder.parent / f"{folder.name}-junit.xml"
-    env = dict(os.environ, PYTEST_ADDOPTS=f"-p no:cacheprovider --junitxml={junit}")
+    junit.unlink(missing_ok=True)
+    env = dict(os.environ, PYTEST_ADDOPTS=f"-p no:cacheprovider --junitxml={junit}", **env)
     result = subprocess.run(["make", "test", f"PYTHON={sys.executable}"], cwd=folder, env=env,
                             capture_output=True, text=True, timeout=300)
     assert junit.exists(), f"make test did not run pytest:\n{result.stdout}\n{result.stderr}"
@@ -169,6 +173,50 @@ def test_release_with_the_reference_dropped_in_passes_every_visible_test(unpacke
     failed = [(name, message) for name, message in cases if message]
     assert code == 0 and not failed, failed[:5]
     assert len(cases) >= 10
+
+
+def test_make_test_is_served_warm_after_its_first_run_and_reports_the_same(unpacked, tmp_path):
+    """The release's `make test` starts the warm checker (tests/_feedback/warm.py, tested in
+    tests/engine/test_warm_check.py): the same verdicts as plain pytest, a server kept for this folder
+    only, and `make stop` ends it."""
+    folder = tmp_path / "day13"
+    shutil.copytree(unpacked, folder)
+    for module in DAY13.modules:
+        shutil.copyfile(DAY13.solutions / f"{module}.py", folder / f"{module}.py")
+    (folder / "block.py").write_text((folder / "block.py").read_text() + "\nraise ImportError('a slip')\n")
+    home = Path(tempfile.mkdtemp(prefix="warm-", dir="/tmp"))  # short: a socket's path holds 107 bytes
+    warm = dict(WARM="1", XDG_RUNTIME_DIR=str(home))
+    try:
+        plain = _make_test(folder, WARM="0")
+        assert not list(home.rglob("*.sock"))
+        first, second = _make_test(folder, **warm), _make_test(folder, **warm)
+        assert first == second == plain and plain[0] != 0
+        assert {name for name, message in plain[1] if message} and any(not message for _, message in plain[1])
+        (socket_file,) = home.rglob("*.sock")
+        served = [pid for pid in _warm_servers(home) if str(folder) in _cmdline(pid)]
+        assert len(served) == 1
+        subprocess.run(["make", "stop", f"PYTHON={sys.executable}"], cwd=folder, env=dict(os.environ, **warm),
+                       check=True, capture_output=True, timeout=60)
+        deadline = time.monotonic() + 20
+        while _warm_servers(home) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _warm_servers(home) and not socket_file.exists()
+    finally:
+        for pid in _warm_servers(home):
+            os.killpg(pid, signal.SIGKILL)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _warm_servers(home: Path) -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir()
+            if p.name.isdigit() and f"--serve {home}" in _cmdline(int(p.name))]
 
 
 def test_student_tools_work_from_the_release_alone(unpacked, tmp_path):

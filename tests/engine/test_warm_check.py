@@ -1,0 +1,198 @@
+"""The warm checker (grader/student/warm.py, shipped as tests/_feedback/warm.py): a student's `make test` forked
+from a server that has the libraries imported gives what plain `python -m pytest` gives, sees every edit, keeps
+exit statuses and Ctrl-C, and leaves nothing running that outlives its reason to.
+
+The folder here is neutral: a module, a test of it, and a stand-in "library" (warmlib) that the server preloads,
+so a test can see whether a run was warm (warmlib already imported when the test module loads) and can change
+the library on disk.
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+KIT = Path(__file__).resolve().parents[2]
+WARM = KIT / "grader" / "student" / "warm.py"
+SETTLE = 20.0  # seconds a server gets to notice it should end (it looks once a second)
+
+
+@pytest.fixture
+def folder(tmp_path):
+    """A student-like folder, its own socket home and library; every server started in it is ended after."""
+    work, library = tmp_path / "work", tmp_path / "lib"
+    home = Path(tempfile.mkdtemp(prefix="warm-", dir="/tmp"))  # short: a socket's path holds 107 bytes
+    (work / "tests").mkdir(parents=True)
+    library.mkdir()
+    (library / "warmlib.py").write_text("VALUE = 1\n")
+    (work / "pytest.ini").write_text("[pytest]\ntestpaths = tests\naddopts = -q -p no:cacheprovider\n")
+    (work / "answer.py").write_text("def answer():\n    return 42\n")
+    (work / "tests" / "conftest.py").write_text(
+        "import sys, pathlib\nsys.path.insert(0, str(pathlib.Path(__file__).parents[1]))\n")
+    (work / "tests" / "test_answer.py").write_text(
+        "import json, os, sys\n"
+        "WARM_ALREADY = 'warmlib' in sys.modules  # before this module imports it\n"
+        "import warmlib\n"
+        "from answer import answer\n"
+        "with open(os.environ['REPORT'], 'a') as report:\n"
+        "    report.write(json.dumps({'pid': os.getpid(), 'ppid': os.getppid(), 'warm': WARM_ALREADY}) + '\\n')\n"
+        "def test_answer():\n"
+        "    assert answer() == 42\n")
+    env = {key: value for key, value in os.environ.items() if key not in ("CI", "WARM", "PYTEST_ADDOPTS")}
+    env.update(XDG_RUNTIME_DIR=str(home), PYTHONPATH=str(library), REPORT=str(tmp_path / "report.jsonl"),
+               PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", WARM="1")
+    yield Folder(work, library, home, tmp_path / "report.jsonl", env)
+    for pid in servers(home):
+        os.killpg(pid, signal.SIGKILL)  # a server and its runs left here: the test has failed; end them anyway
+    shutil.rmtree(home, ignore_errors=True)
+
+
+class Folder:
+    def __init__(self, work, library, home, report, env):
+        self.work, self.library, self.home, self.report, self.env = work, library, home, report, env
+
+    def run(self, *args, warm=True, **kwargs):
+        """One `make test`-like run: the warm checker (preloading warmlib) or plain `python -m pytest`."""
+        command = ([sys.executable, str(WARM), "--preload", "warmlib", "--", *args] if warm
+                   else [sys.executable, "-m", "pytest", *args])
+        return subprocess.run(command, cwd=self.work, env=kwargs.pop("env", self.env), capture_output=True,
+                              text=True, timeout=300, **kwargs)
+
+    def runs(self) -> list[dict]:
+        return [json.loads(line) for line in self.report.read_text().splitlines()] if self.report.exists() else []
+
+
+def servers(home: Path) -> list[int]:
+    """Live warm servers whose socket lives in `home` (their command line names it)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                words = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"--serve" in words and any(word.startswith(str(home).encode()) for word in words):
+                found.append(int(entry.name))
+    return found
+
+
+def wait_until(condition, seconds=SETTLE):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return condition()
+
+
+def summary(result) -> list[str]:
+    """pytest's report lines without the run's duration and progress column."""
+    return [line.split(" in ")[0].split("  ")[0] for line in result.stdout.splitlines() if line.strip()]
+
+
+def test_runs_are_forked_warm_see_every_edit_and_say_what_plain_pytest_says(folder):
+    plain = folder.run(warm=False)
+    first, second = folder.run(), folder.run()
+    assert plain.returncode == first.returncode == second.returncode == 0, first.stdout + first.stderr
+    assert summary(first) == summary(second) == summary(plain) == [".", "1 passed"]
+    (server,) = servers(folder.home)
+    runs = folder.runs()
+    assert [run["warm"] for run in runs] == [False, True, True]  # plain, then both runs forked warm
+    assert runs[1]["ppid"] == runs[2]["ppid"] == server and runs[1]["pid"] != runs[2]["pid"]
+
+    (folder.work / "answer.py").write_text("def answer():\n    return 41\n")  # an edit: the next run sees it
+    broken, broken_plain = folder.run(), folder.run(warm=False)
+    assert broken.returncode == broken_plain.returncode == 1
+    assert summary(broken) == summary(broken_plain)
+    assert "assert 41 == 42" in broken.stdout
+    (folder.work / "answer.py").write_text("def answer():\n    return 42\n")
+    assert folder.run().returncode == 0
+    assert servers(folder.home) == [server]
+
+
+def test_exit_statuses_and_a_killed_run_reach_the_caller_as_the_shell_reports_them(folder):
+    (folder.work / "tests" / "test_exit.py").write_text(
+        "import os, signal\n"
+        "def test_exit():\n"
+        "    if os.environ.get('HOW') == 'exit':\n"
+        "        os._exit(3)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n")
+    for how, plain_status, warm_status in (("exit", 3, 3), ("kill", -signal.SIGKILL, 128 + signal.SIGKILL)):
+        env = dict(folder.env, HOW=how)
+        assert folder.run(warm=False, env=env).returncode == plain_status
+        assert folder.run(env=env).returncode == warm_status
+    assert len(servers(folder.home)) == 1  # the server outlived its runs' deaths
+
+
+def test_ctrl_c_interrupts_the_forked_run_as_it_interrupts_pytest(folder):
+    (folder.work / "tests" / "test_loop.py").write_text(
+        "import pathlib\n"
+        "def test_forever():\n"
+        "    pathlib.Path(__import__('os').environ['REPORT'] + '.looping').write_text('yes')\n"
+        "    while True:\n"
+        "        pass\n")
+    looping = Path(str(folder.report) + ".looping")
+    client = subprocess.Popen([sys.executable, str(WARM), "--preload", "warmlib", "--"],
+                              cwd=folder.work, env=folder.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)
+    try:
+        assert wait_until(looping.exists, 120), "the looping test never started"
+        client.send_signal(signal.SIGINT)
+        output, _ = client.communicate(timeout=60)
+    finally:
+        client.kill()
+    assert client.returncode == 2, output  # pytest's "interrupted"
+    assert "KeyboardInterrupt" in output
+    (server,) = servers(folder.home)
+    children = Path(f"/proc/{server}/task/{server}/children").read_text().split()
+    assert children == []  # the interrupted run is gone, not spinning on
+
+
+def test_a_library_changed_on_disk_gets_a_new_server(folder):
+    folder.run()
+    (old,) = servers(folder.home)
+    library = folder.library / "warmlib.py"
+    library.write_text("VALUE = 2\n")  # an upgrade: the warm copy in the server is stale
+    stamp = time.time() + 5
+    os.utime(library, (stamp, stamp))
+    result = folder.run()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert wait_until(lambda: old not in servers(folder.home))
+    (new,) = servers(folder.home)
+    assert new != old and folder.runs()[-1] == {**folder.runs()[-1], "ppid": new, "warm": True}
+
+
+def test_stop_or_a_removed_folder_ends_the_server(folder, tmp_path):
+    folder.run()
+    assert len(servers(folder.home)) == 1
+    subprocess.run([sys.executable, str(WARM), "--preload", "warmlib", "--stop"], cwd=folder.work, env=folder.env,
+                   check=True, timeout=60)
+    assert wait_until(lambda: not servers(folder.home))
+    assert folder.run().returncode == 0  # a run after a stop starts a new one
+    assert len(servers(folder.home)) == 1
+    moved = tmp_path / "moved"
+    folder.work.rename(moved)  # the folder gone (deleted, or moved elsewhere)
+    assert wait_until(lambda: not servers(folder.home))
+
+
+@pytest.mark.parametrize("setting", ["CI=true", "WARM=0", "shared socket folder"])
+def test_ci_warm_0_or_an_unsafe_socket_folder_run_plain_pytest_and_start_nothing(folder, setting):
+    env = dict(folder.env)
+    if setting == "shared socket folder":
+        folder.home.joinpath(f"kit-warm-{os.getuid()}").mkdir(mode=0o777)
+        os.chmod(folder.home / f"kit-warm-{os.getuid()}", 0o777)  # anyone could plant a socket there
+    else:
+        name, value = setting.split("=")
+        env[name] = value
+    result = folder.run(env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (run,) = folder.runs()
+    assert run["warm"] is False and run["ppid"] == os.getpid()  # pytest ran in the runner's own process
+    assert servers(folder.home) == []
+    assert not list(folder.home.rglob("*.sock"))

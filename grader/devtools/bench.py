@@ -37,6 +37,7 @@ GOAL_RATIO = 0.05  # class wall per submission / bare torch import
 GOAL_SCALE = 0.10  # per submission at a larger class, at most this much above the figure at n
 GOAL_PEAK_BYTES = 1 << 30  # the grading run's whole process tree (cgroup peak)
 GOAL_CHILD_MB = 768  # one student child's peak RSS (the sandbox's address-space limit)
+GOAL_STUDENT_SECONDS = 2.0  # a student's `make test` on correct code in a built release, warm
 # The bench's sandbox uids: away from a real grading run's (SandboxConfig.uid_base, 64000 + slot), so a
 # bench beside `make grade` shares no uid with it.
 BENCH_UID_BASE = 64512
@@ -429,19 +430,56 @@ def _child_peak_mb(zygote, work, config, score, sub, lesson) -> float:
 # ---------------------------------------------------------------- the report
 
 
+def student_check_seconds(*, lesson, repeats: int = 3) -> dict:
+    """A student's `make test` on the reference in a built release of `lesson`, wall seconds: the first run
+    (it starts the release's warm checker, when the lesson's Makefile has one), the median of `repeats` runs
+    after it, and the median of `repeats` runs of plain pytest (WARM=0). `ok` is false when a run failed."""
+    from grader.release import student_release
+
+    root = Path(tempfile.mkdtemp(prefix="bench-check-"))
+    home = Path(tempfile.mkdtemp(prefix="warm-", dir="/tmp"))  # the warm checker's socket: short, private
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "MAKEFLAGS", "MAKELEVEL", "PYTEST_ADDOPTS")}
+    env["XDG_RUNTIME_DIR"] = str(home)
+
+    def make(target: str, warm: str) -> tuple[float, bool]:
+        start = time.perf_counter()
+        done = subprocess.run(["make", target, f"PYTHON={sys.executable}"], cwd=folder, env=dict(env, WARM=warm),
+                              capture_output=True, text=True, timeout=600)
+        return time.perf_counter() - start, done.returncode == 0
+
+    try:
+        with contextlib.redirect_stdout(open(os.devnull, "w")):
+            student_release.main(out=str(root / "dist"), lesson=lesson)
+        folder = root / "dist" / lesson.name
+        for name in lesson.file_of.values():
+            shutil.copyfile(lesson.solutions / name, folder / name)
+        first, ok = make("test", "1")
+        warm = [make("test", "1") for _ in range(repeats)]
+        plain = [make("test", "0") for _ in range(repeats)]
+        return {"first": first, "warm": statistics.median(t for t, _ in warm),
+                "plain": statistics.median(t for t, _ in plain), "repeats": repeats,
+                "ok": ok and all(good for _, good in warm + plain)}
+    finally:
+        if (root / "dist" / lesson.name / "Makefile").exists():
+            make("stop", "1")
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(home, ignore_errors=True)
+
+
 def _goal(met: bool) -> str:
     return "met" if met else "NOT met"
 
 
 def main(*, lesson, n: int = 200, jobs: int | None = None, keep: bool = False, base: str | None = None,
-         scale: int | None = None, repeats: int = 1, torch_repeats: int = 3, uid_base: int = BENCH_UID_BASE) -> int:
+         scale: int | None = None, repeats: int = 1, torch_repeats: int = 3, uid_base: int = BENCH_UID_BASE,
+         check_repeats: int = 3) -> int:
     jobs = jobs or os.cpu_count() or 1
     cores = os.cpu_count() or 1
     root = Path(tempfile.mkdtemp(prefix="grader-bench-"))
     os.chmod(root, 0o711)
     try:
         return _bench(root, lesson=lesson, n=n, jobs=jobs, cores=cores, base=base, scale=scale, repeats=repeats,
-                      torch_repeats=torch_repeats, uid_base=uid_base, keep=keep)
+                      torch_repeats=torch_repeats, uid_base=uid_base, keep=keep, check_repeats=check_repeats)
     finally:
         if keep:
             print(f"classes and outputs kept in {root}")
@@ -449,7 +487,8 @@ def main(*, lesson, n: int = 200, jobs: int | None = None, keep: bool = False, b
             shutil.rmtree(root, ignore_errors=True)
 
 
-def _bench(root: Path, *, lesson, n, jobs, cores, base, scale, repeats, torch_repeats, uid_base, keep) -> int:
+def _bench(root: Path, *, lesson, n, jobs, cores, base, scale, repeats, torch_repeats, uid_base, keep,
+           check_repeats) -> int:
     subs = root / "class"
     subs.mkdir()
     counts = build_class(subs, n, lesson=lesson)
@@ -486,6 +525,7 @@ def _bench(root: Path, *, lesson, n, jobs, cores, base, scale, repeats, torch_re
             print(f"grading {scale} failed ({big.failed})")
             return 1
     one = one_submission_breakdown(lesson=lesson, uid_base=uid_base)
+    check = student_check_seconds(lesson=lesson, repeats=check_repeats)
     load_after = os.getloadavg()[0]
 
     def best(label):  # the quickest turn: the one the machine's other work slowed least
@@ -525,6 +565,10 @@ def _bench(root: Path, *, lesson, n, jobs, cores, base, scale, repeats, torch_re
                   f"{r.peak_bytes / 2**20:.0f} MB [goal < {GOAL_PEAK_BYTES >> 20} MB: {_goal(r.peak_bytes < GOAL_PEAK_BYTES)}]")
     child = one["child_peak_mb"]
     print(f"peak RSS of one student child: {child:.0f} MB [goal < {GOAL_CHILD_MB} MB: {_goal(child < GOAL_CHILD_MB)}]")
+    print(f"student `make test` on the reference in a built release, warm: {check['warm']:.2f} s (median of "
+          f"{check['repeats']}; first run {check['first']:.2f} s, plain pytest {check['plain']:.2f} s)"
+          + ("" if check["ok"] else "; a run FAILED")
+          + f" [goal < {GOAL_STUDENT_SECONDS:g} s: {_goal(check['ok'] and check['warm'] < GOAL_STUDENT_SECONDS)}]")
     print(f"machine load (1-min average) before/after: {load_before:.1f}/{load_after:.1f} on {cores} cores "
           "(other work on the machine slows every wall figure above; ratios between versions are of one run)")
     print()
@@ -708,6 +752,8 @@ if __name__ == "__main__":
                         help="grade a class of N too and compare the per-submission figure (e.g. 1000)")
     parser.add_argument("--repeats", type=int, default=1, help="turns of each version (the quickest is reported)")
     parser.add_argument("--torch-repeats", type=int, default=3, help="bare torch imports timed (the median is used)")
+    parser.add_argument("--check-repeats", type=int, default=3,
+                        help="student `make test` runs timed, warm and plain (the median of each is used)")
     parser.add_argument("--uid-base", type=int, default=BENCH_UID_BASE,
                         help=f"sandbox uids of the bench's slots (default {BENCH_UID_BASE}, away from a grading run's)")
     parser.add_argument("--lesson", default=None, metavar="NAME|PATH",
@@ -722,4 +768,5 @@ if __name__ == "__main__":
     if args.mode == "similarity":
         sys.exit(similarity_bench(lesson=the_lesson, n=args.n or 500, jobs=args.jobs, keep=args.keep))
     sys.exit(main(lesson=the_lesson, n=args.n or 200, jobs=args.jobs, keep=args.keep, base=args.base, scale=args.scale,
-                  repeats=args.repeats, torch_repeats=args.torch_repeats, uid_base=args.uid_base))
+                  repeats=args.repeats, torch_repeats=args.torch_repeats, uid_base=args.uid_base,
+                  check_repeats=args.check_repeats))

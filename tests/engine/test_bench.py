@@ -28,7 +28,7 @@ def test_make_bench_on_a_tiny_class_beside_a_base_commit():
     # The base's files taken from git into a temporary folder and graded in turns with this tree; both must
     # grade every submission of the same class.
     done = subprocess.run([sys.executable, "-m", "grader.devtools.bench", "-n", str(N), "--jobs", "1", "--base", BASE,
-                           "--torch-repeats", "1", "--uid-base", str(uid_base_for_tests(9))],
+                           "--torch-repeats", "1", "--check-repeats", "1", "--uid-base", str(uid_base_for_tests(9))],
                           cwd=KIT, capture_output=True, text=True, timeout=900)
     out = done.stdout
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
@@ -46,6 +46,8 @@ def test_make_bench_on_a_tiny_class_beside_a_base_commit():
     assert any(x.startswith("per submission / bare torch import") for x in goals)
     assert any(x.startswith(f"per submission, this kit / BASE {BASE}") for x in goals)
     assert any(x.startswith("peak memory of the grading run") for x in goals)
+    check = next(x for x in goals if x.startswith("student `make test` on the reference in a built release"))
+    assert "FAILED" not in check, check  # the reference passes its own visible tests, warm and plain
 
     # The breakdown: each stage a row with a figure for both submissions, the rows adding up to the total.
     table = out.split("== one submission, stage by stage", 1)[1].splitlines()[2:]

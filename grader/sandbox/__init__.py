@@ -38,7 +38,9 @@ class SandboxConfig:
     """Limits for one student child. Every field can be tightened in tests."""
 
     call_timeout: float = 5.0  # wall seconds for one call (import included)
-    submission_budget: float = 60.0  # wall seconds for all calls of one submission
+    # Wall seconds for all the calls into one of the submission's files (a part's module): a loop in one part
+    # uses up that part's budget, never another's. A submission's calls take at most this times its files.
+    module_budget: float = 60.0
     spawn_timeout: float = 10.0  # wall seconds for a fresh child to say hello
     # Wall seconds for the zygote to import torch and run its start-up check: 2-5 s on a quiet machine,
     # past 60 s for PyPI's CUDA build on Python 3.13 niced behind a load of 6-9. A slow start is not a

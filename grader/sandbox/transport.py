@@ -54,7 +54,7 @@ class SandboxTransport:
         self._names: set[str] = set()  # top-level names seen in any child's copy when it ended (top_names)
         self._import_faults: dict[str, int] = {}
         self._condemned: dict[str, dict] = {}
-        self._spent = 0.0
+        self._spent: dict[str, float] = {}  # wall seconds of calls (and child starts) per module
         self._received = 0  # bytes of every answer so far, counted against config.replies_bytes
         self._replies_full = False  # set once an answer would have passed config.replies_bytes
         self._no_meta = False  # set once a child had to answer an inspect again on CPU
@@ -101,7 +101,7 @@ class SandboxTransport:
                     if early is None and self._child is None:
                         start = time.monotonic()
                         fault = self._spawn()
-                        self._spent += time.monotonic() - start
+                        self._spend(module, time.monotonic() - start)
                         if fault is not None:
                             early = self._after_fatal(module, fault, first_use=True), {}
                     if early is not None:
@@ -133,15 +133,16 @@ class SandboxTransport:
                 continue
             i, module, sent_header, size, sent_at = flight.popleft()
             flight_bytes -= size
-            if self._spent >= self.config.submission_budget:
-                # Used up by the calls ahead: this one and those behind it are answered without the child.
+            if self._spent.get(module, 0.0) >= self.config.module_budget:
+                # Used up by the calls ahead: this one and those behind it go again, without the child for
+                # this module (_answer_without_child) and to a fresh child for any other.
                 self._stop_child()
                 answer, retry = None, True
             else:
                 start = max(sent_at, answered_at)
                 answer, retry = self._receive(module, sent_header, deadline=start + self.config.call_timeout)
                 answered_at = time.monotonic()
-                self._spent += answered_at - start
+                self._spend(module, answered_at - start)
             if answer is not None:
                 answers[i] = answer
             if self._child is None:  # stopped or replaced: what was in flight goes again, to the next child
@@ -201,10 +202,10 @@ class SandboxTransport:
     def _answer_without_child(self, module):
         if module in self._condemned:
             return dict(self._condemned[module]), {}
-        if self._spent >= self.config.submission_budget:
-            message = (f"the submission used up its {self.config.submission_budget:g} s time budget; "
-                       "remaining calls were not run")
-            if "Budget" not in self.fault_types:  # said once, and the run's status says "time-budget"
+        if self._spent.get(module, 0.0) >= self.config.module_budget:
+            message = (f"the submission used up its {self.config.module_budget:g} s time budget for {module}.py; "
+                       f"the remaining calls into {module}.py were not run")
+            if f"Timeout: {message}" not in self.faults:  # said once a file; the run's status says "time-budget"
                 self.faults.append(f"Timeout: {message}")
                 self.fault_types.append("Budget")
             return self._fault("Timeout", message, record=False), {}
@@ -213,6 +214,9 @@ class SandboxTransport:
                                                  f"{_mb(self.config.replies_bytes)} the grader keeps for one "
                                                  "submission; remaining calls were not run", record=False), {}
         return None
+
+    def _spend(self, module: str, seconds: float) -> None:
+        self._spent[module] = self._spent.get(module, 0.0) + seconds
 
     def _reply_limits(self) -> protocol.Limits:
         """The caps for the next answer: one call's, and what is left of the submission's."""

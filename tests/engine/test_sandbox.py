@@ -282,13 +282,24 @@ def test_a_module_that_keeps_killing_its_child_at_import_fails_fast(transport):
     assert h["error"] is None and a["out0"].tolist() == [1.0]
 
 
-def test_submission_budget_stops_a_slow_submission(transport):
-    t = transport({"hostile.py": "import time\ndef nap():\n    time.sleep(5)\n"},
-                  config=dataclasses.replace(CONFIG, call_timeout=0.5, submission_budget=1.0))
-    kinds = [t.call(fn("nap"), {})[0]["error"]["type"] for _ in range(4)]
-    assert kinds == ["Timeout"] * 4
-    assert "time budget" in t.call(fn("nap", module="other"), {})[0]["error"]["message"]
+def test_a_modules_time_budget_stops_its_slow_calls_and_no_other_modules(transport):
+    """Found by a held-out submission whose attention looped on every masked call: twelve time-outs used up a
+    budget the whole submission shared, and the parts graded over stand-ins (never calling the loop) lost
+    every point. The budget is each file's: a loop costs its own file's calls only."""
+    t = transport({"hostile.py": "import time, torch\ndef quick():\n    return torch.ones(1)\n"
+                                 "def nap():\n    time.sleep(5)\n",
+                   "fine.py": "import torch\ndef f():\n    return torch.ones(1)\n"},
+                  config=dataclasses.replace(CONFIG, call_timeout=0.5, module_budget=1.2))
+    messages: list[str] = []
+    for _ in range(4):  # a quick call first in each child: the time-outs are not the import's (no condemning)
+        messages += [(t.call(fn(name), {})[0]["error"] or {}).get("message", "") for name in ("quick", "nap")]
+    assert "no answer within 0.5 s" in messages[1] and "repeatedly" not in " ".join(messages)
+    h, _ = t.call(fn("quick"), {})  # its time-outs have used up the 1.2 s budget of hostile.py
+    assert "time budget for hostile.py" in h["error"]["message"]
     assert t.fault_types[-1] == "Budget" and t.fault_types.count("Budget") == 1  # the status says so
+    for _ in range(2):  # another file's calls run as usual
+        h, a = t.call(fn("f", module="fine"), {})
+        assert h["error"] is None and a["out0"].tolist() == [1.0]
 
 
 # -- batches: calls sent ahead of the answers (SandboxTransport.call_many) ------------------------
@@ -341,14 +352,18 @@ def test_a_module_that_kills_its_child_at_import_is_condemned_within_a_batch(tra
     assert len(t.faults) == 2
 
 
-def test_the_submission_budget_holds_for_a_batch(transport):
-    t = transport(BATCH_MODULE, config=dataclasses.replace(CONFIG, call_timeout=0.5, submission_budget=1.0))
+def test_a_modules_time_budget_holds_for_a_batch_and_spares_the_other_modules_calls(transport):
+    t = transport({**BATCH_MODULE, "other.py": "def ok(x):\n    return x + 1\n"},
+                  config=dataclasses.replace(CONFIG, call_timeout=0.5, module_budget=1.2))
     x = np.ones(1, dtype=np.float32)
     start = time.monotonic()
-    answers = t.call_many([batch_call("nap", x)] * 5 + [batch_call("ok", x, module="other")])
-    assert time.monotonic() - start < 2 * CONFIG.call_timeout + 3
-    assert [h["error"]["type"] for h, _ in answers] == ["Timeout"] * 6
-    assert "time budget" in answers[-1][0]["error"]["message"]
+    # A quick call first in each child: the time-outs are not the import's (no condemning).
+    answers = t.call_many([batch_call("ok", x), batch_call("nap", x)] * 4 + [batch_call("ok", x, module="other")])
+    assert time.monotonic() - start < 3 * 0.5 + 3
+    kinds = [h["error"]["type"] if h["error"] else None for h, _ in answers]
+    assert kinds[:2] == [None, "Timeout"] and kinds[-1] is None
+    assert "time budget for hostile.py" in answers[-2][0]["error"]["message"]  # its time-outs used it up
+    assert answers[-1][1]["out0"].tolist() == [2.0]
 
 
 def test_output_is_captured_and_bounded(transport):

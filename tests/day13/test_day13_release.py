@@ -185,7 +185,7 @@ def test_make_test_is_served_warm_after_its_first_run_and_reports_the_same(unpac
         shutil.copyfile(DAY13.solutions / f"{module}.py", folder / f"{module}.py")
     (folder / "block.py").write_text((folder / "block.py").read_text() + "\nraise ImportError('a slip')\n")
     home = Path(tempfile.mkdtemp(prefix="warm-", dir="/tmp"))  # short: a socket's path holds 107 bytes
-    warm = dict(WARM="1", XDG_RUNTIME_DIR=str(home))
+    warm = dict(WARM="1", XDG_RUNTIME_DIR=str(home), CI="")  # a CI job's own CI=true would turn it off
     try:
         plain = _make_test(folder, WARM="0")
         assert not list(home.rglob("*.sock"))

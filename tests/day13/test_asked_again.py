@@ -89,7 +89,7 @@ def test_a_call_asked_again_that_another_tests_fault_left_unanswered_costs_nothi
     def marking(self, recorded, count):
         before = len(self._pending)
         asked = queue_again(self, recorded, count)
-        transport.again += [(header, arrays) for header, arrays, _ in self._pending[before:]]
+        transport.again += [(call.header, call.arrays) for call in self._pending[before:]]
         return asked
 
     monkeypatch.setattr(calls.Adapter, "queue_again", marking)

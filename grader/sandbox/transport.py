@@ -110,11 +110,11 @@ class SandboxTransport:
                         continue
                 if self._no_meta and isinstance(header, dict) and header.get("op") == "inspect":
                     header = dict(header, no_meta=True)
-                header = self._with_standins(header, module)
+                header, lends = self._as_sent(header)
                 parts = protocol.encode(header, arrays)
                 size = sum(len(part) for part in parts)
                 if flight and flight_bytes + size > self.PIPELINE_BYTES:
-                    break
+                    break  # not sent: what it would have lent goes with it when it is
                 sent_at = time.monotonic()
                 try:
                     # A child that never reads must not block the send either (a call bigger than the socket buffer).
@@ -126,6 +126,7 @@ class SandboxTransport:
                     todo.popleft()
                     answers[i] = self._send_failed(module, exc, first_use=module not in self._child.served)
                     continue
+                self._lend(lends)
                 todo.popleft()
                 flight.append((i, module, header, size, sent_at))
                 flight_bytes += size
@@ -188,16 +189,22 @@ class SandboxTransport:
         lent = self.zygote.standins
         return bool(lent and child.lent and isinstance(header, dict) and lent.refuses(child.lent, header))
 
-    def _with_standins(self, header, module):
-        """The call as sent: with the source of each stand-in it needs that this child was not lent yet."""
+    def _as_sent(self, header):
+        """(the call as sent to this child, what it lends the child): the source of each stand-in the call
+        needs that the child was not lent yet (grader/sandbox/lending.py). The child holds them once the
+        call is sent (`_lend`), not before: a call held back (the pipeline is full) lends them when it goes."""
         lent = self.zygote.standins
         if not lent or not isinstance(header, dict):
-            return header
-        new = sorted(lent.needed(header) - self._child.lent)
-        if not new:
-            return header
-        self._child.lent.update(new)
-        return dict(header, standins_source={name: lent.units[name] for name in new})
+            return header, None
+        standins = sorted(lent.needed(header) - self._child.lent)
+        if standins:
+            header = dict(header, standins_source={name: lent.units[name] for name in standins})
+        return header, standins
+
+    def _lend(self, lends) -> None:
+        """The child now holds what a call sent to it lent (`_as_sent`)."""
+        if lends:
+            self._child.lent.update(lends)
 
     def _answer_without_child(self, module):
         if module in self._condemned:

@@ -330,6 +330,34 @@ def test_a_batch_is_answered_in_order_as_single_calls_would_be(transport):
     assert all(h["error"] is None for h, _ in answers) and t.faults == []
 
 
+def _classifier_call(d: int, seed: int):
+    """A call of the toy's Classifier (graded over the grader's softmax, lent with the first call that needs it)."""
+    rng = np.random.default_rng(seed)
+    params = [{"name": name, "bind": {"names": [name], "contract": f"Classifier needs {name}"}, "array": f"p{i}"}
+              for i, name in enumerate(("linear.bias", "linear.weight"))]
+    header = {"op": "module", "module": "classifier", "cls": "Classifier", "init": [d, d], "init_kwargs": {},
+              "dtype": "float32", "params": params, "args": [{"array": "x"}]}
+    arrays = {"x": rng.standard_normal((d, d)).astype(np.float32), "p0": rng.standard_normal(d).astype(np.float32),
+              "p1": rng.standard_normal((d, d)).astype(np.float32)}
+    return header, arrays
+
+
+def test_a_call_held_back_by_a_full_pipeline_lends_its_stand_ins_when_it_goes(transport):
+    t = transport({}, reference=True)
+    # ~40 KB calls, then classifier calls of ~80 KB: each of those waits until nothing is in flight, and is
+    # the first to need the softmax stand-in, which must go with it when it goes.
+    softmax = {"op": "function", "module": "activations", "name": "softmax", "args": [{"array": "x"}]}
+    calls = [(softmax, {"x": np.full((100, 100), i, dtype=np.float32)}) for i in range(3)]
+    calls += [_classifier_call(100, seed) for seed in range(3)]
+    answers = t.call_many(calls)
+    loader = ModuleLoader(LESSON.solutions, isolated=True, lesson=LESSON)
+    for (header, arrays), (got_h, got) in zip(calls, answers):
+        want_h, want = execute(header, arrays, loader=loader)
+        assert got_h == want_h and want_h["error"] is None
+        np.testing.assert_array_equal(got["out0"], want["out0"])
+    assert t.faults == []
+
+
 @pytest.mark.parametrize("bad, kind", [("spin", "Timeout"), ("die", "Crashed")])
 def test_a_fault_in_a_batch_costs_only_the_call_that_met_it(transport, bad, kind):
     t = transport(BATCH_MODULE)

@@ -34,6 +34,9 @@ For contracts that are not a module's forward, arguments and answers are value t
 
 A header may carry "standins_source": {name: source} of grader stand-ins lent to a sandboxed child,
 each alone, with the first call that needs it (grader/sandbox/lending.py), never held by a child before.
+A sandboxed child gets each parameter's binding rule once (grader/sandbox/transport.py, _as_sent): the
+call that first needs it carries "rules": {number: rule}, and every call's params name it, {"name", "rule":
+number, "array"}, in place of its "bind".
 A header's "over_standins" lists graded names of the call's module bound to their stand-ins while
 it runs (the answer repeats the list): the grader asks a call again that way when its error is
 marked "inside" such a name, i.e. raised while that function of the student's ran, so that a crash
@@ -135,6 +138,7 @@ class ModuleLoader:
         self.modules: dict[str, types.ModuleType] = {}
         self.errors: dict[str, dict] = {}
         self.standins = None  # the grader's stand-ins (a module, or _Lent in a child), once this loader has them
+        self.rules: dict = {}  # binding rules a sandboxed child was sent, by their number (as a string)
 
     def receive_standins(self, units: dict) -> None:
         """Stand-ins lent by the grader, each alone ({name: its own source}, grader/sandbox/lending.py):
@@ -376,6 +380,8 @@ def execute(header: dict, arrays: dict, *, loader: ModuleLoader) -> tuple[dict, 
     op = header.get("op")
     if isinstance(header.get("standins_source"), dict):
         loader.receive_standins(header["standins_source"])
+    if isinstance(header.get("rules"), dict):
+        loader.rules.update(header["rules"])
     try:
         with loader.active(), _over_standins(header, loader, out_header):
             if op == "function":
@@ -699,7 +705,7 @@ def _run_module(header, arrays, loader, out_header, out_arrays):
         obj.eval()  # dropout, if a student added it, must not make grading random
         for spec in header.get("params", []):
             value = tensors[spec["array"]].detach().to(dtype)
-            for path, target in _bind(obj, spec, header["cls"], loader.lesson):
+            for path, target in _bind(obj, _rule_of(spec, loader), header["cls"], loader.lesson):
                 if tuple(target.shape) != tuple(value.shape):
                     raise GraderCallError(
                         f"{header['cls']}.{path} has shape {tuple(target.shape)}, "
@@ -971,6 +977,17 @@ def _to_call_dtype(obj, dtype) -> None:
     built it, so a float64 table or layer inside shows in the output's dtype, never repaired."""
     if dtype == torch.float64:
         obj.to(dtype)
+
+
+def _rule_of(spec: dict, loader: ModuleLoader) -> dict:
+    """The parameter's spec with its binding rule in it: as the call carries it, or the one this child was
+    sent under the number the spec gives."""
+    if "rule" not in spec:
+        return spec
+    rule = loader.rules.get(str(spec["rule"]))
+    if not isinstance(rule, dict):
+        raise GraderCallError(f"binding rule {spec['rule']!r} of {spec.get('name')!r} was not sent to this process (an engine fault)")
+    return dict(spec, bind=rule)
 
 
 def _bind(obj, spec: dict, cls_name: str, lesson: CallLesson) -> list[tuple[str, torch.Tensor]]:

@@ -191,20 +191,45 @@ class SandboxTransport:
 
     def _as_sent(self, header):
         """(the call as sent to this child, what it lends the child): the source of each stand-in the call
-        needs that the child was not lent yet (grader/sandbox/lending.py). The child holds them once the
-        call is sent (`_lend`), not before: a call held back (the pipeline is full) lends them when it goes."""
-        lent = self.zygote.standins
-        if not lent or not isinstance(header, dict):
+        needs that the child was not lent yet (grader/sandbox/lending.py), and each parameter's binding rule
+        (the contract's description of where it goes, grader/running/calls.py Adapter.binding) by the
+        number the child holds it under, the rule itself going with the first call that needs it: a block's
+        call carries ten rules, ~2 KB of the same JSON, written by the grader and read by the child each
+        time. The child holds them once the call is sent (`_lend`), not before: a call held back (the
+        pipeline is full) lends them when it goes."""
+        if not isinstance(header, dict):
             return header, None
-        standins = sorted(lent.needed(header) - self._child.lent)
+        child, lent = self._child, self.zygote.standins
+        standins = sorted(lent.needed(header) - child.lent) if lent else []
         if standins:
             header = dict(header, standins_source={name: lent.units[name] for name in standins})
-        return header, standins
+        params = header.get("params")
+        if not isinstance(params, list) or not params:
+            return header, (standins, [])
+        known, rules, wire = dict(child.rules), [], []  # rules: (name, (rule, number)) this call lends
+        for spec in params:
+            rule = spec.get("bind") if isinstance(spec, dict) else None
+            if not isinstance(rule, dict):
+                wire.append(spec)
+                continue
+            name = spec.get("name")
+            entry = known.get(name)
+            if entry is None or entry[0] != rule:
+                entry = known[name] = (rule, child.rules_sent + len(rules))
+                rules.append((name, entry))
+            wire.append({k: v for k, v in spec.items() if k != "bind"} | {"rule": entry[1]})
+        header = dict(header, params=wire)
+        if rules:
+            header["rules"] = {str(number): rule for _, (rule, number) in rules}
+        return header, (standins, rules)
 
     def _lend(self, lends) -> None:
         """The child now holds what a call sent to it lent (`_as_sent`)."""
-        if lends:
-            self._child.lent.update(lends)
+        if lends is not None:
+            standins, rules = lends
+            self._child.lent.update(standins)
+            self._child.rules.update(rules)  # in order: a name lent twice keeps its last rule
+            self._child.rules_sent += len(rules)
 
     def _answer_without_child(self, module):
         if module in self._condemned:

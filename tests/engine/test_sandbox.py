@@ -331,7 +331,8 @@ def test_a_batch_is_answered_in_order_as_single_calls_would_be(transport):
 
 
 def _classifier_call(d: int, seed: int):
-    """A call of the toy's Classifier (graded over the grader's softmax, lent with the first call that needs it)."""
+    """A call of the toy's Classifier (graded over the grader's softmax, lent with the first call that needs it),
+    its weights bound by rules that also go to a child once."""
     rng = np.random.default_rng(seed)
     params = [{"name": name, "bind": {"names": [name], "contract": f"Classifier needs {name}"}, "array": f"p{i}"}
               for i, name in enumerate(("linear.bias", "linear.weight"))]
@@ -342,10 +343,10 @@ def _classifier_call(d: int, seed: int):
     return header, arrays
 
 
-def test_a_call_held_back_by_a_full_pipeline_lends_its_stand_ins_when_it_goes(transport):
+def test_a_call_held_back_by_a_full_pipeline_lends_its_stand_ins_and_rules_when_it_goes(transport):
     t = transport({}, reference=True)
     # ~40 KB calls, then classifier calls of ~80 KB: each of those waits until nothing is in flight, and is
-    # the first to need the softmax stand-in, which must go with it when it goes.
+    # the first to need the softmax stand-in and the binding rules, which must go with it when it goes.
     softmax = {"op": "function", "module": "activations", "name": "softmax", "args": [{"array": "x"}]}
     calls = [(softmax, {"x": np.full((100, 100), i, dtype=np.float32)}) for i in range(3)]
     calls += [_classifier_call(100, seed) for seed in range(3)]
@@ -356,6 +357,7 @@ def test_a_call_held_back_by_a_full_pipeline_lends_its_stand_ins_when_it_goes(tr
         assert got_h == want_h and want_h["error"] is None
         np.testing.assert_array_equal(got["out0"], want["out0"])
     assert t.faults == []
+    assert t._child.rules_sent == 2  # each rule went to the child once
 
 
 @pytest.mark.parametrize("bad, kind", [("spin", "Timeout"), ("die", "Crashed")])

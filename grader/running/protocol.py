@@ -32,6 +32,9 @@ DTYPES = {
     "int32": np.dtype("<i4"),
 }
 _PREFIX = struct.Struct(">I")
+# One encoder for every frame: json.dumps with any option builds a new one each call (a few us a frame).
+_JSON = json.JSONEncoder(separators=(",", ":"))
+_DOC_KEYS, _SPEC_KEYS = frozenset({"header", "arrays"}), frozenset({"name", "dtype", "shape", "nbytes"})
 _WIRE_NAMES = {dtype: name for name, dtype in DTYPES.items()}  # exactly these dtypes, byte order included
 
 
@@ -86,12 +89,12 @@ def encode(header: dict, arrays: dict[str, np.ndarray] | None = None) -> list:
     """
     if not isinstance(header, dict):
         raise TypeError(f"a message header must be a dict, not {type(header).__name__}")
-    arrays = arrays or {}
     specs, payload = [], []
-    for name, array in arrays.items():
+    for name, array in (arrays or {}).items():
         if not isinstance(name, str):
             raise TypeError(f"array names must be str, got {name!r}")
-        array = np.asarray(array)
+        if type(array) is not np.ndarray:
+            array = np.asarray(array)
         wire_name = _WIRE_NAMES.get(array.dtype)
         if wire_name is not None and array.flags.c_contiguous:
             data = array  # already what goes on the wire (the usual case): skip the conversions below
@@ -101,7 +104,7 @@ def encode(header: dict, arrays: dict[str, np.ndarray] | None = None) -> list:
             wire_name = _dtype_name(wire)
         specs.append({"name": name, "dtype": wire_name, "shape": list(data.shape), "nbytes": data.nbytes})
         payload.append(memoryview(data).cast("B") if data.nbytes else b"")
-    body = json.dumps({"header": header, "arrays": specs}, separators=(",", ":")).encode("utf-8")
+    body = _JSON.encode({"header": header, "arrays": specs}).encode("utf-8")
     return [_PREFIX.pack(len(body)), body, *payload]
 
 
@@ -140,23 +143,23 @@ def recv_message(sock: socket.socket, *, limits: Limits = DEFAULT_LIMITS,
 def recv_frame(sock: socket.socket, *, limits: Limits = DEFAULT_LIMITS,
                deadline: float | None = None) -> tuple[dict, dict[str, np.ndarray], int]:
     """`recv_message`, plus the frame's size on the wire (for a caller that caps a running total)."""
-    if deadline is None:
+    if deadline is None and sock.gettimeout() is not None:  # a system call each frame otherwise
         sock.settimeout(None)
     (length,) = _PREFIX.unpack(_recv_exact(sock, _PREFIX.size, deadline, at_boundary=True))
     if length > limits.max_header_bytes:
         raise OversizedFrame(f"header of {length} bytes is over the {limits.max_header_bytes}-byte cap",
                              _PREFIX.size + length)
     header, specs = _parse_header(_recv_exact(sock, length, deadline), limits)
-    arrays = {}
+    arrays, total = {}, sum(spec[3] for spec in specs)
     if specs:
         # The arrays follow each other: one read for all of them (their total is capped by _parse_header).
-        raw = _recv_exact(sock, sum(spec[3] for spec in specs), deadline)
+        raw = _recv_exact(sock, total, deadline)
         offset = 0
         for name, dtype, shape, nbytes in specs:
             array = np.frombuffer(raw, dtype=dtype, count=nbytes // dtype.itemsize, offset=offset).reshape(shape)
             arrays[name] = array if array.flags.aligned else array.copy()  # e.g. a float after 3 bools
             offset += nbytes
-    return header, arrays, _PREFIX.size + length + sum(spec[3] for spec in specs)
+    return header, arrays, _PREFIX.size + length + total
 
 
 def _wire_dtype(dtype: np.dtype, name: str) -> np.dtype:
@@ -176,7 +179,7 @@ def _parse_header(body: bytes, limits: Limits):
         doc = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ProtocolError(f"header is not valid UTF-8 JSON ({exc.__class__.__name__})") from None
-    if not isinstance(doc, dict) or set(doc) != {"header", "arrays"}:
+    if not isinstance(doc, dict) or doc.keys() != _DOC_KEYS:
         raise ProtocolError("header must be a JSON object with exactly the keys 'header' and 'arrays'")
     header, declared = doc["header"], doc["arrays"]
     if not isinstance(header, dict) or not isinstance(declared, list):
@@ -199,7 +202,7 @@ def _parse_header(body: bytes, limits: Limits):
 
 
 def _check_spec(spec, limits: Limits, header_bytes: int):
-    if not isinstance(spec, dict) or set(spec) != {"name", "dtype", "shape", "nbytes"}:
+    if not isinstance(spec, dict) or spec.keys() != _SPEC_KEYS:
         raise ProtocolError("each array spec must have exactly name, dtype, shape and nbytes")
     name, dtype, shape, nbytes = spec["name"], spec["dtype"], spec["shape"], spec["nbytes"]
     if not isinstance(name, str) or not 0 < len(name) <= limits.max_name_chars:

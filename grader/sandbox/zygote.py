@@ -284,13 +284,14 @@ def main(spec: dict) -> None:
                                                                      zygote_pid=zygote_pid))
     startup.warm_up(torch)
     startup.warm_up_executor(entry, lesson=lesson)
-    view = startup.finish_probe(probe, setup.view_plan)
-    # Once the check has proved a child could import them itself, the zygote imports them for every
-    # child: a correct call that first needs one (torch.broadcast_shapes loads sympy, ~0.3 s idle and
-    # seconds on a loaded machine) must not run into its call's time limit and lose points.
+    # The zygote imports them for every child: a correct call that first needs one (torch.broadcast_shapes
+    # loads sympy, ~0.3 s idle and seconds on a loaded machine) must not run into its call's time limit and
+    # lose points. Imported while the check's child runs, not after its verdict: that child was forked
+    # before, so it still proves a child could import them itself, and a refusal stops the run either way.
     for name in lazy:
         with contextlib.suppress(Exception):
             importlib.import_module(name)
+    view = startup.finish_probe(probe, setup.view_plan)
     if "seccomp" in config.layers:
         setup = dataclasses.replace(setup, seccomp=seccomp_program(me=1))
     # Everything alive now is shared with every child: frozen, the collector never walks (and so

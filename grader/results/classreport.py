@@ -27,7 +27,7 @@ from grader.results.document import (Bullets, Cell, Code, Document, FileName, Fi
                                      Paragraph, Section, Strong, Table, mean, number, to_html, to_markdown)
 from grader.results.plots import evidence_candidates, write_plots
 from grader.results.records import SubmissionResult
-from grader.results.storage import DIGITS, check_name, load_records, write_atomic
+from grader.results.storage import DIGITS, check_name, load_records, sync_folder, write_atomic
 
 NAME_FLAG = "row name "  # how intake's notes about a row's name begin (sanitised, collided, reserved)
 
@@ -69,6 +69,8 @@ def write_class(out_dir: Path, overrides_path: Path | None = None,
                               similarity.report_section(out_dir), standings, lesson=lesson)
     write_atomic(out_dir / "summary.md", to_markdown(document))
     write_atomic(out_dir / "report.html", to_html(document))
+    # Last, so the disk writes the students' files back while the plots and the report are drawn.
+    sync_folder(out_dir)
 
 
 def _apply_comments_and_requests(out_dir: Path, records: list[SubmissionResult],

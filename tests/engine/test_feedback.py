@@ -156,12 +156,17 @@ def test_a_grading_run_writes_each_student_file_once(tmp_path, monkeypatch):
     written = []
     real = storage.write_atomic
 
-    def counting(path, data):
+    flushed = []  # (file, made durable on its own)
+
+    def counting(path, data, **options):
         written.append(Path(path).relative_to(tmp_path).as_posix())
-        real(path, data)
+        flushed.append((written[-1], options.get("durable", True)))
+        real(path, data, **options)
 
     monkeypatch.setattr(feedback, "write_atomic", counting)
     monkeypatch.setattr(storage, "write_atomic", counting)
+    real_sync = storage.sync_folder
+    monkeypatch.setattr(classreport, "sync_folder", lambda folder: (flushed.append(("sync", folder)), real_sync(folder)))
     (tmp_path / "overrides.csv").write_text("submission,test,points,comment,staff_note,by,at\n"
                                             "lee,activations.reference,2,fine,,ta,\n")
     for name in ("lee", "max"):
@@ -172,6 +177,13 @@ def test_a_grading_run_writes_each_student_file_once(tmp_path, monkeypatch):
         for file in ("results.json", "feedback.md", "feedback.html"):
             assert written.count(f"{name}/{file}") == 1, (name, file, written)
     assert "fine" in (tmp_path / "lee" / "feedback.md").read_text()
+    # The students' files skip their own fsync; one sync of OUT after the last of them makes them durable,
+    # and the records, which resume and merge trust, are still made durable one by one.
+    student = [i for i, (file, _) in enumerate(flushed) if file.endswith(("results.json", "feedback.md", "feedback.html"))]
+    assert student and all(flushed[i][1] is False for i in student)
+    assert all(durable for file, durable in flushed if file.endswith("record.json"))
+    syncs = [i for i, entry in enumerate(flushed) if entry == ("sync", tmp_path)]
+    assert syncs == [len(flushed) - 1] and syncs[0] > student[-1]
     written.clear()
     (tmp_path / "max" / "feedback.html").unlink()
     classreport.write_class(tmp_path, lesson=LESSON)
@@ -196,9 +208,9 @@ def test_a_grading_run_of_a_class_writes_each_student_file_once(toy, tmp_path, m
     written = []
     real = storage.write_atomic
 
-    def counting(path, data):
+    def counting(path, data, **options):
         written.append(Path(path).relative_to(out).as_posix())
-        real(path, data)
+        real(path, data, **options)
 
     monkeypatch.setattr(feedback, "write_atomic", counting)
     monkeypatch.setattr(storage, "write_atomic", counting)

@@ -282,7 +282,11 @@ def to_rgb(image):
         span = float(pixels.max() - pixels.min()) or 1.0
         image = Image.fromarray(((pixels - pixels.min()) / span * 255).astype(np.uint8))
     if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
-        rgba = image.convert("RGBA")
+        rgba = image if image.mode == "RGBA" else image.convert("RGBA")
+        if rgba.getchannel("A").getextrema() == (255, 255):
+            # Opaque (plt.savefig's default): compositing on white would change no pixel (checked on
+            # every 8-bit colour), and it is most of the time a picture's fingerprint takes.
+            return rgba.convert("RGB")
         white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
         return Image.alpha_composite(white, rgba).convert("RGB")
     return image.convert("RGB")

@@ -239,6 +239,29 @@ def test_pixel_statistics_of_a_translucent_picture_equal_those_of_it_composited_
     assert abs(ink - ink_white) < 2e-3 and abs(colours - colours_white) <= max(2, colours_white // 50)
 
 
+@pytest.mark.parametrize("mode", ["RGBA", "LA", "PA"])
+def test_a_picture_with_an_alpha_channel_becomes_what_compositing_it_on_white_gives(mode):
+    """to_rgb takes a shortcut for an opaque picture (most of a similarity fingerprint's time): it must give
+    the pixels compositing gives, on every 8-bit colour; a picture with one clear pixel is still composited."""
+    every = np.arange(1 << 24, dtype=np.uint32)  # each 8-bit colour once
+    rgb = np.stack([(every >> 16) & 255, (every >> 8) & 255, every & 255], axis=1).astype(np.uint8)
+    pixels = np.concatenate([rgb, np.full((1 << 24, 1), 255, np.uint8)], axis=1).reshape(4096, 4096, 4)
+    opaque = Image.fromarray(pixels, "RGBA")
+    if mode == "LA":
+        opaque = opaque.convert("LA")
+    elif mode == "PA":
+        opaque = Image.fromarray(pixels[:64, :64], "RGBA").convert("PA")  # a palette holds 256 colours
+
+    def on_white(image):
+        return Image.alpha_composite(Image.new("RGBA", image.size, "white"), image.convert("RGBA")).convert("RGB")
+
+    assert np.array_equal(np.asarray(deliverables.to_rgb(opaque)), np.asarray(on_white(opaque)))
+    cleared = opaque.copy()
+    cleared.putpixel((1, 0), (0, 0) if mode != "RGBA" else (0, 0, 0, 0))
+    shown = np.asarray(deliverables.to_rgb(cleared))
+    assert tuple(shown[0, 1]) == (255, 255, 255) and np.array_equal(shown, np.asarray(on_white(cleared)))
+
+
 def test_the_colours_under_a_transparent_background_do_not_count():
     ink, _ = deliverables.pixel_stats(transparent_canvas())
     assert ink == 0

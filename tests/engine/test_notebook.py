@@ -18,6 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import TOY, uid_base_for_tests  # noqa: E402
+from visible_run import run_pytest_in_each  # noqa: E402
 
 from grader.intake import submissions as intake
 
@@ -246,14 +247,21 @@ def _jupyter_env(home: Path) -> dict:
             "OMP_NUM_THREADS": "1", "PYDEVD_DISABLE_FILE_VALIDATION": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 
 
-def _run_in_kernel(folder: Path, home: Path) -> dict[str, str | None]:
-    """Run folder/<notebook> in a real kernel, top to bottom, as "Run All" does: no --allow-errors, so a failing
-    test cell lets the run go on only through its raises-exception tag; grade_id -> None (ran) or what it showed."""
+def _run_in_kernels(folders: list[Path], home: Path) -> dict[Path, dict[str, str | None]]:
+    """Run each folder's <notebook> in a real kernel of its own, top to bottom, as "Run All" does: no
+    --allow-errors, so a failing test cell lets the run go on only through its raises-exception tag. One
+    nbconvert for them all (it starts a fresh kernel per notebook, in the notebook's folder, and writes ran.ipynb
+    beside it); folder -> grade_id -> None (ran) or what it showed."""
     run = subprocess.run([str(VENV_BIN / "jupyter-nbconvert"), "--execute", "--to", "notebook",
-                          "--ExecutePreprocessor.timeout=300", "--output", "ran.ipynb", LESSON.notebook],
-                         cwd=folder, env=_jupyter_env(home), capture_output=True, text=True, timeout=900)
+                          "--ExecutePreprocessor.timeout=300", "--output", "ran.ipynb",
+                          *(str(folder / LESSON.notebook) for folder in folders)],
+                         env=_jupyter_env(home), capture_output=True, text=True, timeout=900 * len(folders))
     assert run.returncode == 0, run.stderr[-3000:]
-    ran = nbformat.read(folder / "ran.ipynb", as_version=4)
+    return {folder: _shown(folder / "ran.ipynb") for folder in folders}
+
+
+def _shown(ran_path: Path) -> dict[str, str | None]:
+    ran = nbformat.read(ran_path, as_version=4)
     shown = {}
     for cell in ran.cells:
         if cell.cell_type == "code":
@@ -262,11 +270,14 @@ def _run_in_kernel(folder: Path, home: Path) -> dict[str, str | None]:
     return shown
 
 
-def _visible_py(folder: Path) -> dict[str, str | None]:
-    """The same tests run as `make test` runs them on .py files: test id under tests/ -> None or pytest's report."""
-    report = folder / "report.xml"
-    subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={report}"], cwd=folder,
-                   capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+def _visible_py(folders: list[Path]) -> dict[Path, dict[str, str | None]]:
+    """The same tests run as `make test` runs them on .py files (pytest in each folder, a child forked per folder
+    by tests/fixtures/visible_run.py): folder -> test id under tests/ -> None or pytest's report."""
+    run_pytest_in_each(folders)
+    return {folder: _junit(folder / "report.xml") for folder in folders}
+
+
+def _junit(report: Path) -> dict[str, str | None]:
     import xml.etree.ElementTree as ET
 
     found = {}
@@ -311,13 +322,16 @@ def test_notebook_cells_fail_exactly_as_the_py_tests_do(tmp_path, student_nb):
                for part, test in notebook.visible_tests(lesson=LESSON)}
     stub_folder = _student_folder(tmp_path / "stubs")
     notebook.write(student_nb, stub_folder / LESSON.notebook)
-    shown = _run_in_kernel(stub_folder, tmp_path / "home")
+    works = {name: _student_folder(tmp_path / name.replace(".", "_"), files=folder) for name, folder in cases.items()}
+    for name, folder in cases.items():
+        notebook.write(_filled(student_nb, folder), works[name] / LESSON.notebook)
+    # Every notebook first (as before, each kernel runs before pytest sees its folder), then pytest in each folder.
+    shown_in = _run_in_kernels([stub_folder, *works.values()], tmp_path / "home")
+    expected_in = _visible_py(list(works.values()))
+    shown = shown_in[stub_folder]
     assert all("not implemented yet" in (shown[cell] or "") for cell in by_cell), shown
     for name, folder in cases.items():
-        work = _student_folder(tmp_path / name.replace(".", "_"), files=folder)
-        notebook.write(_filled(student_nb, folder), work / LESSON.notebook)
-        shown = _run_in_kernel(work, tmp_path / "home")
-        expected = _visible_py(work)
+        shown, expected = shown_in[works[name]], expected_in[works[name]]
         assert set(expected) == set(by_cell.values())
         assert {c for c, text in shown.items() if text and not c.startswith("test_")} == set(), (name, shown)
         failed_cells = {by_cell[c] for c in by_cell if shown[c]}

@@ -133,19 +133,33 @@ def test_the_readme_course_gives_a_correct_student_full_marks(tmp_path):
         assert absent not in feedback, f"the feedback names {absent}, which nbgrader students do not have"
 
 
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory) -> Path:
+    """A course made with the README's config: the source notebook, and generate_assignment run once (the same
+    course for every step left out; each test autogrades its own copy)."""
+    home = tmp_path_factory.mktemp("generated")
+    env = _env(home / "home")
+    course = home / "course"
+    notebook.write_nbgrader_source(course / "source" / LESSON.name, lesson=LESSON)
+    (course / "nbgrader_config.py").write_text(_block("config") + f"c.HiddenTests.sandbox_uid_base = {UID_BASE}\n",
+                                               encoding="utf-8")
+    made = subprocess.run(["nbgrader", "generate_assignment", LESSON.name], cwd=course,
+                          env={**env, "PATH": f"{VENV_BIN}{os.pathsep}{env['PATH']}"},
+                          capture_output=True, text=True, timeout=600)
+    assert made.returncode == 0, made.stderr[-3000:]
+    return course
+
+
 @pytest.mark.parametrize("left_out", ["use_the_kit", "kit_importable", "lesson"])
-def test_a_step_left_out_stops_autograde_with_what_to_do(tmp_path, left_out):
+def test_a_step_left_out_stops_autograde_with_what_to_do(tmp_path, left_out, generated):
     """Autograde of a correct notebook without the kit's step, without the kit importable, or without the
     lesson: a non-zero exit and a message saying what to do, never points of 0 saved for the student."""
     env = _env(tmp_path / "home")
     course = tmp_path / "course"
-    notebook.write_nbgrader_source(course / "source" / LESSON.name, lesson=LESSON)
+    shutil.copytree(generated, course)
     config = _block("config") + f"c.HiddenTests.sandbox_uid_base = {UID_BASE}\n"
     run_env = {**env, "PATH": f"{VENV_BIN}{os.pathsep}{env['PATH']}"}
-    (course / "nbgrader_config.py").write_text(config, encoding="utf-8")
-    made = subprocess.run(["nbgrader", "generate_assignment", LESSON.name], cwd=course, env=run_env,
-                          capture_output=True, text=True, timeout=600)
-    assert made.returncode == 0, made.stderr[-3000:]
+    assert (course / "nbgrader_config.py").read_text(encoding="utf-8") == config
     submitted = course / "submitted" / "ada" / LESSON.name / LESSON.notebook
     submitted.parent.mkdir(parents=True)
     shutil.copyfile(course / "release" / LESSON.name / LESSON.notebook, submitted)

@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 from collections import defaultdict
 from pathlib import Path
 
@@ -144,8 +145,8 @@ def _gradebook_points(course: Path, students) -> dict[str, float]:
         return {s: round(gradebook.find_submission(LESSON.name, s).score, 4) for s in students}
 
 
-def _grader_totals(cases: dict, tmp: Path) -> dict[str, float]:
-    """`python -m grader grade` of the same notebooks: row -> points of the notebook's parts."""
+def _grader_points(cases: dict, tmp: Path) -> dict[str, dict[str, float]]:
+    """`python -m grader grade` of the same notebooks as a class folder: row -> part -> points, from its grades.csv."""
     folder = tmp / "class"
     folder.mkdir()
     for student, nb in cases.items():
@@ -153,35 +154,108 @@ def _grader_totals(cases: dict, tmp: Path) -> dict[str, float]:
     out = tmp / "out"
     assert run.main(submissions=folder, out=out, jobs=2, config=CONFIG, lesson=LESSON) == 0
     with open(out / "grades.csv", encoding="utf-8", newline="") as f:
-        return {row["submission"]: round(sum(float(row[p]) for p in LESSON.modules), 4) for row in csv.DictReader(f)}
+        return {row["submission"]: {part: float(row[part]) for part in LESSON.modules} for row in csv.DictReader(f)}
 
 
-@needs_nbgrader
-def test_hostile_cells_gain_nothing_and_cost_honest_students_nothing(tmp_path):
-    full = sum(notebook.component_points(lesson=LESSON).values())
-    students = ("honest", "honest_too", "fake_kit", "fake_kit_correct", "patches", "sleeps", "exits")
-    course = _course(tmp_path)
+# --------------------------------------------------------------------------- one course, one autograde
+
+# Every catalogue mutant of the toy (over both parts), and correct implementations that differ from the
+# reference in how they compute (the toy has no variants folder: these are honest students of it, who import
+# softmax by name, as a notebook's one namespace allows; written for the similarity tests).
+NBGRADER_MUTANTS = ("act.no_shift", "act.wrong_dim", "cls.returns_logits")
+NBGRADER_VARIANTS = ("ben", "dev", "fay")
+TOY_STUDENTS = ROOT / "tests" / "fixtures" / "toy_similarity"
+HOSTILE = ("fake_kit", "patches", "sleeps", "exits")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cleanup():
+    yield
+    LESSON.cleanup()  # the catalogue's mutant folders, built for these tests
+
+
+@pytest.fixture(scope="module")
+def autograded(tmp_path_factory):
+    """One course and ONE `nbgrader autograde` of every notebook the tests below judge (an autograde grades
+    each notebook on its own: a notebook's points do not depend on who else was submitted), and one `grader
+    grade` of the same notebooks as a class folder. Returns what the tests read: the course, the notebooks,
+    autograde's output, the gradebook's points per part and the grader's."""
+    from grader.admin import killrate
+
+    tmp = tmp_path_factory.mktemp("autograded")
+    catalogue = killrate.catalogue(lesson=LESSON)
+    course = _course(tmp)
     released = _released(course)
-    mark = tmp_path / "a-kernel-ran-the-students-code"
-    cases = {"honest": _filled(released, LESSON.solutions, MARKS_WHERE_IT_RUNS.format(path=str(mark))),
+    mark = tmp / "a-kernel-ran-the-students-code"
+    variants = {f"variant_{path.name}": path for path in sorted(TOY_STUDENTS.iterdir()) if path.name in NBGRADER_VARIANTS}
+    cases = {"reference": _filled(released, LESSON.solutions), "blank": _filled(released, None),
+             **{name: _filled(released, path) for name, path in variants.items()},
+             **{bug.replace(".", "_"): _filled(released, catalogue.mutant_dir(bug)) for bug in NBGRADER_MUTANTS},
+             "honest": _filled(released, LESSON.solutions, MARKS_WHERE_IT_RUNS.format(path=str(mark))),
              "fake_kit": _filled(released, None, FAKE_KIT_MODULE),
              "fake_kit_correct": _filled(released, LESSON.solutions, FAKE_KIT_MODULE),
              "patches": _filled(released, None, PATCH_TORCH_AND_KIT),
              "sleeps": _filled(released, None, SLEEPS),
-             "exits": _filled(released, None, EXITS),
-             "honest_too": _filled(released, LESSON.solutions)}
+             "exits": _filled(released, None, EXITS)}
     _submit(course, cases)
     graded = _nbgrader(course, "autograde", LESSON.name, "--force")
-    points = _gradebook_points(course, students)
-    assert points["honest"] == points["honest_too"] == full, points
+    from nbgrader.api import Gradebook
+
+    points = {}
+    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+        max_score = gradebook.find_assignment(LESSON.name).max_score
+        for student in cases:
+            totals = defaultdict(float)
+            for nb in gradebook.find_submission(LESSON.name, student).notebooks:
+                for grade in nb.grades:
+                    if grade.name.startswith("hidden-"):
+                        totals[grade.name.split("-")[1]] += grade.score
+            points[student] = {part: round(totals[part], 4) for part in LESSON.modules}
+    return types.SimpleNamespace(course=course, released=released, cases=cases, variants=variants, mark=mark,
+                                 said=graded.stdout + graded.stderr, points=points, max_score=max_score,
+                                 totals=_gradebook_points(course, cases),
+                                 grader=_grader_points(cases, tmp), catalogue=catalogue)
+
+
+@needs_nbgrader
+def test_hostile_cells_gain_nothing_and_cost_honest_students_nothing(autograded):
+    """Hostile notebooks beside honest ones in one autograde run: `honest` carries a cell that leaves a mark
+    wherever it runs with the machine's files in reach, `reference` is the same code without it."""
+    full = sum(notebook.component_points(lesson=LESSON).values())
+    points = autograded.totals
+    assert points["honest"] == points["reference"] == full, points
     # The students' code ran in no kernel, and each notebook was graded once (in the sandbox, by the kit).
-    assert not mark.exists()
-    assert (graded.stdout + graded.stderr).count("Graded the hidden tests of") == len(students)
-    for hostile in ("fake_kit", "patches", "sleeps", "exits"):
+    assert not autograded.mark.exists()
+    assert autograded.said.count("Graded the hidden tests of") == len(autograded.cases)
+    for hostile in HOSTILE:
         assert points[hostile] == 0, (hostile, points)
     # A correct notebook with the fake-module cell: what `grader grade` gives it, no more.
-    assert points["fake_kit_correct"] == _grader_totals({"fake_kit_correct": cases["fake_kit_correct"]},
-                                                        tmp_path)["fake_kit_correct"]
+    assert points["fake_kit_correct"] == round(sum(autograded.grader["fake_kit_correct"].values()), 4)
+
+
+@needs_nbgrader
+def test_nbgrader_autograde_gives_the_points_grader_grade_gives(autograded):
+    """One nbgrader course, one autograde run for the reference, an untouched notebook, three correct
+    variants and every catalogue mutant (beside the hostile notebooks above): per part, nbgrader's gradebook
+    holds exactly what `grader grade` gives the same notebooks."""
+    catalogue = autograded.catalogue
+    assert set(NBGRADER_MUTANTS) == {bug.id for bug in catalogue.bugs}
+    assert len(autograded.variants) == len(NBGRADER_VARIANTS), "the correct variants named here exist"
+    name = LESSON.name
+    source = nbformat.read(autograded.course / "source" / name / LESSON.notebook, as_version=4)
+    # Nothing is hidden, so nothing is cleared: every cell but the solutions is released as written.
+    assert [c.source for c in autograded.released.cells if not c.metadata["nbgrader"].get("solution")] == [
+        c.source for c in source.cells if not c.metadata["nbgrader"].get("solution")]
+    nbgrader_points = autograded.points
+    full = notebook.component_points(lesson=LESSON)
+    assert autograded.max_score == pytest.approx(sum(full.values()))
+    assert autograded.grader == nbgrader_points
+    assert nbgrader_points["reference"] == full and sum(nbgrader_points["blank"].values()) == 0
+    assert all(nbgrader_points[name] == full for name in autograded.variants), "a correct variant gets full marks"
+    for bug in NBGRADER_MUTANTS:
+        lost = [part for part in LESSON.modules if nbgrader_points[bug.replace(".", "_")][part] < full[part]]
+        assert lost == [next(b.component for b in catalogue.bugs if b.id == bug)], \
+            (bug, nbgrader_points[bug.replace(".", "_")])
 
 
 # --------------------------------------------------------------------------- the kit in its venv

@@ -10,7 +10,6 @@ import subprocess
 import sys
 import tomllib
 import types
-from collections import defaultdict
 from pathlib import Path
 
 import nbformat
@@ -37,9 +36,6 @@ from grader.sandbox import SandboxConfig  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 LESSON = load_lesson(str(TOY))  # the lesson value these tests pass to each stage
-# Correct toy work that computes differently from the reference (softmax through log-probabilities, by a
-# shift of its own, slice by slice; a classifier by addmm), written for the similarity tests.
-TOY_STUDENTS = ROOT / "tests" / "fixtures" / "toy_similarity"
 CONFIG = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(5))
 needs_jupyter = pytest.mark.skipif(shutil.which("jupyter-nbconvert", path=str(VENV_BIN)) is None
                                    or shutil.which("nbgrader", path=str(VENV_BIN)) is None,
@@ -350,92 +346,8 @@ def test_notebook_cells_fail_exactly_as_the_py_tests_do(tmp_path, student_nb):
 
 
 # --------------------------------------------------------------------------- nbgrader
-
-# Every catalogue mutant of the toy (over both parts), with the reference and an untouched notebook.
-NBGRADER_MUTANTS = ("act.no_shift", "act.wrong_dim", "cls.returns_logits")
-
-
-# Correct implementations that differ from the reference in how they compute (the toy has no variants
-# folder: these are honest students of it, who import softmax by name, as a notebook's one namespace allows).
-NBGRADER_VARIANTS = ("ben", "dev", "fay")
-
-
-def _nbgrader(course: Path, *args: str) -> None:
-    # The kit is importable in its venv from any folder (an editable install): no PYTHONPATH.
-    env = {key: value for key, value in _jupyter_env(course).items() if key != "PYTHONPATH"}
-    result = subprocess.run([str(VENV_BIN / "nbgrader"), *args], cwd=course, env=env,
-                            capture_output=True, text=True, timeout=1800)
-    assert result.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
-
-
-def _grader_points(class_folder: Path, out: Path) -> dict[str, dict[str, float]]:
-    """`python -m grader grade` on a folder of notebooks: row -> part -> points, from its grades.csv."""
-    import csv
-
-    assert run.main(submissions=class_folder, out=out, jobs=2, config=CONFIG, lesson=LESSON) == 0
-    with open(out / "grades.csv", encoding="utf-8", newline="") as f:
-        return {row["submission"]: {part: float(row[part]) for part in LESSON.modules} for row in csv.DictReader(f)}
-
-
-@needs_jupyter
-def test_nbgrader_autograde_gives_the_points_grader_grade_gives(tmp_path, source_nb, rubric):
-    """One nbgrader course, one autograde run for the reference, an untouched notebook, three correct
-    variants and every catalogue mutant: per part, nbgrader's gradebook holds exactly what `grader grade`
-    gives the same notebooks."""
-    catalogue = _catalogue()
-    assert set(NBGRADER_MUTANTS) == {bug.id for bug in catalogue.bugs}
-    variants = {f"variant_{path.name}": path for path in sorted(TOY_STUDENTS.iterdir()) if path.name in NBGRADER_VARIANTS}
-    assert len(variants) == len(NBGRADER_VARIANTS), "the correct variants named here exist"
-    cases = {"reference": LESSON.solutions, "blank": None, **variants,
-             **{bug.replace(".", "_"): catalogue.mutant_dir(bug) for bug in NBGRADER_MUTANTS}}
-    course, name = tmp_path / "course", LESSON.name
-    (course / "source" / name).mkdir(parents=True)
-    (course / "nbgrader_config.py").write_text(
-        "c = get_config()\n"
-        f"c.CourseDirectory.course_id = {name!r}\n"
-        "from grader.release.nbgrader_autograde import use_the_kit\n"
-        f"use_the_kit(c, lesson={LESSON.ref!r})\n"
-        f"c.HiddenTests.sandbox_uid_base = {CONFIG.uid_base}\n", encoding="utf-8")
-    notebook.write_nbgrader_source(course / "source" / name, lesson=LESSON)
-    _nbgrader(course, "generate_assignment", name, "--force")
-
-    released = nbformat.read(course / "release" / name / LESSON.notebook, as_version=4)
-    source = nbformat.read(course / "source" / name / LESSON.notebook, as_version=4)
-    # Nothing is hidden, so nothing is cleared: every cell but the solutions is released as written.
-    assert [c.source for c in released.cells if not c.metadata["nbgrader"].get("solution")] == [
-        c.source for c in source.cells if not c.metadata["nbgrader"].get("solution")]
-    class_folder = tmp_path / "class"
-    class_folder.mkdir()
-    for student, folder in cases.items():
-        nb = released if folder is None else _filled(released, folder)
-        notebook.write(nb, course / "submitted" / student / name / LESSON.notebook)
-        notebook.write(nb, class_folder / f"{student}.ipynb")
-    _nbgrader(course, "autograde", name, "--force")
-
-    from nbgrader.api import Gradebook
-
-    nbgrader_points = {}
-    with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
-        max_score = gradebook.find_assignment(name).max_score
-        for student in cases:
-            totals = defaultdict(float)
-            for nb in gradebook.find_submission(name, student).notebooks:
-                for grade in nb.grades:
-                    if grade.name.startswith("hidden-"):
-                        totals[grade.name.split("-")[1]] += grade.score
-            nbgrader_points[student] = {part: round(totals[part], 4) for part in LESSON.modules}
-    assert max_score == pytest.approx(sum(notebook.component_points(rubric, lesson=LESSON).values()))
-    assert _grader_points(class_folder, tmp_path / "out") == nbgrader_points
-    full = notebook.component_points(rubric, lesson=LESSON)
-    assert nbgrader_points["reference"] == full and sum(nbgrader_points["blank"].values()) == 0
-    assert all(nbgrader_points[name] == full for name in variants), "a correct variant gets full marks"
-    for bug in NBGRADER_MUTANTS:
-        lost = [part for part in LESSON.modules if nbgrader_points[bug.replace(".", "_")][part] < full[part]]
-        assert lost == [catalogue_component(bug)], (bug, nbgrader_points[bug.replace(".", "_")])
-
-
-def catalogue_component(bug_id: str) -> str:
-    return next(bug.component for bug in _catalogue().bugs if bug.id == bug_id)
+# nbgrader's autograde of these notebooks (the points per part equal `grader grade`'s) is judged in
+# tests/engine/test_nbgrader_autograde.py, in the one autograde run that also grades the hostile notebooks.
 
 
 def test_old_hidden_cells_grade_nothing_in_a_kernel(source_nb):

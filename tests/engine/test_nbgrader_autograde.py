@@ -166,6 +166,9 @@ NBGRADER_MUTANTS = ("act.no_shift", "act.wrong_dim", "cls.returns_logits")
 NBGRADER_VARIANTS = ("ben", "dev", "fay")
 TOY_STUDENTS = ROOT / "tests" / "fixtures" / "toy_similarity"
 HOSTILE = ("fake_kit", "patches", "sleeps", "exits")
+# The notebooks `grader grade` grades too, to compare: all but the hostile ones that get 0 and `honest`.
+BY_GRADER = ("reference", "blank", *(f"variant_{v}" for v in NBGRADER_VARIANTS),
+             *(bug.replace(".", "_") for bug in NBGRADER_MUTANTS), "fake_kit_correct")
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -178,8 +181,8 @@ def _cleanup():
 def autograded(tmp_path_factory):
     """One course and ONE `nbgrader autograde` of every notebook the tests below judge (an autograde grades
     each notebook on its own: a notebook's points do not depend on who else was submitted), and one `grader
-    grade` of the same notebooks as a class folder. Returns what the tests read: the course, the notebooks,
-    autograde's output, the gradebook's points per part and the grader's."""
+    grade` of the notebooks the tests compare with it, as a class folder. Returns what the tests read: the course, the notebooks,
+    autograde's output, and the points per part in the gradebook and (for BY_GRADER) in grader grade's csv."""
     from grader.admin import killrate
 
     tmp = tmp_path_factory.mktemp("autograded")
@@ -213,8 +216,8 @@ def autograded(tmp_path_factory):
             points[student] = {part: round(totals[part], 4) for part in LESSON.modules}
     return types.SimpleNamespace(course=course, released=released, cases=cases, variants=variants, mark=mark,
                                  said=graded.stdout + graded.stderr, points=points, max_score=max_score,
-                                 totals=_gradebook_points(course, cases),
-                                 grader=_grader_points(cases, tmp), catalogue=catalogue)
+                                 totals=_gradebook_points(course, cases), catalogue=catalogue,
+                                 grader=_grader_points({s: nb for s, nb in cases.items() if s in BY_GRADER}, tmp))
 
 
 @needs_nbgrader
@@ -249,7 +252,7 @@ def test_nbgrader_autograde_gives_the_points_grader_grade_gives(autograded):
     nbgrader_points = autograded.points
     full = notebook.component_points(lesson=LESSON)
     assert autograded.max_score == pytest.approx(sum(full.values()))
-    assert autograded.grader == nbgrader_points
+    assert autograded.grader == {student: nbgrader_points[student] for student in BY_GRADER}
     assert nbgrader_points["reference"] == full and sum(nbgrader_points["blank"].values()) == 0
     assert all(nbgrader_points[name] == full for name in autograded.variants), "a correct variant gets full marks"
     for bug in NBGRADER_MUTANTS:

@@ -50,10 +50,9 @@ def _module_start_for_leftover_checks():
 # machine (--durations, per-file totals): only their order matters, and a file missing here only starts later.
 # For a file in EACH_TEST_ALONE, a path's figure is what each of its tests takes.
 LONGEST = {
-    "tests/engine/test_notebook.py::test_nbgrader_autograde_gives_the_points_grader_grade_gives": 494,
-    "tests/engine/test_notebook.py::test_notebook_cells_fail_exactly_as_the_py_tests_do": 238,
-    "tests/day13/test_nbgrader_course.py": 346,
-    "tests/engine/test_nbgrader_autograde.py": 299,
+    "tests/engine/test_nbgrader_autograde.py": 700,  # the hostile notebooks' and the notebook test's one autograde
+    "tests/day13/test_nbgrader_course.py": 275,
+    "tests/engine/test_notebook.py::test_notebook_cells_fail_exactly_as_the_py_tests_do": 190,
     "tests/day13/test_visible_tests.py": 230,
     "tests/day13/test_diagnostics_audit.py": 174,
     "tests/kit/test_lessons_side_by_side.py": 165,

@@ -448,7 +448,7 @@ def student_check_seconds(*, lesson, repeats: int = 3) -> dict:
         return time.perf_counter() - start, done.returncode == 0
 
     try:
-        with contextlib.redirect_stdout(open(os.devnull, "w")):
+        with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
             student_release.main(out=str(root / "dist"), lesson=lesson)
         folder = root / "dist" / lesson.name
         for name in lesson.file_of.values():

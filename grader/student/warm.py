@@ -27,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import NoReturn
 
 IDLE_SECONDS = 15 * 60
 START_SECONDS = 180  # a first import of torch on a busy machine
@@ -53,7 +54,6 @@ def main(argv: list[str]) -> int:
         if status is not None:
             return status
     _run_here(pytest_args)  # the server could not start or went stale twice: run as plain pytest does
-    return 1  # not reached: _run_here replaces this process
 
 
 def _split(argv: list[str]) -> tuple[dict, list[str]]:
@@ -79,7 +79,7 @@ def _wanted() -> bool:
     return sys.platform.startswith("linux") and hasattr(socket, "send_fds")
 
 
-def _run_here(pytest_args: list[str]) -> None:
+def _run_here(pytest_args: list[str]) -> NoReturn:
     """`python -m pytest ARGS` in this very process (exec), so nothing differs from running it by hand."""
     os.execv(sys.executable, [sys.executable, "-m", "pytest", *pytest_args])
 
@@ -247,7 +247,7 @@ def _library_files(preload: list[str]) -> dict[str, int]:
     files = {}
     for name, module in list(sys.modules.items()):
         where = getattr(module, "__file__", None)
-        if where and name.split(".")[0] in tops and name.count(".") == 0:
+        if where and name in tops:
             files[where] = os.stat(where).st_mtime_ns
     return files
 
@@ -309,12 +309,11 @@ def _run(connection: socket.socket) -> None:
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        sys.argv = [os.path.join(os.path.dirname(importlib.import_module("pytest").__file__), "__main__.py"),
-                    *request["args"]]
+        import pytest  # the server's, already imported
+
+        sys.argv = [os.path.join(os.path.dirname(pytest.__file__), "__main__.py"), *request["args"]]
         sys.path.insert(0, request["cwd"])  # what `python -m` puts first
         threading.Thread(target=_watch, args=(connection,), daemon=True).start()
-        import pytest
-
         status = int(pytest.main(request["args"]))
     except SystemExit as stop:
         status = stop.code if isinstance(stop.code, int) else 1

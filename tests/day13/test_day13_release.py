@@ -26,6 +26,9 @@ from grader.release import student_release as release
 from grader.release import stubs
 from grader.lesson import load_lesson  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "fixtures"))
+from engine_helpers import warm_servers  # noqa: E402
+
 DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -193,30 +196,18 @@ def test_make_test_is_served_warm_after_its_first_run_and_reports_the_same(unpac
         assert first == second == plain and plain[0] != 0
         assert {name for name, message in plain[1] if message} and any(not message for _, message in plain[1])
         (socket_file,) = home.rglob("*.sock")
-        served = [pid for pid in _warm_servers(home) if str(folder) in _cmdline(pid)]
-        assert len(served) == 1
+        (server,) = warm_servers(home)
+        assert str(folder).encode() in Path(f"/proc/{server}/cmdline").read_bytes().split(b"\0")
         subprocess.run(["make", "stop", f"PYTHON={sys.executable}"], cwd=folder, env=dict(os.environ, **warm),
                        check=True, capture_output=True, timeout=60)
         deadline = time.monotonic() + 20
-        while _warm_servers(home) and time.monotonic() < deadline:
+        while warm_servers(home) and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert not _warm_servers(home) and not socket_file.exists()
+        assert not warm_servers(home) and not socket_file.exists()
     finally:
-        for pid in _warm_servers(home):
+        for pid in warm_servers(home):
             os.killpg(pid, signal.SIGKILL)
         shutil.rmtree(home, ignore_errors=True)
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
-def _warm_servers(home: Path) -> list[int]:
-    return [int(p.name) for p in Path("/proc").iterdir()
-            if p.name.isdigit() and f"--serve {home}" in _cmdline(int(p.name))]
 
 
 def test_student_tools_work_from_the_release_alone(unpacked, tmp_path):

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-KIT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from engine_helpers import KIT, warm_servers  # noqa: E402
+
 WARM = KIT / "grader" / "student" / "warm.py"
 SETTLE = 20.0  # seconds a server gets to notice it should end (it looks once a second)
 
@@ -48,7 +50,7 @@ def folder(tmp_path):
     env.update(XDG_RUNTIME_DIR=str(home), PYTHONPATH=str(library), REPORT=str(tmp_path / "report.jsonl"),
                PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", WARM="1")
     yield Folder(work, library, home, tmp_path / "report.jsonl", env)
-    for pid in servers(home):
+    for pid in warm_servers(home):
         os.killpg(pid, signal.SIGKILL)  # a server and its runs left here: the test has failed; end them anyway
     shutil.rmtree(home, ignore_errors=True)
 
@@ -66,20 +68,6 @@ class Folder:
 
     def runs(self) -> list[dict]:
         return [json.loads(line) for line in self.report.read_text().splitlines()] if self.report.exists() else []
-
-
-def servers(home: Path) -> list[int]:
-    """Live warm servers whose socket lives in `home` (their command line names it)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                words = (entry / "cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"--serve" in words and any(word.startswith(str(home).encode()) for word in words):
-                found.append(int(entry.name))
-    return found
 
 
 def wait_until(condition, seconds=SETTLE):
@@ -101,7 +89,7 @@ def test_runs_are_forked_warm_see_every_edit_and_say_what_plain_pytest_says(fold
     first, second = folder.run(), folder.run()
     assert plain.returncode == first.returncode == second.returncode == 0, first.stdout + first.stderr
     assert summary(first) == summary(second) == summary(plain) == [".", "1 passed"]
-    (server,) = servers(folder.home)
+    (server,) = warm_servers(folder.home)
     runs = folder.runs()
     assert [run["warm"] for run in runs] == [False, True, True]  # plain, then both runs forked warm
     assert runs[1]["ppid"] == runs[2]["ppid"] == server and runs[1]["pid"] != runs[2]["pid"]
@@ -113,7 +101,7 @@ def test_runs_are_forked_warm_see_every_edit_and_say_what_plain_pytest_says(fold
     assert "assert 41 == 42" in broken.stdout
     (folder.work / "answer.py").write_text("def answer():\n    return 42\n")
     assert folder.run().returncode == 0
-    assert servers(folder.home) == [server]
+    assert warm_servers(folder.home) == [server]
 
 
 def test_exit_statuses_and_a_killed_run_reach_the_caller_as_the_shell_reports_them(folder):
@@ -127,7 +115,7 @@ def test_exit_statuses_and_a_killed_run_reach_the_caller_as_the_shell_reports_th
         env = dict(folder.env, HOW=how)
         assert folder.run(warm=False, env=env).returncode == plain_status
         assert folder.run(env=env).returncode == warm_status
-    assert len(servers(folder.home)) == 1  # the server outlived its runs' deaths
+    assert len(warm_servers(folder.home)) == 1  # the server outlived its runs' deaths
 
 
 def test_ctrl_c_interrupts_the_forked_run_as_it_interrupts_pytest(folder):
@@ -149,36 +137,36 @@ def test_ctrl_c_interrupts_the_forked_run_as_it_interrupts_pytest(folder):
         client.kill()
     assert client.returncode == 2, output  # pytest's "interrupted"
     assert "KeyboardInterrupt" in output
-    (server,) = servers(folder.home)
+    (server,) = warm_servers(folder.home)
     children = Path(f"/proc/{server}/task/{server}/children").read_text().split()
     assert children == []  # the interrupted run is gone, not spinning on
 
 
 def test_a_library_changed_on_disk_gets_a_new_server(folder):
     folder.run()
-    (old,) = servers(folder.home)
+    (old,) = warm_servers(folder.home)
     library = folder.library / "warmlib.py"
     library.write_text("VALUE = 2\n")  # an upgrade: the warm copy in the server is stale
     stamp = time.time() + 5
     os.utime(library, (stamp, stamp))
     result = folder.run()
     assert result.returncode == 0, result.stdout + result.stderr
-    assert wait_until(lambda: old not in servers(folder.home))
-    (new,) = servers(folder.home)
+    assert wait_until(lambda: old not in warm_servers(folder.home))
+    (new,) = warm_servers(folder.home)
     assert new != old and folder.runs()[-1] == {**folder.runs()[-1], "ppid": new, "warm": True}
 
 
 def test_stop_or_a_removed_folder_ends_the_server(folder, tmp_path):
     folder.run()
-    assert len(servers(folder.home)) == 1
+    assert len(warm_servers(folder.home)) == 1
     subprocess.run([sys.executable, str(WARM), "--preload", "warmlib", "--stop"], cwd=folder.work, env=folder.env,
                    check=True, timeout=60)
-    assert wait_until(lambda: not servers(folder.home))
+    assert wait_until(lambda: not warm_servers(folder.home))
     assert folder.run().returncode == 0  # a run after a stop starts a new one
-    assert len(servers(folder.home)) == 1
+    assert len(warm_servers(folder.home)) == 1
     moved = tmp_path / "moved"
     folder.work.rename(moved)  # the folder gone (deleted, or moved elsewhere)
-    assert wait_until(lambda: not servers(folder.home))
+    assert wait_until(lambda: not warm_servers(folder.home))
 
 
 @pytest.mark.parametrize("setting", ["CI=true", "WARM=0", "shared socket folder"])
@@ -194,5 +182,5 @@ def test_ci_warm_0_or_an_unsafe_socket_folder_run_plain_pytest_and_start_nothing
     assert result.returncode == 0, result.stdout + result.stderr
     (run,) = folder.runs()
     assert run["warm"] is False and run["ppid"] == os.getpid()  # pytest ran in the runner's own process
-    assert servers(folder.home) == []
+    assert warm_servers(folder.home) == []
     assert not list(folder.home.rglob("*.sock"))

@@ -26,6 +26,7 @@ grade with `use_the_kit(c, lesson="NAME")` (or a path), which sets `c.HiddenTest
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import io
@@ -41,6 +42,10 @@ from traitlets import Integer, Unicode
 
 # Said once per process when the sandbox or the lesson cannot work: every later notebook fails the same way.
 _not_ready: list[str] = []
+# nbgrader makes its preprocessors anew for each notebook, so what this step builds once for every notebook
+# of an autograde lives here, in nbgrader's process: the lesson values, by name, and the kept sandbox.
+_lessons: dict = {}
+_zygotes: list = []
 
 
 class KitNotReady(RuntimeError):
@@ -79,10 +84,10 @@ class HiddenTests(Execute):
         if not hidden:
             return super().preprocess(nb, resources, km)
         start = time.monotonic()
-        if getattr(self, "_lesson_value", None) is None:  # built once, for every notebook this step grades
-            self._lesson_value = _the_lesson(self.lesson)
-        lesson = self._lesson_value
-        result = grade_notebook(nb, lesson=lesson, uid_base=self.sandbox_uid_base)
+        lesson = _the_lesson(self.lesson)
+        zygotes = _kept_zygotes()
+        started = zygotes.started
+        result = grade_notebook(nb, lesson=lesson, uid_base=self.sandbox_uid_base, zygotes=zygotes)
         by_test = {test.name: test for test in result.tests}
         unknown = sorted(set(hidden.values()) - set(by_test))
         if unknown:
@@ -106,10 +111,11 @@ class HiddenTests(Execute):
                                         student_output(test, words, cut=False))
                 cell.execution_count = None
                 first = False
-        self.log.info("Graded the hidden tests of %s with the kit in %.1f s: %g of %g points (%s)",
+        self.log.info("Graded the hidden tests of %s with the kit in %.1f s: %g of %g points (%s; %s)",
                       info.get("notebook"), time.monotonic() - start,
                       sum(by_test[t].score for t in hidden.values()),
-                      sum(by_test[t].max_score for t in hidden.values()), result.status)
+                      sum(by_test[t].max_score for t in hidden.values()), result.status,
+                      "the sandbox started" if zygotes.started > started else "the sandbox kept from the last notebook")
         return nb, resources
 
 
@@ -164,15 +170,28 @@ def _outputs(test, points: float, notes: str, output: str) -> list:
             nbformat.v4.new_output("stream", name="stdout", text=text + (output or "") + "\n")]
 
 
+def _kept_zygotes():
+    """The sandbox kept from one notebook to the next in this process (grader.sandbox.zygote.KeptZygotes)."""
+    if not _zygotes:
+        from grader.sandbox.zygote import KeptZygotes
+
+        _zygotes.append(KeptZygotes())
+        atexit.register(_zygotes[0].close)
+    return _zygotes[0]
+
+
 def _the_lesson(name: str):
-    """The lesson value this nbgrader process grades with (an entry point: built here, from the config's
+    """The lesson value this nbgrader process grades with (an entry point: built here, once, from the config's
     `HiddenTests.lesson`); a lesson that cannot be loaded stops autograde with what to do."""
     if _not_ready:
         raise KitNotReady(_not_ready[0])
+    if name in _lessons:
+        return _lessons[name]
     try:
         from grader.lesson import load_lesson
 
-        return load_lesson(name or None)
+        _lessons[name] = load_lesson(name or None)
+        return _lessons[name]
     except Exception as error:  # noqa: BLE001 - whatever stops the lesson loading stops the run, said once
         _not_ready.append(f"the kit could not load its lesson ({type(error).__name__}: {error}); check "
                           "c.HiddenTests.lesson in nbgrader_config.py (use_the_kit(c, lesson=...)) and that the "
@@ -180,10 +199,11 @@ def _the_lesson(name: str):
         raise KitNotReady(_not_ready[0]) from error
 
 
-def grade_notebook(nb, *, lesson, uid_base: int = 0):
+def grade_notebook(nb, *, lesson, uid_base: int = 0, zygotes=None):
     """Grade one notebook exactly as `python -m grader grade` grades a class folder holding only that notebook
     (the intake, the scan, the sandbox, the hidden tests) and return its record (grader.results.records).
-    `lesson`: the lesson value."""
+    `lesson`: the lesson value. `zygotes` (grader.sandbox.zygote.KeptZygotes): the sandbox kept between the
+    notebooks of one autograde, each still graded in a fresh child of its own, as the rows of a class run are."""
     if _not_ready:
         raise KitNotReady(_not_ready[0])
     from grader.running import grade as run
@@ -197,7 +217,8 @@ def grade_notebook(nb, *, lesson, uid_base: int = 0):
         said = io.StringIO()
         with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
             code = run.main(submissions=folder, out=out, jobs=1, lesson=lesson,
-                            config=dataclasses.replace(DEFAULT_CONFIG, uid_base=uid_base) if uid_base else None)
+                            config=dataclasses.replace(DEFAULT_CONFIG, uid_base=uid_base) if uid_base else None,
+                            zygotes=zygotes)
         record = out / Path(lesson.notebook).stem / "record.json"
         if code != run.EXIT_OK or not record.is_file():
             message = _what_went_wrong(said.getvalue())

@@ -40,7 +40,7 @@ from grader.sandbox import DEFAULT_CONFIG, SandboxConfig
 from grader.sandbox.confinement import enterable_temp_dir, is_root, mount_quota, remove_tree, unmount_quota
 from grader.sandbox.startup import skip_absent_device_seed_stacks
 from grader.sandbox.transport import SandboxTransport, without_paths
-from grader.sandbox.zygote import SandboxRefused, SandboxUnavailable, Zygote
+from grader.sandbox.zygote import KeptZygotes, SandboxRefused, SandboxUnavailable, Zygote
 
 EXIT_OK, EXIT_ENGINE_FAULT, EXIT_USAGE = 0, 1, 2
 
@@ -65,12 +65,14 @@ def _take_roster(out: Path, roster: str | None) -> None:
 
 
 def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, overrides=None,
-         release="after_due_date", config: SandboxConfig | None = None, roster=None, lesson, seed=None) -> int:
+         release="after_due_date", config: SandboxConfig | None = None, roster=None, lesson, seed=None,
+         zygotes: KeptZygotes | None = None) -> int:
     """Grade every submission under `submissions` into `out`. Returns 0, 1 (engine fault) or 2 (usage).
 
     `lesson`: the lesson value (grader.lesson.load_lesson), handed to every stage. `config` exists for
     the engine's own tests (short limits); the command line uses the defaults. `seed` pins the run's seed
-    (grader/running/run_seed.py); by default the one kept in `out`, or a new one.
+    (grader/running/run_seed.py); by default the one kept in `out`, or a new one. `zygotes`: where a caller
+    that runs many small runs in one process (the nbgrader step) keeps the sandbox's zygote between them.
     """
     try:
         shard_k, shard_n = parse_shard(shard)
@@ -147,15 +149,22 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
     if todo:
         config = config or DEFAULT_CONFIG
         # Started first: nothing secret has been imported by this process yet.
-        zygote = Zygote(slots=min(jobs, len(todo)), config=config, lesson=lesson)
+        slots = min(jobs, len(todo))
+        zygote = (zygotes.take(slots=slots, config=config, lesson=lesson) if zygotes is not None
+                  else Zygote(slots=slots, config=config, lesson=lesson))
+        kept = False
         try:
-            faults = _grade_all(todo, out=out, zygote=zygote, config=config, jobs=min(jobs, len(todo)),
+            faults = _grade_all(todo, out=out, zygote=zygote, config=config, jobs=slots,
                                 final=_final_totals(out, overrides_path, lesson), lesson=lesson)
+            kept = zygotes is not None and not faults  # an engine fault may be the zygote's: never reused
         except SandboxRefused as exc:
             print(f"grade: {exc}", file=sys.stderr)
             return EXIT_ENGINE_FAULT
         finally:
-            zygote.close()
+            if zygotes is not None and not kept:
+                zygotes.drop(zygote)
+            elif zygotes is None:
+                zygote.close()
     from grader.results import classreport
 
     if shard_n == 1:

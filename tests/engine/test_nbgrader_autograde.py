@@ -8,6 +8,7 @@ named to the kit's step in the course's config)."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import shutil
@@ -29,7 +30,7 @@ from grader.release import notebook
 from grader.running import grade as run
 
 from grader.release import stubs  # noqa: E402
-from grader.sandbox import SandboxConfig  # noqa: E402
+from grader.sandbox import DEFAULT_CONFIG, SandboxConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
@@ -230,6 +231,10 @@ def test_hostile_cells_gain_nothing_and_cost_honest_students_nothing(autograded)
     # The students' code ran in no kernel, and each notebook was graded once (in the sandbox, by the kit).
     assert not autograded.mark.exists()
     assert autograded.said.count("Graded the hidden tests of") == len(autograded.cases)
+    # ...by one sandbox kept from notebook to notebook (nbgrader grades them in name order: `exits`, `fake_kit`
+    # and `patches` before `honest` and `reference`), which no hostile notebook broke or got replaced.
+    assert autograded.said.count("the sandbox started") == 1, autograded.said
+    assert autograded.said.count("the sandbox kept from the last notebook") == len(autograded.cases) - 1
     for hostile in HOSTILE:
         assert points[hostile] == 0, (hostile, points)
     # A correct notebook with the fake-module cell: what `grader grade` gives it, no more.
@@ -324,6 +329,59 @@ def test_a_sandboxed_child_cannot_reach_the_hidden_tests_through_the_venv(tmp_pa
     reach = subprocess.run([sys.executable, "-c", PROBE], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                            env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     assert reach.returncode != 0 and "reached the kit" in reach.stderr, reach
+
+
+# A student cell that goes for the sandbox the next notebook will be graded in: it signals its parent (the
+# zygote, were it reachable) and everything it may signal, and leaves a process of its own behind.
+ATTACKS_ITS_ZYGOTE = """\
+import os as _os, signal as _signal, time as _time
+for _target in (_os.getppid(), -1):
+    try:
+        _os.kill(_target, _signal.SIGKILL)
+    except BaseException:
+        pass
+try:
+    if _os.fork() == 0:
+        _os.setsid()
+        _time.sleep(600)
+except BaseException:
+    pass"""
+
+
+def test_notebooks_graded_one_after_another_share_a_sandbox_and_nothing_else(tmp_path):
+    """The kit's step keeps the sandbox's zygote between the notebooks of one autograde. A notebook graded
+    after one that went for that zygote is graded in it, as if alone: full marks, the same record, nothing of
+    the other notebook's left; a zygote that is gone is started again rather than blamed on the next student."""
+    from engine_helpers import processes_of, settled
+
+    from grader.release import nbgrader_autograde
+    from grader.sandbox.confinement import slot_uid
+    from grader.sandbox.zygote import KeptZygotes
+
+    blank = notebook.build(student=True, lesson=LESSON)
+    honest, hostile = _filled(blank, LESSON.solutions), _filled(blank, LESSON.solutions, ATTACKS_ITS_ZYGOTE)
+    full = sum(notebook.component_points(lesson=LESSON).values())
+    alone = nbgrader_autograde.grade_notebook(honest, lesson=LESSON, uid_base=CONFIG.uid_base)
+    kept = KeptZygotes()
+    try:
+        attacked = nbgrader_autograde.grade_notebook(hostile, lesson=LESSON, uid_base=CONFIG.uid_base, zygotes=kept)
+        (zygote,) = kept._kept.values()
+        after = nbgrader_autograde.grade_notebook(honest, lesson=LESSON, uid_base=CONFIG.uid_base, zygotes=kept)
+        assert kept.started == 1 and kept._kept and next(iter(kept._kept.values())) is zygote
+        assert zygote.process.poll() is None, "a notebook's code reached the zygote"
+        assert after.total == alone.total == full, (after.total, alone.total)
+        assert [(t.name, t.status, t.score) for t in after.tests] == [(t.name, t.status, t.score) for t in alone.tests]
+        assert attacked.status != "engine-error", attacked.notes
+        uid = slot_uid(dataclasses.replace(DEFAULT_CONFIG, uid_base=CONFIG.uid_base), 0)
+        assert settled(lambda: processes_of({uid})) == [], "a process of the first notebook outlived its grading"
+        # A zygote that died between two notebooks (killed from outside) is replaced, not reported as a fault.
+        zygote.process.kill()
+        zygote.process.wait()
+        again = nbgrader_autograde.grade_notebook(honest, lesson=LESSON, uid_base=CONFIG.uid_base, zygotes=kept)
+        assert again.total == full and kept.started == 2
+    finally:
+        kept.close()
+    assert not kept._kept and zygote.process.poll() is not None
 
 
 def test_a_sandbox_that_refuses_stops_every_notebook_with_what_to_do(monkeypatch, tmp_path):

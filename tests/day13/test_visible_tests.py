@@ -1,7 +1,9 @@
 """The students' visible tests (assignments/day13/tests/), run the way a student runs them.
 
 Each run copies the tests and pytest.ini beside a set of four files in a temporary folder and runs
-pytest there in a subprocess, so the reference, the stubs and the variants never share a process.
+pytest there in a process of its own, so the reference, the stubs and the variants never share one: a child
+forked for that run from a server that imported torch and pytest once (tests/fixtures/visible_run.py,
+PytestServer), or, for a run through the student's Makefile, make itself.
 """
 import os
 import re
@@ -13,6 +15,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from visible_run import PytestServer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENT = ROOT / "assignments" / "day13"
@@ -43,6 +48,16 @@ def from_dir(directory):
     return {name: (directory / name).read_text(encoding="utf-8") for name in FILES}
 
 
+_SERVER: list = []  # this module's PytestServer, started by its first run
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _pytest_server():
+    yield
+    while _SERVER:
+        _SERVER.pop().close()
+
+
 def run_visible(folder, *args, make=None):
     """(exit code, {test id: (outcome, message)}, output) of pytest in the student folder.
 
@@ -57,9 +72,14 @@ def run_visible(folder, *args, make=None):
     # pytest prints its closing summary untruncated when it sees a CI variable: the student's output
     # is judged as a student's own machine shows it, whether or not the kit's tests run under CI.
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "BUILD_NUMBER")}
-    if make is not None:
+    if make is None:
+        if not _SERVER:
+            _SERVER.append(PytestServer(env))
+        code, output = _SERVER[0].run(folder, [*options.split(), *args], timeout=120)
+    else:
         env["PYTEST_ADDOPTS"] = options
-    proc = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=120, env=env)
+        proc = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=120, env=env)
+        code, output = proc.returncode, proc.stdout + proc.stderr
     results = {}
     if report.exists():
         for case in ET.parse(report).getroot().iter("testcase"):
@@ -69,7 +89,7 @@ def run_visible(folder, *args, make=None):
                 if child.tag in ("failure", "error", "skipped"):
                     outcome, message = child.tag, f"{child.get('message', '')}\n{child.text or ''}"
             results[test_id] = (outcome, message)
-    return proc.returncode, results, proc.stdout + proc.stderr
+    return code, results, output
 
 
 def test_every_visible_test_file_has_one_part_marker():

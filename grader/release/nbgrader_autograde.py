@@ -201,7 +201,8 @@ def _the_lesson(name: str):
 
 def grade_notebook(nb, *, lesson, uid_base: int = 0, zygotes=None):
     """Grade one notebook exactly as `python -m grader grade` grades a class folder holding only that notebook
-    (the intake, the scan, the sandbox, the hidden tests) and return its record (grader.results.records).
+    (the intake, the scan, the sandbox, the hidden tests) and return its record (grader.results.records); the
+    class's outputs (gradebook, report, similarity) are not written: nothing would read them.
     `lesson`: the lesson value. `zygotes` (grader.sandbox.zygote.KeptZygotes): the sandbox kept between the
     notebooks of one autograde, each still graded in a fresh child of its own, as the rows of a class run are."""
     if _not_ready:
@@ -218,7 +219,7 @@ def grade_notebook(nb, *, lesson, uid_base: int = 0, zygotes=None):
         with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
             code = run.main(submissions=folder, out=out, jobs=1, lesson=lesson,
                             config=dataclasses.replace(DEFAULT_CONFIG, uid_base=uid_base) if uid_base else None,
-                            zygotes=zygotes)
+                            zygotes=zygotes, class_stage=False)  # only the record is read
         record = out / Path(lesson.notebook).stem / "record.json"
         if code != run.EXIT_OK or not record.is_file():
             message = _what_went_wrong(said.getvalue())

@@ -66,13 +66,15 @@ def _take_roster(out: Path, roster: str | None) -> None:
 
 def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, overrides=None,
          release="after_due_date", config: SandboxConfig | None = None, roster=None, lesson, seed=None,
-         zygotes: KeptZygotes | None = None) -> int:
+         zygotes: KeptZygotes | None = None, class_stage: bool = True) -> int:
     """Grade every submission under `submissions` into `out`. Returns 0, 1 (engine fault) or 2 (usage).
 
     `lesson`: the lesson value (grader.lesson.load_lesson), handed to every stage. `config` exists for
     the engine's own tests (short limits); the command line uses the defaults. `seed` pins the run's seed
     (grader/running/run_seed.py); by default the one kept in `out`, or a new one. `zygotes`: where a caller
     that runs many small runs in one process (the nbgrader step) keeps the sandbox's zygote between them.
+    `class_stage=False` writes each row's record and feedback and nothing of the class (no gradebook, report,
+    similarity or kept rubric): for a caller that reads one record and throws the folder away.
     """
     try:
         shard_k, shard_n = parse_shard(shard)
@@ -167,14 +169,15 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
                 zygote.close()
     from grader.results import classreport
 
-    if shard_n == 1:
-        _similarity(subs, out, jobs, lesson)
-    regrade.keep_rubric(out, lesson=lesson)
-    try:
-        classreport.write_class(out, overrides_path, release, lesson=lesson)
-    except decisions.OverrideError as exc:
-        print(f"grade: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    if class_stage:
+        if shard_n == 1:
+            _similarity(subs, out, jobs, lesson)
+        regrade.keep_rubric(out, lesson=lesson)
+        try:
+            classreport.write_class(out, overrides_path, release, lesson=lesson)
+        except decisions.OverrideError as exc:
+            print(f"grade: {exc}", file=sys.stderr)
+            return EXIT_USAGE
     # The same engine fault on every row (e.g. a sandbox that cannot start) is said once.
     causes: dict[str, list[str]] = {}
     for fault in faults:
@@ -183,8 +186,9 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
     for cause, names in causes.items():
         who = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
         print(f"engine fault ({who}): {cause}; run the same command again to regrade them", file=sys.stderr)
-    print(f"results: {out / 'grades.csv'}, {out / 'report.html'}, {out / 'summary.md'}; "
-          f"per submission: {out}/<name>/feedback.md", flush=True)
+    if class_stage:
+        print(f"results: {out / 'grades.csv'}, {out / 'report.html'}, {out / 'summary.md'}; "
+              f"per submission: {out}/<name>/feedback.md", flush=True)
     return EXIT_ENGINE_FAULT if faults else EXIT_OK
 
 

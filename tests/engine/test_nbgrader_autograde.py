@@ -348,7 +348,11 @@ except BaseException:
     pass"""
 
 
-def test_notebooks_graded_one_after_another_share_a_sandbox_and_nothing_else(tmp_path):
+def _never(*args, **kwargs):
+    raise AssertionError("the kit's step wrote the class's outputs for one notebook")
+
+
+def test_notebooks_graded_one_after_another_share_a_sandbox_and_nothing_else(tmp_path, monkeypatch):
     """The kit's step keeps the sandbox's zygote between the notebooks of one autograde. A notebook graded
     after one that went for that zygote is graded in it, as if alone: full marks, the same record, nothing of
     the other notebook's left; a zygote that is gone is started again rather than blamed on the next student."""
@@ -361,6 +365,11 @@ def test_notebooks_graded_one_after_another_share_a_sandbox_and_nothing_else(tmp
     blank = notebook.build(student=True, lesson=LESSON)
     honest, hostile = _filled(blank, LESSON.solutions), _filled(blank, LESSON.solutions, ATTACKS_ITS_ZYGOTE)
     full = sum(notebook.component_points(lesson=LESSON).values())
+    # The step reads one record: the class's outputs are never written (grade.main's class_stage).
+    from grader.results import classreport
+
+    monkeypatch.setattr(classreport, "write_class", _never)
+    monkeypatch.setattr(run, "_similarity", _never)
     alone = nbgrader_autograde.grade_notebook(honest, lesson=LESSON, uid_base=CONFIG.uid_base)
     kept = KeptZygotes()
     try:

@@ -46,29 +46,31 @@ def _module_start_for_leftover_checks():
 # the other workers wait for it. LongestFirst hands out the longest work first instead, and lets the files in
 # EACH_TEST_ALONE spread their tests over the workers (their module fixtures are cheap to build twice).
 
-# Seconds each file, or one test of a file (path::test name), took in a whole-suite run on a busy 2-core
-# machine (--durations, per-file totals): only their order matters, and a file missing here only starts later.
-# For a file in EACH_TEST_ALONE, a path's figure is what each of its tests takes.
+# Seconds each file, or one test of a file (path::test name), took in a whole-suite run on a quiet 2-core
+# machine (junit times, per-file totals), times three: only their order matters, and a file missing here only
+# starts later. For a file in EACH_TEST_ALONE, a path's figure is what each of its tests takes.
 LONGEST = {
-    "tests/engine/test_nbgrader_autograde.py": 700,  # the hostile notebooks' and the notebook test's one autograde
-    "tests/day13/test_nbgrader_course.py": 275,
-    "tests/engine/test_notebook.py::test_notebook_cells_fail_exactly_as_the_py_tests_do": 190,
-    "tests/day13/test_visible_tests.py": 230,
-    "tests/day13/test_diagnostics_audit.py": 174,
+    "tests/day13/test_nbgrader_course.py": 265,
+    "tests/engine/test_nbgrader_autograde.py": 180,  # one autograde of 15 notebooks, one kept sandbox
     "tests/kit/test_lessons_side_by_side.py": 165,
-    "tests/day13/test_freedoms.py": 123,
-    "tests/engine/test_student_feedback.py": 117,
-    "tests/day13/test_skeletons.py": 107,
-    "tests/day13/test_standin_isolation.py": 93,
-    "tests/engine/test_checkout.py": 92,
-    "tests/engine/test_run.py": 91,
-    "tests/day13/test_day13_release.py": 77,
-    "tests/bpe/test_release.py": 75,
-    "tests/day13/test_graders.py": 74,
-    "tests/engine/test_gradescope.py": 69,
-    "tests/day13/test_private_checkout.py": 67,
-    "tests/day13/test_day13_workflows.py": 66,
-    "tests/engine/test_visible_parity.py": 50,
+    "tests/engine/test_student_feedback.py": 144,
+    "tests/engine/test_run.py": 137,
+    "tests/day13/test_skeletons.py": 111,
+    "tests/day13/test_standin_isolation.py": 111,
+    "tests/day13/test_day13_release.py": 100,
+    "tests/engine/test_notebook.py::test_notebook_cells_fail_exactly_as_the_py_tests_do": 93,
+    "tests/day13/test_freedoms.py": 86,
+    "tests/day13/test_visible_tests.py": 84,
+    "tests/engine/test_checkout.py": 80,
+    "tests/engine/test_bench.py": 71,
+    "tests/day13/test_demo_audiences.py": 70,
+    "tests/day13/test_diagnostics_audit.py": 63,
+    "tests/day13/test_graders.py": 62,
+    "tests/engine/test_gradescope.py": 56,
+    "tests/bpe/test_release.py": 54,
+    "tests/day13/test_day13_workflows.py": 44,
+    "tests/day13/test_private_checkout.py": 36,
+    "tests/engine/test_visible_parity.py": 30,
 }
 EACH_TEST_ALONE = {"tests/engine/test_visible_parity.py", "tests/engine/test_notebook.py"}
 

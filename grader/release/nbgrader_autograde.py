@@ -29,6 +29,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import functools
 import io
 import json
 import tempfile
@@ -43,9 +44,9 @@ from traitlets import Integer, Unicode
 # Said once per process when the sandbox or the lesson cannot work: every later notebook fails the same way.
 _not_ready: list[str] = []
 # nbgrader makes its preprocessors anew for each notebook, so what this step builds once for every notebook
-# of an autograde lives here, in nbgrader's process: the lesson values, by name, and the kept sandbox.
+# of an autograde lives here, in nbgrader's process: the lesson values, by name, and the kept sandbox
+# (_kept_zygotes).
 _lessons: dict = {}
-_zygotes: list = []
 
 
 class KitNotReady(RuntimeError):
@@ -170,14 +171,14 @@ def _outputs(test, points: float, notes: str, output: str) -> list:
             nbformat.v4.new_output("stream", name="stdout", text=text + (output or "") + "\n")]
 
 
+@functools.cache
 def _kept_zygotes():
     """The sandbox kept from one notebook to the next in this process (grader.sandbox.zygote.KeptZygotes)."""
-    if not _zygotes:
-        from grader.sandbox.zygote import KeptZygotes
+    from grader.sandbox.zygote import KeptZygotes
 
-        _zygotes.append(KeptZygotes())
-        atexit.register(_zygotes[0].close)
-    return _zygotes[0]
+    kept = KeptZygotes()
+    atexit.register(kept.close)
+    return kept
 
 
 def _the_lesson(name: str):

@@ -154,19 +154,19 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
         slots = min(jobs, len(todo))
         zygote = (zygotes.take(slots=slots, config=config, lesson=lesson) if zygotes is not None
                   else Zygote(slots=slots, config=config, lesson=lesson))
-        kept = False
+        healthy = False
         try:
             faults = _grade_all(todo, out=out, zygote=zygote, config=config, jobs=slots,
                                 final=_final_totals(out, overrides_path, lesson), lesson=lesson)
-            kept = zygotes is not None and not faults  # an engine fault may be the zygote's: never reused
+            healthy = not faults
         except SandboxRefused as exc:
             print(f"grade: {exc}", file=sys.stderr)
             return EXIT_ENGINE_FAULT
         finally:
-            if zygotes is not None and not kept:
-                zygotes.drop(zygote)
-            elif zygotes is None:
+            if zygotes is None:
                 zygote.close()
+            else:
+                zygotes.give_back(zygote, healthy=healthy)
     from grader.results import classreport
 
     if class_stage:

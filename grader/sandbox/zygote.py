@@ -174,7 +174,7 @@ class KeptZygotes:
     zygote's start (a torch import and the start-up check, ~1.5 s) for ~0.2 s of grading. A run takes the
     zygote started for the same slots, config and lesson if it is still alive, so consecutive runs are
     graded as one class run grades its rows: a fresh child forked per submission, its own scratch folder,
-    and a zygote no child can write to. A run that met an engine fault drops its zygote (`drop`), so a
+    and a zygote no child can write to. A run that met an engine fault closes its zygote (`give_back`), so a
     broken one never grades the next notebook. `close` ends them all (the zygotes also die with this process).
     """
 
@@ -184,9 +184,8 @@ class KeptZygotes:
 
     def take(self, *, slots: int, config: SandboxConfig, lesson) -> Zygote:
         key = (slots, json.dumps([asdict(config), lesson.spec().to_json()], sort_keys=True))
-        zygote = self._kept.pop(key, None)
+        zygote = self._kept.get(key)
         if zygote is not None and zygote.process.poll() is None:
-            self._kept[key] = zygote
             return zygote
         if zygote is not None:
             zygote.close()
@@ -194,11 +193,12 @@ class KeptZygotes:
         self._kept[key] = Zygote(slots=slots, config=config, lesson=lesson)
         return self._kept[key]
 
-    def drop(self, zygote: Zygote) -> None:
-        for key, kept in list(self._kept.items()):
-            if kept is zygote:
-                del self._kept[key]
-        zygote.close()
+    def give_back(self, zygote: Zygote, *, healthy: bool) -> None:
+        """The end of a run that took `zygote`: kept for the next run if the run ended `healthy` (no engine
+        fault, no exception: either may be the zygote's), otherwise closed and forgotten."""
+        if not healthy:
+            self._kept = {key: kept for key, kept in self._kept.items() if kept is not zygote}
+            zygote.close()
 
     def close(self) -> None:
         while self._kept:

@@ -369,6 +369,7 @@ def test_notebooks_graded_one_after_another_share_a_sandbox_and_nothing_else(tmp
     from grader.results import classreport
 
     monkeypatch.setattr(classreport, "write_class", _never)
+    monkeypatch.setattr(nbgrader_autograde, "_not_ready", [])  # the engine fault below must stay this test's
     monkeypatch.setattr(run, "_similarity", _never)
     alone = nbgrader_autograde.grade_notebook(honest, lesson=LESSON, uid_base=CONFIG.uid_base)
     kept = KeptZygotes()
@@ -388,6 +389,16 @@ def test_notebooks_graded_one_after_another_share_a_sandbox_and_nothing_else(tmp
         zygote.process.wait()
         again = nbgrader_autograde.grade_notebook(honest, lesson=LESSON, uid_base=CONFIG.uid_base, zygotes=kept)
         assert again.total == full and kept.started == 2
+        # A run that met an engine fault closes its zygote: the next notebook never gets a possibly broken one.
+        (faulted,) = kept._kept.values()
+        graded_as_usual = run._grade_all
+        monkeypatch.setattr(run, "_grade_all", lambda *a, **k: [*graded_as_usual(*a, **k), "row: an engine fault"])
+        with pytest.raises(nbgrader_autograde.KitNotReady):
+            nbgrader_autograde.grade_notebook(honest, lesson=LESSON, uid_base=CONFIG.uid_base, zygotes=kept)
+        monkeypatch.setattr(run, "_grade_all", graded_as_usual)
+        assert faulted.process.poll() is not None and not kept._kept
+        after_fault = nbgrader_autograde.grade_notebook(honest, lesson=LESSON, uid_base=CONFIG.uid_base, zygotes=kept)
+        assert after_fault.total == full and kept.started == 3
     finally:
         kept.close()
     assert not kept._kept and zygote.process.poll() is not None

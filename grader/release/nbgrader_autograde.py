@@ -29,7 +29,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
-import functools
 import io
 import json
 import tempfile
@@ -47,6 +46,7 @@ _not_ready: list[str] = []
 # of an autograde lives here, in nbgrader's process: the lesson values, by name, and the kept sandbox
 # (_kept_zygotes).
 _lessons: dict = {}
+_keeper = None
 
 
 class KitNotReady(RuntimeError):
@@ -171,14 +171,18 @@ def _outputs(test, points: float, notes: str, output: str) -> list:
             nbformat.v4.new_output("stream", name="stdout", text=text + (output or "") + "\n")]
 
 
-@functools.cache
 def _kept_zygotes():
-    """The sandbox kept from one notebook to the next in this process (grader.sandbox.zygote.KeptZygotes)."""
-    from grader.sandbox.zygote import KeptZygotes
+    """The sandbox kept from one notebook to the next in this process (grader.sandbox.zygote.KeptZygotes): made by
+    the first notebook, ended when nbgrader exits. Held in a plain global, not a functools cache: the kit keeps
+    no module-level cache of what it derives from a lesson (tests/kit/test_ambient_lesson.py), and this holds
+    zygotes keyed by the lessons' own data, started for whichever lesson each notebook is graded with."""
+    global _keeper
+    if _keeper is None:
+        from grader.sandbox.zygote import KeptZygotes
 
-    kept = KeptZygotes()
-    atexit.register(kept.close)
-    return kept
+        _keeper = KeptZygotes()
+        atexit.register(_keeper.close)
+    return _keeper
 
 
 def _the_lesson(name: str):

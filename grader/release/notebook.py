@@ -24,6 +24,7 @@ The prose (intro, closing) is the lesson's (its notebook texts file, lesson.toml
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -176,7 +177,20 @@ def _visible_tests(assignment: Path, modules: tuple[str, ...]) -> tuple[tuple[st
     """(part, test id under tests/) of every visible test, in the order `make test` runs them.
 
     Asked of pytest itself (a collection in a child process: the tests' conftest.py must not patch
-    torch in this one), so the notebook's test cells are the .py tests, parametrised cases included."""
+    torch in this one), so the notebook's test cells are the .py tests, parametrised cases included.
+    That child imports torch and every test file (~2 s of CPU), and every release, notebook and
+    nbgrader source asks again in a new process: the answer is kept on disk under a digest of all
+    it depends on (_collection_key), so a folder whose bytes, interpreter or pytest changed is asked anew."""
+    key = _collection_key(assignment, modules)
+    kept = _kept_collection(key)
+    if kept is not None:
+        return kept
+    found = _collect_visible_tests(assignment, modules)
+    _keep_collection(key, found)
+    return found
+
+
+def _collect_visible_tests(assignment: Path, modules: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-o", "addopts=",
                           "-p", "no:cacheprovider"],
                          cwd=assignment, capture_output=True, text=True, timeout=300,
@@ -195,6 +209,71 @@ def _visible_tests(assignment: Path, modules: tuple[str, ...]) -> tuple[tuple[st
         raise RuntimeError(f"could not list the visible tests of {assignment}: fix them so that `pytest "
                            f"--collect-only` passes there\n{run.stdout[-2000:]}{run.stderr[-2000:]}")
     return tuple(found)
+
+
+# -- the collection kept on disk ---------------------------------------------------------------
+# What pytest's collection of a folder depends on: every byte under the folder (its pytest.ini stops
+# pytest at it: no conftest.py above is read), the interpreter and the packages that collect (pytest,
+# its plugins, torch, which the test files import), and the environment variables pytest reads. Only
+# a collection that succeeded is kept; a failing one raises each time, with pytest's words.
+COLLECTION_CACHE_ENV = "GRADER_CACHE_DIR"
+
+
+def _collection_key(assignment: Path, modules: tuple[str, ...]) -> str:
+    from importlib import metadata
+
+    digest = hashlib.sha256()
+    for path in sorted(p for p in Path(assignment).rglob("*")
+                       if p.is_file() and not {"__pycache__", ".pytest_cache"} & set(p.parts)):
+        digest.update(f"{path.relative_to(assignment).as_posix()}\0{path.stat().st_size}\0".encode())
+        digest.update(path.read_bytes())
+    versions = []
+    for dist in ("pytest", "torch", "numpy"):
+        try:
+            versions.append(f"{dist}={metadata.version(dist)}")
+        except metadata.PackageNotFoundError:
+            versions.append(f"{dist}=absent")
+    plugins = sorted(f"{e.name}={e.value}" for e in metadata.entry_points(group="pytest11"))
+    context = [os.path.realpath(sys.executable), sys.version, *versions, *plugins, *modules,
+               *(f"{k}={os.environ.get(k, '')}" for k in ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONPATH"))]
+    digest.update("\n".join(context).encode())
+    return digest.hexdigest()
+
+
+def _cache_dir() -> Path:
+    """GRADER_CACHE_DIR, else the user's cache folder (XDG_CACHE_HOME, else ~/.cache), /grader."""
+    if os.environ.get(COLLECTION_CACHE_ENV):
+        return Path(os.environ[COLLECTION_CACHE_ENV])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "grader"
+
+
+def _kept_collection(key: str) -> tuple[tuple[str, str], ...] | None:
+    import json
+
+    try:
+        data = json.loads((_cache_dir() / f"visible-tests-{key}.json").read_text(encoding="utf-8"))
+        found = tuple((str(part), str(test)) for part, test in data)
+    except (OSError, ValueError, TypeError):
+        return None  # none kept, or a file this code did not write whole: collect again
+    return found or None
+
+
+def _keep_collection(key: str, found: tuple[tuple[str, str], ...]) -> None:
+    """Best effort: a cache folder that cannot be written only means the next run collects again."""
+    import json
+    import tempfile
+
+    folder, written = _cache_dir(), None
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=folder, suffix=".tmp", delete=False, encoding="utf-8") as f:
+            written = f.name
+            json.dump([list(pair) for pair in found], f)
+        os.replace(written, folder / f"visible-tests-{key}.json")  # whole or not at all, for a reader beside it
+    except OSError:
+        if written:
+            with contextlib.suppress(OSError):
+                os.unlink(written)
 
 
 def visible_points(rubric: Path | None = None, *, lesson) -> dict[str, float]:

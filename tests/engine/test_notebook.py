@@ -118,6 +118,47 @@ def test_test_cells_are_the_visible_test_files(tmp_path):
                                        (first, f"test_{first}.py::test_added_here[2]")}
 
 
+def test_a_collection_is_kept_on_disk_and_asked_again_when_any_byte_changes(tmp_path, monkeypatch):
+    """pytest collects a folder once (a child that imports torch and every test file); a new process asks the
+    disk. A changed byte anywhere in the folder, a failing collection and an unwritable cache folder all lead
+    to pytest being asked, never to a stale or empty list. (A folder of two parts whose tests import nothing,
+    so that each collection here takes a fraction of a second.)"""
+    monkeypatch.setenv(notebook.COLLECTION_CACHE_ENV, str(tmp_path / "cache"))
+    folder, parts = tmp_path / "assignment", ("first", "second")
+    (folder / "tests").mkdir(parents=True)
+    (folder / "pytest.ini").write_text("[pytest]\ntestpaths = tests\n", encoding="utf-8")
+    for part in parts:
+        (folder / "tests" / f"test_{part}.py").write_text(f"def test_{part}_works():\n    assert True\n",
+                                                           encoding="utf-8")
+    asked = []
+    collect = notebook._collect_visible_tests
+    monkeypatch.setattr(notebook, "_collect_visible_tests", lambda *a: asked.append(a) or collect(*a))
+    first = notebook._visible_tests(folder, parts)
+    assert first == (("first", "test_first.py::test_first_works"), ("second", "test_second.py::test_second_works"))
+    assert len(asked) == 1 and len(list((tmp_path / "cache").glob("visible-tests-*.json"))) == 1
+    assert notebook._visible_tests(folder, parts) == first and len(asked) == 1, "kept, not asked again"
+
+    with open(folder / "tests" / "test_second.py", "a", encoding="utf-8") as f:
+        f.write("\n\ndef test_one_more():\n    assert True\n")
+    grown = notebook._visible_tests(folder, parts)
+    assert len(asked) == 2 and set(grown) - set(first) == {("second", "test_second.py::test_one_more")}
+
+    (folder / "pytest.ini").write_text("[pytest]\ntestpaths = tests\n# a comment\n", encoding="utf-8")
+    assert notebook._visible_tests(folder, parts) == grown and len(asked) == 3, "any file's bytes count"
+
+    with open(folder / "tests" / "test_second.py", "a", encoding="utf-8") as f:
+        f.write("\nthis is not python\n")
+    for _ in range(2):  # a failure is never kept: each time, pytest's own words
+        with pytest.raises(RuntimeError, match="could not list the visible tests"):
+            notebook._visible_tests(folder, parts)
+    assert len(asked) == 5
+
+    (folder / "tests" / "test_second.py").write_text("def test_second_works():\n    assert True\n", encoding="utf-8")
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache folder would be", encoding="utf-8")
+    monkeypatch.setenv(notebook.COLLECTION_CACHE_ENV, str(blocked / "cache"))
+    assert notebook._visible_tests(folder, parts) == first and len(asked) == 6, "no cache: collected, not refused"
+
 def test_student_notebook_has_the_stubs_and_one_cell_per_visible_test(student_nb, rubric):
     code = notebook.code_of(student_nb)
     assert "BEGIN SOLUTION" not in code and "HIDDEN TESTS" not in code and "hidden_test" not in code

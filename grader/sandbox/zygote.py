@@ -338,7 +338,9 @@ def main(spec: dict) -> None:
 
     gc.collect()
     gc.freeze()
-    _huge_pages(libc)
+    # Huge pages are asked for now and made while the zygote waits between forks (below): ~0.5 s of
+    # copying that the first child no longer waits for, and that a run of a few children never pays in full.
+    collapsing = _huge_pages(libc)
     # The zygote reaps every child itself, with wait(), so each child's CPU time is counted (getrusage
     # of whoever waits for the zygote); as a subreaper it also gets anything a child left behind.
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -350,7 +352,10 @@ def main(spec: dict) -> None:
     ctrls = [socket.socket(fileno=fd) for fd in spec["fds"]]
     live: dict[int, int] = {}  # pid -> the zygote's end of that child's call socket (for its exit report)
     while ctrls:
-        ready, _, _ = select.select([*ctrls, wake_r], [], [])
+        ready, _, _ = select.select([*ctrls, wake_r], [], [], 0 if collapsing else None)
+        if not ready and collapsing:
+            _collapse(libc, *collapsing.pop())  # nothing asked of the zygote: the next piece, then look again
+            continue
         for ctrl in ready:
             if ctrl is wake_r:
                 with contextlib.suppress(OSError):
@@ -383,21 +388,25 @@ def main(spec: dict) -> None:
 
 
 MADV_HUGEPAGE, MADV_COLLAPSE, HUGE_PAGE = 14, 25, 2 << 20
+COLLAPSE_PIECE = 4 * HUGE_PAGE  # ~10 ms of copying: the longest a fork request waits behind one piece
 
 
-def _huge_pages(libc) -> None:
-    """Back the zygote's anonymous memory (~150 MB, mostly torch's) with 2 MB pages.
+def _huge_pages(libc) -> list[tuple[int, int]]:
+    """Ask for the zygote's anonymous memory (~150 MB, mostly torch's) in 2 MB pages; returns the pieces
+    (start, end) still to collapse into them, last first, for _collapse.
 
     fork() copies one page-table entry per 4 KB page of it for every child, and the child's exit
-    frees them: ~37,000 entries, ~7 ms of CPU per child. With huge pages that is ~75 entries. A
-    child writing to a shared huge page copies only the 4 KB it writes (the kernel splits the
-    mapping), so what children copy is unchanged. Best effort: a kernel without MADV_COLLAPSE
-    (< 6.1) or with transparent huge pages off refuses, and nothing else changes."""
+    frees them: ~37,000 entries. With huge pages that is ~75 entries, and a fork takes ~2 ms of the
+    zygote's CPU instead of ~6.5 (a 2-core machine, 30 children each way). A child writing to a shared
+    huge page copies only the 4 KB it writes (the kernel splits the mapping), so what children copy is
+    unchanged. Best effort: a kernel without MADV_COLLAPSE (< 6.1) or with transparent huge pages off
+    refuses, and nothing else changes."""
     libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     try:
         maps = Path("/proc/self/maps").read_text().splitlines()
     except OSError:
-        return
+        return []
+    pieces = []
     for line in maps:
         fields = line.split()
         # Private, writable, anonymous (no file, or the brk heap): the memory fork copies entries for.
@@ -406,7 +415,14 @@ def _huge_pages(libc) -> None:
         low, high = (int(x, 16) for x in fields[0].split("-"))
         low, high = -(-low // HUGE_PAGE) * HUGE_PAGE, high // HUGE_PAGE * HUGE_PAGE
         if high > low and libc.madvise(low, high - low, MADV_HUGEPAGE) == 0:
-            libc.madvise(low, high - low, MADV_COLLAPSE)
+            pieces += [(start, min(start + COLLAPSE_PIECE, high)) for start in range(low, high, COLLAPSE_PIECE)]
+    return pieces[::-1]
+
+
+def _collapse(libc, start: int, end: int) -> None:
+    """Make one piece of the advised memory huge pages now (MADV_COLLAPSE), rather than whenever the
+    kernel's background scan gets to it. A refusal (no memory to spare, a kernel < 6.1) changes nothing."""
+    libc.madvise(start, end - start, MADV_COLLAPSE)
 
 
 def _own_pid_namespace() -> int:

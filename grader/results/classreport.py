@@ -12,6 +12,7 @@ grader/admin/similarity.py); the text's pointer to grades.csv and the feedback f
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import statistics
@@ -48,8 +49,16 @@ def write_class(out_dir: Path, overrides_path: Path | None = None,
     standings = _apply_comments_and_requests(out_dir, records, rows)
     hints = lesson.hints
     words = feedback.Words.of(lesson.rubric())
-    for r in records:
-        feedback.rewrite_changed(out_dir / check_name(r.submission), r, words, release, lesson=lesson)
+
+    def students_files():
+        for r in records:
+            feedback.rewrite_changed(out_dir / check_name(r.submission), r, words, release, lesson=lesson)
+
+    # The students' files (~3.5 ms each) are written by a forked child while this process draws the plots
+    # and the report (~1 s), on the core the class stage otherwise leaves idle.
+    beside = _beside(students_files) if len(records) >= BESIDE_AT else None
+    if beside is None:
+        students_files()
     try:
         people = roster.in_out(out_dir)
     except roster.RosterError as error:  # stops `grade` and `merge` as a bad overrides.csv does
@@ -69,8 +78,52 @@ def write_class(out_dir: Path, overrides_path: Path | None = None,
                               similarity.report_section(out_dir), standings, lesson=lesson)
     write_atomic(out_dir / "summary.md", to_markdown(document))
     write_atomic(out_dir / "report.html", to_html(document))
+    if beside is not None and not _finished(beside):
+        students_files()  # the child could not write them all: here, each file still written only where it differs
     # Last, so the disk writes the students' files back while the plots and the report are drawn.
     sync_folder(out_dir)
+
+
+# A class this big has its students' files written by a child of its own (write_class): below it, the fork costs
+# more than it saves.
+BESIDE_AT = 40
+
+
+def _beside(work) -> int | None:
+    """Run `work` in a forked child; its pid, or None when no child could be started (the caller does it).
+    Only from a process with one thread: a lock another thread held at the fork (an import's, a stream's)
+    would never be released in the child."""
+    import os
+    import sys
+    import threading
+
+    if threading.active_count() != 1:
+        return None
+    try:
+        pid = os.fork()
+    except OSError:
+        return None
+    if pid == 0:  # the child: only the work, then out without running the parent's exit handlers
+        code = 1
+        try:
+            work()
+            code = 0
+        except BaseException as exc:  # said on stderr; the parent does the work again
+            with contextlib.suppress(BaseException):
+                print(f"report: writing the students' files beside the report failed ({type(exc).__name__}: "
+                      f"{exc}); writing them again", file=sys.stderr, flush=True)
+        finally:
+            os._exit(code)
+    return pid
+
+
+def _finished(pid: int) -> bool:
+    import os
+
+    try:
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    except ChildProcessError:
+        return False
 
 
 def _apply_comments_and_requests(out_dir: Path, records: list[SubmissionResult],

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import html
+import os
 import re
 import sys
 from pathlib import Path
@@ -157,3 +158,35 @@ def test_an_empty_output_folder_still_getsclass_files(tmp_path):
     assert "0 submissions graded" in (tmp_path / "summary.md").read_text()
     assert (tmp_path / "report.html").read_text().startswith("<!DOCTYPE html>")
 
+
+
+def _files(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def test_a_big_class_gets_the_same_files_with_its_students_written_beside_the_report(tmp_path, monkeypatch):
+    """From BESIDE_AT records on, a forked child writes the students' files while this process draws the plots
+    and the report: every file is what writing them one by one gives. A child that fails before writing any
+    leaves the parent to write them all."""
+    size = classreport.BESIDE_AT
+    records = [make_record(f"s{i:02d}", buggy=i % 3 == 0) for i in range(size)]
+
+    def run(out: Path, beside_at: int) -> dict[str, bytes]:
+        for r in records:
+            feedback.keep_record(out, r)  # what a grading run's worker writes: the record alone
+        monkeypatch.setattr(classreport, "BESIDE_AT", beside_at)
+        classreport.write_class(out, lesson=LESSON)
+        return _files(out)
+
+    one_by_one = run(tmp_path / "one_by_one", size + 1)
+    assert sum(name.endswith("/feedback.html") for name in one_by_one) == size
+    assert run(tmp_path / "beside", size) == one_by_one
+
+    def child_that_dies(work):
+        pid = os.fork()
+        if pid == 0:
+            os._exit(1)
+        return pid
+
+    monkeypatch.setattr(classreport, "_beside", child_that_dies)
+    assert run(tmp_path / "died", size) == one_by_one

@@ -24,6 +24,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.results.storage import hash_files
+
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = ROOT / "grader"
 RUBRIC_SNAPSHOTS = "_rubrics"  # under OUT; "_" keeps it apart from the students' folders
@@ -38,14 +40,6 @@ SKIP_PARTS = frozenset({"__pycache__", "templates", ".pytest_cache"})
 def rubric_path(*, lesson) -> Path:
     """The lesson's rubric (the one the scorer reads)."""
     return lesson.rubric_path
-
-
-def _hash_files(digest, root: Path, files) -> None:
-    for path in sorted(files):
-        relative = path.relative_to(root).as_posix()
-        digest.update(f"{len(relative)}:{relative}".encode())
-        data = path.read_bytes()
-        digest.update(f"{len(data)}:".encode() + data)
 
 
 def _structure(node):
@@ -68,17 +62,17 @@ def _digests(folder: Path, rubric: Path, solutions: Path) -> dict[str, str]:
     inputs = hashlib.sha256(b"grading inputs v1\n")
     engine = [p for p in ENGINE.rglob("*") if p.is_file() and not SKIP_PARTS & set(p.relative_to(ENGINE).parts)
               and p.name != "rubric.toml" and p.suffix not in (".pyc", ".pyo")]
-    _hash_files(inputs, ROOT, engine)
+    hash_files(inputs, ROOT, engine)
     if not folder.is_relative_to(ENGINE):  # a lesson found by path: its hidden tests and catalogue
         # Its own rubric.toml is left out as the engine's folders' are: the rubric in use (perhaps an
         # instructor's edited copy elsewhere) is read below, for its structure and for rescoring.
-        _hash_files(inputs, folder, [p for p in folder.rglob("*") if p.is_file()
+        hash_files(inputs, folder, [p for p in folder.rglob("*") if p.is_file()
                                      and not SKIP_PARTS & set(p.relative_to(folder).parts)
                                      and p != rubric and p.name != "rubric.toml"
                                      and p.suffix not in (".pyc", ".pyo")])
-    _hash_files(inputs, ROOT if solutions.is_relative_to(ROOT) else solutions,
+    hash_files(inputs, ROOT if solutions.is_relative_to(ROOT) else solutions,
                 [p for p in solutions.rglob("*.py") if "__pycache__" not in p.parts])
-    _hash_files(inputs, ROOT, [ROOT / "pyproject.toml"])
+    hash_files(inputs, ROOT, [ROOT / "pyproject.toml"])
     text = rubric.read_bytes()
     rubric_data = tomllib.loads(text.decode("utf-8"))
     rubric_data = {k: v for k, v in rubric_data.items() if k not in POLICY_TABLES}

@@ -24,9 +24,9 @@ The prose (intro, closing) is the lesson's (its notebook texts file, lesson.toml
 from __future__ import annotations
 
 import ast
-import contextlib
 import hashlib
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -34,9 +34,11 @@ import subprocess
 import sys
 import textwrap
 import tomllib
+from importlib import metadata
 from pathlib import Path
 
 from grader.release import stubs
+from grader.results.storage import hash_files, write_atomic
 from grader import lesson as lessons
 from grader.lesson import read_rubric, rubric_points
 
@@ -220,13 +222,9 @@ COLLECTION_CACHE_ENV = "GRADER_CACHE_DIR"
 
 
 def _collection_key(assignment: Path, modules: tuple[str, ...]) -> str:
-    from importlib import metadata
-
     digest = hashlib.sha256()
-    for path in sorted(p for p in Path(assignment).rglob("*")
-                       if p.is_file() and not {"__pycache__", ".pytest_cache"} & set(p.parts)):
-        digest.update(f"{path.relative_to(assignment).as_posix()}\0{path.stat().st_size}\0".encode())
-        digest.update(path.read_bytes())
+    hash_files(digest, Path(assignment), [p for p in Path(assignment).rglob("*")
+                                          if p.is_file() and not {"__pycache__", ".pytest_cache"} & set(p.parts)])
     versions = []
     for dist in ("pytest", "torch", "numpy"):
         try:
@@ -248,32 +246,22 @@ def _cache_dir() -> Path:
 
 
 def _kept_collection(key: str) -> tuple[tuple[str, str], ...] | None:
-    import json
-
     try:
         data = json.loads((_cache_dir() / f"visible-tests-{key}.json").read_text(encoding="utf-8"))
         found = tuple((str(part), str(test)) for part, test in data)
     except (OSError, ValueError, TypeError):
-        return None  # none kept, or a file this code did not write whole: collect again
+        return None  # none kept, or not a list this code wrote: collect again
     return found or None
 
 
 def _keep_collection(key: str, found: tuple[tuple[str, str], ...]) -> None:
     """Best effort: a cache folder that cannot be written only means the next run collects again."""
-    import json
-    import tempfile
-
-    folder, written = _cache_dir(), None
+    folder = _cache_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=folder, suffix=".tmp", delete=False, encoding="utf-8") as f:
-            written = f.name
-            json.dump([list(pair) for pair in found], f)
-        os.replace(written, folder / f"visible-tests-{key}.json")  # whole or not at all, for a reader beside it
+        write_atomic(folder / f"visible-tests-{key}.json", json.dumps([list(pair) for pair in found]), durable=False)
     except OSError:
-        if written:
-            with contextlib.suppress(OSError):
-                os.unlink(written)
+        pass
 
 
 def visible_points(rubric: Path | None = None, *, lesson) -> dict[str, float]:

@@ -15,7 +15,10 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import os
 import statistics
+import sys
+import threading
 from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
@@ -93,10 +96,6 @@ def _beside(work) -> int | None:
     """Run `work` in a forked child; its pid, or None when no child could be started (the caller does it).
     Only from a process with one thread: a lock another thread held at the fork (an import's, a stream's)
     would never be released in the child."""
-    import os
-    import sys
-    import threading
-
     if threading.active_count() != 1:
         return None
     try:
@@ -118,8 +117,6 @@ def _beside(work) -> int | None:
 
 
 def _finished(pid: int) -> bool:
-    import os
-
     try:
         return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
     except ChildProcessError:

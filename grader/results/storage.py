@@ -28,6 +28,16 @@ CLASS_FILES = ("grades.csv", "summary.md", "report.html", "similarity.csv", "sim
                PLOTS)
 
 
+def hash_files(digest, root: Path, files) -> None:
+    """Feed `files` (paths under `root`) into `digest`: each one's name relative to `root` and its bytes,
+    length-prefixed, in name order (the regrade digests, a cached collection's key)."""
+    for path in sorted(files):
+        relative = path.relative_to(root).as_posix()
+        digest.update(f"{len(relative)}:{relative}".encode())
+        data = path.read_bytes()
+        digest.update(f"{len(data)}:".encode() + data)
+
+
 def write_atomic(path: Path, data: bytes | str, *, durable: bool = True) -> None:
     """Write `path` so that readers see the old file or the new one, never a part.
 

@@ -238,8 +238,9 @@ def _collection_key(assignment: Path, modules: tuple[str, ...]) -> str:
     return digest.hexdigest()
 
 
-def _cache_dir() -> Path:
-    """GRADER_CACHE_DIR, else the user's cache folder (XDG_CACHE_HOME, else ~/.cache), /grader."""
+def cache_dir() -> Path:
+    """The kit's cache folder, private to the user: GRADER_CACHE_DIR, else the user's cache folder
+    (XDG_CACHE_HOME, else ~/.cache), /grader."""
     if os.environ.get(COLLECTION_CACHE_ENV):
         return Path(os.environ[COLLECTION_CACHE_ENV])
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "grader"
@@ -247,7 +248,7 @@ def _cache_dir() -> Path:
 
 def _kept_collection(key: str) -> tuple[tuple[str, str], ...] | None:
     try:
-        data = json.loads((_cache_dir() / f"visible-tests-{key}.json").read_text(encoding="utf-8"))
+        data = json.loads((cache_dir() / f"visible-tests-{key}.json").read_text(encoding="utf-8"))
         found = tuple((str(part), str(test)) for part, test in data)
     except (OSError, ValueError, TypeError):
         return None  # none kept, or not a list this code wrote: collect again
@@ -256,7 +257,7 @@ def _kept_collection(key: str) -> tuple[tuple[str, str], ...] | None:
 
 def _keep_collection(key: str, found: tuple[tuple[str, str], ...]) -> None:
     """Best effort: a cache folder that cannot be written only means the next run collects again."""
-    folder = _cache_dir()
+    folder = cache_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
         write_atomic(folder / f"visible-tests-{key}.json", json.dumps([list(pair) for pair in found]), durable=False)

@@ -60,6 +60,9 @@ $(STAMP): pyproject.toml
 	       "$(PY) -m pip install torch==$(TORCH) --index-url <PyTorch's CPU-only index, from the install" \
 	       "selector on PyTorch's website>, then run make setup again." >&2; exit 1; fi
 	umask 022 && $(PY) -m pip install -q $(FIND_LINKS) -e ".[dev]"
+	@# Left out (see pyproject.toml, [project.optional-dependencies]): jsonschema's optional IRI checker, whose
+	@# import alone takes most of every `import nbformat` (each nbgrader command, each release build).
+	@if $(PY) -m pip show -q rfc3987-syntax 2>/dev/null; then $(PY) -m pip uninstall -y -q rfc3987-syntax; fi
 	@# A venv that already has PyPI's CUDA build is used as it is: the sandbox grades alike with it.
 	@$(PY) -c 'import torch; torch.version.cuda and print("make setup: using the torch in $(VENV) (" + torch.__version__ + "), a CUDA build: several GB where the CPU build is under 1 GB; it grades the same")'
 	@rm -f $(VENV)/.installed-* && touch $@

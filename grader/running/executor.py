@@ -139,6 +139,7 @@ class ModuleLoader:
         self.errors: dict[str, dict] = {}
         self.standins = None  # the grader's stand-ins (a module, or _Lent in a child), once this loader has them
         self.rules: dict = {}  # binding rules a sandboxed child was sent, by their number (as a string)
+        self._files: frozenset[str] | None = None  # the folder's module files, listed when first active
 
     def receive_standins(self, units: dict) -> None:
         """Stand-ins lent by the grader, each alone ({name: its own source}, grader/sandbox/lending.py):
@@ -184,7 +185,11 @@ class ModuleLoader:
             yield
             return
         with _IMPORT_LOCK:
-            local = {p.stem for p in self.directory.glob("*.py")} | set(self.modules)
+            if self._files is None:
+                # Listed once, not on every call (a grading makes ~150): the folder is trusted code, written
+                # before grading starts, and no call adds a module file to it.
+                self._files = frozenset(p.stem for p in self.directory.glob("*.py"))
+            local = self._files | set(self.modules)
             saved = {n: sys.modules.pop(n) for n in list(local) if n in sys.modules}
             sys.modules.update(self.modules)
             sys.path.insert(0, str(self.directory))

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from visible_run import PytestServer  # noqa: E402
+from visible_run import kept_server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 ASSIGNMENT = ROOT / "assignments" / "day13"
@@ -48,16 +48,6 @@ def from_dir(directory):
     return {name: (directory / name).read_text(encoding="utf-8") for name in FILES}
 
 
-_SERVER: list = []  # this module's PytestServer, started by its first run
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _pytest_server():
-    yield
-    while _SERVER:
-        _SERVER.pop().close()
-
-
 def run_visible(folder, *args, make=None):
     """(exit code, {test id: (outcome, message)}, output) of pytest in the student folder.
 
@@ -73,9 +63,7 @@ def run_visible(folder, *args, make=None):
     # is judged as a student's own machine shows it, whether or not the kit's tests run under CI.
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "BUILD_NUMBER")}
     if make is None:
-        if not _SERVER:
-            _SERVER.append(PytestServer(env))
-        code, output = _SERVER[0].run(folder, [*options.split(), *args], timeout=120)
+        code, output = kept_server(env).run(folder, [*options.split(), *args], timeout=120)
     else:
         env["PYTEST_ADDOPTS"] = options
         proc = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=120, env=env)

@@ -139,7 +139,7 @@ class ModuleLoader:
         self.errors: dict[str, dict] = {}
         self.standins = None  # the grader's stand-ins (a module, or _Lent in a child), once this loader has them
         self.rules: dict = {}  # binding rules a sandboxed child was sent, by their number (as a string)
-        self._files: frozenset[str] | None = None  # the folder's module files, listed when first active
+        self._files: frozenset[str] | None = None  # the folder's module names (_module_files), listed once
 
     def receive_standins(self, units: dict) -> None:
         """Stand-ins lent by the grader, each alone ({name: its own source}, grader/sandbox/lending.py):
@@ -185,11 +185,7 @@ class ModuleLoader:
             yield
             return
         with _IMPORT_LOCK:
-            if self._files is None:
-                # Listed once, not on every call (a grading makes ~150): the folder is trusted code, written
-                # before grading starts, and no call adds a module file to it.
-                self._files = frozenset(p.stem for p in self.directory.glob("*.py"))
-            local = self._files | set(self.modules)
+            local = self._module_files() | set(self.modules)
             saved = {n: sys.modules.pop(n) for n in list(local) if n in sys.modules}
             sys.modules.update(self.modules)
             sys.path.insert(0, str(self.directory))
@@ -205,6 +201,13 @@ class ModuleLoader:
                     if m is not None and n not in self.modules and _is_from(m, self.directory):
                         self.modules[n] = m
                 sys.modules.update(saved)
+
+    def _module_files(self) -> frozenset[str]:
+        """The names of the folder's .py files, listed once, not on every call (a grading makes ~150): an isolated
+        folder is trusted code, written before grading starts, and no call adds a module file to it."""
+        if self._files is None:
+            self._files = frozenset(p.stem for p in self.directory.glob("*.py"))
+        return self._files
 
     # -- importing ----------------------------------------------------------------------
     def _import(self, name: str, stand_ins: dict) -> types.ModuleType:
@@ -226,7 +229,7 @@ class ModuleLoader:
         return self._import_isolated(name, stand_ins)
 
     def _import_isolated(self, name: str, stand_ins: dict) -> types.ModuleType:
-        local = {p.stem for p in self.directory.glob("*.py")} | set(self.lesson.modules)
+        local = self._module_files() | set(self.lesson.modules)
         with _IMPORT_LOCK:
             saved = {n: sys.modules.pop(n) for n in list(local) if n in sys.modules}
             # Siblings already imported for this submission stay the same objects.

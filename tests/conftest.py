@@ -30,7 +30,8 @@ os.environ["WARM"] = "0"
 
 @pytest.fixture(scope="module", autouse=True)
 def _module_start_for_leftover_checks():
-    """Mark when this test module began, for engine_helpers.descendants (see MODULE_STARTED there)."""
+    """Mark when this test module began, for engine_helpers.descendants (see MODULE_STARTED there); at its end,
+    close the zygotes it kept (engine_helpers.kept_zygotes)."""
     fixtures = str(Path(__file__).resolve().parent / "fixtures")
     if fixtures not in sys.path:
         sys.path.insert(0, fixtures)
@@ -38,6 +39,7 @@ def _module_start_for_leftover_checks():
 
     engine_helpers.MODULE_STARTED[0] = engine_helpers.now_ticks() - 1
     yield
+    engine_helpers.close_kept_zygotes()
 
 
 # -- the order a parallel run (`make test`: -n auto --dist loadfile) hands its work out in ------------------

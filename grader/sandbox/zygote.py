@@ -200,6 +200,10 @@ class KeptZygotes:
             self._kept = {key: kept for key, kept in self._kept.items() if kept is not zygote}
             zygote.close()
 
+    def pids(self) -> set[int]:
+        """The process ids of the zygotes kept alive now (a caller checking for leftovers expects these)."""
+        return {zygote.process.pid for zygote in self._kept.values() if zygote.process.poll() is None}
+
     def close(self) -> None:
         while self._kept:
             self._kept.popitem()[1].close()

@@ -23,7 +23,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import engine_helpers  # noqa: E402
-from engine_helpers import TOY, descendants, processes_of, settled, uid_base_for_tests  # noqa: E402
+from engine_helpers import TOY, descendants, kept_zygotes, processes_of, settled, uid_base_for_tests  # noqa: E402
 
 from grader.intake import submissions as intake
 
@@ -162,7 +162,7 @@ def batch():
     cwd = os.getcwd()
     os.chdir(root)  # a `$(touch PWNED)` that reached a shell would leave PWNED here
     try:
-        code = run.main(submissions=subs, out=out, jobs=JOBS, config=CONFIG, lesson=LESSON)
+        code = run.main(submissions=subs, out=out, jobs=JOBS, config=CONFIG, lesson=LESSON, zygotes=kept_zygotes())
     finally:
         os.chdir(cwd)
     records = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/record.json")}
@@ -312,10 +312,10 @@ def test_a_row_that_moved_leaves_no_second_row_behind(tmp_path, capsys):
     make_submission(subs / "bo")
     reference_zip(subs / "Ann Lee.zip")
     config = SandboxConfig(call_timeout=3.0, uid_base=CONFIG.uid_base)
-    assert run.main(submissions=subs, out=out, jobs=1, config=config, lesson=LESSON) == 0
+    assert run.main(submissions=subs, out=out, jobs=1, config=config, lesson=LESSON, zygotes=kept_zygotes()) == 0
     assert (out / "Ann_Lee" / "record.json").is_file()
     make_submission(subs / "ann_lee")  # arrives late; its name is already plain
-    assert run.main(submissions=subs, out=out, jobs=1, config=config, lesson=LESSON) == 0
+    assert run.main(submissions=subs, out=out, jobs=1, config=config, lesson=LESSON, zygotes=kept_zygotes()) == 0
     said = capsys.readouterr().out
     assert "row Ann_Lee of Ann Lee.zip is now Ann_Lee-" in said and "1 already graded" in said
     with open(out / "grades.csv", newline="") as f:
@@ -360,7 +360,7 @@ def test_a_folder_named_overrides_csv_cannot_stop_the_next_run(tmp_path):
     make_submission(subs / "overrides.csv")
     config = SandboxConfig(call_timeout=3.0, uid_base=CONFIG.uid_base)
     for _ in range(2):  # the second run reads OUT/overrides.csv: it must still be a file or nothing
-        assert run.main(submissions=subs, out=out, jobs=1, config=config, lesson=LESSON) == 0
+        assert run.main(submissions=subs, out=out, jobs=1, config=config, lesson=LESSON, zygotes=kept_zygotes()) == 0
     assert not (out / "overrides.csv").exists()
     (row,) = [p for p in out.iterdir() if (p / "record.json").is_file()]
     assert row.name.startswith("overrides.csv-")

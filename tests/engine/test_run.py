@@ -15,7 +15,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import engine_helpers  # noqa: E402
-from engine_helpers import KIT, TOY, descendants, in_kit_view, processes_of, settled, uid_base_for_tests  # noqa: E402
+from engine_helpers import (KIT, TOY, descendants, in_kit_view, kept_zygotes, processes_of, settled,  # noqa: E402
+                            uid_base_for_tests)
 
 from grader.running import grade as run  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
@@ -77,7 +78,7 @@ def graded():
     subs = small_class(root)
     notebook_of_reference(subs / "erin.ipynb")
     out = root / "out"
-    code = run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=LESSON)
+    code = run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=LESSON, zygotes=kept_zygotes())
     yield root, subs, out, code
     shutil.rmtree(root, ignore_errors=True)
 
@@ -93,6 +94,29 @@ def test_every_output_is_written_in_a_stable_order(graded):
             assert (out / name / f).is_file()
     for f in ("report.html", "summary.md"):
         assert (out / f).is_file()
+    no_leftovers()
+
+
+def test_a_kept_zygote_is_no_leftover_but_a_child_it_forked_and_left_alive_is(graded):
+    # The module's runs share one zygote (engine_helpers.kept_zygotes): the leftover checks above must not count
+    # it, and must still count a student child of it that outlives its transport.
+    from grader.sandbox.transport import SandboxTransport
+
+    keeper = kept_zygotes()
+    zygote = keeper.take(slots=1, config=CONFIG, lesson=LESSON)
+    assert zygote.process.pid in keeper.pids() and zygote.process.pid not in descendants(os.getpid())
+    scratch = Path(tempfile.mkdtemp(prefix="kit-kept-", dir=run.scratch_base()))
+    try:
+        os.chmod(scratch, 0o711)
+        shutil.copy(REFERENCE / "activations.py", scratch)
+        with SandboxTransport(zygote=zygote, slot=0, scratch=scratch) as transport:
+            answer, _ = transport.call({"op": "no such op"}, {})
+            assert "unknown op" in json.dumps(answer)  # answered by a live child, which waits for the next call
+            child = transport._child.pid
+            assert child in descendants(os.getpid())
+        assert settled(lambda: descendants(os.getpid())) == []
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     no_leftovers()
 
 
@@ -125,9 +149,9 @@ def test_rerun_skips_graded_and_force_regrades_byte_identically(graded):
     root, subs, out, code = graded
     before = {p: p.read_bytes() for p in out.glob("*/results.json")}
     stamp = (out / "alice" / "record.json").stat().st_mtime_ns
-    assert run.main(submissions=subs, out=out, jobs=1, config=CONFIG, lesson=LESSON) == 0
+    assert run.main(submissions=subs, out=out, jobs=1, config=CONFIG, lesson=LESSON, zygotes=kept_zygotes()) == 0
     assert (out / "alice" / "record.json").stat().st_mtime_ns == stamp  # skipped
-    assert run.main(submissions=subs, out=out, jobs=2, force=True, config=CONFIG, lesson=LESSON) == 0
+    assert run.main(submissions=subs, out=out, jobs=2, force=True, config=CONFIG, lesson=LESSON, zygotes=kept_zygotes()) == 0
     assert (out / "alice" / "record.json").stat().st_mtime_ns != stamp  # regraded
     for path, data in before.items():
         old, new = json.loads(data), json.loads(path.read_bytes())
@@ -200,7 +224,7 @@ def test_shards_partition_the_class_and_merge_equals_one_run(graded, tmp_path):
     shard_outs = []
     for k in (1, 2):
         shard_out = tmp_path / f"shard{k}"
-        assert run.main(submissions=subs, out=shard_out, jobs=1, shard=f"{k}/2", config=CONFIG, lesson=LESSON) == 0
+        assert run.main(submissions=subs, out=shard_out, jobs=1, shard=f"{k}/2", config=CONFIG, lesson=LESSON, zygotes=kept_zygotes()) == 0
         shard_outs.append(shard_out)
     names = [sorted(p.parent.name for p in o.glob("*/record.json")) for o in shard_outs]
     assert names == [["alice", "carol", "erin"], ["bob", "dan"]]
@@ -237,7 +261,7 @@ def test_an_engine_fault_on_one_submission_exits_1_and_keeps_the_others(graded, 
 
     monkeypatch.setattr(run, "grade_one", flaky)
     out2 = tmp_path / "out"
-    assert run.main(submissions=subs, out=out2, jobs=1, config=CONFIG, lesson=LESSON) == 1
+    assert run.main(submissions=subs, out=out2, jobs=1, config=CONFIG, lesson=LESSON, zygotes=kept_zygotes()) == 1
     err = capsys.readouterr().err
     assert f"engine fault (bob): RuntimeError: engine bug for bob in {KIT}/grader/running/grade.py; run the same command again" in err
     assert record(out2, "bob")["status"] == "engine-error"
@@ -249,14 +273,14 @@ def test_an_engine_fault_on_one_submission_exits_1_and_keeps_the_others(graded, 
     # The engine's fault is not the student's: the next run grades bob again, and only bob.
     monkeypatch.setattr(run, "grade_one", real)
     stamp = (out2 / "alice" / "record.json").stat().st_mtime_ns
-    assert run.main(submissions=subs, out=out2, jobs=1, config=CONFIG, lesson=LESSON) == 0
+    assert run.main(submissions=subs, out=out2, jobs=1, config=CONFIG, lesson=LESSON, zygotes=kept_zygotes()) == 0
     assert record(out2, "bob")["status"] != "engine-error"
     assert (out2 / "alice" / "record.json").stat().st_mtime_ns == stamp
 
 
 def test_progress_is_plain_lines_off_a_terminal(graded, tmp_path, capsys):
     root, subs, out, code = graded
-    assert run.main(submissions=subs, out=tmp_path / "o", jobs=1, shard="2/2", config=CONFIG, lesson=LESSON) == 0
+    assert run.main(submissions=subs, out=tmp_path / "o", jobs=1, shard="2/2", config=CONFIG, lesson=LESSON, zygotes=kept_zygotes()) == 0
     text = capsys.readouterr().out
     assert "graded 1/2 bob: " in text and "graded 2/2 dan: " in text and "\r" not in text
     assert "grades.csv" in text
@@ -283,9 +307,9 @@ def test_an_output_folder_inside_the_submissions_is_not_graded_as_a_student(tmp_
     subs = tmp_path / "subs"
     make_submission(subs / "alice")
     out = subs / "zz_results"
-    assert run.main(submissions=subs, out=out, jobs=1, config=CONFIG, lesson=LESSON) == 0
+    assert run.main(submissions=subs, out=out, jobs=1, config=CONFIG, lesson=LESSON, zygotes=kept_zygotes()) == 0
     assert [l.split(",")[0] for l in rows(out)[1:]] == ["alice"]
-    assert run.main(submissions=subs, out=out, jobs=1, config=CONFIG, lesson=LESSON) == 0  # and not on a rerun either
+    assert run.main(submissions=subs, out=out, jobs=1, config=CONFIG, lesson=LESSON, zygotes=kept_zygotes()) == 0  # and not on a rerun either
     assert [l.split(",")[0] for l in rows(out)[1:]] == ["alice"]
 
 

@@ -415,3 +415,23 @@ def test_the_review_page_shows_a_submissions_flagged_pairs(tmp_path):
     assert "bob: code 0.90, &lt;i&gt;code: 50 shared&lt;/i&gt;" in ann
     (out / "similarity.csv").unlink()
     assert "Similar to" not in review.render_student(page, records, 0, "token", "")
+
+
+def test_a_pictures_grey_is_the_same_by_the_short_way_for_every_mode():
+    # image_hash goes from an opaque RGBA picture (plt.savefig's) straight to grey; every picture must come out
+    # byte for byte as through to_rgb, transparent ones included, or the same picture would hash two ways.
+    import numpy as np
+    from PIL import Image
+
+    from grader.judging import deliverables
+
+    rng = np.random.default_rng(13)
+    pixels = rng.integers(0, 256, (40, 60, 4), dtype=np.uint8)
+    opaque = pixels.copy()
+    opaque[..., 3] = 255
+    pictures = [Image.fromarray(opaque, "RGBA"), Image.fromarray(pixels, "RGBA"), Image.fromarray(opaque[..., :3], "RGB"),
+                Image.fromarray(opaque, "RGBA").convert("P"), Image.fromarray(pixels, "RGBA").convert("LA"),
+                Image.fromarray(pixels[..., 0], "L")]
+    for picture in pictures:
+        assert similarity._grey(picture).tobytes() == deliverables.to_rgb(picture).convert("L").tobytes(), picture.mode
+    assert similarity._grey(pictures[1]).tobytes() != pictures[1].convert("L").tobytes()  # transparency counts

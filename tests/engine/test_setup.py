@@ -36,3 +36,34 @@ def test_notebooks_are_read_and_checked_without_the_iri_parser():
         "(pyproject.toml says why); a venv built otherwise pays its parser's start in every nbgrader command")
     assert found["refused"], "nbformat no longer refuses a notebook its schema forbids"
     assert found["date"] == [True, False], "jsonschema no longer checks the formats it knows without rfc3987-syntax"
+
+
+def _fresh_bytecode(source: Path) -> bool:
+    """Whether the __pycache__ file Python would read for `source` exists and matches it (the mtime and size
+    that a timestamp-checked .pyc records in bytes 8-16)."""
+    import importlib.util
+
+    cached = Path(importlib.util.cache_from_source(str(source)))
+    try:
+        header = cached.read_bytes()[:16]
+    except OSError:
+        return False
+    stat = source.stat()
+    return (len(header) == 16 and int.from_bytes(header[4:8], "little") == 0
+            and int.from_bytes(header[8:12], "little") == int(stat.st_mtime) & 0xFFFFFFFF
+            and int.from_bytes(header[12:16], "little") == stat.st_size & 0xFFFFFFFF)
+
+
+def test_make_test_and_make_grade_run_the_engine_from_its_compiled_bytecode():
+    # Both compile grader/ first (make bytecode); every engine module then has bytecode Python takes as it is,
+    # whatever PYTHONDONTWRITEBYTECODE says, and solutions/ and assignments/ get none.
+    env = {k: v for k, v in __import__("os").environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL")}
+    for target, command in (("test", "-m pytest"), ("grade", "-m grader grade")):
+        plan = subprocess.run(["make", "-n", target], cwd=KIT, capture_output=True, text=True, timeout=60, env=env).stdout
+        assert "-m compileall -q -j 0 grader" in plan and plan.index("compileall") < plan.index(command), plan
+    made = subprocess.run(["make", "-s", "bytecode"], cwd=KIT, capture_output=True, text=True, timeout=300, env=env)
+    assert made.returncode == 0, made.stderr[-3000:]
+    stale = [str(p.relative_to(KIT)) for p in sorted((KIT / "grader").rglob("*.py")) if not _fresh_bytecode(p)]
+    assert stale == [], f"no up-to-date bytecode after `make bytecode` for {stale[:5]}"
+    for folder in ("solutions", "assignments"):
+        assert not list((KIT / folder).rglob("__pycache__")), f"{folder}/ got a __pycache__"

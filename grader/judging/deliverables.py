@@ -283,13 +283,25 @@ def to_rgb(image):
         image = Image.fromarray(((pixels - pixels.min()) / span * 255).astype(np.uint8))
     if image.mode in ("RGBA", "LA", "PA") or (image.mode == "P" and "transparency" in image.info):
         rgba = image if image.mode == "RGBA" else image.convert("RGBA")
-        if rgba.getchannel("A").getextrema() == (255, 255):
+        if _opaque(rgba):
             # Opaque (plt.savefig's default): compositing on white would change no pixel (checked on
             # every 8-bit colour), and it is most of the time a picture's fingerprint takes.
             return rgba.convert("RGB")
         white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
         return Image.alpha_composite(white, rgba).convert("RGB")
     return image.convert("RGB")
+
+
+def to_grey(image):
+    """`to_rgb(image).convert("L")`, the same bytes, in one conversion instead of two for an opaque RGBA picture:
+    grey is a weighted sum of red, green and blue, which dropping an alpha of 255 leaves as they are."""
+    if image.mode == "RGBA" and _opaque(image):
+        return image.convert("L")
+    return to_rgb(image).convert("L")
+
+
+def _opaque(rgba) -> bool:
+    return rgba.getchannel("A").getextrema() == (255, 255)
 
 
 def _reduction(size: tuple[int, int]) -> int:

@@ -1,6 +1,7 @@
 """What `make setup` builds: a venv without the package whose import made every `import nbformat` slow
 (pyproject.toml, below [project.optional-dependencies], says which and why)."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -57,7 +58,7 @@ def _fresh_bytecode(source: Path) -> bool:
 def test_make_test_and_make_grade_run_the_engine_from_its_compiled_bytecode():
     # Both compile grader/ first (make bytecode); every engine module then has bytecode Python takes as it is,
     # whatever PYTHONDONTWRITEBYTECODE says, and solutions/ and assignments/ get none.
-    env = {k: v for k, v in __import__("os").environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL")}
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL")}
     for target, command in (("test", "-m pytest"), ("grade", "-m grader grade")):
         plan = subprocess.run(["make", "-n", target], cwd=KIT, capture_output=True, text=True, timeout=60, env=env).stdout
         assert "-m compileall -q -j 0 grader" in plan and plan.index("compileall") < plan.index(command), plan

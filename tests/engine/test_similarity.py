@@ -418,7 +418,7 @@ def test_the_review_page_shows_a_submissions_flagged_pairs(tmp_path):
 
 
 def test_a_pictures_grey_is_the_same_by_the_short_way_for_every_mode():
-    # image_hash goes from an opaque RGBA picture (plt.savefig's) straight to grey; every picture must come out
+    # image_hash (deliverables.to_grey) goes from an opaque RGBA picture straight to grey; every picture must come out
     # byte for byte as through to_rgb, transparent ones included, or the same picture would hash two ways.
     import numpy as np
     from PIL import Image
@@ -433,5 +433,5 @@ def test_a_pictures_grey_is_the_same_by_the_short_way_for_every_mode():
                 Image.fromarray(opaque, "RGBA").convert("P"), Image.fromarray(pixels, "RGBA").convert("LA"),
                 Image.fromarray(pixels[..., 0], "L")]
     for picture in pictures:
-        assert similarity._grey(picture).tobytes() == deliverables.to_rgb(picture).convert("L").tobytes(), picture.mode
-    assert similarity._grey(pictures[1]).tobytes() != pictures[1].convert("L").tobytes()  # transparency counts
+        assert deliverables.to_grey(picture).tobytes() == deliverables.to_rgb(picture).convert("L").tobytes(), picture.mode
+    assert deliverables.to_grey(pictures[1]).tobytes() != pictures[1].convert("L").tobytes()  # transparency counts

@@ -136,7 +136,12 @@ def _start(path: str, preload: list[str], folder: str) -> socket.socket | None:
 def _ask(connection: socket.socket, pytest_args: list[str], folder: str) -> int | None:
     """Hand the server this run (arguments, folder, environment, terminal); its exit status, or None when the
     server was stale (it has ended: start another)."""
-    request = json.dumps({"args": pytest_args, "cwd": folder, "env": dict(os.environ)}).encode()
+    # Ctrl-C as a pytest started here would take it: a process started with SIGINT ignored (a background job, a
+    # launcher) keeps ignoring it, any other is interrupted. The run is told, since the server's own disposition is
+    # whatever the client that started it happened to have.
+    interruptible = signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+    request = json.dumps({"args": pytest_args, "cwd": folder, "env": dict(os.environ),
+                          "interrupt": interruptible}).encode()
     streams = [_usable(fd) for fd in (0, 1, 2)]
     try:
         socket.send_fds(connection, [_HEADER.pack(len(request)) + request], streams)
@@ -151,11 +156,12 @@ def _ask(connection: socket.socket, pytest_args: list[str], folder: str) -> int 
         except OSError:
             pass
 
-    previous = signal.signal(signal.SIGINT, forward)
+    previous = signal.signal(signal.SIGINT, forward) if interruptible else None
     try:
         reply = _read_line(connection)
     finally:
-        signal.signal(signal.SIGINT, previous)
+        if interruptible:
+            signal.signal(signal.SIGINT, previous)
         connection.close()
     if not reply or reply.get("stale"):
         return None
@@ -311,6 +317,7 @@ def _run(connection: socket.socket) -> None:
         for target, fd in zip((0, 1, 2), fds):
             os.dup2(fd, target)
             os.close(fd)
+        signal.signal(signal.SIGINT, signal.default_int_handler if request["interrupt"] else signal.SIG_IGN)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])

@@ -6,6 +6,7 @@ The folder here is neutral: a module, a test of it, and a stand-in "library" (wa
 so a test can see whether a run was warm (warmlib already imported when the test module loads) and can change
 the library on disk.
 """
+import contextlib
 import json
 import os
 import shutil
@@ -51,7 +52,8 @@ def folder(tmp_path):
                PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", WARM="1")
     yield Folder(work, library, home, tmp_path / "report.jsonl", env)
     for pid in warm_servers(home):
-        os.killpg(pid, signal.SIGKILL)  # a server and its runs left here: the test has failed; end them anyway
+        with contextlib.suppress(ProcessLookupError):  # a run is in its server's group, gone with it
+            os.killpg(pid, signal.SIGKILL)  # a server and its runs left here: the test has failed; end them anyway
     shutil.rmtree(home, ignore_errors=True)
 
 
@@ -118,32 +120,72 @@ def test_exit_statuses_and_a_killed_run_reach_the_caller_as_the_shell_reports_th
     assert len(warm_servers(folder.home)) == 1  # the server outlived its runs' deaths
 
 
-def test_ctrl_c_interrupts_the_forked_run_as_it_interrupts_pytest(folder):
-    (folder.work / "tests" / "test_loop.py").write_text(
-        "import pathlib\n"
+LOOP = ("import pathlib\n"
         "def test_forever():\n"
         "    pathlib.Path(__import__('os').environ['REPORT'] + '.looping').write_text('yes')\n"
         "    while True:\n"
         "        pass\n")
+
+
+def _sigint(disposition):
+    """A child's start as a terminal (SIG_DFL) or a background job (SIG_IGN) would give it, whatever this
+    suite's own process was started with (a suite started by `cmd &` in a script has SIGINT ignored)."""
+    return lambda: signal.signal(signal.SIGINT, disposition)
+
+
+def _loop_and_interrupt(folder, started_with=signal.SIG_DFL, wait=60):
+    """Start a warm run of a test that loops forever, press Ctrl-C once it loops; the client's output, or None if
+    it was still running `wait` seconds later (then it is still running: the caller ends it)."""
+    (folder.work / "tests" / "test_loop.py").write_text(LOOP)
     looping = Path(str(folder.report) + ".looping")
+    looping.unlink(missing_ok=True)
     client = subprocess.Popen([sys.executable, str(WARM), "--preload", "warmlib", "--"],
                               cwd=folder.work, env=folder.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True)
+                              text=True, preexec_fn=_sigint(started_with))
+    assert wait_until(looping.exists, 120), "the looping test never started"
+    client.send_signal(signal.SIGINT)
     try:
-        assert wait_until(looping.exists, 120), "the looping test never started"
-        client.send_signal(signal.SIGINT)
-        try:
-            output, _ = client.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            # Seen once in a whole-suite run on a busy machine, never reproduced alone: say where it stood.
-            pytest.fail("Ctrl-C did not end the run within 60 s\n" + _signal_states([client.pid, *warm_servers(folder.home)]))
-    finally:
+        output, _ = client.communicate(timeout=wait)
+    except subprocess.TimeoutExpired:
+        return client, None
+    return client, output
+
+
+def _interrupted(folder, client, output) -> None:
+    if output is None:
+        states = _signal_states([client.pid, *warm_servers(folder.home)])
         client.kill()
+        pytest.fail("Ctrl-C did not end the run within 60 s\n" + states)
     assert client.returncode == 2, output  # pytest's "interrupted"
     assert "KeyboardInterrupt" in output
     (server,) = warm_servers(folder.home)
     children = Path(f"/proc/{server}/task/{server}/children").read_text().split()
     assert children == []  # the interrupted run is gone, not spinning on
+
+
+def test_ctrl_c_interrupts_the_forked_run_as_it_interrupts_pytest(folder):
+    _interrupted(folder, *_loop_and_interrupt(folder))
+
+
+def test_ctrl_c_interrupts_a_run_whose_server_a_client_ignoring_it_started(folder):
+    # The first run came from a background job (SIGINT ignored): the server it started inherited that. A run for a
+    # later client in a terminal must still stop at Ctrl-C (it did not: the run kept the server's SIG_IGN).
+    assert folder.run(preexec_fn=_sigint(signal.SIG_IGN)).returncode == 0
+    (server,) = warm_servers(folder.home)
+    _interrupted(folder, *_loop_and_interrupt(folder))
+    assert warm_servers(folder.home) == [server]
+
+
+def test_a_client_that_ignores_sigint_keeps_its_run_going_as_plain_pytest_would(folder):
+    client, output = _loop_and_interrupt(folder, started_with=signal.SIG_IGN, wait=2)
+    assert output is None, output  # still running, as a `python -m pytest` that ignores SIGINT would be
+    servers = warm_servers(folder.home)  # the server, and the run (a fork of it, with its command line)
+    (server,) = [pid for pid in servers if int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+                 not in servers]
+    assert len(Path(f"/proc/{server}/task/{server}/children").read_text().split()) == 1  # the run loops on
+    client.kill()  # a client gone ends its run
+    client.wait()
+    assert wait_until(lambda: not Path(f"/proc/{server}/task/{server}/children").read_text().split())
 
 
 def _signal_states(pids: list[int]) -> str:

@@ -189,6 +189,8 @@ def walk(*_):
     # Every folder it may list (os.walk passes over those it may not), and the files named directly.
     paths = []
     for start in [os.getcwd(), *ROOTS]:
+        # By where it leads: /bin, /sbin and /lib64 are links into /usr on a merged-/usr system (Debian's).
+        start = os.path.realpath(start)
         if start.startswith(SKIP) or start in ("/proc", "/sys", "/dev"):
             continue
         for root, dirs, files in os.walk(start):

@@ -142,7 +142,11 @@ def _loop_and_interrupt(folder, started_with=signal.SIG_DFL, wait=60):
     client = subprocess.Popen([sys.executable, str(WARM), "--preload", "warmlib", "--"],
                               cwd=folder.work, env=folder.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, preexec_fn=_sigint(started_with))
-    assert wait_until(looping.exists, 120), "the looping test never started"
+    try:
+        assert wait_until(looping.exists, 120), "the looping test never started"
+    except AssertionError:
+        client.kill()
+        raise
     client.send_signal(signal.SIGINT)
     try:
         output, _ = client.communicate(timeout=wait)
@@ -178,13 +182,15 @@ def test_ctrl_c_interrupts_a_run_whose_server_a_client_ignoring_it_started(folde
 
 def test_a_client_that_ignores_sigint_keeps_its_run_going_as_plain_pytest_would(folder):
     client, output = _loop_and_interrupt(folder, started_with=signal.SIG_IGN, wait=2)
-    assert output is None, output  # still running, as a `python -m pytest` that ignores SIGINT would be
-    servers = warm_servers(folder.home)  # the server, and the run (a fork of it, with its command line)
-    (server,) = [pid for pid in servers if int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-                 not in servers]
-    assert len(Path(f"/proc/{server}/task/{server}/children").read_text().split()) == 1  # the run loops on
-    client.kill()  # a client gone ends its run
-    client.wait()
+    try:
+        assert output is None, output  # still running, as a `python -m pytest` that ignores SIGINT would be
+        servers = warm_servers(folder.home)  # the server, and the run (a fork of it, with its command line)
+        (server,) = [pid for pid in servers
+                     if int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) not in servers]
+        assert len(Path(f"/proc/{server}/task/{server}/children").read_text().split()) == 1  # the run loops on
+    finally:
+        client.kill()  # a client gone ends its run (and a failed check above leaves no client waiting)
+        client.wait()
     assert wait_until(lambda: not Path(f"/proc/{server}/task/{server}/children").read_text().split())
 
 

@@ -156,12 +156,11 @@ def _ask(connection: socket.socket, pytest_args: list[str], folder: str) -> int 
         except OSError:
             pass
 
-    previous = signal.signal(signal.SIGINT, forward) if interruptible else None
+    previous = signal.signal(signal.SIGINT, forward if interruptible else signal.SIG_IGN)
     try:
         reply = _read_line(connection)
     finally:
-        if interruptible:
-            signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGINT, previous)
         connection.close()
     if not reply or reply.get("stale"):
         return None

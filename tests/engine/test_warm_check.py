@@ -138,7 +138,6 @@ def _loop_and_interrupt(folder, started_with=signal.SIG_DFL, wait=60):
     it was still running `wait` seconds later (then it is still running: the caller ends it)."""
     (folder.work / "tests" / "test_loop.py").write_text(LOOP)
     looping = Path(str(folder.report) + ".looping")
-    looping.unlink(missing_ok=True)
     client = subprocess.Popen([sys.executable, str(WARM), "--preload", "warmlib", "--"],
                               cwd=folder.work, env=folder.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, preexec_fn=_sigint(started_with))
@@ -163,8 +162,7 @@ def _interrupted(folder, client, output) -> None:
     assert client.returncode == 2, output  # pytest's "interrupted"
     assert "KeyboardInterrupt" in output
     (server,) = warm_servers(folder.home)
-    children = Path(f"/proc/{server}/task/{server}/children").read_text().split()
-    assert children == []  # the interrupted run is gone, not spinning on
+    assert _runs(server) == []  # the interrupted run is gone, not spinning on
 
 
 def test_ctrl_c_interrupts_the_forked_run_as_it_interrupts_pytest(folder):
@@ -187,11 +185,16 @@ def test_a_client_that_ignores_sigint_keeps_its_run_going_as_plain_pytest_would(
         servers = warm_servers(folder.home)  # the server, and the run (a fork of it, with its command line)
         (server,) = [pid for pid in servers
                      if int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]) not in servers]
-        assert len(Path(f"/proc/{server}/task/{server}/children").read_text().split()) == 1  # the run loops on
+        assert len(_runs(server)) == 1  # the run loops on
     finally:
         client.kill()  # a client gone ends its run (and a failed check above leaves no client waiting)
         client.wait()
-    assert wait_until(lambda: not Path(f"/proc/{server}/task/{server}/children").read_text().split())
+    assert wait_until(lambda: not _runs(server))
+
+
+def _runs(server: int) -> list[str]:
+    """The runs a warm server has forked and not yet reaped (the pids of its children)."""
+    return Path(f"/proc/{server}/task/{server}/children").read_text().split()
 
 
 def _signal_states(pids: list[int]) -> str:

@@ -284,7 +284,9 @@ def _grade_all(todo, *, out: Path, zygote: Zygote, config: SandboxConfig, jobs: 
     try:
         _preload(lesson)  # while the zygote starts: it overlaps the start-up check below
         try:
-            zygote.wait_ready(0)  # the start-up check's verdict: a refusal stops the run here
+            # The start-up check's verdict: a refusal stops the run here. The bound is this run's, as a kept
+            # zygote may have been started by another (grader/sandbox/zygote.py, KeptZygotes).
+            zygote.wait_ready(0, timeout=config.start_timeout)
         except SandboxRefused:
             raise
         except SandboxUnavailable:
@@ -472,7 +474,7 @@ class _Worker:
         self.scanner = self.score.limited_scan(lesson=lesson, **lesson.limits.get("scan", {}))
         # The zygote's start-up is the run's, not the first submission's: its execution_time starts after.
         with contextlib.suppress(SandboxUnavailable):  # then each row says so, as an engine fault
-            zygote.wait_ready(slot)
+            zygote.wait_ready(slot, timeout=config.start_timeout)
 
     def grade(self, sub) -> tuple:
         fault = None

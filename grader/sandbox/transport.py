@@ -343,7 +343,8 @@ class SandboxTransport:
             return self._fault("Crashed", f"the sandbox could not set up the process: "
                                           f"{without_paths(f'{type(exc).__name__}: {exc}')}")
         # SandboxUnavailable propagates: a dead zygote is the engine's fault, not the submission's.
-        child = self.zygote.spawn(self.slot, scratch=self._copy, output_fd=self._output.fileno())
+        child = self.zygote.spawn(self.slot, scratch=self._copy, output_fd=self._output.fileno(),
+                                  timeout=self.config.spawn_timeout)
         deadline = time.monotonic() + self.config.spawn_timeout
         try:
             # Sent by the grader's own code before any student code runs: small, whatever the caps.

@@ -66,7 +66,7 @@ class Zygote:
     def __init__(self, *, slots: int, config: SandboxConfig = DEFAULT_CONFIG,
                  entry: str = "grader.running.executor", install: str | None = "grader.running.forbidden",
                  preload: tuple[str, ...] = (), extra_path: tuple[str, ...] = (), lesson):
-        self.config = config
+        self.config, self.slots = config, slots
         # The grader's stand-ins are never in the zygote (every child would hold them): a child is lent
         # each one alone, with the first call that needs it (SandboxTransport), and from then on
         # answers no call of a graded name it implements.
@@ -121,15 +121,16 @@ class Zygote:
                 raise SandboxRefused(self.view["refused"])
             self._ready.add(slot)
 
-    def spawn(self, slot: int, *, scratch: Path, output_fd: int) -> "Child":
-        """Fork a child for `slot`, confined to `scratch`, writing its stdout/stderr to output_fd."""
+    def spawn(self, slot: int, *, scratch: Path, output_fd: int, timeout: float | None = None) -> "Child":
+        """Fork a child for `slot`, confined to `scratch`, writing its stdout/stderr to output_fd; the zygote
+        answers within `timeout` seconds (the run's spawn_timeout; by default this zygote's config's)."""
         self.wait_ready(slot)
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             request = {"scratch": str(scratch), "uid": slot_uid(self.config, slot)}
             ctrl = self._ctrl[slot]
             socket.send_fds(ctrl, [json.dumps(request).encode()], [theirs.fileno(), output_fd])
-            ctrl.settimeout(self.config.spawn_timeout)
+            ctrl.settimeout(self.config.spawn_timeout if timeout is None else timeout)
             try:
                 msg, fds, _, _ = socket.recv_fds(ctrl, 4096, 2)
             finally:
@@ -167,28 +168,42 @@ class Zygote:
         self.close()
 
 
+# What the grader alone enforces, whichever zygote forks a run's children: the transport reads these from the
+# run's own config (grader/sandbox/transport.py), and the zygote process never looks at them. Every other field
+# of SandboxConfig is the zygote's (what it sets on each child it forks), so a new field is one too unless added here.
+GRADER_SIDE_FIELDS = ("call_timeout", "module_budget", "spawn_timeout", "start_timeout", "output_tail_bytes",
+                      "reply_bytes", "replies_bytes", "fatal_faults_per_module")
+
+
 class KeptZygotes:
     """Zygotes kept alive from one grading run to the next in this process.
 
     The nbgrader step grades each notebook with a run of its own; without this, every notebook would pay a
-    zygote's start (a torch import and the start-up check, ~1.5 s) for ~0.2 s of grading. A run takes the
-    zygote started for the same slots, config and lesson if it is still alive, so consecutive runs are
-    graded as one class run grades its rows: a fresh child forked per submission, its own scratch folder,
-    and a zygote no child can write to. A run that met an engine fault closes its zygote (`give_back`), so a
-    broken one never grades the next notebook. `close` ends them all (the zygotes also die with this process).
+    zygote's start (a torch import and the start-up check, ~3.5 s of CPU) for ~0.2 s of grading. A run takes a
+    zygote started for the same lesson and the same limits on its children (GRADER_SIDE_FIELDS aside: those are
+    the run's own) with at least its slots, if it is still alive, so consecutive runs are graded as one class run
+    grades its rows: a fresh child forked per submission, its own scratch folder, and a zygote no child can write
+    to. A run that met an engine fault closes its zygote (`give_back`), so a broken one never grades the next
+    notebook. At most `limit` are kept (each holds ~250 MB): the least recently taken goes first. `close` ends
+    them all (the zygotes also die with this process).
     """
 
-    def __init__(self) -> None:
-        self._kept: dict[tuple, Zygote] = {}
+    def __init__(self, limit: int = 2) -> None:
+        self._kept: dict[str, Zygote] = {}  # least recently taken first
+        self.limit = limit
         self.started = 0  # zygotes started so far: how many runs could not reuse one
 
     def take(self, *, slots: int, config: SandboxConfig, lesson) -> Zygote:
-        key = (slots, json.dumps([asdict(config), lesson.spec().to_json()], sort_keys=True))
-        zygote = self._kept.get(key)
-        if zygote is not None and zygote.process.poll() is None:
+        children = {k: v for k, v in asdict(config).items() if k not in GRADER_SIDE_FIELDS}
+        key = json.dumps([children, lesson.spec().to_json()], sort_keys=True)
+        zygote = self._kept.pop(key, None)
+        if zygote is not None and zygote.process.poll() is None and zygote.slots >= slots:
+            self._kept[key] = zygote
             return zygote
         if zygote is not None:
             zygote.close()
+        while len(self._kept) >= self.limit:
+            self._kept.pop(next(iter(self._kept))).close()
         self.started += 1
         self._kept[key] = Zygote(slots=slots, config=config, lesson=lesson)
         return self._kept[key]

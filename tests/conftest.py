@@ -28,18 +28,28 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ["WARM"] = "0"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _module_start_for_leftover_checks():
-    """Mark when this test module began, for engine_helpers.descendants (see MODULE_STARTED there); at its end,
-    close the zygotes it kept (engine_helpers.kept_zygotes)."""
+def _engine_helpers():
     fixtures = str(Path(__file__).resolve().parent / "fixtures")
     if fixtures not in sys.path:
         sys.path.insert(0, fixtures)
     import engine_helpers
 
+    return engine_helpers
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_start_for_leftover_checks():
+    """Mark when this test module began, for engine_helpers.descendants (see MODULE_STARTED there)."""
+    engine_helpers = _engine_helpers()
     engine_helpers.MODULE_STARTED[0] = engine_helpers.now_ticks() - 1
     yield
-    engine_helpers.close_kept_zygotes()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_kept_zygotes_at_the_end():
+    """The zygotes this process kept for its grading runs (engine_helpers.kept_zygotes) end with the session."""
+    yield
+    _engine_helpers().close_kept_zygotes()
 
 
 # -- the order a parallel run (`make test`: -n auto --dist loadfile) hands its work out in ------------------

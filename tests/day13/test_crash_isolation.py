@@ -16,19 +16,19 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import REFERENCE, components, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
+from engine_helpers import (REFERENCE, components, descendants, kept_zygotes, make_submission, processes_of,  # noqa: E402
+                            settled, shared_config)
 
 from grader.admin import killrate
 
 from grader.running import grade as run  # noqa: E402
-from grader.sandbox import SandboxConfig  # noqa: E402
 from grader.lesson import load_lesson  # noqa: E402
 
 DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 
 torch.set_num_threads(1)
 
-CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(6))
+CONFIG = shared_config(call_timeout=3.0)
 SA = (REFERENCE / "self_attention.py").read_text()
 PE = (REFERENCE / "positional.py").read_text()
 MH = (REFERENCE / "multihead.py").read_text()
@@ -117,7 +117,7 @@ def sandboxed(tmp_path_factory):
     root = tmp_path_factory.mktemp("crash-sandboxed")
     subs = build(root / "subs")
     out = root / "out"
-    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=DAY13) == 0
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=DAY13, zygotes=kept_zygotes()) == 0
     yield out
     uids = range(CONFIG.uid_base, CONFIG.uid_base + 4)
     assert settled(lambda: processes_of(uids)) == []

@@ -22,7 +22,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "fixtures"))
 sys.path.insert(0, str(HERE.parent / "engine"))
-from engine_helpers import KIT, uid_base_for_tests  # noqa: E402
+from engine_helpers import KIT, kept_zygotes, shared_config  # noqa: E402
 from test_review_browser import ARGS, _browser, _playwright  # noqa: E402
 
 from grader.results import feedback
@@ -32,12 +32,11 @@ from grader.admin import regrade
 from grader.admin import review
 
 from grader.running import grade as run  # noqa: E402
-from grader.sandbox import SandboxConfig  # noqa: E402
 from grader.lesson import load_lesson  # noqa: E402
 
 DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 
-CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(14))
+CONFIG = shared_config(call_timeout=3.0)
 STUDENT_FILES = ("feedback.md", "feedback.html", "results.json")
 DUE = "2026-12-01T20:00:00+00:00"
 # Roster ids as a Classroom export gives them: each must stay out of every other student's files.
@@ -82,7 +81,7 @@ def demo():
     out = root / "out"
     out.mkdir()
     (out / "overrides.csv").write_text(OVERRIDES)
-    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=DAY13) == 0
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=DAY13, zygotes=kept_zygotes()) == 0
     yield root, subs, out, names
     shutil.rmtree(root, ignore_errors=True)
 

@@ -14,17 +14,17 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import CODE_PARTS, REFERENCE, components, make_submission, text_of, uid_base_for_tests  # noqa: E402
+from engine_helpers import (CODE_PARTS, REFERENCE, components, kept_zygotes, make_submission, shared_config,  # noqa: E402
+                            text_of)
 
 from grader.running import grade as run  # noqa: E402
-from grader.sandbox import SandboxConfig  # noqa: E402
 from grader.lesson import load_lesson  # noqa: E402
 
 DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 
 HOSTILE = Path(__file__).resolve().parents[1] / "fixtures" / "hostile_library"
 CODE = CODE_PARTS
-CONFIG = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(3))
+CONFIG = shared_config(call_timeout=5.0)
 HONEST = ("aaa_reference", "zzz_reference")
 COSTED = r"Your code reaches .*point of Day 13"  # the rubric's message for library attention or kit code
 
@@ -43,7 +43,7 @@ def batch():
         folder = make_submission(subs / case.name, solutions=REFERENCE)
         for f in case.iterdir():
             (folder / f.name).write_text(_render(f.read_text()))
-    code = run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=DAY13)
+    code = run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=DAY13, zygotes=kept_zygotes())
     records = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/record.json")}
     yield dict(code=code, out=out, records=records)
     shutil.rmtree(root, ignore_errors=True)

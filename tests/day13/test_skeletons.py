@@ -17,7 +17,8 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import REFERENCE, descendants, make_submission, processes_of, settled, uid_base_for_tests  # noqa: E402
+from engine_helpers import (REFERENCE, descendants, kept_zygotes, make_submission, processes_of, settled,  # noqa: E402
+                            shared_config)
 
 from grader.admin import killrate
 from grader.lesson import load_lesson
@@ -28,7 +29,6 @@ from grader.judging import score  # noqa: E402
 from grader.running.calls import InProcessTransport  # noqa: E402
 from grader.day13.adapter import Adapter  # noqa: E402
 from grader.day13.tests import checks as ck  # noqa: E402
-from grader.sandbox import SandboxConfig  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -37,7 +37,7 @@ CASES = killrate.skeletons(lesson=DAY13)
 PART_OF = DAY13.skeleton_parts
 CATALOGUE = killrate.catalogue(lesson=DAY13)
 CODE = load_lesson("day13").modules
-CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(3))
+CONFIG = shared_config(call_timeout=3.0)
 GATE = "these points need code that computes the answer"
 # The property and self-consistency tests, which count only for a function that reacts to its input.
 GATED = {"self_attention.sdpa_masks", "self_attention.sdpa_properties", "self_attention.module_worked_values",
@@ -224,7 +224,7 @@ def test_skeletons_graded_by_the_engine_score_as_in_process(graded, tmp_path):
     for case in CASES:
         build(case, subs / case)
     out = tmp_path / "out"
-    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=DAY13) == 0
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=DAY13, zygotes=kept_zygotes()) == 0
     records = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/record.json")}
     assert set(records) == {"aaa_reference", *CASES}
     full = sum(killrate.full_marks(lesson=DAY13).values())

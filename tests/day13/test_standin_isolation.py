@@ -20,17 +20,16 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import (REFERENCE, components, descendants, make_submission, processes_of, settled,  # noqa: E402
-                            uid_base_for_tests)
+from engine_helpers import (REFERENCE, components, descendants, kept_zygotes, make_submission, processes_of,  # noqa: E402
+                            settled, shared_config)
 
 from grader.running import grade as run  # noqa: E402
-from grader.sandbox import SandboxConfig  # noqa: E402
 from grader.lesson import load_lesson  # noqa: E402
 
 DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 
 BORROW = Path(__file__).resolve().parents[1] / "fixtures" / "borrow"
-CONFIG = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(7))
+CONFIG = shared_config(call_timeout=5.0)
 JOBS = 2
 HONEST = ("aaa_reference", "zzz_reference")
 TAG = f"day13-borrow-{os.getpid()}"
@@ -83,7 +82,7 @@ def batch():
     root = Path(tempfile.mkdtemp(prefix="day13-borrow-"))
     subs, out = root / "submissions", root / "out"
     build(subs)
-    code = run.main(submissions=subs, out=out, jobs=JOBS, config=CONFIG, lesson=DAY13)
+    code = run.main(submissions=subs, out=out, jobs=JOBS, config=CONFIG, lesson=DAY13, zygotes=kept_zygotes())
     records = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/record.json")}
     yield dict(code=code, records=records)
     shutil.rmtree(root, ignore_errors=True)

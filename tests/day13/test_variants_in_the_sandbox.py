@@ -8,15 +8,14 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import descendants, processes_of, settled, uid_base_for_tests  # noqa: E402
+from engine_helpers import descendants, kept_zygotes, processes_of, settled, shared_config  # noqa: E402
 
 from grader.admin import killrate  # noqa: E402
 from grader.lesson import load_lesson  # noqa: E402
 from grader.running import grade as run  # noqa: E402
-from grader.sandbox import SandboxConfig  # noqa: E402
 
 DAY13 = load_lesson("day13")
-CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(2))
+CONFIG = shared_config(call_timeout=3.0)
 UIDS = range(CONFIG.uid_base, CONFIG.uid_base + 4)
 
 
@@ -27,7 +26,7 @@ def test_every_correct_variant_gets_full_code_marks_through_the_sandbox(tmp_path
     for folder in variants:
         shutil.copytree(folder, subs / folder.name)
     out = tmp_path / "out"
-    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=DAY13) == 0
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=DAY13, zygotes=kept_zygotes()) == 0
     full = {"self_attention": 30, "multihead": 25, "positional": 15, "block": 20}
     for folder in variants:
         scores = {c: 0.0 for c in full}

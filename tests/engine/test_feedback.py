@@ -195,11 +195,10 @@ def test_a_grading_run_of_a_class_writes_each_student_file_once(toy, tmp_path, m
     student file once, at the class stage; a second run with nothing changed writes none of them."""
     import shutil
 
-    from engine_helpers import TOY, uid_base_for_tests
+    from engine_helpers import TOY, kept_zygotes, shared_config
 
     from grader.results import storage
     from grader.running import grade as run
-    from grader.sandbox import SandboxConfig
 
     subs, out = tmp_path / "subs", tmp_path / "out"
     for name in ("honest", "broken"):
@@ -214,13 +213,13 @@ def test_a_grading_run_of_a_class_writes_each_student_file_once(toy, tmp_path, m
 
     monkeypatch.setattr(feedback, "write_atomic", counting)
     monkeypatch.setattr(storage, "write_atomic", counting)
-    config = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(12))
-    assert run.main(submissions=str(subs), out=str(out), jobs=1, config=config, lesson=toy) == 0
+    config = shared_config(call_timeout=5.0)
+    assert run.main(submissions=str(subs), out=str(out), jobs=1, config=config, lesson=toy, zygotes=kept_zygotes()) == 0
     for name in ("honest", "broken"):
         for file in ("record.json", "results.json", "feedback.md", "feedback.html"):
             assert written.count(f"{name}/{file}") == 1, (name, file, sorted(written))
     written.clear()
-    assert run.main(submissions=str(subs), out=str(out), jobs=1, config=config, lesson=toy) == 0
+    assert run.main(submissions=str(subs), out=str(out), jobs=1, config=config, lesson=toy, zygotes=kept_zygotes()) == 0
     assert not [w for w in written if w.split("/")[0] in ("honest", "broken")], written
 
 

@@ -23,7 +23,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import engine_helpers  # noqa: E402
-from engine_helpers import TOY, descendants, kept_zygotes, processes_of, settled, uid_base_for_tests  # noqa: E402
+from engine_helpers import TOY, descendants, kept_zygotes, processes_of, settled, shared_config  # noqa: E402
 
 from grader.intake import submissions as intake
 
@@ -39,7 +39,7 @@ REFERENCE = LESSON.solutions
 from grader.intake.submissions import IntakeLimits, discover, materialise  # noqa: E402
 from grader.sandbox import SandboxConfig  # noqa: E402
 
-CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(3))
+CONFIG = shared_config(call_timeout=3.0)
 JOBS = 2
 CODE = LESSON.modules
 CODE_POINTS = sum(LESSON.points[part] for part in CODE)  # every code part; no deliverables are handed in

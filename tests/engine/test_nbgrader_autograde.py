@@ -22,7 +22,7 @@ import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import TOY, uid_base_for_tests  # noqa: E402
+from engine_helpers import TOY, kept_zygotes, shared_config  # noqa: E402
 
 from grader.lesson import load_lesson
 from grader.release import notebook
@@ -30,12 +30,12 @@ from grader.release import notebook
 from grader.running import grade as run
 
 from grader.release import stubs  # noqa: E402
-from grader.sandbox import DEFAULT_CONFIG, SandboxConfig  # noqa: E402
+from grader.sandbox import DEFAULT_CONFIG  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 LESSON = load_lesson(str(TOY))  # the lesson value these tests pass to each stage
-CONFIG = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(9))
+CONFIG = shared_config(call_timeout=5.0)
 needs_nbgrader = pytest.mark.skipif(shutil.which("nbgrader", path=str(VENV_BIN)) is None,
                                     reason="nbgrader is in the dev extra: `pip install -e .[dev]`")
 
@@ -153,7 +153,7 @@ def _grader_points(cases: dict, tmp: Path) -> dict[str, dict[str, float]]:
     for student, nb in cases.items():
         notebook.write(nb, folder / f"{student}.ipynb")
     out = tmp / "out"
-    assert run.main(submissions=folder, out=out, jobs=2, config=CONFIG, lesson=LESSON) == 0
+    assert run.main(submissions=folder, out=out, jobs=2, config=CONFIG, lesson=LESSON, zygotes=kept_zygotes()) == 0
     with open(out / "grades.csv", encoding="utf-8", newline="") as f:
         return {row["submission"]: {part: float(row[part]) for part in LESSON.modules} for row in csv.DictReader(f)}
 
@@ -321,7 +321,7 @@ def test_a_sandboxed_child_cannot_reach_the_hidden_tests_through_the_venv(tmp_pa
     first = LESSON.modules[0]
     (probing / f"{first}.py").write_text(PROBE + (honest / f"{first}.py").read_text(encoding="utf-8"), encoding="utf-8")
     out = tmp_path / "out"
-    assert run.main(submissions=subs, out=out, jobs=1, config=CONFIG, lesson=LESSON) == 0
+    assert run.main(submissions=subs, out=out, jobs=1, config=CONFIG, lesson=LESSON, zygotes=kept_zygotes()) == 0
     with open(out / "grades.csv", encoding="utf-8", newline="") as f:
         rows = {row["submission"]: float(row[first]) for row in csv.DictReader(f)}
     assert rows["probing"] == rows["honest"] == notebook.component_points(lesson=LESSON)[first], rows

@@ -16,7 +16,7 @@ import nbformat
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import TOY, uid_base_for_tests  # noqa: E402
+from engine_helpers import TOY, kept_zygotes, shared_config  # noqa: E402
 from visible_run import run_pytest_in_each  # noqa: E402
 
 from grader.intake import submissions as intake
@@ -31,12 +31,11 @@ from grader.judging import score
 
 from grader.release import stubs  # noqa: E402
 from grader.lesson import load_lesson  # noqa: E402
-from grader.sandbox import SandboxConfig  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 LESSON = load_lesson(str(TOY))  # the lesson value these tests pass to each stage
-CONFIG = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(5))
+CONFIG = shared_config(call_timeout=5.0)
 needs_jupyter = pytest.mark.skipif(shutil.which("jupyter-nbconvert", path=str(VENV_BIN)) is None
                                    or shutil.which("nbgrader", path=str(VENV_BIN)) is None,
                                    reason="Jupyter and nbgrader are in the dev extra: `pip install -e .[dev]`")
@@ -438,7 +437,7 @@ def test_notebook_and_py_files_get_the_same_score(tmp_path, student_nb):
             for module in LESSON.modules:
                 shutil.copyfile(bug / f"{module}.py", folder / f"{module}.py")
     out = tmp_path / "out"
-    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=LESSON) == 0
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=LESSON, zygotes=kept_zygotes()) == 0
 
     def scores(row):
         results = json.loads((out / row / "results.json").read_text(encoding="utf-8"))

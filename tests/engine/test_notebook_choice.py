@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import engine_helpers  # noqa: E402
-from engine_helpers import TOY, descendants, processes_of, settled, uid_base_for_tests  # noqa: E402
+from engine_helpers import TOY, descendants, kept_zygotes, processes_of, settled, shared_config  # noqa: E402
 
 from grader.lesson import load_lesson  # noqa: E402
 
@@ -24,9 +24,8 @@ from grader.release import notebook
 from grader.release import student_release as release
 
 from grader.running import grade as run  # noqa: E402
-from grader.sandbox import SandboxConfig  # noqa: E402
 
-CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(5))
+CONFIG = shared_config(call_timeout=3.0)
 LESSON = load_lesson(str(TOY))  # the toy: `activations` (softmax), and `classifier` graded over the grader's softmax
 REFERENCE = LESSON.solutions
 NOTEBOOK = LESSON.notebook  # the released notebook's name
@@ -97,7 +96,7 @@ def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("notebook-choice")
     build_class(root / "subs")
     out = root / "out"
-    assert run.main(submissions=root / "subs", out=out, jobs=2, config=CONFIG, lesson=LESSON) == 0
+    assert run.main(submissions=root / "subs", out=out, jobs=2, config=CONFIG, lesson=LESSON, zygotes=kept_zygotes()) == 0
     yield out
     uids = range(CONFIG.uid_base, CONFIG.uid_base + 4)
     assert settled(lambda: processes_of(uids)) == []

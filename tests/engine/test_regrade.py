@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import KIT, TOY, make_submission, uid_base_for_tests  # noqa: E402
+from engine_helpers import KIT, TOY, kept_zygotes, make_submission, shared_config  # noqa: E402
 
 from grader.admin import regrade
 from grader.lesson import load_lesson
@@ -19,11 +19,10 @@ from grader.lesson import load_lesson
 from grader.running import grade as run  # noqa: E402
 from grader.results.records import SubmissionResult
 from grader.results.records import TestResult as Outcome  # noqa: E402
-from grader.sandbox import SandboxConfig  # noqa: E402
 
 LESSON = load_lesson(str(TOY))  # the lesson value these tests pass to each stage: the toy's
 
-CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(7))
+CONFIG = shared_config(call_timeout=3.0)
 
 
 def record(out: Path, name: str) -> dict:
@@ -47,7 +46,7 @@ def graded():
                                                                         "    return 2 * exps / exps.sum(")
     make_submission(subs / "bob", {"activations.py": doubled}, solutions=LESSON.solutions)
     out = root / "out"
-    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=LESSON) == 0
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=LESSON, zygotes=kept_zygotes()) == 0
     yield root, subs, out
     shutil.rmtree(root, ignore_errors=True)
 
@@ -70,7 +69,7 @@ def test_a_rerun_with_nothing_changed_runs_nothing(graded, monkeypatch, capsys):
     _, subs, out = graded
     _no_sandbox(monkeypatch)
     before = {n: (out / n / "record.json").stat().st_mtime_ns for n in ("alice", "bob")}
-    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=LESSON) == 0
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=LESSON, zygotes=kept_zygotes()) == 0
     assert "2 already graded and unchanged; 0 to grade" in capsys.readouterr().out
     assert before == {n: (out / n / "record.json").stat().st_mtime_ns for n in ("alice", "bob")}
 
@@ -83,7 +82,7 @@ def test_a_changed_submission_is_regraded_and_named_and_nothing_else(graded, cap
     alice_before = (out / "alice" / "record.json").stat().st_mtime_ns
     copy = root / "out2"
     shutil.copytree(out, copy)
-    assert run.main(submissions=work, out=copy, jobs=1, config=CONFIG, lesson=LESSON) == 0
+    assert run.main(submissions=work, out=copy, jobs=1, config=CONFIG, lesson=LESSON, zygotes=kept_zygotes()) == 0
     printed = capsys.readouterr().out
     assert "1 already graded and unchanged; 1 to grade" in printed
     assert "regrade 1 (the submission changed): bob" in printed
@@ -113,7 +112,7 @@ def test_a_change_of_points_and_hints_rescores_from_the_records(graded, tmp_path
     regrade.current.cache_clear()
     try:
         _no_sandbox(monkeypatch)
-        assert run.main(submissions=subs, out=copy, jobs=2, config=CONFIG, lesson=lesson) == 0
+        assert run.main(submissions=subs, out=copy, jobs=2, config=CONFIG, lesson=lesson, zygotes=kept_zygotes()) == 0
         printed = capsys.readouterr().out
         assert "rescore 2 from their records (rubric points or words changed): alice, bob" in printed
         assert "0 to grade" in printed
@@ -152,7 +151,7 @@ def test_force_and_only(graded, tmp_path, capsys):
     assert [s.name for s in regrade.plan(found, out, force=True, lesson=LESSON).grade] == ["alice", "bob"]
     only = regrade.plan(found, out, only={"bob"}, lesson=LESSON)
     assert [s.name for s in only.grade] == ["bob"] and only.unchanged == ["alice"]
-    assert run.main(submissions=subs, out=tmp_path / "o", only=["bob", "zed"], config=CONFIG, lesson=LESSON) == 2
+    assert run.main(submissions=subs, out=tmp_path / "o", only=["bob", "zed"], config=CONFIG, lesson=LESSON, zygotes=kept_zygotes()) == 2
     assert "--only names no submission: zed" in capsys.readouterr().err
 
 

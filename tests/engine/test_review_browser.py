@@ -23,16 +23,15 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import TOY, make_submission, uid_base_for_tests  # noqa: E402
+from engine_helpers import TOY, kept_zygotes, make_submission, shared_config  # noqa: E402
 
 from grader.admin import review
 
 from grader.running import grade as run  # noqa: E402
-from grader.sandbox import SandboxConfig  # noqa: E402
 
 REFERENCE = TOY / "solutions"
 
-CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(8))
+CONFIG = shared_config(call_timeout=3.0)
 BROWSERS = ("/usr/bin/chromium", "/usr/lib/chromium/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-default-apps", "--disable-extensions", "--disable-sync",
@@ -97,7 +96,7 @@ def test_a_grader_reviews_the_class_in_a_real_browser(tmp_path, toy_with_deliver
     shots.mkdir(parents=True, exist_ok=True)
     subs, out = tmp_path / "subs", tmp_path / "out"
     _class(subs)
-    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=lesson) == 0
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=lesson, zygotes=kept_zygotes()) == 0
     before = _grades(out)["ben"]
     assert float(before["activations"]) < lesson.points["activations"] == 6
     asked = (datetime.now(timezone.utc) - timedelta(hours=1)).replace(microsecond=0).isoformat()
@@ -197,7 +196,7 @@ def test_a_grader_reviews_the_class_in_a_real_browser(tmp_path, toy_with_deliver
         server.server_close()
     assert dialogs == []
 
-    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=lesson) == 0  # nothing regraded: applies them
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=lesson, zygotes=kept_zygotes()) == 0  # nothing regraded: applies them
     after = _grades(out)["ben"]
     # The part's 3 points go to its other tests; the accepted request gives worked_values its own 1.
     assert after["activations"] == "4" and "activations.worked_values 0->1" in after["overrides"]

@@ -16,10 +16,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 import engine_helpers  # noqa: E402
 from engine_helpers import (KIT, TOY, descendants, in_kit_view, kept_zygotes, processes_of, settled,  # noqa: E402
-                            uid_base_for_tests)
+                            shared_config)
 
 from grader.running import grade as run  # noqa: E402
-from grader.sandbox import SandboxConfig  # noqa: E402
 
 from grader.lesson import load_lesson  # noqa: E402
 
@@ -28,7 +27,7 @@ REFERENCE = LESSON.solutions
 # The toy's two parts: `activations` (softmax), and `classifier`, graded over the grader's softmax.
 FULL = {part: LESSON.points[part] for part in LESSON.modules}
 
-CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(2))
+CONFIG = shared_config(call_timeout=3.0)
 UIDS = range(CONFIG.uid_base, CONFIG.uid_base + 4)
 COLUMNS = "submission,total,max_total,activations,classifier,status,source,overrides,late_days,penalty"
 
@@ -117,6 +116,22 @@ def test_a_kept_zygote_is_no_leftover_but_a_child_it_forked_and_left_alive_is(gr
         assert settled(lambda: descendants(os.getpid())) == []
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    no_leftovers()
+
+
+def test_a_run_on_a_kept_zygote_keeps_its_own_time_limits(graded, tmp_path):
+    # A kept zygote is taken by a run whose limits differ only in what the grader enforces: the call time
+    # limit is this run's (1 s), not the one of the run that started the zygote (CONFIG's 3 s).
+    keeper = kept_zygotes()
+    zygote = keeper.take(slots=1, config=CONFIG, lesson=LESSON)
+    started = keeper.started
+    subs = tmp_path / "subs"
+    make_submission(subs / "looper", {"classifier.py": (KIT / "tests/fixtures/hostile/infinite_loop/classifier.py").read_text()})
+    short = shared_config(call_timeout=1.0)
+    assert run.main(submissions=subs, out=tmp_path / "out", jobs=1, config=short, lesson=LESSON, zygotes=keeper) == 0
+    assert keeper.started == started and zygote.process.pid in keeper.pids()
+    looper = record(tmp_path / "out", "looper")
+    assert looper["status"] == "timeout" and "no answer within 1 s" in json.dumps(looper), looper["status"]
     no_leftovers()
 
 

@@ -19,7 +19,7 @@ from grader.running import forbidden
 from grader.judging import source_scan as scan
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import TOY, components, make_submission, uid_base_for_tests  # noqa: E402
+from engine_helpers import TOY, components, kept_zygotes, make_submission, shared_config  # noqa: E402
 
 KIT = Path(__file__).resolve().parents[2]
 SOLUTIONS = TOY / "solutions"
@@ -278,7 +278,6 @@ with open("late.py", "w") as _f:
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory, toy):
     from grader.running import grade as run
-    from grader.sandbox import SandboxConfig
 
     root = tmp_path_factory.mktemp("scan-run")
     subs, out = root / "submissions", root / "out"
@@ -291,8 +290,8 @@ def graded(tmp_path_factory, toy):
                                                                          for i in range(30_000)))
     rewriter = make_submission(subs / "rewrites_itself", solutions=toy.solutions)
     (rewriter / "classifier.py").write_text(REWRITES_ITSELF + (rewriter / "classifier.py").read_text())
-    config = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(13))
-    code = run.main(submissions=subs, out=out, jobs=1, config=config, lesson=toy)
+    config = shared_config(call_timeout=5.0)
+    code = run.main(submissions=subs, out=out, jobs=1, config=config, lesson=toy, zygotes=kept_zygotes())
     records = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/record.json")}
     return dict(code=code, records=records, out=out, parts=toy.modules)
 

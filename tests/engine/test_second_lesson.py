@@ -23,16 +23,15 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import uid_base_for_tests  # noqa: E402
+from engine_helpers import kept_zygotes, shared_config  # noqa: E402
 
 from grader import lesson as lessons  # noqa: E402
 from grader.release import stubs  # noqa: E402
-from grader.sandbox import SandboxConfig  # noqa: E402
 
 KIT = Path(__file__).resolve().parents[2]
 TOY = KIT / "tests" / "fixtures" / "lessons" / "toy"
 PARTS = ("activations", "classifier")
-CONFIG = SandboxConfig(call_timeout=5.0, uid_base=uid_base_for_tests(5))
+CONFIG = shared_config(call_timeout=5.0)
 
 
 @pytest.fixture
@@ -125,7 +124,7 @@ def test_grade_in_the_sandbox_report_and_feedback(toy, tmp_path):
     assert len(catalogue.bugs) == 3
     subs, out = tmp_path / "subs", tmp_path / "out"
     rows = _class(subs, catalogue)
-    assert run.main(submissions=str(subs), out=str(out), jobs=1, config=CONFIG, lesson=toy) == 0
+    assert run.main(submissions=str(subs), out=str(out), jobs=1, config=CONFIG, lesson=toy, zygotes=kept_zygotes()) == 0
     with open(out / "grades.csv", newline="", encoding="utf-8") as f:
         table = list(csv.DictReader(f))
     header = list(table[0])

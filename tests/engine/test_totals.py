@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from engine_helpers import TOY, make_submission, uid_base_for_tests  # noqa: E402
+from engine_helpers import TOY, kept_zygotes, make_submission, shared_config  # noqa: E402
 
 from grader.results import feedback
 
@@ -26,13 +26,12 @@ from grader.admin import review
 from grader.running import grade as run
 
 from grader.judging import totals  # noqa: E402
-from grader.sandbox import SandboxConfig  # noqa: E402
 
 from grader.lesson import load_lesson  # noqa: E402
 
 LESSON = load_lesson(str(TOY))  # the lesson value these tests pass to each stage: the toy's (10 points)
 
-CONFIG = SandboxConfig(call_timeout=3.0, uid_base=uid_base_for_tests(13))
+CONFIG = shared_config(call_timeout=3.0)
 DUE = "2026-02-10T12:00:00+00:00"
 POLICY = "\n[late]\ngrace_minutes = 30\npenalty_per_day = 10\nmax_days = 3\n"
 
@@ -73,7 +72,7 @@ def late_class():
 def test_every_output_says_the_same_final_total(late_class, monkeypatch, capsys):
     root, subs, out, rubric = late_class
     lesson = replace(LESSON, rubric_path=rubric)  # the toy with a late policy: every stage is handed it
-    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=lesson) == 0
+    assert run.main(submissions=subs, out=out, jobs=2, config=CONFIG, lesson=lesson, zygotes=kept_zygotes()) == 0
     console = capsys.readouterr().out
     rows = _grades(out)
     summary, page = (out / "summary.md").read_text(), html.unescape((out / "report.html").read_text())

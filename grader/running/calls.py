@@ -37,11 +37,20 @@ class InProcessTransport:
     lesson value (or its executor spec) whose contract the code follows."""
 
     def __init__(self, directory, *, lesson):
-        self.directory = Path(directory)
-        self.loader = ModuleLoader(self.directory, isolated=True, lesson=lesson)
+        self.directory, self.lesson = Path(directory), lesson
+        # An inspect builds the module on the meta device first, as in the sandboxed child: the same answer,
+        # without initialising every layer of a 512-wide model (grader/running/executor.py, _inspect_on_meta).
+        self.loader = ModuleLoader(self.directory, isolated=True, lesson=lesson, meta_inspect=True)
 
     def call(self, header: dict, arrays: dict) -> tuple[dict, dict]:
-        return execute(header, arrays, loader=self.loader)
+        answer, out = execute(header, arrays, loader=self.loader)
+        if answer.pop("retry_without_meta", False):
+            # Something built on meta may outlive the call in this loader's modules (a cached table): where
+            # the sandbox answers from a fresh child, this answers from freshly imported modules, built on
+            # CPU from now on.
+            self.loader = ModuleLoader(self.directory, isolated=True, lesson=self.lesson)
+            answer, out = execute(header, arrays, loader=self.loader)
+        return answer, out
 
     def call_many(self, calls: list[tuple[dict, dict]]) -> list[tuple[dict, dict]]:
         return [self.call(header, arrays) for header, arrays in calls]

@@ -131,9 +131,9 @@ class ModuleLoader:
         self.directory = Path(directory).resolve()
         self.lesson = CallLesson.of(lesson)  # a Lesson value (this process) or its LessonSpec (a sandboxed child)
         self.isolated = isolated
-        # `inspect` calls build the module on the meta device first (see _inspect_on_meta). Only the
-        # sandboxed child turns this on: it alone can be replaced by a fresh process when that
-        # attempt may have left something behind.
+        # `inspect` calls build the module on the meta device first (see _inspect_on_meta). Whoever turns this
+        # on must answer again from fresh modules when the answer says retry_without_meta (the sandbox: from a
+        # fresh child; InProcessTransport: from a fresh loader), as that attempt may have left something behind.
         self.meta_inspect = meta_inspect
         self.modules: dict[str, types.ModuleType] = {}
         self.errors: dict[str, dict] = {}

@@ -336,6 +336,50 @@ def test_inspect_on_meta_asks_for_a_fresh_child_when_something_could_outlive_the
     assert got["inspect"]["buffers"] == {"pe": [4, 8]} and "retry_without_meta" not in got
 
 
+def test_the_in_process_transport_inspects_on_meta_and_answers_what_cpu_answers(tmp_path, monkeypatch):
+    # Trusted code graded in the grader's process (the reference, mutants, variants) is built on the meta device
+    # for an inspect too: the same answers, without the kaiming initialisation of every layer.
+    from grader.running import executor as ex
+    from grader.running.calls import InProcessTransport
+
+    built = []
+    real = ex._inspect_on_meta
+    monkeypatch.setattr(ex, "_inspect_on_meta", lambda h, l: built.append(real(h, l)) or built[-1])
+    folder = sub(tmp_path, layers=LAYERS)
+    transport = InProcessTransport(folder, lesson=LESSON)
+    for spec in INSPECTS:
+        header = inspect_call(*spec)
+        assert transport.call(header, {}) == execute(header, {}, loader=loader_of(folder)), spec
+    assert built[0] is not None and built[0]["parameters"]["up.weight"] == [2048, 512]
+
+
+def test_the_in_process_transport_answers_from_fresh_modules_when_a_meta_build_could_outlive_its_call(tmp_path):
+    # What the sandbox does with a fresh child, the grader's process does with a fresh loader: the call is
+    # answered on CPU, and nothing built on meta is left for a later call (the cached table would be meta).
+    from grader.running.calls import InProcessTransport
+
+    folder = sub(tmp_path, layers='''
+        import functools, torch, torch.nn as nn
+        @functools.lru_cache(maxsize=None)
+        def table(d):
+            return torch.empty(4, d).fill_(0.5)
+        class Table(nn.Module):
+            def __init__(self, d_model, max_len=5000):
+                super().__init__()
+                self.register_buffer("pe", table(d_model))
+            def forward(self, x):
+                return x + self.pe
+    ''')
+    transport = InProcessTransport(folder, lesson=LESSON)
+    got, _ = transport.call(inspect_call("layers", "Table", [8]), {})
+    assert got["inspect"]["buffers"] == {"pe": [4, 8]} and "retry_without_meta" not in got
+    x = np.zeros((4, 8), dtype=np.float32)
+    header = {"op": "module", "module": "layers", "cls": "Table", "init": [8], "args": [{"array": "x"}]}
+    again, arrays = transport.call(header, {"x": x})
+    assert again["error"] is None, again["error"]
+    assert np.array_equal(next(iter(arrays.values())), np.full((4, 8), 0.5, dtype=np.float32))
+
+
 # -- a crash in a function costs only that function's tests (the executor's "over_standins") ----------
 # A neutral lesson of one module with two graded names, `weights` declared a stand-in; `Mixer` calls it.
 MIXER = '''

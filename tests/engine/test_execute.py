@@ -287,9 +287,8 @@ def test_inspect_on_meta_falls_back_to_cpu_for_code_that_needs_values(tmp_path, 
     assert got[0]["inspect"]["attrs"]["d_k"]["value"] == 4
 
 
-@pytest.mark.parametrize("body", [
-    # a table cached across instances (an lru_cache) would hold a meta tensor for later calls
-    '''
+# A table cached across instances (an lru_cache): built during a meta build, later calls would get it on meta.
+CACHED_TABLE = '''
 import functools, torch, torch.nn as nn
 @functools.lru_cache(maxsize=None)
 def table(d):
@@ -298,7 +297,14 @@ class Table(nn.Module):
     def __init__(self, d_model, max_len=5000):
         super().__init__()
         self.register_buffer("pe", table(d_model))
-''',
+    def forward(self, x):
+        return x + self.pe
+'''
+
+
+@pytest.mark.parametrize("body", [
+    # a table cached across instances (an lru_cache) would hold a meta tensor for later calls
+    CACHED_TABLE,
     # the same, with the collector run by the code itself (the cached tensor leaves generation 0)
     '''
 import functools, gc, torch, torch.nn as nn
@@ -358,18 +364,7 @@ def test_the_in_process_transport_answers_from_fresh_modules_when_a_meta_build_c
     # answered on CPU, and nothing built on meta is left for a later call (the cached table would be meta).
     from grader.running.calls import InProcessTransport
 
-    folder = sub(tmp_path, layers='''
-        import functools, torch, torch.nn as nn
-        @functools.lru_cache(maxsize=None)
-        def table(d):
-            return torch.empty(4, d).fill_(0.5)
-        class Table(nn.Module):
-            def __init__(self, d_model, max_len=5000):
-                super().__init__()
-                self.register_buffer("pe", table(d_model))
-            def forward(self, x):
-                return x + self.pe
-    ''')
+    folder = sub(tmp_path, layers=CACHED_TABLE)
     transport = InProcessTransport(folder, lesson=LESSON)
     got, _ = transport.call(inspect_call("layers", "Table", [8]), {})
     assert got["inspect"]["buffers"] == {"pe": [4, 8]} and "retry_without_meta" not in got

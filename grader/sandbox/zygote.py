@@ -121,16 +121,16 @@ class Zygote:
                 raise SandboxRefused(self.view["refused"])
             self._ready.add(slot)
 
-    def spawn(self, slot: int, *, scratch: Path, output_fd: int, timeout: float | None = None) -> "Child":
+    def spawn(self, slot: int, *, scratch: Path, output_fd: int, timeout: float) -> "Child":
         """Fork a child for `slot`, confined to `scratch`, writing its stdout/stderr to output_fd; the zygote
-        answers within `timeout` seconds (the run's spawn_timeout; by default this zygote's config's)."""
+        answers within `timeout` seconds (the run's spawn_timeout: a kept zygote may have been started by another)."""
         self.wait_ready(slot)
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             request = {"scratch": str(scratch), "uid": slot_uid(self.config, slot)}
             ctrl = self._ctrl[slot]
             socket.send_fds(ctrl, [json.dumps(request).encode()], [theirs.fileno(), output_fd])
-            ctrl.settimeout(self.config.spawn_timeout if timeout is None else timeout)
+            ctrl.settimeout(timeout)
             try:
                 msg, fds, _, _ = socket.recv_fds(ctrl, 4096, 2)
             finally:

@@ -7,6 +7,7 @@ The zygote class is replaced by a stand-in holding a real process (a `sleep`), s
 paying a torch import per case; tests/engine/test_run.py checks a real kept zygote under a run's own time limit."""
 import dataclasses
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,18 +15,9 @@ from grader.sandbox import DEFAULT_CONFIG, SandboxConfig, zygote as zygote_modul
 from grader.sandbox.zygote import KeptZygotes
 
 
-class FakeLesson:
-    def __init__(self, name: str):
-        self.name = name
-
-    def spec(self):
-        name = self.name
-
-        class Spec:
-            def to_json(self):
-                return {"name": name}
-
-        return Spec()
+def fake_lesson(name: str):
+    """What KeptZygotes uses of a lesson: its spec as JSON."""
+    return SimpleNamespace(spec=lambda: SimpleNamespace(to_json=lambda: {"name": name}))
 
 
 class FakeZygote:
@@ -50,7 +42,7 @@ def kept(monkeypatch):
     kept.close()
 
 
-TOY, DAY = FakeLesson("toy"), FakeLesson("day")
+TOY, DAY = fake_lesson("toy"), fake_lesson("day")
 
 
 def test_what_only_the_grader_enforces_does_not_start_another_zygote(kept):
@@ -62,7 +54,7 @@ def test_what_only_the_grader_enforces_does_not_start_another_zygote(kept):
     assert kept.started == 1
 
 
-def test_what_the_zygote_sets_on_its_children_starts_another(kept, monkeypatch):
+def test_what_the_zygote_sets_on_its_children_starts_another(kept):
     # Every other field is the zygote's (a field added to SandboxConfig later is too, until someone says otherwise).
     shared = set(zygote_module.GRADER_SIDE_FIELDS)
     for field in (f.name for f in dataclasses.fields(SandboxConfig)):

@@ -29,6 +29,9 @@ import pytest
 from grader.judging.mutants import apply
 from grader.lesson import ENGINE, lesson_names, load_lesson
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from visible_run import kept_server  # noqa: E402
+
 KIT = Path(__file__).resolve().parents[2]
 LESSONS = [*lesson_names(), str(KIT / "tests" / "fixtures" / "lessons" / "toy")]
 
@@ -78,8 +81,9 @@ def _run(folder: Path, no_kit: Path, *args) -> tuple[int, dict[str, tuple[str, s
     report = folder / "report.xml"
     env = {k: v for k, v in os.environ.items() if k not in ("CI", "BUILD_NUMBER", "GRADER_LESSON")}
     env.update(PYTHONPATH=str(no_kit), PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", PYTHONDONTWRITEBYTECODE="1")
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={report}", *args],
-                          cwd=folder, capture_output=True, text=True, timeout=300, env=env)
+    # Forked from a server that imported torch and pytest once (tests/fixtures/visible_run.py), with this
+    # environment: the run is `python -m pytest` in the folder, without a torch import of its own each time.
+    code, output = kept_server(env).run(folder, ["-p", "no:cacheprovider", f"--junitxml={report}", *args], timeout=300)
     results = {}
     for case in ET.parse(report).getroot().iter("testcase"):
         outcome, message = "passed", ""
@@ -87,7 +91,7 @@ def _run(folder: Path, no_kit: Path, *args) -> tuple[int, dict[str, tuple[str, s
             if child.tag in ("failure", "error", "skipped"):
                 outcome, message = child.tag, f"{child.get('message', '')}\n{child.text or ''}"
         results[f"{case.get('classname')}::{case.get('name')}"] = (outcome, message)
-    return done.returncode, results, done.stdout + done.stderr
+    return code, results, output
 
 
 def _known(lesson) -> dict:

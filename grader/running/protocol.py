@@ -306,35 +306,96 @@ def pack(value, arrays: dict, *, prefix: str = "v", limits: ValueLimits = VALUE_
     budget = budget if budget is not None else {}
     budget.setdefault("nodes", 0)
     budget.setdefault("chars", 0)
-    return _Packer(arrays, prefix, limits, special, budget, noun).pack(value, "", 0, set())
+    packer = _Packer(arrays, prefix, limits, special, budget, noun)
+    try:
+        return packer.pack(value, "", 0, set())
+    finally:  # refused or not, the budget keeps what was spent (a shared one goes on to the next value)
+        budget["nodes"], budget["chars"] = packer.nodes, packer.chars
+
+
+# A value's big parts are lists, tuples and dicts of leaves (a tokenizer's merges and vocabulary: thousands of
+# ints and bytes), so the packer takes a leaf of an exact built-in type inline, in `_Packer.leaf`, and leaves
+# `_Packer.pack` the rest: containers, subclasses, numpy values, anything to refuse. Where a node is in the value
+# is kept as a chain of tuples and written out only for a message: "" for the value itself, else
+# (parent, "[i]", index), (parent, "[key]", key) for the value of a key, or (parent, "key of", None).
+_SLOW = object()  # what leaf() answers for an item it leaves to pack()
 
 
 class _Packer:
     def __init__(self, arrays, prefix, limits, special, budget, noun):
-        self.arrays, self.prefix, self.limits, self.special, self.budget = arrays, prefix, limits, special, budget
+        self.arrays, self.prefix, self.limits, self.special = arrays, prefix, limits, special
         self.noun = noun
+        # The budget is counted here, in attributes, and written back by pack(): a dict per node costs more.
+        self.nodes, self.chars = budget["nodes"], budget["chars"]
+        self.max_depth, self.max_nodes, self.max_chars = limits.max_depth, limits.max_nodes, limits.max_chars
+        self.max_int_bits = limits.max_int_bits
 
-    def spend(self, nodes: int, chars: int, where: str) -> None:
-        self.budget["nodes"] += nodes
-        self.budget["chars"] += chars
-        if self.budget["nodes"] > self.limits.max_nodes:
-            raise ValueNotCarried(f"{self.noun}{_at(where)} holds more than {self.limits.max_nodes:,} items, "
+    def spend(self, nodes: int, chars: int, where) -> None:
+        self.nodes += nodes
+        self.chars += chars
+        if self.nodes > self.max_nodes:
+            raise ValueNotCarried(f"{self.noun}{_at(where)} holds more than {self.max_nodes:,} items, "
                                   "far more than this call needs")
-        if self.budget["chars"] > self.limits.max_chars:
-            raise ValueNotCarried(f"{self.noun}{_at(where)} is larger than {self.limits.max_chars:,} characters, "
+        if self.chars > self.max_chars:
+            raise ValueNotCarried(f"{self.noun}{_at(where)} is larger than {self.max_chars:,} characters, "
                                   "far more than this call needs")
 
-    def pack(self, value, where: str, depth: int, path: set):
-        if depth > self.limits.max_depth:
-            raise ValueNotCarried(f"{self.noun} is nested more than {self.limits.max_depth} levels deep{_at(where)}")
+    def leaf(self, item):
+        """pack(item) for a None, bool, int, float, str or bytes of exactly that type, spending the same budget;
+        _SLOW for any other item and for one pack() refuses (it then raises, in the same order and words)."""
+        kind = type(item)
+        if kind is str:
+            tree, chars = item, len(item)
+        elif kind is int:
+            if item.bit_length() > self.max_int_bits:
+                return _SLOW
+            tree, chars = item, len(str(item))
+        elif kind is bytes:
+            tree, chars = None, 4 * len(item) // 3 + 4  # encoded below, once the budget allows it
+        elif kind is bool or item is None:
+            tree, chars = item, 0
+        elif kind is float:
+            tree, chars = _float(item), 0
+        else:
+            return _SLOW
+        # pack() spends the node's 4 characters, then its contents, checking after each: within the caps
+        # after both is within them after each, and past them pack() finds which and says so.
+        nodes, chars = self.nodes + 1, self.chars + 4 + chars
+        if nodes > self.max_nodes or chars > self.max_chars:
+            return _SLOW
+        self.nodes, self.chars = nodes, chars
+        return {"bytes": base64.b64encode(item).decode("ascii")} if kind is bytes else tree
+
+    def pack(self, value, where, depth: int, path: set):
+        if depth > self.max_depth:
+            raise ValueNotCarried(f"{self.noun} is nested more than {self.max_depth} levels deep{_at(where)}")
         self.spend(1, 4, where)
+        kind = type(value)  # never isinstance: an object's own __class__ may claim any type
+        if kind is not tuple and kind is not list and kind is not dict:  # (which scalar() would only test in vain)
+            tree = self.scalar(value, kind, where)
+            if tree is not _SLOW:
+                return tree
+        if self.special is not None:
+            tree = self.special(value)
+            if tree is not None:
+                return tree
+        if issubclass(kind, np.ndarray):
+            return self.array(value, where)
+        if issubclass(kind, (list, tuple, dict)):
+            return self.container(value, kind, where, depth, path)
+        name = _type_name(value)
+        advice = _ADVICE.get(name, "return plain values: str, bytes, int, float, bool, None, lists, tuples, dicts, tensors")
+        raise ValueNotCarried(f"{self.noun}{_at(where)} is a {name}, which the grader cannot read: {advice}")
+
+    def scalar(self, value, kind, where):
+        """The tree of a value of a type that stands for itself or a tagged scalar, its contents spent; _SLOW for
+        a value of any other type."""
         if value is None or value is True or value is False:
             return value
-        kind = type(value)  # never isinstance: an object's own __class__ may claim any type
         if issubclass(kind, int) and kind is not bool:
             number = int.__int__(value)  # an int subclass's own __int__/__repr__ never run
-            if number.bit_length() > self.limits.max_int_bits:
-                raise ValueNotCarried(f"an integer{_at(where)} has more than {self.limits.max_int_bits} bits")
+            if number.bit_length() > self.max_int_bits:
+                raise ValueNotCarried(f"an integer{_at(where)} has more than {self.max_int_bits} bits")
             self.spend(0, len(str(number)), where)
             return number
         if issubclass(kind, float):
@@ -354,47 +415,54 @@ class _Packer:
             data = bytes.__bytes__(value) if issubclass(kind, bytes) else bytes(bytearray.copy(value))
             self.spend(0, 4 * len(data) // 3 + 4, where)
             return {"bytes": base64.b64encode(data).decode("ascii")}
-        if self.special is not None:
-            tree = self.special(value)
-            if tree is not None:
-                return tree
-        if issubclass(kind, np.ndarray):
-            return self.array(value, where)
-        if issubclass(kind, (list, tuple, dict)):
-            if id(value) in path:
-                raise ValueNotCarried(f"{self.noun} contains itself{_at(where)}: return a value, not a loop of references")
-            size = (list.__len__ if issubclass(kind, list) else tuple.__len__ if issubclass(kind, tuple)
-                    else dict.__len__)(value)
-            if self.budget["nodes"] + size > self.limits.max_nodes:
-                raise ValueNotCarried(f"{self.noun}{_at(where)} holds {size:,} items, more than the "
-                                      f"{self.limits.max_nodes:,} a result may hold")
-            path.add(id(value))
-            try:
-                if issubclass(kind, dict):
-                    return self.dict(value, where, depth, path)
-                items = [self.pack(item, f"{where}[{i}]", depth + 1, path)
-                         for i, item in enumerate((list.__iter__ if issubclass(kind, list) else tuple.__iter__)(value))]
-            finally:
-                path.discard(id(value))
-            return items if issubclass(kind, list) else {"tuple": items}
-        name = _type_name(value)
-        advice = _ADVICE.get(name, "return plain values: str, bytes, int, float, bool, None, lists, tuples, dicts, tensors")
-        raise ValueNotCarried(f"{self.noun}{_at(where)} is a {name}, which the grader cannot read: {advice}")
+        return _SLOW
+
+    def container(self, value, kind, where, depth, path):
+        if id(value) in path:
+            raise ValueNotCarried(f"{self.noun} contains itself{_at(where)}: return a value, not a loop of references")
+        form = list if issubclass(kind, list) else tuple if issubclass(kind, tuple) else dict
+        size = form.__len__(value)  # the built-in's own, as below: a subclass's overrides never run
+        if self.nodes + size > self.max_nodes:
+            raise ValueNotCarried(f"{self.noun}{_at(where)} holds {size:,} items, more than the "
+                                  f"{self.max_nodes:,} a result may hold")
+        path.add(id(value))
+        try:
+            if form is dict:
+                return self.dict(value, where, depth, path)
+            items = self.items(form.__iter__(value), where, depth, path)
+        finally:
+            path.discard(id(value))
+        return items if form is list else {"tuple": items}
+
+    def items(self, values, where, depth, path) -> list:
+        leaf, pack = self._leaf_at(depth), self.pack
+        return [tree if (tree := leaf(item)) is not _SLOW else pack(item, (where, "[i]", i), depth + 1, path)
+                for i, item in enumerate(values)]
 
     def dict(self, value, where, depth, path):
+        leaf, pack = self._leaf_at(depth), self.pack
         pairs, seen = [], set()
         for key, item in dict.items(value):
-            packed_key = self.pack(key, f"a key of {where or 'the dict'}", depth + 1, path)
-            if _is_array_tree(packed_key):
-                raise ValueNotCarried(f"a key{_at(where)} is an array: use ints, strings, bytes or tuples as keys")
-            shown = json.dumps(packed_key, sort_keys=True)
+            packed_key = leaf(key)
+            if packed_key is _SLOW:  # (a key leaf() took is no array)
+                packed_key = pack(key, (where, "key of", None), depth + 1, path)
+                if _is_array_tree(packed_key):
+                    raise ValueNotCarried(f"a key{_at(where)} is an array: use ints, strings, bytes or tuples as keys")
+            shown = _key_json(packed_key)
             if shown in seen:  # two keys whose own __eq__/__hash__ kept them apart, with the same contents
                 raise ValueNotCarried(f"the dict{_at(where)} has two keys equal to {shown[:60]}")
             seen.add(shown)
-            pairs.append([packed_key, self.pack(item, f"{where}[{_key_shown(key)}]", depth + 1, path)])
+            tree = leaf(item)
+            if tree is _SLOW:
+                tree = pack(item, (where, "[key]", key), depth + 1, path)
+            pairs.append([packed_key, tree])
         return {"dict": pairs}
 
-    def array(self, value: np.ndarray, where: str):
+    def _leaf_at(self, depth: int):
+        """leaf() for the items of a container at `depth`: none inline when they are past the depth limit."""
+        return self.leaf if depth < self.max_depth else _none_inline
+
+    def array(self, value: np.ndarray, where):
         if len(self.arrays) >= self.limits.max_arrays:
             raise ValueNotCarried(f"{self.noun} holds more than {self.limits.max_arrays} arrays")
         size = np.ndarray.size.__get__(value)  # not a subclass's own `size`
@@ -409,6 +477,26 @@ class _Packer:
             name += "_"
         self.arrays[name] = data
         return {"array": name}
+
+
+def _none_inline(item):
+    """A leaf() that takes nothing inline: for the items of a container at the depth limit, which pack()
+    refuses, at the first item's place."""
+    return _SLOW
+
+
+_KEY_JSON = json.JSONEncoder(sort_keys=True)  # json.dumps(tree, sort_keys=True), without a new encoder each key
+
+
+def _key_json(tree) -> str:
+    """The JSON of a packed dict key, the form duplicate keys are compared in; an int's or a str's (most keys)
+    written directly, as the encoder would write them."""
+    kind = type(tree)
+    if kind is int:
+        return int.__repr__(tree)
+    if kind is str:
+        return json.encoder.encode_basestring_ascii(tree)
+    return _KEY_JSON.encode(tree)
 
 
 def _float(x: float):
@@ -445,8 +533,20 @@ def _key_shown(key) -> str:
     return "…"
 
 
-def _at(where: str) -> str:
-    return f" at {where}" if where else ""
+def _at(where) -> str:
+    """" at <where>" for a message, from pack()'s chain of tuples ("" for the value itself)."""
+    text = _where_text(where)
+    return f" at {text}" if text else ""
+
+
+def _where_text(where) -> str:
+    if not where:
+        return ""
+    parent, how, what = where
+    text = _where_text(parent)
+    if how == "key of":
+        return f"a key of {text or 'the dict'}"
+    return f"{text}[{what if how == '[i]' else _key_shown(what)}]"
 
 
 def unpack(tree, arrays: dict, *, limits: ValueLimits = VALUE_LIMITS, earlier=None):

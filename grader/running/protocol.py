@@ -318,7 +318,7 @@ def pack(value, arrays: dict, *, prefix: str = "v", limits: ValueLimits = VALUE_
 # `_Packer.pack` the rest: containers, subclasses, numpy values, anything to refuse. Where a node is in the value
 # is kept as a chain of tuples and written out only for a message: "" for the value itself, else
 # (parent, "[i]", index), (parent, "[key]", key) for the value of a key, or (parent, "key of", None).
-_SLOW = object()  # what leaf() answers for an item it leaves to pack()
+_SLOW = object()  # what a leaf() (the packer's, the reader's) answers for an item it leaves to the general path
 
 
 class _Packer:
@@ -480,8 +480,8 @@ class _Packer:
 
 
 def _none_inline(item):
-    """A leaf() that takes nothing inline: for the items of a container at the depth limit, which pack()
-    refuses, at the first item's place."""
+    """A leaf() that takes nothing inline: for the items of a container at the depth limit, which the general
+    path refuses, at the first item's place."""
     return _SLOW
 
 
@@ -553,55 +553,104 @@ def unpack(tree, arrays: dict, *, limits: ValueLimits = VALUE_LIMITS, earlier=No
     """The Python value of a value tree: built-ins and the arrays of `arrays` it names. `earlier(i)` gives
     the value of a {"step": i} (None: such a reference is refused). Raises ProtocolError for anything that
     is not a tree `pack` could have written within `limits`."""
-    budget = {"nodes": 0}
-    return _unpack(tree, arrays, limits, earlier, budget, 0)
+    return _Reader(arrays, limits, earlier).read(tree, 0, False)
 
 
-def _unpack(tree, arrays, limits, earlier, budget, depth):
-    if depth > limits.max_depth + 1:
-        raise ProtocolError(f"a value is nested more than {limits.max_depth} levels deep")
-    budget["nodes"] += 1
-    if budget["nodes"] > limits.max_nodes + 1:
-        raise ProtocolError(f"a value holds more than {limits.max_nodes} items")
-    if tree is None or isinstance(tree, (bool, str)):
-        return tree
-    if isinstance(tree, int):
-        if tree.bit_length() > limits.max_int_bits:
-            raise ProtocolError(f"an integer has more than {limits.max_int_bits} bits")
-        return tree
-    if isinstance(tree, float):
-        return tree
-    if isinstance(tree, list):
-        return [_unpack(item, arrays, limits, earlier, budget, depth + 1) for item in tree]
-    if not isinstance(tree, dict) or len(tree) != 1 or next(iter(tree)) not in _TAGS:
-        raise ProtocolError(f"not a value tree: {str(tree)[:60]}")
-    (tag, body), = tree.items()
-    if tag == "tuple" and isinstance(body, list):
-        return tuple(_unpack(item, arrays, limits, earlier, budget, depth + 1) for item in body)
-    if tag == "bytes" and isinstance(body, str):
-        try:
-            return base64.b64decode(body.encode("ascii"), validate=True)
-        except (ValueError, UnicodeEncodeError):
-            raise ProtocolError("a bytes value is not base64") from None
-    if tag == "float" and body in _NONFINITE:
-        return _NONFINITE[body]
-    if tag == "array" and isinstance(body, str) and body in arrays:
-        return arrays[body]
-    if tag == "step" and earlier is not None and type(body) is int:
-        return earlier(body)
-    if tag == "dict" and isinstance(body, list):
+class _Reader:
+    """unpack() of one tree. As in the packer, a leaf of an exact JSON type (all json.loads builds) is taken
+    inline, in `leaf`, and `read` does the rest. `in_key` is true inside a dict's key, which names no array
+    and no earlier step."""
+
+    def __init__(self, arrays, limits, earlier):
+        self.arrays, self.limits, self.earlier = arrays, limits, earlier
+        self.nodes = 0
+        # A tree may go one level deeper and hold one node more than the limits say (the root is counted).
+        self.max_depth, self.max_nodes, self.max_int_bits = limits.max_depth + 1, limits.max_nodes + 1, limits.max_int_bits
+
+    def leaf(self, item):
+        """read(item) for a None, bool, int, float, str or {"bytes": str} of exactly those types, counted the
+        same; _SLOW for any other item and for one read() refuses (it then raises, in the same words)."""
+        kind = type(item)
+        if kind is dict:
+            if len(item) != 1 or type(body := item.get("bytes")) is not str or self.nodes >= self.max_nodes:
+                return _SLOW
+            try:
+                value = base64.b64decode(body.encode("ascii"), validate=True)
+            except (ValueError, UnicodeEncodeError):
+                return _SLOW
+        elif (kind is str or kind is int and item.bit_length() <= self.max_int_bits or kind is bool
+              or kind is float or item is None) and self.nodes < self.max_nodes:
+            value = item
+        else:
+            return _SLOW
+        self.nodes += 1
+        return value
+
+    def read(self, tree, depth: int, in_key: bool):
+        if depth > self.max_depth:
+            raise ProtocolError(f"a value is nested more than {self.limits.max_depth} levels deep")
+        self.nodes += 1
+        if self.nodes > self.max_nodes:
+            raise ProtocolError(f"a value holds more than {self.limits.max_nodes} items")
+        if type(tree) is dict:  # the commonest node read() gets (bytes, tuples); it would fail each test below
+            return self.tagged(tree, depth, in_key)
+        if tree is None or isinstance(tree, (bool, str)):
+            return tree
+        if isinstance(tree, int):
+            if tree.bit_length() > self.max_int_bits:
+                raise ProtocolError(f"an integer has more than {self.max_int_bits} bits")
+            return tree
+        if isinstance(tree, float):
+            return tree
+        if isinstance(tree, list):
+            return self.items(tree, depth, in_key)
+        return self.tagged(tree, depth, in_key)
+
+    def tagged(self, tree, depth: int, in_key: bool):
+        if not isinstance(tree, dict) or len(tree) != 1 or next(iter(tree)) not in _TAGS:
+            raise ProtocolError(f"not a value tree: {str(tree)[:60]}")
+        (tag, body), = tree.items()
+        if tag == "tuple" and isinstance(body, list):
+            return tuple(self.items(body, depth, in_key))
+        if tag == "bytes" and isinstance(body, str):
+            try:
+                return base64.b64decode(body.encode("ascii"), validate=True)
+            except (ValueError, UnicodeEncodeError):
+                raise ProtocolError("a bytes value is not base64") from None
+        if tag == "dict" and isinstance(body, list):
+            return self.dict(body, depth, in_key)
+        if tag == "float" and body in _NONFINITE:
+            return _NONFINITE[body]
+        if tag == "array" and not in_key and isinstance(body, str) and body in self.arrays:
+            return self.arrays[body]
+        if tag == "step" and not in_key and self.earlier is not None and type(body) is int:
+            return self.earlier(body)
+        raise ProtocolError(f"a {tag!r} value is malformed: {str(body)[:60]}")
+
+    def items(self, body: list, depth: int, in_key: bool) -> list:
+        leaf, read = self._leaf_at(depth), self.read
+        return [value if (value := leaf(item)) is not _SLOW else read(item, depth + 1, in_key) for item in body]
+
+    def dict(self, body: list, depth: int, in_key: bool) -> dict:
+        leaf, read = self._leaf_at(depth), self.read
         result = {}
         for pair in body:
             if not (isinstance(pair, list) and len(pair) == 2):
                 raise ProtocolError("a dict's items must be [key, value] pairs")
-            key = _unpack(pair[0], {}, limits, None, budget, depth + 1)
-            if not _hashable(key):
-                raise ProtocolError("a dict key must be None, a bool, number, str, bytes or a tuple of them")
+            key = leaf(pair[0])
+            if key is _SLOW:  # (a key leaf() took is hashable)
+                key = read(pair[0], depth + 1, True)
+                if not _hashable(key):
+                    raise ProtocolError("a dict key must be None, a bool, number, str, bytes or a tuple of them")
             if key in result:
                 raise ProtocolError(f"a dict has the key {str(key)[:40]} twice")
-            result[key] = _unpack(pair[1], arrays, limits, earlier, budget, depth + 1)
+            value = leaf(pair[1])
+            result[key] = value if value is not _SLOW else read(pair[1], depth + 1, in_key)
         return result
-    raise ProtocolError(f"a {tag!r} value is malformed: {str(body)[:60]}")
+
+    def _leaf_at(self, depth: int):
+        """leaf() for the items of a container at `depth`: none inline when they are past the depth limit."""
+        return self.leaf if depth < self.max_depth else _none_inline
 
 
 def _hashable(key) -> bool:

@@ -13,7 +13,7 @@ allocation the child chose.
 """
 from __future__ import annotations
 
-import base64
+import binascii
 import json
 import math
 import socket
@@ -364,7 +364,7 @@ class _Packer:
         if nodes > self.max_nodes or chars > self.max_chars:
             return _SLOW
         self.nodes, self.chars = nodes, chars
-        return {"bytes": base64.b64encode(item).decode("ascii")} if kind is bytes else tree
+        return {"bytes": _b64(item)} if kind is bytes else tree
 
     def pack(self, value, where, depth: int, path: set):
         if depth > self.max_depth:
@@ -414,7 +414,7 @@ class _Packer:
             # The stored bytes themselves: neither a subclass's __bytes__ nor (Python 3.12+) its __buffer__ runs.
             data = bytes.__bytes__(value) if issubclass(kind, bytes) else bytes(bytearray.copy(value))
             self.spend(0, 4 * len(data) // 3 + 4, where)
-            return {"bytes": base64.b64encode(data).decode("ascii")}
+            return {"bytes": _b64(data)}
         return _SLOW
 
     def container(self, value, kind, where, depth, path):
@@ -499,6 +499,17 @@ def _key_json(tree) -> str:
     return _KEY_JSON.encode(tree)
 
 
+# base64.b64encode(data).decode("ascii") and base64.b64decode(text.encode("ascii"), validate=True) as Python
+# 3.11-3.13 do them, without their argument checks and copies: a vocabulary is thousands of small bytes values.
+def _b64(data: bytes) -> str:
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    """Raises ValueError (binascii.Error) for anything but strict base64, non-ASCII text included."""
+    return binascii.a2b_base64(text, strict_mode=True)
+
+
 def _float(x: float):
     return x if math.isfinite(x) else {"float": "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")}
 
@@ -565,7 +576,8 @@ class _Reader:
         self.arrays, self.limits, self.earlier = arrays, limits, earlier
         self.nodes = 0
         # A tree may go one level deeper and hold one node more than the limits say (the root is counted).
-        self.max_depth, self.max_nodes, self.max_int_bits = limits.max_depth + 1, limits.max_nodes + 1, limits.max_int_bits
+        self.max_depth, self.max_nodes = limits.max_depth + 1, limits.max_nodes + 1
+        self.max_int_bits = limits.max_int_bits
 
     def leaf(self, item):
         """read(item) for a None, bool, int, float, str or {"bytes": str} of exactly those types, counted the
@@ -575,8 +587,8 @@ class _Reader:
             if len(item) != 1 or type(body := item.get("bytes")) is not str or self.nodes >= self.max_nodes:
                 return _SLOW
             try:
-                value = base64.b64decode(body.encode("ascii"), validate=True)
-            except (ValueError, UnicodeEncodeError):
+                value = _unb64(body)
+            except ValueError:
                 return _SLOW
         elif (kind is str or kind is int and item.bit_length() <= self.max_int_bits or kind is bool
               or kind is float or item is None) and self.nodes < self.max_nodes:
@@ -614,8 +626,8 @@ class _Reader:
             return tuple(self.items(body, depth, in_key))
         if tag == "bytes" and isinstance(body, str):
             try:
-                return base64.b64decode(body.encode("ascii"), validate=True)
-            except (ValueError, UnicodeEncodeError):
+                return _unb64(body)
+            except ValueError:
                 raise ProtocolError("a bytes value is not base64") from None
         if tag == "dict" and isinstance(body, list):
             return self.dict(body, depth, in_key)

@@ -134,7 +134,7 @@ def test_the_cheater_shows_on_the_review_page_in_a_browser(demo):
     executable, sync_playwright = _browser(), _playwright()
     _, subs, out, names = demo
     server = review.ReviewServer(review.Review(out, subs, None, "all", "ta", lesson=DAY13))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         with sync_playwright() as p:

@@ -66,8 +66,10 @@ def _torch_mapped() -> int:
     return int(done.stdout.split()[-1]) * 1024
 
 
-# 2 GB with the CPU build; with a torch build that maps more, what it maps plus the same 1.4 GB of headroom.
-MEMORY_LIMIT = max(2 << 30, _torch_mapped() + (1400 << 20))
+def memory_limit() -> int:
+    """2 GB with the CPU build; with a torch build that maps more, what it maps plus the same 1.4 GB of headroom.
+    Measured when the class is graded, not at collection: every worker of a parallel run collects this file."""
+    return max(2 << 30, _torch_mapped() + (1400 << 20))
 
 
 def rubric_text() -> str:
@@ -174,8 +176,8 @@ def build_class(root: Path) -> Path:
     return subs
 
 
-def _limit_memory():
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+def _limit_memory(limit: int):
+    return lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
 @pytest.fixture(scope="module")
@@ -186,7 +188,7 @@ def batch():
     rubric.write_text(rubric_text(), encoding="utf-8")
     proc = subprocess.run([sys.executable, "-c", GRADE, str(subs), str(out), str(UID_BASE), str(JOBS), str(TOY),
                            str(rubric)],
-                          cwd=KIT, capture_output=True, text=True, timeout=1200, preexec_fn=_limit_memory)
+                          cwd=KIT, capture_output=True, text=True, timeout=1200, preexec_fn=_limit_memory(memory_limit()))
     records = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/record.json")}
     yield dict(proc=proc, out=out, records=records)
     shutil.rmtree(root, ignore_errors=True)

@@ -26,8 +26,17 @@ def run_checks(folder, lesson):
     return deliverables.run_checks(folder, lesson.deliverable_checks())
 
 
+@pytest.fixture(scope="module")
+def bomb_png(tmp_path_factory) -> bytes:
+    """49 megapixels (under the checker's cap), one colour: decoded whole, 196 MB as RGBA. Drawn once (a second
+    of work), written into each test's folders."""
+    path = tmp_path_factory.mktemp("bomb") / "softmax_plot.png"
+    Image.new("RGBA", (7000, 7000), "white").save(path)
+    return path.read_bytes()
+
+
 @pytest.fixture
-def folders(tmp_path):
+def folders(tmp_path, bomb_png):
     honest = tmp_path / "honest"
     honest.mkdir()
     rows = np.linspace(0, 255, 240, dtype=np.uint8)[:, None].repeat(320, axis=1)  # a gradient: many colours
@@ -36,8 +45,7 @@ def folders(tmp_path):
         (honest / name).write_text(WORDS)
     bomb = tmp_path / "bomb"
     shutil.copytree(honest, bomb)
-    # 49 megapixels (under the checker's cap), one colour: decoded whole, 196 MB as RGBA.
-    Image.new("RGBA", (7000, 7000), "white").save(bomb / "softmax_plot.png")
+    (bomb / "softmax_plot.png").write_bytes(bomb_png)
     return honest, bomb
 
 
@@ -79,11 +87,11 @@ def test_a_checker_starved_by_a_busy_machine_still_checks_and_costs_no_point(fol
     import threading
 
     honest, _ = folders
-    with LimitedChecker(lesson=lesson, memory_bytes=1 << 30, seconds=3) as checker:
+    with LimitedChecker(lesson=lesson, memory_bytes=1 << 30, seconds=2) as checker:
         checker.run_checks(honest)  # the helper is up (its start-up is not what is measured here)
         checker.start(honest)
         os.kill(checker._proc.pid, signal.SIGSTOP)
-        threading.Timer(5.0, os.kill, (checker._proc.pid, signal.SIGCONT)).start()
+        threading.Timer(3.0, os.kill, (checker._proc.pid, signal.SIGCONT)).start()  # 1.5 times its allowance
         assert checker.finish() == run_checks(honest, lesson)
         assert [c.passed for c in run_checks(honest, lesson)] == [True] * len(lesson.deliverable_checks())
 

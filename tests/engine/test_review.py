@@ -70,7 +70,7 @@ def served(tmp_path, lesson):
     (out / "similarity.csv").write_text("a,b,kind,score,flagged,detail\n"
                                         "mallory,nina,code,0.910,yes,code: 40 shared fingerprints\n")
     server = review.ReviewServer(review.Review(out, subs, None, "all", "ta", lesson=lesson))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     yield server, out
     server.shutdown()

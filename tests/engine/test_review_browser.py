@@ -104,7 +104,7 @@ def test_a_grader_reviews_the_class_in_a_real_browser(tmp_path, toy_with_deliver
         f"student,test,reason,time\nben,activations.worked_values,I think my softmax is right,{asked}\n")
 
     server = review.ReviewServer(review.Review(out, subs, None, "all", "ta-jo", lesson=lesson))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     dialogs = []
     try:

@@ -38,7 +38,7 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook, MissingEntry
 from nbgrader.preprocessors import Execute
-from traitlets import Integer, Unicode
+from traitlets import Float, Integer, Unicode
 
 # Said once per process when the sandbox or the lesson cannot work: every later notebook fails the same way.
 _not_ready: list[str] = []
@@ -76,6 +76,8 @@ class HiddenTests(Execute):
 
     sandbox_uid_base = Integer(0, help="The sandbox's first uid (0: the kit's default, as `grader grade` uses); "
                                "set another to autograde beside a grading run on the same machine").tag(config=True)
+    call_timeout = Float(0.0, min=0.0, help="Wall seconds one call of a student's code may run in the sandbox before "
+                         "it is stopped and its test fails (0: the kit's default, as `grader grade` uses)").tag(config=True)
     lesson = Unicode("", help="The lesson: a name under the kit's grader/ or the path of a lesson folder (empty: the "
                      "kit's only lesson, or its default_lesson, as `python -m grader`)").tag(config=True)
 
@@ -88,7 +90,8 @@ class HiddenTests(Execute):
         lesson = _the_lesson(self.lesson)
         zygotes = _kept_zygotes()
         started = zygotes.started
-        result = grade_notebook(nb, lesson=lesson, uid_base=self.sandbox_uid_base, zygotes=zygotes)
+        result = grade_notebook(nb, lesson=lesson, uid_base=self.sandbox_uid_base, zygotes=zygotes,
+                                call_timeout=self.call_timeout)
         by_test = {test.name: test for test in result.tests}
         unknown = sorted(set(hidden.values()) - set(by_test))
         if unknown:
@@ -118,6 +121,12 @@ class HiddenTests(Execute):
                       sum(by_test[t].max_score for t in hidden.values()), result.status,
                       "the sandbox started" if zygotes.started > started else "the sandbox kept from the last notebook")
         return nb, resources
+
+
+def _config(default, **settings):
+    """The sandbox's config with the settings that are not 0, or None (the run's own default) when all are."""
+    chosen = {name: value for name, value in settings.items() if value}
+    return dataclasses.replace(default, **chosen) if chosen else None
 
 
 def _hidden_cells(info: dict) -> dict[str, str]:
@@ -204,7 +213,7 @@ def _the_lesson(name: str):
         raise KitNotReady(_not_ready[0]) from error
 
 
-def grade_notebook(nb, *, lesson, uid_base: int = 0, zygotes=None):
+def grade_notebook(nb, *, lesson, uid_base: int = 0, zygotes=None, call_timeout: float = 0.0):
     """Grade one notebook exactly as `python -m grader grade` grades a class folder holding only that notebook
     (the intake, the scan, the sandbox, the hidden tests) and return its record (grader.results.records); the
     class's outputs (gradebook, report, similarity) are not written: nothing would read them.
@@ -223,7 +232,7 @@ def grade_notebook(nb, *, lesson, uid_base: int = 0, zygotes=None):
         said = io.StringIO()
         with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
             code = run.main(submissions=folder, out=out, jobs=1, lesson=lesson,
-                            config=dataclasses.replace(DEFAULT_CONFIG, uid_base=uid_base) if uid_base else None,
+                            config=_config(DEFAULT_CONFIG, uid_base=uid_base, call_timeout=call_timeout),
                             zygotes=zygotes, class_stage=False)  # only the record is read
         record = out / Path(lesson.notebook).stem / "record.json"
         if code != run.EXIT_OK or not record.is_file():

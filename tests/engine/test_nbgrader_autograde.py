@@ -36,6 +36,9 @@ ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 LESSON = load_lesson(str(TOY))  # the lesson value these tests pass to each stage
 CONFIG = shared_config(call_timeout=5.0)
+# The course's own call timeout (HiddenTests.call_timeout): the notebook whose cell sleeps waits it out on first use
+# of each part, twice, so the kit's 5 s default would make this module wait 20 s for that notebook alone.
+COURSE_CALL_TIMEOUT = 2.0
 needs_nbgrader = pytest.mark.skipif(shutil.which("nbgrader", path=str(VENV_BIN)) is None,
                                     reason="nbgrader is in the dev extra: `pip install -e .[dev]`")
 
@@ -123,7 +126,8 @@ def _course(tmp: Path, *, kit_step: bool = True) -> Path:
     lines = ["c = get_config()", f"c.CourseDirectory.course_id = {name!r}"]
     if kit_step:
         lines += ["from grader.release.nbgrader_autograde import use_the_kit", f"use_the_kit(c, lesson={LESSON.ref!r})",
-                  f"c.HiddenTests.sandbox_uid_base = {CONFIG.uid_base}"]
+                  f"c.HiddenTests.sandbox_uid_base = {CONFIG.uid_base}",
+                  f"c.HiddenTests.call_timeout = {COURSE_CALL_TIMEOUT}"]
     (course / "nbgrader_config.py").write_text("\n".join(lines) + "\n", encoding="utf-8")
     notebook.write_nbgrader_source(course / "source" / name, lesson=LESSON)
     _nbgrader(course, "generate_assignment", name, "--force")
@@ -237,6 +241,11 @@ def test_hostile_cells_gain_nothing_and_cost_honest_students_nothing(autograded)
     assert autograded.said.count("the sandbox kept from the last notebook") == len(autograded.cases) - 1
     for hostile in HOSTILE:
         assert points[hostile] == 0, (hostile, points)
+    # The sleeping notebook was stopped at the course's call timeout, not the kit's default.
+    slept = nbformat.read(autograded.course / "autograded" / "sleeps" / LESSON.name / LESSON.notebook, as_version=4)
+    said = "".join(str(out.get("text", "")) + "\n".join(out.get("traceback", []))
+                   for cell in slept.cells for out in cell.get("outputs", []))
+    assert f"no answer within {COURSE_CALL_TIMEOUT:g} s" in said, said[-3000:]
     # A correct notebook with the fake-module cell: what `grader grade` gives it, no more.
     assert points["fake_kit_correct"] == round(sum(autograded.grader["fake_kit_correct"].values()), 4)
 

@@ -435,3 +435,15 @@ def test_a_sandbox_that_refuses_stops_every_notebook_with_what_to_do(monkeypatch
         assert "could not be started with its view of the machine" in str(refused.value)
         assert "python -m grader.sandbox --check" in str(refused.value)
     assert len(starts) == 1
+
+
+@needs_nbgrader
+def test_a_course_call_timeout_below_zero_is_refused_when_the_config_is_read():
+    from traitlets import TraitError
+    from traitlets.config import Config
+
+    from grader.release.nbgrader_autograde import HiddenTests
+
+    assert HiddenTests(config=Config({"HiddenTests": {"call_timeout": 2.5}})).call_timeout == 2.5
+    with pytest.raises(TraitError, match="call_timeout"):
+        HiddenTests(config=Config({"HiddenTests": {"call_timeout": -1.0}}))

@@ -229,8 +229,8 @@ def test_a_starved_helper_still_reads_a_file_it_has_the_cpu_time_for(tmp_path):
     (tmp_path / "a.py").write_text("from torch.nn.functional import softmax\n")
     with _scanner(seconds=1.0) as s:
         s.scan(tmp_path)  # the helper is up and has read once
+        started = time.monotonic()  # before the pause begins: its 2 s all fall after this
         timer = _paused(s._proc.pid, 2.0)
-        started = time.monotonic()
         found = s.scan(tmp_path)
         timer.join()
         assert time.monotonic() - started >= 2.0  # it waited for the paused helper, past its 1 s allowance

@@ -95,11 +95,15 @@ def test_mask_may_be_bool_or_float(self_attention, check):
     """§6: the same mask written as 0/1 floats or as booleans gives the same attention."""
     Q, K, V = torch.randn(2, 4, 8), torch.randn(2, 4, 8), torch.randn(2, 4, 3)
     mask = torch.tril(torch.ones(4, 4))
-    out_float, w_float = check.pair(self_attention.scaled_dot_product_attention(Q, K, V, mask), "float mask")
-    out_bool, w_bool = check.pair(self_attention.scaled_dot_product_attention(Q, K, V, mask.bool()), "bool mask")
+    sdpa = self_attention.scaled_dot_product_attention
+    out_float, w_float = check.pair(sdpa(Q, K, V, mask), "float mask")
+    out_bool, w_bool = check.pair(sdpa(Q, K, V, mask.bool()), "bool mask")
+    # The float call once more: answers that move when nothing changes say nothing about the mask's kind.
+    check.repeat(lambda: check.pair(sdpa(Q, K, V, mask), "float mask")[1])
+    random = any(f["id"] == "random" for f in check.seen())
     check.close(w_bool, w_float, "§6: weights with a bool mask vs the same mask as floats",
                 hint="compare the mask with 0 (mask == 0) so that False and 0.0 both block.",
-                when=("mask_kinds_differ",), means="mask_kinds_differ")
+                when=("mask_kinds_differ",), means=None if random else "mask_kinds_differ")
     check.close(out_bool, out_float, "§6: output with a bool mask vs the same mask as floats")
 
 

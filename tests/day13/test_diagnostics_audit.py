@@ -292,12 +292,16 @@ def test_correct_variants_are_told_nothing(hidden, visible):
         assert not any(r for records in visible[name].values() for r in records), name
 
 
-def test_answers_that_move_on_their_own_are_told_so_not_blamed_on_the_mask(visible):
-    """An attention with dropout left on gives a bool mask and its float twin different weights only because
-    each call draws anew: the visible test says so (the `random` fact), and neither the mask-kinds fact nor its
-    hint (compare the mask with 0) is told, since the mask is not what the numbers show."""
-    told = [r for test, records in visible["fresh/sa_dropout_on_weights"].items()
-            if "test_mask_may_be_bool_or_float" in test for r in records]
-    facts = {f["id"] for r in told for f in r.get("facts", ())}
-    assert told and "random" in facts and "mask_kinds_differ" not in facts, told
-    assert not any(r["hint"] for r in told), told
+def test_answers_that_move_on_their_own_are_told_so_not_blamed_on_the_mask_or_the_module(visible):
+    """An attention with dropout left on answers each call anew: a bool mask and its float twin, or SelfAttention and
+    a second call of the same attention, then differ for that reason alone. The visible tests say so (the `random`
+    fact), and tell neither the mask-kinds fact nor "the difference is in SelfAttention itself", nor their hints."""
+    told = visible["fresh/sa_dropout_on_weights"]
+    facts = {test.rsplit("::", 1)[-1]: {f["id"] for r in records for f in r.get("facts", ())}
+             for test, records in told.items()}
+    assert "random" in facts.get("test_mask_may_be_bool_or_float", ()), facts
+    assert "random" in facts.get("test_s5_module_uses_its_three_projections", ()), facts
+    assert not any({"mask_kinds_differ", "differs_from_own"} & found for found in facts.values()), facts
+    blamed = [(test, r["hint"]) for test, records in told.items() for r in records
+              if r["hint"] and {"mask_kinds_differ", "differs_from_own"} & set(r.get("when") or ())]
+    assert not blamed, blamed

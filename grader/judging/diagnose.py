@@ -127,7 +127,10 @@ def distributions(weights, allowed=None) -> list[dict]:
 
 def _probability_facts(g, e, allowed, names) -> list[dict]:
     facts = distributions(g, allowed)
-    factor = _score_factor(g, e, allowed)
+    # The softmax of any scores sums to 1 along each row: weights that do not are no scale of the expected scores,
+    # however well their logarithms fit one (dropout's survivors, scaled by 1/(1-p), fit a constant row by row).
+    normalised = not any(f["id"] == "rows_not_normalised" for f in facts)
+    factor = _score_factor(g, e, allowed) if normalised else None
     if factor is not None:
         facts.append({"id": "score_scale", "factor": _round(factor), "name": _name(factor, names)})
     return facts

@@ -302,6 +302,8 @@ def test_answers_that_move_on_their_own_are_told_so_not_blamed_on_the_mask_or_th
     assert "random" in facts.get("test_mask_may_be_bool_or_float", ()), facts
     assert "random" in facts.get("test_s5_module_uses_its_three_projections", ()), facts
     assert not any({"mask_kinds_differ", "differs_from_own"} & found for found in facts.values()), facts
+    # Dropped weights and survivors scaled by 1/(1-p): rows that do not sum to 1 are no softmax of scaled scores.
+    assert not any("score_scale" in found for found in facts.values()), facts
     blamed = [(test, r["hint"]) for test, records in told.items() for r in records
               if r["hint"] and {"mask_kinds_differ", "differs_from_own"} & set(r.get("when") or ())]
     assert not blamed, blamed

@@ -120,6 +120,10 @@ class Evidence:
         self.told = None  # the kit's diagnostics audit listens here: told(test, what was found and said)
         self.extra, self.matched, self.pending = [], [], {}
 
+    def moved_on_its_own(self) -> bool:
+        """Whether this test saw the same call give two answers (the `random` fact of a repeated call)."""
+        return any(f.get("id") == "random" for f in self.extra)
+
     def start(self, test: str) -> None:
         self.test, self.count = test, 0
         self.extra, self.matched = [], []
@@ -135,7 +139,9 @@ class Evidence:
                 found += diagnose.distributions(as_array(weights), mask)
         except Exception:  # noqa: BLE001 - a fact that cannot be computed is not claimed
             pass
-        if means:
+        if means and not self.moved_on_its_own():
+            # `means` reads a difference between the student's own calls as a mistake; once the same call gave two
+            # answers, randomness alone explains any such difference.
             found.append(dict(means) if isinstance(means, dict) else {"id": means})
         found += [f for f in self.extra if f not in found]
         if self.told is not None:
@@ -283,6 +289,10 @@ class Check:
     def seen(self) -> list:
         """The facts this test has observed so far."""
         return list(self.evidence.extra)
+
+    def moved_on_its_own(self) -> bool:
+        """Whether a call this test repeated gave two different answers (something random runs)."""
+        return self.evidence.moved_on_its_own()
 
 
 def _equal(a, b) -> bool:

@@ -100,10 +100,9 @@ def test_mask_may_be_bool_or_float(self_attention, check):
     out_bool, w_bool = check.pair(sdpa(Q, K, V, mask.bool()), "bool mask")
     # The float call once more: answers that move when nothing changes say nothing about the mask's kind.
     check.repeat(lambda: check.pair(sdpa(Q, K, V, mask), "float mask")[1])
-    random = any(f["id"] == "random" for f in check.seen())
     check.close(w_bool, w_float, "§6: weights with a bool mask vs the same mask as floats",
                 hint="compare the mask with 0 (mask == 0) so that False and 0.0 both block.",
-                when=("mask_kinds_differ",), means=None if random else "mask_kinds_differ")
+                when=("mask_kinds_differ",), means="mask_kinds_differ")
     check.close(out_bool, out_float, "§6: output with a bool mask vs the same mask as floats")
 
 
@@ -283,13 +282,12 @@ def test_s5_module_uses_its_three_projections(self_attention, check):
     # Your attention once more: when its answers move on their own, a difference says nothing about SelfAttention.
     check.repeat(lambda: self_attention.scaled_dot_product_attention(x_own @ W[0].T, x_own @ W[1].T, x_own @ W[2].T,
                                                                      mask)[1])
-    own_differs = None if any(f["id"] == "random" for f in check.seen()) else "differs_from_own"
     hint = ("Q, K and V come from W_q, W_k and W_v applied to x, each its own layer; pass the mask on; "
             "keep every step in torch so the gradients flow (handout §5).")
     check.close(got[1], own[1], "§5: weights of SelfAttention(6, 4) vs your attention on x W_qᵀ, x W_kᵀ, x W_vᵀ",
-                hint=hint, when=("differs_from_own",), means=own_differs)
+                hint=hint, when=("differs_from_own",), means="differs_from_own")
     check.close(got[0], own[0], "§5: output of SelfAttention(6, 4) vs your attention on x W_qᵀ, x W_kᵀ, x W_vᵀ",
-                hint=hint, when=("differs_from_own",), means=own_differs)
+                hint=hint, when=("differs_from_own",), means="differs_from_own")
     g_out, g_w = torch.randn(2, 5, 4), torch.randn(2, 5, 5)
     loss = (got[0] * g_out).sum() + (got[1] * g_w).sum()
     params = [x] + [layer.weight for layer in layers]
@@ -299,5 +297,5 @@ def test_s5_module_uses_its_three_projections(self_attention, check):
         if g is None:
             pytest.fail(f"§5: no gradient reaches {name} through SelfAttention. Hint: {hint}", pytrace=False)
         check.close(g, e, f"§5: gradient with respect to {name}", hint=hint, when=("differs_from_own",),
-                    means=own_differs)
+                    means="differs_from_own")
 

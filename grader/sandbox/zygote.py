@@ -357,9 +357,10 @@ def main(spec: dict) -> None:
 
     gc.collect()
     gc.freeze()
-    # Huge pages are asked for now and made while the zygote waits between forks (below): ~0.5 s of
-    # copying that the first child no longer waits for, and that a run of a few children never pays in full.
-    collapsing = _huge_pages(libc)
+    # Huge pages are asked for once config.huge_pages_after children were forked (0: now), and made while the
+    # zygote waits between forks (below): copying that no child waits for.
+    collapsing = _huge_pages(libc) if config.huge_pages_after <= 0 else []
+    forks = 0
     # The zygote reaps every child itself, with wait(), so each child's CPU time is counted (getrusage
     # of whoever waits for the zygote); as a subreaper it also gets anything a child left behind.
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
@@ -393,6 +394,9 @@ def main(spec: dict) -> None:
                 ctrl.send(json.dumps({"view": view}).encode())
                 continue
             pid, pidfd = _fork_child(request, fds, ctrls=ctrls, setup=setup, zygote_pid=zygote_pid)
+            forks += 1
+            if forks == config.huge_pages_after:
+                collapsing = _huge_pages(libc)
             with contextlib.suppress(OSError):
                 socket.send_fds(ctrl, [json.dumps({"pid": pid}).encode()], [pidfd] if pidfd >= 0 else [])
             if pidfd >= 0:

@@ -596,20 +596,42 @@ def test_the_zygote_warm_up_loads_nothing_a_child_would_not_use(ref):
     assert out.strip() == "[]"
 
 
-def test_the_zygote_memory_is_in_huge_pages_where_the_kernel_offers_them(zygote):
-    # Fewer page-table entries to copy at each fork and to free at each exit (grader/sandbox/zygote.py, _huge_pages).
+def _anon_huge_kb(pid: int) -> int:
+    rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    return int(next(line for line in rollup.splitlines() if line.startswith("AnonHugePages:")).split()[1])
+
+
+def test_the_zygote_pays_for_huge_pages_only_once_its_forks_have_cost_as_much(tmp_path):
+    # Huge pages make each later fork cheaper (grader/sandbox/zygote.py, _huge_pages) but cost ~1 s of copying:
+    # a zygote that grades a few submissions never pays it; one that forked `huge_pages_after` children does.
     enabled = Path("/sys/kernel/mm/transparent_hugepage/enabled")
     release = tuple(int(x) for x in os.uname().release.split(".")[:2] if x.isdigit())
-    if not enabled.exists() or "[never]" in enabled.read_text() or release < (6, 1):
-        pytest.skip("no transparent huge pages or no MADV_COLLAPSE (Linux 6.1) here")
-    # Made while the zygote waits between forks, after it said it was ready: within seconds of an idle zygote.
-    def huge_kb():
-        rollup = Path(f"/proc/{zygote.process.pid}/smaps_rollup").read_text()
-        return int(next(line for line in rollup.splitlines() if line.startswith("AnonHugePages:")).split()[1])
-    deadline = time.monotonic() + 60
-    while huge_kb() < 32 * 1024 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert huge_kb() >= 32 * 1024
+    if not enabled.exists() or "[madvise]" not in enabled.read_text() or release < (6, 1):
+        pytest.skip("transparent huge pages only where asked for (madvise) and MADV_COLLAPSE (Linux 6.1) needed here")
+    config = dataclasses.replace(CONFIG, huge_pages_after=2)
+    work = Path(tempfile.mkdtemp(prefix="kit-test-huge-"))
+    os.chmod(work, 0o711)
+    softmax = {"op": "function", "module": "activations", "name": "softmax", "args": [{"array": "x"}]}
+    try:
+        with Zygote(slots=1, config=config, lesson=LESSON) as z:
+            z.wait_ready()
+
+            def one_child(i: int) -> None:
+                scratch = make_submission(work / f"s{i}", {}, reference=True)
+                prepare_scratch(scratch, slot_uid(config, 0))
+                with SandboxTransport(zygote=z, slot=0, scratch=scratch, config=config) as t:
+                    assert t.call(softmax, {"x": np.zeros((2, 2), np.float32)})[0]["error"] is None
+
+            one_child(0)
+            time.sleep(2)  # idle: where the zygote would have collapsed its memory (~0.5 s of a quiet machine's)
+            assert _anon_huge_kb(z.process.pid) < 2 * 1024, "huge pages made for a zygote that forked one child"
+            one_child(1)
+            deadline = time.monotonic() + 60
+            while _anon_huge_kb(z.process.pid) < 32 * 1024 and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert _anon_huge_kb(z.process.pid) >= 32 * 1024, "no huge pages after the zygote's second fork"
+    finally:
+        shutil.rmtree(work)
 
 
 def test_a_zygote_slower_than_its_start_bound_says_so_and_a_slow_start_is_not_a_broken_one():

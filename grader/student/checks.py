@@ -119,6 +119,13 @@ class Evidence:
         self.record = None  # the kit's fingerprint builder listens here: record(test, n, kind, got, expected, failed)
         self.told = None  # the kit's diagnostics audit listens here: told(test, what was found and said)
         self.extra, self.matched, self.pending = [], [], {}
+        # The tests each known mistake fails, and what this run's tests did so far: test -> None (passed), or
+        # the mistakes whose numbers its first failed comparison gave (see refuted).
+        self.fails: dict[str, set[str]] = {}
+        for test, comparisons in known.get("tests", {}).items():
+            self.fails[test] = {m for entries in comparisons.values() for entry in entries for m in entry.get("mutants", ())}
+        self.outcomes: dict[str, tuple[str, ...] | None] = {}
+        self.first_matched: tuple[str, ...] | None = None
 
     def moved_on_its_own(self) -> bool:
         """Whether this test saw the same call give two answers (the `random` fact of a repeated call)."""
@@ -127,6 +134,17 @@ class Evidence:
     def start(self, test: str) -> None:
         self.test, self.count = test, 0
         self.extra, self.matched = [], []
+        self.first_matched = None
+
+    def finish(self, test: str, passed: bool) -> None:
+        """What `test` did, for the tests after it: passed, or failed with whose numbers."""
+        self.outcomes[test] = None if passed else (self.first_matched or ())
+
+    def refuted(self, mistake: str) -> bool:
+        """Whether a test this run already did rules `mistake` out: a test it fails that passed, or that failed
+        with other numbers than the mistake's. Its numbers on one test are then a coincidence, not its cause."""
+        return any(mistake in self.fails.get(test, ()) and (outcome is None or mistake not in outcome)
+                   for test, outcome in self.outcomes.items() if test != self.test)
 
     def facts(self, got, expected, options, weights, allowed, means, atol) -> list[dict]:
         """What the numbers of a failed comparison show (diagnose.py), with the test's own observations."""
@@ -173,7 +191,10 @@ class Evidence:
             self.record(self.test, self.count, kind, *self.fingerprints(kind, got, expected), failed)
         if not failed:
             return ""
-        self.matched = self.matches(kind, got, expected)
+        same = self.matches(kind, got, expected)
+        if self.first_matched is None:
+            self.first_matched = tuple(same)
+        self.matched = [m for m in same if not self.refuted(m)]
         return self.explain(self.matched)
 
     @staticmethod

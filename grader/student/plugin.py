@@ -69,6 +69,7 @@ class VisibleTests:
         self.loaded.clear()
         self._named.clear()
         self.errors.forget()
+        self.evidence.outcomes.clear()
         for name in self.parts:
             sys.modules.pop(name, None)
         importlib.invalidate_caches()
@@ -125,28 +126,35 @@ class VisibleTests:
         @pytest.hookimpl(wrapper=True)
         def pytest_pyfunc_call(pyfuncitem):
             visible.watch.used.clear()
+            passed = False
             try:
-                outcome = yield
-            except NotImplementedError as error:
-                message = visible.errors.not_implemented(error, pyfuncitem.name)
-            except Exception as error:  # noqa: BLE001 - an error in student code becomes one short, located message
-                message = visible.errors.raised(error, pyfuncitem.name)
-                if message is None:
-                    raise
-            else:
-                part = visible.part_of(pyfuncitem)
-                named = visible.named_in_source(part) if part else ()
-                if not named and not visible.watch.used:
-                    return outcome
-                message = library.message(visible.policy, set(named) | visible.watch.used)
-            # Failing outside the except block keeps the report to a few lines, without the chained traceback.
-            pytest.fail(message, pytrace=False)
+                try:
+                    outcome = yield
+                except NotImplementedError as error:
+                    message = visible.errors.not_implemented(error, pyfuncitem.name)
+                except Exception as error:  # noqa: BLE001 - an error in student code becomes one short, located message
+                    message = visible.errors.raised(error, pyfuncitem.name)
+                    if message is None:
+                        raise
+                else:
+                    part = visible.part_of(pyfuncitem)
+                    named = visible.named_in_source(part) if part else ()
+                    if not named and not visible.watch.used:
+                        passed = True
+                        return outcome
+                    message = library.message(visible.policy, set(named) | visible.watch.used)
+                # Failing outside the except block keeps the report to a few lines, without the chained traceback.
+                pytest.fail(message, pytrace=False)
+            finally:
+                visible.evidence.finish(pyfuncitem.name, passed)
 
         return {**names, "check": check, "_evidence": _evidence,
                 "pytest_collection_modifyitems": pytest_collection_modifyitems,
                 "pytest_pyfunc_call": pytest_pyfunc_call,
                 # tools/notebook_tests.py finds this dict among the plugins and fills it (errors.StudentErrors.cells)
-                "NOTEBOOK_CELLS": self.errors.cells}
+                "NOTEBOOK_CELLS": self.errors.cells,
+                # ...and this one: what the notebook's earlier test cells did (checks.Evidence.outcomes)
+                "VISIBLE_OUTCOMES": self.evidence.outcomes}
 
     def _part_fixture(self, part: str):
         visible = self

@@ -106,16 +106,21 @@ def cell_files(namespace: dict) -> dict[str, str]:
 
 class _Collect:
     """A pytest plugin: one outcome per test (its first phase that did not pass), and the notebook's cells
-    handed to the tests' conftest.py so that an error in them is reported as the student's."""
+    handed to the tests' conftest.py so that an error in them is reported as the student's; with them, what
+    the earlier test cells did (`outcomes`, kept up to date), so that a mistake they rule out is not named."""
 
-    def __init__(self, cells: dict[str, str], parts):
-        self.cells, self.parts, self.results = cells, tuple(parts), {}
+    def __init__(self, cells: dict[str, str], parts, outcomes: dict):
+        self.cells, self.parts, self.results, self.outcomes = cells, tuple(parts), {}, outcomes
+        self.live: dict | None = None
 
     def pytest_collection_finish(self, session):
         for plugin in session.config.pluginmanager.get_plugins():
             if isinstance(getattr(plugin, "NOTEBOOK_CELLS", None), dict):
                 plugin.NOTEBOOK_CELLS.clear()
                 plugin.NOTEBOOK_CELLS.update(self.cells)
+            if isinstance(getattr(plugin, "VISIBLE_OUTCOMES", None), dict):
+                self.live = plugin.VISIBLE_OUTCOMES
+                self.live.update(self.outcomes)
 
     def pytest_runtest_logreport(self, report):
         entry = self.results.setdefault(report.nodeid, {
@@ -128,14 +133,16 @@ class _Collect:
                          report=report.longreprtext)
 
 
-def run_tests(namespace: dict, args, *, parts, sibling_imports) -> dict[str, dict]:
+def run_tests(namespace: dict, args, *, parts, sibling_imports, outcomes: dict | None = None) -> dict[str, dict]:
     """Run pytest with `args` (test ids under tests/, options) on the notebook's code in `namespace`.
 
     nodeid -> {"part", "passed", "message" (pytest's one-line reason), "report" (its short report), "seconds"}.
-    Every run imports tests/ afresh, so a test always sees the notebook's code as it is now."""
+    Every run imports tests/ afresh, so a test always sees the notebook's code as it is now. `outcomes` is what
+    earlier runs on the same code did, updated with this run's (the tests' conftest.py, VISIBLE_OUTCOMES)."""
     import pytest
 
-    plugin = _Collect(cell_files(namespace), parts)
+    outcomes = {} if outcomes is None else outcomes
+    plugin = _Collect(cell_files(namespace), parts, outcomes)
     before = set(sys.modules)
     try:
         with _NotebookParts(namespace, parts, sibling_imports):
@@ -149,6 +156,8 @@ def run_tests(namespace: dict, args, *, parts, sibling_imports) -> dict[str, dic
                 del sys.modules[name]
         if str(TESTS) in sys.path:
             sys.path.remove(str(TESTS))
+        if plugin.live is not None:
+            outcomes.update(plugin.live)
     return plugin.results
 
 
@@ -157,6 +166,18 @@ class VisibleTests:
 
     def __init__(self, namespace: dict, *, parts, sibling_imports):
         self.namespace, self.parts, self.sibling_imports = namespace, tuple(parts), dict(sibling_imports)
+        # What the test cells did so far, while the notebook's functions and classes are the ones they ran on.
+        self.outcomes: dict = {}
+        self._ran_on: dict = {}
+
+    def _same_code(self) -> dict:
+        """The outcomes of earlier cells, forgotten once a function or class of the notebook was (re)defined."""
+        code = {name: value for name, value in self.namespace.items()
+                if not name.startswith("_") and callable(value) and value is not self}
+        if code.keys() != self._ran_on.keys() or any(code[name] is not self._ran_on[name] for name in code):
+            self.outcomes.clear()
+            self._ran_on = code
+        return self.outcomes
 
     def run(self, tests=()) -> dict[str, dict]:
         """Every visible test (or those of `tests`, ids under tests/) on the notebook's code, one part at a
@@ -167,7 +188,8 @@ class VisibleTests:
             if tests and not chosen:
                 continue
             results.update(run_tests(self.namespace, chosen or [str(TESTS / f"test_{part}.py")],
-                                     parts=self.parts, sibling_imports=self.sibling_imports))
+                                     parts=self.parts, sibling_imports=self.sibling_imports,
+                                     outcomes=self._same_code()))
         return results
 
     def __call__(self, test: str) -> None:
@@ -176,7 +198,7 @@ class VisibleTests:
             raise FileNotFoundError(f"tests/{file} is missing: the notebook's test cells run the visible tests "
                                     "of the tests/ folder beside it. Keep the notebook in the folder you were given.")
         results = run_tests(self.namespace, [str(TESTS / file) + "::" + name],
-                            parts=self.parts, sibling_imports=self.sibling_imports)
+                            parts=self.parts, sibling_imports=self.sibling_imports, outcomes=self._same_code())
         if not results:
             raise VisibleTestFailed(f"{name}: no such visible test in tests/{file} (is tests/ up to date?)")
         failed = [r for r in results.values() if not r["passed"]]

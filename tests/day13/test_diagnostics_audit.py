@@ -146,9 +146,14 @@ def hidden(submissions):
 
 
 @pytest.fixture(scope="module")
-def visible(submissions):
+def recorded(submissions):
     plan = [{"name": name, "part": part, "folder": str(folder)} for name, (part, folder) in submissions.items()]
-    return visible_fingerprints.record_visible(plan)["told"]
+    return visible_fingerprints.record_visible(plan)
+
+
+@pytest.fixture(scope="module")
+def visible(recorded):
+    return recorded["told"]
 
 
 # -- recomputing a fact, independently of grader/judging/diagnose.py ----------------------------------------
@@ -270,6 +275,54 @@ def test_visible_feedback_names_a_cause_only_on_evidence(visible):
                 if any(f["id"] == "random" for f in r["facts"]) and name.removeprefix("fresh/") not in RANDOM:
                     problems.append(f"{name} {test}: claims randomness in a submission with none")
     assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:40])
+
+
+def _same_numbers(a, b) -> bool:
+    """Two recorded fingerprints ({"shape", "values", ...}) hold the same numbers, to float32 rounding."""
+    if a is None or b is None or not isinstance(a, dict) or not isinstance(b, dict):
+        return a == b
+    if {k: v for k, v in a.items() if k != "values"} != {k: v for k, v in b.items() if k != "values"}:
+        return False
+    x, y = (np.array([float(v) for v in f.get("values", [])], dtype=np.float64) for f in (a, b))
+    return x.shape == y.shape and bool(np.allclose(x, y, rtol=1e-4, atol=1e-6, equal_nan=True))
+
+
+def _first_failure(comparisons: list[dict]):
+    """(index, kind, numbers) of a test's first failed comparison, or None when every comparison passed."""
+    failed = next((c for c in comparisons if c["failed"]), None)
+    return None if failed is None else (failed["n"], failed["kind"], failed["got"], failed["expected"])
+
+
+def _ruled_out(mistake: str, name: str, test: str, comparisons: dict) -> str | None:
+    """The test of `name`'s run, other than `test`, that rules `mistake` out: one the mistake fails that this student
+    passed, or failed first at another comparison or with other numbers; None if every test agrees with it."""
+    for other, theirs in comparisons.get(mistake, {}).items():
+        mine, expected = comparisons[name].get(other), _first_failure(theirs)
+        if other == test or mine is None or expected is None:
+            continue  # a test the mistake passes, or that this student's run did not reach
+        first = _first_failure(mine)
+        if first is None and len(mine) < len(theirs):
+            continue  # the student's test ended before the comparison the mistake fails (an error)
+        if first is None or first[:2] != expected[:2] or not all(map(_same_numbers, first[2:], expected[2:])):
+            return other
+    return None
+
+
+def test_a_named_mistake_is_never_one_the_students_own_tests_rule_out(recorded):
+    """A catalogued mistake named to a student (visible route) must agree with every test of that student's run: each
+    test the mistake fails, the student failed too, first at the same comparison with the same numbers. Where several
+    are named ("one of them is likely yours"), at least one must. Recomputed from the recorded comparisons of the
+    student's run and of the mistake's own run (not from known_mistakes.json, which the visible tests read)."""
+    comparisons, told = recorded["comparisons"], recorded["told"]
+    problems = []
+    for name, tests in told.items():
+        for test, records in tests.items():
+            for r in records:
+                named = r.get("mutants") or []
+                why = {m: _ruled_out(m, name, test, comparisons) for m in named}
+                if named and all(why.values()):
+                    problems.append(f"{name} {test}: named {named}, ruled out by {why}")
+    assert not problems, f"{len(problems)} problems:\n" + "\n".join(sorted(set(problems))[:40])
 
 
 # -- the fresh mistakes: the fact that points at the place, in both routes ----------------------------

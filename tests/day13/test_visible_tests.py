@@ -5,6 +5,7 @@ pytest there in a process of its own, so the reference, the stubs and the varian
 forked for that run from a server that imported torch and pytest once (tests/fixtures/visible_run.py,
 PytestServer), or, for a run through the student's Makefile, make itself.
 """
+import json
 import os
 import re
 import subprocess
@@ -471,14 +472,84 @@ def test_a_misconception_is_named_only_when_the_numbers_are_that_mistakes(tmp_pa
     axis = _self_attention_run(tmp_path / "axis", "torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)")
     assert hints["sa.softmax_query_axis"] in axis["test_s6_causal_mask_worked_problem"]
     assert "inverted" not in "\n".join(axis.values())
-    several = axis["test_s5_self_attention_shapes"]  # a (1, 6, 6) batch: dim=-2 and dim=1 are the same axis
-    assert SEVERAL in several and hints["sa.softmax_query_axis"] in several and hints["sa.softmax_dim1"] in several
+    # A (1, 6, 6) batch: dim=-2 and dim=1 are the same axis there, so both mistakes give these numbers; but the
+    # tests before it, on batches where they differ, gave the query axis's numbers: dim=1 is ruled out.
+    shapes = axis["test_s5_self_attention_shapes"]
+    assert hints["sa.softmax_query_axis"] in shapes and hints["sa.softmax_dim1"] not in shapes and SEVERAL not in shapes
 
     unknown = _self_attention_run(tmp_path / "unknown", "/ math.sqrt(d_k)", "/ (2 * math.sqrt(d_k))")
     assert unknown and not any(MISCONCEPTION in m or SEVERAL in m for m in unknown.values()), unknown
     assert not any(text in m for text in hints.values() for m in unknown.values())
     two_tokens = unknown["test_s3_two_tokens"]
     assert "expected" in two_tokens and "got" in two_tokens and "largest difference" in two_tokens
+
+
+def test_a_mistake_the_students_other_tests_rule_out_is_not_named(tmp_path):
+    """A Pre-LN block that normalises its output once more (`x = ln2(x + ffn(ln2(x)))`) gives, on the tests with
+    silent sub-layers, exactly what two catalogued mistakes give: Pre-LN and Post-LN swapped, and a Pre-LN residual
+    that adds the normalised x. Neither is this student's: the swap fails the Post-LN tests this student passes,
+    and the normalised residual gives other numbers on a test this student failed. Neither is named."""
+    hints = {k: v["text"] for k, v in _rubric()["hints"].items()}
+    sources = from_dir(REFERENCE)
+    good = "            x = x + self.ffn(self.ln2(x))  # (B, T, d_model)\n"
+    assert sources["block.py"].count(good) == 1, "the reference changed: update this edit"
+    sources["block.py"] = sources["block.py"].replace(good, "            x = self.ln2(x + self.ffn(self.ln2(x)))\n")
+    code, results, output = run_visible(student_folder(tmp_path, sources), "-m", "block")
+    assert code == 1, output
+    failed = {test_id.split("::")[1]: message for test_id, (outcome, message) in results.items() if outcome != "passed"}
+    assert "test_s12_wiring[pre_ln]" in failed and "test_s12_residual_your_turn" in failed, failed
+    assert "test_s12_wiring[post_ln]" not in failed, failed
+    told = "\n".join(failed.values())
+    for mistake in ("blk.pre_post_swapped", "blk.pre_ln_normed_residual"):
+        assert hints[mistake] not in told, (mistake, told)
+    assert MISCONCEPTION not in told and SEVERAL not in told, told
+
+
+NOTEBOOK_CELLS_RUN = """
+import json, sys
+sys.path.insert(0, "tools")
+from notebook_tests import VisibleTests, VisibleTestFailed
+namespace = {"__name__": "__main__"}
+for part in ("self_attention", "multihead", "positional", "block"):  # one solution cell per part, in order
+    lines = open(part + ".py", encoding="utf-8").read().splitlines()
+    source = "\\n".join(line for line in lines if not line.startswith(("from self_attention", "from multihead")))
+    exec(compile(source, "<cell " + part + ">", "exec"), namespace)
+visible_test = VisibleTests(namespace, parts=("self_attention", "multihead", "positional", "block"),
+                            sibling_imports={"multihead": ("self_attention", "scaled_dot_product_attention"),
+                                             "block": ("multihead", "MultiHeadAttention")})
+shown = {}
+for test in json.loads(sys.argv[1]):  # one test cell after another, as Run All runs them
+    try:
+        visible_test(test)
+    except VisibleTestFailed as failed:
+        shown[test] = str(failed)
+print(json.dumps(shown))
+"""
+
+
+def test_a_notebooks_test_cells_rule_out_a_mistake_as_the_py_run_does(tmp_path):
+    """The notebook runs each visible test in a cell of its own (tools/notebook_tests.py): what the earlier cells did
+    reaches the later ones, so the Pre-LN block normalised again on the way out is not told a mistake its Post-LN
+    cells rule out."""
+    from grader.lesson import load_lesson
+    from grader.release import notebook
+
+    hints = {k: v["text"] for k, v in _rubric()["hints"].items()}
+    sources = from_dir(REFERENCE)
+    good = "            x = x + self.ffn(self.ln2(x))  # (B, T, d_model)\n"
+    sources["block.py"] = sources["block.py"].replace(good, "            x = self.ln2(x + self.ffn(self.ln2(x)))\n")
+    folder = student_folder(tmp_path, sources)
+    (folder / "tools").mkdir()
+    (folder / "tools" / "notebook_tests.py").write_text(notebook.runner_source(), encoding="utf-8")
+    cells = [test for part, test in notebook.visible_tests(lesson=load_lesson("day13")) if part == "block"]
+    ran = subprocess.run([sys.executable, "-c", NOTEBOOK_CELLS_RUN, json.dumps(cells)], cwd=folder, capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    shown = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert any("test_s12_residual_your_turn" in test for test in shown), shown
+    assert not any("test_s12_wiring[post_ln]" in test for test in shown), shown
+    told = "\n".join(shown.values())
+    assert hints["blk.pre_post_swapped"] not in told and hints["blk.pre_ln_normed_residual"] not in told, told
 
 
 def test_library_attention_follows_the_graders_list_and_words(tmp_path):

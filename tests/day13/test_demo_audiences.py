@@ -36,7 +36,9 @@ from grader.lesson import load_lesson  # noqa: E402
 
 DAY13 = load_lesson("day13")  # the lesson value these tests pass to each stage
 
-CONFIG = shared_config(call_timeout=3.0)
+# mia_infinite_loop waits out this limit on each call it loops in (four of them: 12 s of a 15 s grading at 3 s);
+# an honest call takes milliseconds, so 2 s (the nbgrader autograde test's) proves the same sooner.
+CONFIG = shared_config(call_timeout=2.0)
 STUDENT_FILES = ("feedback.md", "feedback.html", "results.json")
 DUE = "2026-12-01T20:00:00+00:00"
 # Roster ids as a Classroom export gives them: each must stay out of every other student's files.

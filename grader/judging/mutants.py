@@ -120,18 +120,25 @@ class Catalogue:
         return self._adapters[bug_id]
 
     # -- naming the misconception -------------------------------------------------------------
-    def identify(self, component: str, test: str, calls) -> str | None:
+    def identify(self, component: str, test: str, calls, passed=()) -> str | None:
         """The first bug of `component` whose mutant answers every recorded call as the student did.
 
-        Bugs that name `test` are tried first, then the component's others, in catalogue order.
+        Bugs that name `test` are tried first, then the component's others, in catalogue order. `passed` are the
+        calls of the part's tests the student passed: a bug whose mutant answers one of their numeric calls
+        otherwise is ruled out (its numbers on this test alone are a coincidence: two mistakes can agree on one
+        test and not on the next). Their errors and inspections are not compared: a student's own error message
+        or an extra attribute passes a test as the reference's does, and says nothing about the mistake.
         """
         if not calls:
             return None
         candidates = [b for b in self.bugs if b.component == component and not b.forbidden]
         candidates.sort(key=lambda b: b.test != test)
+        numeric = [c for c in passed if not c.result.error and c.result.outputs and isinstance(c.header, dict)
+                   and c.header.get("op") in ("function", "module")]
         for bug in candidates:
             mutant = self._adapter(bug.id)
-            if all(results_match(c.result, mutant.call(c.header, c.arrays), self.match) for c in calls):
+            if all(results_match(c.result, mutant.call(c.header, c.arrays), self.match) for c in calls) and \
+                    not any(_numbers_differ(c.result, mutant.call(c.header, c.arrays), self.match) for c in numeric):
                 return bug.id
         return None
 
@@ -140,6 +147,14 @@ class Catalogue:
             if bug.component == component and set(bug.forbidden) & set(names):
                 return bug.id
         return None
+
+
+def _numbers_differ(a, b, t: Tol) -> bool:
+    """Both answers are numbers, and they differ: what rules a mistake out. An answer replayed without its outputs
+    (a call the replay could not make as the grading did) proves nothing either way."""
+    if b.error or len(b.outputs) != len(a.outputs) or not b.outputs:
+        return False
+    return not results_match(a, b, t)
 
 
 def results_match(a, b, t: Tol) -> bool:

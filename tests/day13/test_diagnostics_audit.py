@@ -325,6 +325,24 @@ def test_a_named_mistake_is_never_one_the_students_own_tests_rule_out(recorded):
     assert not problems, f"{len(problems)} problems:\n" + "\n".join(sorted(set(problems))[:40])
 
 
+def test_a_hidden_hint_names_no_mistake_the_students_own_tests_rule_out(hidden):
+    """The hidden grading names a catalogued mistake (hint_id) only where that mistake's own grading agrees with the
+    student's on every test of the part: each test the mistake fails, the student failed too, and no test the
+    student failed passes under the mistake unless the student's numbers there are another mistake's."""
+    problems = []
+    for name, (result, _) in hidden.items():
+        mine = {t.name: t.status for t in result.tests}
+        for test in result.tests:
+            mistake = test.hint_id
+            if not mistake or mistake not in hidden or test.forbidden:
+                continue
+            theirs = {t.name: t.status for t in hidden[mistake][0].tests if t.component == test.component}
+            ruled = [t for t, status in theirs.items() if status != "passed" and mine.get(t) == "passed"]
+            if ruled:
+                problems.append(f"{name} {test.name}: named {mistake}, which fails {ruled} that it passes")
+    assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:40])
+
+
 # -- the fresh mistakes: the fact that points at the place, in both routes ----------------------------
 @pytest.mark.parametrize("mistake", [m for m in FRESH if m.expect], ids=lambda m: m.id)
 def test_a_fresh_mistake_gets_the_fact_that_points_at_its_place(mistake, hidden, visible):

@@ -120,14 +120,15 @@ class Catalogue:
         return self._adapters[bug_id]
 
     # -- naming the misconception -------------------------------------------------------------
-    def identify(self, component: str, test: str, calls, passed=()) -> str | None:
+    def identify(self, component: str, test: str, calls, passed=(), agrees: dict | None = None) -> str | None:
         """The first bug of `component` whose mutant answers every recorded call as the student did.
 
         Bugs that name `test` are tried first, then the component's others, in catalogue order. `passed` are the
         calls of the part's tests the student passed: a bug whose mutant answers one of their numeric calls
         otherwise is ruled out (its numbers on this test alone are a coincidence: two mistakes can agree on one
         test and not on the next). Their errors and inspections are not compared: a student's own error message
-        or an extra attribute passes a test as the reference's does, and says nothing about the mistake.
+        or an extra attribute passes a test as the reference's does, and says nothing about the mistake. `agrees`
+        keeps each bug's verdict on `passed` for the next failing test of the same submission and part.
         """
         if not calls:
             return None
@@ -135,10 +136,15 @@ class Catalogue:
         candidates.sort(key=lambda b: b.test != test)
         numeric = [c for c in passed if not c.result.error and c.result.outputs and isinstance(c.header, dict)
                    and c.header.get("op") in ("function", "module")]
+        agrees = {} if agrees is None else agrees
         for bug in candidates:
             mutant = self._adapter(bug.id)
-            if all(results_match(c.result, mutant.call(c.header, c.arrays), self.match) for c in calls) and \
-                    not any(_numbers_differ(c.result, mutant.call(c.header, c.arrays), self.match) for c in numeric):
+            if not all(results_match(c.result, mutant.call(c.header, c.arrays), self.match) for c in calls):
+                continue
+            if bug.id not in agrees:
+                agrees[bug.id] = not any(_numbers_differ(c.result, mutant.call(c.header, c.arrays), self.match)
+                                         for c in numeric)
+            if agrees[bug.id]:
                 return bug.id
         return None
 

@@ -201,6 +201,7 @@ def grade_submission(*, name: str, directory: Path, transport, lesson, check_del
     for component, _, failure, calls in outcomes:
         if failure is None:
             passed_calls[component] += calls
+    agrees = defaultdict(dict)  # per part: whether each mistake tried agrees with those calls
     blamed = _forbidden_by_component(runtime, {file_of[c]: found.reaching(file_of[c], file_of.values()) for c in lesson.modules},
                                      file_of)
     result = SubmissionResult(submission=name, flags=found.shown())
@@ -233,7 +234,8 @@ def grade_submission(*, name: str, directory: Path, transport, lesson, check_del
                                            status="passed", output="", title=title))
             continue
         unfinished = bool(failure.error and failure.error.get("type") == "NotImplementedError")
-        bug = None if _is_import(failure) or unfinished else catalogue.identify(component, rid, calls, passed_calls[component])
+        bug = None if _is_import(failure) or unfinished else \
+            catalogue.identify(component, rid, calls, passed_calls[component], agrees[component])
         hint = rubric.get("hints", {}).get(bug, {}).get("text") if bug else None
         if isinstance(failure.error, dict):
             # The student's code raised: every test this error stopped gets the same words, which the

@@ -523,14 +523,21 @@ for test in json.loads(sys.argv[1]):  # one test cell after another, as Run All 
         visible_test(test)
     except VisibleTestFailed as failed:
         shown[test] = str(failed)
-print(json.dumps(shown))
+remembered = len(visible_test.outcomes)
+exec(compile(open("block.py", encoding="utf-8").read().replace("from multihead import MultiHeadAttention", ""),
+             "<cell block, run again>", "exec"), namespace)  # the student runs the block's cell again
+try:
+    visible_test(json.loads(sys.argv[1])[0])
+except VisibleTestFailed:
+    pass
+print(json.dumps({"shown": shown, "remembered": remembered, "after_redefining": len(visible_test.outcomes)}))
 """
 
 
 def test_a_notebooks_test_cells_rule_out_a_mistake_as_the_py_run_does(tmp_path):
     """The notebook runs each visible test in a cell of its own (tools/notebook_tests.py): what the earlier cells did
     reaches the later ones, so the Pre-LN block normalised again on the way out is not told a mistake its Post-LN
-    cells rule out."""
+    cells rule out. Running a solution cell again forgets what the cells did before."""
     from grader.lesson import load_lesson
     from grader.release import notebook
 
@@ -545,7 +552,10 @@ def test_a_notebooks_test_cells_rule_out_a_mistake_as_the_py_run_does(tmp_path):
     ran = subprocess.run([sys.executable, "-c", NOTEBOOK_CELLS_RUN, json.dumps(cells)], cwd=folder, capture_output=True,
                          text=True, timeout=300, env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     assert ran.returncode == 0, ran.stderr[-3000:]
-    shown = json.loads(ran.stdout.strip().splitlines()[-1])
+    said = json.loads(ran.stdout.strip().splitlines()[-1])
+    shown = said["shown"]
+    # What the cells did is kept while the code is the same, and forgotten once a class is defined again.
+    assert said["remembered"] == len(cells) and said["after_redefining"] == 1, said
     assert any("test_s12_residual_your_turn" in test for test in shown), shown
     assert not any("test_s12_wiring[post_ln]" in test for test in shown), shown
     told = "\n".join(shown.values())

@@ -285,7 +285,7 @@ def test_s5_module_uses_its_three_projections(self_attention, check):
     hint = ("Q, K and V come from W_q, W_k and W_v applied to x, each its own layer; pass the mask on; "
             "keep every step in torch so the gradients flow (handout §5).")
     check.close(got[1], own[1], "§5: weights of SelfAttention(6, 4) vs your attention on x W_qᵀ, x W_kᵀ, x W_vᵀ",
-                hint=hint, when=("differs_from_own",), means="differs_from_own")
+                hint=hint, when=("differs_from_own",), means="differs_from_own", facts=weights_of(4, mask=mask))
     check.close(got[0], own[0], "§5: output of SelfAttention(6, 4) vs your attention on x W_qᵀ, x W_kᵀ, x W_vᵀ",
                 hint=hint, when=("differs_from_own",), means="differs_from_own")
     g_out, g_w = torch.randn(2, 5, 4), torch.randn(2, 5, 5)

@@ -484,17 +484,22 @@ def test_a_misconception_is_named_only_when_the_numbers_are_that_mistakes(tmp_pa
     assert "expected" in two_tokens and "got" in two_tokens and "largest difference" in two_tokens
 
 
-def test_a_mistake_the_students_other_tests_rule_out_is_not_named(tmp_path):
-    """A Pre-LN block that normalises its output once more (`x = ln2(x + ffn(ln2(x)))`) gives, on the tests with
-    silent sub-layers, exactly what two catalogued mistakes give: Pre-LN and Post-LN swapped, and a Pre-LN residual
-    that adds the normalised x. Neither is this student's: the swap fails the Post-LN tests this student passes,
-    and the normalised residual gives other numbers on a test this student failed. Neither is named."""
-    hints = {k: v["text"] for k, v in _rubric()["hints"].items()}
+def _pre_ln_normed_again() -> dict[str, str]:
+    """The reference, but a Pre-LN block that normalises its output once more: `x = ln2(x + ffn(ln2(x)))`."""
     sources = from_dir(REFERENCE)
     good = "            x = x + self.ffn(self.ln2(x))  # (B, T, d_model)\n"
     assert sources["block.py"].count(good) == 1, "the reference changed: update this edit"
     sources["block.py"] = sources["block.py"].replace(good, "            x = self.ln2(x + self.ffn(self.ln2(x)))\n")
-    code, results, output = run_visible(student_folder(tmp_path, sources), "-m", "block")
+    return sources
+
+
+def test_a_mistake_the_students_other_tests_rule_out_is_not_named(tmp_path):
+    """A Pre-LN block that normalises its output once more gives, on the tests with silent sub-layers, exactly what
+    two catalogued mistakes give: Pre-LN and Post-LN swapped, and a Pre-LN residual that adds the normalised x.
+    Neither is this student's: the swap fails the Post-LN tests this student passes, and the normalised residual
+    gives other numbers on a test this student failed. Neither is named."""
+    hints = {k: v["text"] for k, v in _rubric()["hints"].items()}
+    code, results, output = run_visible(student_folder(tmp_path, _pre_ln_normed_again()), "-m", "block")
     assert code == 1, output
     failed = {test_id.split("::")[1]: message for test_id, (outcome, message) in results.items() if outcome != "passed"}
     assert "test_s12_wiring[pre_ln]" in failed and "test_s12_residual_your_turn" in failed, failed
@@ -542,10 +547,7 @@ def test_a_notebooks_test_cells_rule_out_a_mistake_as_the_py_run_does(tmp_path):
     from grader.release import notebook
 
     hints = {k: v["text"] for k, v in _rubric()["hints"].items()}
-    sources = from_dir(REFERENCE)
-    good = "            x = x + self.ffn(self.ln2(x))  # (B, T, d_model)\n"
-    sources["block.py"] = sources["block.py"].replace(good, "            x = self.ln2(x + self.ffn(self.ln2(x)))\n")
-    folder = student_folder(tmp_path, sources)
+    folder = student_folder(tmp_path, _pre_ln_normed_again())
     (folder / "tools").mkdir()
     (folder / "tools" / "notebook_tests.py").write_text(notebook.runner_source(), encoding="utf-8")
     cells = [test for part, test in notebook.visible_tests(lesson=load_lesson("day13")) if part == "block"]

@@ -134,16 +134,14 @@ class Catalogue:
             return None
         candidates = [b for b in self.bugs if b.component == component and not b.forbidden]
         candidates.sort(key=lambda b: b.test != test)
-        numeric = [c for c in passed if not c.result.error and c.result.outputs and isinstance(c.header, dict)
-                   and c.header.get("op") in ("function", "module")]
         agrees = {} if agrees is None else agrees
         for bug in candidates:
             mutant = self._adapter(bug.id)
             if not all(results_match(c.result, mutant.call(c.header, c.arrays), self.match) for c in calls):
                 continue
-            if bug.id not in agrees:
+            if bug.id not in agrees:  # only for a bug whose numbers are this test's: most failures match none
                 agrees[bug.id] = not any(_numbers_differ(c.result, mutant.call(c.header, c.arrays), self.match)
-                                         for c in numeric)
+                                         for c in passed if _numeric(c))
             if agrees[bug.id]:
                 return bug.id
         return None
@@ -153,6 +151,12 @@ class Catalogue:
             if bug.component == component and set(bug.forbidden) & set(names):
                 return bug.id
         return None
+
+
+def _numeric(call) -> bool:
+    """A call answered with numbers (a function's or a module's outputs), not an error or an inspection."""
+    return (not call.result.error and bool(call.result.outputs) and isinstance(call.header, dict)
+            and call.header.get("op") in ("function", "module"))
 
 
 def _numbers_differ(a, b, t: Tol) -> bool:

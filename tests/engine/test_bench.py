@@ -38,6 +38,14 @@ def test_make_bench_on_a_tiny_class_beside_a_base_commit():
         line = next(x for x in out.splitlines() if x.startswith(f"{label}: "))
         assert f"{N} records, {N - 1} with every code test passed" in line, line
 
+    # The bare torch import is timed in turns with the gradings, and the quickest pairs with the quickest turn.
+    turns = [x.strip() for x in out.splitlines() if x.startswith("  ")]
+    assert turns[0].startswith("bare `python -c \"import torch\"`, turn 1: "), turns
+    assert turns[1].startswith("this kit, turn 1: ") and turns[2].startswith(f"BASE {BASE}, turn 1: "), turns
+    timed = [float(t) for t in turns[0].split(": ", 1)[1].removesuffix(" s").split(", ")]
+    torch_line = next(x for x in out.splitlines() if x.startswith("bare `python -c \"import torch\"`: "))
+    assert torch_line.startswith(f"bare `python -c \"import torch\"`: {min(timed):.2f} s (quickest of 1, "), torch_line
+
     # Every figure stands beside its goal, and says whether it met it.
     figures = out.split("== figures and their goals\n", 1)[1].split("\n\n", 1)[0].splitlines()
     goals = [x for x in figures if not x.startswith("machine load")]

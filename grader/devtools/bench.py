@@ -270,7 +270,10 @@ STAGES = (
     ("grader.judging.mutants", "Catalogue.identify_forbidden", "mutant replay for hints"),
     ("grader.running.deliverables_process", "LimitedChecker.start", "deliverables checker"),
     ("grader.running.deliverables_process", "LimitedChecker.finish", "deliverables checker"),
-    ("grader.results.feedback", "write_submission", "feedback and records"),
+    # What a grading run writes for one submission: the worker keeps its record, the class stage writes the
+    # student's files (tests/engine/test_bench.py reads both callers, so this list follows them).
+    ("grader.results.feedback", "keep_record", "feedback and records"),
+    ("grader.results.feedback", "rewrite_changed", "feedback and records"),
 )
 GATES = "gates (does-the-work probes, their calls included)"
 # The hidden tests' gates: their helpers that ask whether the student's code reacts to its input.
@@ -358,12 +361,14 @@ class _ModuleDict:
 
 
 def one_submission_breakdown(*, lesson, repeats: int = 3, uid_base: int = BENCH_UID_BASE) -> dict:
-    """Grade a reference copy and a copy with a planted bug `repeats` times each as a grading worker
-    does (grade_one: scratch copy, sandbox, hidden tests, deliverables helper; then its files), the
-    first time a warm-up; returns {"reference"|"bug": the last grading's stage times, ...}."""
+    """Grade a reference copy and a copy with a planted bug `repeats` times each as a grading run does
+    (grade_one: scratch copy, sandbox, hidden tests, deliverables helper; then the worker's record and the
+    student's files the class stage writes), the first time a warm-up; returns {"reference"|"bug": the last
+    grading's stage times, ...}."""
     import dataclasses
 
     from grader.results import feedback
+    from grader.results.storage import check_name
 
     from grader.intake import submissions as intake
 
@@ -393,13 +398,19 @@ def one_submission_breakdown(*, lesson, repeats: int = 3, uid_base: int = BENCH_
                                 seconds=limits.get("seconds", 30), lesson=lesson) as checker:
                 zygote.wait_ready(0)
                 clock.install(score, lesson=lesson)
+                words = feedback.Words.of(lesson.rubric())
                 for name in ("reference", "bug") if planted else ("reference",):
-                    for _ in range(repeats):
+                    for i in range(repeats):
                         clock.reset()
                         start = time.perf_counter()
                         result = run.grade_one(found[name], slot=0, work=work, zygote=zygote, config=config,
                                                score=score, lesson=lesson, checker=checker, scanner=scanner)
-                        feedback.write_submission(out, result, lesson=lesson)
+                        # As a run writes it: the worker's record, then the class stage's student files, into a
+                        # folder of their own each time (a first run finds none to compare with).
+                        folder = out / f"{name}-{i}"
+                        feedback.keep_record(folder, result)
+                        feedback.rewrite_changed(folder / check_name(result.submission), result, words,
+                                                 feedback.DEFAULT_RELEASE, lesson=lesson)
                         total = time.perf_counter() - start
                     stages = dict(clock.seconds)
                     stages[REST] = total - sum(stages.values())
@@ -588,7 +599,8 @@ def _bench(root: Path, *, lesson, n, jobs, cores, base, scale, repeats, torch_re
 
 def _print_breakdown(one: dict) -> None:
     kinds = [k for k in ("reference", "bug") if k in one]
-    print("== one submission, stage by stage (ms; graded as a worker does, after a warm-up grading of it)")
+    print("== one submission, stage by stage (ms; graded as a worker does, its files as the class stage "
+          "writes them, after a warm-up grading of it)")
     names = [stage for _, _, stage in STAGES] + [GATES, REST]
     order = list(dict.fromkeys(names))
     header = f"{'stage':<52}" + "".join(f"{k + ' copy' if k == 'reference' else 'one planted bug':>18}" for k in kinds)

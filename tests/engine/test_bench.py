@@ -87,3 +87,23 @@ def test_a_base_that_is_no_commit_is_refused_with_what_to_give():
                           cwd=KIT, capture_output=True, text=True, timeout=60)
     assert done.returncode != 0
     assert "BASE=no-such-commit-0000 is not a commit" in done.stderr and "give a commit id" in done.stderr
+
+
+def test_the_breakdown_writes_what_a_grading_run_writes():
+    """The per-stage breakdown's "feedback and records" times the functions a grading run calls for one submission:
+    the worker's (grader/running/grade.py) and the class stage's share (grader/results/classreport.py), read from
+    their source, so a change to what a run writes cannot leave the bench timing something else."""
+    import ast
+    import inspect
+
+    from grader.results import classreport
+    from grader.running import grade
+
+    def feedback_calls(function) -> set[str]:
+        tree = ast.parse(inspect.getsource(function).lstrip())
+        return {node.func.attr for node in ast.walk(tree) if isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute) and ast.unparse(node.func.value).endswith("feedback")}
+
+    run_writes = feedback_calls(grade._Worker.grade) | feedback_calls(classreport.write_class)
+    timed = {attr for module, attr, stage in bench.STAGES if module == "grader.results.feedback"}
+    assert run_writes and run_writes == timed, (run_writes, timed)

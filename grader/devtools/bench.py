@@ -398,10 +398,12 @@ def one_submission_breakdown(*, lesson, repeats: int = 3, uid_base: int = BENCH_
                                 seconds=limits.get("seconds", 30), lesson=lesson) as checker:
                 zygote.wait_ready(0)
                 clock.install(score, lesson=lesson)
+                helpers = {"deliverables checker": checker, "scan helper": scanner}
                 words = feedback.Words.of(lesson.rubric())
                 for name in ("reference", "bug") if planted else ("reference",):
                     for i in range(repeats):
                         clock.reset()
+                        helpers_before = {what: h.cpu_used() for what, h in helpers.items()}
                         start = time.perf_counter()
                         result = run.grade_one(found[name], slot=0, work=work, zygote=zygote, config=config,
                                                score=score, lesson=lesson, checker=checker, scanner=scanner)
@@ -412,11 +414,12 @@ def one_submission_breakdown(*, lesson, repeats: int = 3, uid_base: int = BENCH_
                         feedback.rewrite_changed(folder / check_name(result.submission), result, words,
                                                  feedback.DEFAULT_RELEASE, lesson=lesson)
                         total = time.perf_counter() - start
+                        helpers_cpu = {what: _spent(helpers_before[what], h.cpu_used()) for what, h in helpers.items()}
                     stages = dict(clock.seconds)
                     stages[REST] = total - sum(stages.values())
                     breakdown[name] = {"total": total, "stages": stages, "calls": clock.calls,
                                        "batches": clock.batches, "entered": dict(clock.entered),
-                                       "layers": dict(result.isolation), "score": result.total,
+                                       "layers": dict(result.isolation), "helpers": helpers_cpu, "score": result.total,
                                        "max": result.max_total}
                 breakdown["view"] = dict(zygote.view)
                 breakdown["child_peak_mb"] = _child_peak_mb(zygote, work, config, score, found["reference"], lesson)
@@ -424,6 +427,12 @@ def one_submission_breakdown(*, lesson, repeats: int = 3, uid_base: int = BENCH_
         clock.uninstall()
         shutil.rmtree(root, ignore_errors=True)
     return breakdown
+
+
+def _spent(before: float | None, after: float | None) -> float | None:
+    """CPU seconds between two readings of one helper process; None if either is missing (no /proc, or the helper
+    was started again in between)."""
+    return None if before is None or after is None or after < before else after - before
 
 
 def _child_peak_mb(zygote, work, config, score, sub, lesson) -> float:
@@ -614,6 +623,12 @@ def _print_breakdown(one: dict) -> None:
         print(f"{k}: {o['score']:g}/{o['max']:g} points; {o['calls']} calls outside the gates in {o['batches']} "
               f"batches, {trips / max(o['calls'], 1) * 1000:.2f} ms per call's round trip (the child's work included); "
               f"{o['entered'].get('SandboxTransport._spawn', 0)} child(ren) started")
+    # The helpers' CPU is not in the table's wall times: the checker works while the calls run, and the scan's
+    # wait for its helper is the "scan" row.
+    spent = {what: " / ".join("-" if one[k]["helpers"].get(what) is None else f"{one[k]['helpers'][what] * 1000:.1f}"
+                              for k in kinds) for what in one[kinds[0]]["helpers"]}
+    print("the helpers' own processes, CPU per submission (" + " / ".join(kinds) + "; beside the grading, not in the "
+          "total): " + ", ".join(f"{what} {figure} ms" for what, figure in spent.items()))
     layers = one["reference"]["layers"]
     print(f"isolation layers active: {', '.join(k for k, v in sorted(layers.items()) if v) or 'none'}")
     view = one.get("view") or {}

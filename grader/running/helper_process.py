@@ -52,6 +52,19 @@ class LimitedHelper:
         """Variables set for the helper beyond the locale and PATH (the kit's root is always its path)."""
         return {}
 
+    def cpu_used(self) -> float | None:
+        """CPU seconds the helper's process has used since it started, to the nanosecond where the scheduler's
+        statistics can be read (the bench times one answer of a few ms; /proc/PID/stat counts 10 ms ticks); None
+        when no helper runs."""
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return None
+        try:
+            return sum(int(Path(task, "schedstat").read_text().split()[0])
+                       for task in Path(f"/proc/{proc.pid}/task").iterdir()) / 1e9
+        except (OSError, ValueError, IndexError):
+            return cpu_seconds(proc.pid)
+
     def close(self) -> None:
         proc, self._proc = self._proc, None
         if proc is None:

@@ -79,6 +79,11 @@ def test_make_bench_on_a_tiny_class_beside_a_base_commit():
     assert rows["mutant replay for hints"][0] == 0 and rows["mutant replay for hints"][1] > 0, rows
     assert re.search(r"^reference: ([\d.]+)/\1 points; [1-9]\d* calls outside the gates", out, re.M), out
     assert "isolation layers active: " in out
+    # The helper processes' own CPU, which the table's wall times cannot show (the checker works beside the calls).
+    helpers = next(x for x in out.splitlines() if x.startswith("the helpers' own processes"))
+    figures = dict(re.findall(r"(deliverables checker|scan helper) ([\d.]+ / [\d.]+) ms", helpers))
+    assert set(figures) == {"deliverables checker", "scan helper"}, helpers
+    assert all(float(v) > 0 for v in figures["deliverables checker"].split(" / ")), helpers
 
 
 def test_a_base_that_is_no_commit_is_refused_with_what_to_give():

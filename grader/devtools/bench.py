@@ -625,10 +625,14 @@ def _print_breakdown(one: dict) -> None:
               f"{o['entered'].get('SandboxTransport._spawn', 0)} child(ren) started")
     # The helpers' CPU is not in the table's wall times: the checker works while the calls run, and the scan's
     # wait for its helper is the "scan" row.
-    spent = {what: " / ".join("-" if one[k]["helpers"].get(what) is None else f"{one[k]['helpers'][what] * 1000:.1f}"
-                              for k in kinds) for what in one[kinds[0]]["helpers"]}
+    def spent(what: str) -> str:
+        figures = [one[k]["helpers"].get(what) for k in kinds]
+        if all(f is None for f in figures):
+            return f"{what}: none ran"  # a lesson without deliverable checks starts no checker
+        return f"{what} " + " / ".join("-" if f is None else f"{f * 1000:.1f}" for f in figures) + " ms"
+
     print("the helpers' own processes, CPU per submission (" + " / ".join(kinds) + "; beside the grading, not in the "
-          "total): " + ", ".join(f"{what} {figure} ms" for what, figure in spent.items()))
+          "total): " + ", ".join(spent(what) for what in one[kinds[0]]["helpers"]))
     layers = one["reference"]["layers"]
     print(f"isolation layers active: {', '.join(k for k, v in sorted(layers.items()) if v) or 'none'}")
     view = one.get("view") or {}

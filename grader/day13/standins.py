@@ -21,9 +21,24 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
     """softmax(Q Kᵀ / √d_k) V with blocked entries exactly 0 (handout §3, §6)."""
     scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.size(-1))  # (..., T_q, T_k)
     if mask is not None:
-        scores = scores.masked_fill(mask == 0, float("-inf"))
+        try:
+            scores = scores.masked_fill(mask == 0, float("-inf"))
+        except RuntimeError:
+            if _broadcasts(tuple(mask.shape), tuple(scores.shape)):
+                raise
+            # Raised here, in the grader's code, by the student's mask: said in the contract's words, as the
+            # visible tests say it, rather than torch's "The size of tensor a must match ...".
+            raise RuntimeError(
+                f"scaled_dot_product_attention was given a mask of shape {tuple(mask.shape)}, which does not "
+                f"broadcast to its scores' shape {tuple(scores.shape)} (..., T_q, T_k). Every mask the contract "
+                "gives MultiHeadAttention and SelfAttention already does: pass it on unchanged (handout §6, §7)"
+            ) from None
     weights = torch.softmax(scores, dim=-1)  # (..., T_q, T_k)
     return weights @ V, weights  # (..., T_q, d_v), (..., T_q, T_k)
+
+
+def _broadcasts(a: tuple, b: tuple) -> bool:
+    return all(x == y or 1 in (x, y) for x, y in zip(reversed(a), reversed(b)))
 
 
 def causal_mask(T, device=None):

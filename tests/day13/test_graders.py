@@ -189,6 +189,25 @@ def test_a_file_that_fails_to_import_costs_only_its_own_tests(tmp_path):
     assert code_scores(result) == {**full, "self_attention": 0.0}
 
 
+def test_a_mask_the_attention_cannot_use_is_said_in_the_contracts_words(tmp_path):
+    # MultiHeadAttention runs on the grader's stand-in scaled_dot_product_attention. A mask given one axis too
+    # many there failed with torch's "The size of tensor a (5) must match ...", raised in the grader's code;
+    # the student's visible tests said what was wrong, the hidden feedback did not.
+    sub = _copy_reference(tmp_path)
+    text = (sub / "multihead.py").read_text()
+    call = "        ctx, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, h, T, d_k)\n"
+    assert text.count(call) == 1
+    (sub / "multihead.py").write_text(text.replace(call, "        if mask is not None:\n"
+                                                         "            mask = mask.unsqueeze(1)\n" + call))
+    result = killrate.grade(sub, "mask_unsqueezed", lesson=DAY13)
+    assert code_scores(result) == {**killrate.full_marks(lesson=DAY13), "multihead": code_scores(result)["multihead"]}
+    failed = [t for t in result.tests if t.status != "passed"]
+    assert failed and {t.component for t in failed} == {"multihead"}
+    for t in failed:
+        assert "scaled_dot_product_attention was given a mask of shape (" in t.output, t.output
+        assert "does not broadcast to its scores' shape" in t.output and "must match the size" not in t.output
+
+
 def test_forbidden_call_costs_that_part_with_a_reason_and_nothing_else(tmp_path):
     sub = _copy_reference(tmp_path)
     text = (sub / "block.py").read_text()

@@ -641,6 +641,94 @@ def extract_all(subs, base: Base, jobs: int, *, keep_text: bool = False) -> list
         return pool.map(_extract_in_worker, subs, chunksize=max(1, len(subs) // (jobs * 8)))
 
 
+# =========================================================================== fingerprints kept between runs
+#
+# Every grading run ends with this report, and a rerun grades only the submissions that changed: the
+# fingerprints of each submission are kept in OUT under the digest of its bytes (grader/admin/regrade.py's),
+# and read back while nothing else they depend on has changed: what the class has in common (the base) and
+# the code that reads and fingerprints a submission. JSON, never pickle: the file is read back by the next run.
+
+KEPT_FILE = ".similarity-fingerprints.json"
+_ARRAY_TYPES = ("<u8", "<i4")  # Prints' hashes and where
+
+
+def _kept_key(base: Base) -> str:
+    digest = hashlib.sha256()
+    for module in (sys.modules[__name__], deliverables, intake):
+        digest.update(Path(module.__file__).read_bytes())
+    for part in (sorted(base.code), sorted(base.text.handout), sorted(base.text.short), sorted(base.images),
+                 sorted(base.texts.items()), sorted(base.pictures.items())):
+        digest.update(repr(part).encode())
+    return digest.hexdigest()
+
+
+def _array_text(a: np.ndarray) -> list:
+    return [a.dtype.str, list(a.shape), base64.b64encode(np.ascontiguousarray(a).tobytes()).decode("ascii")]
+
+
+def _array_of(value) -> np.ndarray:
+    dtype, shape, data = value
+    if dtype not in _ARRAY_TYPES:
+        raise ValueError(f"not a fingerprint array: {dtype!r}")
+    return np.frombuffer(base64.b64decode(data, validate=True), dtype=dtype).reshape([int(n) for n in shape]).copy()
+
+
+def _kept_entry(f: Features) -> dict:
+    return {"code": [_array_text(f.code.hashes), _array_text(f.code.where)], "code_paths": f.code_paths,
+            "has_notebook": f.has_notebook,
+            "text_grams": {what: [_array_text(p.hashes), _array_text(p.where)] for what, p in f.text_grams.items()},
+            "images": {what: list(image) for what, image in f.images.items()}, "image_base": dict(f.image_base)}
+
+
+def _kept_features(entry: dict, name: str) -> Features:
+    def prints(pair) -> Prints:
+        hashes, where = (_array_of(a) for a in pair)
+        if where.ndim != 2 or len(where) != len(hashes):
+            raise ValueError("fingerprints and places differ in number")
+        return Prints(hashes, where)
+
+    return Features(name=name, code=prints(entry["code"]), code_paths=[str(p) for p in entry["code_paths"]],
+                    has_notebook=bool(entry["has_notebook"]),
+                    text_grams={str(what): prints(pair) for what, pair in entry["text_grams"].items()},
+                    images={str(what): (str(file), int(phash), str(digest))
+                            for what, (file, phash, digest) in entry["images"].items()},
+                    image_base={str(what): str(label) for what, label in entry["image_base"].items()})
+
+
+def _read_kept(path: Path, key: str) -> dict:
+    try:
+        kept = json.loads(path.read_bytes())
+    except (OSError, ValueError):  # none yet, or damaged: every submission is read
+        return {}
+    if not isinstance(kept, dict) or kept.get("key") != key or not isinstance(kept.get("fingerprints"), dict):
+        return {}
+    return kept["fingerprints"]
+
+
+def _extract_kept(subs, base: Base, jobs: int, path: Path) -> list[Features]:
+    """extract_all, with the fingerprints `path` keeps for submissions whose bytes are unchanged read back
+    instead, and this run's kept for the next (a submission that could not be read is read again)."""
+    from grader.admin.regrade import submission_digest
+    from grader.results.storage import write_atomic
+
+    key = _kept_key(base)
+    kept = _read_kept(path, key)
+    digests = [submission_digest(sub.source) for sub in subs]
+    feats: list[Features | None] = [None] * len(subs)
+    for i, (sub, digest) in enumerate(zip(subs, digests)):
+        if isinstance(entry := kept.get(digest), dict):
+            try:
+                feats[i] = _kept_features(entry, sub.name)
+            except (KeyError, TypeError, ValueError, AttributeError):
+                pass  # read again below
+    todo = [i for i, f in enumerate(feats) if f is None]
+    for i, f in zip(todo, extract_all([subs[i] for i in todo], base, jobs)):
+        feats[i] = f
+    entries = {digest: _kept_entry(f) for digest, f in zip(digests, feats) if not f.notes}
+    write_atomic(path, json.dumps({"key": key, "fingerprints": entries}, separators=(",", ":")).encode())
+    return feats
+
+
 # =========================================================================== groups and pairs
 #
 # Submissions handing in the same evidence of one kind (the same code fingerprints, the same passages of
@@ -1377,7 +1465,7 @@ def report(*, subs, out: Path, base: Base, jobs: int = 1, max_pairs: int = MAX_P
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     subs = list(subs)
-    feats = extract_all(subs, base, jobs)
+    feats = _extract_kept(subs, base, jobs, out / KEPT_FILE)
     notebook = _notebook_hashes(feats, base)
     found = comparison(_without_notebook(feats, notebook), people=_people(out), limit=max_pairs)
     shown = [r for r in found.rows if r.flagged][:MAX_DETAILED]

@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -131,6 +132,57 @@ def planted(tmp_path_factory, base):
     out = tmp_path_factory.mktemp("out")
     rows = similarity.run(subs=intake.discover(root), out=out, base=base, jobs=2)
     return rows, plants, out
+
+
+def test_a_rerun_fingerprints_only_the_submissions_that_changed(tmp_path, base, monkeypatch):
+    # Every `grade` run ends with the similarity report; a rerun that grades one changed submission must not
+    # read and fingerprint the whole class again (seconds at 200 students, most of a rerun that grades nothing).
+    root, out = tmp_path / "class", tmp_path / "out"
+    root.mkdir()
+    build_class(root)
+    read = []
+    real = similarity.features_of
+
+    def counted(folder, name, base, *, keep_text=False):
+        if not keep_text:  # the detailed view reads its few drawn submissions again, by design
+            read.append(name)
+        return real(folder, name, base, keep_text=keep_text)
+
+    monkeypatch.setattr(similarity, "features_of", counted)
+    subs = intake.discover(root)
+    similarity.report(subs=subs, out=out, base=base, jobs=1)
+    assert sorted(read) == sorted(s.name for s in subs)
+    written = {f: (out / f).read_bytes() for f in ("similarity.csv", "similarity.html")}
+    kept = [p for p in out.rglob("*") if p.is_file() and p.name not in written]
+    assert [p.parent for p in kept] == [out], "what is kept between runs is the staff's, beside no student's files"
+
+    read.clear()
+    similarity.report(subs=intake.discover(root), out=out, base=base, jobs=1)
+    assert read == []
+    assert {f: (out / f).read_bytes() for f in written} == written
+
+    # One file changed: that submission is read again, and the report is the one a fresh folder gets.
+    with open(root / "ana" / "classifier.py", "a", encoding="utf-8") as f:
+        f.write("\n\ndef added_later(x):\n    return [v * 2 for v in x if v > 0]\n")
+    read.clear()
+    similarity.report(subs=intake.discover(root), out=out, base=base, jobs=1)
+    assert read == ["ana"]
+    fresh = tmp_path / "fresh"
+    similarity.report(subs=intake.discover(root), out=fresh, base=base, jobs=1)
+    assert (out / "similarity.csv").read_bytes() == (fresh / "similarity.csv").read_bytes()
+
+    # What is common to every student changed (another release, another handout): everything is read again.
+    read.clear()
+    similarity.report(subs=intake.discover(root), out=out, base=replace(base, code=base.code | {12345}), jobs=1)
+    assert sorted(read) == sorted(s.name for s in subs)
+
+    # A damaged file of kept fingerprints is not trusted, and costs nothing but the reading.
+    for path in kept:
+        path.write_bytes(b'{"not": "fingerprints"' + bytes(range(256)))
+    read.clear()
+    similarity.report(subs=intake.discover(root), out=out, base=base, jobs=1)
+    assert sorted(read) == sorted(s.name for s in subs)
+    assert (out / "similarity.csv").read_bytes() == (fresh / "similarity.csv").read_bytes()
 
 
 def test_every_plant_is_flagged_with_its_kind(planted):

@@ -38,7 +38,9 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import csv
+import ctypes
 import hashlib
 import importlib
 import io
@@ -627,6 +629,9 @@ _WORKER_BASE: tuple[Base, bool] | None = None
 def _init_worker(base: Base, keep_text: bool) -> None:
     global _WORKER_BASE
     _WORKER_BASE = (base, keep_text)
+    # PR_SET_NAME: `top`, `ps -o comm` and `make bench` tell this pool from the grader that forked it.
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(15, b"similarity", 0, 0, 0)
 
 
 def _extract_in_worker(sub) -> Features:

@@ -25,9 +25,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 KIT = Path(__file__).resolve().parents[2]
@@ -136,6 +137,7 @@ class ClassRun:
     records: int = 0
     mean_row: float = 0.0
     failed: str = ""
+    cpu_by_kind: dict[str, float] = field(default_factory=dict)  # seconds, TreeCpu.by_kind
 
     @property
     def per_submission(self) -> float:
@@ -160,6 +162,8 @@ def grade_class(label: str, tree: Path, subs: Path, out: Path, *, lesson, n: int
     proc = subprocess.Popen([sys.executable, "-c", _DRIVER, str(subs), str(out), str(jobs), str(uid_base), lesson.ref],
                             cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=group.enter if group.path else None)
+    tree = TreeCpu(proc.pid)
+    tree.start()
     lines, graded_at = [], []  # when each "graded k/n" line came: start-up, steady state, class files
     for line in proc.stdout:
         lines.append(line)
@@ -168,9 +172,11 @@ def grade_class(label: str, tree: Path, subs: Path, out: Path, *, lesson, n: int
     stderr = proc.stderr.read()
     proc.wait()
     run.wall = time.perf_counter() - start
+    tree.stop()
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     # CPU of the whole process tree: other load on the machine does not inflate it.
     run.cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    run.cpu_by_kind = tree.by_kind(run.cpu)
     run.peak_bytes, run.peak_why = group.close()
     if graded_at:
         run.first_row, run.last_row = graded_at[0], graded_at[-1]
@@ -182,6 +188,87 @@ def grade_class(label: str, tree: Path, subs: Path, out: Path, *, lesson, n: int
     run.full = sum(1 for r in records if _code_score(r) == _code_max(r))
     run.mean_row = statistics.mean(r.get("execution_time", 0.0) for r in records) if records else 0.0
     return run
+
+
+# The kinds of process a grading run starts, by the module their command line runs (`python -m MODULE`), or by the
+# name the kit gives a process it forks (grader/running/grade.py's workers, grader/admin/similarity.py's pool); any
+# other is the grader.
+PROCESS_KINDS = {b"grader.sandbox": "zygote", b"grader.running.deliverables_process": "deliverables checker",
+                 b"grader.judging.source_scan": "scan helper"}
+PROCESS_NAMES = {"grade-worker": "grading workers", "similarity": "similarity report"}
+KIND_ORDER = ("sandboxed children", "grading workers", "grader", "zygote", "similarity report", "deliverables checker",
+              "scan helper", "not seen")
+
+
+class TreeCpu(threading.Thread):
+    """The CPU of a running grading run by kind of process, read from /proc ten times a second: each process's own
+    CPU as last seen, and the sandboxed children's as the zygote's (it reaps them all, so theirs is its children's
+    CPU). What ended between two samples is the rest of the exact total, said as "not seen"."""
+
+    def __init__(self, root: int):
+        super().__init__(daemon=True)
+        self.root = root
+        self.seen: dict[int, tuple[str, float, float]] = {}  # pid -> (kind, own CPU, reaped children's CPU)
+        # The run's processes found so far, by pid, with their start times (a pid taken again is another process).
+        # Found by their parent among /proc's new pids: a thread's `children` list can miss a process for good.
+        self._start_times: dict[int, str] = {}
+        self._looked_at: set[int] = set()
+        self._done = threading.Event()
+        self._tick = os.sysconf("SC_CLK_TCK")
+
+    def run(self) -> None:
+        while not self._done.wait(0.1):
+            for pid in list(self._start_times):
+                self._sample(pid)
+            self._find_new()
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+    def _find_new(self) -> None:
+        with contextlib.suppress(OSError):
+            new = sorted(int(e.name) for e in os.scandir("/proc") if e.name.isdigit() and int(e.name) not in self._looked_at)
+            for pid in new:  # a parent's pid comes before its children's, so a tree is found in one look
+                self._looked_at.add(pid)
+                try:
+                    stat = Path(f"/proc/{pid}/stat").read_text()
+                except OSError:
+                    continue
+                parent = int(stat[stat.rindex(")") + 2:].split()[1])
+                # The zygote's children are the students': their CPU comes with its reaped children's.
+                if pid == self.root or (parent in self._start_times and self.seen[parent][0] != "zygote"):
+                    if (started := self._sample(pid)) is not None:
+                        self._start_times[pid] = started
+
+    def _sample(self, pid: int) -> str | None:
+        """Read one process into `seen`; returns its start time (None: it has ended, or its pid is another's now)."""
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return None
+        comm, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        if self._start_times.get(pid, fields[19]) != fields[19]:
+            return None
+        argv = cmdline.split(b"\0")
+        module = argv[argv.index(b"-m") + 1] if b"-m" in argv[:-1] else b""
+        kind = PROCESS_NAMES.get(comm) or PROCESS_KINDS.get(module, "grader")
+        if not cmdline and pid in self.seen:
+            kind = self.seen[pid][0]  # an ended process not yet waited for has no command line left: as it was
+        own, reaped = (int(fields[11]) + int(fields[12])) / self._tick, (int(fields[13]) + int(fields[14])) / self._tick
+        self.seen[pid] = (kind, own, reaped)
+        return fields[19]
+
+    def by_kind(self, total: float) -> dict[str, float]:
+        """Seconds of CPU by kind of process; "not seen" is what `total` (the exact figure) holds beyond them."""
+        kinds: dict[str, float] = defaultdict(float)
+        for kind, own, reaped in self.seen.values():
+            kinds[kind] += own
+            if kind == "zygote":
+                kinds["sandboxed children"] += reaped
+        kinds["not seen"] = total - sum(kinds.values())
+        return dict(kinds)
 
 
 @dataclass
@@ -570,6 +657,10 @@ def _bench(root: Path, *, lesson, n, jobs, cores, base, scale, repeats, torch_re
               f"= {r.per_submission / torch_s:.3f}x a bare torch import; {r.records} records, {r.full} with every "
               f"code test passed; CPU of its whole process tree {r.cpu:.1f} s ({r.cpu / n * 1000:.0f} ms per submission)"
               + (f"; first row after {r.first_row:.1f} s, last after {r.last_row:.1f} s" if r.first_row else ""))
+    for label in runs:
+        kinds = best(label).cpu_by_kind
+        print(f"{label}, CPU per submission by process: " + ", ".join(
+            f"{kind} {kinds[kind] / n * 1000:.1f} ms" for kind in KIND_ORDER if kind in kinds))
     print()
     print("== figures and their goals")
     ratio = head.per_submission / torch_s

@@ -4,6 +4,7 @@ something does. Timing figures themselves are never asserted (speed lives in the
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -45,6 +46,13 @@ def test_make_bench_on_a_tiny_class_beside_a_base_commit():
     timed = [float(t) for t in turns[0].split(": ", 1)[1].removesuffix(" s").split(", ")]
     torch_line = next(x for x in out.splitlines() if x.startswith("bare `python -c \"import torch\"`: "))
     assert torch_line.startswith(f"bare `python -c \"import torch\"`: {min(timed):.2f} s (quickest of 1, "), torch_line
+
+    # The tree's CPU by the process that spent it (--jobs 1: the grader grades in its own process, no workers).
+    split = next(x for x in out.splitlines() if x.startswith("this kit, CPU per submission by process: "))
+    parts = {k: float(v) for k, v in re.findall(r"([a-z][a-z ]+?) (-?[\d.]+) ms", split.split(": ", 1)[1])}
+    assert {"sandboxed children", "zygote", "grader", "deliverables checker", "scan helper", "not seen"} <= set(parts), split
+    assert all(parts[k] > 0 for k in ("sandboxed children", "zygote", "grader", "deliverables checker")), split
+    assert next(x for x in out.splitlines() if x.startswith(f"BASE {BASE}, CPU per submission by process: "))
 
     # Every figure stands beside its goal, and says whether it met it.
     figures = out.split("== figures and their goals\n", 1)[1].split("\n\n", 1)[0].splitlines()
@@ -112,3 +120,27 @@ def test_the_breakdown_writes_what_a_grading_run_writes():
     run_writes = feedback_calls(grade._Worker.grade) | feedback_calls(classreport.write_class)
     timed = {attr for module, attr, stage in bench.STAGES if module == "grader.results.feedback"}
     assert run_writes and run_writes == timed, (run_writes, timed)
+
+
+def test_the_cpu_by_process_keeps_the_kind_of_a_process_that_has_ended(monkeypatch):
+    # A process that has ended and is not yet waited for has an empty command line: read then, the zygote was
+    # counted as the grader, and its children's CPU with it, in some runs and not others.
+    monkeypatch.setitem(bench.PROCESS_KINDS, b"timeit", "zygote")  # any module run with -m stands for the zygote
+    proc = subprocess.Popen([sys.executable, "-m", "timeit", "-n", "1", "-r", "1", "import time; time.sleep(0.5)"],
+                            stdout=subprocess.DEVNULL)
+    try:
+        tree = bench.TreeCpu(proc.pid)
+        deadline = time.monotonic() + 30
+        while tree.seen.get(proc.pid, ("",))[0] != "zygote" and time.monotonic() < deadline:
+            tree._find_new()  # as the sampling thread does, one look at a time
+            tree._sample(proc.pid)
+        assert tree.seen[proc.pid][0] == "zygote", tree.seen
+        while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the process never ended"
+            time.sleep(0.02)
+        assert Path(f"/proc/{proc.pid}/cmdline").read_bytes() == b""  # what misled the count
+        tree._sample(proc.pid)
+        assert tree.seen[proc.pid][0] == "zygote", tree.seen
+        assert "zygote" in tree.by_kind(total=10.0)
+    finally:
+        proc.wait()

@@ -658,9 +658,13 @@ _ARRAY_TYPES = ("<u8", "<i4")  # Prints' hashes and where
 
 
 def _kept_key(base: Base) -> str:
+    import PIL
+
     digest = hashlib.sha256()
     for module in (sys.modules[__name__], deliverables, intake):
         digest.update(Path(module.__file__).read_bytes())
+    # The libraries that decode the pictures and hold the hashes: another version may hash a picture otherwise.
+    digest.update(f"Pillow {PIL.__version__} numpy {np.__version__}".encode())
     for part in (sorted(base.code), sorted(base.text.handout), sorted(base.text.short), sorted(base.images),
                  sorted(base.texts.items()), sorted(base.pictures.items())):
         digest.update(repr(part).encode())
@@ -718,10 +722,15 @@ def _extract_kept(subs, base: Base, jobs: int, path: Path) -> list[Features]:
 
     key = _kept_key(base)
     kept = _read_kept(path, key)
-    digests = [submission_digest(sub.source) for sub in subs]
+    digests: list[str | None] = []
+    for sub in subs:
+        try:
+            digests.append(submission_digest(sub.source))
+        except OSError:  # read below as always, where an unreadable submission becomes a note, and kept for no run
+            digests.append(None)
     feats: list[Features | None] = [None] * len(subs)
     for i, (sub, digest) in enumerate(zip(subs, digests)):
-        if isinstance(entry := kept.get(digest), dict):
+        if digest is not None and isinstance(entry := kept.get(digest), dict):
             try:
                 feats[i] = _kept_features(entry, sub.name)
             except (KeyError, TypeError, ValueError, AttributeError):
@@ -729,7 +738,7 @@ def _extract_kept(subs, base: Base, jobs: int, path: Path) -> list[Features]:
     todo = [i for i, f in enumerate(feats) if f is None]
     for i, f in zip(todo, extract_all([subs[i] for i in todo], base, jobs)):
         feats[i] = f
-    entries = {digest: _kept_entry(f) for digest, f in zip(digests, feats) if not f.notes}
+    entries = {digest: _kept_entry(f) for digest, f in zip(digests, feats) if digest is not None and not f.notes}
     write_atomic(path, json.dumps({"key": key, "fingerprints": entries}, separators=(",", ":")).encode())
     return feats
 

@@ -487,3 +487,26 @@ def test_a_pictures_grey_is_the_same_by_the_short_way_for_every_mode():
     for picture in pictures:
         assert deliverables.to_grey(picture).tobytes() == deliverables.to_rgb(picture).convert("L").tobytes(), picture.mode
     assert deliverables.to_grey(pictures[1]).tobytes() != pictures[1].convert("L").tobytes()  # transparency counts
+
+
+def test_a_submission_that_cannot_be_read_is_a_note_and_the_report_is_written(tmp_path, base):
+    # The kept fingerprints are found by the digest of a submission's bytes; one the grader cannot read must
+    # not stop the report for the class (as before the fingerprints were kept, it is a note of its own).
+    root, out = tmp_path / "class", tmp_path / "out"
+    honest_students(root)
+    locked = root / "ana" / "classifier.py"
+    real_open = open
+
+    def refusing(path, *args, **kwargs):
+        if Path(path) == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    import builtins
+
+    builtins.open, saved = refusing, builtins.open
+    try:
+        similarity.report(subs=intake.discover(root), out=out, base=base, jobs=1)
+    finally:
+        builtins.open = saved
+    assert (out / "similarity.csv").is_file() and (out / similarity.KEPT_FILE).is_file()

@@ -653,7 +653,7 @@ def extract_all(subs, base: Base, jobs: int, *, keep_text: bool = False) -> list
 # and read back while nothing else they depend on has changed: what the class has in common (the base) and
 # the code that reads and fingerprints a submission. JSON, never pickle: the file is read back by the next run.
 
-KEPT_FILE = ".similarity-fingerprints.json"
+KEPT_FILE = "_similarity-fingerprints.json"  # "_": intake never names a row so (results/storage.py)
 _ARRAY_TYPES = ("<u8", "<i4")  # Prints' hashes and where
 
 

@@ -161,6 +161,10 @@ BUGS: tuple[Bug, ...] = (
        (PE, "    pe = torch.zeros(T, d_model)", "    pe = torch.zeros(T, d_model, dtype=torch.float64)")),
     _b("pe.no_slice", "positional", "module_forward",
        (PE, "        return x + self.pe[:T]", "        return x + self.pe")),
+    # Published code scales the token embeddings by √d_model (the Annotated Transformer's Embeddings), and
+    # students copy that into the positional encoding's forward.
+    _b("pe.scales_x", "positional", "module_forward",
+       (PE, "        return x + self.pe[:T]", "        return x * x.size(-1) ** 0.5 + self.pe[:T]")),
     # ------------------------------------------------------------------ block.py
     _b("blk.pre_post_swapped", "block", "post_ln",
        (BL, "        if self.pre_ln:\n", "        if not self.pre_ln:\n")),

@@ -60,6 +60,9 @@ def write_patched(patched, source_dir: Path, folder: Path) -> Path:
     return folder
 
 
+EXACT = Tol(0.0, 0.0, "the same numbers, bit for bit")
+
+
 class Catalogue:
     """One lesson's bugs over its reference, with the mutant folders and transports built so far
     (once per process: a folder is made on first use and removed by `cleanup`)."""
@@ -135,9 +138,17 @@ class Catalogue:
         candidates = [b for b in self.bugs if b.component == component and not b.forbidden]
         candidates.sort(key=lambda b: b.test != test)
         agrees = {} if agrees is None else agrees
+        reference = self.lesson.reference if self.lesson is not None else None
         for bug in candidates:
             mutant = self._adapter(bug.id)
-            if not all(results_match(c.result, mutant.call(c.header, c.arrays), self.match) for c in calls):
+            answers = [mutant.call(c.header, c.arrays) for c in calls]
+            if not all(results_match(c.result, answer, self.match) for c, answer in zip(calls, answers)):
+                continue
+            # A mistake that leaves every one of these calls exactly as the reference answers it (a Pre-LN bug on
+            # the Post-LN test) cannot be why they failed. A student just past the test's tolerance is within
+            # `match` of the reference, and so of such a mutant too: the hint would name a mistake they did not make.
+            if reference is not None and all(results_match(reference.call(c.header, c.arrays), answer, EXACT)
+                                             for c, answer in zip(calls, answers)):
                 continue
             if bug.id not in agrees:  # only for a bug whose numbers are this test's: most failures match none
                 agrees[bug.id] = not any(_numbers_differ(c.result, mutant.call(c.header, c.arrays), self.match)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -20,6 +21,9 @@ from grader.judging import score
 from grader.results import feedback
 from grader.running.calls import InProcessTransport
 from grader.day13 import tolerances
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from visible_run import visible_parts  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -206,6 +210,42 @@ def test_a_mask_the_attention_cannot_use_is_said_in_the_contracts_words(tmp_path
     for t in failed:
         assert "scaled_dot_product_attention was given a mask of shape (" in t.output, t.output
         assert "does not broadcast to its scores' shape" in t.output and "must match the size" not in t.output
+
+
+def _gelu_tanh_student(tmp_path) -> Path:
+    sub = _copy_reference(tmp_path)
+    text = (sub / "block.py").read_text()
+    assert text.count("            nn.GELU(),\n") == 1
+    (sub / "block.py").write_text(text.replace("            nn.GELU(),\n", '            nn.GELU(approximate="tanh"),\n'))
+    return sub
+
+
+def test_a_mistake_whose_mutant_answers_as_the_reference_does_is_never_named(tmp_path):
+    # GELU's tanh approximation (GPT-2's) moves the block's outputs by ~5e-4: past the tests' tolerance, within the
+    # catalogue's matching one. blk.d_ff_ignored's mutant answers the Post-LN test's calls exactly as the reference
+    # does (d_ff is left out there), so it "matched" that student, whose feedback then said d_ff is ignored.
+    sub = _gelu_tanh_student(tmp_path)
+    student = DAY13.adapter()(InProcessTransport(sub, lesson=DAY13), record=True)
+    post_ln = next(fn for component, test, fn in DAY13.hidden_tests if (component, test) == ("block", "post_ln"))
+    with pytest.raises(AssertionError):
+        post_ln(student, DAY13.reference)
+    assert student.calls
+    assert DAY13.catalogue.identify("block", "block.post_ln", student.calls) is None
+
+
+def test_the_tanh_gelu_fails_block_visibly_as_it_does_hidden_and_is_told_no_other_mistake(tmp_path):
+    # Not catalogued: it moves the Post-LN test's numbers by ~7x its tolerance, under the catalogue's 10x
+    # (test_every_mutant_that_changes_numbers_lands_far_outside_its_tolerance). The contract rules it out by name,
+    # and the visible tests now check the GELU itself: they used to pass it, since their wiring tests swap the FFN.
+    sub = _gelu_tanh_student(tmp_path)
+    result = killrate.grade(sub, "gelu_tanh", lesson=DAY13)
+    assert code_scores(result) == {**killrate.full_marks(lesson=DAY13), "block": code_scores(result)["block"]}
+    assert code_scores(result)["block"] < killrate.full_marks(lesson=DAY13)["block"]
+    failed = {t.name: t.hint_id for t in result.tests if t.status != "passed"}
+    assert {"block.post_ln", "block.pre_ln"} <= set(failed) and set(failed.values()) == {None}, failed
+    visible = visible_parts(sub, tmp_path / "visible", assignment=DAY13.assignment, parts=tuple(CODE))
+    assert {part for part, (passed, _) in visible.items() if not passed} == {"block"}, visible
+    assert any("the exact one, nn.GELU()" in line for line in visible["block"][1]), visible["block"]
 
 
 def test_forbidden_call_costs_that_part_with_a_reason_and_nothing_else(tmp_path):

@@ -71,6 +71,10 @@ def test_block_parts(block):
     layers = [layer for layer in model.ffn if not isinstance(layer, (nn.Dropout, nn.Identity))]  # they change nothing
     kinds = [type(layer).__name__ for layer in layers]
     assert kinds == ["Linear", "GELU", "Linear"], f"§9: ffn should be Linear, GELU, Linear; got {kinds}"
+    z = torch.linspace(-4.0, 4.0, 81)
+    assert torch.allclose(layers[1](z), torch.nn.functional.gelu(z), rtol=0.0, atol=1e-6), (
+        "§9: the FFN's GELU should be the exact one, nn.GELU(); GELU(approximate='tanh'), as in GPT-2, differs from it "
+        "by up to ~1e-3")
     sizes = [(layers[0].in_features, layers[0].out_features), (layers[2].in_features, layers[2].out_features)]
     assert sizes == [(16, 64), (64, 16)], f"§9: with d_ff left out the FFN expands 16 -> 4·16 = 64 -> 16, got {sizes}"
     assert model.ln1 is not model.ln2, "§12: ln1 and ln2 are two LayerNorms, each with its own weights"

@@ -145,6 +145,9 @@ FREEDOMS: tuple[Freedom, ...] = (
             "extra layers that do nothing in eval mode inside ffn (Dropout, Identity)",
             ((BL, FFN, "        self.ffn = nn.Sequential(nn.Linear(d_model, d_ff), nn.GELU(), nn.Dropout(0.1),\n"
                        "                                 nn.Linear(d_ff, d_model), nn.Identity())\n"),)),
+    Freedom("blk.layernorm_eps", "block",
+            "LayerNorm's eps may be any positive value up to the handout's 1e-5, such as the 1e-6 or 1e-12 of published models",
+            ((BL, LN, LN.replace("nn.LayerNorm(d_model)", "nn.LayerNorm(d_model, eps=1e-6)")),)),
     Freedom("blk.residual_dropout", "block",
             "an extra module that does nothing in eval mode (dropout on each sub-layer's output)",
             ((BL, LN, LN + "        self.drop = nn.Dropout(0.1)\n"),

@@ -34,6 +34,17 @@ VALUES = {
     "float32": Tol(2e-5, 1e-4, "float32 rounding across matmul/einsum/loop/float64-inside: spread ~6e-7"),
     "float64": Tol(1e-9, 1e-7, "float64 spread ~4e-15; loose enough for a float32 detour in small steps"),
 }
+# A block's outputs pass through two LayerNorms, whose eps is a stability constant, not the lesson: the handout's
+# 1e-5 and published models' 1e-6 or 1e-12 move the float64 case's outputs by up to 3.8e-5 (measured
+# 2026-12-04, CONTRACT.md allows any of them). That case checks that the block follows its input's dtype; its
+# numbers are judged at float32's tolerance, as float32 blocks are, where the same eps moves nothing past it.
+
+
+def block_values(dtype: str) -> Tol:
+    """The tolerance of a block's outputs, whatever their dtype (see above)."""
+    return VALUES["float32"]
+
+
 GRADS = {
     "float32": Tol(5e-5, 2e-4, "float32 gradients through softmax: spread ~2e-6 of their scale"),
     "float64": Tol(1e-8, 1e-6, "float64 gradients: spread ~1e-14"),

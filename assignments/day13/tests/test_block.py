@@ -68,6 +68,8 @@ def test_block_parts(block):
         norm = getattr(model, name)
         assert isinstance(norm, nn.LayerNorm) and tuple(norm.normalized_shape) == (16,), (
             f"§11: {name} should be nn.LayerNorm(d_model=16), got {norm!r}")
+        assert 0 < norm.eps <= 1e-5, (
+            f"§11: {name}'s eps should be a small positive number, at most the handout's 1e-5; got {norm.eps}")
     layers = [layer for layer in model.ffn if not isinstance(layer, (nn.Dropout, nn.Identity))]  # they change nothing
     kinds = [type(layer).__name__ for layer in layers]
     assert kinds == ["Linear", "GELU", "Linear"], f"§9: ffn should be Linear, GELU, Linear; got {kinds}"

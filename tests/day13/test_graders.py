@@ -383,6 +383,19 @@ def test_a_float32_detour_inside_a_float64_call_is_not_a_wrong_answer(tmp_path):
     assert killrate.false_failures(sub, lesson=DAY13) == []
 
 
+def test_a_float32_softmax_inside_a_float64_call_is_not_a_wrong_answer(tmp_path):
+    # The contract leaves room for float32 rounding. A softmax taken in float32 and cast back (a mixed-precision
+    # habit) answers a float64 call in float64 with float32's precision; judged at float64's 1e-7, it lost
+    # sdpa_reference over a difference of 4.3e-7 ("expected 3.98288, got 3.98288").
+    sub = _copy_reference(tmp_path)
+    path = sub / "self_attention.py"
+    line = "    weights = torch.softmax(scores, dim=-1)  # (..., T_q, T_k), each row sums to 1\n"
+    assert path.read_text().count(line) == 1
+    path.write_text(path.read_text().replace(
+        line, "    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(scores.dtype)\n"))
+    assert killrate.false_failures(sub, lesson=DAY13) == []
+
+
 def test_killrate_command_prints_its_three_figures(monkeypatch, capsys):
     monkeypatch.setattr(CATALOGUE, "bugs", (CATALOGUE.by_id["sa.no_scale"], CATALOGUE.by_id["blk.relu"]))
     monkeypatch.setattr(killrate, "variants", lambda **_: VARIANTS[:1])

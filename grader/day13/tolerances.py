@@ -18,8 +18,8 @@ hidden tests' own calls. Measured on torch 2.13.0 CPU, 2026-11-29:
                                         (the contract quotes ~4e-4 for float32 vs float64:
                                         float32 spacing of an angle near 5000 rad is 4.9e-4)
 
-Each tolerance below sits about 100x above the spread of its kind (5x for the table, whose
-spread is set by float32 itself), so false failures stay at 0, and far below the effect of the
+Each tolerance below sits about 100x above the float32 spread of its kind (5x for the table, whose
+spread is set by float32 itself; float64 calls are judged at float32's, see VALUES), so false failures stay at 0, and far below the effect of the
 smallest catalogued bug that changes numbers: pe.base_1000 moves the table by 4.3e-2 and
 sa.divide_by_dk the weights by 5.2e-2 (29x and 2600x their tolerances); the other mutants move
 the numbers more, or are caught by an error, a missing gradient, a dtype or forbidden use.

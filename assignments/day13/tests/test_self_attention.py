@@ -208,7 +208,10 @@ def test_s3_gradients_reach_Q_K_and_V(self_attention):
         pytest.fail("§3: the same call, run a second time, gave different answers: something random runs, so its "
                     "gradients cannot be checked; the answer must be a fixed function of Q, K and V.", pytrace=False)
     try:
-        problem = jacobian_mismatch(out_and_weights, (Q, K, V), names=("output", "weights"), wrt="QKV")
+        # Steps and tolerances a float32 detour inside passes (float32 is enough, CONTRACT.md); a missing or wrong
+        # gradient is off by far more.
+        problem = jacobian_mismatch(out_and_weights, (Q, K, V), names=("output", "weights"), wrt="QKV", eps=1e-3,
+                                    atol=1e-3, rtol=1e-2)
     except Exception as error:  # backward itself failed (an in-place change, a tensor that left torch)
         if isinstance(error, NotImplementedError):
             raise

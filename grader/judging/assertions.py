@@ -12,7 +12,7 @@ from typing import Callable
 import numpy as np
 
 from grader.judging import diagnose
-from grader.judging.tolerances import Tol
+from grader.judging.tolerances import Tol, within
 
 SMALL = 36  # arrays with at most this many elements are printed whole
 
@@ -129,8 +129,7 @@ def close(got, expected, t: Tol, what: str, *, evidence: bool = False, facts: di
     if not math.isfinite(peak):  # nan or inf expected somewhere: the scale comes from the finite values
         peak = float(np.abs(expected[np.isfinite(expected)]).max(initial=0.0))
     scale = max(1.0, peak)
-    with np.errstate(invalid="ignore", over="ignore"):
-        bad = ~((got64 == expected) | (np.abs(got64 - expected) <= t.atol * scale + t.rtol * np.abs(expected)))
+    bad = ~within(got64, expected, t.atol, t.rtol, scale)
     if not bad.any():
         return  # (the nan check below can only clear entries: skipped when none is bad)
     bad &= ~(np.isnan(expected) & np.isnan(got64))

@@ -76,8 +76,11 @@ def compare(got, expected, *, allowed=None, probabilities=False, constants=None,
 
 def _same(g, e, atol, rtol):
     scale = max(1.0, float(np.abs(e[np.isfinite(e)]).max(initial=0.0)))
+    # tolerances.within's rule, written out: this file ships alone in the students' tests (numpy only). An infinite
+    # expected value is met only by itself, else its infinite relative allowance would let any number pass for it.
+    magnitude = np.abs(np.where(np.isfinite(e), e, 0.0))
     with np.errstate(invalid="ignore", over="ignore"):
-        return (g == e) | (np.abs(g - e) <= atol * scale + rtol * np.abs(e)) | (np.isnan(g) & np.isnan(e))
+        return (g == e) | (np.abs(g - e) <= atol * scale + rtol * magnitude) | (np.isnan(g) & np.isnan(e))
 
 
 def _differs(g, e, bad) -> dict:

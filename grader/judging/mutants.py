@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from grader.judging.assertions import first_difference
-from grader.judging.tolerances import Tol
+from grader.judging.tolerances import Tol, within
 from grader.running.calls import Adapter, InProcessTransport
 
 
@@ -238,6 +238,4 @@ def _close(x, y, t: Tol) -> bool:
         return False
     finite = np.isfinite(y)
     scale = max(1.0, float(np.max(np.abs(y[finite]), initial=0.0)))
-    with np.errstate(invalid="ignore", over="ignore"):
-        ok = nan_x | (x == y) | (np.abs(x - y) <= t.atol * scale + t.rtol * np.abs(y))
-    return bool(ok.all())
+    return bool((nan_x | within(x, y, t.atol, t.rtol, scale)).all())

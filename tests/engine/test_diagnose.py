@@ -231,3 +231,21 @@ def test_outputs_in_order_but_wrong_are_not_said_to_be_swapped():
     # Only one of the two is the other's: a half swap is a wrong answer, not a reordering.
     for got in (_answer(second, second), _answer(first + 1, second), _answer(second, first + 1)):
         assert "outputs_in_other_order" not in diagnose.ids(_failure_of(got, _answer(first, second)).facts)
+
+
+def test_an_infinite_expected_value_is_matched_only_by_the_same_infinity():
+    # |x - inf| <= rtol * |inf| holds for every finite x: each comparison must not let a finite number stand for an
+    # infinity (found on a held-out student whose 0/1 mask "matched" a mutant's 0/-inf mask).
+    from grader.judging import assertions, mutants
+    from grader.judging.tolerances import Tol
+
+    expected = np.triu(np.full((4, 4), -np.inf), 1)
+    got = np.triu(np.ones((4, 4)), 1)
+    t = Tol(1e-4, 1e-3)
+    assert not mutants._close(got, expected, t)
+    assert mutants._close(expected.copy(), expected, t)
+    with pytest.raises(assertions.GradeFailure):
+        assertions.close(got, expected, t, "mask")
+    assertions.close(expected.copy(), expected, t, "mask")
+    assert not diagnose._same(got, expected, t.atol, t.rtol).all()
+    assert diagnose._same(expected.copy(), expected, t.atol, t.rtol).all()

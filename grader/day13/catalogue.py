@@ -80,6 +80,10 @@ BUGS: tuple[Bug, ...] = (
     _b("sa.causal_no_diagonal", "self_attention", "causal_mask",
        (SA, "    return torch.tril(torch.ones(T, T, device=device))",
         "    return torch.tril(torch.ones(T, T, device=device), diagonal=-1)")),
+    # 1 where a token may NOT look: the convention of the masks torch's own layers take as bool (True = blocked).
+    _b("sa.causal_blocked_ones", "self_attention", "causal_mask",
+       (SA, "    return torch.tril(torch.ones(T, T, device=device))",
+        "    return torch.triu(torch.ones(T, T, device=device), diagonal=1)")),
     # An additive mask (0 where allowed, -inf where blocked) is what torch's own layers take; the contract's
     # causal_mask is the handout's 1/0 one, which a 0-entry-blocks rule reads.
     _b("sa.causal_additive", "self_attention", "causal_mask",

@@ -169,6 +169,9 @@ BUGS: tuple[Bug, ...] = (
     # students copy that into the positional encoding's forward.
     _b("pe.scales_x", "positional", "module_forward",
        (PE, "        return x + self.pe[:T]", "        return x * x.size(-1) ** 0.5 + self.pe[:T]")),
+    # x is batch-first, (B, T, d_model): T read from the first axis is the batch size.
+    _b("pe.T_from_batch_axis", "positional", "module_forward",
+       (PE, "        T = x.size(1)", "        T = x.size(0)")),
     # ------------------------------------------------------------------ block.py
     _b("blk.pre_post_swapped", "block", "post_ln",
        (BL, "        if self.pre_ln:\n", "        if not self.pre_ln:\n")),

@@ -248,6 +248,23 @@ def test_a_mask_of_ones_where_blocked_is_told_so_not_that_it_is_additive(tmp_pat
     assert failed == {"self_attention.causal_mask": "sa.causal_blocked_ones"}, failed
 
 
+def test_T_read_from_the_batch_axis_is_named_hidden_and_visible(tmp_path):
+    # Found on a held-out student: `T = x.size(0)` in PositionalEncoding.forward crashed module_forward with only
+    # torch's "The size of tensor a (7) must match the size of tensor b (3)". It is catalogued now.
+    sub = _copy_reference(tmp_path)
+    text = (sub / "positional.py").read_text()
+    assert text.count("        T = x.size(1)") == 1
+    (sub / "positional.py").write_text(text.replace("        T = x.size(1)", "        T = x.size(0)"))
+    result = killrate.grade(sub, "T_from_batch", lesson=DAY13)
+    failed = {t.name: t.hint_id for t in result.tests if t.status != "passed"}
+    assert failed and set(failed.values()) == {"pe.T_from_batch_axis"}, failed
+    assert {name.split(".")[0] for name in failed} == {"positional"}, failed
+    visible = visible_parts(sub, tmp_path / "visible", assignment=DAY13.assignment, parts=tuple(CODE))
+    assert {part for part, (passed, _) in visible.items() if not passed} == {"positional"}, visible
+    report = (tmp_path / "visible" / "report.xml").read_text()
+    assert "forward takes T from the batch axis" in report
+
+
 def test_the_tanh_gelu_fails_block_visibly_as_it_does_hidden_and_is_told_no_other_mistake(tmp_path):
     # Not catalogued: it moves the Post-LN test's numbers by ~7x its tolerance, under the catalogue's 10x
     # (test_every_mutant_that_changes_numbers_lands_far_outside_its_tolerance). The contract rules it out by name,

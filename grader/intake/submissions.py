@@ -31,6 +31,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 
 from grader.running.helper_process import WALL_FACTOR
+from grader.student.magics import neutralise_magics
 from grader.results.storage import CLASS_FILES  # the class files beside the row folders: no row is named like one
 
 
@@ -401,8 +402,6 @@ def _extract_member(archive, member, prefix, dest, intake, limits) -> None:
 
 # --------------------------------------------------------------------------- notebooks
 
-_CELL_MAGIC_WITH_PYTHON_BODY = {"capture", "time", "timeit", "prun"}
-_ASSIGNED_MAGIC = re.compile(r"^(\s*[A-Za-z_][\w\s,]*=\s*)[%!]")
 
 
 def _maybe_convert_notebook(dest: Path, intake: Intake, lesson) -> None:
@@ -589,29 +588,6 @@ def _stripped_notebook(path: Path, max_bytes: int, limits: dict) -> str:
             raise NotebookTooLarge(f"reading it needs more than {memory >> 20} MB: {CLEAR_OUTPUTS}")
         raise ValueError(last[0][:200])
     return out.decode("ascii")
-
-
-def neutralise_magics(source: str) -> str:
-    """Replace IPython magics and shell lines by harmless Python, keeping every line number."""
-    lines = source.split("\n")
-    first = lines[0].lstrip() if lines else ""
-    if first.startswith("%%"):
-        magic = first[2:].split()[0] if first[2:].split() else ""
-        if magic not in _CELL_MAGIC_WITH_PYTHON_BODY:
-            # %%bash, %%writefile, %%html ...: the body is not Python.
-            return "\n".join(f"pass  # neutralised: {line[:60]}" if i == 0 else "#" + line
-                             for i, line in enumerate(lines))
-    out = []
-    for line in lines:
-        stripped = line.lstrip()
-        indent = line[: len(line) - len(stripped)]
-        if stripped.startswith(("%", "!")):
-            out.append(f"{indent}pass  # neutralised: {stripped[:60]}")
-        elif _ASSIGNED_MAGIC.match(line):
-            out.append(_ASSIGNED_MAGIC.sub(lambda m: m.group(1) + "None  # neutralised: ", line, count=1))
-        else:
-            out.append(line)
-    return "\n".join(out)
 
 
 def notebook_module_source(notebook_name: str, cells: list[str]) -> str:

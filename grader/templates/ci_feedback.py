@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import base64
 import hashlib
+import importlib.util
 import json
 import sys
 import time
@@ -74,6 +75,14 @@ def _code_cells(notebook: Path) -> list[tuple[str, str]]:
     return cells
 
 
+def _magics():
+    """The grader's reader of IPython syntax, as the release ships it beside the visible tests."""
+    spec = importlib.util.spec_from_file_location("_feedback_magics", HERE.parent / "tests" / "_feedback" / "magics.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def notebook_submission(folder: Path) -> Path | None:
     """@@NOTEBOOK@@ when the student works there: its code changed, every .py still the released stub."""
     notebook, record = folder / "@@NOTEBOOK@@", HERE / "stubs.json"
@@ -99,18 +108,18 @@ def run_notebook_tests(notebook: Path) -> dict[str, dict]:
     notebook's test cells use (tools/notebook_tests.py), so the tests and their points are those of
     the .py route.
 
-    IPython magics and shell lines (%..., !...) are skipped, as the grader does."""
+    IPython magics, shell lines and help requests (%..., !..., name?) are skipped as the grader skips them:
+    with its own reader, tests/_feedback/magics.py."""
     namespace: dict = {"__name__": "__main__"}
     errors = []
+    neutralise = _magics().neutralise_magics
     sys.path.insert(0, str(HERE))  # the notebook's set-up cell imports the runner from tools/
     try:
         for grade_id, source in _code_cells(notebook):
             if grade_id.startswith("test_"):
                 continue
-            lines = [line[: len(line) - len(line.lstrip())] + "pass" if line.lstrip().startswith(("%", "!")) else line
-                     for line in source.split("\n")]
             try:
-                exec(compile("\n".join(lines), f"{notebook.name} {grade_id}", "exec"), namespace)  # noqa: S102
+                exec(compile(neutralise(source), f"{notebook.name} {grade_id}", "exec"), namespace)  # noqa: S102
             except (Exception, SystemExit) as exc:  # a failing cell is feedback, and later cells still run
                 errors.append(f"{grade_id}: {type(exc).__name__}: {exc}")
         runner = namespace.get("visible_test")

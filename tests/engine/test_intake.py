@@ -166,6 +166,22 @@ def test_corrupt_zip_is_a_note_not_a_crash(tmp_path):
     ("%%bash\necho hi\nls", "pass  # neutralised: %%bash\n#echo hi\n#ls"),
     ("%%capture\nz = 3", "pass  # neutralised: %%capture\nz = 3"),
     ("a = 5 % 2\nb = a != 1", "a = 5 % 2\nb = a != 1"),
+    # IPython's help syntax, before or after a name (held-out notebooks lost whole cells to a SyntaxError).
+    ("?torch.softmax\ndef f():\n    return 1", "pass  # neutralised: ?torch.softmax\ndef f():\n    return 1"),
+    ("x = 1\nnn.LayerNorm?", "x = 1\npass  # neutralised: nn.LayerNorm?"),
+    ("??torch.tril\nif True:\n    torch.*mask*?", "pass  # neutralised: ??torch.tril\nif True:\n    pass  # neutralised: torch.*mask*?"),
+    ('print("why?")\nq = "?x"', 'print("why?")\nq = "?x"'),
+    # A line inside brackets, a string or a backslash continuation is Python, whatever it starts with
+    # (PEP 8 breaks before an operator).
+    ('print("PE: %d rows"\n      % 5)', 'print("PE: %d rows"\n      % 5)'),
+    ("y = (1\n     != 2)", "y = (1\n     != 2)"),
+    ("z = [1,  # a comment with a (\n     2]\n%time z", "z = [1,  # a comment with a (\n     2]\npass  # neutralised: %time z"),
+    ("s = \"\"\"\n%not a magic\n!nor this\n\"\"\"\n!ls", "s = \"\"\"\n%not a magic\n!nor this\n\"\"\"\npass  # neutralised: !ls"),
+    ("t = 7 \\\n    % 4\n%who", "t = 7 \\\n    % 4\npass  # neutralised: %who"),
+    ("r = ')'\n!ls", "r = ')'\npass  # neutralised: !ls"),
+    ("u = 1  # a comment ending in \\\n!ls", "u = 1  # a comment ending in \\\npass  # neutralised: !ls"),
+    # A shell line continued with a backslash is one command: its next line goes with it.
+    ("!pip install \\\n    torch\nx = 1", "pass  # neutralised: !pip install \\\n#    torch\nx = 1"),
 ])
 def test_magics_are_neutralised_keeping_line_numbers(src, want):
     got = neutralise_magics(src)

@@ -1,0 +1,92 @@
+"""IPython's own syntax in a notebook's code cells, made harmless Python: what the grader runs of a notebook.
+
+Magics (`%matplotlib inline`, `%%time`), shell lines (`!pip install torch`, `files = !ls`) and help requests
+(`?torch.softmax`, `nn.LayerNorm?`) need IPython; a notebook's cells are graded without it, so each such line
+becomes `pass` (or an assignment of None), keeping every line number. The grader's intake
+(grader/intake/submissions.py) and the students' CI feedback (tools/ci_feedback.py) both use this file: the
+release ships it in tests/_feedback/ with the rest of this package. Standard library only.
+"""
+from __future__ import annotations
+
+import re
+
+# Cell magics whose body is Python (timed, captured, profiled): the body runs, only the first line goes.
+_CELL_MAGIC_WITH_PYTHON_BODY = {"capture", "time", "timeit", "prun"}
+_ASSIGNED_MAGIC = re.compile(r"^(\s*[A-Za-z_][\w\s,]*=\s*)[%!]")
+
+
+def neutralise_magics(source: str) -> str:
+    """Replace IPython magics, shell lines and help requests by harmless Python, keeping every line number.
+
+    IPython reads them only where a statement starts, so a line inside brackets, a string or a backslash
+    continuation is Python whatever it starts with (`% (a, b)` continuing a format, `!= b` continuing a
+    comparison)."""
+    lines = source.split("\n")
+    first = lines[0].lstrip() if lines else ""
+    if first.startswith("%%"):
+        magic = first[2:].split()[0] if first[2:].split() else ""
+        if magic not in _CELL_MAGIC_WITH_PYTHON_BODY:
+            # %%bash, %%writefile, %%html ...: the body is not Python.
+            return "\n".join(f"pass  # neutralised: {line[:60]}" if i == 0 else "#" + line
+                             for i, line in enumerate(lines))
+    out, where, in_magic = [], _Continuation(), False
+    for line in lines:
+        stripped = line.lstrip()
+        indent = line[: len(line) - len(stripped)]
+        if in_magic:  # a shell line or magic continued with a backslash: the same command
+            out.append("#" + line)
+        elif where.starts_statement() and (stripped.startswith(("%", "!", "?")) or _HELP_AFTER.match(stripped)):
+            out.append(f"{indent}pass  # neutralised: {stripped[:60]}")
+        elif where.starts_statement() and _ASSIGNED_MAGIC.match(line):
+            out.append(_ASSIGNED_MAGIC.sub(lambda m: m.group(1) + "None  # neutralised: ", line, count=1))
+        else:
+            out.append(line)
+            where.read(line)
+            continue
+        in_magic = line.endswith("\\")
+    return "\n".join(out)
+
+
+# `name?`, `obj.attr??`, `torch.*mask*?`: IPython's help (or search) after a name, a whole statement.
+_HELP_AFTER = re.compile(r"^[A-Za-z_*][\w.*]*\?\??\s*$")
+
+
+class _Continuation:
+    """Where the next line starts: inside brackets, a string or a backslash continuation, or at a new
+    statement. Reads Python lines only (a neutralised line is not Python and is never read)."""
+
+    def __init__(self):
+        self.depth, self.quote, self.backslash = 0, "", False
+
+    def starts_statement(self) -> bool:
+        return self.depth == 0 and not self.quote and not self.backslash
+
+    def read(self, line: str) -> None:
+        i, n = 0, len(line)
+        self.backslash = commented = False
+        while i < n:
+            c = line[i]
+            if self.quote:
+                if c == "\\":
+                    i += 2
+                    continue
+                if line.startswith(self.quote, i):
+                    i += len(self.quote)
+                    self.quote = ""
+                    continue
+            elif c == "#":
+                commented = True
+                break
+            elif c in "\"'":
+                self.quote = c * 3 if line.startswith(c * 3, i) else c
+                i += len(self.quote)
+                continue
+            elif c in "([{":
+                self.depth += 1
+            elif c in ")]}":
+                self.depth = max(0, self.depth - 1)
+            i += 1
+        if line.endswith("\\") and not commented and (not self.quote or len(self.quote) == 1):
+            self.backslash = not self.quote  # a backslash ends a line inside a short string only to continue it
+        elif len(self.quote) == 1:
+            self.quote = ""  # a short string cannot go on past its line: Python says so, not this

@@ -347,38 +347,67 @@ def _extract_zip(src: Path, dest: Path, intake: Intake, limits: IntakeLimits) ->
         intake.note(f"{printable(src.name)} is not a readable zip file ({exc}); nothing was graded")
         return
     with archive:
-        members = [m for m in archive.infolist() if not m.is_dir() and not _ignored(m.filename)]
-        declared = sum(m.file_size for m in members)
+        # Each entry's path is read once (_entry_path); ignoring, unwrapping and every check use that path.
+        members = [(m, path) for m in archive.infolist() for path in [_entry_path(m)]
+                   if not path.endswith("/") and not _ignored(path)]
+        declared = sum(m.file_size for m, _ in members)
         if declared > limits.max_total_bytes:
             intake.note(f"{printable(src.name)} would unpack to {declared >> 20} MB, over the "
                                 f"{limits.max_total_bytes >> 20} MB cap (a zip bomb?); nothing was extracted")
             return
-        prefix = _single_top_folder([m.filename for m in members])
-        for member in members:
-            _extract_member(archive, member, prefix, dest, intake, limits)
+        top = _single_top_folder([path for _, path in members])
+        for member, path in members:
+            _extract_member(archive, member, path, top, dest, intake, limits)
 
 
-def _ignored(name: str) -> bool:
-    parts = PurePosixPath(name.replace("\\", "/")).parts
-    return any(p in SKIPPED_DIRS for p in parts) or PurePosixPath(name).name == ".DS_Store"
+def _entry_path(member: zipfile.ZipInfo) -> str:
+    """The path a zip entry means, "/" between its names: "\\" read as a separator, a leading "./", "."
+    names and repeated separators dropped, a trailing "/" kept (a folder entry). Nothing is resolved
+    or made safe here: "..", a drive ("C:") or a leading "/" stay, for _extract_member to refuse.
+
+    Zips made on Windows by Compress-Archive (PowerShell 5.1) hold hw13\\README.md; Info-ZIP's unzip and
+    libarchive read "\\" there as a separator, and so does the intake. It does so whatever system the
+    entry says made it (ZipInfo.create_system, 0 for MS-DOS/Windows): that byte is the archiver's word,
+    not evidence of how names were written, and a name with a "\\" in it was refused before, so no zip
+    that was graded reads differently; a submission's names must be importable or readable names in
+    any case, and after the translation every check still applies."""
+    name = member.filename.replace("\\", "/")
+    path = str(PurePosixPath(name))  # "./a//b/./c" -> "a/b/c"; "/a" and "//a" keep their root
+    return ("" if path == "." else path) + ("/" if name.endswith("/") else "")
 
 
-def _single_top_folder(names: list[str]) -> str:
-    tops = {PurePosixPath(n).parts[0] for n in names if PurePosixPath(n).parts}
-    if len(tops) == 1 and all(len(PurePosixPath(n).parts) > 1 for n in names):
-        return tops.pop() + "/"
-    return ""
+def _ignored(path: str) -> bool:
+    """Whether an entry (its _entry_path) is an archiver's or an editor's, not the student's."""
+    parts = PurePosixPath(path).parts
+    return any(p in SKIPPED_DIRS for p in parts) or PurePosixPath(path).name == ".DS_Store"
 
 
-def _extract_member(archive, member, prefix, dest, intake, limits) -> None:
+def _single_top_folder(paths: list[str]) -> str:
+    """The one folder every entry (its _entry_path) is in, to unwrap, or "". A root ("/"), ".." or a
+    drive ("C:") is never that folder: unwrapping it would turn a path that leaves the submission into
+    one that does not, so such entries are kept as they are and refused."""
+    parts = [PurePosixPath(p).parts for p in paths]
+    tops = {p[0] for p in parts if p}
+    if len(tops) != 1 or not all(len(p) > 1 for p in parts):
+        return ""
+    top = tops.pop()
+    return "" if top.startswith("/") or top == ".." or ":" in top else top
+
+
+def _extract_member(archive, member, path, top, dest, intake, limits) -> None:
+    """Extract `member`, whose path is `path` (_entry_path), under `dest`, less the folder `top` every
+    entry is in ("" for none). Notes name the entry as the zip holds it."""
     name = member.filename
     mode = member.external_attr >> 16
     if stat.S_ISLNK(mode):
         intake.note(f"skipped symlink {shown(name)} in the zip (symlinks are never followed)")
         return
-    rel = name[len(prefix):] if prefix and name.startswith(prefix) else name
-    parts = PurePosixPath(rel).parts
-    if ("\\" in rel or not parts or rel.startswith("/") or ".." in parts or ":" in parts[0]):
+    parts = PurePosixPath(path).parts
+    if top and parts[:1] == (top,):
+        parts = parts[1:]
+    rel = "/".join(parts)
+    # After _entry_path no "\\" is left (it was read as a separator); the test stays, should that change.
+    if ("\\" in rel or not parts or path.startswith("/") or ".." in parts or ":" in parts[0]):
         intake.note(f"refused zip entry {shown(name)}: its path leaves the submission")
         return
     if _over_caps(rel, len(parts) - 1, intake, limits, "zip entry "):

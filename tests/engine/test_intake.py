@@ -159,6 +159,109 @@ def test_corrupt_zip_is_a_note_not_a_crash(tmp_path):
     assert "not a readable zip" in result.notes[0]
 
 
+def _zip_named(path, entries, *, create_system=0):
+    """A zip whose entry names are written exactly as given: Python's zipfile would turn "\\" into "/"
+    only on Windows. create_system=0 (MS-DOS/Windows) is what Windows PowerShell 5.1's Compress-Archive
+    records, with names like hw13\\README.md; a name ending in a separator is a folder entry."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in entries.items():
+            info = zipfile.ZipInfo(name, date_time=(2026, 12, 1, 12, 0, 0))
+            info.create_system = create_system
+            z.writestr(info, data)
+    with zipfile.ZipFile(path) as z:  # what the intake reads back: the names as written
+        assert [m.filename for m in z.infolist()] == list(entries)
+
+
+def _copied(dest):
+    return {p.relative_to(dest).as_posix(): p.read_text() for p in sorted(dest.rglob("*")) if p.is_file()}
+
+
+HW13 = {f"{FIRST}.py": "A = 1\n", "README.md": "# mine\n", "sub/x.py": "B = 2\n"}
+
+
+@pytest.mark.parametrize("create_system", [0, 3])
+def test_a_powershell_zip_with_backslashes_is_graded_like_its_folder(tmp_path, create_system):
+    # Compress-Archive (Windows PowerShell 5.1) writes hw13\README.md: one top folder, "\" between names.
+    # The same names with another made-by system (3, Unix) are read the same way: see _entry_path.
+    folder = tmp_path / "folders" / "hw13"
+    for rel, text in HW13.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text)
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    _zip_named(subs / "zoe.zip", {"hw13\\": "", "hw13\\sub\\": "", "hw13\\empty\\": "",
+                                  **{"hw13\\" + rel.replace("/", "\\"): text for rel, text in HW13.items()}},
+               create_system=create_system)
+    as_folder = materialise(discover(tmp_path / "folders")[0], tmp_path / "from-folder", lesson=LESSON)
+    as_zip = materialise(discover(subs)[0], tmp_path / "from-zip", lesson=LESSON)
+    assert _copied(tmp_path / "from-zip") == _copied(tmp_path / "from-folder") == HW13
+    assert as_zip.notes == as_folder.notes == []
+    assert (as_zip.files, as_zip.bytes) == (as_folder.files, as_folder.bytes)
+
+
+def test_a_zip_of_backslash_names_at_its_root_keeps_its_folders(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    _zip_named(subs / "zoe.zip", {rel.replace("/", "\\"): text for rel, text in HW13.items()})
+    result = materialise(discover(subs)[0], tmp_path / "scratch", lesson=LESSON)
+    assert _copied(tmp_path / "scratch") == HW13 and result.notes == []
+
+
+@pytest.mark.parametrize("names", [
+    ["./", "./hw13/", *(f"./hw13/{rel}" for rel in HW13)],  # Windows `tar -a -cf hw13.zip ./hw13`
+    [f"./hw13/{FIRST}.py", "hw13/README.md", "hw13/sub/x.py"],  # some entries with "./", some without
+    [f".//hw13//{FIRST}.py", "hw13/./README.md", ".\\hw13\\sub\\x.py"],  # repeated and mixed separators
+], ids=["tar", "mixed", "repeated"])
+def test_a_zip_of_dot_slash_names_is_unwrapped_like_any_other(tmp_path, names):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    texts = iter(HW13.values())
+    _zip_named(subs / "zoe.zip", {n: "" if n.endswith("/") else next(texts) for n in names})
+    result = materialise(discover(subs)[0], tmp_path / "scratch", lesson=LESSON)
+    assert _copied(tmp_path / "scratch") == HW13 and result.notes == []
+
+
+def test_backslash_names_that_leave_the_submission_are_still_refused(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    _zip_named(subs / "evil.zip", {"..\\..\\x.py": "x", "C:\\x.py": "x", "\\x.py": "x",
+                                   "hw13\\..\\..\\up.py": "x", "hw13\\ok.py": "fine",
+                                   "hw13\\sub\\..\\..\\..\\y.py": "x", ".\\..\\z.py": "x"})
+    dest = tmp_path / "work" / "scratch"
+    result = materialise(discover(subs)[0], dest, lesson=LESSON)
+    assert _copied(dest) == {"hw13/ok.py": "fine"}
+    assert os.listdir(tmp_path / "work") == ["scratch"] and sorted(os.listdir(tmp_path)) == ["subs", "work"]
+    refused = [n for n in result.notes if "leaves the submission" in n]
+    assert len(refused) == len(result.notes) == 6
+    assert any("refused zip entry ..\\..\\x.py:" in n for n in refused)  # notes name the entry as the zip holds it
+
+
+@pytest.mark.parametrize("names", [
+    ["..\\x.py"], ["../hw13/a.py", "../hw13/b.py"], ["C:\\hw13\\a.py"], ["\\hw13\\a.py"], ["/hw13/a.py"],
+    ["C:/hw13/a.py"],
+])
+def test_a_top_folder_that_is_no_folder_is_not_stripped_away(tmp_path, names):
+    # Every entry under the same "..", drive or root must not make that the one top folder to unwrap:
+    # the names stay as they are and are refused.
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    _zip_named(subs / "evil.zip", dict.fromkeys(names, "x"))
+    dest = tmp_path / "work" / "scratch"
+    result = materialise(discover(subs)[0], dest, lesson=LESSON)
+    assert list(dest.rglob("*")) == [] and sorted(os.listdir(tmp_path / "work")) == ["scratch"]
+    assert len(result.notes) == len(names) and all("leaves the submission" in n for n in result.notes)
+
+
+def test_archiver_junk_with_backslashes_is_still_ignored(tmp_path):
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    _zip_named(subs / "zoe.zip", {f"__MACOSX\\hw13\\._{FIRST}.py": "junk", "hw13\\.DS_Store": "junk",
+                                  "hw13\\__pycache__\\x.cpython-311.pyc": "junk",
+                                  **{"hw13\\" + rel.replace("/", "\\"): text for rel, text in HW13.items()}})
+    result = materialise(discover(subs)[0], tmp_path / "scratch", lesson=LESSON)
+    assert _copied(tmp_path / "scratch") == HW13 and result.notes == []
+
+
 @pytest.mark.parametrize("src, want", [
     ("%matplotlib inline\nx = 1", "pass  # neutralised: %matplotlib inline\nx = 1"),
     ("!pip install torch\nif True:\n    !ls", "pass  # neutralised: !pip install torch\nif True:\n    pass  # neutralised: !ls"),

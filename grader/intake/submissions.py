@@ -420,7 +420,15 @@ def _extract_member(archive, member, path, top, dest, intake, limits) -> None:
     if not _room_for(intake, limits, member.file_size, rel):
         return
     target = dest.joinpath(*parts)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_dir():  # dest holds what this function made: no symlink to follow
+            raise IsADirectoryError(target)
+    except (FileExistsError, NotADirectoryError, IsADirectoryError):
+        # a/b.py after a file a, or a after a/b.py ("\\" or "/"): no folder holds both. The first one stays.
+        intake.note(f"refused zip entry {shown(name)}: another entry of the zip has a file where this one "
+                    "needs a folder, or a folder where it needs a file")
+        return
     # Read at most the cap, whatever the header declared: a lying header cannot inflate past it.
     with archive.open(member) as fin:
         _store(fin, target, min(limits.max_file_bytes, limits.max_total_bytes - intake.bytes), intake,

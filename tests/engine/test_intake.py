@@ -262,6 +262,20 @@ def test_archiver_junk_with_backslashes_is_still_ignored(tmp_path):
     assert _copied(tmp_path / "scratch") == HW13 and result.notes == []
 
 
+@pytest.mark.parametrize("names", [["hw13/a", "hw13/a/b.py"], ["hw13/a/b.py", "hw13/a"], ["hw13\\a", "hw13\\a\\b.py"]],
+                         ids=["file-first", "folder-first", "backslashes"])
+def test_a_file_and_a_folder_of_the_same_path_are_a_note_not_a_crash(tmp_path, names):
+    # No folder can hold both; the entry that comes second is refused, the rest of the zip is graded.
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    _zip_named(subs / "zoe.zip", {**dict.fromkeys(names, "x"), f"hw13/{FIRST}.py": "A = 1\n"})
+    result = materialise(discover(subs)[0], tmp_path / "scratch", lesson=LESSON)
+    first = names[0].replace("\\", "/").removeprefix("hw13/")
+    assert _copied(tmp_path / "scratch") == {first: "x", f"{FIRST}.py": "A = 1\n"}
+    assert len(result.notes) == 1 and result.notes[0].startswith(f"refused zip entry {names[1]}: ")
+    assert result.files == 2
+
+
 @pytest.mark.parametrize("src, want", [
     ("%matplotlib inline\nx = 1", "pass  # neutralised: %matplotlib inline\nx = 1"),
     ("!pip install torch\nif True:\n    !ls", "pass  # neutralised: !pip install torch\nif True:\n    pass  # neutralised: !ls"),

@@ -23,6 +23,7 @@ class Freedom:
     component: str
     contract: str  # where CONTRACT.md gives this freedom, in its words
     patches: tuple  # ((file, find, replace), ...) over the reference
+    helpers_in: tuple = ()  # other parts' files the variant puts a helper of its own in (the part imports it)
 
 
 FFN = ("        self.ffn = nn.Sequential(\n"
@@ -59,6 +60,7 @@ PRE = ("            x = x + self.attn(self.ln1(x), mask)  # (B, T, d_model)\n"
 BL_IMPORT = "import torch.nn as nn\n"
 LN = "        self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)\n"
 MH_SIZES = "        self.h, self.d_k = n_heads, d_model // n_heads\n"
+MH_SPLIT = "        q, k, v = [t.view(B, T, self.h, self.d_k).transpose(1, 2) for t in (q, k, v)]  # (B, h, T, d_k)\n"
 SA_DK = "        self.d_k = d_k\n"
 
 FREEDOMS: tuple[Freedom, ...] = (
@@ -107,6 +109,24 @@ FREEDOMS: tuple[Freedom, ...] = (
             "an extra module that does nothing in eval mode (dropout on the heads' output)",
             ((MH, MH_SIZES, MH_SIZES + "        self.drop = nn.Dropout(0.1)\n"),
              (MH, CONCAT, CONCAT + "        ctx = self.drop(ctx)\n"))),
+    Freedom("mh.helper_from_self_attention", "multihead",
+            "Your files may import each other: a helper of your own in self_attention.py, imported by name",
+            ((SA, "import torch.nn as nn\n",
+              "import torch.nn as nn\n\n\ndef merge_heads(ctx):\n"
+              "    B, h, T, d_k = ctx.shape  # (B, h, T, d_k)\n"
+              "    return ctx.transpose(1, 2).contiguous().view(B, T, h * d_k)  # (B, T, h·d_k)\n"),
+             (MH, "from self_attention import scaled_dot_product_attention\n",
+              "from self_attention import merge_heads, scaled_dot_product_attention\n"),
+             (MH, CONCAT, "        ctx = merge_heads(ctx)  # (B, T, D)\n")), helpers_in=(SA,)),
+    Freedom("mh.star_import", "multihead",
+            "Your files may import each other: `from self_attention import *`, with an __all__ naming a helper",
+            ((SA, "import torch.nn as nn\n",
+              "import torch.nn as nn\n\n__all__ = [\"scaled_dot_product_attention\", \"causal_mask\", \"SelfAttention\", "
+              "\"split_heads\"]\n\n\ndef split_heads(t, h):\n"
+              "    B, T, D = t.shape  # (B, T, D)\n"
+              "    return t.view(B, T, h, D // h).transpose(1, 2)  # (B, h, T, d_k)\n"),
+             (MH, "from self_attention import scaled_dot_product_attention\n", "from self_attention import *  # noqa: F403\n"),
+             (MH, MH_SPLIT, "        q, k, v = [split_heads(t, self.h) for t in (q, k, v)]  # (B, h, T, d_k)\n")), helpers_in=(SA,)),
     # ------------------------------------------------------------------ positional.py
     Freedom("pe.numpy_table", "positional",
             "the imports allow numpy: the table may be computed in numpy (float64) and returned as float32",

@@ -80,11 +80,19 @@ def ok(res, what: str):
                  "load": "loading the grader's weights", "forward": "running forward",
                  "call": "calling the function", "step": "calling a method", "output": "reading the result",
                  }.get(e.get("stage"), "running")
-        text = f"{what}: {e['type']} while {where}: {e['message']}"
+        text = f"{what}: {error_words(e, where)}"
         if e.get("traceback"):
             text += f"\n{e['traceback']}"
         raise GradeFailure(text, error=e)
     return res
+
+
+def error_words(error: dict, where: str) -> str:
+    """An error of the submission's, in words: its type, where it came, its message. The grader's own words about
+    the submission ("... defines no class ...", a GraderCallError) need no exception's name."""
+    if error.get("type") == "GraderCallError":
+        return str(error.get("message", ""))
+    return f"{error.get('type', 'Error')} while {where}: {error.get('message', '')}"
 
 
 def output(res, i: int, what: str, *, count: int | None = None) -> np.ndarray:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from grader.judging import integrity
 from grader.judging import source_scan as scan
-from grader.judging.assertions import GradeFailure
+from grader.judging.assertions import GradeFailure, error_words
 from grader.intake.submissions import contract_module_source, notebook_module_name
 from grader.results.records import SubmissionResult, TestResult
 from grader.running import forbidden
@@ -354,7 +354,7 @@ def _crash_key(error: dict) -> tuple:
 
 def _crash_text(error: dict) -> str:
     where = _step_words(error) or _STAGE_WORDS.get(str(error.get("stage", "")), "running your code")
-    text = f"{error.get('type', 'Error')} while {where}: {error.get('message', '')}"
+    text = error_words(error, where)
     trace = _trace(error)
     return text + (f"\n{trace}" if trace else "")
 

@@ -69,6 +69,7 @@ import numpy as np
 import torch
 
 from grader.running import protocol
+from grader.student import siblings
 
 ROOT = Path(__file__).resolve().parents[2]  # the kit: paths in messages are shown relative to it
 
@@ -166,8 +167,7 @@ class ModuleLoader:
         if name in self.errors:
             raise _ImportFailure(name, self.errors[name])
         try:
-            stand_ins = {dep: _standin_module(dep, self.standin_module(), self.lesson)
-                         for dep in self.lesson.always_standin.get(name, ())}
+            stand_ins = {dep: self._over_standins(dep, name) for dep in self.lesson.always_standin.get(name, ())}
             module = self._import(name, stand_ins)
         except BaseException as exc:  # a student's import may raise anything, even SystemExit
             if isinstance(exc, KeyboardInterrupt):
@@ -175,6 +175,27 @@ class ModuleLoader:
             self.errors[name] = error_record(exc, "import", self.directory)
             raise _ImportFailure(name, self.errors[name]) from None
         self.modules[name] = module
+        return module
+
+    def _over_standins(self, dep: str, name: str) -> types.ModuleType:
+        """What `dep` is while `name`, graded over its stand-ins, imports: the grader's stand-ins of its contract names;
+        and when `name`'s file takes a helper of the student's own from `dep` too (the contract lets the files import
+        each other), the student's `dep` with its contract names bound to the stand-ins. Only then is their `dep`
+        imported here: a `dep` that crashes or floods its output at import still costs only its own tests."""
+        standin = _standin_module(dep, self.standin_module(), self.lesson)
+        try:
+            source = (self.directory / f"{name}.py").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return standin  # _import says the file is missing
+        if not siblings.takes_more_than(source, dep, self.lesson.standin_names.get(dep, {})):
+            return standin
+        try:
+            own = self.load(dep)
+        except ImportError:
+            return standin
+        module = types.ModuleType(dep, standin.__doc__)
+        module.__dict__.update({k: v for k, v in vars(own).items() if not k.startswith("__") or k == "__all__"})
+        module.__dict__.update({k: v for k, v in vars(standin).items() if not k.startswith("__")})
         return module
 
     @contextlib.contextmanager
@@ -518,12 +539,25 @@ def _over_standins(header: dict, loader: ModuleLoader, out_header: dict):
                 namespace[name] = value
 
 
+def _undefined(module, module_name: str, kind: str, name: str) -> str:
+    """The words for a contract name a module lacks. A module the intake made of a notebook's cells says so, and
+    which cells raised (each was skipped, with everything it would have defined): a notebook student has no
+    module_name.py to look in."""
+    raised = getattr(module, "_CELL_ERRORS", None)
+    if not isinstance(raised, list):
+        return f"{module_name}.py defines no {kind} {name}"
+    cells = [f"code cell {entry[0]} raised {str(entry[1])[:200]}" for entry in raised[:3]
+             if isinstance(entry, tuple) and len(entry) == 2]
+    return (f"your notebook's code cells define no {kind} {name}"
+            + (f" ({'; '.join(cells)}: a cell that raises is skipped, and what it defines with it)" if cells else ""))
+
+
 def _run_function(header, arrays, loader, out_header, out_arrays):
     with _stage("import", loader):
         module = loader.load(header["module"])
         fn = getattr(module, header["name"], None)
         if not callable(fn):
-            raise GraderCallError(f"{header['module']}.py defines no function {header['name']}")
+            raise GraderCallError(_undefined(module, header["module"], "function", header["name"]))
     tensors = _tensors(header, arrays)
     with _stage("call", loader, (module, header["module"], header["name"])):
         _seed(header.get("seed"))
@@ -586,7 +620,7 @@ def _graded(loader, header, key):
         found = getattr(module, header[key], None)
         if not callable(found):
             kind = "function" if key == "name" else "class"
-            raise GraderCallError(f"{header['module']}.py defines no {kind} {header[key]}")
+            raise GraderCallError(_undefined(module, header["module"], kind, header[key]))
     return module, found
 
 
@@ -687,7 +721,7 @@ def _construct(header, loader):
         module = loader.load(header["module"])
         cls = getattr(module, header["cls"], None)
         if cls is None:
-            raise GraderCallError(f"{header['module']}.py defines no class {header['cls']}")
+            raise GraderCallError(_undefined(module, header["module"], "class", header["cls"]))
     with _stage("construct", loader, (module, header["module"], header["cls"])):
         _seed()  # unloaded parameters (a bug) then come out the same every time
         obj = cls(*header.get("init", []), **header.get("init_kwargs", {}))

@@ -149,6 +149,49 @@ def test_a_part_runs_over_the_grader_s_stand_in_of_a_broken_dependency(tmp_path)
     assert call_softmax(loader, seeded(0, 2, 3))[0]["error"]["stage"] == "import"
 
 
+@pytest.mark.parametrize("importing", ["from activations import softmax, linear_logits",
+                                       "from activations import *  # noqa: F403"])
+def test_a_helper_of_the_students_own_beside_a_stood_in_function_is_still_imported(tmp_path, importing):
+    # The contract lets files import each other. A part graded over the grader's stand-ins of another file gets that
+    # file's own helpers with the stand-ins (held-out students importing split_heads from self_attention.py lost
+    # multihead's points: the stand-in module had the contract's names only).
+    folder = sub(tmp_path, activations="""
+        import torch
+        __all__ = ["softmax", "linear_logits"]
+        def linear_logits(x, linear):
+            return linear(x)
+        def softmax(x, dim=-1):
+            raise RuntimeError("half done")
+    """, classifier=f"""
+        import torch.nn as nn
+        {importing}
+        class Classifier(nn.Module):
+            def __init__(self, d_in, n_classes):
+                super().__init__()
+                self.linear = nn.Linear(d_in, n_classes)
+            def forward(self, x):
+                return softmax(linear_logits(x, self.linear), dim=-1)
+    """)
+    loader = loader_of(folder)
+    h, a = execute(*classifier_call(seeded(1, 3, 4), seeded(2, 2, 4), seeded(3, 2)), loader=loader)
+    assert h["error"] is None and np.allclose(a["out0"].sum(-1), 1)  # the stand-in's softmax, the student's helper
+    assert "half done" in call_softmax(loader, seeded(0, 2, 3))[0]["error"]["message"]
+
+
+def test_a_notebook_missing_a_definition_says_which_of_its_cells_raised(tmp_path):
+    from grader.intake import submissions as intake
+
+    folder = tmp_path / "nb"
+    folder.mkdir()
+    cells = ["import torch", "def softmax(x, dim=-1)\n    return x"]  # the colon is missing: the cell is skipped
+    (folder / f"{intake.notebook_module_name(LESSON)}.py").write_text(intake.notebook_module_source("toy.ipynb", cells))
+    (folder / "activations.py").write_text(intake.contract_module_source("toy.ipynb", "activations", lesson=LESSON))
+    error = call_softmax(loader_of(folder), seeded(0, 2, 3))[0]["error"]
+    assert "your notebook's code cells define no function softmax" in error["message"], error
+    assert "code cell 2 raised SyntaxError" in error["message"], error
+    assert "activations.py" not in error["message"]  # a notebook student has no such file
+
+
 def test_isolated_loaders_coexist_and_leave_sys_modules_clean(tmp_path):
     before = {n for n in TOY_MODULES if n in sys.modules}
     unnormalised = sub(tmp_path, activations="""

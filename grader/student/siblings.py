@@ -1,0 +1,31 @@
+"""Which names a student's file takes from a sibling file of theirs.
+
+A part tested over a stand-in of a sibling (multihead.py over the grader's attention) gets the stand-in's
+names from it; when the part's file also takes a helper of the student's own from that sibling, the
+sibling itself is imported too, and only then, so a sibling that crashes or floods its output at import
+still costs no other part. The grader's executor and the visible tests ask the same question here.
+Standard library only: the release ships this file in tests/_feedback/.
+"""
+from __future__ import annotations
+
+import ast
+
+
+def takes_more_than(source: str, sibling: str, provided) -> bool:
+    """Whether the file `source` imports from module `sibling` a name outside `provided` (the stand-in's names):
+    by name, with `*`, or as an attribute of the module imported whole (`import sibling as s; s.helper`).
+    A file that does not parse takes nothing: its own import fails and says why."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    provided = set(provided)
+    whole = set()  # the names `import sibling` binds
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == sibling and not node.level:
+            if any(alias.name == "*" or alias.name not in provided for alias in node.names):
+                return True
+        elif isinstance(node, ast.Import):
+            whole |= {alias.asname or alias.name for alias in node.names if alias.name == sibling}
+    return bool(whole) and any(isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                               and node.value.id in whole and node.attr not in provided for node in ast.walk(tree))

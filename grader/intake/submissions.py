@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 
 from grader.running.helper_process import WALL_FACTOR
-from grader.student.magics import neutralise_magics
+from grader.intake.magics import neutralise_magics
 from grader.results.storage import CLASS_FILES  # the class files beside the row folders: no row is named like one
 
 

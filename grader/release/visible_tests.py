@@ -12,6 +12,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # release puts it beside the lesson's tests as tests/_feedback/, so a student's folder needs no kit.
 STUDENT_FEEDBACK = ROOT / "grader" / "student"
 DIAGNOSE = ROOT / "grader" / "judging" / "diagnose.py"
+# The engine's readers the students' side shares, standard library only: of a notebook's IPython syntax
+# (tools/ci_feedback.py reads notebooks with it) and of which names a file takes from a sibling (the plugin).
+SHARED = (DIAGNOSE, ROOT / "grader" / "intake" / "magics.py", ROOT / "grader" / "running" / "siblings.py")
 FEEDBACK_FOLDER = "_feedback"
 
 SKIP_DIRS = {"__pycache__", ".pytest_cache", ".ipynb_checkpoints"}
@@ -31,14 +34,16 @@ def _copy_tree(source: Path, target: Path) -> None:
 
 
 def ship_feedback(tests: Path) -> None:
-    """Write tests/_feedback/: the engine's student-side package (grader/student/*.py) and diagnose.py."""
+    """Write tests/_feedback/: the engine's student-side package (grader/student/*.py) and the engine files it
+    shares (SHARED: diagnose.py, magics.py, siblings.py)."""
     target = tests / FEEDBACK_FOLDER
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
     for path in sorted(STUDENT_FEEDBACK.glob("*.py")):
         shutil.copyfile(path, target / path.name)
-    shutil.copyfile(DIAGNOSE, target / DIAGNOSE.name)
+    for path in SHARED:
+        shutil.copyfile(path, target / path.name)
 
 
 def write_visible_tests(folder: Path, *, lesson) -> Path:

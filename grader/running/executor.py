@@ -2,8 +2,8 @@
 
 It runs in two places (docs/architecture.md): inside the sandboxed child on student code,
 and in the grader process on trusted code (reference, catalogue mutants, correct variants).
-So it may import only torch, numpy and the standard library (and, in the grader process only, the
-lesson's stand-ins): nothing here knows an expected value.
+So it may import only torch, numpy and the standard library (and siblings.py beside it, which
+imports nothing else; in the grader process only, the lesson's stand-ins): nothing here knows an expected value.
 
 A call is (header, arrays). Values inside the header are JSON; `{"array": "name"}` refers
 to an entry of `arrays`. Ops:
@@ -69,7 +69,7 @@ import numpy as np
 import torch
 
 from grader.running import protocol
-from grader.student import siblings
+from grader.running import siblings
 
 ROOT = Path(__file__).resolve().parents[2]  # the kit: paths in messages are shown relative to it
 
@@ -193,10 +193,7 @@ class ModuleLoader:
             own = self.load(dep)
         except ImportError:
             return standin
-        module = types.ModuleType(dep, standin.__doc__)
-        module.__dict__.update({k: v for k, v in vars(own).items() if not k.startswith("__") or k == "__all__"})
-        module.__dict__.update({k: v for k, v in vars(standin).items() if not k.startswith("__")})
-        return module
+        return siblings.bound_over(own, standin)
 
     @contextlib.contextmanager
     def active(self):

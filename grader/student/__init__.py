@@ -17,15 +17,7 @@ The release copies this package into every student folder as tests/_feedback/ (w
 diagnose.py inside it), so a student's folder needs nothing of the kit. Standalone on purpose: the
 standard library, numpy and pytest only; torch values are read through their numpy view.
 """
-import importlib
+from .checks import Check, Evidence, fingerprint
+from .plugin import VisibleTests
 
 __all__ = ["Check", "Evidence", "VisibleTests", "fingerprint"]
-# Imported when first asked for: the grader's intake and executor use this package's standard-library modules
-# (magics.py, siblings.py) and must not load pytest with it (the sandbox's zygote would hold it for every child).
-_FROM = {"Check": "checks", "Evidence": "checks", "fingerprint": "checks", "VisibleTests": "plugin"}
-
-
-def __getattr__(name):
-    if name in _FROM:
-        return getattr(importlib.import_module(f".{_FROM[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -99,12 +99,14 @@ def _known(lesson) -> dict:
 
 
 def test_the_release_ships_the_feedback_package_and_no_copy_in_the_lesson(released):
-    """One source: grader/student/ and the engine's diagnose.py reach the student only through the release."""
+    """One source: grader/student/ and the engine files it shares (diagnose.py, magics.py, siblings.py) reach the
+    student only through the release."""
     lesson, day = released
+    shared = {"diagnose.py": "judging", "magics.py": "intake", "siblings.py": "running"}
     shipped = sorted(p.name for p in (day / "tests" / "_feedback").glob("*.py"))
-    assert shipped == sorted([p.name for p in (ENGINE / "student").glob("*.py")] + ["diagnose.py"])
-    assert (day / "tests" / "_feedback" / "diagnose.py").read_bytes() == \
-        (ENGINE / "judging" / "diagnose.py").read_bytes()
+    assert shipped == sorted([p.name for p in (ENGINE / "student").glob("*.py")] + list(shared))
+    for name, package in shared.items():
+        assert (day / "tests" / "_feedback" / name).read_bytes() == (ENGINE / package / name).read_bytes()
     assert not (lesson.assignment / "tests" / "diagnose.py").exists(), "diagnose.py has one source: grader/judging/"
     assert not (lesson.assignment / "tests" / "_feedback").exists()
 

@@ -1,14 +1,14 @@
 """Which names a student's file takes from a sibling file of theirs.
 
-A part tested over a stand-in of a sibling (multihead.py over the grader's attention) gets the stand-in's
-names from it; when the part's file also takes a helper of the student's own from that sibling, the
+A part tested over a stand-in of a sibling file gets the stand-in's names from it; when the part's file also takes a helper of the student's own from that sibling, the
 sibling itself is imported too, and only then, so a sibling that crashes or floods its output at import
 still costs no other part. The grader's executor and the visible tests ask the same question here.
-Standard library only: the release ships this file in tests/_feedback/.
+Standard library only: the release ships this file in tests/_feedback/, beside the visible tests' package.
 """
 from __future__ import annotations
 
 import ast
+import types
 
 
 def takes_more_than(source: str, sibling: str, provided) -> bool:
@@ -29,3 +29,12 @@ def takes_more_than(source: str, sibling: str, provided) -> bool:
             whole |= {alias.asname or alias.name for alias in node.names if alias.name == sibling}
     return bool(whole) and any(isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                                and node.value.id in whole and node.attr not in provided for node in ast.walk(tree))
+
+
+def bound_over(own: types.ModuleType, stand_in: types.ModuleType) -> types.ModuleType:
+    """A module named as `own` holding its names (and its `__all__`), with `stand_in`'s names in place of
+    theirs: what a part sees of a sibling when it takes a helper of the student's own from it."""
+    module = types.ModuleType(own.__name__, stand_in.__doc__)
+    module.__dict__.update({k: v for k, v in vars(own).items() if not k.startswith("__") or k == "__all__"})
+    module.__dict__.update({k: v for k, v in vars(stand_in).items() if not k.startswith("__")})
+    return module

@@ -1,10 +1,10 @@
 """IPython's own syntax in a notebook's code cells, made harmless Python: what the grader runs of a notebook.
 
 Magics (`%matplotlib inline`, `%%time`), shell lines (`!pip install torch`, `files = !ls`) and help requests
-(`?torch.softmax`, `nn.LayerNorm?`) need IPython; a notebook's cells are graded without it, so each such line
+(`?print`, `obj.method?`) need IPython; a notebook's cells are graded without it, so each such line
 becomes `pass` (or an assignment of None), keeping every line number. The grader's intake
-(grader/intake/submissions.py) and the students' CI feedback (tools/ci_feedback.py) both use this file: the
-release ships it in tests/_feedback/ with the rest of this package. Standard library only.
+(submissions.py) and the students' CI feedback (tools/ci_feedback.py) both use this file: the release ships it
+in tests/_feedback/ beside the visible tests' own package. Standard library only.
 """
 from __future__ import annotations
 

@@ -264,7 +264,7 @@ def student_output(test: TestResult, words: Words, cut: bool = True) -> str:
     if said.hint:
         text += f"\n\n{said.hint[0]}: {said.hint[1]}"
     elif said.section:
-        text += f"\n\nThe formula this test checks is in the handout, {said.section}."
+        text += f"\n\nWhat this test checks is in the handout, {said.section}."
     if said.comment:
         text = (text.rstrip() + "\n\n" if text.strip() else "") + f"{said.reviewed}: {said.comment}"
     if said.mistake:
@@ -369,7 +369,7 @@ def test_details(test: TestResult, words: Words) -> list:
     if said.hint:
         details.append(Paragraph([Strong(f"{said.hint[0]}:"), " ", said.hint[1]]))
     elif said.section:
-        details.append(Paragraph(f"The formula this test checks is in the handout, {said.section}."))
+        details.append(Paragraph(f"What this test checks is in the handout, {said.section}."))
     if said.comment:
         details.append(Paragraph([Strong(f"{said.reviewed}:"), " ", said.comment]))
     if said.mistake:

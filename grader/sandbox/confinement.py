@@ -271,6 +271,7 @@ def confine(*, scratch: str, uid: int | None, out_fd: int, keep_fd: int, config:
     os.chdir(scratch)
     # Libraries that cache or write temporary files (matplotlib, tempfile) find a writable home here.
     os.environ.update(HOME=scratch, TMPDIR=scratch, MPLCONFIGDIR=os.path.join(scratch, ".config"))
+    tempfile.tempdir = scratch  # tempfile read TMPDIR once, in the zygote, and would keep answering its /tmp
     layers["rlimits"] = "rlimits" in config.layers and _set_rlimits(config, uid)
     layers["uid"] = False
     if uid is not None:

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 from engine_helpers import KIT, REFERENCE, make_submission  # noqa: E402
 
 DAY13 = load_lesson("day13")
-RUBRIC_WORDS = ("Hint", "What your numbers show", "The formula this test checks", "Your code reaches",
+RUBRIC_WORDS = ("Hint", "What your numbers show", "What this test checks is in the handout", "Your code reaches",
                 *feedback.FIRST.values())
 
 

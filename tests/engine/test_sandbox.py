@@ -396,6 +396,23 @@ def test_a_modules_time_budget_holds_for_a_batch_and_spares_the_other_modules_ca
     assert answers[-1][1]["out0"].tolist() == [2.0]
 
 
+def test_temporary_files_go_to_the_childs_own_folder(transport):
+    # The sandbox points TMPDIR at the child's copy, but tempfile caches its folder once asked: the zygote had asked
+    # before the fork, so a held-out tokenizer caching pre-tokens in tempfile.gettempdir() was refused /tmp and lost
+    # every training point, while its visible tests passed.
+    t = transport({"hostile.py": """
+        import os, tempfile, torch
+        def f():
+            with open(os.path.join(tempfile.gettempdir(), "cache.bin"), "wb") as out:
+                out.write(b"kept")
+            with tempfile.NamedTemporaryFile() as scratch:
+                scratch.write(b"x")
+            return torch.ones(1) * len(tempfile.gettempdir())
+    """})
+    header, arrays = t.call(fn("f"), {})
+    assert header["error"] is None, header["error"]
+
+
 def test_output_is_captured_and_bounded(transport):
     t = transport({"hostile.py": """
         import torch

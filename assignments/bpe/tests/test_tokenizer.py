@@ -19,10 +19,14 @@ def _vocab(*merges):
 
 
 def test_s4_rank_not_position(tokenizer, check):
-    """§4: (b, c) was learned before (a, b), so "abc" is a, bc, although (a, b) comes first in it."""
+    """§4: (b, c) was learned before (a, b), so "abc" is a, bc, although (a, b) comes first in it (and in
+    "ababc", although (a, b) occurs there twice)."""
     merges = [(b"b", b"c"), (b"a", b"b")]
-    got = tokenizer.Tokenizer(_vocab(*merges), merges).encode("abc")
-    check.equal(got, [97, 256], "§4: encode('abc') (the earliest-learned merge first)")
+    tok = tokenizer.Tokenizer(_vocab(*merges), merges)
+    check.equal(tok.encode("abc"), [97, 256], "§4: encode('abc') (the earliest-learned merge first)")
+    # (a, b) occurs twice in "ababc" and (b, c) once: the order of learning decides, not how often a pair occurs.
+    check.equal(tok.encode("ababc"), [257, 97, 256], "§4: encode('ababc') (the earliest-learned merge first, "
+                "however often another pair occurs)")
 
 
 def test_s4_pretokens_first(tokenizer, check):

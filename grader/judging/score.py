@@ -38,10 +38,19 @@ def _generated_modules(lesson) -> dict[str, str]:
     return {f"{module}.py": contract_module_source("", module, lesson=lesson) for module in lesson.modules}
 
 
+def _kit_sources(lesson) -> dict[str, bytes]:
+    """The release's own .py files (grader/release/student_release.py, `shipped_sources`), which a repository
+    handed in holds unchanged: not the student's, so never read or flagged."""
+    from grader.release.student_release import shipped_sources
+
+    return shipped_sources(lesson=lesson)
+
+
 def scan_submission(directory: Path, *, lesson) -> scan.Findings:
     """What the static scan finds in a submission's source (grader/judging/source_scan.py), parsed in this process:
     for trusted code, and for tests; a grading run scans in a limited helper (`limited_scan`)."""
-    sources, found = scan.snapshot(Path(directory), notebook_module_name(lesson), _generated_modules(lesson))
+    sources, found = scan.snapshot(Path(directory), notebook_module_name(lesson), _generated_modules(lesson),
+                                   _kit_sources(lesson))
     found.merge(scan.scan_sources([(name, data, scan.read_cells(data) if cells else None)
                                    for name, data, cells in sources], lesson.forbidden_policy, lesson.contract_file_of))
     return found
@@ -51,7 +60,8 @@ def limited_scan(*, lesson, **limits) -> scan.LimitedScan:
     """The lesson's scan in a limited helper process (`limits`: memory_bytes, seconds, budget; the
     lesson's limits.toml [scan])."""
     return scan.LimitedScan(policy=lesson.forbidden_policy, contract=lesson.contract_file_of,
-                            notebook_module=notebook_module_name(lesson), generated=_generated_modules(lesson), **limits)
+                            notebook_module=notebook_module_name(lesson), generated=_generated_modules(lesson),
+                            kit=_kit_sources(lesson), **limits)
 
 
 def static_forbidden(directory: Path, *, lesson) -> dict[str, set[str]]:

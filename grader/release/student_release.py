@@ -30,7 +30,7 @@ from pathlib import Path
 import nbformat
 
 from grader.release import notebook
-from grader.release.visible_tests import (DIAGNOSE, FEEDBACK_FOLDER, SKIP_DIRS, SKIP_SUFFIXES, STUDENT_FEEDBACK,  # noqa: F401
+from grader.release.visible_tests import (DIAGNOSE, FEEDBACK_FOLDER, SHARED, SKIP_DIRS, SKIP_SUFFIXES, STUDENT_FEEDBACK,  # noqa: F401
                                          _copy_tree, ship_feedback, write_visible_tests)
 
 from grader.release import stubs
@@ -104,6 +104,27 @@ def ci_feedback_source(*, lesson) -> str:
     if found != 1:
         raise ValueError(f"{TEMPLATES / 'ci_feedback.py'} has no line `PARTS = ...` for the lesson's parts: put it back")
     return text.replace("@@NOTEBOOK@@", lesson.notebook).replace("@@LABEL@@", lesson.label or lesson.title)
+
+
+def shipped_sources(*, lesson) -> dict[str, bytes]:
+    """The release's .py files that are the kit's, not the student's, by their path in it (the stubs aside): a
+    student who hands in the whole repository hands them back, and the static scan neither reads nor flags a
+    file of the kit's that comes back unchanged (grader/judging/source_scan.py, `snapshot`)."""
+    files = {}
+    contract = {f"{module}.py" for module in lesson.modules}
+    for path in sorted(lesson.assignment.rglob("*.py")):
+        rel = path.relative_to(lesson.assignment)
+        if rel.as_posix() not in contract and not SKIP_DIRS.intersection(rel.parts):
+            files[rel.as_posix()] = path.read_bytes()
+    for path in [*sorted(STUDENT_FEEDBACK.glob("*.py")), *SHARED]:
+        files[f"tests/{FEEDBACK_FOLDER}/{path.name}"] = path.read_bytes()
+    files["tools/deliverables.py"] = CHECKER.read_bytes()
+    for source, name in student_tools(lesson=lesson).items():
+        if source.suffix == ".py" and source.is_file():
+            files[f"tools/{name}"] = source.read_bytes()
+    files["tools/ci_feedback.py"] = ci_feedback_source(lesson=lesson).encode("utf-8")
+    files["tools/notebook_tests.py"] = notebook.runner_source().encode("utf-8")
+    return files
 
 
 def stub_texts(*, lesson) -> dict[str, str]:

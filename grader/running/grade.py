@@ -442,6 +442,8 @@ def _preload(lesson):
     from grader.results import plots
 
     score = importlib.import_module("grader.judging.score")
+    # The static scan reads the release's own files in each worker (score._kit_sources): imported here, once.
+    importlib.import_module("grader.release.student_release")
     InProcessTransport = score.InProcessTransport
 
     # The reference answers every call the hidden tests make; its cache is shared by every submission.

@@ -5,6 +5,7 @@ The hostile files run through the limited helper a grading run uses (`LimitedSca
 space), beside honest files whose findings must not change. With the toy lesson's policy (the library's
 softmax costs the part whose file reaches it) and its reference as the honest files."""
 import json
+import shutil
 import os
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.lesson import lesson_names, load_lesson
 from grader.running import forbidden
 
 from grader.judging import source_scan as scan
@@ -316,3 +318,26 @@ def test_sources_rewritten_at_run_time_are_judged_as_handed_in(graded):
     got = components(record, graded["parts"])
     assert got["classifier"][0] == 0 < got["classifier"][1]
     assert all(got[c][0] == got[c][1] > 0 for c in graded["parts"] if c != "classifier")
+
+
+@pytest.mark.parametrize("lesson_name", [*lesson_names(), str(TOY)], ids=lambda name: Path(name).name)
+def test_the_kits_own_released_files_handed_back_unchanged_raise_no_flag(tmp_path, lesson_name):
+    # A student who pushes the whole released repository hands back tests/_feedback/, tools/ and the visible tests:
+    # the kit's own files, which import the grader and use reflection. Each raised a staff-only integrity flag (51
+    # on one lesson's repository), burying any real one. Unchanged, they are not the student's; changed, they are.
+    from grader.judging import score
+    from grader.release import student_release
+
+    lesson = load_lesson(lesson_name)
+    day = student_release.build(out=tmp_path / "dist", lesson=lesson)
+    repo = tmp_path / "repo"
+    shutil.copytree(day, repo)
+    for module in lesson.modules:
+        shutil.copyfile(lesson.solutions / f"{module}.py", repo / f"{module}.py")
+    assert score.scan_submission(repo, lesson=lesson).flags == []
+    conftest = repo / "tests" / "conftest.py"
+    conftest.write_bytes(conftest.read_bytes().replace(b"\n", b"\r\n"))  # git's autocrlf on Windows: still the kit's
+    assert score.scan_submission(repo, lesson=lesson).flags == []
+    conftest.write_text(conftest.read_text() + "\nimport grader.judging.score  # reaching for the answers\n")
+    flags = score.scan_submission(repo, lesson=lesson).flags
+    assert flags and all(f.startswith("tests/conftest.py") for f in flags), flags

@@ -298,12 +298,14 @@ def error_record(exc: BaseException, stage: str, directory: Path | None = None) 
     if isinstance(exc, _ImportFailure):
         return dict(exc.record)
     frames = traceback.extract_tb(exc.__traceback__)
+    message = _safe_str(exc)
+    if isinstance(exc, OSError) and _starts_a_process(frames):
+        message += f" ({ONE_PROCESS})"
     if directory is not None:
         # Only the student's own lines: the grader's or the import machinery's frames (a missing file,
         # a syntax error, whose message names its line) would say nothing to a student.
         frames = [f for f in frames if _under(f.filename, directory)]
     lines = [f'  File "{Path(f.filename).name}", line {f.lineno}, in {f.name}\n    {(f.line or "").strip()}' for f in frames[-4:]]
-    message = _safe_str(exc)
     record = {
         "type": type(exc).__name__,
         "message": message[:600],
@@ -317,6 +319,21 @@ def error_record(exc: BaseException, stage: str, directory: Path | None = None) 
         mro = type.__dict__["__mro__"].__get__(type(exc))
         record["bases"] = [cls.__name__ for cls in mro if cls in _BUILTIN_ERRORS]
     return record
+
+
+# The sandbox refuses a new process (seccomp, and no shared memory for multiprocessing's locks) with a bare
+# "Permission denied"; the contracts say why, and so does the error.
+ONE_PROCESS = ("the grader's sandbox runs your code in one process: it may not start another, with multiprocessing, "
+               "subprocess or os.fork (threads are fine)")
+_PROCESS_LIBRARIES = ("/multiprocessing/", "/concurrent/futures/process.py", "/subprocess.py")
+_PROCESS_CALLS = ("fork(", "forkpty(", "posix_spawn", "spawnv", "spawnl", "system(", "popen(", "os.exec", "execv", "execl")
+
+
+def _starts_a_process(frames) -> bool:
+    """Whether the error came from starting a process: inside a library that starts them, or on a line that does."""
+    innermost = (frames[-1].line or "") if frames else ""
+    return (any(part in f.filename for f in frames for part in _PROCESS_LIBRARIES)
+            or any(call in innermost for call in _PROCESS_CALLS))
 
 
 _BUILTIN_ERRORS = frozenset(v for v in vars(builtins).values() if isinstance(v, type) and issubclass(v, BaseException))

@@ -413,6 +413,19 @@ def test_temporary_files_go_to_the_childs_own_folder(transport):
     assert header["error"] is None, header["error"]
 
 
+@pytest.mark.parametrize("start", ["multiprocessing.Pool(2)", "os.fork()", "subprocess.run(['true'])"])
+def test_starting_a_process_is_refused_in_the_contracts_words(transport, start):
+    # The sandbox never let student code start a process; a held-out student's Pool got only "Permission denied".
+    t = transport({"hostile.py": f"""
+        import multiprocessing, os, subprocess, torch
+        def f():
+            {start}
+            return torch.ones(1)
+    """})
+    error = t.call(fn("f"), {})[0]["error"]
+    assert error is not None and "runs your code in one process" in error["message"], error
+
+
 def test_output_is_captured_and_bounded(transport):
     t = transport({"hostile.py": """
         import torch

@@ -186,6 +186,11 @@ def test_a_file_that_fails_to_import_costs_only_its_own_tests(tmp_path):
     assert code_scores(result) == {**full, "multihead": 0.0}
     assert result.status == "import-error: multihead.py"
     assert all("SyntaxError" in t.output for t in result.tests if t.component == "multihead")
+    # Said as a file that does not import, in every test of the part: the bad-heads test used to add its
+    # "raise ValueError" hint for a check the file never reached.
+    words = feedback.Words.of(DAY13.rubric())
+    shown = {t.name: feedback.student_output(t, words) for t in result.tests if t.component == "multihead"}
+    assert all("could not be imported" in text and "Hint" not in text for text in shown.values()), shown
 
     (sub / "multihead.py").write_text((SOLUTIONS / "multihead.py").read_text())
     (sub / "self_attention.py").write_text("raise RuntimeError('half-written file')\n")

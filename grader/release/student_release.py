@@ -19,6 +19,7 @@ build and fails.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
@@ -122,8 +123,12 @@ def shipped_sources(*, lesson) -> dict[str, bytes]:
     for source, name in student_tools(lesson=lesson).items():
         if source.suffix == ".py" and source.is_file():
             files[f"tools/{name}"] = source.read_bytes()
-    files["tools/ci_feedback.py"] = ci_feedback_source(lesson=lesson).encode("utf-8")
-    files["tools/notebook_tests.py"] = notebook.runner_source().encode("utf-8")
+    # A grader installed without the release's templates (the Gradescope bundle) reads these files as the
+    # student's: more to scan, never less.
+    with contextlib.suppress(OSError):
+        files["tools/ci_feedback.py"] = ci_feedback_source(lesson=lesson).encode("utf-8")
+    with contextlib.suppress(OSError):
+        files["tools/notebook_tests.py"] = notebook.runner_source().encode("utf-8")
     return files
 
 

@@ -285,8 +285,10 @@ def grade_submission(*, name: str, directory: Path, transport, lesson, check_del
         result.tests.extend(_deliverables(Path(directory), lesson, check_deliverables))
     if import_errors:
         result.status = "import-error: " + ", ".join(sorted(import_errors))
+        every = import_errors >= {f"{module}.py" for module in lesson.modules}
         result.notes.append("could not import " + ", ".join(sorted(import_errors))
-                            + "; only the tests that need these files lost points")
+                            + ("; no part's code could be graded" if every else
+                               "; only the tests that need these files lost points"))
     return result
 
 

@@ -311,8 +311,10 @@ def feedback_document(result: SubmissionResult, words: Words | None = None,
         # A graded notebook, a skipped symlink: how the submission was read, not a problem.
         blocks.append(Section("Notes on grading", [Bullets(list(result.notes))]))
     elif result.notes:
-        blocks.append(Section("What went wrong while grading", [
-            Bullets(list(result.notes)), Paragraph("Parts that did not need the failing code were graded as usual.")]))
+        failed = set(result.status.removeprefix("import-error: ").split(", ")) if result.status.startswith("import-error") else set()
+        some = not failed >= {f"{module}.py" for module in lesson.modules}  # when none imports, no part was spared
+        blocks.append(Section("What went wrong while grading", [Bullets(list(result.notes))]
+                              + ([Paragraph("Parts that did not need the failing code were graded as usual.")] if some else [])))
     # Integrity flags are the staff's (the class report, the review page): a student reads what failed
     # and why in each test's own output, in neutral words.
     if not result.tests:

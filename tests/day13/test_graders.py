@@ -192,10 +192,28 @@ def test_a_file_that_fails_to_import_costs_only_its_own_tests(tmp_path):
     shown = {t.name: feedback.student_output(t, words) for t in result.tests if t.component == "multihead"}
     assert all("could not be imported" in text and "Hint" not in text for text in shown.values()), shown
 
+    markdown = feedback.student_files(result, lesson=DAY13)["feedback.md"]
+    assert "only the tests that need these files lost points" in markdown
+    assert "Parts that did not need the failing code were graded as usual." in markdown
+
     (sub / "multihead.py").write_text((SOLUTIONS / "multihead.py").read_text())
     (sub / "self_attention.py").write_text("raise RuntimeError('half-written file')\n")
     result = killrate.grade(sub, "broken2", lesson=DAY13)
     assert code_scores(result) == {**full, "self_attention": 0.0}
+
+
+def test_a_submission_whose_files_are_all_missing_is_not_told_the_other_parts_were_spared(tmp_path):
+    # A folder without the contract's files (handed in one level down, or not at all) lost every part, and its
+    # feedback said "only the tests that need these files lost points" and "Parts that did not need the failing
+    # code were graded as usual" (found on a held-out zip that unpacked one folder down).
+    sub = tmp_path / "nothing"
+    sub.mkdir()
+    (sub / "notes.txt").write_text("the work is elsewhere\n")
+    result = killrate.grade(sub, "nothing", lesson=DAY13)
+    assert all(score == 0 for score in code_scores(result).values())
+    markdown = feedback.student_files(result, lesson=DAY13)["feedback.md"]
+    assert "no part's code could be graded" in markdown
+    assert "only the tests that need" not in markdown and "graded as usual" not in markdown
 
 
 def test_a_mask_the_attention_cannot_use_is_said_in_the_contracts_words(tmp_path):

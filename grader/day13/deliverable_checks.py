@@ -142,13 +142,21 @@ def check_weights(root: str) -> Check:
 # A token in quotes: straight or curly, single or double, or `code`. An apostrophe inside a word
 # (didn't, model's) is not an opening quote, hence the look-behind.
 _QUOTED = re.compile(r"""(?<![\w])(?:"[^"\n]{1,40}"|'[^'\s][^'\n]{0,39}'|“[^”\n]{1,40}”|‘[^’\n]{1,40}’|`[^`\n]{1,40}`"""
-                     r"""|«[^»\n]{1,40}»|„[^“”\n]{1,40}[“”]|‚[^‘’\n]{1,40}[‘’])""")
+                     r"""|«[^»\n]{1,40}»|„[^“”\n]{1,40}[“”]|‚[^‘’\n]{1,40}[‘’]"""
+                     # Markdown's bold and italics mark a token as well as quotes do.
+                     r"""|\*\*[^*\n]{1,40}\*\*|(?<!\*)\*[^*\s][^*\n]{0,39}\*(?!\*)|__[^_\n]{1,40}__)""")
 _DECIMAL = re.compile(r"(?<![\w.,])(\d*\.\d+|[01],\d+)(?![\w.,]*\d)|(?<![\w.])(\d{1,3}(?:\.\d+)?)\s?%")
-_WHERE = re.compile(r"\b(layer|head|heads|layers)\b|\bL\d+\s*H\d+\b", re.IGNORECASE)
+# The words in English, and in the languages a student is likeliest to write them in otherwise (Spanish, Portuguese,
+# French, Italian, German): the contract asks what the analysis says, not its language.
+_WHERE = re.compile(r"\b(layers?|heads?|capas?|cabezas?|camadas?|cabeças?|couches?|têtes?|strat[oi]|test[ae]|"
+                    r"schicht(en)?|k[oö]pfe?)\b|\bL\d+\s*H\d+\b", re.IGNORECASE)
 # Where the weights came from: untrained/random (the §5 note), or the student's own toy training or
 # hand-set Q/K (option B), which is as good as naming a layer and head.
 _ARBITRARY = re.compile(r"\b(untrained|not trained|without training|before training|no training|random(ly)?|arbitrary|"
-                        r"meaningless|no meaning|not meaningful|initiali[sz]ed|not learn(ed|t)|trained|hand-?set)\b",
+                        r"meaningless|no meaning|not meaningful|initiali[sz]ed|not learn(ed|t)|trained|hand-?set|"
+                        r"sin entrenar|no entrenad[oa]s?|sem treino|não treinad[oa]s?|non entraîné(e|s|es)?|"
+                        r"non addestrat[oi]|untrainiert|aleatori[oa]s?|aleatóri[oa]s?|aléatoires?|casual[ei]|"
+                        r"zufällig(e|en)?|arbitrari[oa]s?|arbitrári[oa]s?|arbitraires?|willkürlich(e|en)?)\b",
                         re.IGNORECASE)
 
 
@@ -174,7 +182,8 @@ def _judge_analysis(name: str, data: bytes) -> str:
                         f"the handout asks for {low}-{high} "
                         "lines: one line per observation, no hard line-wrapping inside a sentence.")
     if not _QUOTED.search(text):
-        problems.append("no token is named in quotes: name the tokens you discuss, e.g. 'sat' attends to 'cat'.")
+        problems.append("no token is named in quotes (or in `code`, bold or italics): name the tokens you discuss, "
+                        "e.g. 'sat' attends to 'cat'.")
     if not _weights_quoted(text):
         problems.append("no attention weight is quoted: give at least one number from your heatmap between 0 and 1, "
                         "e.g. 'sat' attends to 'cat' with weight 0.42.")
@@ -200,6 +209,9 @@ _DRAW_THE_BLOCK = "Draw the block: attention, add & norm, feed-forward, with the
 
 def _judge_svg(name: str, data: bytes) -> str:
     drawn = kit.svg_drawing_elements(name, data, drawing="a diagram of the block")
+    if drawn and b"data:image/" in data and len(data) >= 1500:
+        # A scan or photo placed in the SVG (one <image>), as a PDF may hold one.
+        return f"{name}: an SVG holding an image (a scan or photo of the drawing)."
     if drawn < 2:
         raise Problem(f"{name} looks blank: {drawn} drawing element(s). {_DRAW_THE_BLOCK}.")
     return f"{name}: an SVG with {drawn} drawing elements."

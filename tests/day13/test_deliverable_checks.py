@@ -6,6 +6,7 @@ tests/engine/test_deliverables.py. Pure file checks, no torch."""
 from __future__ import annotations
 
 import ast
+import base64
 import io
 import os
 import pickle
@@ -309,6 +310,27 @@ def test_analysis_needs_a_head_or_the_untrained_note(sub):
     assert check(sub, "analysis").passed
 
 
+@pytest.mark.parametrize("marked", ["**{}**", "*{}*", "__{}__"])
+def test_tokens_named_in_bold_or_italics_are_named(sub, marked):
+    # The contract asks which token attends to which; a held-out analysis wrote the tokens in Markdown's bold, and
+    # was told "no token is named in quotes".
+    text = re.sub(r"'(\w+)'", lambda m: marked.format(m.group(1)), ANALYSIS_OK.replace("'didn't'", "'did'"))
+    assert "'" not in text
+    write(sub, "analysis.md", text)
+    result = check(sub, "analysis")
+    assert result.passed, result.message
+
+
+def test_an_analysis_in_spanish_names_its_layer_and_head(sub):
+    # Held out: "capa 1, cabeza 1" and "pesos sin entrenar" were read as saying neither.
+    text = ("En «el gato se sentó», «sentó» atiende sobre todo a «gato» (0,44).\n"
+            "«el» reparte su atención con 0,31 en «gato».\nMiré la capa 1, cabeza 1.\n"
+            "Con pesos sin entrenar el patrón sería arbitrario.\n")
+    write(sub, "analysis.md", text)
+    result = check(sub, "analysis")
+    assert result.passed, result.message
+
+
 @pytest.mark.parametrize("text", [
     # a heading, blank lines, curly quotes, a weight written .42, a percentage
     "# My analysis\n\nIn “it was too tired”, ‘it’ attends to ‘animal’ with .42.\n\n"
@@ -449,6 +471,28 @@ def test_blank_vector_diagrams_are_rejected(sub, vector_diagrams, ext):
     use_diagram(sub, f"transformer_block.{ext}", vector_diagrams[f"blank_{ext}"].read_bytes())
     result = check(sub, "diagram")
     assert not result.passed and "blank" in result.message
+
+
+def test_an_svg_holding_a_photo_of_the_drawing_is_a_drawing(sub):
+    # A scan or photo placed in an SVG is one <image> element: it was "blank", where the same photo placed in a PDF
+    # passes (held out).
+    from PIL import Image, ImageDraw
+
+    photo = Image.new("RGB", (400, 300), "white")
+    pen = ImageDraw.Draw(photo)
+    for i, label in enumerate(("attention", "add & norm", "feed-forward", "add & norm")):
+        pen.rectangle([60, 20 + 70 * i, 340, 70 + 70 * i], outline="black", width=3)
+        pen.text((80, 35 + 70 * i), label, fill="black")
+    buffer = io.BytesIO()
+    photo.save(buffer, format="JPEG")
+    svg = ('<svg xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink" width="400" '
+           f'height="300"><image width="400" height="300" xlink:href="data:image/jpeg;base64,'
+           f'{base64.b64encode(buffer.getvalue()).decode()}"/></svg>')
+    use_diagram(sub, "transformer_block.svg", svg.encode())
+    result = check(sub, "diagram")
+    assert result.passed, result.message
+    (sub / "transformer_block.svg").write_bytes(b'<svg xmlns="http://www.w3.org/2000/svg"><image href="photo.jpg"/></svg>')
+    assert not check(sub, "diagram").passed  # a picture that is not in the file is no drawing
 
 
 def test_svg_with_entities_is_refused_unexpanded(sub):

@@ -26,13 +26,14 @@ import re
 import shutil
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
 
 from grader.release import notebook
-from grader.release.visible_tests import (DIAGNOSE, FEEDBACK_FOLDER, SHARED, SKIP_DIRS, SKIP_SUFFIXES, STUDENT_FEEDBACK,  # noqa: F401
-                                         _copy_tree, ship_feedback, write_visible_tests)
+from grader.release.visible_tests import (DIAGNOSE, FEEDBACK_FOLDER, SKIP_DIRS, SKIP_SUFFIXES, STUDENT_FEEDBACK,  # noqa: F401
+                                         _copy_tree, feedback_files, ship_feedback, write_visible_tests)
 
 from grader.release import stubs
 from grader.judging.deliverables import RELEASED_CHECKS
@@ -117,19 +118,26 @@ def shipped_sources(*, lesson) -> dict[str, bytes]:
         rel = path.relative_to(lesson.assignment)
         if rel.as_posix() not in contract and not SKIP_DIRS.intersection(rel.parts):
             files[rel.as_posix()] = path.read_bytes()
-    for path in [*sorted(STUDENT_FEEDBACK.glob("*.py")), *SHARED]:
+    for path in feedback_files():
         files[f"tests/{FEEDBACK_FOLDER}/{path.name}"] = path.read_bytes()
-    files["tools/deliverables.py"] = CHECKER.read_bytes()
-    for source, name in student_tools(lesson=lesson).items():
-        if source.suffix == ".py" and source.is_file():
-            files[f"tools/{name}"] = source.read_bytes()
-    # A grader installed without the release's templates (the Gradescope bundle) reads these files as the
-    # student's: more to scan, never less.
-    with contextlib.suppress(OSError):
-        files["tools/ci_feedback.py"] = ci_feedback_source(lesson=lesson).encode("utf-8")
-    with contextlib.suppress(OSError):
-        files["tools/notebook_tests.py"] = notebook.runner_source().encode("utf-8")
+    for name, read in _kit_tools(lesson=lesson).items():
+        # A grader installed without the release's templates (the Gradescope bundle) reads such a file as the
+        # student's: more to scan, never less.
+        with contextlib.suppress(OSError):
+            if name.endswith(".py"):
+                files[f"tools/{name}"] = read()
     return files
+
+
+def _kit_tools(*, lesson) -> dict[str, Callable[[], bytes]]:
+    """The kit's files in a release's tools/, name -> how to read it: the release writes them, and the scan
+    recognises them when a repository hands them back (`shipped_sources`)."""
+    tools = {"deliverables.py": CHECKER.read_bytes}
+    tools |= {name: source.read_bytes for source, name in student_tools(lesson=lesson).items() if source.exists()}
+    tools["ci_feedback.py"] = lambda: ci_feedback_source(lesson=lesson).encode("utf-8")
+    # The notebook's test cells run the visible tests with it (grader/release/notebook.py).
+    tools["notebook_tests.py"] = lambda: notebook.runner_source().encode("utf-8")
+    return tools
 
 
 def stub_texts(*, lesson) -> dict[str, str]:
@@ -146,13 +154,8 @@ def _write_student_files(day: Path, *, lesson) -> None:
         (day / name).write_text(text, encoding="utf-8")
     tools = day / "tools"
     tools.mkdir(exist_ok=True)
-    shutil.copyfile(CHECKER, tools / "deliverables.py")
-    for source, name in student_tools(lesson=lesson).items():
-        if source.exists():
-            shutil.copyfile(source, tools / name)
-    (tools / "ci_feedback.py").write_text(ci_feedback_source(lesson=lesson), encoding="utf-8")
-    # The notebook's test cells run the visible tests with it (grader/release/notebook.py).
-    (tools / "notebook_tests.py").write_text(notebook.runner_source(), encoding="utf-8")
+    for name, read in _kit_tools(lesson=lesson).items():
+        (tools / name).write_bytes(read())
     (tools / "points.json").write_text(json.dumps(feedback_points(lesson=lesson), indent=1, sort_keys=True) + "\n",
                                        encoding="utf-8")
     # So the feedback script can tell a notebook student (stubs untouched) from a .py one.

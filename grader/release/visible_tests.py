@@ -33,6 +33,11 @@ def _copy_tree(source: Path, target: Path) -> None:
             shutil.copyfile(path, target / relative)
 
 
+def feedback_files() -> list[Path]:
+    """What tests/_feedback/ holds: the student-side package's modules and the engine files it shares."""
+    return [*sorted(STUDENT_FEEDBACK.glob("*.py")), *SHARED]
+
+
 def ship_feedback(tests: Path) -> None:
     """Write tests/_feedback/: the engine's student-side package (grader/student/*.py) and the engine files it
     shares (SHARED: diagnose.py, magics.py, siblings.py)."""
@@ -40,9 +45,7 @@ def ship_feedback(tests: Path) -> None:
     if target.exists():
         shutil.rmtree(target)
     target.mkdir(parents=True)
-    for path in sorted(STUDENT_FEEDBACK.glob("*.py")):
-        shutil.copyfile(path, target / path.name)
-    for path in SHARED:
+    for path in feedback_files():
         shutil.copyfile(path, target / path.name)
 
 

@@ -145,6 +145,11 @@ FREEDOMS: tuple[Freedom, ...] = (
             "the table is a buffer under any name, with a leading batch dimension of 1 if you like",
             ((PE, PE_BUFFER, '        self.register_buffer("table", positional_encoding(max_len, d_model).unsqueeze(0))\n'),
              (PE, PE_ADD, "        return x + self.table[:, :T]  # (B, T, d_model)\n"))),
+    Freedom("pe.sequence_first_buffer", "positional",
+            "the table is a buffer under any name; axes of size 1 are a layout choice (the PyTorch tutorial keeps "
+            "a (max_len, 1, d_model) table)",
+            ((PE, PE_BUFFER, '        self.register_buffer("pe", positional_encoding(max_len, d_model).unsqueeze(1))\n'),
+             (PE, PE_ADD, "        return x + self.pe[:T].transpose(0, 1)  # (1, T, d_model)\n"))),
     Freedom("pe.follows_input_dtype", "positional",
             "the output has the input's dtype: the table may be cast to x's dtype before adding",
             ((PE, PE_ADD, "        return x + self.pe[:T].to(x.dtype)\n"),)),
@@ -171,6 +176,14 @@ FREEDOMS: tuple[Freedom, ...] = (
     Freedom("blk.layernorm_eps", "block",
             "LayerNorm's eps may be any positive value up to the handout's 1e-5, such as the 1e-6 or 1e-12 of published models",
             ((BL, LN, LN.replace("nn.LayerNorm(d_model)", "nn.LayerNorm(d_model, eps=1e-6)")),)),
+    Freedom("blk.sublayers_in_module_dict", "block",
+            "forward runs the modules attn and ffn hold: through them, or through a ModuleDict or ModuleList that "
+            "holds the same modules",
+            ((BL, FFN, FFN + '        self.sublayers = nn.ModuleDict({"attn": self.attn, "ffn": self.ffn})\n'),
+             (BL, POST, '            x = self.ln1(x + self.sublayers["attn"](x, mask))\n'
+                        '            x = self.ln2(x + self.sublayers["ffn"](x))\n'),
+             (BL, PRE, '            x = x + self.sublayers["attn"](self.ln1(x), mask)\n'
+                       '            x = x + self.sublayers["ffn"](self.ln2(x))\n'))),
     Freedom("blk.residual_dropout", "block",
             "an extra module that does nothing in eval mode (dropout on each sub-layer's output)",
             ((BL, LN, LN + "        self.drop = nn.Dropout(0.1)\n"),

@@ -44,9 +44,16 @@ class StandIn(nn.Module):
 
 
 def _block_with_stand_ins(block, d_model, pre_ln, attn, ffn):
-    """A block whose attn and ffn are stand-ins of known output."""
+    """A block whose attn and ffn are stand-ins of known output, wherever the block holds them (also in a
+    ModuleDict or ModuleList of its sub-layers, if it keeps one)."""
     model = block.TransformerBlock(d_model=d_model, n_heads=1, d_ff=4 * d_model, pre_ln=pre_ln)
-    model.attn, model.ffn = attn, ffn
+    for name, stand_in in (("attn", attn), ("ffn", ffn)):
+        own = getattr(model, name, None)
+        for module in list(model.modules()):
+            for key, child in list(module._modules.items()):
+                if own is not None and child is own:
+                    module._modules[key] = stand_in
+        setattr(model, name, stand_in)
     return model
 
 

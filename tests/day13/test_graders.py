@@ -271,6 +271,24 @@ def test_a_mask_of_ones_where_blocked_is_told_so_not_that_it_is_additive(tmp_pat
     assert failed == {"self_attention.causal_mask": "sa.causal_blocked_ones"}, failed
 
 
+def test_dropout_left_on_in_eval_is_told_it_is_random_not_that_tokens_lose_their_order(tmp_path):
+    # Found on a held-out student: `F.dropout(h, 0.1)` (training defaults to True) in the block. The gate of
+    # block.mask_passthrough said its "outputs did not follow the tokens when the same tokens came in another order",
+    # which is not the mistake; post_ln and pre_ln already named the randomness.
+    sub = _copy_reference(tmp_path)
+    text = (sub / "block.py").read_text()
+    for old in ("self.attn(x, mask))  # (B, T, d_model)", "self.attn(self.ln1(x), mask)  # (B, T, d_model)"):
+        assert text.count(old) == 1
+        text = text.replace(old, old.replace("self.attn(", "F.dropout(self.attn(").replace("mask)", "mask), 0.1)", 1))
+    (sub / "block.py").write_text("import torch.nn.functional as F\n" + text)
+    result = killrate.grade(sub, "dropout_on", lesson=DAY13)
+    failed = {t.name: t for t in result.tests if t.status != "passed"}
+    assert {name.split(".")[0] for name in failed} == {"block"} and "block.mask_passthrough" in failed, failed
+    message = failed["block.mask_passthrough"].output
+    assert "something random runs even in eval mode" in message, message
+    assert "did not follow the tokens" not in message, message
+
+
 def test_T_read_from_the_batch_axis_is_named_hidden_and_visible(tmp_path):
     # Found on a held-out student: `T = x.size(0)` in PositionalEncoding.forward crashed module_forward with only
     # torch's "The size of tensor a (7) must match the size of tensor b (3)". It is catalogued now.

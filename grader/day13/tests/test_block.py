@@ -148,8 +148,7 @@ def test_mask_passthrough(student, reference):
             reasons.append(f"{name}: the output stayed the same when the feed-forward weights changed")
         if len(reasons) == before and not ck.same_in_another_order(
                 out, ck.output(again, 0, f"{name} block, padding mask, the tokens in another order", count=1), order, F32):
-            reasons.append(f"{name}: its outputs did not follow the tokens when the same tokens came in another order "
-                           "(each token's output must depend on the tokens, not on the order they come in)")
+            reasons.append(_reorder_reason(student, name, out, (y, w, pad, kw)))
     ck.require_real(reasons, "the mask's pass-through, judged by what the mask must do",
                     "Post-LN: x = ln1(x + attn(x, mask)); x = ln2(x + ffn(x)). "
                     "Pre-LN: x = x + attn(ln1(x), mask); x = x + ffn(ln2(x)) (handout §12)")
@@ -158,6 +157,21 @@ def test_mask_passthrough(student, reference):
         # The same block without a mask is asked only once the mask has failed: what it shows is a fact.
         with ck.facts_on_failure(lambda a=a, kw=kw: _mask_ignored(a, student.block(x, w, **kw))):
             _mask_reaches(p, name, t, lengths, a, b, c, d)
+
+
+def _reorder_reason(student, name, out, call) -> str:
+    """Why the tokens in another order got other answers. Asked only then: the same call under another random
+    seed, since a block that draws random numbers in eval mode (dropout left on) answers no call the same twice."""
+    y, w, pad, kw = call
+    again = ck.output(student.block(y, w, mask=pad, seed=1, **kw), 0, f"{name} block, padding mask, asked again",
+                      count=1)
+    moved = diagnose.repeat(out, again)
+    if moved:
+        return (f"{name}: the same call asked again gave other answers ({moved[0].get('count', 'all')} of "
+                f"{moved[0].get('of', np.size(out))} values moved): something random runs even in eval mode, such "
+                "as dropout that ignores self.training")
+    return (f"{name}: its outputs did not follow the tokens when the same tokens came in another order "
+            "(each token's output must depend on the tokens, not on the order they come in)")
 
 
 def _mask_ignored(masked, unmasked) -> list[dict]:

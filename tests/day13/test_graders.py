@@ -289,6 +289,25 @@ def test_dropout_left_on_in_eval_is_told_it_is_random_not_that_tokens_lose_their
     assert "did not follow the tokens" not in message, message
 
 
+def test_a_head_split_mistake_is_told_it_is_right_with_one_head_only(tmp_path):
+    # Found on a held-out student: q, k, v split out of each head's block of 3 * d_k features (timm's layout read
+    # head-major) instead of the contract's [all q | all k | all v]. multihead.reference said only "160 of 160
+    # values differ"; every case is compared now, and the one that is right says where the mistake is.
+    sub = _copy_reference(tmp_path)
+    text = (sub / "multihead.py").read_text()
+    split = ("        q, k, v = self.qkv(x).chunk(3, dim=-1)  # each (B, T, D)\n",
+             "        q, k, v = [t.view(B, T, self.h, self.d_k).transpose(1, 2) for t in (q, k, v)]  # (B, h, T, d_k)\n")
+    assert all(text.count(line) == 1 for line in split)
+    text = text.replace(split[0], "").replace(split[1], "        qkv = self.qkv(x).view(B, T, self.h, 3 * self.d_k).transpose(1, 2)\n"
+                                                        "        q, k, v = qkv.chunk(3, dim=-1)\n")
+    (sub / "multihead.py").write_text(text)
+    result = killrate.grade(sub, "head_major", lesson=DAY13)
+    failed = {t.name: t for t in result.tests if t.status != "passed"}
+    assert "multihead.reference" in failed and {name.split(".")[0] for name in failed} == {"multihead"}, failed
+    facts = [f for f in failed["multihead.reference"].facts if f["id"] == "only_with"]
+    assert facts and facts[0]["right_with"] == ["one head: d_model=12"], failed["multihead.reference"].facts
+
+
 def test_T_read_from_the_batch_axis_is_named_hidden_and_visible(tmp_path):
     # Found on a held-out student: `T = x.size(0)` in PositionalEncoding.forward crashed module_forward with only
     # torch's "The size of tensor a (7) must match the size of tensor b (3)". It is catalogued now.

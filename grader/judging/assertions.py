@@ -250,14 +250,15 @@ def same_grads(got_res, exp_res, what: str, names, *, grads: Callable[[str], Tol
         e = got_res.grad_error
         raise GradeFailure(f"{what}: backward failed: {e['type']}: {e['message']}"
                            + (f"\n{e['traceback']}" if e.get("traceback") else ""), error=e)
+    # A gradient that never arrives is said before any that differs: a weight the answer does not use (or whose
+    # path autograd lost) also moves every other gradient, which would hide it.
     for name in names:
-        expected = exp_res.grad(name)
-        got = got_res.grad(name)
-        if got is None:
+        if got_res.grad(name) is None:
             raise GradeFailure(f"{what}: no gradient reached {name}: keep the computation inside autograd "
-                               "(no .detach(), torch.no_grad() or numpy round trip)",
+                               "(no .detach(), torch.no_grad() or numpy round trip), and make sure it is used",
                                facts=[{"id": "no_gradient", "name": name}])
-        close(got, expected, grads(dtype), f"{what}: gradient of {name}")
+    for name in names:
+        close(got_res.grad(name), exp_res.grad(name), grads(dtype), f"{what}: gradient of {name}")
 
 
 def check(condition: bool, message: str) -> None:

@@ -249,3 +249,23 @@ def test_an_infinite_expected_value_is_matched_only_by_the_same_infinity():
     assertions.close(expected.copy(), expected, t, "mask")
     assert not diagnose._same(got, expected, t.atol, t.rtol).all()
     assert diagnose._same(expected.copy(), expected, t.atol, t.rtol).all()
+
+
+def test_a_gradient_that_never_arrives_is_said_before_one_that_differs():
+    # Found on a held-out student whose V came from W_k: W_v got no gradient, but the comparison stopped at the
+    # gradient of x, which differed too, and the feedback never said that W_v is unused.
+    from grader.judging.assertions import GradeFailure, same_grads
+    from grader.judging.tolerances import Tol
+    from grader.running.calls import Result
+
+    def answer(grads):
+        return Result({"outputs": [], "grads": {n: (f"g{n}" if g is not None else None) for n, g in grads.items()}},
+                      {f"g{n}": np.asarray(g, dtype=np.float64) for n, g in grads.items() if g is not None})
+
+    expected = answer({"x": [1.0, 2.0], "W_v": [3.0]})
+    with pytest.raises(GradeFailure) as failed:
+        same_grads(answer({"x": [5.0, 2.0], "W_v": None}), expected, "f", ("x", "W_v"), grads=lambda d: Tol(1e-5, 1e-5))
+    assert failed.value.facts == [{"id": "no_gradient", "name": "W_v"}]
+    with pytest.raises(GradeFailure) as failed:
+        same_grads(answer({"x": [5.0, 2.0], "W_v": [3.0]}), expected, "f", ("x", "W_v"), grads=lambda d: Tol(1e-5, 1e-5))
+    assert "gradient of x" in str(failed.value) and "no_gradient" not in diagnose.ids(failed.value.facts)

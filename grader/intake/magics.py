@@ -8,11 +8,25 @@ in tests/_feedback/ beside the visible tests' own package. Standard library only
 """
 from __future__ import annotations
 
+import __future__
 import re
 
 # Cell magics whose body is Python (timed, captured, profiled): the body runs, only the first line goes.
 _CELL_MAGIC_WITH_PYTHON_BODY = {"capture", "time", "timeit", "prun"}
 _ASSIGNED_MAGIC = re.compile(r"^(\s*[A-Za-z_][\w\s,]*=\s*)[%!]")
+
+
+# Every flag a `from __future__ import ...` can set in compiled code.
+FUTURE_FLAGS = 0
+for _feature in __future__.all_feature_names:
+    FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
+
+
+def compile_cell(source: str, filename: str, flags: int = 0) -> tuple:
+    """(code, flags for the next cell): a cell compiled as a kernel compiles it, under the `__future__` imports of
+    the cells before it (`flags`) and none of the caller's own, adding its own for the cells after it."""
+    code = compile(source, filename, "exec", flags, True)
+    return code, flags | (code.co_flags & FUTURE_FLAGS)
 
 
 def neutralise_magics(source: str) -> str:

@@ -635,14 +635,22 @@ def notebook_module_source(notebook_name: str, cells: list[str]) -> str:
     return (
         '"""Generated from the notebook named in NOTEBOOK: every code cell, in order. A cell that\n'
         'raises is recorded and skipped, so one bad cell does not lose the definitions of later ones."""\n'
+        "import __future__ as _future\n"
         "import traceback as _traceback\n\n"
         f"NOTEBOOK = {notebook_name!r}\n"
-        f"CELLS = {json.dumps(cells, ensure_ascii=True, indent=0)}\n\n\n"
+        f"CELLS = {json.dumps(cells, ensure_ascii=True, indent=0)}\n"
+        "# A cell's `from __future__ import ...` holds for the cells after it, as in a kernel (codeop's rule).\n"
+        "_FUTURE = 0\n"
+        "for _name in _future.all_feature_names:\n"
+        "    _FUTURE |= getattr(_future, _name).compiler_flag\n\n\n"
         "def run_cells(namespace):\n"
         "    errors = namespace.setdefault('_CELL_ERRORS', [])\n"
+        "    flags = 0\n"
         "    for i, source in enumerate(CELLS, 1):\n"
         "        try:\n"
-        "            exec(compile(source, f'{NOTEBOOK} cell {i}', 'exec'), namespace)\n"
+        "            code = compile(source, f'{NOTEBOOK} cell {i}', 'exec', flags, True)\n"
+        "            flags |= code.co_flags & _FUTURE\n"
+        "            exec(code, namespace)\n"
         "        except BaseException as exc:  # SystemExit too: a later cell may define what is graded\n"
         "            errors.append((i, _traceback.format_exception_only(type(exc), exc)[-1].strip()))\n"
     )

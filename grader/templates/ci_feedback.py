@@ -112,14 +112,16 @@ def run_notebook_tests(notebook: Path) -> dict[str, dict]:
     with its own reader, tests/_feedback/magics.py."""
     namespace: dict = {"__name__": "__main__"}
     errors = []
-    neutralise = _magics().neutralise_magics
+    magics = _magics()
+    flags = 0  # the __future__ imports of the cells run so far, as a kernel keeps them
     sys.path.insert(0, str(HERE))  # the notebook's set-up cell imports the runner from tools/
     try:
         for grade_id, source in _code_cells(notebook):
             if grade_id.startswith("test_"):
                 continue
             try:
-                exec(compile(neutralise(source), f"{notebook.name} {grade_id}", "exec"), namespace)  # noqa: S102
+                code, flags = magics.compile_cell(magics.neutralise_magics(source), f"{notebook.name} {grade_id}", flags)
+                exec(code, namespace)  # noqa: S102
             except (Exception, SystemExit) as exc:  # a failing cell is feedback, and later cells still run
                 errors.append(f"{grade_id}: {type(exc).__name__}: {exc}")
         runner = namespace.get("visible_test")

@@ -346,6 +346,35 @@ def test_notebook_becomes_the_contract_modules(tmp_path):
     assert out.stdout.strip() == "torch.Size([2, 5, 4]) 2.0 [(2, 'RuntimeError: a broken cell')] True"
 
 
+def test_a_cells_future_import_holds_for_the_cells_after_it_as_in_a_kernel(tmp_path):
+    # Found on a held-out notebook: `from __future__ import annotations` in its first cell and `-> Block` in a later
+    # one (Block defined by that cell itself). Jupyter runs it; each cell compiled on its own raised NameError, and
+    # its definitions were lost. The students' CI compiled cells under its own module's future flags instead.
+    from grader.intake.magics import compile_cell
+
+    cells = ["from __future__ import annotations",
+             "class Block:\n    def again(self) -> Block:\n    "
+             "    return self\n\ndef plain(x: int) -> int:\n    return x"]
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    _notebook(subs / "nina.ipynb", cells + reference_notebook_cells()[2:])
+    dest = tmp_path / "scratch"
+    materialise(discover(subs)[0], dest, lesson=LESSON)
+    code = f"import {LESSON.modules[0]} as m\nprint(m._CELL_ERRORS, m.Block().again() is not None, m.plain.__annotations__)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=dest, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[] True {'x': 'int', 'return': 'int'}"  # strings: the future import held
+
+    flags = 0
+    for cell in cells:
+        code, flags = compile_cell(cell, "cell", flags)
+    assert code.co_flags & flags
+    # Without the import, a cell is compiled as a kernel compiles it, whatever the caller's own imports: eagerly.
+    namespace = {}
+    exec(compile_cell(cells[1].replace("-> Block", "-> int"), "cell")[0], namespace)
+    assert namespace["plain"].__annotations__ == {"x": int, "return": int}
+
+
 def test_folder_with_py_files_keeps_them_over_a_notebook(tmp_path):
     sub = tmp_path / "subs" / "both"
     sub.mkdir(parents=True)

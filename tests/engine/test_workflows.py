@@ -212,8 +212,11 @@ def test_student_workflow_on_a_notebook_submission(released, tmp_path, lesson):
         if grade_id in reference and grade_id != f"solution_{undone}":
             # IPython's help after a name, and a continuation line that starts like a shell line (PEP 8 breaks
             # before an operator): CI must read them as the grading does, or the cell would be lost.
-            cell.source = reference[grade_id] + "\nprint?\n_same = (1\n         != 2)"
+            # A forward reference in an annotation runs only under the earlier cell's __future__ import (below).
+            cell.source = ("def _later() -> _Later:\n    pass\n\n\n" + reference[grade_id]
+                           + "\nprint?\n_same = (1\n         != 2)\n\n\nclass _Later:\n    pass")
     nb.cells[1].source = "%matplotlib inline\n?len\n" + nb.cells[1].source
+    nb.cells.insert(1, nbformat.v4.new_code_cell("from __future__ import annotations"))
     nbformat.write(nb, folder / lesson.notebook)
     result, summary, stdout = _run_student_workflow(folder)
     points = json.loads((folder / "tools" / "points.json").read_text(encoding="utf-8"))

@@ -86,13 +86,13 @@ def _from_notebook(folder: Path):
     if notebook is None:
         return None
     namespace: dict = {"__name__": "day13_notebook"}
+    magics, flags = ci_feedback._magics(), 0  # the grader's reader of IPython syntax; __future__ as a kernel keeps it
     for grade_id, source in ci_feedback._code_cells(notebook):
         if grade_id.startswith("test_"):
             continue  # the test cells check the code; the heatmap only needs the definitions
-        lines = [line[: len(line) - len(line.lstrip())] + "pass" if line.lstrip().startswith(("%", "!")) else line
-                 for line in source.split("\n")]
         try:
-            exec(compile("\n".join(lines), f"{notebook.name} {grade_id}", "exec"), namespace)  # noqa: S102
+            code, flags = magics.compile_cell(magics.neutralise_magics(source), f"{notebook.name} {grade_id}", flags)
+            exec(code, namespace)  # noqa: S102
         except Exception as error:  # noqa: BLE001 - a failing cell is reported only if SelfAttention is missing
             namespace.setdefault("__errors__", []).append(f"{grade_id}: {type(error).__name__}: {error}")
     if "SelfAttention" not in namespace:

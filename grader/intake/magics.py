@@ -29,6 +29,26 @@ def compile_cell(source: str, filename: str, flags: int = 0) -> tuple:
     return code, flags | (code.co_flags & FUTURE_FLAGS)
 
 
+_WRITEFILE = re.compile(r"""^%%writefile(?:\s+(-a|--append))?\s+("[^"]+"|'[^']+'|\S+)\s*$""")
+
+
+def written_file(source: str) -> tuple | None:
+    """(file name, append, text) of a `%%writefile [-a] NAME` cell, the file IPython writes when the cell runs (a
+    later cell may import it); None for any other cell. The name is as written: the caller decides where it may go."""
+    first, _, body = source.partition("\n")
+    found = _WRITEFILE.match(first.strip())
+    if not found:
+        return None
+    return found.group(2).strip("\"'"), bool(found.group(1)), body if body.endswith("\n") or not body else body + "\n"
+
+
+def plain_file_name(name: str) -> bool:
+    """Whether `name` is a file a notebook may write beside itself here: relative, below its folder, plain."""
+    parts = name.split("/")
+    return (bool(name) and "\\" not in name and "\0" not in name and not name.startswith("/") and len(parts) <= 4
+            and all(part not in ("", ".", "..") and len(part.encode("utf-8", "replace")) <= 255 for part in parts))
+
+
 def neutralise_magics(source: str) -> str:
     """Replace IPython magics, shell lines and help requests by harmless Python, keeping every line number.
 

@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 
 from grader.running.helper_process import WALL_FACTOR
-from grader.intake.magics import neutralise_magics
+from grader.intake.magics import neutralise_magics, plain_file_name, written_file
 from grader.results.storage import CLASS_FILES  # the class files beside the row folders: no row is named like one
 
 
@@ -482,12 +482,14 @@ def _maybe_convert_notebook(dest: Path, intake: Intake, lesson) -> None:
     from grader.release.notebook import is_test_cell
 
     try:
-        cells = notebook_code_cells(chosen, lesson=lesson)
+        sources = notebook_code_cells(chosen, lesson=lesson, magics=True)
     except Exception as exc:  # nbformat raises several kinds for a damaged file
         intake.note(f"could not read the notebook {label} ({type(exc).__name__}: {exc})"[:300])
         return
     # The released test cells run tests and define nothing: in the sandbox they would only cost time.
-    cells = [cell for cell in cells if not is_test_cell(cell, lesson=lesson)]
+    sources = [source for source in sources if not is_test_cell(neutralise_magics(source), lesson=lesson)]
+    _write_notebook_files(dest, sources, intake, lesson)
+    cells = [neutralise_magics(source) for source in sources]
     (dest / f"{notebook_module_name(lesson)}.py").write_text(notebook_module_source(label, cells), encoding="utf-8")
     for module in lesson.modules:
         (dest / f"{module}.py").write_text(contract_module_source(label, module, lesson=lesson), encoding="utf-8")
@@ -499,6 +501,28 @@ def _maybe_convert_notebook(dest: Path, intake: Intake, lesson) -> None:
     elif others:
         intake.note(f"graded {label}; {_names(others)} {'are' if len(others) > 1 else 'is'} the released "
                     "notebook with no code of yours")
+
+
+def _write_notebook_files(dest: Path, sources: list[str], intake: Intake, lesson) -> None:
+    """The files the notebook's `%%writefile` cells write when it runs, written in cell order beside the modules made
+    of it (a later cell may import one), as Jupyter writes them beside the notebook. Never over those modules."""
+    made = {f"{module}.py" for module in lesson.modules} | {f"{notebook_module_name(lesson)}.py"}
+    for source in sources:
+        found = written_file(source)
+        if found is None:
+            continue
+        name, append, text = found
+        if not plain_file_name(name) or name in made:
+            intake.note(f"the notebook's cell `%%writefile {shown(name)}` was not run: a notebook may write files "
+                        f"inside its own folder, other than {', '.join(sorted(made - {f'{notebook_module_name(lesson)}.py'}))}")
+            continue
+        try:
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | (os.O_APPEND if append else os.O_TRUNC)
+            with os.fdopen(os.open(dest / name, flags, 0o644), "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as exc:
+            intake.note(f"the notebook's cell `%%writefile {shown(name)}` could not write it: {exc.strerror}")
 
 
 def _names(paths) -> str:
@@ -550,8 +574,8 @@ def notebook_limits(lesson) -> dict:
     return lesson.limits.get("notebooks", {})
 
 
-def notebook_code_cells(path: Path, *, lesson) -> list[str]:
-    """The code cells' text, magics neutralised. A notebook is graded by its code: its outputs, attachments
+def notebook_code_cells(path: Path, *, lesson, magics: bool = False) -> list[str]:
+    """The code cells' text, magics neutralised (kept as written with `magics`). A notebook is graded by its code: its outputs, attachments
     and metadata are dropped while it is read (grader/intake/nbstrip.py, in a process limited to the lesson's
     [notebooks] memory and time), and the limits on what a notebook may cost apply to what is left. A
     file over intake's per-file limit is not read at all. Version 4 notebooks (every Jupyter since 2015)
@@ -580,7 +604,7 @@ def notebook_code_cells(path: Path, *, lesson) -> list[str]:
         if isinstance(source, list):
             source = "".join(part for part in source if isinstance(part, str))
         if isinstance(source, str):
-            code.append(neutralise_magics(source))
+            code.append(source if magics else neutralise_magics(source))
     return code
 
 

@@ -24,7 +24,9 @@ import base64
 import hashlib
 import importlib.util
 import json
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -114,10 +116,21 @@ def run_notebook_tests(notebook: Path) -> dict[str, dict]:
     errors = []
     magics = _magics()
     flags = 0  # the __future__ imports of the cells run so far, as a kernel keeps them
-    sys.path.insert(0, str(HERE))  # the notebook's set-up cell imports the runner from tools/
+    # What its `%%writefile` cells write, as Jupyter writes it beside the notebook (the grader does too): here in a
+    # folder of its own, importable, so CI changes nothing in the student's folder.
+    written = Path(tempfile.mkdtemp(prefix="notebook-files-"))
+    sys.path[:0] = [str(HERE), str(written)]  # the notebook's set-up cell imports the runner from tools/
     try:
         for grade_id, source in _code_cells(notebook):
             if grade_id.startswith("test_"):
+                continue
+            found = magics.written_file(source)
+            if found and magics.plain_file_name(found[0]) and found[0] not in {f"{part}.py" for part in PARTS}:
+                name, append, text = found
+                (written / name).parent.mkdir(parents=True, exist_ok=True)
+                with open(written / name, "a" if append else "w", encoding="utf-8") as f:
+                    f.write(text)
+                importlib.invalidate_caches()
                 continue
             try:
                 code, flags = magics.compile_cell(magics.neutralise_magics(source), f"{notebook.name} {grade_id}", flags)
@@ -134,6 +147,8 @@ def run_notebook_tests(notebook: Path) -> dict[str, dict]:
                 for nodeid, result in runner.run().items()}
     finally:
         sys.path.remove(str(HERE))
+        sys.path.remove(str(written))
+        shutil.rmtree(written, ignore_errors=True)
 
 
 def run_deliverables(folder: Path) -> list:

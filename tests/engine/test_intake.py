@@ -375,6 +375,28 @@ def test_a_cells_future_import_holds_for_the_cells_after_it_as_in_a_kernel(tmp_p
     assert namespace["plain"].__annotations__ == {"x": int, "return": int}
 
 
+def test_a_notebooks_writefile_cells_write_their_files_for_the_cells_after_them(tmp_path):
+    # Found on a held-out notebook: `%%writefile attn_utils.py` in one cell, `from attn_utils import ...` in the next.
+    # Restart-and-Run-All works in Jupyter; the grader neutralised the cell, and the part lost every point.
+    first = LESSON.modules[0]
+    cells = ["%%writefile helpers/util.py\nSCALE = 2\n", "%%writefile -a helpers/util.py\nSHIFT = 1",
+             "%%writefile '../outside.py'\nx = 1", f"%%writefile {first}.py\nbroken(",
+             "import sys\nsys.path.insert(0, 'helpers')\nfrom util import SCALE, SHIFT\nHELPED = SCALE + SHIFT"]
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    _notebook(subs / "nina.ipynb", cells + reference_notebook_cells()[2:])
+    dest = tmp_path / "scratch"
+    taken = materialise(discover(subs)[0], dest, lesson=LESSON)
+    assert (dest / "helpers" / "util.py").read_text() == "SCALE = 2\nSHIFT = 1\n"
+    assert not (tmp_path / "outside.py").exists() and not (dest.parent / "outside.py").exists()
+    said = [n for n in taken.notes if "%%writefile" in n]
+    assert len(said) == 2 and "../outside.py" in said[0] and f"{first}.py" in said[1], taken.notes
+    code = f"import {first} as m\nprint(m._CELL_ERRORS, m.HELPED)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=dest, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[] 3"
+
+
 def test_folder_with_py_files_keeps_them_over_a_notebook(tmp_path):
     sub = tmp_path / "subs" / "both"
     sub.mkdir(parents=True)

@@ -217,11 +217,17 @@ def test_student_workflow_on_a_notebook_submission(released, tmp_path, lesson):
                            + "\nprint?\n_same = (1\n         != 2)\n\n\nclass _Later:\n    pass")
     nb.cells[1].source = "%matplotlib inline\n?len\n" + nb.cells[1].source
     nb.cells.insert(1, nbformat.v4.new_code_cell("from __future__ import annotations"))
+    # A helper the notebook writes with %%writefile and a solution cell imports (CI must write it, as Jupyter does).
+    nb.cells.insert(2, nbformat.v4.new_code_cell("%%writefile _nb_helper.py\nHELPED = True"))
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade_id") == f"solution_{done[0]}":
+            cell.source = "from _nb_helper import HELPED\n" + cell.source
     nbformat.write(nb, folder / lesson.notebook)
     result, summary, stdout = _run_student_workflow(folder)
     points = json.loads((folder / "tools" / "points.json").read_text(encoding="utf-8"))
     scores = _by_part(result)
     assert "feedback from the notebook's test cells" in stdout
+    assert not (folder / "_nb_helper.py").exists(), "CI writes what the notebook writes outside the student's folder"
     for part in done:
         assert scores[part] == pytest.approx(points[part]), (part, scores)
     assert scores[undone] == 0

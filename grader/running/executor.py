@@ -57,6 +57,7 @@ import gc
 import importlib
 import json
 import math
+import os
 import sys
 import threading
 import traceback
@@ -230,7 +231,10 @@ class ModuleLoader:
     # -- importing ----------------------------------------------------------------------
     def _import(self, name: str, stand_ins: dict) -> types.ModuleType:
         if not (self.directory / f"{name}.py").exists():
-            raise ModuleNotFoundError(f"{name}.py is missing: the submission needs a file named {name}.py at its top level")
+            below = _found_below(self.directory, f"{name}.py")
+            raise ModuleNotFoundError(f"{name}.py is missing: the submission needs a file named {name}.py at its top level"
+                                      + (f" (it has {below}: move it, and the files beside it, to the top level)"
+                                         if below else ""))
         if not self.isolated:
             if str(self.directory) not in sys.path:
                 sys.path.insert(0, str(self.directory))
@@ -785,6 +789,20 @@ def _run_module(header, arrays, loader, out_header, out_arrays):
     if header.get("grad_params"):
         wrt.update({n: t for n, t in loaded.items() if isinstance(t, torch.nn.Parameter)})
     _finish(header, result, wrt, tensors, loader, out_header, out_arrays)
+
+
+def _found_below(directory: Path, filename: str, limit: int = 2000) -> str | None:
+    """Where `filename` is in a folder below `directory` (a zip or folder nested one level too deep), looking at
+    no more than `limit` entries; None if nowhere."""
+    seen = 0
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in ("__MACOSX", "__pycache__"))
+        if root != str(directory) and filename in files:
+            return os.path.relpath(os.path.join(root, filename), directory)
+        seen += len(dirs) + len(files)
+        if seen > limit:
+            return None
+    return None
 
 
 def _hold_everywhere(root, own, stand_in) -> None:

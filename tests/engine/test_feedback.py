@@ -240,3 +240,23 @@ def test_a_read_of_the_graders_files_is_worded_by_the_engine_and_a_library_by_th
     assert said(["softmax"]) == "Your code reaches softmax. Write softmax yourself."
     assert said([LIBRARY_FILES]) == f"Your code reaches {LIBRARY_FILES}. Write softmax yourself."
     assert said(["softmax", KIT_FILES]) == f"Your code reaches softmax. Write softmax yourself. {KIT_FILES_SENTENCE}"
+
+
+def test_files_nested_a_level_too_deep_are_told_where_they_are(toy, tmp_path):
+    """Found on a held-out zip with its files two folders down: every part said only that the file is missing at
+    the top level. The child looks below its copy and says where the file is, so the student knows what to move."""
+    import shutil
+
+    from engine_helpers import TOY, kept_zygotes, shared_config
+
+    from grader.running import grade as run
+
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    shutil.copytree(TOY / "solutions", subs / "deep" / "work" / "hw", ignore=shutil.ignore_patterns("__pycache__"))
+    (subs / "deep" / "notes.txt").write_text("the work is below\n", encoding="utf-8")
+    assert run.main(submissions=str(subs), out=str(out), jobs=1, config=shared_config(call_timeout=5.0), lesson=toy,
+                    zygotes=kept_zygotes()) == 0
+    record = json.loads((out / "deep" / "record.json").read_text(encoding="utf-8"))
+    said = " ".join(t["output"] for t in record["tests"])
+    module = toy.modules[0]
+    assert f"it has work/hw/{module}.py: move it, and the files beside it, to the top level" in said, said[:800]

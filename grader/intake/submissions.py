@@ -486,11 +486,13 @@ def _maybe_convert_notebook(dest: Path, intake: Intake, lesson) -> None:
     except Exception as exc:  # nbformat raises several kinds for a damaged file
         intake.note(f"could not read the notebook {label} ({type(exc).__name__}: {exc})"[:300])
         return
-    # The released test cells run tests and define nothing: in the sandbox they would only cost time.
-    sources = [source for source in sources if not is_test_cell(neutralise_magics(source), lesson=lesson)]
-    _write_notebook_files(dest, sources, intake, lesson)
-    cells = [neutralise_magics(source) for source in sources]
-    (dest / f"{notebook_module_name(lesson)}.py").write_text(notebook_module_source(label, cells), encoding="utf-8")
+    # The released test cells run tests and define nothing: in the sandbox they would only cost time. Each cell kept
+    # keeps its number among the notebook's code cells, which feedback names it by.
+    kept = [(n, source) for n, source in enumerate(sources, 1) if not is_test_cell(neutralise_magics(source), lesson=lesson)]
+    _write_notebook_files(dest, [source for _, source in kept], intake, lesson)
+    cells = [neutralise_magics(source) for _, source in kept]
+    (dest / f"{notebook_module_name(lesson)}.py").write_text(
+        notebook_module_source(label, cells, numbers=[n for n, _ in kept]), encoding="utf-8")
     for module in lesson.modules:
         (dest / f"{module}.py").write_text(contract_module_source(label, module, lesson=lesson), encoding="utf-8")
     intake.notebook = label
@@ -651,8 +653,9 @@ def _stripped_notebook(path: Path, max_bytes: int, limits: dict) -> str:
     return out.decode("ascii")
 
 
-def notebook_module_source(notebook_name: str, cells: list[str]) -> str:
-    """The notebook's cells and a function that runs them, each under try/except, in a namespace.
+def notebook_module_source(notebook_name: str, cells: list[str], numbers: list[int] | None = None) -> str:
+    """The notebook's cells and a function that runs them, each under try/except, in a namespace. `numbers`: each
+    cell's number among the notebook's code cells (default 1, 2, ...), as errors name it.
 
     The notebook's name is the student's: it appears only as a string literal (repr), never as text
     pasted into the source, where a quote in it would end the string and change the code."""
@@ -663,6 +666,7 @@ def notebook_module_source(notebook_name: str, cells: list[str]) -> str:
         "import traceback as _traceback\n\n"
         f"NOTEBOOK = {notebook_name!r}\n"
         f"CELLS = {json.dumps(cells, ensure_ascii=True, indent=0)}\n"
+        f"NUMBERS = {json.dumps(numbers or list(range(1, len(cells) + 1)))}\n"
         "# A cell's `from __future__ import ...` holds for the cells after it, as in a kernel (codeop's rule).\n"
         "_FUTURE = 0\n"
         "for _name in _future.all_feature_names:\n"
@@ -670,7 +674,7 @@ def notebook_module_source(notebook_name: str, cells: list[str]) -> str:
         "def run_cells(namespace):\n"
         "    errors = namespace.setdefault('_CELL_ERRORS', [])\n"
         "    flags = 0\n"
-        "    for i, source in enumerate(CELLS, 1):\n"
+        "    for i, source in zip(NUMBERS, CELLS):\n"
         "        try:\n"
         "            code = compile(source, f'{NOTEBOOK} cell {i}', 'exec', flags, True)\n"
         "            flags |= code.co_flags & _FUTURE\n"

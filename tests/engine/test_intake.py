@@ -397,6 +397,21 @@ def test_a_notebooks_writefile_cells_write_their_files_for_the_cells_after_them(
     assert out.stdout.strip() == "[] 3"
 
 
+def test_a_failing_cell_is_named_by_its_number_among_the_notebooks_code_cells(tmp_path):
+    # Found on a held-out notebook: the grader leaves the released test cells out, and numbered what was left, so the
+    # feedback's "code cell 6" was the student's 38th code cell.
+    cells = ['visible_test("activations")', 'visible_test("classifier")', "raise RuntimeError('a broken cell')"]
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    _notebook(subs / "nina.ipynb", cells + reference_notebook_cells()[2:])
+    dest = tmp_path / "scratch"
+    materialise(discover(subs)[0], dest, lesson=LESSON)
+    code = f"import {LESSON.modules[0]} as m\nprint(m._CELL_ERRORS)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=dest, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[(3, 'RuntimeError: a broken cell')]"
+
+
 def test_folder_with_py_files_keeps_them_over_a_notebook(tmp_path):
     sub = tmp_path / "subs" / "both"
     sub.mkdir(parents=True)

@@ -286,7 +286,10 @@ def grade_submission(*, name: str, directory: Path, transport, lesson, check_del
     if import_errors:
         result.status = "import-error: " + ", ".join(sorted(import_errors))
         every = import_errors >= {f"{module}.py" for module in lesson.modules}
+        # A notebook's modules are made of its code cells: the student handed in no such file.
+        made = (Path(directory) / f"{notebook_module_name(lesson)}.py").is_file()
         result.notes.append("could not import " + ", ".join(sorted(import_errors))
+                            + (" (made of your notebook's code cells: the tests name the cell that failed)" if made else "")
                             + ("; no part's code could be graded" if every else
                                "; only the tests that need these files lost points"))
     return result

@@ -221,7 +221,7 @@ def test_student_workflow_on_a_notebook_submission(released, tmp_path, lesson):
     nb.cells.insert(2, nbformat.v4.new_code_cell("%%writefile _nb_helper.py\nHELPED = True"))
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("grade_id") == f"solution_{done[0]}":
-            cell.source = "from _nb_helper import HELPED\n" + cell.source
+            cell.source = "from _nb_helper import HELPED\ndisplay(HELPED)  # a kernel's builtin\n" + cell.source
     nbformat.write(nb, folder / lesson.notebook)
     result, summary, stdout = _run_student_workflow(folder)
     points = json.loads((folder / "tools" / "points.json").read_text(encoding="utf-8"))

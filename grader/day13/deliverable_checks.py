@@ -131,8 +131,8 @@ def check_weights(root: str) -> Check:
         if kit.find(root, HEATMAP_NAMES):
             return Check("heatmap_weights", True, "attention_weights.npy not included (optional): nothing to check. "
                          "`make heatmap` saves it next to the heatmap.", title)
-        return Check("heatmap_weights", False, "No heatmap and no attention_weights.npy. Run `make heatmap`: it saves both.",
-                     title)
+        return Check("heatmap_weights", False, "No heatmap and no attention_weights.npy. Run `make heatmap`: it saves both."
+                     + kit.misplaced(root, WEIGHTS_NAMES + HEATMAP_NAMES), title)
     return kit.judged("heatmap_weights", title, root, WEIGHTS_NAMES, "", kit.MAX_NPY_BYTES, _judge_weights)
 
 

@@ -92,7 +92,7 @@ def find(root: str, names: tuple[str, ...]) -> list[str]:
     return [name for wanted in names for name in sorted(by_name.get(wanted.lower(), []))]
 
 
-def _misplaced(root: str, names: tuple[str, ...]) -> str:
+def misplaced(root: str, names: tuple[str, ...]) -> str:
     """A hint when the file exists one folder down (a common mistake), else ''."""
     wanted = {name.lower() for name in names}
     for entry in _entries(root):
@@ -110,7 +110,7 @@ def _misplaced(root: str, names: tuple[str, ...]) -> str:
 def _missing(root: str, names: tuple[str, ...], how: str) -> Problem:
     others = sorted({n.rsplit(".", 1)[-1] for n in names[1:] if "." in n})
     label = names[0] + (f" (or .{', .'.join(others)})" if others else "")
-    return Problem(f"Missing: no {label} at the top level of the folder.{_misplaced(root, names)} {how}")
+    return Problem(f"Missing: no {label} at the top level of the folder.{misplaced(root, names)} {how}")
 
 
 def _inside(root: str, target: str) -> bool:

@@ -383,6 +383,16 @@ def test_misplaced_diagram_gets_a_hint(sub):
     assert not result.passed and "figures/transformer_block.png" in result.message
 
 
+def test_misplaced_weights_and_heatmap_get_a_hint(sub):
+    # Found on a held-out zip with its pictures in figures/: every other check said where the file was; this one only
+    # said to run `make heatmap`.
+    (sub / "figures").mkdir()
+    for name in ("attention_heatmap.png", "attention_weights.npy"):
+        (sub / name).rename(sub / "figures" / name)
+    result = check(sub, "heatmap_weights")
+    assert not result.passed and "Found figures/attention_" in result.message, result.message
+
+
 def test_blank_diagram_is_rejected(sub):
     (sub / "transformer_block.png").write_bytes(png_bytes(Image.new("RGB", (800, 1000), "white")))
     result = check(sub, "diagram")

@@ -87,6 +87,9 @@ def test_s6_special_token_already_in_the_vocabulary(tokenizer, check):
     vocab = {**{b: bytes([b]) for b in range(256)}, 256: b"<|end|>", 257: b"an"}
     got = tokenizer.Tokenizer(vocab, merges, ["<|end|>"]).encode("an<|end|>")
     check.equal(got, [257, 256], "§6: encode('an<|end|>'), the special token keeping its id")
+    # A new one listed after it takes the next unused id, 258: one more than the largest, no gap.
+    got = tokenizer.Tokenizer(vocab, merges, ["<|end|>", "<sep>"]).encode("<sep>an<|end|>")
+    check.equal(got, [258, 257, 256], "§6: encode('<sep>an<|end|>'), <sep> added with the next unused id")
 
 
 def test_s6_without_special_tokens(handout_tokenizer, check):

@@ -64,6 +64,22 @@ def test_s3_merge_without_overlap(training, check):
     assert vocab[257] == b"aaa"
 
 
+def test_s3_ties_compare_the_first_tokens_then_the_second(training, check):
+    """§3, CONTRACT: the third merge is a tie at count 2 between (' ab', c) and (' a', z); the greater pair is
+    (' ab', c), since its first token ' ab' is greater than ' a' (the token it would make, ' abc', is not greater
+    than ' az': comparing what the pairs make is another rule)."""
+    _, merges = training.train_bpe("ab ab abc abc az az", 259)
+    check.equal(_pairs(merges), [(b" ", b"a"), (b" a", b"b"), (b" ab", b"c")],
+                "§3: train_bpe(\"ab ab abc abc az az\", 259): the merges (the tie goes to the greater pair)")
+
+
+def test_s3_pairs_are_counted_at_every_position(training, check):
+    """§3, CONTRACT: "aaaa" holds (a, a) three times, at positions 0, 1 and 2, so it beats (x, y), twice in "xyxy"
+    (counting a run's pairs without overlap would make it a tie at 2, and (x, y) the greater)."""
+    _, merges = training.train_bpe("aaaa xyxy", 257)
+    check.equal(_pairs(merges), [(b"a", b"a")], "§3: train_bpe(\"aaaa xyxy\", 257): the merges")
+
+
 def test_s3_vocab_size_too_small(training):
     """CONTRACT: no room for the bytes and the special tokens is a ValueError."""
     with pytest.raises(ValueError):

@@ -125,6 +125,9 @@ def test_special_tokens(student, reference):
     compare(student, reference, vocab, merges, specials, round_trips(texts), labels_of(texts))
     # The same vocabulary without special tokens: "<|end|>" is ordinary text.
     compare(student, reference, vocab, merges, None, [encode("x<|end|>y")], ["encode('x<|end|>y')"])
+    # A new special token listed after one the vocabulary already holds: the next unused id, no gap.
+    texts = ["a<sep>b<|end|>", "<sep>"]
+    compare(student, reference, vocab, merges, ["<|end|>", "<sep>"], round_trips(texts), labels_of(texts))
 
 
 def test_special_overlap(student, reference):

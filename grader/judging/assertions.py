@@ -381,6 +381,9 @@ def first_difference(got, expected, *, tol: Tol | None = None, strict_sequences:
             return where, "type", f"a {_type_words(got)} where {_type_words(expected)} was expected", expected, got
         for k, (g, e) in enumerate(zip(got, expected)):
             found = first_difference(g, e, tol=tol, strict_sequences=strict_sequences, where=f"{where}[{k}]")
+            if found is not None and found[0] != f"{where}[{k}]" and _small_item(e) and isinstance(g, (list, tuple)):
+                # A pair (or any short item) is shown whole: one of its parts means little on its own.
+                return f"{where}[{k}]", found[1], "", e, g
             if found is not None:
                 return found
         if len(got) != len(expected):
@@ -415,6 +418,12 @@ def first_difference(got, expected, *, tol: Tol | None = None, strict_sequences:
             return where, "value", failure.message.lstrip(": ").split("\n")[0], _MISSING, _MISSING
         return None
     raise TypeError(f"same_value cannot compare with a {type(expected).__name__} (the expected value)")
+
+
+def _small_item(value) -> bool:
+    """A short sequence of plain values (a pair of tokens, a shape): read as one thing."""
+    return (isinstance(value, (list, tuple)) and len(value) <= 4 and len(repr(value)) <= 120
+            and all(v is None or isinstance(v, (str, bytes, int, float, bool)) for v in value))
 
 
 def _numbers_match(got, expected, tol: Tol | None) -> bool:

@@ -25,7 +25,7 @@ One file per part, in the order a call meets them:
     startup.py      what the zygote does once before its first child: warm-up, and the start-up
                     check (a child that proves it can read its import path and import what torch
                     loads lazily); SandboxRefused when it cannot
-    __main__.py     `python -m grader.sandbox SPEC` (how the grader starts a zygote) and
+    __main__.py     `python -m grader.sandbox -` (how the grader starts a zygote, its request on stdin) and
                     `python -m grader.sandbox --check` (what this machine offers)
 """
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""`python -m grader.sandbox SPEC`: the zygote, as Zygote starts it (SPEC is its JSON request).
+"""`python -m grader.sandbox -`: the zygote, as Zygote starts it (its JSON request on stdin, never on the command
+line, which every child inherits and can read).
 `python -m grader.sandbox --check [--lesson NAME|PATH]`: which layers work on this machine, and the
 start-up check's findings, as a grading run of the lesson (default: as `python -m grader`) would see them
 (exit 1 when a run would refuse to grade)."""
@@ -47,8 +48,12 @@ if __name__ == "__main__":
         if report["child_view"]["refused"]:
             print(f"\nnot ready to grade: {report['child_view']['refused']}", file=sys.stderr)
             sys.exit(1)
-    else:
-        zygote.main(json.loads(sys.argv[1]))
+    elif sys.argv[1:] == [zygote.SPEC_ON_STDIN]:
+        zygote.main(zygote.read_spec())
         # No interpreter teardown: the attention kernels switched off in this process are Python
         # objects held by the dispatcher for good, which must not outlive the interpreter's own end.
         os._exit(0)
+    else:
+        print("usage: python -m grader.sandbox --check [--lesson NAME|PATH]  (a grading run starts the zygote itself)",
+              file=sys.stderr)
+        sys.exit(2)

@@ -11,7 +11,7 @@ race and know when it is gone. Killing the child (PID 1 of its namespace) kills 
 started, and it dies if the zygote dies.
 
 Grader side: Zygote (spawns it, asks it for children) and Child (one live child). Zygote side:
-main(), run by `python -m grader.sandbox SPEC`. What each child does before it serves calls is
+main(), run by `python -m grader.sandbox -` (its request on stdin). What each child does before it serves calls is
 grader/sandbox/confinement.py; what the zygote does once before its first child, grader/sandbox/startup.py.
 """
 from __future__ import annotations
@@ -87,10 +87,19 @@ class Zygote:
         env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONDONTWRITEBYTECODE="1", MALLOC_ARENA_MAX="2",
                    MPLBACKEND="Agg",
                    PYTHONPATH=os.pathsep.join([str(KIT_ROOT), *extra_path]))
+        # The request goes through a pipe, not the command line: every child is a fork of the zygote, and a
+        # student's code can read its own /proc/self/cmdline (the lesson's forbidden policy, the kit's paths).
         self.process = subprocess.Popen(
-            [sys.executable, "-s", "-m", "grader.sandbox", json.dumps(spec)],
-            pass_fds=spec["fds"], env=env, cwd=str(KIT_ROOT), stdin=subprocess.DEVNULL,
+            [sys.executable, "-s", "-m", "grader.sandbox", SPEC_ON_STDIN],
+            pass_fds=spec["fds"], env=env, cwd=str(KIT_ROOT), stdin=subprocess.PIPE,
         )
+        try:
+            self.process.stdin.write(json.dumps(spec).encode())
+        except OSError:
+            pass  # it died at start: wait_ready says so
+        finally:
+            with contextlib.suppress(OSError):
+                self.process.stdin.close()
         for s in theirs:
             s.close()
         self._ready: set[int] = set()
@@ -309,6 +318,18 @@ class ChildSetup:
     view_plan: list  # confinement.view_plan() of this zygote: applied in each child before it drops root
     paths: ChildPaths  # the import path and what Landlock lets a child read, found once
     seccomp: bytes | None = None  # the filter compiled once; None (compiled in the child) until the warm-up is done
+
+
+SPEC_ON_STDIN = "-"  # the zygote's one argument: its request comes on stdin (read_spec)
+
+
+def read_spec() -> dict:
+    """The zygote's request, read from stdin; stdin is /dev/null from then on, for it and every child."""
+    spec = json.loads(sys.stdin.buffer.read())
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    return spec
 
 
 def main(spec: dict) -> None:

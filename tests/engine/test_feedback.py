@@ -260,3 +260,27 @@ def test_files_nested_a_level_too_deep_are_told_where_they_are(toy, tmp_path):
     said = " ".join(t["output"] for t in record["tests"])
     module = toy.modules[0]
     assert f"it has work/hw/{module}.py: move it, and the files beside it, to the top level" in said, said[:800]
+
+
+def test_a_childs_command_line_holds_no_lesson_policy(toy, tmp_path):
+    """Found by a red team: every child is a fork of the zygote, and its /proc/self/cmdline held the zygote's JSON
+    request (the lesson's forbidden policy, the kit's paths), which an error message carried into the student's own
+    feedback. The request now comes on the zygote's stdin."""
+    import shutil
+
+    from engine_helpers import TOY, kept_zygotes, shared_config
+
+    from grader.running import grade as run
+
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    shutil.copytree(TOY / "solutions", subs / "reader", ignore=shutil.ignore_patterns("__pycache__"))
+    with open(subs / "reader" / "activations.py", "a", encoding="utf-8") as f:
+        f.write("\n\ndef softmax(x, dim=-1):\n"
+                "    raise RuntimeError('CMDLINE ' + open('/proc/self/cmdline', 'rb').read().replace(b'\\\\0', b' ')"
+                ".decode(errors='replace'))\n")
+    assert run.main(submissions=str(subs), out=str(out), jobs=1, config=shared_config(call_timeout=5.0), lesson=toy,
+                    zygotes=kept_zygotes()) == 0
+    said = " ".join(t["output"] for t in json.loads((out / "reader" / "record.json").read_text())["tests"])
+    assert "CMDLINE " in said and "grader.sandbox" in said, said[:600]  # the child did read its command line
+    shown = said[said.index("CMDLINE "):][:400]
+    assert "forbidden" not in shown and "lesson" not in shown and "{" not in shown, shown

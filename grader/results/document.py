@@ -298,6 +298,18 @@ class Document:
     style: str = ""  # the page's own styles, after the shared ones (a page with side-by-side code needs some)
 
 
+# Characters that act instead of showing (terminal escapes, a carriage return, bidirectional overrides): a
+# student's error message may hold them, and `cat summary.md` would clear the screen or print a fake line. Every
+# rendered text shows them as escapes instead; the kit's own words hold none.
+_ACTING = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0))}
+_ACTING.update({c: f"\\u{c:04x}" for c in (0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+
+
+def visible(text: str) -> str:
+    """`text` with every acting character written as an escape (\\x1b), a Windows line end as a line end."""
+    return text.replace("\r\n", "\n").translate(_ACTING)
+
+
 # ---------------------------------------------------------------- to Markdown
 
 
@@ -305,7 +317,7 @@ def to_markdown(doc: Document) -> str:
     chunks = [f"# {_md_line(doc.title)}"] if doc.title is not None else []
     for block in doc.blocks:
         chunks += _md_block(block)
-    return "\n\n".join(chunks).rstrip() + "\n"
+    return visible("\n\n".join(chunks).rstrip() + "\n")
 
 
 def _md_block(block, level: int = 2) -> list[str]:
@@ -433,7 +445,7 @@ def _body(doc: Document, head: list[str]) -> str:
     for block in doc.blocks:
         out += _html_block(block)
     out.append("</body></html>")
-    return "\n".join(out) + "\n"
+    return visible("\n".join(out) + "\n")
 
 
 def _attrs(*pairs) -> str:
@@ -445,7 +457,7 @@ def _attrs(*pairs) -> str:
 def html_blocks(blocks: list, level: int = 2) -> str:
     """A piece of page from document blocks, for a page built elsewhere (the review server's): the same
     markup and escaping as `to_html`."""
-    return "\n".join(line for block in blocks for line in _html_block(block, level))
+    return visible("\n".join(line for block in blocks for line in _html_block(block, level)))
 
 
 def _html_block(block, level: int = 2) -> list[str]:
@@ -530,7 +542,7 @@ def _html(content) -> str:
 
 def inline_html(content) -> str:
     """Inline content as HTML (the escaping of every page)."""
-    return _html(content)
+    return visible(_html(content))
 
 
 def _field(f: Field) -> str:

@@ -17,7 +17,9 @@ from grader.results.document import (Bullets, Cell, Code, Document, FileName, Fi
 from grader.results.storage import load_records
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from report_records import HINT_ID, LESSON, grade_class  # noqa: E402
+from report_records import HINT_ID, LESSON, grade_class, make_record  # noqa: E402
+
+from grader.results import feedback  # noqa: E402
 
 HOSTILE = "<script>alert(1)</script> [x](http:evil) **b** | # `t` \\"
 
@@ -229,3 +231,28 @@ def test_the_review_and_similarity_pages_write_no_markup_of_their_own():
                   and not node.value.lstrip().startswith(("//", "body{", "#"))]
         assert not markup, f"{name} lines {markup}: markup written by hand; describe it with grader/results/document.py"
         assert "html.escape" not in source and "import html" not in source, name
+
+
+ACTING = "\x1bc\x1b(0\x1b[2J\r\u202e\x07\x9b"  # clear the terminal, line drawing, bell, a bidi override, CSI
+
+
+def test_acting_characters_are_shown_as_escapes_in_every_rendering():
+    """Found by a red team: an error message holding `ESC c` cleared the terminal of whoever ran `cat summary.md` and
+    printed a fake line, and `ESC ( 0` garbled the rest of the page; a bidi override reverses what follows."""
+    doc = Document(title=f"T{ACTING}", page_title="t", blocks=[Paragraph(f"p{ACTING}"), Preformatted(f"pre{ACTING}\r\nx"),
+                                                                 Table(("a",), [(f"c{ACTING}",)])])
+    for text in (to_markdown(doc), to_html(doc), document.html_blocks(doc.blocks), document.inline_html(f"i{ACTING}")):
+        assert not [c for c in ACTING if not c.isprintable() and c in text], text
+        assert "\\x1bc" in text or "\\x1b" in text
+    assert "\\u202e" in to_markdown(doc) and "pre\\x1bc" in to_markdown(doc) and "\nx" in to_markdown(doc)
+
+
+def test_a_students_note_with_terminal_escapes_reaches_no_file_raw(tmp_path):
+    out = tmp_path / "out"
+    feedback.write_submission(out, make_record("esc", status="out-of-memory",
+                                               notes=[f"out of memory: MemoryError('{ACTING} 12 of 12 submissions ok')"]),
+                              lesson=LESSON)
+    classreport.write_class(out, lesson=LESSON)
+    for path in [out / "summary.md", out / "report.html", *(out / "esc").glob("feedback.*")]:
+        text = path.read_text(encoding="utf-8")
+        assert "12 of 12 submissions ok" in text and "\x1b" not in text and "\u202e" not in text, path

@@ -171,7 +171,7 @@ class ModuleLoader:
             stand_ins = {dep: self._over_standins(dep, name) for dep in self.lesson.always_standin.get(name, ())}
             module = self._import(name, stand_ins)
         except BaseException as exc:  # a student's import may raise anything, even SystemExit
-            if isinstance(exc, KeyboardInterrupt):
+            if _interrupts(exc, self):
                 raise
             self.errors[name] = error_record(exc, "import", self.directory)
             raise _ImportFailure(name, self.errors[name]) from None
@@ -419,6 +419,14 @@ def _flatten(result) -> list:
     return [result]
 
 
+def _interrupts(exc: BaseException, loader) -> bool:
+    """Whether `exc` must stop this process rather than become the call's error: a Ctrl-C in the grader's own
+    process. In a sandboxed child no one can press Ctrl-C: a KeyboardInterrupt there is the student's code raising
+    one (or signalling itself), and it costs its tests like any other exception (an import that raises it is
+    remembered as failed, not tried again on every call)."""
+    return isinstance(exc, KeyboardInterrupt) and loader.isolated  # isolated: the grader's process (ModuleLoader)
+
+
 # -- the executor --------------------------------------------------------------------------
 def execute(header: dict, arrays: dict, *, loader: ModuleLoader) -> tuple[dict, dict]:
     """Run one call; never raises for anything the student's code does."""
@@ -469,7 +477,7 @@ def _stage(name: str, loader: ModuleLoader, graded: tuple | None = None):
     except protocol.ValueNotCarried as exc:  # a result the grader cannot read: what to return instead
         raise _Failed({"type": "UngradableResult", "message": str(exc)[:600], "traceback": "", "stage": name}) from None
     except BaseException as exc:  # student code may raise SystemExit and friends
-        if isinstance(exc, KeyboardInterrupt):
+        if _interrupts(exc, loader):
             raise
         record = error_record(exc, name, loader.directory)
         inside = _raised_inside(exc, *graded, loader.lesson) if graded else []
@@ -838,7 +846,7 @@ def _finish(header, result, wrt, tensors, loader, out_header, out_arrays):
         _seed()
         grads = torch.autograd.grad(sum(terms), targets, allow_unused=True)
     except BaseException as exc:
-        if isinstance(exc, KeyboardInterrupt):
+        if _interrupts(exc, loader):
             raise
         out_header["grad_error"] = error_record(exc, "backward", loader.directory)
         return
@@ -935,7 +943,7 @@ def _inspect_on_meta(header, loader):
     try:
         cls = getattr(loader.load(header["module"]), header["cls"], None)  # imported outside meta
     except BaseException as exc:  # a student's code may raise SystemExit and friends
-        if isinstance(exc, KeyboardInterrupt):
+        if _interrupts(exc, loader):
             raise
         return None  # the CPU path reports it (import failures are remembered, not retried)
     if cls is None:
@@ -955,7 +963,7 @@ def _inspect_on_meta(header, loader):
                 if isinstance(obj, torch.nn.Module):
                     record = _inspect_record(obj, header)
         except BaseException as exc:  # answered on CPU, where it raises again and is reported as before
-            if isinstance(exc, KeyboardInterrupt):
+            if _interrupts(exc, loader):
                 raise
             record = None
         obj = None

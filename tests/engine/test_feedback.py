@@ -284,3 +284,24 @@ def test_a_childs_command_line_holds_no_lesson_policy(toy, tmp_path):
     assert "CMDLINE " in said and "grader.sandbox" in said, said[:600]  # the child did read its command line
     shown = said[said.index("CMDLINE "):][:400]
     assert "forbidden" not in shown and "lesson" not in shown and "{" not in shown, shown
+
+
+def test_a_keyboard_interrupt_at_import_is_an_import_failure_remembered(toy, tmp_path):
+    """Found by a red team: KeyboardInterrupt raised while a module imports was not remembered as a failed import, so
+    the module was imported again on every call (a slow import then cost every call), and the row said nothing of it."""
+    import shutil
+
+    from engine_helpers import TOY, kept_zygotes, shared_config
+
+    from grader.running import grade as run
+
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    shutil.copytree(TOY / "solutions", subs / "interrupted", ignore=shutil.ignore_patterns("__pycache__"))
+    module = toy.modules[0]
+    path = subs / "interrupted" / f"{module}.py"
+    path.write_text("raise KeyboardInterrupt('at import')\n" + path.read_text(encoding="utf-8"), encoding="utf-8")
+    assert run.main(submissions=str(subs), out=str(out), jobs=1, config=shared_config(call_timeout=5.0), lesson=toy,
+                    zygotes=kept_zygotes()) == 0
+    record = json.loads((out / "interrupted" / "record.json").read_text(encoding="utf-8"))
+    assert record["status"] == f"import-error: {module}.py", record["status"]
+    assert any(f"could not import {module}.py" in note for note in record["notes"]), record["notes"]

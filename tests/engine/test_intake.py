@@ -346,6 +346,22 @@ def test_notebook_becomes_the_contract_modules(tmp_path):
     assert out.stdout.strip() == "torch.Size([2, 5, 4]) 2.0 [(2, 'RuntimeError: a broken cell')] True"
 
 
+def _intake_of_notebook(tmp_path, cells):
+    """The scratch copy intake makes of a notebook of `cells` (then the reference's code), and what it said."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    _notebook(subs / "nina.ipynb", cells + reference_notebook_cells()[2:])
+    dest = tmp_path / "scratch"
+    return dest, materialise(discover(subs)[0], dest, lesson=LESSON)
+
+
+def _printed_by(dest, code: str) -> str:
+    """What `code` prints, run in a fresh interpreter in the scratch copy (as a child imports it)."""
+    out = subprocess.run([sys.executable, "-c", code], cwd=dest, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
 def test_a_cells_future_import_holds_for_the_cells_after_it_as_in_a_kernel(tmp_path):
     # Found on a held-out notebook: `from __future__ import annotations` in its first cell and `-> Block` in a later
     # one (Block defined by that cell itself). Jupyter runs it; each cell compiled on its own raised NameError, and
@@ -356,15 +372,9 @@ def test_a_cells_future_import_holds_for_the_cells_after_it_as_in_a_kernel(tmp_p
              "display('a kernel shows this; graded, display() shows nothing')\n"
              "class Block:\n    def again(self) -> Block:\n    "
              "    return self\n\ndef plain(x: int) -> int:\n    return x"]
-    subs = tmp_path / "subs"
-    subs.mkdir()
-    _notebook(subs / "nina.ipynb", cells + reference_notebook_cells()[2:])
-    dest = tmp_path / "scratch"
-    materialise(discover(subs)[0], dest, lesson=LESSON)
+    dest, _ = _intake_of_notebook(tmp_path, cells)
     code = f"import {LESSON.modules[0]} as m\nprint(m._CELL_ERRORS, m.Block().again() is not None, m.plain.__annotations__)"
-    out = subprocess.run([sys.executable, "-c", code], cwd=dest, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[] True {'x': 'int', 'return': 'int'}"  # strings: the future import held
+    assert _printed_by(dest, code) == "[] True {'x': 'int', 'return': 'int'}"  # strings: the future import held
 
     flags = 0
     for cell in cells:
@@ -383,34 +393,20 @@ def test_a_notebooks_writefile_cells_write_their_files_for_the_cells_after_them(
     cells = ["%%writefile helpers/util.py\nSCALE = 2\n", "%%writefile -a helpers/util.py\nSHIFT = 1",
              "%%writefile '../outside.py'\nx = 1", f"%%writefile {first}.py\nbroken(",
              "import sys\nsys.path.insert(0, 'helpers')\nfrom util import SCALE, SHIFT\nHELPED = SCALE + SHIFT"]
-    subs = tmp_path / "subs"
-    subs.mkdir()
-    _notebook(subs / "nina.ipynb", cells + reference_notebook_cells()[2:])
-    dest = tmp_path / "scratch"
-    taken = materialise(discover(subs)[0], dest, lesson=LESSON)
+    dest, taken = _intake_of_notebook(tmp_path, cells)
     assert (dest / "helpers" / "util.py").read_text() == "SCALE = 2\nSHIFT = 1\n"
     assert not (tmp_path / "outside.py").exists() and not (dest.parent / "outside.py").exists()
     said = [n for n in taken.notes if "%%writefile" in n]
     assert len(said) == 2 and "../outside.py" in said[0] and f"{first}.py" in said[1], taken.notes
-    code = f"import {first} as m\nprint(m._CELL_ERRORS, m.HELPED)"
-    out = subprocess.run([sys.executable, "-c", code], cwd=dest, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[] 3"
+    assert _printed_by(dest, f"import {first} as m\nprint(m._CELL_ERRORS, m.HELPED)") == "[] 3"
 
 
 def test_a_failing_cell_is_named_by_its_number_among_the_notebooks_code_cells(tmp_path):
     # Found on a held-out notebook: the grader leaves the released test cells out, and numbered what was left, so the
     # feedback's "code cell 6" was the student's 38th code cell.
     cells = ['visible_test("activations")', 'visible_test("classifier")', "raise RuntimeError('a broken cell')"]
-    subs = tmp_path / "subs"
-    subs.mkdir()
-    _notebook(subs / "nina.ipynb", cells + reference_notebook_cells()[2:])
-    dest = tmp_path / "scratch"
-    materialise(discover(subs)[0], dest, lesson=LESSON)
-    code = f"import {LESSON.modules[0]} as m\nprint(m._CELL_ERRORS)"
-    out = subprocess.run([sys.executable, "-c", code], cwd=dest, capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[(3, 'RuntimeError: a broken cell')]"
+    dest, _ = _intake_of_notebook(tmp_path, cells)
+    assert _printed_by(dest, f"import {LESSON.modules[0]} as m\nprint(m._CELL_ERRORS)") == "[(3, 'RuntimeError: a broken cell')]"
 
 
 def test_folder_with_py_files_keeps_them_over_a_notebook(tmp_path):

@@ -29,6 +29,8 @@ T_RETURN = "    return vocab, merges\n"
 
 # -- tokenizer.py ---------------------------------------------------------------------------------
 K_PIECES = "        pieces = self.special_re.split(text) if self.special_re else [text]\n"
+K_SPECIAL_RE = ('        self.special_re = re.compile("(" + "|".join(map(re.escape, longest_first)) + ")") '
+                'if longest_first else None\n')
 K_PRETOKENS = "            for pretoken in re.findall(PATTERN, piece):\n"
 K_LONGEST = "        longest_first = sorted(self.special_tokens, key=len, reverse=True)\n"
 K_ADD = ('            if token.encode("utf-8") not in self.vocab.values():\n'
@@ -78,6 +80,9 @@ BUGS = (
     _b("tok.special_added_twice", "tokenizer", "special_tokens",
        (TK, K_ADD, '            self.vocab[max(self.vocab) + 1] = token.encode("utf-8")\n')),
     _b("tok.mutates_vocab", "tokenizer", "vocab_unchanged", (TK, K_COPY, "        self.vocab = vocab\n")),
+    # The tokens joined into a pattern as they are: "<|end|>"'s | then splits the pattern itself.
+    _b("tok.special_not_escaped", "tokenizer", "special_tokens",
+       (TK, K_SPECIAL_RE, K_SPECIAL_RE.replace("map(re.escape, longest_first)", "longest_first"))),
     _b("tok.shortest_special_first", "tokenizer", "special_overlap",
        (TK, K_LONGEST, "        longest_first = list(self.special_tokens)\n")),
     _b("dec.per_token_strict", "tokenizer", "decode_split",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import unicodedata
 from pathlib import Path
 
 # Files the grader (or Gradescope) writes: a submission that writes or names one is imitating a result.
@@ -101,6 +102,8 @@ def printed_claims(outputs: list[str]) -> list[str]:
     found: list[str] = []
     for text in outputs:
         for line in text.splitlines():
+            # Characters that show nothing (a zero-width space in "All tests\u200b passed") hide no claim.
+            line = "".join(c for c in line if unicodedata.category(c) != "Cf")
             if CLAIM.search(line) and (quoted := _quoted(line.strip())) not in found:
                 found.append(quoted)
     return [f"printed a line that looks like a test result: {q} (printed text is never read as a grade)"

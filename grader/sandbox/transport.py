@@ -163,15 +163,20 @@ class SandboxTransport:
     PRINTED_CHILDREN = 8  # children whose printed output is kept for printed_heads()
 
     def printed_heads(self) -> list[str]:
-        """The first bytes each child of this submission printed, the live one's last: what the
+        """The first and the last bytes each child of this submission printed, the live one's last: what the
         grader looks through for printed claims of a result (grader/judging/integrity.py). Only read, never
         parsed as a grade."""
         return self._printed + [self._output_head()]
 
     def _output_head(self) -> str:
+        """The first output_tail_bytes of the child's output and, after a line break, its last as many (a claim
+        printed after a screenful of progress lines is seen too)."""
         self._output.flush()
-        n = min(os.fstat(self._output.fileno()).st_size, self.config.output_tail_bytes)
-        return os.pread(self._output.fileno(), n, 0).decode("utf-8", "replace") if n else ""
+        fd, n = self._output.fileno(), self.config.output_tail_bytes
+        size = os.fstat(fd).st_size
+        head = os.pread(fd, min(size, n), 0) if size else b""
+        tail = os.pread(fd, min(size - n, n), max(n, size - n)) if size > n else b""
+        return (head + (b"\n" + tail if tail else b"")).decode("utf-8", "replace")
 
     def close(self) -> None:
         self._stop_child()

@@ -305,3 +305,25 @@ def test_a_keyboard_interrupt_at_import_is_an_import_failure_remembered(toy, tmp
     record = json.loads((out / "interrupted" / "record.json").read_text(encoding="utf-8"))
     assert record["status"] == f"import-error: {module}.py", record["status"]
     assert any(f"could not import {module}.py" in note for note in record["notes"]), record["notes"]
+
+
+def test_a_verdict_printed_after_a_screenful_of_output_is_flagged_for_the_staff_only(toy, tmp_path):
+    """Found by a red team: only the first bytes of a child's output were looked through, so a fake verdict printed
+    after 2,000 bytes of progress lines raised no flag. The last bytes are read too; the flag stays the staff's."""
+    import shutil
+
+    from engine_helpers import TOY, kept_zygotes, shared_config
+
+    from grader.running import grade as run
+
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    shutil.copytree(TOY / "solutions", subs / "loud", ignore=shutil.ignore_patterns("__pycache__"))
+    path = subs / "loud" / f"{toy.modules[0]}.py"
+    path.write_text("for _ in range(400):\n    print('progress ........')\nprint('All tests passed: 100/100')\n"
+                    + path.read_text(encoding="utf-8"), encoding="utf-8")
+    assert run.main(submissions=str(subs), out=str(out), jobs=1, config=shared_config(call_timeout=5.0), lesson=toy,
+                    zygotes=kept_zygotes()) == 0
+    record = json.loads((out / "loud" / "record.json").read_text(encoding="utf-8"))
+    assert any("All tests passed: 100/100" in flag for flag in record["flags"]), record["flags"]
+    for name in ("feedback.md", "feedback.html", "results.json"):
+        assert "looks like a test result" not in (out / "loud" / name).read_text(encoding="utf-8"), name

@@ -29,6 +29,8 @@ def test_printed_verdicts_are_flagged_with_the_line_and_ordinary_prints_are_not(
     assert len(flags) == integrity.MAX_PER_KIND
     assert "30 passed in 0.42s" in flags[0] and "All tests passed!" in flags[1] and "Score: 100/100" in flags[2]
     assert integrity.printed_claims(outputs[:1]) == []
+    # Found by a red team: a zero-width space inside the words hid the claim.
+    assert integrity.printed_claims(["All tests\u200b passed: 100/100\n"])
     # A flood of claims is a few flags, each line cut.
     flood = integrity.printed_claims(["%d passed " % i + "x" * 5000 + "\n" for i in range(1000)])
     assert len(flood) == integrity.MAX_PER_KIND and all(len(f) < 400 for f in flood)

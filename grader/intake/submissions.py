@@ -31,7 +31,7 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 
 from grader.running.helper_process import WALL_FACTOR
-from grader.intake.magics import neutralise_magics, plain_file_name, written_file
+from grader.intake.magics import FUTURE_FLAGS, neutralise_magics, plain_file_name, written_file
 from grader.results.storage import CLASS_FILES  # the class files beside the row folders: no row is named like one
 
 
@@ -488,11 +488,11 @@ def _maybe_convert_notebook(dest: Path, intake: Intake, lesson) -> None:
         return
     # The released test cells run tests and define nothing: in the sandbox they would only cost time. Each cell kept
     # keeps its number among the notebook's code cells, which feedback names it by.
-    kept = [(n, source) for n, source in enumerate(sources, 1) if not is_test_cell(neutralise_magics(source), lesson=lesson)]
-    _write_notebook_files(dest, [source for _, source in kept], intake, lesson)
-    cells = [neutralise_magics(source) for _, source in kept]
+    kept = [(n, source, cell) for n, source in enumerate(sources, 1)
+            if not is_test_cell(cell := neutralise_magics(source), lesson=lesson)]
+    _write_notebook_files(dest, [source for _, source, _ in kept], intake, lesson)
     (dest / f"{notebook_module_name(lesson)}.py").write_text(
-        notebook_module_source(label, cells, numbers=[n for n, _ in kept]), encoding="utf-8")
+        notebook_module_source(label, [cell for _, _, cell in kept], numbers=[n for n, _, _ in kept]), encoding="utf-8")
     for module in lesson.modules:
         (dest / f"{module}.py").write_text(contract_module_source(label, module, lesson=lesson), encoding="utf-8")
     intake.notebook = label
@@ -508,7 +508,8 @@ def _maybe_convert_notebook(dest: Path, intake: Intake, lesson) -> None:
 def _write_notebook_files(dest: Path, sources: list[str], intake: Intake, lesson) -> None:
     """The files the notebook's `%%writefile` cells write when it runs, written in cell order beside the modules made
     of it (a later cell may import one), as Jupyter writes them beside the notebook. Never over those modules."""
-    made = {f"{module}.py" for module in lesson.modules} | {f"{notebook_module_name(lesson)}.py"}
+    contract = sorted(f"{module}.py" for module in lesson.modules)
+    made = {*contract, f"{notebook_module_name(lesson)}.py"}
     for source in sources:
         found = written_file(source)
         if found is None:
@@ -516,7 +517,7 @@ def _write_notebook_files(dest: Path, sources: list[str], intake: Intake, lesson
         name, append, text = found
         if not plain_file_name(name) or name in made:
             intake.note(f"the notebook's cell `%%writefile {shown(name)}` was not run: a notebook may write files "
-                        f"inside its own folder, other than {', '.join(sorted(made - {f'{notebook_module_name(lesson)}.py'}))}")
+                        f"inside its own folder, other than {', '.join(contract)}")
             continue
         try:
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
@@ -662,15 +663,12 @@ def notebook_module_source(notebook_name: str, cells: list[str], numbers: list[i
     return (
         '"""Generated from the notebook named in NOTEBOOK: every code cell, in order. A cell that\n'
         'raises is recorded and skipped, so one bad cell does not lose the definitions of later ones."""\n'
-        "import __future__ as _future\n"
         "import traceback as _traceback\n\n"
         f"NOTEBOOK = {notebook_name!r}\n"
         f"CELLS = {json.dumps(cells, ensure_ascii=True, indent=0)}\n"
         f"NUMBERS = {json.dumps(numbers or list(range(1, len(cells) + 1)))}\n"
-        "# A cell's `from __future__ import ...` holds for the cells after it, as in a kernel (codeop's rule).\n"
-        "_FUTURE = 0\n"
-        "for _name in _future.all_feature_names:\n"
-        "    _FUTURE |= getattr(_future, _name).compiler_flag\n\n\n"
+        "# A cell's `from __future__ import ...` holds for the cells after it, as in a kernel (magics.compile_cell).\n"
+        f"_FUTURE = {FUTURE_FLAGS}  # the flags those imports can set (the child runs this Python)\n\n\n"
         "def _display(*objects, **options):\n"
         "    pass  # a kernel's display() shows its objects; graded, nothing is shown\n\n\n"
         "def run_cells(namespace):\n"

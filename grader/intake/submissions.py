@@ -40,6 +40,13 @@ def notebook_module_name(lesson) -> str:
     return f"_{lesson.name}_notebook"
 
 
+def not_written_by_notebooks(lesson) -> tuple[str, ...]:
+    """The files a notebook's `%%writefile` may not write: the contract's modules, which the notebook's cells
+    stand for, then (last) the module the intake makes of those cells. The students' CI refuses the same (the
+    release writes these names into tools/ci_feedback.py)."""
+    return (*sorted(f"{module}.py" for module in lesson.modules), f"{notebook_module_name(lesson)}.py")
+
+
 SKIPPED_DIRS = {".git", "__pycache__", ".ipynb_checkpoints", "__MACOSX", ".venv", "venv", "node_modules"}
 
 
@@ -508,8 +515,7 @@ def _maybe_convert_notebook(dest: Path, intake: Intake, lesson) -> None:
 def _write_notebook_files(dest: Path, sources: list[str], intake: Intake, lesson) -> None:
     """The files the notebook's `%%writefile` cells write when it runs, written in cell order beside the modules made
     of it (a later cell may import one), as Jupyter writes them beside the notebook. Never over those modules."""
-    contract = sorted(f"{module}.py" for module in lesson.modules)
-    made = {*contract, f"{notebook_module_name(lesson)}.py"}
+    made = not_written_by_notebooks(lesson)
     for source in sources:
         found = written_file(source)
         if found is None:
@@ -517,7 +523,7 @@ def _write_notebook_files(dest: Path, sources: list[str], intake: Intake, lesson
         name, append, text = found
         if not plain_file_name(name) or name in made:
             intake.note(f"the notebook's cell `%%writefile {shown(name)}` was not run: a notebook may write files "
-                        f"inside its own folder, other than {', '.join(contract)}")
+                        f"inside its own folder, other than {', '.join(made[:-1])}")
             continue
         try:
             (dest / name).parent.mkdir(parents=True, exist_ok=True)

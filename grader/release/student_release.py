@@ -37,6 +37,7 @@ from grader.release.visible_tests import (DIAGNOSE, FEEDBACK_FOLDER, SKIP_DIRS, 
 
 from grader.release import stubs
 from grader.judging.deliverables import RELEASED_CHECKS
+from grader.intake.submissions import not_written_by_notebooks
 from grader.release.stubs import _digest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,6 +106,11 @@ def ci_feedback_source(*, lesson) -> str:
     text, found = re.subn(r"^PARTS = .*$", lambda _: f"PARTS = {literal}", template, count=1, flags=re.M)
     if found != 1:
         raise ValueError(f"{TEMPLATES / 'ci_feedback.py'} has no line `PARTS = ...` for the lesson's parts: put it back")
+    refused = "(" + ", ".join(json.dumps(name) for name in not_written_by_notebooks(lesson)) + ",)"
+    text, found = re.subn(r"^NOT_WRITTEN = .*$", lambda _: f"NOT_WRITTEN = {refused}", text, count=1, flags=re.M)
+    if found != 1:
+        raise ValueError(f"{TEMPLATES / 'ci_feedback.py'} has no line `NOT_WRITTEN = ...` for the files a notebook may "
+                         "not write: put it back")
     return text.replace("@@NOTEBOOK@@", lesson.notebook).replace("@@LABEL@@", lesson.label or lesson.title)
 
 

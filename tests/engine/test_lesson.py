@@ -276,3 +276,37 @@ def test_what_crosses_to_the_zygote_is_plain_data_without_stand_ins_or_rubric():
     bodies = [line.strip() for line in standins.splitlines() if line.strip().startswith("return ")]
     assert bodies and not any(body in text for body in bodies), "a child holds only the stand-ins a call lends it"
     assert not any(hint in text for hint in lesson.hints.values()), "no rubric words in the zygote"
+
+
+def test_the_feedback_script_refuses_the_notebook_writes_the_grader_refuses(tmp_path, capsys):
+    """A notebook's `%%writefile` of a contract file is skipped in CI as in grading, for every contract module:
+    one that no rubric part scores too (the old script refused the parts' files only)."""
+    import dataclasses
+    import json
+    import shutil
+    import types
+
+    from grader.intake.submissions import not_written_by_notebooks
+    from grader.release import student_release as release
+
+    toy = lessons.load_lesson(str(TOY))
+    lesson = dataclasses.replace(toy, graded_names={**toy.graded_names, "helpers": ("helper",)})
+    assert "helpers" not in lesson.components
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tests" / "_feedback").mkdir(parents=True)
+    shutil.copy(ENGINE / "intake" / "magics.py", tmp_path / "tests" / "_feedback" / "magics.py")
+    script = tmp_path / "tools" / "ci_feedback.py"
+    script.write_text(release.ci_feedback_source(lesson=lesson), encoding="utf-8")
+    feedback = types.ModuleType("ci_feedback_under_test")
+    feedback.__file__ = str(script)
+    exec(compile(script.read_text(encoding="utf-8"), str(script), "exec"), feedback.__dict__)  # noqa: S102
+    assert feedback.NOT_WRITTEN == not_written_by_notebooks(lesson)
+    cells = ["%%writefile helpers.py\nhelper = 'from the notebook'", "%%writefile mine.py\nMINE = 1",
+             "import mine\nimport helpers"]
+    notebook = tmp_path / lesson.notebook
+    notebook.write_text(json.dumps({"cells": [{"cell_type": "code", "metadata": {}, "source": c} for c in cells],
+                                    "metadata": {}, "nbformat": 4, "nbformat_minor": 5}), encoding="utf-8")
+    results = feedback.run_notebook_tests(notebook)
+    message = next(iter(results.values()))["message"]
+    assert "No module named 'helpers'" in message and "mine" not in message, message
+    assert "`%%writefile helpers.py` was not run" in capsys.readouterr().out

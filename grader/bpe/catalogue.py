@@ -62,6 +62,11 @@ BUGS = (
     _b("train.pair_once_per_word", "training", "overlap",
        (TR, T_COUNT, "            for pair in set(zip(word, word[1:])):\n                pairs[pair] += count\n")),
     _b("train.overlapping_merge", "training", "overlap", (TR, T_ADVANCE, "            i += 1\n")),
+    # Counting that skips ahead as merging does: (a, a, a) counted as one (a, a).
+    _b("train.count_skips_runs", "training", "overlap",
+       (TR, T_COUNT, "            i = 0\n            while i < len(word) - 1:\n"
+                     "                pairs[word[i], word[i + 1]] += count\n"
+                     "                i += 2 if word[i] == word[i + 1] else 1\n")),
     _b("train.ignores_counts", "training", "reference",
        (TR, T_COUNT, "            for pair in zip(word, word[1:]):\n                pairs[pair] += 1\n")),
     _b("train.specials_counted", "training", "special_tokens", (TR, T_SPLIT, "    for piece in [text]:\n")),

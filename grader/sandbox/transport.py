@@ -295,7 +295,10 @@ class SandboxTransport:
             return (self._after_fatal(module, self._death_or_protocol(exc), first_use), {}), False
         self._received += size
         if "sandbox_exit" in reply:
-            return (self._after_fatal(module, self._classify_exit(reply["sandbox_exit"]), first_use), {}), False
+            # The zygote reports a child's end once it has reaped it; the child itself can write the same frame.
+            ended = self._fault("ProtocolError", "the process reported its own end while still running (forged)") \
+                if child.running() else self._classify_exit(reply["sandbox_exit"])
+            return (self._after_fatal(module, ended, first_use), {}), False
         problem = reply_problem(reply, out)
         if problem:
             # Student code can write to its own end of the socket: a reply the executor never writes is
@@ -451,6 +454,9 @@ def reply_problem(header: dict, arrays: dict) -> str | None:
             return None
         if not isinstance(value, dict) or _error_problem(value):
             return f"{key!r} is not an error record"
+        if protocol.unanswered({"error": value}):
+            # The transport's own record of a call it got no answer to (error_header): never the code's answer.
+            return f"a {value['type']} with no traceback, which only the sandbox reports"
         return None
 
     def names_array(value):

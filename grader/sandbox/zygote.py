@@ -247,6 +247,14 @@ class Child:
     rules_sent: int = 0  # binding rules sent to it (grader/sandbox/transport.py, _as_sent): the next one's number
     starts: dict = field(default_factory=dict)  # pid -> start time, checked before a kill by pid
 
+    def running(self) -> bool:
+        """Whether the child is surely still running (False where this cannot be told: no pidfd, no /proc)."""
+        if self.pidfd >= 0:
+            # A pidfd becomes readable when its process has exited.
+            return not select.select([self.pidfd], [], [], 0)[0]
+        state = _state(self.pid) if self.pid > 0 and _start_time(self.pid) == self.starts.get(self.pid) else None
+        return state is not None and state not in ("Z", "X")
+
     def kill(self) -> None:
         """SIGKILL the child and wait until it is gone (bounded)."""
         fd, pid = self.pidfd, self.pid
@@ -268,13 +276,18 @@ class Child:
 def _wait_gone(pid: int, timeout: float) -> None:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return
-        if state in ("Z", "X"):
+        state = _state(pid)
+        if state is None or state in ("Z", "X"):
             return
         time.sleep(0.01)
+
+
+def _state(pid: int) -> str | None:
+    """The process's state letter (R, S, Z...), None when there is no such process."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
 
 
 def _start_time(pid: int) -> str | None:

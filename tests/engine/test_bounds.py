@@ -271,6 +271,20 @@ def test_a_forged_answer_is_the_submissions_fault_not_the_engines(batch):
           reason=r"ProtocolError: the process sent an answer the grader's executor never writes \(forged")
 
 
+def test_an_exit_report_from_a_running_process_is_forged(batch):
+    # Only the zygote reports how a child ended, once it has: a report while the child still runs is the
+    # submission's own writing, never a crash or a kill for memory.
+    check(batch, "forged_exit", hit="classifier", status="protocol-error",
+          reason=r"ProtocolError: the process reported its own end while still running \(forged\)")
+    assert "SIGKILL" not in text_of(batch["records"]["forged_exit"])
+
+
+def test_a_fault_record_the_sandbox_alone_writes_is_forged(batch):
+    check(batch, "forged_fault", hit="classifier", status="protocol-error",
+          reason=r"ProtocolError: the process sent an answer the grader's executor never writes \(forged or "
+                 r"damaged: a Timeout with no traceback")
+
+
 def test_a_slot_poisoned_by_its_child_is_fresh_for_the_next_submission(batch):
     record = batch["records"]["zz_scratch_poison"]
     assert record["total"] == honest_total() and record["status"] == "ok", text_of(record)[:2000]

@@ -45,6 +45,20 @@ class Check(feedback.Check):
                         pytrace=False)
         return Check.tensor(result[0], f"{what}: out"), Check.tensor(result[1], f"{what}: weights")
 
+    def in_float64(self, model, x, what, mask=None):
+        """`model` as the graders' float64 cases call it: converted with .to(torch.float64), as model.double()
+        does, on x in float64. Its answer must be float64, with the numbers the float32 model gives."""
+        with torch.no_grad():
+            first = model(x) if mask is None else model(x, mask)
+            expected = self.tensor(first[0] if isinstance(first, (tuple, list)) else first, what)
+            model.to(torch.float64)
+            second = model(x.double()) if mask is None else model(x.double(), mask)
+        got = self.tensor(second[0] if isinstance(second, (tuple, list)) else second, f"{what} in float64")
+        assert got.dtype == torch.float64, (
+            f"{what}, converted with .to(torch.float64) and called on float64 x, should answer in float64, got "
+            f"{got.dtype}. {ERROR_HINTS['dtype_error']}")
+        self.close(got, expected.double(), f"{what} in float64 vs the same module in float32", atol=1e-4)
+
     def repeat(self, call):
         """Call `call` twice: when the two answers differ, the test's failures say that something random runs."""
         with torch.no_grad():
@@ -207,6 +221,11 @@ class _InEvalMode:
 
 # Words that follow from a fact about an error: which fact, then the words (nothing here is said without it).
 ERROR_HINTS = {
+    # Also said when a module converted to float64 answers in another dtype (Check.in_float64).
+    "dtype_error": ("Hint: a tensor made inside forward (torch.zeros, torch.ones, torch.tensor, torch.arange) is float32 "
+                    "unless told otherwise: give it dtype=x.dtype and device=x.device, or use torch.zeros_like(x). The "
+                    "graders also call your module after .to(torch.float64) (CONTRACT.md, \"Your module is graded as "
+                    "you built it\")."),
     "matmul_error.batched_T": ("Hint: on a batch of matrices (3 or more dimensions) .T reverses every dimension, not the "
                                "last two; write K.transpose(-2, -1). See the handout, §3 \"A common error and its message\"."),
     "matmul_error": ("Hint: the inner sizes of a matrix product must match: print the shapes of both sides. "
@@ -217,9 +236,16 @@ MATMUL_WORDS = ("size of tensor", "batch2", "mat1 and mat2", "must match", "Expe
                 "shapes cannot", "dimension")
 
 
+DTYPE_WORDS = ("same dtype", "Float and Double", "Double and Float", "expected scalar type", "but expected Float",
+               "but expected Double")
+
+
 def _error_fact(error, line):
-    """What the error and the line that raised it show: a size mismatch in a matrix product, on a line
-    that uses .T (the fact `matmul_error.batched_T`) or another product (`matmul_error`); else None."""
+    """What the error and the line that raised it show: float32 and float64 tensors meeting (`dtype_error`); a
+    size mismatch in a matrix product, on a line that uses .T (the fact `matmul_error.batched_T`) or another
+    product (`matmul_error`); else None."""
+    if isinstance(error, RuntimeError) and any(word in str(error) for word in DTYPE_WORDS):
+        return "dtype_error"
     if not (isinstance(error, (RuntimeError, ValueError)) and any(word in str(error) for word in MATMUL_WORDS)):
         return None
     if ".T" in line.replace(" ", ""):

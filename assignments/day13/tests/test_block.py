@@ -190,3 +190,12 @@ def test_causal_block_ignores_the_future(block, check, pre_ln):
     check.close(model(changed, mask)[:, :4], model(x, mask)[:, :4], "§6: block outputs of tokens 1-4",
                 hint="pass the mask to self.attn; the FFN and the norms work on each token alone.",
                 when=("mask_ignored",))
+
+
+@pytest.mark.parametrize("pre_ln", [False, True], ids=["post_ln", "pre_ln"])
+def test_block_in_float64(block, check, pre_ln):
+    """The graders' float64 cases convert the block with .to(torch.float64), as model.double() does, and pass a
+    float32 0/1 padding mask: everything forward makes must follow x's dtype, and float64 comes back."""
+    model = block.TransformerBlock(d_model=8, n_heads=2, d_ff=16, pre_ln=pre_ln)
+    mask = torch.tensor([1.0, 1.0, 1.0, 0.0]).reshape(1, 1, 1, 4)  # (B, 1, 1, T): the last token is padding
+    check.in_float64(model, torch.randn(2, 4, 8), f"TransformerBlock(8, 2, pre_ln={pre_ln})", mask=mask)

@@ -180,3 +180,11 @@ def test_s7_projections_forward_and_backward(multihead, check, case):
         pytest.fail("§7: no gradient reaches x through MultiHeadAttention. Hint: " + hint, pytrace=False)
     check.close(grad, [expected_grad], f"§7: gradient of the output's sum with respect to x, {case}", atol=2e-4,
                 hint=hint, when=LAYOUT_FACTS, facts=TOKENS)
+
+
+def test_s7_in_float64(multihead, check):
+    """The graders' float64 cases convert MultiHeadAttention with .to(torch.float64), as model.double() does:
+    everything forward makes must follow x's dtype, and float64 comes back."""
+    mha = multihead.MultiHeadAttention(4, 2)
+    _worked_weights(mha)
+    check.in_float64(mha, torch.tensor(WORKED_X), "§7: MultiHeadAttention(4, 2) with fixed weights")

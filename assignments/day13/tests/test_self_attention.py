@@ -180,6 +180,14 @@ def test_s4_through_self_attention(self_attention, check):
     check.close(out, [[[0.80, 0.60], [0.60, 0.80], [0.75, 0.75]]], "§4 through SelfAttention: output", decimals=2)
 
 
+def test_s5_self_attention_in_float64(self_attention, check):
+    """The graders' float64 cases convert SelfAttention with .to(torch.float64), as model.double() does, and pass
+    a float32 0/1 padding mask (B, 1, T): everything forward makes must follow x's dtype, and float64 comes back."""
+    attn = self_attention.SelfAttention(d_model=6, d_k=3)
+    mask = torch.tensor([[[1.0, 1.0, 1.0, 0.0, 0.0]], [[1.0, 1.0, 1.0, 1.0, 1.0]]])  # (B, 1, T): lengths 3 and 5
+    check.in_float64(attn, torch.randn(2, 5, 6), "§5: SelfAttention(6, 3) with a padding mask", mask=mask)
+
+
 def test_s17_task3_causal_weights_are_lower_triangular(self_attention, check):
     """§17 practice task 3: with a causal mask the weight matrix is lower-triangular, rows still sum to 1."""
     attn = self_attention.SelfAttention(d_model=16, d_k=16)

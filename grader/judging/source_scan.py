@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.running.helper_process import LimitedHelper, cpu_seconds
+from grader.running.forbidden import NATIVE_FFI
 
 MAX_SOURCE_BYTES = 1_000_000  # a file larger than this is not parsed, and is flagged (the child still covers it)
 MAX_FILES = 200  # source files read from one submission; the others are flagged, unread
@@ -218,7 +219,7 @@ class _Rules:
         self.anywhere = frozenset(names.get("anywhere", ()))
         self.torch_only = frozenset(names.get("torch_only", ()))
         self.kit = frozenset(names.get("kit_packages", ()))
-        self.flag_modules = frozenset(flags.get("modules", ()))
+        self.flag_modules = frozenset(flags.get("modules", ())) | NATIVE_FFI
         self.ordinary_imports = frozenset(flags.get("ordinary_imports", ()))
         attributes = flags.get("attributes", ())
         self.flag_attributes = frozenset(a for a in attributes if "." not in a)

@@ -39,6 +39,10 @@ from pathlib import Path
 
 # What every refusal says after the name of what is refused; the grader finds it in a call's error.
 MARK = "is switched off in the grader"
+# Foreign-function interfaces: each calls native code by address, below every guard of the child's (the audit
+# hook, the switched-off kernels). ctypes is refused by its audit events; these are refused at import, in every
+# lesson, and the scan shows the staff an import of one (grader/judging/source_scan.py).
+NATIVE_FFI = frozenset({"cffi", "_cffi_backend"})
 # A policy's [message] table names what it switches off and why; these say it when a lesson does not.
 DEFAULT_WHAT = "this library function"
 # What a part's record names when its code opened a file the audit hook keeps from submissions. A forbidden
@@ -284,6 +288,7 @@ def _arm_hook(denied: frozenset, kit_denied: frozenset, folders: frozenset, scra
                 "the grader's sandbox opens only a str or bytes path for student code",
                 f"{KIT_FILES} {MARK}: this file cannot be opened from student code")
     closed_events = frozenset({"os.symlink", "os.link", "os.chdir", "os.fchdir", "os.chroot"})
+    ffi, dot = NATIVE_FFI, "."
     dotdot = ("..", b"..")
     separators = ("/", b"/")
 
@@ -309,6 +314,8 @@ def _arm_hook(denied: frozenset, kit_denied: frozenset, folders: frozenset, scra
                 raise refused(messages[2])  # a folder's fd would open files by paths this hook never sees
         elif event in closed_events or event[:7] == "ctypes.":
             raise refused(messages[3] + f" ({event})")
+        elif event == "import" and kind(args[0]) is kinds[0] and args[0].partition(dot)[0] in ffi:
+            raise refused(messages[3] + f" (import {args[0].partition(dot)[0]})")
 
     # Out of every heap walk: the hook, what it closes over, and the interpreter's list of hooks. The
     # list exists once a first hook is added: a no-op one, so ctypes still works to untrack it all
@@ -323,6 +330,6 @@ def _arm_hook(denied: frozenset, kit_denied: frozenset, folders: frozenset, scra
     sys.addaudithook(nothing)
     holders = [r for r in gc.get_referrers(nothing) if kind(r) is list]
     for obj in [nothing, hook, hook.__closure__, *hook.__closure__, denied, kit_denied, folders, closed_events, kinds, dotdot,
-                separators, messages, *holders]:
+                separators, messages, ffi, *holders]:
         untrack(obj)
     sys.addaudithook(hook)

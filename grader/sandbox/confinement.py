@@ -34,7 +34,7 @@ KIT_ROOT = Path(__file__).resolve().parents[2]
 
 # Linux constants (include/uapi); same values on x86_64 and aarch64.
 CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWIPC, CLONE_THREAD = 0x40000000, 0x00020000, 0x08000000, 0x00010000
-MS_NOSUID, MS_NODEV, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 4096, 16384, 1 << 18
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 38, 22
 SECCOMP_MODE_FILTER = 2
 SYS_LANDLOCK = {"create": 444, "add_rule": 445, "restrict": 446}
@@ -93,7 +93,9 @@ def mount_quota(folder: Path, config: SandboxConfig) -> bool:
         return False
     libc = ctypes.CDLL(None, use_errno=True)
     options = f"size={config.scratch_quota_bytes},mode=0711".encode()
-    return libc.mount(b"tmpfs", str(folder).encode(), b"tmpfs", 0, options) == 0
+    # noexec: a shared object a submission hands in or writes there cannot be mapped to run (native code would
+    # run below every guard of the child's: the audit hook, the switched-off kernels).
+    return libc.mount(b"tmpfs", str(folder).encode(), b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options) == 0
 
 
 def unmount_quota(folder: Path) -> None:

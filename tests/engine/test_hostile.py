@@ -257,6 +257,21 @@ def test_a_symlink_out_of_the_submission_is_not_followed(batch):
     assert "activations.py is missing" in text_of(record)
 
 
+def test_cffi_is_refused(batch):
+    # Native code runs below every guard in the child (the audit hook, the switched-off kernels): an FFI that
+    # loads it is refused like ctypes, and the scan shows the staff its import.
+    record = check(batch, "native_cffi", hit="activations",
+                   reason=r"the grader's sandbox does not allow this to student code \(import cffi\)")
+    assert any("cffi" in flag for flag in record["flags"]), record["flags"]
+
+
+def test_a_compiled_module_written_into_the_submission_does_not_load(batch):
+    # As root the scratch is a tmpfs mounted noexec: a shared object there cannot be mapped to run.
+    if os.geteuid() != 0:
+        pytest.skip("the scratch is a noexec tmpfs only as root")
+    check(batch, "native_copy", hit="activations", reason=r"failed to map segment|Operation not permitted")
+
+
 def test_the_child_finds_no_secret_in_its_heap_modules_files_or_environment(batch):
     record = batch["records"]["secret_scanner"]
     assert "FOUND SECRETS" not in text_of(record)

@@ -34,6 +34,10 @@ KIT_ROOT = Path(__file__).resolve().parents[2]
 
 # Linux constants (include/uapi); same values on x86_64 and aarch64.
 CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWIPC, CLONE_THREAD = 0x40000000, 0x00020000, 0x08000000, 0x00010000
+# What a child's environment keeps of the zygote's (grader/sandbox/zygote.py sets these): locale and the libraries'
+# thread and allocator settings.
+CHILD_ENVIRONMENT = ("LANG", "LC_ALL", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONDONTWRITEBYTECODE",
+                     "MALLOC_ARENA_MAX", "MPLBACKEND")
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 38, 22
 SECCOMP_MODE_FILTER = 2
@@ -271,8 +275,13 @@ def confine(*, scratch: str, uid: int | None, out_fd: int, keep_fd: int, config:
     if view and uid is not None:
         enter_view(libc, view)
     os.chdir(scratch)
+    # The zygote's few variables name the kit's folder and the grader's PATH (PYTHONPATH, PATH), and anything the
+    # child can read can reach its feedback in an error message: only what the libraries read stays.
+    kept = {k: os.environ[k] for k in CHILD_ENVIRONMENT if k in os.environ}
+    os.environ.clear()
     # Libraries that cache or write temporary files (matplotlib, tempfile) find a writable home here.
-    os.environ.update(HOME=scratch, TMPDIR=scratch, MPLCONFIGDIR=os.path.join(scratch, ".config"))
+    os.environ.update(kept, PATH="/usr/bin:/bin", HOME=scratch, TMPDIR=scratch,
+                      MPLCONFIGDIR=os.path.join(scratch, ".config"))
     tempfile.tempdir = scratch  # tempfile read TMPDIR once, in the zygote, and would keep answering its /tmp
     layers["rlimits"] = "rlimits" in config.layers and _set_rlimits(config, uid)
     layers["uid"] = False

@@ -24,7 +24,7 @@ DIGITS = 4  # rounding of every score and evidence value written
 PLOTS = "_plots"  # intake never names a submission with a leading "_", so no student folder can clash
 # Every file a run writes beside the row folders: intake never gives a row one of these names.
 CLASS_FILES = ("grades.csv", "summary.md", "report.html", "similarity.csv", "similarity.html", "overrides.csv",
-               "comments.csv", "regrade_requests.csv",
+               "comments.csv", "regrade_requests.csv", "roster.csv",
                PLOTS)
 
 

@@ -84,6 +84,9 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
         print(f"grade: {exc}", file=sys.stderr)
         return EXIT_USAGE
     out = Path(out)
+    if problem := _misplaced_out(Path(submissions), out, subs) or _other_lesson(out, lesson):
+        print(f"grade: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     # An output folder inside the submissions folder is not a student.
     subs = [s for s in subs if not _contains(s.source, out)]
     for moved in retire_moved_rows(out, subs):
@@ -122,6 +125,7 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
         print(f"grade: {exc}", file=sys.stderr)
         return EXIT_USAGE
     out.mkdir(parents=True, exist_ok=True)
+    _other_lesson(out, lesson)  # a new folder takes the lesson's mark
     if is_root():
         os.chmod(out, 0o700)  # the sandbox uids must not read other students' results
     run_seed.keep(out, seed)
@@ -205,6 +209,41 @@ def _similarity(subs, out: Path, jobs: int, lesson) -> None:
     except Exception as exc:  # never costs a grade
         print(f"similarity report not written ({type(exc).__name__}: {exc}); run "
               f"`python -m grader similarity SUBMISSIONS --out {out}` to retry", file=sys.stderr)
+
+
+LESSON_FILE = "_lesson"  # under OUT: the lesson its records are of ("_" keeps it apart from the students' folders)
+
+
+def _misplaced_out(submissions: Path, out: Path, subs) -> str | None:
+    """Why `out` cannot hold this class's results: it is the class folder (or above it), or inside a student's
+    own folder; None when it can (a folder of its own beside or inside the class folder)."""
+    if _contains(out, submissions):
+        return (f"--out {out} holds the class folder {submissions}: the results would be written among the students' "
+                "files, and read back as students. Choose a folder of its own (e.g. --out out/class).")
+    inside = next((s for s in subs if _contains(s.source, out) and s.source.absolute() != out.absolute()), None)
+    if inside is not None:
+        return (f"--out {out} is inside {inside.source}, a student's own folder. Choose a folder of its own "
+                "(e.g. --out out/class).")
+    return None
+
+
+def _other_lesson(out: Path, lesson) -> str | None:
+    """Why `out` cannot take this lesson's records: it holds another lesson's; None when it can. Marks `out` with
+    the lesson once it exists (a folder graded before the mark has none, and takes it)."""
+    mark = out / LESSON_FILE
+    try:
+        kept = mark.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        kept = None
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"{mark}: cannot read which lesson this folder holds ({exc}); delete the file if the folder is {lesson.ref}'s"
+    here = lesson.ref if lesson.ref == lesson.name else str(lesson.folder.resolve())  # a path, the same from anywhere
+    if kept and kept != here:
+        return (f"{out} holds the grades of the lesson {kept}: grading it as {here} would replace every record. "
+                f"Grade it with --lesson {kept} (make ... LESSON={kept}), or choose another --out for {here}.")
+    if kept is None and out.is_dir():
+        mark.write_text(here + "\n", encoding="utf-8")
+    return None
 
 
 def _contains(folder: Path, path: Path) -> bool:

@@ -449,3 +449,28 @@ def test_remove_tree_takes_a_10000_deep_locked_tree_without_recursion(tmp_path, 
         assert out.stdout.split() == ["True", "False", "[]"]
     finally:
         run.remove_tree(holder)
+
+
+@pytest.mark.parametrize("where", ["the class folder", "above the class folder", "inside a student's folder"])
+def test_an_output_folder_among_the_students_files_is_refused_before_anything_is_written(tmp_path, capsys, where):
+    subs = small_class(tmp_path / "class")
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    out = {"the class folder": subs, "above the class folder": tmp_path,
+           "inside a student's folder": subs / "alice" / "out"}[where]
+    assert run.main(submissions=subs, out=out, lesson=LESSON) == 2
+    assert "Choose a folder of its own" in capsys.readouterr().err
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
+def test_a_folder_graded_for_one_lesson_is_not_graded_for_another(graded, tmp_path, capsys):
+    root, subs, out, code = graded
+    assert (out / run.LESSON_FILE).read_text(encoding="utf-8").strip() == str(LESSON.folder.resolve())
+    kept = {p: p.read_bytes() for p in out.glob("*/record.json")}
+    other = tmp_path / "out"
+    shutil.copytree(out, other)
+    (other / run.LESSON_FILE).write_text("another_lesson\n", encoding="utf-8")
+    assert run.main(submissions=subs, out=other, lesson=LESSON, force=True) == 2
+    said = capsys.readouterr().err
+    assert "holds the grades of the lesson another_lesson" in said and "--lesson another_lesson" in said
+    assert {p: p.read_bytes() for p in other.glob("*/record.json")} == {
+        other / p.relative_to(out): data for p, data in kept.items()}

@@ -573,3 +573,17 @@ def test_library_attention_follows_the_graders_list_and_words(tmp_path):
     assert code == 1, output
     said = _rubric()["meta"]["forbidden_message"].format(names="flex_attention")
     assert results and all(outcome == "failure" and said in message for outcome, message in results.values()), output
+
+
+def test_a_block_that_changes_its_input_in_place_fails_only_where_the_graders_fail_it(tmp_path):
+    """Pre-LN residuals written `x += ...`: each call works on its own copy of the tests' tensors, as in the graders,
+    so only the gradient test fails (autograd refuses the in-place change of a leaf that needs its gradient), and
+    its message says why. Before, the tests' own x changed under them and the mask tests named a wrong cause."""
+    sources = from_dir(REFERENCE)
+    for good in ("x = x + self.attn(self.ln1(x), mask)", "x = x + self.ffn(self.ln2(x))"):
+        assert good in sources["block.py"]
+        sources["block.py"] = sources["block.py"].replace(good, good.replace("x = x + ", "x += "))
+    code, results, output = run_visible(student_folder(tmp_path, sources), "-m", "block")
+    failed = {test_id: message for test_id, (outcome, message) in results.items() if outcome != "passed"}
+    assert list(failed) == ["tests.test_block::test_s10_skip_connection_passes_the_gradient"], output
+    assert "Write x = x + ... instead" in next(iter(failed.values()))

@@ -205,9 +205,21 @@ def _stand_in(name):
     return module
 
 
+def _own(value):
+    """A tensor the tests pass in, as the graders pass it: a copy of its own, unless it is an input whose gradient
+    is asked for (the graders' are leaves too, so changing one in place fails there as here)."""
+    return value.clone() if isinstance(value, torch.Tensor) and not value.requires_grad else value
+
+
+def _own_inputs(module, args, kwargs):
+    return tuple(map(_own, args)), {k: _own(v) for k, v in kwargs.items()}
+
+
 class _InEvalMode:
     """Your module as the tests use it: every layer you build is switched to eval mode, as the graders do,
-    so a dropout you added (fine: it is off in eval mode) never makes a result random."""
+    so a dropout you added (fine: it is off in eval mode) never makes a result random. Each call gets copies of
+    the tests' tensors, as each of the graders' calls gets its own: code that changes its input in place
+    (x += ...) changes its copy, not the tensor the test goes on to use."""
 
     def __init__(self, module):
         self._module = module
@@ -215,12 +227,23 @@ class _InEvalMode:
     def __getattr__(self, name):
         value = getattr(self._module, name)
         if isinstance(value, type) and issubclass(value, torch.nn.Module):
-            return functools.wraps(value, updated=())(lambda *args, **kwargs: value(*args, **kwargs).eval())
+            def build(*args, **kwargs):
+                built = value(*args, **kwargs).eval()
+                built.register_forward_pre_hook(_own_inputs, with_kwargs=True)
+                return built
+            return functools.wraps(value, updated=())(build)
+        if isinstance(value, types.FunctionType):
+            def call(*args, **kwargs):
+                args, kwargs = _own_inputs(None, args, kwargs)
+                return value(*args, **kwargs)
+            return functools.wraps(value)(call)
         return value
 
 
 # Words that follow from a fact about an error: which fact, then the words (nothing here is said without it).
 ERROR_HINTS = {
+    "inplace_leaf": ("Hint: an in-place change (x += ..., x[...] = ..., .add_()) of a tensor whose gradient is asked "
+                     "for: autograd cannot allow it, and it changes the caller's tensor too. Write x = x + ... instead."),
     # Also said when a module converted to float64 answers in another dtype (Check.in_float64).
     "dtype_error": ("Hint: a tensor made inside forward (torch.zeros, torch.ones, torch.tensor, torch.arange) is float32 "
                     "unless told otherwise: give it dtype=x.dtype and device=x.device, or use torch.zeros_like(x). The "
@@ -246,6 +269,8 @@ def _error_fact(error, line):
     product (`matmul_error`); else None."""
     if isinstance(error, RuntimeError) and any(word in str(error) for word in DTYPE_WORDS):
         return "dtype_error"
+    if isinstance(error, RuntimeError) and "in-place operation" in str(error):
+        return "inplace_leaf"
     if not (isinstance(error, (RuntimeError, ValueError)) and any(word in str(error) for word in MATMUL_WORDS)):
         return None
     if ".T" in line.replace(" ", ""):

@@ -53,6 +53,11 @@ BUGS: tuple[Bug, ...] = (
        (SA, SCORES, "    scores = Q @ K.transpose(-2, -1) / d_k  # (..., T_q, T_k)\n")),
     _b("sa.softmax_query_axis", "self_attention", "worked_values",
        (SA, SOFTMAX, "    weights = torch.softmax(scores, dim=-2)\n")),
+    # Softmax by hand, its sum taken without keepdim: (..., T_q) broadcasts along the keys, so entry (i, j) is
+    # divided by row j's sum (the softmax over the query axis when the scores are symmetric, an error when T_q != T_k).
+    _b("sa.sum_without_keepdim", "self_attention", "worked_values",
+       (SA, SOFTMAX, "    weights = torch.exp(scores)\n"
+                     "    weights = weights / weights.sum(dim=-1)\n")),
     _b("sa.softmax_dim1", "self_attention", "sdpa_reference",
        (SA, SOFTMAX, "    weights = torch.softmax(scores, dim=1)\n")),
     _b("sa.inverted_mask", "self_attention", "sdpa_masks",

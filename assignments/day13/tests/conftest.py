@@ -249,6 +249,9 @@ ERROR_HINTS = {
                     "unless told otherwise: give it dtype=x.dtype and device=x.device, or use torch.zeros_like(x). The "
                     "graders also call your module after .to(torch.float64) (CONTRACT.md, \"Your module is graded as "
                     "you built it\")."),
+    "broadcast_error.sum_without_keepdim": (
+        "Hint: a sum over the last axis without keepdim=True drops that axis, so dividing by it lines the sums up "
+        "with the wrong axis: write .sum(dim=-1, keepdim=True), and each row is divided by its own sum (§3, step 3)."),
     "matmul_error.batched_T": ("Hint: on a batch of matrices (3 or more dimensions) .T reverses every dimension, not the "
                                "last two; write K.transpose(-2, -1). See the handout, §3 \"A common error and its message\"."),
     "matmul_error": ("Hint: the inner sizes of a matrix product must match: print the shapes of both sides. "
@@ -264,16 +267,20 @@ DTYPE_WORDS = ("same dtype", "Float and Double", "Double and Float", "expected s
 
 
 def _error_fact(error, line):
-    """What the error and the line that raised it show: float32 and float64 tensors meeting (`dtype_error`); a
-    size mismatch in a matrix product, on a line that uses .T (the fact `matmul_error.batched_T`) or another
-    product (`matmul_error`); else None."""
+    """What the error and the line that raised it show: float32 and float64 tensors meeting (`dtype_error`); an
+    in-place change autograd refuses (`inplace_leaf`); a size mismatch on a line that divides by a sum kept without
+    its axis (`broadcast_error.sum_without_keepdim`), or in a matrix product, on a line that uses .T (the fact
+    `matmul_error.batched_T`) or another product (`matmul_error`); else None."""
     if isinstance(error, RuntimeError) and any(word in str(error) for word in DTYPE_WORDS):
         return "dtype_error"
     if isinstance(error, RuntimeError) and "in-place operation" in str(error):
         return "inplace_leaf"
     if not (isinstance(error, (RuntimeError, ValueError)) and any(word in str(error) for word in MATMUL_WORDS)):
         return None
-    if ".T" in line.replace(" ", ""):
+    compact = line.replace(" ", "")
+    if ".sum(" in compact and "keepdim" not in compact and "/" in compact:
+        return "broadcast_error.sum_without_keepdim"
+    if ".T" in compact:
         return "matmul_error.batched_T"
     if "@" in line or "matmul" in line or "bmm" in line:
         return "matmul_error"

@@ -278,6 +278,11 @@ BUGS = {
                    "test_s3_two_tokens", "√d_k"),
     "softmax_over_columns": ("self_attention.py", "torch.softmax(scores, dim=-1)", "torch.softmax(scores, dim=-2)",
                              "self_attention", "test_s4_three_token_example", "dim=-1"),
+    # The first tests' symmetric scores fit a softmax over the query axis too; the causal one rules that out.
+    "sum_without_keepdim": ("self_attention.py", "weights = torch.softmax(scores, dim=-1)",
+                            "weights = torch.exp(scores)\n    weights = weights / weights.sum(dim=-1)", "self_attention",
+                            "test_s6_causal_mask_worked_problem", "Likely misconception (your numbers are exactly what "
+                            "this known mistake gives): Your softmax divides by a sum taken without keepdim=True"),
     "mask_inverted": ("self_attention.py", "mask == 0", "mask != 0", "self_attention",
                       "test_s6_causal_mask_worked_problem", "inverted"),
     "heads_interleaved": ("multihead.py", "t.view(B, T, self.h, self.d_k).transpose(1, 2)",
@@ -297,7 +302,7 @@ BUGS = {
 # Bugs in different files share one run when no test of one part depends on another part's file
 # (the block's wiring tests use stand-ins, so a block bug never meets a self-attention bug).
 BUG_RUNS = [("no_scaling", "cos_in_even_features", "pre_and_post_ln_swapped"),
-            ("softmax_over_columns",), ("mask_inverted",), ("heads_interleaved",), ("library_attention",)]
+            ("softmax_over_columns",), ("sum_without_keepdim",), ("mask_inverted",), ("heads_interleaved",), ("library_attention",)]
 
 
 @pytest.fixture(scope="module")

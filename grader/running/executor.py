@@ -380,17 +380,48 @@ def _tensors(header: dict, arrays: dict) -> dict:
 
 
 # -- encoding ----------------------------------------------------------------------------
+def own(tensor, attribute: str):
+    """A tensor's own `attribute` (dtype, shape, requires_grad), read from torch's C type: a subclass's property
+    of the same name (a float64 tensor whose `dtype` says float32) is never asked."""
+    with torch._C.DisableTorchFunctionSubclass():
+        return getattr(torch._C.TensorBase, attribute).__get__(tensor)
+
+
+def members(module, table: str, prefix: str = "") -> list[tuple[str, torch.Tensor]]:
+    """(name, tensor) of each module's `table` ("_parameters" or "_buffers"), `module` first, then its children in
+    order, each tensor once, as named_parameters() and named_buffers() give them: read from each module's own
+    dicts, so a submission's override of those methods (a parameter reported as a buffer) is never asked."""
+    found, seen_tensors, seen_modules = [], set(), set()
+
+    def walk(m, name):
+        if id(m) in seen_modules:
+            return
+        seen_modules.add(id(m))
+        own_dict = object.__getattribute__(m, "__dict__")
+        for key, value in dict.items(own_dict.get(table) or {}):
+            if isinstance(value, torch.Tensor) and id(value) not in seen_tensors:
+                seen_tensors.add(id(value))
+                found.append((name + key, value))
+        for key, child in dict.items(own_dict.get("_modules") or {}):
+            if isinstance(child, torch.nn.Module):
+                walk(child, f"{name}{key}.")
+
+    walk(module, prefix)
+    return found
+
+
 def to_numpy(value) -> np.ndarray:
     """A plain numpy copy of a tensor, whatever subclass or dtype it came as."""
     with torch._C.DisableTorchFunctionSubclass():
         t = torch.Tensor.detach(value)
         t = torch.Tensor.cpu(t)
-        if t.dtype in (torch.float16, torch.bfloat16):
+        dtype = own(t, "dtype")
+        if dtype in (torch.float16, torch.bfloat16):
             t = torch.Tensor.to(t, torch.float32)
-        elif t.dtype in (torch.int8, torch.int16, torch.int32, torch.uint8):
+        elif dtype in (torch.int8, torch.int16, torch.int32, torch.uint8):
             t = torch.Tensor.to(t, torch.int64)
-        elif t.dtype not in (torch.float32, torch.float64, torch.int64, torch.bool):
-            raise TypeError(f"a tensor of dtype {t.dtype} cannot be graded: return float32 or float64")
+        elif dtype not in (torch.float32, torch.float64, torch.int64, torch.bool):
+            raise TypeError(f"a tensor of dtype {dtype} cannot be graded: return float32 or float64")
         if t.numel() > MAX_ELEMENTS:
             raise ValueError(f"a returned tensor has {t.numel()} elements, far more than this call needs")
         t = torch.Tensor.contiguous(t)
@@ -400,8 +431,8 @@ def to_numpy(value) -> np.ndarray:
 def _describe(value, name: str, arrays: dict) -> dict:
     if isinstance(value, torch.Tensor):
         arrays[name] = to_numpy(value)
-        return {"kind": "tensor", "array": name, "dtype": str(value.dtype).replace("torch.", ""),
-                "shape": list(arrays[name].shape), "requires_grad": bool(value.requires_grad)}
+        return {"kind": "tensor", "array": name, "dtype": str(own(value, "dtype")).replace("torch.", ""),
+                "shape": list(arrays[name].shape), "requires_grad": bool(own(value, "requires_grad"))}
     if value is None:
         return {"kind": "none"}
     if isinstance(value, (bool, int, float)):
@@ -880,9 +911,9 @@ def _inspect_record(obj, header) -> dict:
         attrs[spec["name"]] = _inspect_attr(obj, spec["paths"])
     return {
         "type": type(obj).__name__,
-        "parameters": {n: list(p.shape) for n, p in obj.named_parameters()},
-        "trainable": {n: bool(p.requires_grad) for n, p in obj.named_parameters()},
-        "buffers": {n: list(b.shape) for n, b in obj.named_buffers()},
+        "parameters": {n: list(own(p, "shape")) for n, p in members(obj, "_parameters")},
+        "trainable": {n: bool(own(p, "requires_grad")) for n, p in members(obj, "_parameters")},
+        "buffers": {n: list(own(b, "shape")) for n, b in members(obj, "_buffers")},
         "attrs": attrs,
     }
 
@@ -1017,11 +1048,11 @@ def _inspect_attr(obj, paths) -> dict:
         info = {"path": path, "type": type(value).__name__}
         if isinstance(value, torch.nn.Module):
             info["kind"] = "module"
-            info["parameters"] = {n: list(p.shape) for n, p in value.named_parameters()}
+            info["parameters"] = {n: list(own(p, "shape")) for n, p in members(value, "_parameters")}
             info["sequential"] = isinstance(value, torch.nn.Sequential)  # a contract may ask for one
         elif isinstance(value, torch.Tensor):
             info["kind"] = "tensor"
-            info["shape"] = list(value.shape)
+            info["shape"] = list(own(value, "shape"))
             info["is_parameter"] = isinstance(value, torch.nn.Parameter)
         elif isinstance(value, (bool, int, float)):
             info["kind"] = "value"

@@ -493,3 +493,51 @@ def test_a_call_over_standins_binds_the_grader_s_function_for_that_call_only(mix
 def test_the_lesson_s_spec_and_value_give_the_executor_the_same_view():
     assert dataclasses.replace(CallLesson.of(LESSON.spec()), standins_module=LESSON.standins_module) == \
         CallLesson.of(LESSON)
+
+
+def test_a_tensor_subclass_cannot_tell_the_grader_another_dtype_or_shape():
+    from grader.running import executor
+
+    class Claims32(torch.Tensor):
+        @property
+        def dtype(self):
+            return torch.float32
+
+        @property
+        def shape(self):
+            return torch.Size([1])
+
+    lying = torch.zeros(2, 3, dtype=torch.float64).as_subclass(Claims32)
+    arrays: dict = {}
+    described = executor._describe(lying, "out", arrays)
+    assert described["dtype"] == "float64" and described["shape"] == [2, 3] and arrays["out"].dtype == np.float64
+
+
+def test_inspection_reads_each_modules_own_parameters_and_buffers_not_its_methods():
+    from grader.running import executor
+
+    class Hides(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.table = torch.nn.Parameter(torch.zeros(4, 2))
+            self.inner = torch.nn.Linear(2, 2)
+            self.register_buffer("seen", torch.ones(3), persistent=False)
+
+        def named_parameters(self, *args, **kwargs):
+            return iter(())
+
+        def named_buffers(self, *args, **kwargs):
+            yield "table", self.table
+
+    record = executor._inspect_record(Hides(), {"attrs": []})
+    assert record["parameters"] == {"table": [4, 2], "inner.weight": [2, 2], "inner.bias": [2]}
+    assert record["trainable"] == {"table": True, "inner.weight": True, "inner.bias": True}
+    assert record["buffers"] == {"seen": [3]}
+    # An honest module, a layer shared twice and a frozen one among them: the names torch itself gives.
+    shared = torch.nn.Linear(3, 3)
+    honest = torch.nn.Sequential(torch.nn.Linear(2, 3), shared, torch.nn.BatchNorm1d(3), shared)
+    honest[0].weight.requires_grad_(False)
+    record = executor._inspect_record(honest, {"attrs": []})
+    assert record["parameters"] == {n: list(p.shape) for n, p in honest.named_parameters()}
+    assert record["trainable"] == {n: p.requires_grad for n, p in honest.named_parameters()}
+    assert record["buffers"] == {n: list(b.shape) for n, b in honest.named_buffers()}

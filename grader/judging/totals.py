@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from grader.intake import roster
 from grader.admin import overrides
 from grader.admin.overrides import explain  # noqa: F401  (totals.explain: where callers look for it)
 from grader.results.records import SubmissionResult
@@ -37,6 +38,7 @@ def finalise(out_dir: Path, records: list[SubmissionResult],
 
     policy = _late_policy(lesson)
     extra = extra_credit(lesson=lesson)
+    people = roster.in_out(Path(out_dir)) if policy is not None else None
     final = []
     for record in records:
         automated = record.total
@@ -45,6 +47,8 @@ def finalise(out_dir: Path, records: list[SubmissionResult],
         _cap_bonus(result, extra)
         if policy is not None:
             found = late.read_lateness(Path(out_dir) / record.submission)
+            if found is not None and people is not None:
+                found = _against_the_rosters_deadlines(found, people.members(record.submission), policy)
             if found is not None:
                 result.late = found
                 result.penalty = late.penalty(found["late_days"], result.max_total, policy)
@@ -52,6 +56,24 @@ def finalise(out_dir: Path, records: list[SubmissionResult],
                                          f"{policy.grace_minutes:g} minutes' grace, at most {policy.max_days} days")
         final.append(result)
     return final
+
+
+def _against_the_rosters_deadlines(found: dict, members, policy) -> dict:
+    """A submission's lateness as every output shows it, when the roster gives its students deadlines of their own
+    (an extension): measured against that deadline, or for a group whose members' deadlines differ, against the
+    latest of them (so no shared output states a penalty greater than a member's; each member's gradebook row
+    keeps their own, per_student). Unchanged without the time it was handed in, or without such a deadline."""
+    from grader.judging import late
+
+    handed_in = late.parse_time(found.get("handed_in", ""))
+    own = [s.deadline for s in members if late.parse_time(s.deadline) is not None]
+    if handed_in is None or not own:
+        return found
+    deadlines = set(own) | ({found.get("deadline", "")} if len(own) < len(members) else set())
+    deadlines = {d for d in deadlines if late.parse_time(d) is not None}
+    latest = max(deadlines, key=late.parse_time)
+    return {**found, "late_days": late.late_days(late.parse_time(latest), handed_in, policy), "deadline": latest,
+            **({"deadlines_differ": True} if len(deadlines) > 1 else {})}
 
 
 def _cap_bonus(result: SubmissionResult, extra: float) -> None:

@@ -163,3 +163,27 @@ def test_the_instructor_workflow_compares_the_class_after_merging():
     downloads = [s["with"]["name"] for s in data["jobs"]["merge"]["steps"]
                  if s.get("uses", "").startswith("actions/download-artifact@") and "name" in s.get("with", {})]
     assert "submissions" in downloads
+
+
+def test_a_students_own_deadline_is_the_one_every_output_states(tmp_path):
+    """An extension in the roster: the student's feedback, results.json and the gradebook state the same lateness.
+    A group whose members' deadlines differ is measured, where the members share an output, against the latest,
+    and says so; each member's gradebook row keeps their own."""
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text(regrade.rubric_path(lesson=LESSON).read_text() + POLICY)
+    out = tmp_path / "out"
+    handed_in = "2026-02-11T08:00:00+00:00"  # after the class deadline, before the extension
+    for name in ("team7", "ed"):
+        feedback.write_submission(out, make_record(name), lesson=LESSON)
+        (out / name / "late.json").write_text(json.dumps(
+            {"late_days": 1, "deadline": DUE, "measured_from": "push time", "handed_in": handed_in}))
+    (out / "roster.csv").write_text(ROSTER + f"ed@uni.edu,ed,Ed Fox,,{EXTENDED}\n")
+    classreport.write_class(out, lesson=replace(LESSON, rubric_path=rubric))
+    grades = {r["student"]: r for r in _rows((out / "grades.csv").read_text())}
+    assert (grades["ed@uni.edu"]["late_days"], grades["ed@uni.edu"]["total"]) == ("0", "10")
+    ed = (out / "ed" / "feedback.md").read_text(encoding="utf-8")
+    assert f"Handed in on time (deadline {EXTENDED})" in ed and "different deadlines" not in ed
+    assert json.loads((out / "ed" / "results.json").read_text())["score"] == 10
+    team = (out / "team7" / "feedback.md").read_text(encoding="utf-8")
+    assert f"Handed in on time (deadline {EXTENDED})" in team and "members have different deadlines" in team
+    assert (grades["bo@uni.edu"]["late_days"], grades["cy@uni.edu"]["late_days"]) == ("1", "0")

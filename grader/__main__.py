@@ -164,11 +164,26 @@ def run(argv: list[str] | None = None) -> tuple[str, int]:
 
     args = build_parser().parse_args(argv)
     try:
-        lesson = load_lesson(args.lesson)
+        # Without --lesson, a command on a grading run's output folder takes the lesson that folder was graded for.
+        lesson = load_lesson(args.lesson or _lesson_of_the_output(args))
         return args.command, args.run(args, lesson)
     except LessonError as error:
         print(f"python -m grader {args.command}: {error}", file=sys.stderr)
         return args.command, 2
+
+
+# The commands that read a grading run's output folder. Not grade: a class graded into the wrong folder would
+# then be graded as that folder's lesson (grade stops instead, saying which lesson the folder holds).
+READS_AN_OUTPUT = ("review", "export", "merge", "similarity")
+
+
+def _lesson_of_the_output(args) -> str | None:
+    from grader.lesson import lesson_of_output
+
+    if args.command not in READS_AN_OUTPUT:
+        return None
+    folders = [getattr(args, "out", None), *(getattr(args, "shards", None) or ())]
+    return next((found for folder in folders if folder and (found := lesson_of_output(folder))), None)
 
 
 def main(argv: list[str] | None = None) -> int:

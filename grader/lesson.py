@@ -638,6 +638,17 @@ def _lesson_folder(name: str | None, engine: Path) -> Path:
                       f"{name!r} holding a {DECLARATION}; a lesson is a folder with a {DECLARATION}")
 
 
+OUT_LESSON_FILE = "_lesson"  # in a grading run's output folder: the lesson its records are of (grader/running/grade.py)
+
+
+def lesson_of_output(out) -> str | None:
+    """The lesson a grading run's output folder was graded for (what `--lesson` takes), or None when it says none."""
+    try:
+        return (Path(out) / OUT_LESSON_FILE).read_text(encoding="utf-8").strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def load_lesson(name: str | None = None, engine: Path = ENGINE) -> Lesson:
     """The lesson called `name` (a folder under grader/, or a path to a lesson folder), else the only
     lesson under grader/ (of several, the kit's default_lesson), parsed and checked. For entry points only (the command line, the zygote's

@@ -33,6 +33,7 @@ from grader.admin import regrade
 from grader.intake import submissions as intake
 from grader.judging import integrity
 from grader.results.document import number
+from grader.lesson import OUT_LESSON_FILE
 from grader.results.records import SubmissionResult
 from grader.running import run_seed
 from grader.running.deliverables_process import LimitedChecker
@@ -211,7 +212,7 @@ def _similarity(subs, out: Path, jobs: int, lesson) -> None:
               f"`python -m grader similarity SUBMISSIONS --out {out}` to retry", file=sys.stderr)
 
 
-LESSON_FILE = "_lesson"  # under OUT: the lesson its records are of ("_" keeps it apart from the students' folders)
+LESSON_FILE = OUT_LESSON_FILE  # under OUT: the lesson its records are of ("_" keeps it apart from the students' folders)
 
 
 def _misplaced_out(submissions: Path, out: Path, subs) -> str | None:

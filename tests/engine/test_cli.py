@@ -43,6 +43,19 @@ def test_every_command_takes_lesson_and_hands_its_stage_the_value(monkeypatch):
             assert isinstance(lesson, lessons.Lesson) and lesson.folder == TOY, (command, module, lesson)
 
 
+def test_a_command_on_an_output_folder_takes_the_lesson_it_was_graded_for(tmp_path, monkeypatch):
+    called = {}
+    monkeypatch.setattr(cli, "_call", lambda module, function, *, lesson, **kwargs: called.update(
+        {module: lesson.folder.resolve()}) or 0)
+    (tmp_path / lessons.OUT_LESSON_FILE).write_text(f"{TOY.resolve()}\n", encoding="utf-8")
+    for command in (["export", str(tmp_path), "--format", "csv"], ["review", str(tmp_path)]):
+        assert cli.main(command) == 0, command
+    assert called == {"admin.export": TOY.resolve(), "admin.review": TOY.resolve()}
+    # Not grade: a class graded into the wrong folder would be graded as that folder's lesson (grade stops instead).
+    assert cli.main(["grade", str(tmp_path / "class"), "--out", str(tmp_path)]) == 0
+    assert called["running.grade"] != TOY.resolve()
+
+
 def test_an_unknown_lesson_stops_the_command_with_what_to_do_and_no_traceback(capsys):
     assert cli.main(["stubs", "--check", "--lesson", "no-such-lesson"]) == 2
     said = capsys.readouterr().err

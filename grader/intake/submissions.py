@@ -119,6 +119,18 @@ def discover(folder: Path) -> list[Submission]:
             for (_, path, kind), (name, flags) in zip(found, named)]
 
 
+# Files a class folder holds beside its submissions: collect's record of the collection.
+CLASS_FOLDER_FILES = {"collected.csv"}
+
+
+def not_taken(folder: Path) -> list[str]:
+    """The files of `folder` that `discover` takes for no submission (a .tar.gz, a loose .py...): a hand-in
+    in a form the grader does not read, which the instructor should hear about rather than lose silently."""
+    return sorted(entry.name for entry in os.scandir(folder)
+                  if entry.is_file(follow_symlinks=False) and not entry.name.startswith(".")
+                  and not entry.name.lower().endswith((".zip", ".ipynb")) and entry.name not in CLASS_FOLDER_FILES)
+
+
 def row_names(entries: list[tuple[str, str, str]]) -> list[tuple[str, tuple[str, ...]]]:
     """(row name, flags) for each (stem, entry name, label) of one class folder, in the same order.
 

@@ -85,6 +85,16 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
         print(f"grade: {exc}", file=sys.stderr)
         return EXIT_USAGE
     out = Path(out)
+    stray = intake.not_taken(Path(submissions))
+    if not subs:
+        looks = (f"; its files ({', '.join(stray[:5])}) look like one student's work: pass the folder that holds "
+                 "every student's folder" if any(name.endswith(".py") for name in stray) else "")
+        print(f"grade: found no submission in {submissions}: a submission is a sub-folder, a .zip or a .ipynb{looks}",
+              file=sys.stderr)
+        return EXIT_USAGE
+    if stray:
+        print(f"grade: not graded, as no submission is in this form (a folder, .zip or .ipynb is): "
+              f"{', '.join(stray[:10])}{' ...' if len(stray) > 10 else ''}", flush=True)
     if problem := _misplaced_out(Path(submissions), out, subs) or _other_lesson(out, lesson):
         print(f"grade: {problem}", file=sys.stderr)
         return EXIT_USAGE

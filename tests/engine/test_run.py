@@ -474,3 +474,26 @@ def test_a_folder_graded_for_one_lesson_is_not_graded_for_another(graded, tmp_pa
     assert "holds the grades of the lesson another_lesson" in said and "--lesson another_lesson" in said
     assert {p: p.read_bytes() for p in other.glob("*/record.json")} == {
         other / p.relative_to(out): data for p, data in kept.items()}
+
+
+def test_a_folder_with_no_submission_exits_2_and_says_what_a_submission_is(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    assert run.main(submissions=tmp_path / "empty", out=tmp_path / "out", lesson=LESSON) == 2
+    assert "found no submission" in capsys.readouterr().err
+    one = make_submission(tmp_path / "one")  # one student's own folder, given as the class
+    assert run.main(submissions=one, out=tmp_path / "out", lesson=LESSON) == 2
+    said = capsys.readouterr().err
+    assert "look like one student's work" in said and "activations.py" in said
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_hand_in_in_no_graded_form_is_named_not_lost(tmp_path, capsys):
+    subs = tmp_path / "class"
+    make_submission(subs / "alice")
+    (subs / "bob.tar.gz").write_bytes(b"\x1f\x8b")
+    (subs / "collected.csv").write_text("name\nalice\n", encoding="utf-8")
+    assert run.main(submissions=subs, out=tmp_path / "out", jobs=1, config=CONFIG, lesson=LESSON,
+                    zygotes=kept_zygotes()) == 0
+    said = capsys.readouterr().out
+    assert "not graded, as no submission is in this form" in said and "bob.tar.gz" in said
+    assert "collected.csv" not in said.split("not graded")[1].splitlines()[0]

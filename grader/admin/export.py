@@ -31,6 +31,7 @@ from pathlib import Path
 
 from grader.intake import roster as roster_module
 from grader.results.storage import write_atomic
+from grader.results.classreport import NOT_HANDED_IN
 
 FORMATS = ("canvas", "moodle", "blackboard", "csv")
 
@@ -66,6 +67,8 @@ def rows_for(grades: list[dict], roster: roster_module.Roster | None) -> tuple[l
     rows, missing = [], []
     for student in roster.students:
         grade = by_student.get(student.identity.casefold()) or by_name.get(student.submission.casefold())
+        if grade is not None and grade.get("status") == NOT_HANDED_IN:
+            grade = None  # the gradebook's row at 0 for a roster student: left blank in the school's, and said
         if grade is None:
             missing.append(f"{student.identity} ({student.name or 'no name'}): no graded submission "
                            f"named {student.submission!r}")

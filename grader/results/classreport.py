@@ -66,8 +66,13 @@ def write_class(out_dir: Path, overrides_path: Path | None = None,
         people = roster.in_out(out_dir)
     except roster.RosterError as error:  # stops `grade` and `merge` as a bad overrides.csv does
         raise overrides.OverrideError(str(error)) from None
-    write_atomic(out_dir / "grades.csv", grades_csv(records, lesson=lesson) if people is None
-                 else grades_csv_by_student(totals.per_student(out_dir, records, people, lesson=lesson), lesson=lesson))
+    if people is None:
+        write_atomic(out_dir / "grades.csv", grades_csv(records, lesson=lesson))
+    else:
+        graded = {r.submission.casefold() for r in records}
+        missing = [s for s in people.students if s.submission.casefold() not in graded]
+        write_atomic(out_dir / "grades.csv", grades_csv_by_student(
+            totals.per_student(out_dir, records, people, lesson=lesson), lesson=lesson, missing=missing))
     stats = class_stats(records, hints, lesson=lesson)
     if people is not None:  # who shares a submission, and partners who each handed in the pair's work
         stats["groups"] = sorted({(s.group or s.submission, ", ".join(f"{m.name or m.identity} ({m.submission})"
@@ -164,9 +169,13 @@ def grades_csv(records: list[SubmissionResult], *, lesson) -> str:
     return buffer.getvalue()
 
 
-def grades_csv_by_student(rows: list, *, lesson) -> str:
+NOT_HANDED_IN = "no submission"  # the status of a roster student's row when nothing of theirs was graded
+
+
+def grades_csv_by_student(rows: list, *, lesson, missing=()) -> str:
     """grades.csv when OUT holds a roster: a row per student (a group's submission gives each member
-    one, with the group's points and the member's own lateness), keyed by the roster's identity."""
+    one, with the group's points and the member's own lateness), keyed by the roster's identity; the roster's
+    students with nothing graded (`missing`) last, at 0, so every student of the roster has a row."""
     components = lesson.components
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -180,6 +189,11 @@ def grades_csv_by_student(rows: list, *, lesson) -> str:
                          *(_figure(parts.get(c, 0.0)) for c in components), _cell(r.status), _cell(r.source),
                          _cell(overrides.summary(r)), str(r.late["late_days"]) if r.late else "",
                          _figure(r.penalty) if r.late else ""])
+    top = sum(lesson.points.values())
+    for student in sorted(missing, key=lambda s: s.identity):
+        writer.writerow([_cell(student.submission), _cell(student.identity), _cell(student.name), _cell(student.group),
+                         _figure(0.0), _figure(top), *(_figure(0.0) for _ in components), NOT_HANDED_IN, "", "", "",
+                         ""])
     return buffer.getvalue()
 
 

@@ -187,3 +187,15 @@ def test_a_students_own_deadline_is_the_one_every_output_states(tmp_path):
     team = (out / "team7" / "feedback.md").read_text(encoding="utf-8")
     assert f"Handed in on time (deadline {EXTENDED})" in team and "members have different deadlines" in team
     assert (grades["bo@uni.edu"]["late_days"], grades["cy@uni.edu"]["late_days"]) == ("1", "0")
+
+
+def test_a_roster_student_with_nothing_graded_has_a_row_at_zero(tmp_path):
+    out = tmp_path / "out"
+    feedback.write_submission(out, make_record("team7"), lesson=LESSON)
+    (out / "roster.csv").write_text(ROSTER, encoding="utf-8")  # di handed nothing in
+    classreport.write_class(out, lesson=LESSON)
+    grades = {r["student"]: r for r in _rows((out / "grades.csv").read_text())}
+    assert set(grades) == {"bo@uni.edu", "cy@uni.edu", "di@uni.edu"}
+    di = grades["di@uni.edu"]
+    assert (di["submission"], di["total"], di["status"]) == ("di", "0", "no submission")
+    assert float(di["max_total"]) == sum(LESSON.points.values()) == float(grades["bo@uni.edu"]["max_total"])

@@ -14,6 +14,8 @@ import tempfile
 from pathlib import Path
 
 from grader.admin import overrides
+from grader.intake import roster
+from grader.lesson import OUT_LESSON_FILE
 from grader.results.classreport import isolation_warnings, write_class
 from grader.results.feedback import DEFAULT_RELEASE
 from grader.results.storage import load_records
@@ -58,7 +60,13 @@ def merge(*, shards: list[str], out: str, lesson, overrides_path: str | None = N
               + "\n  ".join(conflicts) + "\nRegrade it (grade --force) in one shard and drop it from the other.",
               file=sys.stderr)
         return 1
+    kept = _class_inputs([Path(shard) for shard in shards], out_dir)
+    if isinstance(kept, str):
+        print(f"merge: {kept}", file=sys.stderr)
+        return 2
     out_dir.mkdir(parents=True, exist_ok=True)
+    for name, data in kept.items():
+        (out_dir / name).write_bytes(data)
     for name, folder in sorted(sources.items()):
         target = out_dir / name
         if folder.resolve() == target.resolve():
@@ -90,6 +98,25 @@ def merge(*, shards: list[str], out: str, lesson, overrides_path: str | None = N
               + "\nRe-run those shards; grading resumes where it stopped.", file=sys.stderr)
         return 1
     return 0
+
+
+# What a shard's folder holds of the class beside its rows, and the merged folder keeps: the roster it was graded
+# with (a row per student in grades.csv) and the lesson its records are of.
+CLASS_INPUTS = (roster.FILE, OUT_LESSON_FILE)
+
+
+def _class_inputs(shards: list[Path], out_dir: Path) -> dict[str, bytes] | str:
+    """{file name: bytes} of each of CLASS_INPUTS the shards hold, for the merged folder, or why they cannot be
+    merged (two shards with different ones). The merged folder's own file is kept when it has one."""
+    kept = {}
+    for name in CLASS_INPUTS:
+        found = {shard: (shard / name).read_bytes() for shard in shards if (shard / name).is_file()}
+        if len(set(found.values())) > 1:
+            return (f"the shards hold different {name} files ({', '.join(str(s) for s in found)}): grade every shard "
+                    f"with the same one, or put the one to use in {out_dir / name}")
+        if found and not (out_dir / name).is_file():
+            kept[name] = next(iter(found.values()))
+    return kept
 
 
 def _same_record(a: Path, b: Path) -> bool:

@@ -107,3 +107,20 @@ def test_no_layer_warning_when_every_shard_had_every_layer(tmp_path, capsys):
     assert merge(shards=[str(a), str(b)], out=str(out), lesson=LESSON) == 0
     assert "WARNING" not in capsys.readouterr().err
     assert "Sandbox layers missing" not in (out / "summary.md").read_text()
+
+
+def test_merge_keeps_the_roster_and_the_lesson_the_shards_were_graded_with(tmp_path, capsys):
+    a, b, out = tmp_path / "a", tmp_path / "b", tmp_path / "out"
+    roster = "identifier,submission\nnia@x,nia\nrex@x,rex\nsol@x,rex\n"
+    for shard, name in ((a, "nia"), (b, "rex")):
+        feedback.write_submission(shard, make_record(name), lesson=LESSON)
+        (shard / "roster.csv").write_text(roster, encoding="utf-8")
+        (shard / "_lesson").write_text("a_lesson\n", encoding="utf-8")
+    assert merge(shards=[str(a), str(b)], out=str(out), lesson=LESSON) == 0
+    assert (out / "roster.csv").read_text(encoding="utf-8") == roster
+    assert (out / "_lesson").read_text(encoding="utf-8") == "a_lesson\n"
+    students = [line.split(",")[1] for line in (out / "grades.csv").read_text().splitlines()[1:]]
+    assert sorted(students) == ["nia@x", "rex@x", "sol@x"]  # a row per student, as each shard's gradebook has
+    (b / "roster.csv").write_text(roster + "tam@x,tam\n", encoding="utf-8")
+    assert merge(shards=[str(a), str(b)], out=str(tmp_path / "other"), lesson=LESSON) == 2
+    assert "the shards hold different roster.csv files" in capsys.readouterr().err

@@ -24,7 +24,7 @@ escape it for each medium.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from grader.admin import overrides
@@ -234,6 +234,8 @@ def advice(test: TestResult, words: Words) -> Advice:
                                       *([KIT_FILES_SENTENCE] if KIT_FILES in test.forbidden else [])])
     if test.advice in FIRST:
         said["first"] = FIRST[test.advice]
+    if test.advice == "raised":  # an error in some of the test's cases: in which others it ran and was right
+        numbers = tuple(diagnose.words(test.facts, words.facts))
     if test.advice == "numbers":
         numbers = tuple(diagnose.words(test.facts, words.facts))
         if hint and diagnose.matched(test.facts, entry.get("when", ())):
@@ -345,22 +347,28 @@ def _component_blocks(tests: list[TestResult], words: Words, release: str, visib
         if not released(shown, release):
             withheld[shown] = withheld.get(shown, 0) + 1
             continue
-        same.setdefault((t.output.strip(), advice(t, words)), []).append(t)
+        said = advice(t, words)
+        # One error is told once for every test it stopped, whichever of their cases it met.
+        same.setdefault((t.output.strip(), replace(said, numbers=()) if t.advice == "raised" else said), []).append(t)
     for group in same.values():
         t = group[0]
         cost = f" (the same message for {len(group)} tests)" if len(group) > 1 else ""
-        blocks.append(Section("✗ " + ", ".join(u.title or u.name for u in group) + cost, test_details(t, words)))
+        blocks.append(Section("✗ " + ", ".join(u.title or u.name for u in group) + cost,
+                              test_details(t, words, cases=len(group) == 1)))
     for visibility, count in withheld.items():
         blocks.append(Paragraph(f"The details of {count} failing test{'s' if count > 1 else ''} here are shown "
                                 f"{WITHHELD_UNTIL[visibility]}."))
     return blocks
 
 
-def test_details(test: TestResult, words: Words) -> list:
+def test_details(test: TestResult, words: Words, cases: bool = True) -> list:
     """What a failed test says, as document blocks (the feedback and the review page show the same):
     the forbidden libraries it reached, its output, preformatted, then the rubric's words its record
-    calls for (what the numbers show, the hint or the handout section, the recognised mistake)."""
+    calls for (what the numbers show, the hint or the handout section, the recognised mistake). `cases=False`:
+    an error told once for several tests, without the cases of one of them it met."""
     said = advice(test, words)
+    if not cases and test.advice == "raised":
+        said = replace(said, numbers=())
     details: list = [Paragraph(said.forbidden)] if said.forbidden else []
     if test.output.strip():
         details.append(Preformatted(clip(test.output)))

@@ -327,3 +327,28 @@ def test_a_verdict_printed_after_a_screenful_of_output_is_flagged_for_the_staff_
     assert any("All tests passed: 100/100" in flag for flag in record["flags"]), record["flags"]
     for name in ("feedback.md", "feedback.html", "results.json"):
         assert "looks like a test result" not in (out / "loud" / name).read_text(encoding="utf-8"), name
+
+
+def test_an_error_met_in_some_cases_of_one_test_says_which_cases_ran_right():
+    """A test whose code raised in one of its cases says in which others it ran and was right; an error told once
+    for several tests keeps to the error (each test's cases would split it into one block a test)."""
+    import dataclasses
+
+    from grader.results.records import SubmissionResult
+
+    error = 'RuntimeError while running forward: mat1 and mat2 must have the same dtype\n  File "classifier.py", line 3'
+    cases = {"id": "only_with", "conditions": ["float64"], "right_with": ["B=2", "T=1"]}
+    words = feedback.Words(facts={"only_with": "Right in these cases: {right_with}. Wrong in these: {conditions}."})
+
+    def raised(name, facts):
+        return dataclasses.replace(make_test(name, 0, 2, error), advice="raised", facts=facts)
+
+    alone = SubmissionResult(submission="kai", source="kai/", tests=[
+        raised("classifier.reference", [cases]), make_test("activations.reference", 2, 2)])
+    text = feedback.feedback_markdown(alone, words, lesson=LESSON)
+    assert "Right in these cases: B=2; T=1. Wrong in these: float64." in text and text.count("mat1 and mat2") == 1
+    shared = SubmissionResult(submission="kai", source="kai/", tests=[
+        raised("classifier.reference", [cases]), raised("classifier.shape", [{**cases, "right_with": ["T=1"]}])])
+    text = feedback.feedback_markdown(shared, words, lesson=LESSON)
+    assert text.count("mat1 and mat2") == 1 and "(the same message for 2 tests)" in text
+    assert "Right in these cases" not in text

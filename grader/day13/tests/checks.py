@@ -37,9 +37,10 @@ def cases(results) -> None:
     if not failures:
         return
     first = failures[0]
-    if first.error is None and passed:
+    if passed:
+        # An error in one case too: the student reads in which cases their code ran and was right.
         first.facts.append({"id": "only_with", "conditions": [l for l, _ in failed], "right_with": [l for l, _ in passed]})
-        if all(m for _, m in failed) and not any(m for _, m in passed):
+        if first.error is None and all(m for _, m in failed) and not any(m for _, m in passed):
             first.facts.append({"id": "only_with_mask"})
     raise first
 same_grads = partial(engine.same_grads, grads=tol.grads)

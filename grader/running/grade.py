@@ -102,6 +102,9 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
     subs = [s for s in subs if not _contains(s.source, out)]
     for moved in retire_moved_rows(out, subs):
         print(f"grade: {moved}", flush=True)
+    if stale := _rows_without_a_submission(out, subs):
+        print(f"grade: {len(stale)} row(s) of {out} match no submission in {submissions} and stay in the gradebook: "
+              f"{', '.join(stale[:10])}{' ...' if len(stale) > 10 else ''} (delete {out}/<name> to drop one)", flush=True)
     overrides_path = Path(overrides) if overrides else out / "overrides.csv"
     try:
         # Checked before anything is graded: a typo in a name should not wait for the whole class.
@@ -223,6 +226,16 @@ def _similarity(subs, out: Path, jobs: int, lesson) -> None:
 
 
 LESSON_FILE = OUT_LESSON_FILE  # under OUT: the lesson its records are of ("_" keeps it apart from the students' folders)
+
+
+def _rows_without_a_submission(out: Path, subs) -> list[str]:
+    """The graded rows of `out` that no submission of the class folder is (removed, or renamed since): kept, as a
+    person decides whether a grade goes, and named, so that the gradebook's extra rows are no surprise."""
+    if not out.is_dir():
+        return []
+    names = {s.name for s in subs}
+    return sorted(p.name for p in out.iterdir()
+                  if p.is_dir() and not p.name.startswith(("_", ".")) and p.name not in names and (p / "record.json").is_file())
 
 
 def _misplaced_out(submissions: Path, out: Path, subs) -> str | None:

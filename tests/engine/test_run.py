@@ -497,3 +497,16 @@ def test_a_hand_in_in_no_graded_form_is_named_not_lost(tmp_path, capsys):
     said = capsys.readouterr().out
     assert "not graded, as no submission is in this form" in said and "bob.tar.gz" in said
     assert "collected.csv" not in said.split("not graded")[1].splitlines()[0]
+
+
+def test_a_row_whose_submission_left_the_class_folder_is_named(graded, tmp_path, capsys):
+    root, subs, out, code = graded
+    copy = tmp_path / "class"
+    shutil.copytree(subs, copy)
+    kept = tmp_path / "out"
+    shutil.copytree(out, kept)
+    shutil.rmtree(copy / "bob")
+    assert run.main(submissions=copy, out=kept, jobs=1, config=CONFIG, lesson=LESSON, zygotes=kept_zygotes()) == 0
+    said = capsys.readouterr().out
+    assert "1 row(s) of" in said and "stay in the gradebook: bob " in said
+    assert (kept / "bob" / "record.json").is_file()

@@ -206,7 +206,7 @@ def describe(p: Plan) -> list[str]:
 
     lines = [f"regrade {len(who)} ({reason}): {names(who)}" for reason, who in p.reasons.items()]
     if p.rescore:
-        lines.append(f"rescore {len(p.rescore)} from their records (rubric points or words changed): "
+        lines.append(f"rescore {len(p.rescore)} from their records (rubric points, words or policy changed): "
                      f"{names(p.rescore)}")
     return lines
 

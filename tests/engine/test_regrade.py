@@ -114,7 +114,7 @@ def test_a_change_of_points_and_hints_rescores_from_the_records(graded, tmp_path
         _no_sandbox(monkeypatch)
         assert run.main(submissions=subs, out=copy, jobs=2, config=CONFIG, lesson=lesson, zygotes=kept_zygotes()) == 0
         printed = capsys.readouterr().out
-        assert "rescore 2 from their records (rubric points or words changed): alice, bob" in printed
+        assert "rescore 2 from their records (rubric points, words or policy changed): alice, bob" in printed
         assert "0 to grade" in printed
         bob = record(copy, "bob")
         test = next(t for t in bob["tests"] if t["name"] == failed["name"])

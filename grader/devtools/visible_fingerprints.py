@@ -48,7 +48,7 @@ def build(*, lesson) -> dict:
     catalogue = importlib.import_module(lesson.catalogue_module)
     rubric = lesson.rubric()
     hints = {bug_id: entry["text"] for bug_id, entry in rubric.get("hints", {}).items()}
-    bugs = [bug for bug in catalogue.BUGS if not bug.forbidden and bug.id in hints]
+    bugs = [bug for bug in catalogue.BUGS if not bug.forbidden and bug.id in hints and bug.visible]
     with tempfile.TemporaryDirectory(prefix=f"{lesson.name}-fingerprints-") as tmp:
         tmp = Path(tmp)
         plan = [{"name": "reference", "part": None, "folder": str(lesson.solutions)}]
@@ -58,8 +58,11 @@ def build(*, lesson) -> dict:
             for name, text in apply(bug, lesson.solutions).items():
                 (mutant / name).write_text(text, encoding="utf-8")
             plan.append({"name": bug.id, "part": bug.component, "folder": str(mutant)})
-        records = record_visible(plan, lesson=lesson)["comparisons"]
-    table = _table(records, bugs, hints, lesson.forbidden_policy["names"], rubric.get("meta", {}).get("forbidden_message", ""))
+        recorded = record_visible(plan, lesson=lesson)
+    table = _table(recorded["comparisons"], bugs, hints, lesson.forbidden_policy["names"],
+                   rubric.get("meta", {}).get("forbidden_message", ""))
+    # The tests of its part each named mistake passes: a student who fails one of them did not make that mistake.
+    table["passes"] = {m: recorded["passes"].get(m, []) for m in table["hints"]}
     # The words for what the numbers show (rubric [facts.*]), the same as the hidden feedback's.
     table["facts"] = {k: v["text"] for k, v in sorted(rubric.get("facts", {}).items()) if isinstance(v, dict)}
     return table
@@ -68,8 +71,8 @@ def build(*, lesson) -> dict:
 def record_visible(plan: list[dict], *, lesson) -> dict:
     """Run the visible tests on each folder of `plan` ({name, part or None for all, folder}), in one pytest
     process, as a student runs them (the tests as the release ships them). Returns {"comparisons": {name:
-    {test: [comparison, ...]}}, "told": {name: {test: [what a failure found and said, ...]}}} (the
-    conftest's VISIBLE.evidence.record and .told)."""
+    {test: [comparison, ...]}}, "told": {name: {test: [what a failure found and said, ...]}}, "passes": {name:
+    [test, ...]}} (the conftest's VISIBLE.evidence.record, .told and the tests each run passed)."""
     from grader.release.visible_tests import write_visible_tests
 
     with tempfile.TemporaryDirectory(prefix=f"{lesson.name}-visible-") as tmp:
@@ -169,8 +172,10 @@ def pytest_runtestloop(session):
     plan = json.loads(Path(os.environ[_PLAN]).read_text(encoding="utf-8"))
     records: dict = {}
     told_all: dict = {}
+    passes: dict = {}
     for run in plan["runs"]:
         visible.use_folder(Path(run["folder"]))
+        visible.evidence.outcomes = {}  # what this run's tests did, and only this run's
         seen = records[run["name"]] = {}
         told = told_all[run["name"]] = {}
 
@@ -185,8 +190,11 @@ def pytest_runtestloop(session):
         for item in session.items:
             if run["part"] is None or item.get_closest_marker(run["part"]):
                 runtestprotocol(item, log=False, nextitem=None)
+        passes[run["name"]] = sorted(test for test, outcome in visible.evidence.outcomes.items() if outcome is None)
     visible.evidence.record = visible.evidence.told = None
-    Path(os.environ[_OUT]).write_text(json.dumps({"comparisons": records, "told": told_all}), encoding="utf-8")
+    visible.evidence.outcomes = {}
+    Path(os.environ[_OUT]).write_text(json.dumps({"comparisons": records, "told": told_all, "passes": passes}),
+                                      encoding="utf-8")
     return True
 
 

@@ -248,7 +248,7 @@ _DIGEST = re.compile(r"[0-9a-f]{16}")  # a structured value's fingerprint: a dig
 # The file's own field names; every other key must be a visible test's name, a comparison's number or a
 # rubric hint id, so nothing can be keyed to inputs the visible tests do not use.
 FINGERPRINT_FIELDS = frozenset({"format", "hints", "facts", "forbidden", "anywhere", "torch_only", "kit_packages", "message",
-                                "tests", "kind", "got", "expected", "shape", "values", "digest", "mutants"})
+                                "tests", "kind", "got", "expected", "shape", "values", "digest", "mutants", "passes"})
 
 
 def _not_just_fingerprints(path: Path, folder: Path, *, lesson) -> list[str]:
@@ -288,8 +288,8 @@ def _not_just_fingerprints(path: Path, folder: Path, *, lesson) -> list[str]:
                 problems.append(f"holds an array of {len(numbers)} numbers (a fingerprint keeps at most "
                                 f"{FINGERPRINT_MAX_VALUES}: a sample of an output, never a whole one)")
             stack += item
-        elif (isinstance(item, str) and item not in words and item not in hints and not _WORD.fullmatch(item)
-              and not _DIGEST.fullmatch(item)):
+        elif (isinstance(item, str) and item not in words and item not in hints and not known_key(item)
+              and not _WORD.fullmatch(item) and not _DIGEST.fullmatch(item)):  # a test's name: the tests a mistake passes
             problems.append(f"holds the text {item[:60]!r}, not one of the rubric's hints or forbidden names")
     return problems
 

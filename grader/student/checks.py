@@ -124,6 +124,8 @@ class Evidence:
         self.fails: dict[str, set[str]] = {}
         for test, comparisons in known.get("tests", {}).items():
             self.fails[test] = {m for entries in comparisons.values() for entry in entries for m in entry.get("mutants", ())}
+        # The tests of its part each known mistake passes.
+        self.passes: dict[str, set[str]] = {m: set(tests) for m, tests in known.get("passes", {}).items()}
         self.outcomes: dict[str, tuple[str, ...] | None] = {}
         self.first_matched: tuple[str, ...] | None = None
 
@@ -142,8 +144,10 @@ class Evidence:
 
     def refuted(self, mistake: str) -> bool:
         """Whether a test this run already did rules `mistake` out: a test it fails that passed, or that failed
-        with other numbers than the mistake's. Its numbers on one test are then a coincidence, not its cause."""
-        return any(mistake in self.fails.get(test, ()) and (outcome is None or mistake not in outcome)
+        with other numbers than the mistake's, or a test it passes that failed. Its numbers on one test are then a
+        coincidence, not its cause."""
+        return any((mistake in self.fails.get(test, ()) and (outcome is None or mistake not in outcome))
+                   or (outcome is not None and test in self.passes.get(mistake, ()))
                    for test, outcome in self.outcomes.items() if test != self.test)
 
     def facts(self, got, expected, options, weights, allowed, means, atol) -> list[dict]:

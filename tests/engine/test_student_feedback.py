@@ -208,3 +208,22 @@ def test_the_known_mistakes_file_is_current(ref):
         pytest.skip(f"{lesson.name} checks its fingerprints with its own command")
     assert visible_fingerprints.main(lesson=lesson, check=True) == 0, \
         f"run: python -m grader.devtools.visible_fingerprints --lesson {lesson.ref}"
+
+
+def test_a_mistake_is_ruled_out_by_a_test_the_student_failed_that_it_passes():
+    """A held-out tokenizer compared its ties in another alphabet: its numbers on one test were those of "merges
+    the pair seen first", a mistake that passes the worked-example test this student had already failed. Failing
+    a test the mistake passes rules it out, as passing a test it fails does."""
+    from grader.student.checks import Evidence
+
+    known = {"tests": {"test_counts": {"1": [{"kind": "close", "got": {}, "mutants": ["first_seen"]}]}},
+             "passes": {"first_seen": ["test_worked", "test_counts_again"]}}
+    evidence = Evidence(known)
+    evidence.start("test_worked")
+    evidence.finish("test_worked", passed=True)
+    evidence.start("test_counts")
+    assert not evidence.refuted("first_seen")
+    evidence.start("test_worked")
+    evidence.finish("test_worked", passed=False)
+    evidence.start("test_counts")
+    assert evidence.refuted("first_seen")

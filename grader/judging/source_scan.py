@@ -37,7 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.running.helper_process import LimitedHelper, cpu_seconds
-from grader.running.forbidden import NATIVE_FFI
+from grader.running.forbidden import REFUSED_IMPORTS
+
+# Shown to the staff in every lesson: raw memory through numpy's array protocol (any address read or written,
+# the child's own guards included) and the walk up the caller's frames to the grader's own code.
+ALWAYS_FLAGGED_ATTRIBUTES = frozenset({"__array_interface__", "__array_struct__", "walk_stack", "walk_tb"})
 
 MAX_SOURCE_BYTES = 1_000_000  # a file larger than this is not parsed, and is flagged (the child still covers it)
 MAX_FILES = 200  # source files read from one submission; the others are flagged, unread
@@ -219,10 +223,10 @@ class _Rules:
         self.anywhere = frozenset(names.get("anywhere", ()))
         self.torch_only = frozenset(names.get("torch_only", ()))
         self.kit = frozenset(names.get("kit_packages", ()))
-        self.flag_modules = frozenset(flags.get("modules", ())) | NATIVE_FFI
+        self.flag_modules = frozenset(flags.get("modules", ())) | REFUSED_IMPORTS
         self.ordinary_imports = frozenset(flags.get("ordinary_imports", ()))
         attributes = flags.get("attributes", ())
-        self.flag_attributes = frozenset(a for a in attributes if "." not in a)
+        self.flag_attributes = frozenset(a for a in attributes if "." not in a) | ALWAYS_FLAGGED_ATTRIBUTES
         self.flag_rooted = frozenset(tuple(a.split(".", 1)) for a in attributes if "." in a)
         self.flag_calls = frozenset(flags.get("calls", ()))
         self.contract = contract
@@ -286,6 +290,11 @@ class _Walk:
                 self.imports(node, line)
             elif isinstance(node, ast.Call):
                 self.call(node, line)
+            elif isinstance(node, (ast.Name, ast.FunctionDef)):
+                # __array_interface__ = {...} in a class body, or a property of that name: raw memory to numpy
+                name = node.id if isinstance(node, ast.Name) else node.name
+                if name in ALWAYS_FLAGGED_ATTRIBUTES:
+                    self.flag(line, f"{name} (reflective access)")
             value = self.fold(node) if isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr)) else None
             if value is not None:
                 self.string(value, line)
@@ -410,6 +419,8 @@ class _Walk:
         if name in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) >= 2:
             text = self.fold(node.args[1])
             on_torch = self.is_torch(node.args[0])
+            if text in self.rules.flag_attributes:  # getattr(frame, "f_globals") is frame.f_globals
+                self.flag(line, f"{name}(..., {_shown(text)!r}) (reflective access)", f"{text} (reflective access)")
             if text is None:
                 if on_torch:
                     self.flag(line, f"{name}() on torch with a name worked out at run time")

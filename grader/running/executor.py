@@ -397,12 +397,13 @@ def members(module, table: str, prefix: str = "") -> list[tuple[str, torch.Tenso
         if id(m) in seen_modules:
             return
         seen_modules.add(id(m))
+        # dict's own methods: a dict subclass given as __dict__ (or as one of its tables) answers nothing itself.
         own_dict = object.__getattribute__(m, "__dict__")
-        for key, value in dict.items(own_dict.get(table) or {}):
+        for key, value in dict.items(dict.get(own_dict, table) or {}):
             if isinstance(value, torch.Tensor) and id(value) not in seen_tensors:
                 seen_tensors.add(id(value))
                 found.append((name + key, value))
-        for key, child in dict.items(own_dict.get("_modules") or {}):
+        for key, child in dict.items(dict.get(own_dict, "_modules") or {}):
             if isinstance(child, torch.nn.Module):
                 walk(child, f"{name}{key}.")
 

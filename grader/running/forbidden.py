@@ -43,6 +43,11 @@ MARK = "is switched off in the grader"
 # hook, the switched-off kernels). ctypes is refused by its audit events; these are refused at import, in every
 # lesson, and the scan shows the staff an import of one (grader/judging/source_scan.py).
 NATIVE_FFI = frozenset({"cffi", "_cffi_backend"})
+# Modules that start an interpreter of their own (which has no audit hook: Python's hooks belong to one
+# interpreter), or that exist to poke at CPython's internals: refused at import like NATIVE_FFI, and flagged.
+INTERPRETER_MODULES = frozenset({"_xxsubinterpreters", "_xxinterpchannels", "_interpreters", "_interpchannels",
+                                 "_interpqueues", "_testcapi", "_testinternalcapi", "_testmultiphase", "_ctypes_test"})
+REFUSED_IMPORTS = NATIVE_FFI | INTERPRETER_MODULES
 # A policy's [message] table names what it switches off and why; these say it when a lesson does not.
 DEFAULT_WHAT = "this library function"
 # What a part's record names when its code opened a file the audit hook keeps from submissions. A forbidden
@@ -287,8 +292,10 @@ def _arm_hook(denied: frozenset, kit_denied: frozenset, folders: frozenset, scra
                 "the grader's sandbox does not allow this to student code",
                 "the grader's sandbox opens only a str or bytes path for student code",
                 f"{KIT_FILES} {MARK}: this file cannot be opened from student code")
-    closed_events = frozenset({"os.symlink", "os.link", "os.chdir", "os.fchdir", "os.chroot"})
-    ffi, dot = NATIVE_FFI, "."
+    # cpython.PyInterpreterState_New: a sub-interpreter, where this hook does not run.
+    closed_events = frozenset({"os.symlink", "os.link", "os.chdir", "os.fchdir", "os.chroot",
+                               "cpython.PyInterpreterState_New"})
+    ffi, dot = REFUSED_IMPORTS, "."
     dotdot = ("..", b"..")
     separators = ("/", b"/")
 

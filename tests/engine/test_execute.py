@@ -541,3 +541,20 @@ def test_inspection_reads_each_modules_own_parameters_and_buffers_not_its_method
     assert record["parameters"] == {n: list(p.shape) for n, p in honest.named_parameters()}
     assert record["trainable"] == {n: p.requires_grad for n, p in honest.named_parameters()}
     assert record["buffers"] == {n: list(b.shape) for n, b in honest.named_buffers()}
+
+
+def test_inspection_reads_a_modules_tables_past_a_dict_subclass_given_as_its_dict():
+    from grader.running import executor
+
+    class Lies(dict):
+        def get(self, key, default=None):
+            if key == "_parameters":
+                return {}
+            if key == "_buffers":
+                return dict.get(self, "_parameters")
+            return dict.get(self, key, default)
+
+    module = torch.nn.Linear(2, 3)
+    module.__dict__ = Lies(module.__dict__)
+    record = executor._inspect_record(module, {"attrs": []})
+    assert record["parameters"] == {"weight": [3, 2], "bias": [3]} and record["buffers"] == {}

@@ -265,6 +265,13 @@ def test_cffi_is_refused(batch):
     assert any("cffi" in flag for flag in record["flags"]), record["flags"]
 
 
+def test_a_sub_interpreter_is_refused(batch):
+    # Python's audit hooks belong to one interpreter: a sub-interpreter would run without the child's.
+    record = check(batch, "native_subinterpreter", hit="activations",
+                   reason=r"the grader's sandbox does not allow this to student code \(import _xxsubinterpreters\)")
+    assert any("_xxsubinterpreters" in flag for flag in record["flags"]), record["flags"]
+
+
 def test_a_compiled_module_written_into_the_submission_does_not_load(batch):
     # As root the scratch is a tmpfs mounted noexec: a shared object there cannot be mapped to run.
     if os.geteuid() != 0:

@@ -341,3 +341,23 @@ def test_the_kits_own_released_files_handed_back_unchanged_raise_no_flag(tmp_pat
     conftest.write_text(conftest.read_text() + "\nimport grader.judging.score  # reaching for the answers\n")
     flags = score.scan_submission(repo, lesson=lesson).flags
     assert flags and all(f.startswith("tests/conftest.py") for f in flags), flags
+
+
+def test_every_lesson_shows_raw_memory_frame_walks_and_sub_interpreters_to_the_staff():
+    """A red team undid the child's guards from pure Python: numpy's array protocol over raw addresses, a walk up
+    the frames to the executor, getattr(frame, "f_globals"), a sub-interpreter. Each is flagged, whatever the
+    lesson's own [flags] list."""
+    source = textwrap.dedent("""
+        import numpy as np
+        import traceback
+        import _xxsubinterpreters
+        class Raw:
+            __array_interface__ = {"shape": (8,), "typestr": "|u1", "data": (0, False), "version": 3}
+        frames = list(traceback.walk_stack(None))
+        g = getattr(frames[0][0], "f_globals")
+    """)
+    found = scan.scan_sources([("a.py", source, None)], {**POLICY, "flags": {"attributes": ["f_globals"]}})
+    shown = "\n".join(found.flags)
+    for what in ("imports _xxsubinterpreters", "__array_interface__ (reflective access)",
+                 "walk_stack (reflective access)", "getattr(..., 'f_globals') (reflective access)"):
+        assert what in shown, (what, shown)

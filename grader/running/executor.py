@@ -465,8 +465,12 @@ def execute(header: dict, arrays: dict, *, loader: ModuleLoader) -> tuple[dict, 
     out_header: dict = {"error": None, "outputs": [], "grads": {}, "grad_error": None}
     out_arrays: dict = {}
     op = header.get("op")
-    if isinstance(header.get("standins_source"), dict):
-        loader.receive_standins(header["standins_source"])
+    # Taken out of the header before any student code runs: the header stays on this frame, which student code can
+    # walk up to, and the stand-ins' source is the grader's working code.
+    lent = header.pop("standins_source", None)
+    if isinstance(lent, dict):
+        loader.receive_standins(lent)
+    del lent
     if isinstance(header.get("rules"), dict):
         loader.rules.update(header["rules"])
     try:

@@ -272,6 +272,12 @@ def test_a_sub_interpreter_is_refused(batch):
     assert any("_xxsubinterpreters" in flag for flag in record["flags"]), record["flags"]
 
 
+def test_the_source_of_a_lent_stand_in_is_on_no_frame_student_code_can_walk_to(batch):
+    record = batch["records"]["read_lent_source"]
+    assert "READ THE LENT SOURCE" not in text_of(record), text_of(record)[:2000]
+    assert all(got == top for got, top in components(record, CODE).values())
+
+
 def test_a_compiled_module_written_into_the_submission_does_not_load(batch):
     # As root the scratch is a tmpfs mounted noexec: a shared object there cannot be mapped to run.
     if os.geteuid() != 0:

@@ -33,7 +33,7 @@ from grader.admin import regrade
 from grader.intake import submissions as intake
 from grader.judging import integrity
 from grader.results.document import number
-from grader.lesson import OUT_LESSON_FILE
+from grader.lesson import OUT_LESSON_FILE, lesson_of_output
 from grader.results.records import SubmissionResult
 from grader.running import run_seed
 from grader.running.deliverables_process import LimitedChecker
@@ -139,7 +139,7 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
         print(f"grade: {exc}", file=sys.stderr)
         return EXIT_USAGE
     out.mkdir(parents=True, exist_ok=True)
-    _other_lesson(out, lesson)  # a new folder takes the lesson's mark
+    _mark_lesson(out, lesson)
     if is_root():
         os.chmod(out, 0o700)  # the sandbox uids must not read other students' results
     run_seed.keep(out, seed)
@@ -251,23 +251,25 @@ def _misplaced_out(submissions: Path, out: Path, subs) -> str | None:
     return None
 
 
+def _lesson_mark(lesson) -> str:
+    """The lesson as OUT/_lesson names it: what `--lesson` takes, a lesson outside grader/ by its absolute path."""
+    return lesson.ref if lesson.ref == lesson.name else str(lesson.folder.resolve())
+
+
 def _other_lesson(out: Path, lesson) -> str | None:
-    """Why `out` cannot take this lesson's records: it holds another lesson's; None when it can. Marks `out` with
-    the lesson once it exists (a folder graded before the mark has none, and takes it)."""
-    mark = out / LESSON_FILE
-    try:
-        kept = mark.read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        kept = None
-    except (OSError, UnicodeDecodeError) as exc:
-        return f"{mark}: cannot read which lesson this folder holds ({exc}); delete the file if the folder is {lesson.ref}'s"
-    here = lesson.ref if lesson.ref == lesson.name else str(lesson.folder.resolve())  # a path, the same from anywhere
+    """Why `out` cannot take this lesson's records: it holds another lesson's; None when it can (a folder graded
+    before the mark existed has none)."""
+    kept, here = lesson_of_output(out), _lesson_mark(lesson)
     if kept and kept != here:
         return (f"{out} holds the grades of the lesson {kept}: grading it as {here} would replace every record. "
                 f"Grade it with --lesson {kept} (make ... LESSON={kept}), or choose another --out for {here}.")
-    if kept is None and out.is_dir():
-        mark.write_text(here + "\n", encoding="utf-8")
     return None
+
+
+def _mark_lesson(out: Path, lesson) -> None:
+    """Name the lesson in `out` (OUT/_lesson), unless a mark is there."""
+    if not (out / LESSON_FILE).exists():
+        (out / LESSON_FILE).write_text(_lesson_mark(lesson) + "\n", encoding="utf-8")
 
 
 def _contains(folder: Path, path: Path) -> bool:

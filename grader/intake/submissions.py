@@ -681,6 +681,7 @@ def notebook_module_source(notebook_name: str, cells: list[str], numbers: list[i
     return (
         '"""Generated from the notebook named in NOTEBOOK: every code cell, in order. A cell that\n'
         'raises is recorded and skipped, so one bad cell does not lose the definitions of later ones."""\n'
+        "import linecache as _linecache\n"
         "import traceback as _traceback\n\n"
         f"NOTEBOOK = {notebook_name!r}\n"
         f"CELLS = {json.dumps(cells, ensure_ascii=True, indent=0)}\n"
@@ -694,8 +695,11 @@ def notebook_module_source(notebook_name: str, cells: list[str], numbers: list[i
         "    namespace.setdefault('display', _display)  # a builtin in every Jupyter kernel\n"
         "    flags = 0\n"
         "    for i, source in zip(NUMBERS, CELLS):\n"
+        "        name = f'{NOTEBOOK} cell {i}'\n"
+        "        # A traceback shows the cell's own line, as it shows a file's (a kernel does the same for its cells).\n"
+        "        _linecache.cache[name] = (len(source), None, source.splitlines(True), name)\n"
         "        try:\n"
-        "            code = compile(source, f'{NOTEBOOK} cell {i}', 'exec', flags, True)\n"
+        "            code = compile(source, name, 'exec', flags, True)\n"
         "            flags |= code.co_flags & _FUTURE\n"
         "            exec(code, namespace)\n"
         "        except BaseException as exc:  # SystemExit too: a later cell may define what is graded\n"

@@ -121,7 +121,10 @@ def early_exits(errors: list[tuple[str, dict]]) -> list[str]:
             flags.append(f"{file} ended the program while being imported (sys.exit({message[:20]})): "
                          "its tests could not run")
         elif kind == "Crashed" and "ended the process (exit status" in message:
-            flags.append(f"{file} ended its own process while being graded (os._exit or similar): the tests "
-                         "that needed it could not run")
+            # The status says how, not who: os._exit(n) in this file, or a library that gave up in its process
+            # (threads another file started, say).
+            status = re.search(r"exit status (-?\d+)", message)
+            flags.append(f"{file}'s process ended while it was graded (exit status {status.group(1) if status else '?'}:"
+                         " os._exit, or a library giving up in that process): the tests that needed it could not run")
     unique = list(dict.fromkeys(flags))
     return unique[:MAX_PER_KIND]

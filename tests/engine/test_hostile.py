@@ -278,6 +278,12 @@ def test_the_source_of_a_lent_stand_in_is_on_no_frame_student_code_can_walk_to(b
     assert all(got == top for got, top in components(record, CODE).values())
 
 
+def test_each_child_leads_a_session_of_its_own(batch):
+    # The scheduler's autogroups share the CPU by session: a child's 40 threads weigh as one busy process.
+    record = batch["records"]["control_own_session"]
+    assert all(got == top for got, top in components(record, CODE).values()), text_of(record)[:2000]
+
+
 def test_a_compiled_module_written_into_the_submission_does_not_load(batch):
     # As root the scratch is a tmpfs mounted noexec: a shared object there cannot be mapped to run.
     if os.geteuid() != 0:

@@ -1088,7 +1088,9 @@ class _Lent:
     """The stand-ins a sandboxed child was lent: one attribute each, each run alone in its own namespace."""
 
     def receive(self, name: str, source: str) -> None:
-        namespace = {"__name__": f"grader_standin_{name}"}
+        # No __name__: a module name that no sys.modules holds made torch.compile (Dynamo), tracing a student's
+        # compiled forward into the stand-in, try to import it and fail the call.
+        namespace: dict = {}
         exec(compile(source, f"<grader stand-in {name}>", "exec"), namespace)
         vars(self)[name] = namespace[name]
 

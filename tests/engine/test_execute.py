@@ -558,3 +558,20 @@ def test_inspection_reads_a_modules_tables_past_a_dict_subclass_given_as_its_dic
     module.__dict__ = Lies(module.__dict__)
     record = executor._inspect_record(module, {"attrs": []})
     assert record["parameters"] == {"weight": [3, 2], "bias": [3]} and record["buffers"] == {}
+
+
+def test_a_compiled_forward_can_call_a_lent_stand_in():
+    """A held-out MultiHeadAttention decorated its forward with torch.compile: Dynamo traced into the grader's lent
+    stand-in, tried to import the module its namespace was named after (no such module) and failed the call:
+    multihead 5/25 for correct code."""
+    from grader.running import executor
+
+    lent = executor._Lent()
+    lent.receive("softmax", "import torch\n\n\ndef softmax(x, dim=-1):\n    return torch.softmax(x, dim=dim)\n")
+
+    @torch.compile(backend="eager")
+    def forward(x):
+        return lent.softmax(x * 2, dim=-1)
+
+    x = torch.randn(3, 4)
+    assert torch.allclose(forward(x), torch.softmax(x * 2, dim=-1))

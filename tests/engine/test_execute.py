@@ -222,8 +222,9 @@ def test_stand_ins_reach_a_sandboxed_loader_only_with_a_call_that_sends_them(tmp
         for name in TOY_MODULES:
             sys.modules.pop(name, None)
     assert h["error"] is None and np.allclose(a["out0"].sum(-1), 1)
-    # The stand-in runs in a namespace of its own that is in no sys.modules.
-    assert sent.standins.softmax.__globals__["__name__"] not in sys.modules
+    # The stand-in runs in a namespace of its own that is in no sys.modules, and names no module.
+    namespace = sent.standins.softmax.__globals__
+    assert "__name__" not in namespace and all(vars(m) is not namespace for m in list(sys.modules.values()))
 
 
 def test_student_exceptions_even_system_exit_become_error_records(tmp_path):

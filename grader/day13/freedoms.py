@@ -176,6 +176,20 @@ FREEDOMS: tuple[Freedom, ...] = (
     Freedom("blk.layernorm_eps", "block",
             "LayerNorm's eps may be any positive value up to the handout's 1e-5, such as the 1e-6 or 1e-12 of published models",
             ((BL, LN, LN.replace("nn.LayerNorm(d_model)", "nn.LayerNorm(d_model, eps=1e-6)")),)),
+    # A held-out block kept its norms' parameters in float64 and cast their results back: the visible wiring test
+    # applied those norms to float32 x itself and crashed (grader and visible tests now agree).
+    Freedom("blk.norms_in_float64", "block",
+            "float32 is enough; working in float64 inside is fine when the output has the input's dtype",
+            ((BL, LN, LN.replace("nn.LayerNorm(d_model)", "nn.LayerNorm(d_model, dtype=torch.float64)")),
+             (BL, "import torch.nn as nn\n", "import torch\nimport torch.nn as nn\n"),
+             (BL, "            x = x + self.attn(self.ln1(x), mask)  # (B, T, d_model)\n"
+                  "            x = x + self.ffn(self.ln2(x))  # (B, T, d_model)\n",
+                  "            x = x + self.attn(self.ln1(x.double()).to(x.dtype), mask)\n"
+                  "            x = x + self.ffn(self.ln2(x.double()).to(x.dtype))\n"),
+             (BL, "            x = self.ln1(x + self.attn(x, mask))  # (B, T, d_model)\n"
+                  "            x = self.ln2(x + self.ffn(x))  # (B, T, d_model)\n",
+                  "            x = self.ln1((x + self.attn(x, mask)).double()).to(x.dtype)\n"
+                  "            x = self.ln2((x + self.ffn(x)).double()).to(x.dtype)\n"))),
     Freedom("blk.sublayers_in_module_dict", "block",
             "forward runs the modules attn and ffn hold: through them, or through a ModuleDict or ModuleList that "
             "holds the same modules",

@@ -562,7 +562,7 @@ def test_inspection_reads_a_modules_tables_past_a_dict_subclass_given_as_its_dic
 
 
 def test_a_compiled_forward_can_call_a_lent_stand_in():
-    """A held-out MultiHeadAttention decorated its forward with torch.compile: Dynamo traced into the grader's lent
+    """A held-out module decorated its forward with torch.compile: Dynamo traced into the grader's lent
     stand-in, tried to import the module its namespace was named after (no such module) and failed the call:
     multihead 5/25 for correct code."""
     from grader.running import executor

@@ -485,7 +485,7 @@ def test_a_notebook_over_the_lesson_limits_is_refused_from_its_size_and_the_rest
 
 
 def test_a_traceback_through_a_notebook_cell_shows_the_cells_own_line(tmp_path):
-    # Found on a held-out notebook: its feedback named `File "bpe.ipynb cell 14", line 60` over a blank line.
+    # Found on a held-out notebook: its feedback named `File "<notebook> cell 14", line 60` over a blank line.
     cells = ["X = 1", "def broken():\n    y = 2\n    return undefined_name + y"]
     dest, _ = _intake_of_notebook(tmp_path, cells)
     shown = _printed_by(dest, f"import traceback\nimport {LESSON.modules[0]} as m\ntry:\n    m.broken()\n"

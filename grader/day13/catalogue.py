@@ -196,6 +196,10 @@ BUGS: tuple[Bug, ...] = (
        (BL, "            nn.GELU(),\n", "            nn.ReLU(),\n")),
     _b("blk.no_activation", "block", "post_ln",
        (BL, "            nn.GELU(),\n", "")),
+    # Post-LN whose second residual adds the sum before ln1 (the FFN still reads ln1 of it).
+    _b("blk.post_ln_unnormed_residual", "block", "post_ln",
+       (BL, POST1 + POST2, "            h = x + self.attn(x, mask)  # (B, T, d_model)\n"
+                           "            x = self.ln2(h + self.ffn(self.ln1(h)))  # (B, T, d_model)\n")),
     _b("blk.norm_inside_residual", "block", "post_ln",
        (BL, POST1, "            x = x + self.ln1(self.attn(x, mask))\n")),
     _b("blk.shared_layernorm", "block", "post_ln",

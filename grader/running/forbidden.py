@@ -295,7 +295,7 @@ def _arm_hook(denied: frozenset, kit_denied: frozenset, folders: frozenset, scra
     # cpython.PyInterpreterState_New: a sub-interpreter, where this hook does not run.
     closed_events = frozenset({"os.symlink", "os.link", "os.chdir", "os.fchdir", "os.chroot",
                                "cpython.PyInterpreterState_New"})
-    ffi, dot = REFUSED_IMPORTS, "."
+    refused_imports, dot = REFUSED_IMPORTS, "."
     dotdot = ("..", b"..")
     separators = ("/", b"/")
 
@@ -321,7 +321,7 @@ def _arm_hook(denied: frozenset, kit_denied: frozenset, folders: frozenset, scra
                 raise refused(messages[2])  # a folder's fd would open files by paths this hook never sees
         elif event in closed_events or event[:7] == "ctypes.":
             raise refused(messages[3] + f" ({event})")
-        elif event == "import" and kind(args[0]) is kinds[0] and args[0].partition(dot)[0] in ffi:
+        elif event == "import" and kind(args[0]) is kinds[0] and args[0].partition(dot)[0] in refused_imports:
             raise refused(messages[3] + f" (import {args[0].partition(dot)[0]})")
 
     # Out of every heap walk: the hook, what it closes over, and the interpreter's list of hooks. The
@@ -337,6 +337,6 @@ def _arm_hook(denied: frozenset, kit_denied: frozenset, folders: frozenset, scra
     sys.addaudithook(nothing)
     holders = [r for r in gc.get_referrers(nothing) if kind(r) is list]
     for obj in [nothing, hook, hook.__closure__, *hook.__closure__, denied, kit_denied, folders, closed_events, kinds, dotdot,
-                separators, messages, ffi, *holders]:
+                separators, messages, refused_imports, *holders]:
         untrack(obj)
     sys.addaudithook(hook)

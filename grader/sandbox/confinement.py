@@ -34,14 +34,16 @@ KIT_ROOT = Path(__file__).resolve().parents[2]
 
 # Linux constants (include/uapi); same values on x86_64 and aarch64.
 CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWIPC, CLONE_THREAD = 0x40000000, 0x00020000, 0x08000000, 0x00010000
-# What a child's environment keeps of the zygote's (grader/sandbox/zygote.py sets these): locale and the libraries'
-# thread and allocator settings.
-CHILD_ENVIRONMENT = ("LANG", "LC_ALL", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONDONTWRITEBYTECODE",
-                     "MALLOC_ARENA_MAX", "MPLBACKEND")
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 38, 22
 SECCOMP_MODE_FILTER = 2
 SYS_LANDLOCK = {"create": 444, "add_rule": 445, "restrict": 446}
+
+# What a child's environment keeps of the zygote's (grader/sandbox/zygote.py sets these): locale and the libraries'
+# thread and allocator settings.
+CHILD_ENVIRONMENT = ("LANG", "LC_ALL", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "PYTHONDONTWRITEBYTECODE",
+                     "MALLOC_ARENA_MAX", "MPLBACKEND")
+
 # Exit statuses the child uses for limits it hit (a student's os._exit could fake them, but only to
 # describe its own failure differently).
 EXIT_FILE_LIMIT, EXIT_CPU_LIMIT = 213, 214

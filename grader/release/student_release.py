@@ -99,19 +99,22 @@ def feedback_points(*, lesson) -> dict[str, float]:
 
 def ci_feedback_source(*, lesson) -> str:
     """tools/ci_feedback.py: the template with the lesson's graded parts (the rubric's components but
-    the deliverables, which the checker scores), its notebook's file name and its short title."""
+    the deliverables, which the checker scores), the files a notebook may not write, its notebook's file name
+    and its short title."""
     parts = [c for c in lesson.components if c != lesson.deliverables_component]
-    literal = "(" + ", ".join(json.dumps(p) for p in parts) + ("," if len(parts) == 1 else "") + ")"
-    template = (TEMPLATES / "ci_feedback.py").read_text(encoding="utf-8")
-    text, found = re.subn(r"^PARTS = .*$", lambda _: f"PARTS = {literal}", template, count=1, flags=re.M)
-    if found != 1:
-        raise ValueError(f"{TEMPLATES / 'ci_feedback.py'} has no line `PARTS = ...` for the lesson's parts: put it back")
-    refused = "(" + ", ".join(json.dumps(name) for name in not_written_by_notebooks(lesson)) + ",)"
-    text, found = re.subn(r"^NOT_WRITTEN = .*$", lambda _: f"NOT_WRITTEN = {refused}", text, count=1, flags=re.M)
-    if found != 1:
-        raise ValueError(f"{TEMPLATES / 'ci_feedback.py'} has no line `NOT_WRITTEN = ...` for the files a notebook may "
-                         "not write: put it back")
+    text = (TEMPLATES / "ci_feedback.py").read_text(encoding="utf-8")
+    text = _fill_tuple(text, "PARTS", parts, "the lesson's parts")
+    text = _fill_tuple(text, "NOT_WRITTEN", not_written_by_notebooks(lesson), "the files a notebook may not write")
     return text.replace("@@NOTEBOOK@@", lesson.notebook).replace("@@LABEL@@", lesson.label or lesson.title)
+
+
+def _fill_tuple(template: str, name: str, values, what: str) -> str:
+    """`template` with its line `NAME = ...` set to the tuple of `values` (strings)."""
+    literal = "(" + ", ".join(json.dumps(v) for v in values) + ("," if len(values) == 1 else "") + ")"
+    text, found = re.subn(rf"^{name} = .*$", lambda _: f"{name} = {literal}", template, count=1, flags=re.M)
+    if found != 1:
+        raise ValueError(f"{TEMPLATES / 'ci_feedback.py'} has no line `{name} = ...` for {what}: put it back")
+    return text
 
 
 def shipped_sources(*, lesson) -> dict[str, bytes]:

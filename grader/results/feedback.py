@@ -234,10 +234,9 @@ def advice(test: TestResult, words: Words) -> Advice:
                                       *([KIT_FILES_SENTENCE] if KIT_FILES in test.forbidden else [])])
     if test.advice in FIRST:
         said["first"] = FIRST[test.advice]
-    if test.advice == "raised":  # an error in some of the test's cases: in which others it ran and was right
+    if test.advice in ("numbers", "raised"):  # raised: in which of its cases the code ran and was right
         numbers = tuple(diagnose.words(test.facts, words.facts))
     if test.advice == "numbers":
-        numbers = tuple(diagnose.words(test.facts, words.facts))
         if hint and diagnose.matched(test.facts, entry.get("when", ())):
             said["hint"] = (f"Hint ({section})" if section else "Hint", hint)
         elif section:

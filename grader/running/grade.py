@@ -225,9 +225,6 @@ def _similarity(subs, out: Path, jobs: int, lesson) -> None:
               f"`python -m grader similarity SUBMISSIONS --out {out}` to retry", file=sys.stderr)
 
 
-LESSON_FILE = OUT_LESSON_FILE  # under OUT: the lesson its records are of ("_" keeps it apart from the students' folders)
-
-
 def _rows_without_a_submission(out: Path, subs) -> list[str]:
     """The graded rows of `out` that no submission of the class folder is (removed, or renamed since): kept, as a
     person decides whether a grade goes, and named, so that the gradebook's extra rows are no surprise."""
@@ -268,8 +265,8 @@ def _other_lesson(out: Path, lesson) -> str | None:
 
 def _mark_lesson(out: Path, lesson) -> None:
     """Name the lesson in `out` (OUT/_lesson), unless a mark is there."""
-    if not (out / LESSON_FILE).exists():
-        (out / LESSON_FILE).write_text(_lesson_mark(lesson) + "\n", encoding="utf-8")
+    if not (out / OUT_LESSON_FILE).exists():
+        (out / OUT_LESSON_FILE).write_text(_lesson_mark(lesson) + "\n", encoding="utf-8")
 
 
 def _contains(folder: Path, path: Path) -> bool:

@@ -464,11 +464,11 @@ def test_an_output_folder_among_the_students_files_is_refused_before_anything_is
 
 def test_a_folder_graded_for_one_lesson_is_not_graded_for_another(graded, tmp_path, capsys):
     root, subs, out, code = graded
-    assert (out / run.LESSON_FILE).read_text(encoding="utf-8").strip() == str(LESSON.folder.resolve())
+    assert (out / run.OUT_LESSON_FILE).read_text(encoding="utf-8").strip() == str(LESSON.folder.resolve())
     kept = {p: p.read_bytes() for p in out.glob("*/record.json")}
     other = tmp_path / "out"
     shutil.copytree(out, other)
-    (other / run.LESSON_FILE).write_text("another_lesson\n", encoding="utf-8")
+    (other / run.OUT_LESSON_FILE).write_text("another_lesson\n", encoding="utf-8")
     assert run.main(submissions=subs, out=other, lesson=LESSON, force=True) == 2
     said = capsys.readouterr().err
     assert "holds the grades of the lesson another_lesson" in said and "--lesson another_lesson" in said

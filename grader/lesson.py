@@ -366,6 +366,13 @@ class Lesson:
     def points(self) -> dict[str, float]:
         return rubric_points(self.rubric(), self.components)
 
+    @cached_property
+    def test_ids(self) -> tuple[str, ...]:
+        """Every graded test's id (`<part>.<test>`), in the rubric's order: a record's tests, before one exists."""
+        rubric = self.rubric()
+        return tuple(f"{part}.{name}" for part in self.components for name, entry in rubric[part].items()
+                     if _has_points(entry))
+
     @property
     def evidence_components(self) -> tuple[str, ...]:
         """The parts whose failing tests' evidence the class report draws."""

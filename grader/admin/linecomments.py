@@ -46,6 +46,7 @@ class LineComment:
     staff_note: str = ""
     by: str = ""
     at: str = ""
+    row: int = 0  # its line in the file, for the messages
 
     def for_student(self) -> dict | None:
         """What the student may read of this row (None when it holds only a staff note)."""
@@ -81,7 +82,7 @@ def read(path: Path) -> list[LineComment]:
                                "of the line the comment is about")
         rows.append(LineComment(submission, (row.get("file") or "").strip(), int(raw), _unquote(row.get("code")),
                                 _unquote(row.get("comment")).strip(), _unquote(row.get("staff_note")).strip(),
-                                (row.get("by") or "").strip(), (row.get("at") or "").strip()))
+                                (row.get("by") or "").strip(), (row.get("at") or "").strip(), number))
     return rows
 
 
@@ -89,7 +90,7 @@ def check(rows: list[LineComment], names: set[str], *, path: Path | str = FILE) 
     """CommentError for the first row whose submission the gradebook does not have."""
     for row in rows:
         if row.submission not in names:
-            raise CommentError(f"{path}: no submission named {row.submission!r} in this gradebook "
+            raise CommentError(f"{path}:{row.row}: no submission named {row.submission!r} in this gradebook "
                                "(the names are the rows of grades.csv)")
 
 

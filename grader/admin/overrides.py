@@ -1,7 +1,9 @@
 """A person's decisions on top of the automated grade: OUT/overrides.csv.
 
-Columns `submission,test,points,comment,staff_note,by,at`, one decision a row; the review page
-(`python -m grader review`) appends rows, and editing the file by hand works the same.
+Columns `submission,test,points,comment,staff_note,by,at,version`, one decision a row; the review page
+(`python -m grader review`) appends rows, and editing the file by hand works the same. `version` is the
+version of the submission the decision was made on (the first 12 hex digits of its record's submission
+digest; the review page writes it, a hand-written row may leave it empty).
 
 Two readers, by construction: `comment` is for the student (their feedback and results.json show
 it), `staff_note` is for the teaching staff only (grades.csv, the class report and the review page).
@@ -20,7 +22,10 @@ student-visible.
 
 The most specific row wins (a test's own row over its part's), and for the same submission and test
 the last row wins. A row for a submission or test the gradebook does not have is an error naming it
-(OverrideError). Records on disk stay the automated result; `grade` and `merge` apply the file on
+(OverrideError). A decision made on an earlier version of its submission (the student handed in again)
+still counts, since only a person may undo a person's decision, but it is never silent: grades.csv, the
+class report, the review page and `grade`'s console name it until a person sets it again or deletes it
+(earlier_versions). A row without a version is named when a run sees its submission change. Records on disk stay the automated result; `grade` and `merge` apply the file on
 every run when they write grades.csv, feedback.md, results.json and the report.
 """
 from __future__ import annotations
@@ -36,12 +41,13 @@ from pathlib import Path
 from grader.results.document import number
 from grader.results.records import SubmissionResult
 
-COLUMNS = ("submission", "test", "points", "comment", "staff_note", "by", "at")
+COLUMNS = ("submission", "test", "points", "comment", "staff_note", "by", "at", "version")
 FILE = "overrides.csv"
 BONUS = "*"
 REVIEW_PREFIXES = ("integrity", "similarity")  # labels a points-less row may carry besides test ids;
 # such a row is about what the staff saw (another student, an attempt to cheat): staff-only, whole
 MAX_FILE_BYTES = 5 << 20
+VERSION_DIGITS = 12  # of the submission digest: a row's `version`
 
 
 class OverrideError(ValueError):
@@ -58,6 +64,7 @@ class Override:
     at: str = ""
     line: int = 0
     staff_note: str = ""  # for the teaching staff only
+    version: str = ""  # the submission's version the decision was made on ("" when not written)
 
     @property
     def staff_only(self) -> bool:
@@ -66,7 +73,34 @@ class Override:
 
     def to_json(self) -> dict:
         return {"test": self.test, "points": self.points, "comment": self.comment, "staff_note": self.staff_note,
-                "staff_only": self.staff_only, "by": self.by, "at": self.at}
+                "staff_only": self.staff_only, "by": self.by, "at": self.at, "version": self.version}
+
+
+def version_of(result: SubmissionResult) -> str:
+    """The version of the submission `result` graded: the head of its submission digest ("" unknown)."""
+    return str((result.digests or {}).get("submission") or "")[:VERSION_DIGITS]
+
+
+def made_earlier(row: Override, result: SubmissionResult) -> bool:
+    """The row names a version of the submission other than the one `result` graded."""
+    return bool(row.version) and bool(version_of(result)) and row.version != version_of(result)
+
+
+def earlier_versions(rows: list[Override], records: list[SubmissionResult], *,
+                     previous: dict[str, str]) -> list[Override]:
+    """The decisions in effect that were made on another version of their submission than the graded one:
+    a row whose version differs, or a row without one whose submission `previous` (name -> the submission
+    digest it had before this run) shows changed."""
+    by_name = {r.submission: r for r in records}
+    found = []
+    for name, decided in effective(rows).items():
+        result = by_name.get(name)
+        if result is None:
+            continue
+        before = previous.get(name)
+        changed = before is not None and before != (result.digests or {}).get("submission")
+        found += [row for row in decided.values() if made_earlier(row, result) or (not row.version and changed)]
+    return found
 
 
 def staff_only(test: str) -> bool:
@@ -113,7 +147,8 @@ def read(path: Path) -> list[Override]:
             points = round(points, 2)  # points are shown with at most two decimals everywhere
         rows.append(Override(submission, test, points, (row.get("comment") or "").strip(),
                              (row.get("by") or "").strip(), (row.get("at") or "").strip(), number,
-                             staff_note=(row.get("staff_note") or "").strip()))
+                             staff_note=(row.get("staff_note") or "").strip(),
+                             version=(row.get("version") or "").strip()))
     return rows
 
 
@@ -197,9 +232,13 @@ def apply(result: SubmissionResult, decisions: dict[str, Override]) -> Submissio
         automated = None
         if row.points is not None and name != BONUS:
             automated = round(sum(t.score for t in result.tests if t.name == name or t.component == name), 4)
-        shown.append({**row.to_json(), "automated": automated})
+        shown.append({**row.to_json(), "automated": automated,
+                      **({"earlier_version": True} if made_earlier(row, result) else {})})
     changed.overrides = shown
     return changed
+
+
+EARLIER = "made for an earlier version"  # beside such a decision in every staff file
 
 
 def summary(result: SubmissionResult) -> str:
@@ -213,6 +252,8 @@ def summary(result: SubmissionResult) -> str:
             parts.append(f"* {o['points']:+g}" + ("" if capped is None else f" (capped to {capped:+g})"))
         else:
             parts.append(f"{o['test']} {o['automated']:g}->{o['points']:g}")
+        if o.get("earlier_version"):
+            parts[-1] += f" ({EARLIER})"
     return "; ".join(parts)
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from grader.admin import overrides
 from grader.admin.overrides import Override, OverrideError
 
 COLUMNS = ("student", "test", "reason", "time")
@@ -55,12 +56,29 @@ class Standing:
     request: Request
     state: str  # one of STATES
     decision: Override | None = None  # the override that decided it
+    before: float | None = None  # the points of what it names before the decision (None: not known)
+
+    @property
+    def lowered(self) -> bool:
+        """Accepted with fewer points than it had: a person may decide so, and every file says it."""
+        points = self.decision.points if self.decision else None
+        return points is not None and self.before is not None and points < self.before
 
     def for_student(self) -> dict:
-        """What the student reads: their request, its state, and the reason for the decision."""
+        """What the student reads: their request, its state, the reason for the decision, and the points it
+        changed (before and after) when accepted."""
         return {"test": self.request.test, "reason": self.request.reason, "time": self.request.time,
                 "state": self.state, "answer": self.decision.comment if self.decision else "",
-                "points": self.decision.points if self.decision else None}
+                "points": self.decision.points if self.decision else None, "before": self.before}
+
+
+def points_words(shown: dict) -> str:
+    """` (3 → 1 points)` after an accepted request's state, from its for_student() (` (1 points)` when they
+    did not change; empty when not known)."""
+    before, points = shown.get("before"), shown.get("points")
+    if points is None:
+        return ""
+    return f" ({points:g} points)" if before is None or before == points else f" ({before:g} → {points:g} points)"
 
 
 def default_path(out: Path) -> Path:
@@ -113,9 +131,11 @@ def check(requests: list[Request], tests_of: dict[str, set[str]], *, path: Path 
                                f"grades.csv's report names it ({example}) or a part")
 
 
-def standings(requests: list[Request], rows: list[Override]) -> list[Standing]:
+def standings(requests: list[Request], rows: list[Override], records=None) -> list[Standing]:
     """Each request with its state, from the overrides file's rows. Only a row on what the request
-    names decides it: a new mark for the whole part answers no request about one of its tests."""
+    names decides it: a new mark for the whole part answers no request about one of its tests.
+    With `records` (the automated results), an accepted request knows the points it had before."""
+    by_name = {r.submission: r for r in records or ()}
     found = []
     for r in requests:
         decision = None
@@ -128,5 +148,14 @@ def standings(requests: list[Request], rows: list[Override]) -> list[Standing]:
             except ValueError:
                 continue
         state = "open" if decision is None else "accepted" if decision.points is not None else "declined"
-        found.append(Standing(r, state, decision))
+        before = None
+        if state == "accepted" and r.student in by_name:
+            before = points_before(by_name[r.student], r.test, rows[:rows.index(decision)])
+        found.append(Standing(r, state, decision, before))
     return found
+
+
+def points_before(record, test: str, earlier: list[Override]) -> float:
+    """The points of `test` (a test id or a part) in `record` with the decisions of `earlier` applied."""
+    shown = overrides.apply(record, overrides.effective(earlier).get(record.submission, {}))
+    return round(sum(t.score for t in shown.tests if t.name == test or t.component == test), 4)

@@ -159,7 +159,7 @@ class Review:
         except regrade_requests.RequestError as error:
             return {}, str(error)
         by_student: dict[str, list] = {}
-        for standing in regrade_requests.standings(found, self.decisions()):
+        for standing in regrade_requests.standings(found, self.decisions(), load_records(self.out)[0]):
             by_student.setdefault(standing.request.student, []).append(standing)
         return by_student, ""
 
@@ -509,7 +509,9 @@ def _decision_item(o: dict) -> list:
         [" — ", Span(f"to the student: {o['comment']}", "to-student")]
     staff = "; ".join(t for t in (o.get("comment", "") if o.get("staff_only") else "", o.get("staff_note", "")) if t)
     noted = [" — ", Span(f"staff only: {staff}", "staff-note")] if staff else []
-    return [Code(o["test"]), f": {points}", *said, *noted, " ",
+    earlier = [" — ", Span(f"{overrides.EARLIER}: look again, then set it again or delete its row",
+                           "staff-note")] if o.get("earlier_version") else []
+    return [Code(o["test"]), f": {points}", *said, *noted, *earlier, " ",
             Span(f"({o.get('by', '')} {o.get('at', '')})", "small")]
 
 
@@ -651,6 +653,8 @@ def _request_block(result: SubmissionResult, standing, index: int, token: str, b
     if standing.decision is not None:
         d = standing.decision
         change = "no change of points" if d.points is None else f"{d.points:g} points"
+        if standing.lowered:
+            change += f" (lowered from {standing.before:g})"
         return Group([head, Paragraph([f"decision: {change} — {d.comment} ", Span(f"({d.by} {d.at})", "small")])],
                      cls="req", id=f"request-{index}")
     return Group([head, Form(f"/s/{quote(result.submission, safe='')}/regrade", [
@@ -659,6 +663,7 @@ def _request_block(result: SubmissionResult, standing, index: int, token: str, b
         Field("points", label="points (to accept)", id=f"r-points-{index}", attrs=(("size", 5),)), " ",
         Field("comment", label="reason, for the student", id=f"r-comment-{index}", attrs=(("size", 36),)), " ",
         Field("staff_note", label="staff-only note", id=f"r-note-{index}", attrs=(("size", 20),)), " ",
+        Field("lower", "checkbox", "lower the points", value="yes", id=f"r-lower-{index}"), " ",
         Field("decision", "submit", "accept", value="accept", id=f"r-accept-{index}"), " ",
         Field("decision", "submit", "decline", value="decline", id=f"r-decline-{index}")])],
         cls="req", id=f"request-{index}")
@@ -822,11 +827,12 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError as error:
             return self._refused(records, index, name, str(error), form=typed)
         row = {"submission": name, "test": test, "points": points, "comment": comment, "staff_note": note,
-               "by": typed["by"]}
+               "by": typed["by"], "version": overrides.version_of(result)}
         rows = [row]
         other = test.split(":", 1)[1] if test.startswith("similarity:") else None
         if other in index:  # one look at a pair is a look for both of its students
-            rows.append({**row, "submission": other, "test": f"similarity:{name}"})
+            rows.append({**row, "submission": other, "test": f"similarity:{name}",
+                         "version": overrides.version_of(records[index[other]])})
         review.append(*rows)
         self._redirect(f"/s/{quote(name, safe='')}")
 
@@ -870,10 +876,17 @@ class Handler(BaseHTTPRequestHandler):
                 raise ValueError(f"To accept, type the points {request.test} should get.")
             points = check_points(records[index[name]], request.test, raw,
                                   components=review.lesson.components) if decision == "accept" else None
+            now = round(sum(t.score for t in records[index[name]].tests
+                            if request.test in (t.name, t.component)), 4)
+            if points is not None and points < now and field.get("lower") != "yes":
+                raise ValueError(f"Accepting with {points:g} points lowers {name}'s {request.test} from {now:g} to "
+                                 f"{points:g}. To lower it, tick “lower the points” and accept again; to keep "
+                                 "the points, decline with your reason.")
         except ValueError as error:
             return self._refused(records, index, name, str(error))
         review.append({"submission": name, "test": request.test, "points": points, "comment": comment,
-                       "staff_note": note, "by": field.get("by", "")})
+                       "staff_note": note, "by": field.get("by", ""),
+                       "version": overrides.version_of(records[index[name]])})
         self._redirect(f"/s/{quote(name, safe='')}")
 
 

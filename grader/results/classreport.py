@@ -48,8 +48,8 @@ def write_class(out_dir: Path, overrides_path: Path | None = None,
     path = Path(overrides_path) if overrides_path else overrides.default_path(out_dir)
     rows = overrides.read(path)
     overrides.check(rows, records, path=path)
-    records = totals.finalise(out_dir, records, overrides.effective(rows), lesson=lesson)
-    standings = _apply_comments_and_requests(out_dir, records, rows)
+    automated, records = records, totals.finalise(out_dir, records, overrides.effective(rows), lesson=lesson)
+    standings = _apply_comments_and_requests(out_dir, records, rows, automated)
     hints = lesson.hints
     words = feedback.Words.of(lesson.rubric())
 
@@ -129,16 +129,17 @@ def _finished(pid: int) -> bool:
 
 
 def _apply_comments_and_requests(out_dir: Path, records: list[SubmissionResult],
-                                 rows: list[overrides.Override]) -> list:
+                                 rows: list[overrides.Override], automated: list[SubmissionResult]) -> list:
     """Give each record the line comments its student may read (OUT/comments.csv) and where its
-    regrade requests stand (OUT/regrade_requests.csv, decided by overrides.csv's rows); return every
-    request's standing, for the report. A row naming an unknown student or test stops the run."""
+    regrade requests stand (OUT/regrade_requests.csv, decided by overrides.csv's rows, with the points
+    before each decision from the `automated` records); return every request's standing, for the report.
+    A row naming an unknown student or test stops the run."""
     comments = linecomments.read(linecomments.default_path(out_dir))
     linecomments.check(comments, {r.submission for r in records}, path=linecomments.default_path(out_dir))
     requests = regrade_requests.read(regrade_requests.default_path(out_dir))
     regrade_requests.check(requests, {r.submission: {t.name for t in r.tests} | {t.component for t in r.tests}
                                       for r in records}, path=regrade_requests.default_path(out_dir))
-    standings = regrade_requests.standings(requests, rows)
+    standings = regrade_requests.standings(requests, rows, automated)
     said = linecomments.by_submission(comments)
     for r in records:
         r.line_comments = [shown for c in said.get(r.submission, []) if (shown := c.for_student())]
@@ -373,7 +374,9 @@ def class_document(stats: dict, plots: dict, problems: list[str], reviewed: list
     blocks += [Only("html", block) for block in similarity_section]
     blocks.append(Section("Reviewed by hand (overrides.csv)", [Table(
         ("submission", "test", "points", "comment to the student", "staff note (never shown to the student)", "by"),
-        [[r.submission, o["test"], feedback.override_change(o, number), *_audiences(o), o.get("by", "")]
+        [[r.submission, o["test"], feedback.override_change(o, number) + (f" ({overrides.EARLIER})" if
+                                                                           o.get("earlier_version") else ""),
+          *_audiences(o), o.get("by", "")]
          for r in reviewed for o in r.overrides])] if reviewed else [Paragraph("No overrides.")]))
     if requests:
         counts = Counter(s.state for s in requests)
@@ -381,7 +384,7 @@ def class_document(stats: dict, plots: dict, problems: list[str], reviewed: list
             Paragraph(", ".join(f"{counts[state]} {state}" for state in regrade_requests.STATES) + "."),
             Table(("student", "test", "asked", "reason", "state", "decision"),
                   [[s.request.student, Code(s.request.test), s.request.time, s.request.reason,
-                    Cell(s.state, s.state == "open"), _decision_words(s.decision)] for s in requests])]))
+                    Cell(s.state, s.state == "open"), _decision_words(s)] for s in requests])]))
     return Document(title=f"{lesson.heading}: class report", page_title=f"{lesson.label or lesson.title} class report",
                     blocks=blocks)
 
@@ -394,11 +397,14 @@ def _audiences(o: dict) -> tuple[str, str]:
     return o.get("comment", ""), o.get("staff_note", "")
 
 
-def _decision_words(decision) -> str:
-    """A regrade decision for the report (staff-facing: the staff note too)."""
+def _decision_words(standing) -> str:
+    """A regrade decision for the report (staff-facing: the staff note too), with the points it changed."""
+    decision = standing.decision
     if decision is None:
         return ""
     change = "no change of points" if decision.points is None else f"{decision.points:g} points"
+    if standing.before is not None and decision.points is not None:
+        change += f" (was {standing.before:g}{': lowered' if standing.lowered else ''})"
     note = f"; staff: {decision.staff_note}" if decision.staff_note else ""
     return f"{change}: {decision.comment}{note}" + (f" ({decision.by})" if decision.by else "")
 

@@ -235,7 +235,7 @@ class Group:
     id: str = ""
 
 
-FIELD_KINDS = ("text", "hidden", "select", "submit")
+FIELD_KINDS = ("text", "hidden", "select", "submit", "checkbox")
 
 
 @dataclass(frozen=True)
@@ -556,6 +556,9 @@ def _field(f: Field) -> str:
         options = "".join(f'<option value="{html.escape(v)}"{" selected" if v == f.value else ""}>{_html(label)}</option>'
                           for v, label in f.options)
         control = f"<select{_attrs(('name', f.name), ('id', f.id), *f.attrs)}>{options}</select>"
+    elif f.kind == "checkbox":  # posts `value` when ticked, nothing otherwise; its label follows the box
+        control = f'<input type="checkbox"{_attrs(("name", f.name), ("id", f.id), *f.attrs)} value="{html.escape(f.value)}">'
+        return f"<label>{control} {_html(f.label)}</label>" if f.label else control
     else:
         control = (f'<input type="text"{_attrs(("name", f.name), ("id", f.id), *f.attrs)} '
                    f'value="{html.escape(f.value)}">')

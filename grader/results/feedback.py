@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from grader.admin import overrides
+from grader.admin import overrides, regrade_requests
 from grader.results.document import (Bullets, Code, Document, Paragraph, Preformatted, Section, Strong, Table,
                                      number, to_html, to_markdown)
 from grader.lesson import RUBRIC_SETTINGS, read_rubric, rubric_hints, rubric_visibility
@@ -113,7 +113,8 @@ def gradescope_json(result: SubmissionResult, *, lesson, words: Words | None = N
             f"- {c['file']} line {c['line']}: {c['comment']}" for c in result.line_comments)
     if result.requests:
         output += "\n\nYour regrade requests:\n" + "\n".join(
-            f"- {r['test']} (asked {r['time']}): {r['state']}" + (f": {r['answer']}" if r.get("answer") else "")
+            f"- {r['test']} (asked {r['time']}): {r['state']}{regrade_requests.points_words(r)}"
+            + (f": {r['answer']}" if r.get("answer") else "")
             for r in result.requests)
     tests = [
         {
@@ -305,7 +306,7 @@ def feedback_document(result: SubmissionResult, words: Words | None = None,
             for c in result.line_comments])]))
     if result.requests:
         blocks.append(Section("Your regrade requests", [Bullets([
-            [Code(r["test"]), f" (asked {r['time']}): ", Strong(r["state"]),
+            [Code(r["test"]), f" (asked {r['time']}): ", Strong(r["state"]), regrade_requests.points_words(r),
              f": {r['answer']}" if r.get("answer") else ""]
             for r in result.requests])]))
     if result.notes and result.status == "ok":

@@ -111,8 +111,9 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
         from grader.admin import overrides as decisions
         from grader.results.storage import load_records
 
-        decisions.check(decisions.read(overrides_path), load_records(out)[0] if out.is_dir() else [],
-                        path=overrides_path, submissions={s.name for s in subs})
+        records = load_records(out)[0] if out.is_dir() else []
+        decisions.check(decisions.read(overrides_path), records, path=overrides_path, submissions={s.name for s in subs})
+        _check_requests_and_comments(out, records, subs, lesson)
     except (decisions.OverrideError, OSError) as exc:
         print(f"grade: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -153,6 +154,7 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
                 work.grade.append(sub)
                 work.because("its record could not be rescored", sub.name)
     todo = work.grade
+    previous = _previous_versions(out, todo)
     if reseeded:
         print(f"{where}the seed of the hidden tests' probes is not the one {out} was graded with: every "
               "submission is graded again with it", flush=True)
@@ -196,6 +198,8 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
         except decisions.OverrideError as exc:
             print(f"grade: {exc}", file=sys.stderr)
             return EXIT_USAGE
+        if earlier := _decisions_on_earlier_versions(out, overrides_path, previous):
+            print(f"grade: {earlier}", flush=True)
     # The same engine fault on every row (e.g. a sandbox that cannot start) is said once.
     causes: dict[str, list[str]] = {}
     for fault in faults:
@@ -208,6 +212,50 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
         print(f"results: {out / 'grades.csv'}, {out / 'report.html'}, {out / 'summary.md'}; "
               f"per submission: {out}/<name>/feedback.md", flush=True)
     return EXIT_ENGINE_FAULT if faults else EXIT_OK
+
+
+def _check_requests_and_comments(out: Path, records, subs, lesson) -> None:
+    """OverrideError naming the first row of OUT/regrade_requests.csv or OUT/comments.csv about a student
+    or test this class does not have, before anything is graded (a submission not graded yet has the
+    rubric's tests)."""
+    from grader.admin import linecomments, regrade_requests
+
+    graded = {r.submission: {t.name for t in r.tests} | {t.component for t in r.tests} for r in records}
+    every = set(lesson.test_ids) | set(lesson.components)
+    tests_of = {**{s.name: every for s in subs}, **graded}
+    path = regrade_requests.default_path(out)
+    regrade_requests.check(regrade_requests.read(path), tests_of, path=path)
+    path = linecomments.default_path(out)
+    linecomments.check(linecomments.read(path), set(tests_of), path=path)
+
+
+def _previous_versions(out: Path, todo) -> dict[str, str]:
+    """name -> the submission digest its record had before this run, for the rows about to be graded."""
+    found = {}
+    for sub in todo:
+        try:
+            digest = (json.loads((out / sub.name / "record.json").read_text("utf-8")).get("digests") or {}).get("submission")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(digest, str):
+            found[sub.name] = digest
+    return found
+
+
+def _decisions_on_earlier_versions(out: Path, overrides_path: Path, previous: dict[str, str]) -> str:
+    """The console's line on the decisions of overrides.csv made on an earlier version of their submission
+    (grader/admin/overrides.py earlier_versions): they count, and a person should look at them again."""
+    from grader.admin import overrides as decisions
+    from grader.results.storage import load_records
+
+    rows = decisions.read(overrides_path)
+    found = decisions.earlier_versions(rows, load_records(out)[0], previous=previous) if rows else []
+    if not found:
+        return ""
+    named = ", ".join(f"{r.submission} {r.test}" for r in found[:10]) + (" ..." if len(found) > 10 else "")
+    return (f"{len(found)} decision(s) of {overrides_path} were made on an earlier version of the submission and "
+            f"still count: {named}. Look at each again on the review page (python -m grader review {out} "
+            "SUBMISSIONS) and set it again, or delete its row")
 
 
 def _similarity(subs, out: Path, jobs: int, lesson) -> None:

@@ -186,3 +186,68 @@ def test_a_persons_comment_is_data_and_follows_the_rubrics_words():
     assert feedback.student_output(changed.tests[0], words) == \
         "the output has shape (2, 4), not (2, 3)\n\nHint: Map (..., d_in) to (..., n_classes).\n\nReviewed by ta-jo: fair try"
     assert result.tests[0].review == {}  # the record is as graded
+
+
+def test_a_decision_made_for_an_earlier_version_still_counts_and_the_staff_are_told(tmp_path):
+    """A row carries the version (the submission digest's head) it was made on: after a resubmission it is
+    named for the staff in grades.csv, the report and the review page, and the student's files never say so."""
+    folder = tmp_path / "out"
+    alice = _result("alice", passed=False)
+    alice.digests = {"submission": "b" * 64}
+    feedback.write_submission(folder, alice, lesson=LESSON)
+    _write_with_version(folder / "overrides.csv",
+                        "alice,activations.worked_values,4,checked by hand,ta,2026-12-02T10:00:00+00:00," + "a" * 12,
+                        "alice,classifier.shape,1,,ta,2026-12-02T10:00:00+00:00," + "b" * 12)
+    classreport.write_class(folder, lesson=LESSON)
+    row = _grades(folder)["alice"]
+    assert row["total"] == "10"  # the decision still counts until a person sets it again or deletes it
+    assert row["overrides"] == ("activations.worked_values 0->4 (made for an earlier version); "
+                                "classifier.shape 2->1")
+    assert "made for an earlier version" in (folder / "report.html").read_text()
+    for student_file in ("feedback.md", "results.json", "feedback.html"):
+        assert "earlier version" not in (folder / "alice" / student_file).read_text()
+    stale = overrides.earlier_versions(overrides.read(folder / "overrides.csv"),
+                                       [alice], previous={})
+    assert [(r.submission, r.test) for r in stale] == [("alice", "activations.worked_values")]
+    # A row without a version is judged only when the run itself sees the submission change.
+    _write(folder / "overrides.csv", "alice,classifier.shape,1,,ta")
+    rows = overrides.read(folder / "overrides.csv")
+    assert overrides.earlier_versions(rows, [alice], previous={"alice": "b" * 64}) == []
+    assert [r.test for r in overrides.earlier_versions(rows, [alice], previous={"alice": "c" * 64})] == \
+        ["classifier.shape"]
+
+
+def _write_with_version(path: Path, *rows: str) -> None:
+    path.write_text("submission,test,points,comment,by,at,version\n" + "".join(r + "\n" for r in rows),
+                    encoding="utf-8")
+
+
+@pytest.mark.parametrize("file, row, named", [
+    ("regrade_requests.csv", "zed,classifier.shape,why,2026-12-01T10:00:00Z", "no student named 'zed'"),
+    ("regrade_requests.csv", "carl,classifier.shap,why,2026-12-01T10:00:00Z", "has no test or part 'classifier.shap'"),
+    ("comments.csv", "zed,activations.py,1,x,look here,,ta,", "zed"),
+])
+def test_grade_refuses_a_bad_request_or_comment_row_before_grading(out, tmp_path, capsys, monkeypatch, file, row,
+                                                                   named):
+    """carl is not graded yet: his tests are the rubric's, so a typo waits for no class run."""
+    subs = tmp_path / "subs"
+    for name in ("alice", "bob", "carl"):
+        (subs / name).mkdir(parents=True)
+    header = {"regrade_requests.csv": "student,test,reason,time",
+              "comments.csv": "submission,file,line,code,comment,staff_note,by,at"}[file]
+    (out / file).write_text(f"{header}\n{row}\n")
+    monkeypatch.setattr(run, "Zygote", lambda *a, **k: pytest.fail("nothing may be graded"))
+    assert run.main(submissions=subs, out=out, lesson=LESSON) == 2
+    err = capsys.readouterr().err
+    assert named in err and f"{file}:2" in err
+
+
+def test_a_request_on_any_rubric_test_of_a_submission_not_graded_yet_passes_the_early_check(out, tmp_path):
+    subs = tmp_path / "subs"
+    (subs / "carl").mkdir(parents=True)
+    rows = "".join(f"carl,{test},why,2026-12-01T10:00:00Z\n" for test in (*LESSON.test_ids, *LESSON.components))
+    (out / "regrade_requests.csv").write_text("student,test,reason,time\n" + rows)
+    from grader.intake import submissions as intake
+
+    run._check_requests_and_comments(out, [], intake.discover(subs), LESSON)  # raises on any row it refuses
+    assert set(LESSON.test_ids) == {t.name for t in _result("x").tests} | {"activations.reference"}

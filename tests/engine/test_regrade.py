@@ -82,6 +82,12 @@ def test_a_changed_submission_is_regraded_and_named_and_nothing_else(graded, cap
     alice_before = (out / "alice" / "record.json").stat().st_mtime_ns
     copy = root / "out2"
     shutil.copytree(out, copy)
+    # Decisions made on the version bob handed in first: one row with its version, one written by hand without.
+    version = record(out, "bob")["digests"]["submission"][:12]
+    (copy / "overrides.csv").write_text("submission,test,points,comment,by,at,version\n"
+                                        f"bob,classifier,1,,ta,,{version}\n"
+                                        "bob,*,2,for the write-up,ta,,\n"
+                                        f"alice,*,1,,ta,,{record(out, 'alice')['digests']['submission'][:12]}\n")
     assert run.main(submissions=work, out=copy, jobs=1, config=CONFIG, lesson=LESSON, zygotes=kept_zygotes()) == 0
     printed = capsys.readouterr().out
     assert "1 already graded and unchanged; 1 to grade" in printed
@@ -89,6 +95,14 @@ def test_a_changed_submission_is_regraded_and_named_and_nothing_else(graded, cap
     assert "graded 1/1 bob" in printed and "alice:" not in printed
     assert (copy / "alice" / "record.json").stat().st_mtime_ns == alice_before
     assert float(grades(copy)["bob"]["activations"]) == 6 > float(grades(out)["bob"]["activations"])
+    told = [line for line in printed.splitlines() if "earlier version" in line]
+    assert len(told) == 1 and "bob classifier, bob *" in told[0] and "alice" not in told[0], printed
+    assert "review" in told[0]  # what to do next
+    assert "(made for an earlier version)" in grades(copy)["bob"]["overrides"]
+    # Said again on every run while the versioned row stands; the hand-written row only when the change is seen.
+    assert run.main(submissions=work, out=copy, jobs=1, config=CONFIG, lesson=LESSON, zygotes=kept_zygotes()) == 0
+    again = [line for line in capsys.readouterr().out.splitlines() if "earlier version" in line]
+    assert len(again) == 1 and "bob classifier" in again[0] and "bob *" not in again[0]
 
 
 def test_a_change_of_points_and_hints_rescores_from_the_records(graded, tmp_path, monkeypatch, capsys):

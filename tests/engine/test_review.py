@@ -295,11 +295,11 @@ def test_a_regrade_request_round_trips_to_the_gradebook_report_and_feedback(serv
     assert "## Regrade requests" in summary and "0 open, 1 accepted, 1 declined." in summary
     mallory = (out / "mallory" / "feedback.md").read_text()
     assert "## Your regrade requests" in mallory
-    assert "**accepted**: your shift is right; the test's tolerance was too tight" in mallory
+    assert "**accepted** (0 → 1.5 points): your shift is right; the test's tolerance was too tight" in mallory
     assert "**declined**: the shapes are right" in (out / "nina" / "feedback.md").read_text()
     assert "declined" in (out / "nina" / "feedback.html").read_text()
     told = json.loads((out / "mallory" / "results.json").read_text())["output"]  # what Gradescope shows
-    assert "activations.worked_values (asked 2026-12-01T10:00:00+00:00): accepted: your shift is right" in told
+    assert "activations.worked_values (asked 2026-12-01T10:00:00+00:00): accepted (0 → 1.5 points): your shift" in told
 
 
 def test_a_request_is_decided_only_by_a_row_on_its_test_written_after_it():
@@ -371,3 +371,24 @@ def test_a_failing_test_is_placed_by_what_it_called_never_by_its_output():
     assert codeview.tested_name(old, names) == "first_fn"
     assert codeview.tested_name(TestResult(name="p.t", component="p", score=0, max_score=1, status="failed",
                                            output="first_fn gave 2", title="values"), names) is None
+
+
+def test_accepting_a_request_with_fewer_points_asks_first_and_every_file_says_it_lowered(served, lesson):
+    server, out = served
+    (out / "regrade_requests.csv").write_text(
+        "student,test,reason,time\nmallory,classifier.reference,I think it deserves a look,2026-12-01T10:00:00Z\n")
+    refused, page = _request(server, "POST", "/s/mallory/regrade",
+                             {"token": server.token, "request": "0", "decision": "accept", "points": "1",
+                              "comment": "the reference test passed by chance", "by": "jo"})
+    assert refused.status == 400 and "lowers mallory&#x27;s classifier.reference from 3 to 1" in page
+    assert not (out / "overrides.csv").exists()
+    response, _ = _request(server, "POST", "/s/mallory/regrade",
+                           {"token": server.token, "request": "0", "decision": "accept", "points": "1", "lower": "yes",
+                            "comment": "the reference test passed by chance", "by": "jo"})
+    assert response.status == 303
+    classreport.write_class(out, release="all", lesson=lesson)
+    mallory = (out / "mallory" / "feedback.md").read_text()
+    assert "**accepted** (3 → 1 points): the reference test passed by chance" in mallory
+    told = json.loads((out / "mallory" / "results.json").read_text())["output"]
+    assert "accepted (3 → 1 points): the reference test passed by chance" in told
+    assert "1 points (was 3: lowered)" in (out / "summary.md").read_text()

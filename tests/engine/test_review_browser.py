@@ -207,7 +207,7 @@ def test_a_grader_reviews_the_class_in_a_real_browser(tmp_path, toy_with_deliver
     said = feedback[feedback.index("## Comments on your code"):].split("\n## ")[0]
     quoted = " ".join(f"{DOUBLED} # each slice sums to 1".split())  # the line as it was, its own comment too
     assert f"- `activations.py` line {number}: `{quoted}` (ta-jo): each row sums to 1 without the 2 × here" in said, said
-    assert "**accepted**: partial credit: only the factor is wrong" in feedback
+    assert "**accepted** (1 points): partial credit: only the factor is wrong" in feedback
     for name in ("feedback.md", "feedback.html", "results.json"):
         assert "STAFF-NOTE" not in (out / "ben" / name).read_text()
     assert "<script>window.__pwned" not in (out / "ben" / "feedback.html").read_text()

@@ -154,6 +154,10 @@ BUGS: tuple[Bug, ...] = (
     Bug("pe.exponent_doubled", "positional", "positional.worked_values",
         ((PE, "    angle = pos / (10000 ** (two_i / d_model))", "    angle = pos / (10000 ** (2 * two_i / d_model))"),),
         visible=False),
+    # The parentheses of §8's formula left out: pos / 10000 ** (2i) / d_model divides by 10000^(2i) and then by d_model,
+    # so even the first pair's angle is pos / d_model.
+    _b("pe.exponent_precedence", "positional", "worked_values",
+       (PE, "    angle = pos / (10000 ** (two_i / d_model))", "    angle = pos / 10000 ** two_i / d_model")),
     _b("pe.base_1000", "positional", "worked_values",
        (PE, "    angle = pos / (10000 ** (two_i / d_model))", "    angle = pos / (1000 ** (two_i / d_model))")),
     _b("pe.all_sine", "positional", "worked_values",

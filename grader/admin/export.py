@@ -29,6 +29,7 @@ import io
 import sys
 from pathlib import Path
 
+from grader.admin import overrides
 from grader.intake import roster as roster_module
 from grader.results.storage import write_atomic
 from grader.results.classreport import NOT_HANDED_IN
@@ -138,8 +139,14 @@ def render(fmt: str, rows: list[dict], *, title: str, max_total: str, parts: lis
 def _why(grade: dict) -> str:
     days = grade.get("late_days") or "0"
     reasons = [f"{days} day{'' if days == '1' else 's'} late: -{grade.get('penalty', '')}" if days != "0" else "",
-               "reviewed by hand" if grade.get("overrides") else ""]
+               "reviewed by hand" if _student_decisions(grade.get("overrides") or "") else ""]
     return "; ".join(r for r in reasons if r)
+
+
+def _student_decisions(cell: str) -> list[str]:
+    """The decisions of grades.csv's `overrides` cell a student may know of: a look at a similarity pair or an
+    integrity flag is the staff's alone (grader/admin/overrides.py), so the column a student reads never counts it."""
+    return [item for item in cell.split("; ") if item and not overrides.staff_only(item.split(" ", 1)[0])]
 
 
 def _safe(text: str) -> str:

@@ -137,7 +137,10 @@ def per_student(out_dir: Path, final: list[SubmissionResult], people, *, lesson)
         if result is None:
             continue
         claimed.add(result.submission)
-        due, handed_in = late.parse_time(student.deadline), late.parse_time((result.late or {}).get("handed_in", ""))
+        # A member without a deadline of their own has the class's, which the shared outputs may not state (the
+        # group's latest): read as it was measured.
+        due = late.parse_time(student.deadline) or _class_deadline(out_dir, result)
+        handed_in = late.parse_time((result.late or {}).get("handed_in", ""))
         if policy is not None and due is not None and handed_in is not None:
             days = late.late_days(due, handed_in, policy)
             result = dataclasses.replace(result, late={**result.late, "late_days": days, "deadline": student.deadline},
@@ -145,3 +148,14 @@ def per_student(out_dir: Path, final: list[SubmissionResult], people, *, lesson)
         rows.append((student, result))
     rows += [(None, r) for r in final if r.submission not in claimed]
     return rows
+
+
+def _class_deadline(out_dir: Path, result: SubmissionResult):
+    """The class deadline `grade` measured the submission against (its late.json), when the shared lateness
+    was measured against a group member's extension instead; None otherwise."""
+    from grader.judging import late
+
+    if not (result.late or {}).get("deadlines_differ"):
+        return None
+    found = late.read_lateness(Path(out_dir) / result.submission)
+    return late.parse_time((found or {}).get("deadline", ""))

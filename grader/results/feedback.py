@@ -409,11 +409,15 @@ def override_change(o: dict, fmt, bonus_unit: str = "", unit: str = "") -> str:
 
 def late_line(result: SubmissionResult) -> str:
     days = result.late.get("late_days", 0)
-    group = (" Your group's members have different deadlines: this is measured against the latest, and each "
-             "member's own grade applies their own deadline.") if result.late.get("deadlines_differ") else ""
+    # A group whose members' deadlines differ shares this file: it names no deadline, as one member's extension
+    # (an accommodation, perhaps) is not the others' to read.
+    shared = result.late.get("deadlines_differ")
+    group = (" Your group's members have different deadlines: this is measured against the latest of them, and "
+             "each member's own grade in the gradebook applies their own deadline.") if shared else ""
+    deadline = "" if shared else f"deadline {result.late.get('deadline', '?')}"
     if not days:
-        return f"Handed in on time (deadline {result.late.get('deadline', '?')}).{group}"
-    return (f"Handed in {days} day{'s' if days > 1 else ''} late (deadline {result.late.get('deadline', '?')}, "
+        return f"Handed in on time{f' ({deadline})' if deadline else ''}.{group}"
+    return (f"Handed in {days} day{'s' if days > 1 else ''} late ({deadline + ', ' if deadline else ''}"
             f"measured from the {result.late.get('measured_from') or 'commit time'}): -{number(result.penalty)} "
             f"points ({result.late.get('policy', '')}).{group}")
 

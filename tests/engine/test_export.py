@@ -45,7 +45,8 @@ def graded(tmp_path, monkeypatch):
         feedback.write_submission(out, record, lesson=LESSON)
     (out / "pair_bo_cy" / "late.json").write_text(json.dumps({"late_days": 1, "deadline": "2026-02-10T12:00:00+00:00"}))
     (out / "overrides.csv").write_text("submission,test,points,comment,staff_note,by,at\n"
-                                       "ada,*,-1,,copied the README template,ta,\n")
+                                       "ada,*,-1,,copied the README template,ta,\n"
+                                       "=cmd,integrity,,looked at its flags,,ta,\n")
     classreport.write_class(out, lesson=replace(LESSON, rubric_path=rubric))  # the late policy is the lesson's
     (tmp_path / "roster.csv").write_text(ROSTER)
     return out, tmp_path / "roster.csv"
@@ -81,6 +82,9 @@ def test_each_format_has_its_documented_columns_and_the_final_totals(graded, cap
     rows = {r[1]: r for r in moodle[1:]}
     assert rows["bo@uni.edu"][4] == final["pair_bo_cy"]["total"] and "1 day late" in rows["bo@uni.edu"][5]
     assert "copied" not in (out / "export-moodle.csv").read_text(), "a staff note never leaves in an export"
+    assert rows["ada@uni.edu"][5] == "reviewed by hand"
+    # A look at the integrity flags alone is the staff's: the column a student reads does not count it.
+    assert rows["'=cmd@uni.edu"][5] == "" and "integrity reviewed" in final["'=cmd"]["overrides"]
     blackboard = _read(out / "export-blackboard.csv")
     assert blackboard[0] == ["Last Name", "First Name", "Username", "Student ID", "Toy lesson [Total Pts: 10 Score]"]
     assert ["Lovelace", "Ada", "ada@uni.edu", "ada@uni.edu", "9"] in blackboard

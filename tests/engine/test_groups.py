@@ -185,7 +185,7 @@ def test_a_students_own_deadline_is_the_one_every_output_states(tmp_path):
     assert f"Handed in on time (deadline {EXTENDED})" in ed and "different deadlines" not in ed
     assert json.loads((out / "ed" / "results.json").read_text())["score"] == 10
     team = (out / "team7" / "feedback.md").read_text(encoding="utf-8")
-    assert f"Handed in on time (deadline {EXTENDED})" in team and "members have different deadlines" in team
+    assert "Handed in on time. Your group's members have different deadlines" in team and EXTENDED not in team
     assert (grades["bo@uni.edu"]["late_days"], grades["cy@uni.edu"]["late_days"]) == ("1", "0")
 
 
@@ -199,3 +199,29 @@ def test_a_roster_student_with_nothing_graded_has_a_row_at_zero(tmp_path):
     di = grades["di@uni.edu"]
     assert (di["submission"], di["total"], di["status"]) == ("di", "0", "no submission")
     assert float(di["max_total"]) == sum(LESSON.points.values()) == float(grades["bo@uni.edu"]["max_total"])
+
+
+def test_a_member_without_an_extension_keeps_the_class_deadline_and_no_file_shows_a_partners(tmp_path):
+    """Only Cy has an extension: Bo's row is late against the class deadline, not Cy's, and the pair's shared feedback
+    names neither deadline (an extension may be a confidential accommodation)."""
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text(regrade.rubric_path(lesson=LESSON).read_text() + POLICY)
+    out = tmp_path / "out"
+    feedback.write_submission(out, make_record("team7"), lesson=LESSON)
+    (out / "team7" / "late.json").write_text(json.dumps(
+        {"late_days": 1, "deadline": DUE, "measured_from": "push time", "handed_in": "2026-02-11T08:00:00+00:00"}))
+    (out / "roster.csv").write_text("identifier,submission,name,group,deadline\n"
+                                    "bo@uni.edu,team7,Bo Chen,team7,\n"
+                                    f"cy@uni.edu,team7,Cy Diaz,team7,{EXTENDED}\n")
+    lesson = replace(LESSON, rubric_path=rubric)
+    classreport.write_class(out, lesson=lesson)
+    grades = {r["student"]: r for r in _rows((out / "grades.csv").read_text())}
+    assert (grades["bo@uni.edu"]["late_days"], grades["bo@uni.edu"]["total"]) == ("1", "9")
+    assert (grades["cy@uni.edu"]["late_days"], grades["cy@uni.edu"]["total"]) == ("0", "10")
+    assert export.main(out=str(out), format="csv", lesson=lesson) == 0
+    exported = {r["identity"]: r for r in _rows((out / "export-csv.csv").read_text())}
+    assert (exported["bo@uni.edu"]["total"], exported["cy@uni.edu"]["total"]) == ("9", "10")
+    for name in ("feedback.md", "feedback.html", "results.json"):
+        shared = (out / "team7" / name).read_text(encoding="utf-8")
+        assert EXTENDED not in shared and "2026-02-12" not in shared, name
+    assert "members have different deadlines" in (out / "team7" / "feedback.md").read_text(encoding="utf-8")

@@ -23,6 +23,7 @@ from grader.intake.submissions import contract_module_source, notebook_module_na
 from grader.results.records import SubmissionResult, TestResult
 from grader.running import forbidden
 from grader.running.calls import Adapter, InProcessTransport
+from grader.sandbox import lending
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,9 +90,12 @@ class OverStandIns:
     so. Only a better answer replaces the first one: a call's without an error, a session's that was built
     and ran more of its steps to a value; library attention is never retried (it costs the whole part anyway)."""
 
-    def __init__(self, transport, standin_names: dict):
+    def __init__(self, transport, standin_names: dict, allowed=None):
         self.transport = transport
         self.standin_names = standin_names  # the lesson's: stand-in module -> {contract name: stand-in name}
+        # (module, called, name) -> whether a call of `called` may be graded over the stand-in of `name`
+        # (grader/sandbox/lending.py Lending.over_allowed: only a caller over its callee's)
+        self.allowed = allowed
 
     def call(self, header: dict, arrays: dict) -> tuple[dict, dict]:
         return self.call_many([(header, arrays)])[0]
@@ -99,7 +103,7 @@ class OverStandIns:
     def call_many(self, calls: list) -> list:
         answers = self._send(calls)
         again = [(i, (retry, calls[i][1])) for i, ((header, _), (answer, _)) in enumerate(zip(calls, answers))
-                 if (retry := _retry_over_standins(header, answer, self.standin_names)) is not None]
+                 if (retry := _retry_over_standins(header, answer, self.standin_names, self.allowed)) is not None]
         if again:
             for (i, _), answer in zip(again, self._send([call for _, call in again])):
                 if _better(answer[0], answers[i][0]):
@@ -114,9 +118,10 @@ class OverStandIns:
         return getattr(self.transport, name)
 
 
-def _retry_over_standins(header, answer, standin_names: dict) -> dict | None:
+def _retry_over_standins(header, answer, standin_names: dict, allowed=None) -> dict | None:
     """The call asked again over the stand-ins of the graded names its error (or a session step's) was raised
-    inside, or None."""
+    inside, or None. Where the error was raised is the child's word, so `allowed` (the lesson's lending) decides
+    which of them a call may be graded over, whatever the child says."""
     if not isinstance(header, dict) or header.get("over_standins") or not isinstance(answer, dict):
         return None
     steps = answer.get("steps") if header.get("op") == "session" else None
@@ -128,7 +133,8 @@ def _retry_over_standins(header, answer, standin_names: dict) -> dict | None:
     for error in errors:
         inside = error.get("inside") if isinstance(error, dict) else None
         if isinstance(inside, list) and forbidden.MARK not in str(error.get("message", "")):
-            names |= {n for n in inside if isinstance(n, str) and n in declared and n != called}
+            names |= {n for n in inside if isinstance(n, str) and n in declared and n != called
+                      and (allowed is None or allowed(header.get("module"), called, n))}
     return dict(header, over_standins=sorted(names)) if names else None
 
 
@@ -175,7 +181,8 @@ def grade_submission(*, name: str, directory: Path, transport, lesson, check_del
     file_of, catalogue = lesson.file_of, lesson.catalogue
     rubric = lesson.rubric()
     reference = lesson.reference
-    student = lesson.adapter()(OverStandIns(transport, lesson.standin_names), record=True, batch=True, seed=seed)
+    student = lesson.adapter()(OverStandIns(transport, lesson.standin_names, lending.of_lesson(lesson).over_allowed),
+                               record=True, batch=True, seed=seed)
     outcomes = []  # (component, test id, failure or None, calls)
     answered_again = []  # tests passed on the first answers and failed on the second
     runtime = defaultdict(set)

@@ -34,6 +34,19 @@ class Lending:
     implements: dict[str, frozenset]  # stand-in name -> graded names ("module.name") it could answer
     always: dict[str, tuple[str, ...]] = field(default_factory=dict)  # module -> stand-ins it is always graded over
     over: dict[str, dict[str, str]] = field(default_factory=dict)  # module -> {graded name: its stand-in}
+    contains: dict[str, frozenset] = field(default_factory=dict)  # stand-in -> the stand-ins its source holds
+
+    def over_allowed(self, module, called, name) -> bool:
+        """Whether a call of the graded name `called` may be graded over the stand-in of `name`: only a caller
+        over its callee's. A stand-in that holds the stand-in of `called` itself (a class whose forward runs the
+        grader's function) would answer the call with the grader's work: a function that raised inside its own
+        class gains nothing."""
+        names = self.over.get(module, {}) if isinstance(module, str) else {}
+        standin, own = names.get(name), names.get(called)
+        if standin is None or name == called:
+            return False
+        # Without a stand-in of its own, the called name is in no stand-in's source.
+        return own is None or own not in self.contains.get(standin, frozenset({standin}))
 
     def needed(self, header: dict) -> frozenset:
         """The stand-ins the child must hold to answer this call."""
@@ -44,8 +57,9 @@ class Lending:
         if header.get("standins"):
             names.add(MAKER)
         over = header.get("over_standins")
+        called = header.get("name") or header.get("cls")
         for name in over if isinstance(over, list) else ():
-            if isinstance(name, str) and name in self.over.get(module, {}):
+            if isinstance(name, str) and self.over_allowed(module, called, name):
                 names.add(self.over[module][name])
         return frozenset(n for n in names if n in self.units)
 
@@ -77,7 +91,20 @@ def lending(source: str, implements: dict[str, list[str]], *, always_standin: di
                     for name in units},
         always=always,
         over={module: dict(names) for module, names in standin_names.items()},
+        contains={name: frozenset(members) for name, members in closures.items()},
     )
+
+
+def of_lesson(lesson) -> Lending:
+    """The lesson's stand-ins as the transport lends them, one by one: each one's own source, and the graded
+    names each implements (the lesson's forbidden.toml, [standins]); built once per lesson value."""
+    def build() -> Lending:
+        table = lesson.forbidden_policy["standins"]
+        source = lesson.forbidden_path.with_name(table.get("file", "standins.py")).read_text()
+        return lending(source, dict(table.get("implements", {})), always_standin=lesson.always_standin,
+                       standin_names=lesson.standin_names)
+
+    return lesson.derived("sandbox.lending", build)
 
 
 def cut(source: str) -> tuple[dict[str, str], dict[str, frozenset]]:

@@ -70,7 +70,7 @@ class Zygote:
         # The grader's stand-ins are never in the zygote (every child would hold them): a child is lent
         # each one alone, with the first call that needs it (SandboxTransport), and from then on
         # answers no call of a graded name it implements.
-        self.standins = _lesson_standins(lesson) if install else None
+        self.standins = lending.of_lesson(lesson) if install else None
         self._ctrl, theirs = [], []
         for _ in range(slots):
             mine, other = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -303,15 +303,6 @@ def _pidfd_open(pid: int) -> int:
         return os.pidfd_open(pid)
     except (OSError, AttributeError):
         return -1
-
-
-def _lesson_standins(lesson) -> lending.Lending:
-    """The lesson's stand-ins as the transport lends them, one by one (grader/sandbox/lending.py): each
-    one's own source, and the graded names each implements (the lesson's forbidden.toml, [standins])."""
-    table = lesson.forbidden_policy["standins"]
-    source = lesson.forbidden_path.with_name(table.get("file", "standins.py")).read_text()
-    return lending.lending(source, dict(table.get("implements", {})), always_standin=lesson.always_standin,
-                           standin_names=lesson.standin_names)
 
 
 # --------------------------------------------------------------------------- zygote side

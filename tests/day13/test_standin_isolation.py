@@ -63,6 +63,12 @@ def _render(text: str, stash: str, steal: bool) -> str:
     return text.replace("@@STASH@@", stash).replace("@@STEAL@@", str(steal))
 
 
+REVERSE = Path(__file__).resolve().parents[1] / "fixtures" / "reverse_borrow" / "self_attention.py"
+STUB_SDPA = re.sub(r"(def scaled_dot_product_attention\(.*?\"\"\"\n)(.*?)(\n\n\ndef )",
+                   lambda m: m.group(1) + '    raise NotImplementedError("TODO")' + m.group(3),
+                   (REFERENCE / "self_attention.py").read_text(), count=1, flags=re.S)
+
+
 def build(subs: Path) -> None:
     for name in HONEST:
         make_submission(subs / name, solutions=REFERENCE)
@@ -75,6 +81,8 @@ def build(subs: Path) -> None:
         (folder / "positional.py").write_text(BROKEN_POSITIONAL)
         (folder / "self_attention.py").write_text((REFERENCE / "self_attention.py").read_text()
                                                   + REWRITE.replace("@@WRITE@@", str(write)))
+    make_submission(subs / "reverse_borrow", {"self_attention.py": REVERSE.read_text()}, solutions=REFERENCE)
+    make_submission(subs / "reverse_control", {"self_attention.py": STUB_SDPA}, solutions=REFERENCE)
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +103,8 @@ def batch():
 
 def test_the_honest_siblings_keep_full_marks(batch):
     assert batch["code"] == 0
-    assert set(batch["records"]) == set(HONEST) | set(BORROWERS) | {"rewrite_sibling", "rewrite_control"}
+    assert set(batch["records"]) == set(HONEST) | set(BORROWERS) | {"rewrite_sibling", "rewrite_control",
+                                                                      "reverse_borrow", "reverse_control"}
     for name in HONEST:
         record = batch["records"][name]
         assert all(got == top for got, top in components(record).values()), (name, components(record))
@@ -116,6 +125,13 @@ def test_the_control_loses_exactly_the_functions_that_raise(batch):
 def test_raising_inside_another_graded_name_gains_nothing(batch, name):
     got, control = components(batch["records"][name]), components(batch["records"]["borrow_control"])
     assert got == control, (name, got, control)
+
+
+def test_a_function_is_never_graded_over_the_stand_in_of_a_class_that_calls_it(batch):
+    """Only a caller is graded over its callee's stand-in: a function raising inside its own class gains nothing."""
+    got, control = (components(batch["records"][n]) for n in ("reverse_borrow", "reverse_control"))
+    assert got == control, (got, control)
+    assert control["self_attention"][0] < control["self_attention"][1]
 
 
 def test_a_sibling_rewritten_for_the_next_child_is_graded_as_handed_in(batch):

@@ -638,3 +638,33 @@ def test_a_session_is_replaced_only_by_a_better_answer_over_the_stand_ins():
     assert not _better({"error": None, "steps": [{"value": 1}, {"error": {}}]}, first)  # no further
     assert not _better({"error": {"type": "E"}, "steps": []}, first)
     assert _better({"error": None, "steps": [{"error": {}}]}, {"error": inside})  # built this time
+
+
+def test_only_a_caller_is_graded_over_its_callee_s_stand_in():
+    """A function that raises inside a class of its own module is not graded over that class's stand-in when the
+    stand-in runs the grader's version of the function itself: the child would answer with the grader's work."""
+    from grader.judging.score import _retry_over_standins
+    from grader.sandbox.lending import lending
+
+    source = textwrap.dedent('''
+        def double(x):
+            return 2 * x
+
+
+        class Counter:
+            def add(self, x):
+                return double(x)
+    ''')
+    names = {"counter": {"double": "double", "Counter": "Counter"}}
+    lent = lending(source, {"double": ["counter.double"], "Counter": ["counter.Counter"]}, always_standin={},
+                   standin_names=names)
+    assert lent.over_allowed("counter", "Counter", "double")  # the class over its function's stand-in
+    assert not lent.over_allowed("counter", "double", "Counter")  # never the reverse
+    assert not lent.over_allowed("counter", "double", "double")
+    raised = {"error": {"type": "E", "message": "m", "stage": "call", "inside": ["Counter"]}}
+    call = {"op": "call", "module": "counter", "name": "double"}
+    assert _retry_over_standins(call, raised, names)["over_standins"] == ["Counter"]  # what the child's word asks
+    assert _retry_over_standins(call, raised, names, lent.over_allowed) is None  # what the lesson allows
+    assert lent.needed(dict(call, over_standins=["Counter"])) == frozenset()  # nor is it lent, if asked
+    session = {"op": "session", "module": "counter", "cls": "Counter", "steps": []}
+    assert lent.needed(dict(session, over_standins=["double"])) == frozenset({"double"})

@@ -23,9 +23,11 @@ student-visible.
 The most specific row wins (a test's own row over its part's), and for the same submission and test
 the last row wins. A row for a submission or test the gradebook does not have is an error naming it
 (OverrideError). A decision made on an earlier version of its submission (the student handed in again)
-still counts, since only a person may undo a person's decision, but it is never silent: grades.csv, the
-class report, the review page and `grade`'s console name it until a person sets it again or deletes it
-(earlier_versions). A row without a version is named when a run sees its submission change. Records on disk stay the automated result; `grade` and `merge` apply the file on
+still counts, since only a person may undo a person's decision, except that points set on a test or a part
+never take from what the new version earns by itself (that row is set aside); either way it is never
+silent: grades.csv, the class report, the review page and `grade`'s console name it until a person sets it
+again or deletes it (earlier_versions). A row without a version is named when a run sees its submission
+change. Records on disk stay the automated result; `grade` and `merge` apply the file on
 every run when they write grades.csv, feedback.md, results.json and the report.
 """
 from __future__ import annotations
@@ -110,7 +112,7 @@ def staff_only(test: str) -> bool:
 def for_student(result: SubmissionResult) -> list[dict]:
     """The decisions on `result` a student may read: no staff-only row, no staff note."""
     return [{k: o.get(k) for k in ("test", "points", "comment", "automated", "by", "at")}
-            for o in result.overrides if not o.get("staff_only")]
+            for o in result.overrides if not o.get("staff_only") and not o.get("set_aside")]
 
 
 def default_path(out: Path) -> Path:
@@ -205,7 +207,11 @@ def apply(result: SubmissionResult, decisions: dict[str, Override]) -> Submissio
         return result
     changed = copy.deepcopy(result)
     shown = []
-    own = {name: row for name, row in decisions.items() if row.points is not None}
+    # Points a person set on a test or part of an earlier version never take from what the new version earns by
+    # itself: such a row is set aside (the staff are told) until a person sets it again.
+    aside = {name for name, row in decisions.items() if row.points is not None and name != BONUS
+             and made_earlier(row, result) and row.points < _automated(result, name)}
+    own = {name: row for name, row in decisions.items() if row.points is not None and name not in aside}
     for component in _parts(result):
         part = own.get(component)
         if part is None:
@@ -222,7 +228,7 @@ def apply(result: SubmissionResult, decisions: dict[str, Override]) -> Submissio
         if row is not None:
             t.score = row.points
     for t in changed.tests:
-        row = decisions.get(t.name) or decisions.get(t.component)
+        row = next((decisions[n] for n in (t.name, t.component) if n in decisions and n not in aside), None)
         if row is not None and row.comment and not row.staff_only:  # the student's files show it with the test
             t.review = {"by": row.by, "comment": row.comment}
     bonus = own.get(BONUS)
@@ -231,14 +237,21 @@ def apply(result: SubmissionResult, decisions: dict[str, Override]) -> Submissio
         row = decisions[name]
         automated = None
         if row.points is not None and name != BONUS:
-            automated = round(sum(t.score for t in result.tests if t.name == name or t.component == name), 4)
+            automated = _automated(result, name)
         shown.append({**row.to_json(), "automated": automated,
-                      **({"earlier_version": True} if made_earlier(row, result) else {})})
+                      **({"earlier_version": True} if made_earlier(row, result) else {}),
+                      **({"set_aside": True} if name in aside else {})})
     changed.overrides = shown
     return changed
 
 
 EARLIER = "made for an earlier version"  # beside such a decision in every staff file
+SET_ASIDE = "set aside: the new version earns more by itself"
+
+
+def _automated(result: SubmissionResult, name: str) -> float:
+    """The automated points of a test or a part."""
+    return round(sum(t.score for t in result.tests if t.name == name or t.component == name), 4)
 
 
 def summary(result: SubmissionResult) -> str:
@@ -253,7 +266,7 @@ def summary(result: SubmissionResult) -> str:
         else:
             parts.append(f"{o['test']} {o['automated']:g}->{o['points']:g}")
         if o.get("earlier_version"):
-            parts[-1] += f" ({EARLIER})"
+            parts[-1] += f" ({EARLIER}{'; ' + SET_ASIDE if o.get('set_aside') else ''})"
     return "; ".join(parts)
 
 
@@ -279,7 +292,7 @@ def explain(result: SubmissionResult) -> str:
     """Why the final total differs from the automated one, in a few words ("" when it does not)."""
     reasons = []
     tests = [o for o in result.overrides if o["points"] is not None and o["test"] != BONUS
-             and not o.get("staff_only")]
+             and not o.get("staff_only") and not o.get("set_aside")]
     if tests:
         reasons.append("overrides: " + ", ".join(f"{o['test']} {number(o['automated'])}→{number(o['points'])}"
                                                   for o in tests))

@@ -509,7 +509,8 @@ def _decision_item(o: dict) -> list:
         [" — ", Span(f"to the student: {o['comment']}", "to-student")]
     staff = "; ".join(t for t in (o.get("comment", "") if o.get("staff_only") else "", o.get("staff_note", "")) if t)
     noted = [" — ", Span(f"staff only: {staff}", "staff-note")] if staff else []
-    earlier = [" — ", Span(f"{overrides.EARLIER}: look again, then set it again or delete its row",
+    aside = f"; {overrides.SET_ASIDE}" if o.get("set_aside") else ""
+    earlier = [" — ", Span(f"{overrides.EARLIER}{aside}: look again, then set it again or delete its row",
                            "staff-note")] if o.get("earlier_version") else []
     return [Code(o["test"]), f": {points}", *said, *noted, *earlier, " ",
             Span(f"({o.get('by', '')} {o.get('at', '')})", "small")]

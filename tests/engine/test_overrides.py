@@ -206,9 +206,20 @@ def test_a_decision_made_for_an_earlier_version_still_counts_and_the_staff_are_t
     assert "made for an earlier version" in (folder / "report.html").read_text()
     for student_file in ("feedback.md", "results.json", "feedback.html"):
         assert "earlier version" not in (folder / "alice" / student_file).read_text()
+    # Points set on an earlier version never take from what the new version earns by itself: set aside, and said.
+    _write_with_version(folder / "overrides.csv",
+                        "alice,activations.worked_values,4,checked by hand,ta,2026-12-02T10:00:00+00:00," + "a" * 12,
+                        "alice,classifier,1,partial credit,ta,2026-12-02T10:00:00+00:00," + "a" * 12)
+    classreport.write_class(folder, lesson=LESSON)
+    row = _grades(folder)["alice"]
+    assert row["total"] == "11" and row["classifier"] == "4"
+    assert "classifier 4->1 (made for an earlier version; set aside: the new version earns more by itself)" in \
+        row["overrides"]
+    assert "partial credit" not in (folder / "alice" / "feedback.md").read_text()
+    assert "partial credit" not in (folder / "alice" / "results.json").read_text()
     stale = overrides.earlier_versions(overrides.read(folder / "overrides.csv"),
                                        [alice], previous={})
-    assert [(r.submission, r.test) for r in stale] == [("alice", "activations.worked_values")]
+    assert [(r.submission, r.test) for r in stale] == [("alice", "activations.worked_values"), ("alice", "classifier")]
     # A row without a version is judged only when the run itself sees the submission change.
     _write(folder / "overrides.csv", "alice,classifier.shape,1,,ta")
     rows = overrides.read(folder / "overrides.csv")

@@ -98,7 +98,7 @@ def test_a_changed_submission_is_regraded_and_named_and_nothing_else(graded, cap
     told = [line for line in printed.splitlines() if "earlier version" in line]
     assert len(told) == 1 and "bob classifier, bob *" in told[0] and "alice" not in told[0], printed
     assert "review" in told[0]  # what to do next
-    assert "(made for an earlier version)" in grades(copy)["bob"]["overrides"]
+    assert "classifier 4->1 (made for an earlier version; set aside" in grades(copy)["bob"]["overrides"]
     # Said again on every run while the versioned row stands; the hand-written row only when the change is seen.
     assert run.main(submissions=work, out=copy, jobs=1, config=CONFIG, lesson=LESSON, zygotes=kept_zygotes()) == 0
     again = [line for line in capsys.readouterr().out.splitlines() if "earlier version" in line]

@@ -367,11 +367,16 @@ class Lesson:
         return rubric_points(self.rubric(), self.components)
 
     @cached_property
-    def test_ids(self) -> tuple[str, ...]:
-        """Every graded test's id (`<part>.<test>`), in the rubric's order: a record's tests, before one exists."""
+    def test_points(self) -> dict[str, float]:
+        """Every graded test's id (`<part>.<test>`) -> its points, in the rubric's order: a record's tests, before
+        one exists or is rescored."""
         rubric = self.rubric()
-        return tuple(f"{part}.{name}" for part in self.components for name, entry in rubric[part].items()
-                     if _has_points(entry))
+        return {f"{part}.{name}": float(entry["points"]) for part in self.components
+                for name, entry in rubric[part].items() if _has_points(entry)}
+
+    @property
+    def test_ids(self) -> tuple[str, ...]:
+        return tuple(self.test_points)
 
     @property
     def evidence_components(self) -> tuple[str, ...]:

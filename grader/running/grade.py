@@ -111,7 +111,7 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
         from grader.admin import overrides as decisions
         from grader.results.storage import load_records
 
-        records = load_records(out)[0] if out.is_dir() else []
+        records = _with_rubric_maxima(load_records(out)[0] if out.is_dir() else [], lesson)
         decisions.check(decisions.read(overrides_path), records, path=overrides_path, submissions={s.name for s in subs})
         _check_requests_and_comments(out, records, subs, lesson)
     except (decisions.OverrideError, OSError) as exc:
@@ -212,6 +212,16 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
         print(f"results: {out / 'grades.csv'}, {out / 'report.html'}, {out / 'summary.md'}; "
               f"per submission: {out}/<name>/feedback.md", flush=True)
     return EXIT_ENGINE_FAULT if faults else EXIT_OK
+
+
+def _with_rubric_maxima(records, lesson):
+    """The records with each test's maximum as the rubric now gives it: a run that will rescore them is checked
+    against the new points before anything is rewritten (a decision the new rubric refuses stops it untouched)."""
+    points = lesson.test_points
+    for record in records:
+        for t in record.tests:
+            t.max_score = points.get(t.name, t.max_score)
+    return records
 
 
 def _check_requests_and_comments(out: Path, records, subs, lesson) -> None:

@@ -202,3 +202,35 @@ def test_submission_digest_follows_content_not_time(tmp_path):
     (folder / "a.py").write_text("x = 1\n")
     (folder / "b.py").write_text("")
     assert regrade.submission_digest(folder) != first
+
+
+def test_a_rubric_change_an_override_no_longer_fits_stops_before_any_record_changes(graded, tmp_path, monkeypatch,
+                                                                                    capsys):
+    """The overrides are checked against the points the rubric now gives: a refused run rescores nothing, so putting
+    the rubric back grades as before (a run that rescored first left every later run refused)."""
+    _, subs, out = graded
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    (copy / "overrides.csv").write_text("submission,test,points,comment,by,at\nalice,activations,6,,ta,\n")
+    rubric = regrade.rubric_path(lesson=LESSON).read_text()
+    import tomllib
+
+    parsed = tomllib.loads(rubric)["activations"]
+    section, entry = next((k, v) for k, v in parsed.items() if isinstance(v, dict) and v.get("points", 0) >= 2)
+    old = f"[activations.{section}]\npoints = {entry['points']}\n"
+    assert old in rubric
+    edited = tmp_path / "rubric.toml"
+    edited.write_text(rubric.replace(old, f"[activations.{section}]\npoints = {entry['points'] - 1}\n"))
+    lesson = dataclasses.replace(LESSON, rubric_path=edited)
+    before = {n: (copy / n / "record.json").read_bytes() for n in ("alice", "bob")}
+    regrade.current.cache_clear()
+    try:
+        _no_sandbox(monkeypatch)
+        assert run.main(submissions=subs, out=copy, jobs=2, config=CONFIG, lesson=lesson, zygotes=kept_zygotes()) == 2
+        err = capsys.readouterr().err
+        assert "overrides.csv:2" in err and "outside 0..5" in err, err
+        assert before == {n: (copy / n / "record.json").read_bytes() for n in ("alice", "bob")}
+        regrade.current.cache_clear()
+        assert run.main(submissions=subs, out=copy, jobs=2, config=CONFIG, lesson=LESSON, zygotes=kept_zygotes()) == 0
+    finally:
+        regrade.current.cache_clear()

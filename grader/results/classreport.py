@@ -37,19 +37,21 @@ NAME_FLAG = "row name "  # how intake's notes about a row's name begin (sanitise
 
 
 def write_class(out_dir: Path, overrides_path: Path | None = None,
-                release: str = feedback.DEFAULT_RELEASE, *, lesson) -> None:
+                release: str = feedback.DEFAULT_RELEASE, *, lesson, elsewhere: frozenset = frozenset()) -> None:
     """grades.csv, summary.md, report.html and _plots/ from every <out>/*/record.json, with the
     overrides file (OUT/overrides.csv unless given) applied; each submission's results.json and
     feedback are rewritten where the overrides change them. OverrideError for a row naming an
-    unknown submission or test: nothing is written then."""
+    unknown submission or test: nothing is written then. `elsewhere`: the class's submissions another
+    shard grades, which a class-wide decisions, requests or comments file may name."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     records, problems = load_records(out_dir)
     path = Path(overrides_path) if overrides_path else overrides.default_path(out_dir)
     rows = overrides.read(path)
-    overrides.check(rows, records, path=path)
+    overrides.check(rows, records, path=path, submissions=elsewhere)
     automated, records = records, totals.finalise(out_dir, records, overrides.effective(rows), lesson=lesson)
-    standings = _apply_comments_and_requests(out_dir, records, rows, automated)
+    standings = _apply_comments_and_requests(out_dir, records, rows, automated,
+                                             {name: set(lesson.test_ids) | set(lesson.components) for name in elsewhere})
     hints = lesson.hints
     words = feedback.Words.of(lesson.rubric())
 
@@ -129,17 +131,20 @@ def _finished(pid: int) -> bool:
 
 
 def _apply_comments_and_requests(out_dir: Path, records: list[SubmissionResult],
-                                 rows: list[overrides.Override], automated: list[SubmissionResult]) -> list:
+                                 rows: list[overrides.Override], automated: list[SubmissionResult],
+                                 elsewhere: dict | None = None) -> list:
     """Give each record the line comments its student may read (OUT/comments.csv) and where its
     regrade requests stand (OUT/regrade_requests.csv, decided by overrides.csv's rows, with the points
     before each decision from the `automated` records); return every request's standing, for the report.
     A row naming an unknown student or test stops the run."""
     comments = linecomments.read(linecomments.default_path(out_dir))
-    linecomments.check(comments, {r.submission for r in records}, path=linecomments.default_path(out_dir))
+    elsewhere = elsewhere or {}
+    linecomments.check(comments, {r.submission for r in records} | set(elsewhere), path=linecomments.default_path(out_dir))
     requests = regrade_requests.read(regrade_requests.default_path(out_dir))
-    regrade_requests.check(requests, {r.submission: {t.name for t in r.tests} | {t.component for t in r.tests}
-                                      for r in records}, path=regrade_requests.default_path(out_dir))
-    standings = regrade_requests.standings(requests, rows, automated)
+    regrade_requests.check(requests, {**elsewhere, **{r.submission: {t.name for t in r.tests} | {t.component for t in r.tests}
+                                                      for r in records}}, path=regrade_requests.default_path(out_dir))
+    graded = {r.submission for r in records}
+    standings = regrade_requests.standings([q for q in requests if q.student in graded], rows, automated)
     said = linecomments.by_submission(comments)
     for r in records:
         r.line_comments = [shown for c in said.get(r.submission, []) if (shown := c.for_student())]

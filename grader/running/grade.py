@@ -122,6 +122,7 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
     except (ValueError, OSError) as exc:
         print(f"grade: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    elsewhere = frozenset(s.name for i, s in enumerate(subs) if i % shard_n != shard_k - 1)  # other shards' rows
     subs = [s for i, s in enumerate(subs) if i % shard_n == shard_k - 1]
     if only:
         unknown = sorted(set(only) - {s.name for s in subs})
@@ -194,7 +195,7 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
             _similarity(subs, out, jobs, lesson)
         regrade.keep_rubric(out, lesson=lesson)
         try:
-            classreport.write_class(out, overrides_path, release, lesson=lesson)
+            classreport.write_class(out, overrides_path, release, lesson=lesson, elsewhere=elsewhere)
         except decisions.OverrideError as exc:
             print(f"grade: {exc}", file=sys.stderr)
             return EXIT_USAGE

@@ -237,10 +237,20 @@ def test_a_run_leaves_the_scratch_of_a_live_run_alone(tmp_path):
 def test_shards_partition_the_class_and_merge_equals_one_run(graded, tmp_path):
     root, subs, out, code = graded
     shard_outs = []
+    # One decisions file for the whole class: each shard applies the rows of its own students.
+    decisions = tmp_path / "overrides.csv"
+    decisions.write_text("submission,test,points,comment,by,at\nalice,*,1,,ta,\nbob,classifier,2,,ta,\n")
     for k in (1, 2):
         shard_out = tmp_path / f"shard{k}"
-        assert run.main(submissions=subs, out=shard_out, jobs=1, shard=f"{k}/2", config=CONFIG, lesson=LESSON, zygotes=kept_zygotes()) == 0
+        (shard_out).mkdir()
+        (shard_out / "regrade_requests.csv").write_text("student,test,reason,time\nbob,classifier,why,2026-12-01T10:00:00Z\n")
+        assert run.main(submissions=subs, out=shard_out, jobs=1, shard=f"{k}/2", config=CONFIG, lesson=LESSON,
+                        overrides=decisions, zygotes=kept_zygotes()) == 0
         shard_outs.append(shard_out)
+    said = [{line.split(",")[0]: line for line in rows(o)} for o in shard_outs]
+    assert "classifier" in said[1]["bob"] and "* +1" in said[0]["alice"]
+    for shard_out in shard_outs:
+        (shard_out / "regrade_requests.csv").unlink()
     names = [sorted(p.parent.name for p in o.glob("*/record.json")) for o in shard_outs]
     assert names == [["alice", "carol", "erin"], ["bob", "dan"]]
     from grader.admin.merge import merge

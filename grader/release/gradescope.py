@@ -161,7 +161,11 @@ def build(*, out: Path, lesson: Lesson) -> Path:
 
 
 def main(*, out: str = "dist", lesson: Lesson) -> int:
-    target = build(out=Path(out), lesson=lesson)
+    try:
+        target = build(out=Path(out), lesson=lesson)
+    except ValueError as error:  # a lesson the zip cannot hold: said as what to do, a usage error
+        print(f"gradescope: {error}", file=sys.stderr)
+        return 2
     with zipfile.ZipFile(target) as archive:
         names = archive.namelist()
     print(f"wrote {target} ({len(names)} files, {target.stat().st_size // 1024} KiB): "

@@ -297,3 +297,14 @@ def test_a_deep_or_long_upload_is_staged_bounded_and_noted(tmp_path, toy):
     taken = intake.materialise(intake.discover(tmp_path / "subs")[0], tmp_path / "scratch", lesson=toy)
     assert any("levels deep" in n for n in taken.notes)
     assert sorted(p.name for p in (tmp_path / "scratch").glob("*.py")) == sorted(CODE)
+
+
+def test_a_lesson_outside_the_kit_is_a_usage_error_saying_what_to_do(tmp_path, capsys):
+    from grader.lesson import load_lesson
+
+    outside = tmp_path / "toy"
+    shutil.copytree(TOY, outside)
+    assert gradescope.main(out=str(tmp_path / "dist"), lesson=load_lesson(str(outside))) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gradescope: ") and "outside the kit" in err and "move the lesson" in err
+    assert "Traceback" not in err

@@ -37,7 +37,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 from grader.admin import codeview, linecomments, overrides, regrade_requests, similarity
-from grader.judging import late, totals
+from grader.judging import totals
 from grader.release import stubs
 from grader.results.document import (SERVED_POLICY, Break, Bullets, Cell, Code, Document, Field, Fold, Form, Group,
                                      Heading, Image, Link, Nav, Paragraph, Preformatted, Row, Section, Span, Strong,
@@ -294,7 +294,7 @@ def statuses(review: Review, records: list[SubmissionResult]) -> list[dict]:
     found = []
     for r in records:
         parts = by_component(r, lesson=review.lesson)
-        lateness = late.read_lateness(review.out / r.submission) or {}
+        lateness = r.late or {}  # as finalise states it: the roster's extension, the policy (grades.csv's too)
         found.append({
             "name": r.submission, "total": r.total, "max": r.max_total, "status": r.status,
             "reviewed": r.submission in decided or r.submission in comments,

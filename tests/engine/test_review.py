@@ -392,3 +392,27 @@ def test_accepting_a_request_with_fewer_points_asks_first_and_every_file_says_it
     told = json.loads((out / "mallory" / "results.json").read_text())["output"]
     assert "accepted (3 → 1 points): the reference test passed by chance" in told
     assert "1 points (was 3: lowered)" in (out / "summary.md").read_text()
+
+
+def test_the_class_list_states_the_lateness_every_other_output_states(tmp_path, lesson):
+    """An extension in the roster: the page says what grades.csv and the feedback say (on time), not the class
+    deadline's lateness that late.json measured."""
+    from dataclasses import replace
+
+    from grader.admin import regrade
+
+    rubric = tmp_path / "rubric.toml"
+    rubric.write_text(regrade.rubric_path(lesson=lesson).read_text()
+                      + "\n[late]\ngrace_minutes = 0\npenalty_per_day = 10\nmax_days = 3\n")
+    lesson = replace(lesson, rubric_path=rubric)
+    out = tmp_path / "out"
+    for name in ("dev", "eve"):
+        feedback.write_submission(out, _result(name), lesson=lesson)
+        (out / name / "late.json").write_text(json.dumps(
+            {"late_days": 1, "deadline": "2026-02-10T12:00:00+00:00", "measured_from": "push time",
+             "handed_in": "2026-02-11T08:00:00+00:00"}))
+    (out / "roster.csv").write_text("identifier,submission,name,group,deadline\n"
+                                    "dev@uni.edu,dev,Dev,,2026-02-12T12:00:00+00:00\neve@uni.edu,eve,Eve,,\n")
+    page = review.Review(out, None, None, "all", "ta", lesson=lesson)
+    late = {s["name"]: s["late"] for s in review.statuses(page, page.records()[0])}
+    assert late == {"dev": 0, "eve": 1}

@@ -84,6 +84,29 @@ class Roster:
         return bool(group) and group == self.group_of(b)
 
 
+def warnings(people: Roster, graded: list[str]) -> list[str]:
+    """What the staff should look at before the gradebook goes out (the console says it): graded rows no roster
+    student names (their rows have no student), and groups whose members name different graded submissions (one
+    group, two grades)."""
+    names = {s.submission.casefold() for s in people.students}
+    found = []
+    unclaimed = [g for g in graded if g.casefold() not in names]
+    if unclaimed:
+        found.append(f"graded, named by no roster row: {', '.join(unclaimed[:10])}{' ...' if len(unclaimed) > 10 else ''}"
+                     " (each keeps a gradebook row without a student: name it in roster.csv's submission column, "
+                     "or delete its folder in OUT)")
+    graded_keys = {g.casefold(): g for g in graded}
+    handed: dict[str, set[str]] = {}
+    for s in people.students:
+        if s.group and s.submission.casefold() in graded_keys:
+            handed.setdefault(s.group, set()).add(graded_keys[s.submission.casefold()])
+    for group, subs in sorted(handed.items()):
+        if len(subs) > 1:
+            found.append(f"group {group} has {len(subs)} graded submissions ({', '.join(sorted(subs))}): each member's "
+                         "row takes the one the roster names for them; look at both")
+    return found
+
+
 def in_out(out_dir: Path) -> "Roster | None":
     """OUT/roster.csv if the instructor put one there; None without one. A roster that cannot be read
     is an error the caller reports (never silently ignored: rows would lose their students)."""

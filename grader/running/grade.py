@@ -201,6 +201,8 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
             return EXIT_USAGE
         if earlier := _decisions_on_earlier_versions(out, overrides_path, previous):
             print(f"grade: {earlier}", flush=True)
+        for line in _roster_warnings(out):
+            print(f"grade: roster: {line}", flush=True)
     # The same engine fault on every row (e.g. a sandbox that cannot start) is said once.
     causes: dict[str, list[str]] = {}
     for fault in faults:
@@ -238,6 +240,20 @@ def _check_requests_and_comments(out: Path, records, subs, lesson) -> None:
     regrade_requests.check(regrade_requests.read(path), tests_of, path=path)
     path = linecomments.default_path(out)
     linecomments.check(linecomments.read(path), set(tests_of), path=path)
+
+
+def _roster_warnings(out: Path) -> list[str]:
+    """grader/intake/roster.py warnings on this folder's rows, when it has a roster."""
+    from grader.intake import roster
+
+    try:
+        people = roster.in_out(out)
+    except (roster.RosterError, OSError):
+        return []  # said by the class stage already
+    if people is None:
+        return []
+    return roster.warnings(people, sorted(p.parent.name for p in out.glob("*/record.json")
+                                          if not p.parent.name.startswith(("_", "."))))
 
 
 def _previous_versions(out: Path, todo) -> dict[str, str]:

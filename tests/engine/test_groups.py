@@ -225,3 +225,15 @@ def test_a_member_without_an_extension_keeps_the_class_deadline_and_no_file_show
         shared = (out / "team7" / name).read_text(encoding="utf-8")
         assert EXTENDED not in shared and "2026-02-12" not in shared, name
     assert "members have different deadlines" in (out / "team7" / "feedback.md").read_text(encoding="utf-8")
+
+
+def test_the_staff_are_told_of_rows_no_roster_names_and_of_a_group_with_two_graded_submissions():
+    from grader.intake import roster
+
+    people = roster.Roster([roster.Student("bo@uni.edu", submission="team7", group="team7"),
+                            roster.Student("cy@uni.edu", submission="cy_alone", group="team7"),
+                            roster.Student("di@uni.edu", submission="di")])
+    said = roster.warnings(people, ["cy_alone", "di", "stray", "team7"])
+    assert said[0].startswith("graded, named by no roster row: stray (")
+    assert said[1].startswith("group team7 has 2 graded submissions (cy_alone, team7)")
+    assert roster.warnings(people, ["team7", "di"]) == []

@@ -17,6 +17,7 @@ collects is never rewritten and the decision lives in one place: overrides.csv.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -117,14 +118,38 @@ def read(path: Path) -> list[Request]:
     return found
 
 
+def of_folder(out: Path, path: Path | None = None) -> list[Request]:
+    """The requests of a grading folder (OUT/regrade_requests.csv unless `path`), a roster identity read as its
+    student's submission when OUT holds a roster (a roster that cannot be read is said where the class is written)."""
+    from grader.intake import roster
+
+    try:
+        people = roster.in_out(Path(out))
+    except (roster.RosterError, OSError):
+        people = None
+    return by_roster(read(path or default_path(out)), people)
+
+
+def by_roster(requests: list[Request], people) -> list[Request]:
+    """The requests with a roster identity in `student` (grades.csv's student column, what a school's form
+    collects) read as the submission the roster names for that student; unchanged without a roster (`people`
+    None) or for a name that is a submission already."""
+    if people is None:
+        return requests
+    submissions = {s.submission.casefold() for s in people.students}
+    named = {s.identity.casefold(): s.submission for s in people.students if s.identity and s.submission}
+    return [r if r.student.casefold() in submissions or r.student.casefold() not in named
+            else dataclasses.replace(r, student=named[r.student.casefold()]) for r in requests]
+
+
 def check(requests: list[Request], tests_of: dict[str, set[str]], *, path: Path | str = FILE) -> None:
     """RequestError for the first request naming a student or a test the gradebook does not have.
     `tests_of` maps each student to its test ids and parts."""
     for r in requests:
         where = f"{path}:{r.line}"
         if r.student not in tests_of:
-            raise RequestError(f"{where}: no student named {r.student!r} in this gradebook (the names are the "
-                               "rows of grades.csv)")
+            raise RequestError(f"{where}: no student named {r.student!r} in this gradebook (write the submission "
+                               "column of grades.csv, or with a roster its student column)")
         if r.test not in tests_of[r.student]:
             example = min((t for t in tests_of[r.student] if "." in t), default="<part>.<test>")
             raise RequestError(f"{where}: {r.student} has no test or part {r.test!r}; write a test id as "

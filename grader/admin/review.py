@@ -153,7 +153,7 @@ class Review:
     def requests(self, records: list[SubmissionResult]) -> tuple[dict[str, list], str]:
         """student -> the standing of each of their regrade requests, and the file's problem if any."""
         try:
-            found = regrade_requests.read(self.requests_path)
+            found = regrade_requests.of_folder(self.out, self.requests_path)
             regrade_requests.check(found, {r.submission: {t.name for t in r.tests} | {t.component for t in r.tests}
                                            for r in records}, path=self.requests_path)
         except regrade_requests.RequestError as error:

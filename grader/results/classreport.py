@@ -140,7 +140,7 @@ def _apply_comments_and_requests(out_dir: Path, records: list[SubmissionResult],
     comments = linecomments.read(linecomments.default_path(out_dir))
     elsewhere = elsewhere or {}
     linecomments.check(comments, {r.submission for r in records} | set(elsewhere), path=linecomments.default_path(out_dir))
-    requests = regrade_requests.read(regrade_requests.default_path(out_dir))
+    requests = regrade_requests.of_folder(out_dir)
     regrade_requests.check(requests, {**elsewhere, **{r.submission: {t.name for t in r.tests} | {t.component for t in r.tests}
                                                       for r in records}}, path=regrade_requests.default_path(out_dir))
     graded = {r.submission for r in records}

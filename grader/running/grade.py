@@ -113,12 +113,13 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
 
         records = _with_rubric_maxima(load_records(out)[0] if out.is_dir() else [], lesson)
         decisions.check(decisions.read(overrides_path), records, path=overrides_path, submissions={s.name for s in subs})
-        _check_requests_and_comments(out, records, subs, lesson)
     except (decisions.OverrideError, OSError) as exc:
         print(f"grade: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
         _take_roster(out, roster)
+        # After the roster is taken: a request may name a student by their roster identity.
+        _check_requests_and_comments(out, records, subs, lesson)
     except (ValueError, OSError) as exc:
         print(f"grade: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -237,7 +238,7 @@ def _check_requests_and_comments(out: Path, records, subs, lesson) -> None:
     every = set(lesson.test_ids) | set(lesson.components)
     tests_of = {**{s.name: every for s in subs}, **graded}
     path = regrade_requests.default_path(out)
-    regrade_requests.check(regrade_requests.read(path), tests_of, path=path)
+    regrade_requests.check(regrade_requests.of_folder(out), tests_of, path=path)
     path = linecomments.default_path(out)
     linecomments.check(linecomments.read(path), set(tests_of), path=path)
 

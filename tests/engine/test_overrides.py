@@ -262,3 +262,16 @@ def test_a_request_on_any_rubric_test_of_a_submission_not_graded_yet_passes_the_
 
     run._check_requests_and_comments(out, [], intake.discover(subs), LESSON)  # raises on any row it refuses
     assert set(LESSON.test_ids) == {t.name for t in _result("x").tests} | {"activations.reference"}
+
+
+def test_a_request_may_name_the_student_by_their_roster_identity(out, tmp_path, monkeypatch):
+    (out / "roster.csv").write_text("identifier,submission,name\ns1008,bob,Bob\ns1009,alice,Alice\n")
+    (out / "regrade_requests.csv").write_text("student,test,reason,time\ns1008,classifier.shape,why,2026-12-01T10:00:00Z\n")
+    classreport.write_class(out, lesson=LESSON)
+    assert "Your regrade requests" in (out / "bob" / "feedback.md").read_text()
+    subs = tmp_path / "subs"
+    for name in ("alice", "bob"):
+        (subs / name).mkdir(parents=True)
+    (out / "regrade_requests.csv").write_text("student,test,reason,time\ns1010,classifier.shape,why,2026-12-01T10:00:00Z\n")
+    monkeypatch.setattr(run, "Zygote", lambda *a, **k: pytest.fail("nothing may be graded"))
+    assert run.main(submissions=subs, out=out, lesson=LESSON) == 2

@@ -252,12 +252,38 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--summary", default=None, help="append the Markdown report here ($GITHUB_STEP_SUMMARY)")
     parser.add_argument("--output", default=None, help="append `result=<base64>` here ($GITHUB_OUTPUT)")
     parser.add_argument("--points", default=str(HERE / "points.json"), help="points per part (from the release)")
+    # `make test` asks these: whether the work is in the notebook, and then its visible tests alone (exit 1 on a failure).
+    parser.add_argument("--notebook-route", action="store_true",
+                        help="exit 0 when the .py files are the released stubs and the notebook holds your code")
+    parser.add_argument("--tests-only", action="store_true", help="only the visible tests, exit 1 when one fails")
+    parser.add_argument("--part", default="", help="with --tests-only: one part's tests")
     return parser
+
+
+def tests_report(tests: dict[str, dict]) -> str:
+    """The visible tests as `make test` shows them: one line a test, then each failure's message."""
+    lines = [f"{'passed' if t['passed'] else 'FAILED'}  {nodeid}" for nodeid, t in tests.items()]
+    for nodeid, t in tests.items():
+        if not t["passed"]:
+            lines += ["", f"___ {nodeid} ___", (t["message"] or "failed").strip()]
+    passed = sum(t["passed"] for t in tests.values())
+    return "\n".join(lines + ["", f"{passed} passed, {len(tests) - passed} failed"]) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     folder = Path(args.folder).resolve()
+    if args.notebook_route:
+        return 0 if notebook_submission(folder) else 1
+    if args.tests_only:
+        notebook = notebook_submission(folder)
+        if notebook:
+            print(f"Your .py files are still the released stubs and {notebook.name} has your code: the visible tests "
+                  "run on the notebook's code, as its test cells run them (the grader grades the notebook too).")
+        tests = run_notebook_tests(notebook) if notebook else run_visible_tests(folder)
+        tests = {k: v for k, v in tests.items() if not args.part or v["part"] == args.part}
+        print(tests_report(tests), end="")
+        return 0 if all(t["passed"] for t in tests.values()) else 1
     points = load_points(Path(args.points))
     started = time.monotonic()
     notebook = notebook_submission(folder)

@@ -136,6 +136,13 @@ def test_student_workflow_on_a_notebook_submission(released, tmp_path):
     assert len(block) > 1, "one entry per visible test, as for .py files"
     assert all("not implemented yet" in t["message"] for t in block)
     assert "Task 7" in block[0]["message"]
+    # `make test` runs the same tests on the notebook's code, not on the stubs it does not use.
+    make = ["make", f"PYTHON={sys.executable}", "WARM=0"]
+    done = subprocess.run(make + ["test", "PART=positional"], cwd=folder, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "day13.ipynb has your code" in done.stdout, done.stdout + done.stderr
+    assert " failed" in done.stdout and "0 failed" in done.stdout and "not implemented" not in done.stdout
+    done = subprocess.run(make + ["test", "PART=block"], cwd=folder, capture_output=True, text=True, timeout=600)
+    assert done.returncode != 0 and "Task 7" in done.stdout and "FAILED  " in done.stdout, done.stdout
 
 
 # --------------------------------------------------------------------------- the instructor's grade step, run here

@@ -24,6 +24,7 @@ class Adapter(calls.Adapter):
 
     bindings = BINDINGS["params"]
     attr_paths = {name: tuple(paths) for name, paths in BINDINGS["attributes"].items()}
+    free_dtypes = {name: tuple(rule["free_dtype"]) for name, rule in BINDINGS.get("outputs", {}).items()}
 
     # -- self_attention.py -------------------------------------------------------------
     def sdpa(self, Q, K, V, mask=None, *, grad_out=None) -> calls.Result:

@@ -127,6 +127,19 @@ FREEDOMS: tuple[Freedom, ...] = (
               "    return t.view(B, T, h, D // h).transpose(1, 2)  # (B, h, T, d_k)\n"),
              (MH, "from self_attention import scaled_dot_product_attention\n", "from self_attention import *  # noqa: F403\n"),
              (MH, MH_SPLIT, "        q, k, v = [split_heads(t, self.h) for t in (q, k, v)]  # (B, h, T, d_k)\n")), helpers_in=(SA,)),
+    # A held-out MultiHeadAttention subclassed the student's own SelfAttention: graded full marks hidden (the grader
+    # lends a real class), but the visible stand-in module held no class, so every visible multi-head test failed
+    # at import.
+    Freedom("mh.subclasses_self_attention", "multihead",
+            "Your files may import each other: MultiHeadAttention may subclass your SelfAttention, using only the "
+            "contract's interface of it",
+            ((MH, "from self_attention import scaled_dot_product_attention\n",
+              "from self_attention import SelfAttention, scaled_dot_product_attention\n"),
+             (MH, "class MultiHeadAttention(nn.Module):\n", "class MultiHeadAttention(SelfAttention):\n"),
+             (MH, "    def __init__(self, d_model, n_heads):\n        super().__init__()\n",
+              "    def __init__(self, d_model, n_heads):\n"
+              "        super().__init__(d_model, d_model // n_heads)  # SelfAttention(d_model, d_k) sets d_k\n"
+              "        del self.W_q, self.W_k, self.W_v  # qkv holds every head's projections instead\n"))),
     # ------------------------------------------------------------------ positional.py
     Freedom("pe.numpy_table", "positional",
             "the imports allow numpy: the table may be computed in numpy (float64) and returned as float32",

@@ -145,17 +145,20 @@ class Catalogue:
         for bug in candidates:
             mutant = self._adapter(bug.id)
             answers = [mutant.call(c.header, c.arrays) for c in calls]
-            if not all(results_match(c.result, answer, self.match) for c, answer in zip(calls, answers)):
+            if not all(results_match(c.result, answer, self.match, free_dtypes=_free(c))
+                       for c, answer in zip(calls, answers)):
                 continue
             # A mistake that leaves every one of these calls exactly as the reference answers it (a Pre-LN bug on
             # the Post-LN test) cannot be why they failed. A student just past the test's tolerance is within
             # `match` of the reference, and so of such a mutant too: the hint would name a mistake they did not make.
-            if reference is not None and all(results_match(reference.call(c.header, c.arrays), answer, EXACT)
+            if reference is not None and all(results_match(reference.call(c.header, c.arrays), answer, EXACT,
+                                                           free_dtypes=_free(c))
                                              for c, answer in zip(calls, answers)):
                 continue
             if bug.id not in agrees:  # only for a bug whose numbers are this test's: most failures match none
-                agrees[bug.id] = not any(_numbers_differ(c.result, mutant.call(c.header, c.arrays), self.match)
-                                         for c in passed if _numeric(c))
+                agrees[bug.id] = not any(
+                    _numbers_differ(c.result, mutant.call(c.header, c.arrays), self.match, _free(c))
+                    for c in passed if _numeric(c))
             if agrees[bug.id]:
                 return bug.id
         return None
@@ -173,23 +176,29 @@ def _numeric(call) -> bool:
             and call.header.get("op") in ("function", "module"))
 
 
-def _numbers_differ(a, b, t: Tol) -> bool:
+def _free(call) -> tuple[int, ...]:
+    """The outputs of a recorded call whose dtype its contract leaves to the submission (calls.Adapter.free_dtypes)."""
+    return tuple(call.header.get("free_dtypes") or ()) if isinstance(call.header, dict) else ()
+
+
+def _numbers_differ(a, b, t: Tol, free_dtypes=()) -> bool:
     """Both answers are numbers, and they differ: what rules a mistake out. An answer replayed without its outputs
     (a call the replay could not make as the grading did) proves nothing either way."""
     if b.error or len(b.outputs) != len(a.outputs) or not b.outputs:
         return False
-    return not results_match(a, b, t)
+    return not results_match(a, b, t, free_dtypes=free_dtypes)
 
 
-def results_match(a, b, t: Tol) -> bool:
-    """Two answers to the same call agree (same error, or outputs and gradients within `t`)."""
+def results_match(a, b, t: Tol, *, free_dtypes=()) -> bool:
+    """Two answers to the same call agree (same error, or outputs and gradients within `t`). The outputs listed in
+    `free_dtypes` agree by their values whatever their dtypes: the contract lets the submission choose."""
     ea, eb = a.error, b.error
     if ea or eb:  # the same bug raises the same error; a different message is a different bug
         return bool(ea and eb) and all(ea.get(k) == eb.get(k) for k in ("type", "stage", "message"))
     if len(a.outputs) != len(b.outputs) or a.inspect != b.inspect:
         return False
     for i, (da, db) in enumerate(zip(a.outputs, b.outputs)):
-        if da.get("kind") != db.get("kind") or da.get("dtype") != db.get("dtype"):
+        if da.get("kind") != db.get("kind") or (da.get("dtype") != db.get("dtype") and i not in free_dtypes):
             return False  # a float64 answer where the mutant gives float32 is another bug, whatever its values
         if da.get("kind") == "tensor" and not _close(a.array(i), b.array(i), t):
             return False

@@ -336,6 +336,11 @@ class Adapter:
     param_paths: ClassVar[dict[str, tuple[str, ...]]] = {}
     # Attribute name in the hidden tests -> the paths the contract allows, most usual first.
     attr_paths: ClassVar[dict[str, tuple[str, ...]]] = {}
+    # "<module>.<function or class>" -> the outputs (by index) whose dtype the contract leaves to the submission
+    # (0/1 entries as bool, integers or floats). Each such call carries them as "free_dtypes", so that a catalogued
+    # mistake is recognised in those outputs by their values (grader/judging/mutants.py); in every other output a
+    # dtype that differs is a mistake of its own.
+    free_dtypes: ClassVar[dict[str, tuple[int, ...]]] = {}
 
     transport: object
     cache: dict | None = None  # call key -> Result (the reference shares one across a batch)
@@ -350,6 +355,9 @@ class Adapter:
 
     # -- plumbing ---------------------------------------------------------------------
     def call(self, header: dict, arrays: dict, request: str = "") -> Result:
+        free = self.free_dtypes.get(f"{header.get('module')}.{header.get('name') or header.get('cls')}")
+        if free:
+            header = {**header, "free_dtypes": list(free)}
         arrays = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
         if self.batch:  # sent later: the caller may change its arrays meanwhile
             arrays = {k: v.copy() for k, v in arrays.items()}

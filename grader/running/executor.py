@@ -42,6 +42,10 @@ it runs (the answer repeats the list): the grader asks a call again that way whe
 marked "inside" such a name, i.e. raised while that function of the student's ran, so that a crash
 in a function costs only that function's tests (grader/judging/score.py, OverStandIns).
 
+A header's "free_dtypes" lists the outputs whose dtype the lesson's contract leaves to the submission
+(grader/running/calls.py, Adapter.free_dtypes): the executor ignores it; the answer is judged with it
+(grader/judging/mutants.py).
+
 The result header always holds "error" (None or {"type", "message", "traceback", "stage"}); a library
 call the lesson forbids, switched off in the child (grader/running/forbidden.py), shows there as an error
 naming it. Outputs are listed in

@@ -102,8 +102,9 @@ def same(stored: dict, seen: dict) -> bool:
         if math.isnan(a) or math.isnan(b):
             if not (math.isnan(a) and math.isnan(b)):
                 return False
-        elif a != b and not abs(a - b) <= MATCH_ATOL * scale + MATCH_RTOL * abs(a):
-            return False
+        elif a != b and not (math.isfinite(a) and math.isfinite(b)
+                             and abs(a - b) <= MATCH_ATOL * scale + MATCH_RTOL * abs(a)):
+            return False  # an infinity matches only itself: its relative tolerance would take any number
     return True
 
 

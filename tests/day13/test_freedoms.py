@@ -192,3 +192,15 @@ def test_a_feed_forward_class_of_ones_own_costs_the_structure_test_hidden_and_vi
     assert "FeedForward" in failed["block.attributes"]
     visible = visible_parts(folder, tmp_path / "visible", assignment=DAY13.assignment, parts=DAY13.modules)
     assert {p for p, (ok, _) in visible.items() if not ok} == {"block"}
+
+
+def test_every_output_whose_dtype_is_free_is_free_in_the_contracts_words():
+    """bindings.toml [outputs] frees an output's dtype only where CONTRACT.md does, in its words: every other dtype
+    that differs from a catalogued mistake's is a mistake of its own (float64 where float32 is due)."""
+    contract = " ".join(DAY13.contract.read_text(encoding="utf-8").replace("`", "").split())
+    assert BINDINGS["outputs"], "no output's dtype is free: the contract frees causal_mask's"
+    for name, rule in BINDINGS["outputs"].items():
+        module, function = name.split(".")
+        assert function in DAY13.graded_names.get(module, ()), name
+        assert rule["free_dtype"] and rule["contract"] in contract, (name, rule)
+    assert Adapter.free_dtypes == {name: tuple(rule["free_dtype"]) for name, rule in BINDINGS["outputs"].items()}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import xml.etree.ElementTree as ET
 from functools import lru_cache
 from pathlib import Path
 
@@ -269,6 +270,32 @@ def test_a_mask_of_ones_where_blocked_is_told_so_not_that_it_is_additive(tmp_pat
     result = killrate.grade(sub, "triu_blocked", lesson=DAY13)
     failed = {t.name: t.hint_id for t in result.tests if t.status != "passed"}
     assert failed == {"self_attention.causal_mask": "sa.causal_blocked_ones"}, failed
+
+
+# The contract lets causal_mask return bool or integer 0/1 (bindings.toml [outputs]); the catalogue's mutants return
+# floats. A held-out student's `idx[:, None] > idx[None, :]` (bool, diagonal blocked) lost its 3 points with no cause
+# named, hidden or visible: the mutant lookup refused any answer of another dtype.
+@pytest.mark.parametrize(("body", "mistake"), [
+    ("    idx = torch.arange(T, device=device)\n    return idx[:, None] > idx[None, :]", "sa.causal_no_diagonal"),
+    ("    return torch.tril(torch.ones(T, T, dtype=torch.int64, device=device), diagonal=-1)", "sa.causal_no_diagonal"),
+    ("    return torch.ones(T, T, dtype=torch.bool, device=device).triu()", "sa.causal_triu"),
+    ("    return torch.ones(T, T, dtype=torch.bool, device=device).triu(1)", "sa.causal_blocked_ones"),
+], ids=["bool_strict_comparison", "int64_no_diagonal", "bool_triu", "bool_blocked_ones"])
+def test_a_causal_mistake_is_named_whatever_dtype_the_mask_has_hidden_and_visible(tmp_path, body, mistake):
+    sub = _copy_reference(tmp_path)
+    text = (sub / "self_attention.py").read_text()
+    tril = "    return torch.tril(torch.ones(T, T, device=device))"
+    assert text.count(tril) == 1
+    (sub / "self_attention.py").write_text(text.replace(tril, body))
+    result = killrate.grade(sub, mistake, lesson=DAY13)
+    failed = {t.name: t.hint_id for t in result.tests if t.status != "passed"}
+    assert failed == {"self_attention.causal_mask": mistake}, failed
+    visible = visible_parts(sub, tmp_path / "visible", assignment=DAY13.assignment, parts=tuple(CODE))
+    assert {part for part, (passed, _) in visible.items() if not passed} == {"self_attention"}, visible
+    said = "\n".join(f"{failure.get('message', '')}\n{failure.text or ''}" for failure
+                     in ET.parse(tmp_path / "visible" / "report.xml").getroot().iter("failure"))
+    assert "Likely misconception" in said and DAY13.rubric()["hints"][mistake]["text"] in said, said
+    assert "built-in method" not in said and "+  where" not in said, said  # pytest's own workings are not for students
 
 
 def test_dropout_left_on_in_eval_is_told_it_is_random_not_that_tokens_lose_their_order(tmp_path):

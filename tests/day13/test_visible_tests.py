@@ -592,3 +592,26 @@ def test_a_block_that_changes_its_input_in_place_fails_only_where_the_graders_fa
     failed = {test_id: message for test_id, (outcome, message) in results.items() if outcome != "passed"}
     assert list(failed) == ["tests.test_block::test_s10_skip_connection_passes_the_gradient"], output
     assert "Write x = x + ... instead" in next(iter(failed.values()))
+
+
+def test_a_multihead_built_of_self_attention_heads_is_told_the_contracts_layout(tmp_path):
+    """The multi-head tests lend multihead.py a SelfAttention class, as the graders do (a held-out MultiHeadAttention
+    that subclassed its own SelfAttention could not import when the visible stand-in held none: its subclassing is
+    a freedom, grader/day13/freedoms.py). Heads made of SelfAttention modules are outside the contract's layout,
+    hidden and visible: the visible failure names that layout, not a class of the tests' own."""
+    sources = from_dir(REFERENCE)
+    init, forward = ("        self.out = nn.Linear(d_model, d_model)  # W_O\n",
+                     "        ctx, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, h, T, d_k)\n")
+    text = sources["multihead.py"]
+    assert text.count(init) == 1 and text.count(forward) == 1, "the reference changed: update this edit"
+    sources["multihead.py"] = (
+        text.replace("from self_attention import scaled_dot_product_attention\n",
+                     "import torch\n\nfrom self_attention import SelfAttention, scaled_dot_product_attention\n")
+        .replace(init, init + "        self.heads = nn.ModuleList(SelfAttention(d_model, self.d_k) for _ in range(n_heads))\n")
+        .replace(forward, "        ctx = torch.stack([head(x, mask)[0] for head in self.heads], dim=1)  # (B, h, T, d_k)\n"))
+    code, results, output = run_visible(student_folder(tmp_path, sources), "-m", "multihead")
+    failed = {test_id: message for test_id, (outcome, message) in results.items() if outcome != "passed"}
+    assert code == 1 and failed, output
+    assert not any("does not import" in m for m in failed.values()), output
+    assert any("qkv(x).chunk(3, dim=-1)" in m for m in failed.values()), output
+    assert not any("_StandIn" in m or "NotInTheStandIn" in m for m in failed.values()), output

@@ -227,3 +227,17 @@ def test_a_mistake_is_ruled_out_by_a_test_the_student_failed_that_it_passes():
     evidence.finish("test_worked", passed=False)
     evidence.start("test_counts")
     assert evidence.refuted("first_seen")
+
+
+def test_an_infinite_stored_value_matches_only_the_same_infinity():
+    """A mistake whose answer holds -inf (an additive 0/-inf table) matched any finite number there: the relative
+    term of the matching tolerance, times |-inf|, was infinite. A held-out student's 0/1 answer was told it might be
+    that mistake as well as its own."""
+    from grader.student.checks import fingerprint, same
+
+    stored = {"shape": [3], "values": [0.0, "-inf", 1.0]}
+    assert same(stored, fingerprint([0.0, float("-inf"), 1.0]))
+    assert not same(stored, fingerprint([0.0, 1.0, 1.0]))
+    assert not same(stored, fingerprint([0.0, float("inf"), 1.0]))
+    assert not same({"shape": [2], "values": [0.0, 1.0]}, fingerprint([0.0, float("-inf")]))
+    assert same({"shape": [2], "values": [0.0, 1.0]}, fingerprint([0.0, 1.0 + 1e-9]))

@@ -184,6 +184,22 @@ def _stand_in_attention(Q, K, V, mask=None):
     return _KnownAttention.apply(Q, K, V, record, index)
 
 
+class _StandInSelfAttention(torch.nn.Module):
+    """SelfAttention of the contract, as the graders lend it to a multihead.py that imports it (say, to subclass it):
+    W_q, W_k, W_v and d_k as the contract gives them. Its forward runs the stand-in attention, so it knows only the
+    heads of qkv(x) that the multi-head tests expect."""
+
+    def __init__(self, d_model, d_k):
+        super().__init__()
+        self.W_q = torch.nn.Linear(d_model, d_k, bias=False)
+        self.W_k = torch.nn.Linear(d_model, d_k, bias=False)
+        self.W_v = torch.nn.Linear(d_model, d_k, bias=False)
+        self.d_k = d_k
+
+    def forward(self, x, mask=None):
+        return _stand_in_attention(self.W_q(x), self.W_k(x), self.W_v(x), mask)
+
+
 class _NotInTheStandIn:
     def __init__(self, name):
         self.name = name
@@ -194,6 +210,8 @@ class _NotInTheStandIn:
 
 
 def _stand_in(name):
+    """The stand-in module `name`. It has every name of the contract's file, so a file that imports or subclasses
+    any of them imports here as it does for the graders; causal_mask (Task 2's answer) only says it is not there."""
     module = types.ModuleType(name)
     module.__doc__ = f"the visible tests' stand-in for {name}.py"
     if name == "multihead":
@@ -201,7 +219,7 @@ def _stand_in(name):
     else:
         module.scaled_dot_product_attention = _stand_in_attention
         module.causal_mask = _NotInTheStandIn("causal_mask")
-        module.SelfAttention = _NotInTheStandIn("SelfAttention")
+        module.SelfAttention = _StandInSelfAttention
     return module
 
 

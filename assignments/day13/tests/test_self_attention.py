@@ -122,14 +122,14 @@ def test_shapes_rows_and_batch_dims(self_attention, check):
 
 def test_causal_mask_shape_and_values(self_attention, check):
     """§6: causal_mask(T) is (T, T), 1 on and below the diagonal, 0 above (bool or 0/1 numbers)."""
-    for T in (1, 4, 6):
+    # The largest first: at T=1 several known mistakes give the same [[0]], at T=6 each its own numbers.
+    for T in (6, 4, 1):
         mask = check.tensor(self_attention.causal_mask(T), f"causal_mask({T})")
         check.shape(mask, (T, T), f"§6: causal_mask({T})")
-        allowed = mask != 0
-        expected = torch.tril(torch.ones(T, T)).bool()
-        assert torch.equal(allowed, expected), (
-            f"§6: causal_mask({T}) should allow (non-zero) exactly the entries on and below the diagonal; "
-            f"got\n{mask}\nHint: token t may look at tokens 0..t, so row t has t+1 allowed entries.")
+        # Compared by value, so True and 1 (or 1.0) are the same entry, as the graders compare it.
+        check.close(mask, torch.tril(torch.ones(T, T)),
+                    f"§6: causal_mask({T}) should be 1 (or True) on and below the diagonal and 0 above: token t may "
+                    f"look at tokens 0..t, so row t has t+1 allowed entries", atol=0.0)
 
 
 def _projection(attn, name):

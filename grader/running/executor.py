@@ -415,6 +415,11 @@ def to_numpy(value) -> np.ndarray:
     """A plain numpy copy of a tensor, whatever subclass or dtype it came as."""
     with torch._C.DisableTorchFunctionSubclass():
         t = torch.Tensor.detach(value)
+        if torch._C._dispatch_keys(t).has(torch._C.DispatchKey.Python):
+            # A subclass with __torch_dispatch__ answers every operation below itself (a conversion could turn
+            # what it holds into whatever its metadata claims): only a tensor torch itself holds is read.
+            raise TypeError("a returned tensor is a subclass that answers torch's operations itself "
+                            "(__torch_dispatch__): return a plain torch.Tensor")
         t = torch.Tensor.cpu(t)
         dtype = own(t, "dtype")
         if dtype in (torch.float16, torch.bfloat16):
@@ -429,11 +434,20 @@ def to_numpy(value) -> np.ndarray:
         return np.array(torch.Tensor.numpy(t), copy=True)
 
 
+def sent_dtype(value, array: np.ndarray) -> str:
+    """The dtype an output is judged by: the tensor's own (a float16 answer is sent widened to float32) when its
+    array is what that dtype is sent as, else the array's. The array is the data that was read: a wrapper subclass
+    whose metadata claims float32 answers detach() (its __torch_dispatch__, which DisableTorchFunctionSubclass
+    does not turn off) with the float64 tensor it holds, and float64 is what is judged."""
+    claimed = str(own(value, "dtype")).replace("torch.", "")
+    return claimed if protocol.SENT_AS.get(claimed) == array.dtype.name else array.dtype.name
+
+
 def _describe(value, name: str, arrays: dict) -> dict:
     if isinstance(value, torch.Tensor):
-        arrays[name] = to_numpy(value)
-        return {"kind": "tensor", "array": name, "dtype": str(own(value, "dtype")).replace("torch.", ""),
-                "shape": list(arrays[name].shape), "requires_grad": bool(own(value, "requires_grad"))}
+        array = arrays[name] = to_numpy(value)
+        return {"kind": "tensor", "array": name, "dtype": sent_dtype(value, array),
+                "shape": list(array.shape), "requires_grad": bool(own(value, "requires_grad"))}
     if value is None:
         return {"kind": "none"}
     if isinstance(value, (bool, int, float)):

@@ -473,6 +473,12 @@ def reply_problem(header: dict, arrays: dict) -> str | None:
         if kind == "tensor":
             if not names_array(desc.get("array")) or not isinstance(desc.get("dtype", ""), str):
                 return f"output {i} names no array that came with the answer"
+            # What the scorer judges (a dtype, a shape) must be what the bytes are, not what the child says.
+            array = arrays[desc["array"]]
+            if "dtype" in desc and protocol.SENT_AS.get(desc["dtype"]) != array.dtype.name:
+                return f"output {i} is said to be {str(desc['dtype'])[:20]} but its array holds {array.dtype.name}"
+            if "shape" in desc and desc["shape"] != list(array.shape):
+                return f"output {i} is said to have shape {str(desc['shape'])[:40]} but its array has {list(array.shape)}"
         elif kind == "value":
             if not isinstance(desc.get("type"), str) or not isinstance(desc.get("value"), (bool, int, float, str)):
                 return f"output {i} is not a plain value"

@@ -576,3 +576,88 @@ def test_a_compiled_forward_can_call_a_lent_stand_in():
 
     x = torch.randn(3, 4)
     assert torch.allclose(forward(x), torch.softmax(x * 2, dim=-1))
+
+
+# A wrapper subclass whose metadata claims float32 over the float64 tensor it holds: __torch_dispatch__ answers
+# every aten call (detach among them) with the float64 tensor, and DisableTorchFunctionSubclass does not stop it.
+CLAIMS_FLOAT32 = '''
+import torch
+import torch.utils._pytree as pytree
+
+class Claims32(torch.Tensor):
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @staticmethod
+    def __new__(cls, inner):
+        t = torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=torch.float32, device=inner.device)
+        t.inner = inner
+        return t
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        unwrap = lambda a: a.inner if isinstance(a, Claims32) else a
+        return func(*pytree.tree_map(unwrap, args), **pytree.tree_map(unwrap, kwargs or {}))
+
+def softmax(x, dim=-1):
+    return Claims32(torch.softmax(x.double(), dim))
+'''
+
+
+def test_a_dispatch_wrapper_cannot_tell_the_grader_another_dtype_than_the_data_it_sends(tmp_path):
+    h, a = call_softmax(loader_of(sub(tmp_path, activations=CLAIMS_FLOAT32)), seeded(0, 2, 3))
+    assert h["error"] is None, h["error"]
+    assert a["out0"].dtype == np.float64 and h["outputs"][0]["dtype"] == "float64"
+    assert h["outputs"][0]["shape"] == [2, 3]
+
+
+def test_a_dispatch_wrapper_that_stays_a_wrapper_when_detached_is_refused_as_ungradable(tmp_path):
+    # Its detach() gives a wrapper claiming float16 over the float64 tensor, which a conversion to float32
+    # would then turn into a real float32 array: the grader reads no tensor whose operations the code answers.
+    text = CLAIMS_FLOAT32.replace("dtype=torch.float32", "dtype=torch.float16").replace(
+        "        return func(", "        if func is torch.ops.aten.detach.default:\n"
+                                "            return Claims32(args[0].inner)\n"
+                                "        return func(")
+    h, a = call_softmax(loader_of(sub(tmp_path, activations=text)), seeded(0, 2, 3))
+    assert h["error"]["stage"] == "output" and "return a plain torch.Tensor" in h["error"]["message"] and a == {}
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.ones(2, 3),
+    lambda: torch.ones(2, 3, dtype=torch.float64),
+    lambda: torch.ones(2, 3, dtype=torch.float16),  # sent as float32, judged as what it was
+    lambda: torch.ones(2, 3, dtype=torch.bfloat16),
+    lambda: torch.ones(2, 3, dtype=torch.int32),  # sent as int64
+    lambda: torch.ones(2, 3, dtype=torch.bool),
+    lambda: torch.nn.Parameter(torch.ones(2, 3)),
+    lambda: torch.ones(2, 3, requires_grad=True) * 2,
+    lambda: torch.ones(4, 6, dtype=torch.float64)[::2, 1::2],  # a strided view
+    lambda: torch.ones(3, 2).t(),
+])
+def test_every_honest_tensor_is_described_by_its_own_dtype_and_shape(make):
+    from grader.running import executor
+
+    value = make()
+    arrays: dict = {}
+    described = executor._describe(value, "out", arrays)
+    assert described["dtype"] == str(value.dtype).replace("torch.", "")
+    assert described["shape"] == list(value.shape) == list(arrays["out"].shape)
+    assert described["requires_grad"] == value.requires_grad
+
+
+def test_the_grader_refuses_an_answer_whose_dtype_or_shape_is_not_that_of_its_array():
+    from grader.sandbox.transport import reply_problem
+
+    def answer(dtype, array, shape=None):
+        return reply_problem({"error": None, "outputs": [{"kind": "tensor", "array": "out0", "dtype": dtype,
+                                                          "shape": list(array.shape) if shape is None else shape,
+                                                          "requires_grad": False}]}, {"out0": array})
+
+    f32, f64 = np.zeros((2, 3), np.float32), np.zeros((2, 3), np.float64)
+    assert answer("float32", f32) is None and answer("float64", f64) is None
+    assert answer("float16", f32) is None and answer("bfloat16", f32) is None  # widened for the wire
+    assert answer("int32", np.zeros(2, np.int64)) is None and answer("bool", np.zeros(2, bool)) is None
+    assert "said to be float32 but its array holds float64" in answer("float32", f64)
+    assert "said to be float16 but its array holds float64" in answer("float16", f64)
+    assert "shape" in answer("float32", f32, shape=[3, 2])
+    assert answer("complex64", f32) is not None
+

@@ -495,8 +495,9 @@ def reply_problem(header: dict, arrays: dict) -> str | None:
     if not isinstance(inspect, dict) or not all(isinstance(inspect.get(k, {}), dict)
                                                 for k in ("parameters", "trainable", "buffers", "attrs")):
         return "'inspect' is not an inspection record"
-    if not isinstance(header.get("retry_without_meta", False), bool):
-        return "'retry_without_meta' is not a flag"
+    for key in ("retry_without_meta", "inspected_differently"):
+        if not isinstance(header.get(key, False), bool):
+            return f"{key!r} is not a flag"
     # Structured answers (a "call" or a "session"): value trees, read back only after this check.
     if "value" in header and (problem := protocol.value_problem(header["value"], arrays)):
         return f"'value' is not a value tree: {problem}"

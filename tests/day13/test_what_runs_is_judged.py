@@ -67,3 +67,10 @@ def test_a_float64_table_wrapped_to_claim_float32_scores_as_the_plain_float64_ta
     assert plain["positional.dtype_shape"] == 0
     assert wrapped == plain
 
+
+def test_a_table_that_is_a_buffer_only_when_inspected_scores_as_the_parameter_and_is_flagged(tmp_path):
+    plain, plain_flags = _grade(tmp_path, "plain", PARAMETER)
+    lying, flags = _grade(tmp_path, "lying", PARAMETER_UNLESS_META)
+    assert plain["positional.buffer"] == 0
+    assert lying == plain
+    assert not plain_flags and any("behaves differently when inspected: PositionalEncoding" in f for f in flags)

@@ -661,3 +661,58 @@ def test_the_grader_refuses_an_answer_whose_dtype_or_shape_is_not_that_of_its_ar
     assert "shape" in answer("float32", f32, shape=[3, 2])
     assert answer("complex64", f32) is not None
 
+
+# The module that runs holds a trainable table; only a build on the meta device (an inspect's) holds a buffer.
+TELLS_META = '''
+import torch, torch.nn as nn
+
+class Table(nn.Module):
+    def __init__(self, d, n):
+        super().__init__()
+        table = torch.zeros(n, d)
+        if torch.empty(0).is_meta:
+            self.register_buffer("pe", table)
+        else:
+            self.pe = nn.Parameter(table)
+'''
+
+
+def test_an_inspect_is_answered_by_the_module_that_runs_not_by_a_build_that_can_tell_it_is_inspected(tmp_path):
+    folder = sub(tmp_path, layers=TELLS_META)
+    header = inspect_call("layers", "Table", [16, 50])
+    got, _ = execute(header, {}, loader=loader_of(folder, meta_inspect=True))
+    assert got["error"] is None, got["error"]
+    assert got["inspect"]["parameters"] == {"pe": [50, 16]} and got["inspect"]["buffers"] == {}
+    assert got["inspected_differently"] is True
+    # Built on CPU only (no meta build to compare with), the same record and nothing to say.
+    on_cpu, _ = execute(header, {}, loader=loader_of(folder))
+    assert on_cpu["inspect"] == got["inspect"] and "inspected_differently" not in on_cpu
+
+
+def test_a_module_that_raises_only_when_it_runs_is_inspected_as_raising(tmp_path):
+    folder = sub(tmp_path, layers='''
+        import torch, torch.nn as nn
+        class Table(nn.Module):
+            def __init__(self, d, n):
+                super().__init__()
+                if not torch.empty(0).is_meta:
+                    raise ValueError("d must be even")
+    ''')
+    got, _ = execute(inspect_call("layers", "Table", [16, 50]), {}, loader=loader_of(folder, meta_inspect=True))
+    assert got["error"]["type"] == "ValueError" and got["inspected_differently"] is True
+
+
+def test_honest_small_modules_are_checked_on_cpu_and_large_ones_keep_the_meta_build(tmp_path, monkeypatch):
+    from grader.running import executor as ex
+
+    built = []
+    real = ex._construct
+    monkeypatch.setattr(ex, "_construct", lambda h, l: built.append(h["cls"]) or real(h, l))
+    folder = sub(tmp_path, layers=LAYERS)
+    on_meta = loader_of(folder, meta_inspect=True)
+    for spec in INSPECTS:
+        got, _ = execute(inspect_call(*spec), {}, loader=on_meta)
+        assert "inspected_differently" not in got, spec
+    # Strict raises on meta (answered on CPU as before); Table is small: checked on CPU. The two wide ones
+    # (512 and 768 features) are what the meta build saves: their CPU build is the ~45 ms it exists to avoid.
+    assert built == ["Strict", "Table"]

@@ -419,6 +419,11 @@ def to_numpy(value) -> np.ndarray:
     """A plain numpy copy of a tensor, whatever subclass or dtype it came as."""
     with torch._C.DisableTorchFunctionSubclass():
         t = torch.Tensor.detach(value)
+        if torch._C._dispatch_keys(t).has(torch._C.DispatchKey.Python):
+            # A subclass with __torch_dispatch__ answers every operation below itself (a conversion could turn
+            # what it holds into whatever its metadata claims): only a tensor torch itself holds is read.
+            raise TypeError("a returned tensor is a subclass that answers torch's operations itself "
+                            "(__torch_dispatch__): return a plain torch.Tensor")
         t = torch.Tensor.cpu(t)
         dtype = own(t, "dtype")
         if dtype in (torch.float16, torch.bfloat16):
@@ -433,11 +438,20 @@ def to_numpy(value) -> np.ndarray:
         return np.array(torch.Tensor.numpy(t), copy=True)
 
 
+def sent_dtype(value, array: np.ndarray) -> str:
+    """The dtype an output is judged by: the tensor's own (a float16 answer is sent widened to float32) when its
+    array is what that dtype is sent as, else the array's. The array is the data that was read: a wrapper subclass
+    whose metadata claims float32 answers detach() (its __torch_dispatch__, which DisableTorchFunctionSubclass
+    does not turn off) with the float64 tensor it holds, and float64 is what is judged."""
+    claimed = str(own(value, "dtype")).replace("torch.", "")
+    return claimed if protocol.SENT_AS.get(claimed) == array.dtype.name else array.dtype.name
+
+
 def _describe(value, name: str, arrays: dict) -> dict:
     if isinstance(value, torch.Tensor):
-        arrays[name] = to_numpy(value)
-        return {"kind": "tensor", "array": name, "dtype": str(own(value, "dtype")).replace("torch.", ""),
-                "shape": list(arrays[name].shape), "requires_grad": bool(own(value, "requires_grad"))}
+        array = arrays[name] = to_numpy(value)
+        return {"kind": "tensor", "array": name, "dtype": sent_dtype(value, array),
+                "shape": list(array.shape), "requires_grad": bool(own(value, "requires_grad"))}
     if value is None:
         return {"kind": "none"}
     if isinstance(value, (bool, int, float)):
@@ -899,6 +913,7 @@ def _finish(header, result, wrt, tensors, loader, out_header, out_arrays):
 
 
 def _run_inspect(header, loader, out_header):
+    on_meta = None
     if loader.meta_inspect and not header.get("no_meta"):
         record = _inspect_on_meta(header, loader)
         if record is _TAINTED:
@@ -906,12 +921,22 @@ def _run_inspect(header, loader, out_header):
             # meanwhile): the transport answers this call again from a fresh child, on CPU.
             out_header["retry_without_meta"] = True
             return
-        if record is not None:
+        if record is not None and not _cheap_on_cpu(header, record):
             out_header["inspect"] = record
             return
-    obj = _construct(header, loader)
-    with _stage("inspect", loader):
-        out_header["inspect"] = _inspect_record(obj, header)
+        on_meta = record
+    try:
+        obj = _construct(header, loader)
+        with _stage("inspect", loader):
+            out_header["inspect"] = _inspect_record(obj, header)
+    except _Failed:
+        if on_meta is not None:  # built on meta, raised on CPU
+            out_header["inspected_differently"] = True
+        raise
+    if on_meta is not None and on_meta != out_header["inspect"]:
+        # Code can tell a meta build from a real one (torch.empty(0).is_meta) and build something else there:
+        # the record answered is the module that runs, and the grader flags the difference for the staff.
+        out_header["inspected_differently"] = True
 
 
 def _inspect_record(obj, header) -> dict:
@@ -931,7 +956,8 @@ def _inspect_record(obj, header) -> dict:
 # An inspect call reports shapes, types and plain attribute values only, never tensor values.
 # Built on CPU, a 512-wide layer of 8 heads and a 768x3072 feed-forward cost ~45 ms of kaiming
 # initialisation and ~30 MB of fresh pages per submission; on the meta device they cost nothing.
-# The meta answer is used only when it must equal the CPU one:
+# A small call is built on CPU as well and answered from that build (_cheap_on_cpu), so code that can tell
+# it is built on meta gains nothing there. The meta answer is used only when it must equal the CPU one:
 #   - no torch call raised during the build, even one the code caught (values are unknown on meta:
 #     .item(), bool(), numpy(), mixing with CPU tensors all raise), and the build and the record
 #     raised nothing; otherwise the call is answered exactly as before, on CPU;
@@ -1018,6 +1044,31 @@ def _inspect_on_meta(header, loader):
     if tainted:
         return _TAINTED
     return None if mode.raised else record
+
+
+# A meta build answers alone only where a CPU build costs what the meta device exists to save: elsewhere the
+# same call is built on CPU too, and the CPU build (the module that runs) answers. The grader writes the call's
+# arguments, so a call with no whole number above _CHECKED_WIDTH is built on CPU whatever its meta build holds
+# (a 256-wide block initialises in ~3 ms); so is one whose meta build holds at most _CHECKED_ELEMENTS numbers.
+_CHECKED_WIDTH = 256
+_CHECKED_ELEMENTS = 1 << 16
+
+
+def _cheap_on_cpu(header, record) -> bool:
+    def numbers(value):
+        if isinstance(value, int):
+            yield value
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                yield from numbers(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                yield from numbers(v)
+
+    if all(abs(n) <= _CHECKED_WIDTH for n in numbers([header.get("init", []), header.get("init_kwargs", {})])):
+        return True
+    shapes = [*record["parameters"].values(), *record["buffers"].values()]
+    return sum(math.prod(shape) for shape in shapes) <= _CHECKED_ELEMENTS
 
 
 class _NoImports:

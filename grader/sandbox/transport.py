@@ -473,6 +473,12 @@ def reply_problem(header: dict, arrays: dict) -> str | None:
         if kind == "tensor":
             if not names_array(desc.get("array")) or not isinstance(desc.get("dtype", ""), str):
                 return f"output {i} names no array that came with the answer"
+            # What the scorer judges (a dtype, a shape) must be what the bytes are, not what the child says.
+            array = arrays[desc["array"]]
+            if "dtype" in desc and protocol.SENT_AS.get(desc["dtype"]) != array.dtype.name:
+                return f"output {i} is said to be {str(desc['dtype'])[:20]} but its array holds {array.dtype.name}"
+            if "shape" in desc and desc["shape"] != list(array.shape):
+                return f"output {i} is said to have shape {str(desc['shape'])[:40]} but its array has {list(array.shape)}"
         elif kind == "value":
             if not isinstance(desc.get("type"), str) or not isinstance(desc.get("value"), (bool, int, float, str)):
                 return f"output {i} is not a plain value"
@@ -489,8 +495,9 @@ def reply_problem(header: dict, arrays: dict) -> str | None:
     if not isinstance(inspect, dict) or not all(isinstance(inspect.get(k, {}), dict)
                                                 for k in ("parameters", "trainable", "buffers", "attrs")):
         return "'inspect' is not an inspection record"
-    if not isinstance(header.get("retry_without_meta", False), bool):
-        return "'retry_without_meta' is not a flag"
+    for key in ("retry_without_meta", "inspected_differently"):
+        if not isinstance(header.get(key, False), bool):
+            return f"{key!r} is not a flag"
     # Structured answers (a "call" or a "session"): value trees, read back only after this check.
     if "value" in header and (problem := protocol.value_problem(header["value"], arrays)):
         return f"'value' is not a value tree: {problem}"

@@ -576,3 +576,143 @@ def test_a_compiled_forward_can_call_a_lent_stand_in():
 
     x = torch.randn(3, 4)
     assert torch.allclose(forward(x), torch.softmax(x * 2, dim=-1))
+
+
+# A wrapper subclass whose metadata claims float32 over the float64 tensor it holds: __torch_dispatch__ answers
+# every aten call (detach among them) with the float64 tensor, and DisableTorchFunctionSubclass does not stop it.
+CLAIMS_FLOAT32 = '''
+import torch
+import torch.utils._pytree as pytree
+
+class Claims32(torch.Tensor):
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    @staticmethod
+    def __new__(cls, inner):
+        t = torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=torch.float32, device=inner.device)
+        t.inner = inner
+        return t
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        unwrap = lambda a: a.inner if isinstance(a, Claims32) else a
+        return func(*pytree.tree_map(unwrap, args), **pytree.tree_map(unwrap, kwargs or {}))
+
+def softmax(x, dim=-1):
+    return Claims32(torch.softmax(x.double(), dim))
+'''
+
+
+def test_a_dispatch_wrapper_cannot_tell_the_grader_another_dtype_than_the_data_it_sends(tmp_path):
+    h, a = call_softmax(loader_of(sub(tmp_path, activations=CLAIMS_FLOAT32)), seeded(0, 2, 3))
+    assert h["error"] is None, h["error"]
+    assert a["out0"].dtype == np.float64 and h["outputs"][0]["dtype"] == "float64"
+    assert h["outputs"][0]["shape"] == [2, 3]
+
+
+def test_a_dispatch_wrapper_that_stays_a_wrapper_when_detached_is_refused_as_ungradable(tmp_path):
+    # Its detach() gives a wrapper claiming float16 over the float64 tensor, which a conversion to float32
+    # would then turn into a real float32 array: the grader reads no tensor whose operations the code answers.
+    text = CLAIMS_FLOAT32.replace("dtype=torch.float32", "dtype=torch.float16").replace(
+        "        return func(", "        if func is torch.ops.aten.detach.default:\n"
+                                "            return Claims32(args[0].inner)\n"
+                                "        return func(")
+    h, a = call_softmax(loader_of(sub(tmp_path, activations=text)), seeded(0, 2, 3))
+    assert h["error"]["stage"] == "output" and "return a plain torch.Tensor" in h["error"]["message"] and a == {}
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.ones(2, 3),
+    lambda: torch.ones(2, 3, dtype=torch.float64),
+    lambda: torch.ones(2, 3, dtype=torch.float16),  # sent as float32, judged as what it was
+    lambda: torch.ones(2, 3, dtype=torch.bfloat16),
+    lambda: torch.ones(2, 3, dtype=torch.int32),  # sent as int64
+    lambda: torch.ones(2, 3, dtype=torch.bool),
+    lambda: torch.nn.Parameter(torch.ones(2, 3)),
+    lambda: torch.ones(2, 3, requires_grad=True) * 2,
+    lambda: torch.ones(4, 6, dtype=torch.float64)[::2, 1::2],  # a strided view
+    lambda: torch.ones(3, 2).t(),
+])
+def test_every_honest_tensor_is_described_by_its_own_dtype_and_shape(make):
+    from grader.running import executor
+
+    value = make()
+    arrays: dict = {}
+    described = executor._describe(value, "out", arrays)
+    assert described["dtype"] == str(value.dtype).replace("torch.", "")
+    assert described["shape"] == list(value.shape) == list(arrays["out"].shape)
+    assert described["requires_grad"] == value.requires_grad
+
+
+def test_the_grader_refuses_an_answer_whose_dtype_or_shape_is_not_that_of_its_array():
+    from grader.sandbox.transport import reply_problem
+
+    def answer(dtype, array, shape=None):
+        return reply_problem({"error": None, "outputs": [{"kind": "tensor", "array": "out0", "dtype": dtype,
+                                                          "shape": list(array.shape) if shape is None else shape,
+                                                          "requires_grad": False}]}, {"out0": array})
+
+    f32, f64 = np.zeros((2, 3), np.float32), np.zeros((2, 3), np.float64)
+    assert answer("float32", f32) is None and answer("float64", f64) is None
+    assert answer("float16", f32) is None and answer("bfloat16", f32) is None  # widened for the wire
+    assert answer("int32", np.zeros(2, np.int64)) is None and answer("bool", np.zeros(2, bool)) is None
+    assert "said to be float32 but its array holds float64" in answer("float32", f64)
+    assert "said to be float16 but its array holds float64" in answer("float16", f64)
+    assert "shape" in answer("float32", f32, shape=[3, 2])
+    assert answer("complex64", f32) is not None
+
+
+# The module that runs holds a trainable table; only a build on the meta device (an inspect's) holds a buffer.
+TELLS_META = '''
+import torch, torch.nn as nn
+
+class Table(nn.Module):
+    def __init__(self, d, n):
+        super().__init__()
+        table = torch.zeros(n, d)
+        if torch.empty(0).is_meta:
+            self.register_buffer("pe", table)
+        else:
+            self.pe = nn.Parameter(table)
+'''
+
+
+def test_an_inspect_is_answered_by_the_module_that_runs_not_by_a_build_that_can_tell_it_is_inspected(tmp_path):
+    folder = sub(tmp_path, layers=TELLS_META)
+    header = inspect_call("layers", "Table", [16, 50])
+    got, _ = execute(header, {}, loader=loader_of(folder, meta_inspect=True))
+    assert got["error"] is None, got["error"]
+    assert got["inspect"]["parameters"] == {"pe": [50, 16]} and got["inspect"]["buffers"] == {}
+    assert got["inspected_differently"] is True
+    # Built on CPU only (no meta build to compare with), the same record and nothing to say.
+    on_cpu, _ = execute(header, {}, loader=loader_of(folder))
+    assert on_cpu["inspect"] == got["inspect"] and "inspected_differently" not in on_cpu
+
+
+def test_a_module_that_raises_only_when_it_runs_is_inspected_as_raising(tmp_path):
+    folder = sub(tmp_path, layers='''
+        import torch, torch.nn as nn
+        class Table(nn.Module):
+            def __init__(self, d, n):
+                super().__init__()
+                if not torch.empty(0).is_meta:
+                    raise ValueError("d must be even")
+    ''')
+    got, _ = execute(inspect_call("layers", "Table", [16, 50]), {}, loader=loader_of(folder, meta_inspect=True))
+    assert got["error"]["type"] == "ValueError" and got["inspected_differently"] is True
+
+
+def test_honest_small_modules_are_checked_on_cpu_and_large_ones_keep_the_meta_build(tmp_path, monkeypatch):
+    from grader.running import executor as ex
+
+    built = []
+    real = ex._construct
+    monkeypatch.setattr(ex, "_construct", lambda h, l: built.append(h["cls"]) or real(h, l))
+    folder = sub(tmp_path, layers=LAYERS)
+    on_meta = loader_of(folder, meta_inspect=True)
+    for spec in INSPECTS:
+        got, _ = execute(inspect_call(*spec), {}, loader=on_meta)
+        assert "inspected_differently" not in got, spec
+    # Strict raises on meta (answered on CPU as before); Table is small: checked on CPU. The two wide ones
+    # (512 and 768 features) are what the meta build saves: their CPU build is the ~45 ms it exists to avoid.
+    assert built == ["Strict", "Table"]

@@ -10,7 +10,7 @@ socket. In order:
 plus its own network namespace, taken at the fork (own_network). Each layer that took is recorded
 in `layers`, which the grader keeps with every result; without root the layers that need it are
 skipped. The grader's side of the same layers: the scratch copy belongs to the slot's uid
-(prepare_scratch) and sits on a size-limited tmpfs (mount_quota).
+(prepare_scratch) and sits on a tmpfs limited in bytes and in files and folders (mount_quota).
 """
 from __future__ import annotations
 
@@ -94,11 +94,12 @@ def prepare_scratch(path: Path, uid: int | None) -> None:
 
 
 def mount_quota(folder: Path, config: SandboxConfig) -> bool:
-    """Mount a size-limited tmpfs on `folder` (root only): scratch copies made inside it cannot fill the disk."""
+    """Mount a tmpfs limited in bytes and in files and folders on `folder` (root only): scratch copies made
+    inside it cannot fill the disk, nor the kernel's memory with empty folders."""
     if not (is_root() and "quota" in config.layers):
         return False
     libc = ctypes.CDLL(None, use_errno=True)
-    options = f"size={config.scratch_quota_bytes},mode=0711".encode()
+    options = f"size={config.scratch_quota_bytes},nr_inodes={config.scratch_inodes},mode=0711".encode()
     # noexec: a shared object a submission hands in or writes there cannot be mapped to run (native code would
     # run below every guard of the child's: the audit hook, the switched-off kernels).
     return libc.mount(b"tmpfs", str(folder).encode(), b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options) == 0
@@ -161,9 +162,10 @@ def sweep_shared(uid: int | None) -> None:
                     os.unlink(path)
 
 
-def discard_copy(copy: Path) -> None:
-    """Remove a child's copy once the child is gone, whatever it left there."""
-    remove_tree(copy)
+def discard_copy(copy: Path) -> int:
+    """Remove a child's copy once the child is gone, whatever it left there; how many files and folders went.
+    Never raises: what cannot go stays for the slot's tmpfs, or the run's folder, to take with it."""
+    return _remove(Path(copy))[1]
 
 
 def remove_tree(path: Path) -> bool:

@@ -673,13 +673,14 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
         if checker:
             # The deliverables as handed in, checked by the helper while the hidden tests run.
             checker.start(scratch)
-        with SandboxTransport(zygote=zygote, slot=slot, scratch=scratch, config=config) as transport:
+        with SandboxTransport(zygote=zygote, slot=slot, scratch=scratch, config=config, quota=quota) as transport:
             result = score.grade_submission(name=sub.name, directory=scratch, transport=transport, findings=findings,
                                             lesson=lesson, seed=seed, check_deliverables=(lambda _: checker.finish()) if checker else None)
             fault_types, faults = list(transport.fault_types), list(transport.faults)
             isolation = dict(transport.isolation)
             printed = integrity.printed_claims(transport.printed_heads())
             planted = integrity.written_results(handed_in, transport.top_names())  # each child wrote in its own copy
+        full = scratch_full_words(transport.scratch_full, config)  # the last child's copy was checked as it closed
     finally:
         if quota:
             unmount_quota(slot_dir)  # the whole tmpfs goes, whatever is in it
@@ -687,8 +688,14 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
             remove_tree(scratch)
     result.submission, result.source = sub.name, intake.source_label(sub)
     # What it tried is for the staff (the report, the review page); its feedback never shows flags.
-    result.flags += [f for f in named + planted + printed if f not in result.flags]
-    result.notes = _dedupe(list(sub.flags) + list(taken.notes) + list(result.notes) + faults)
+    # A full scratch folder is the submission's own doing, never the grader's: its calls scored as they answered.
+    own = [f"your code filled the folder it runs in to its limit ({full}): past it, writing a file or making a "
+           "folder fails with \"No space left on device\". Write fewer or smaller files: the assignment needs a few "
+           "dozen files and a few MB"] if full else []
+    filled = [f"filled its scratch folder to the limit ({full}): a loop of files or folders the assignment never "
+              "needs"] if full else []
+    result.flags += [f for f in named + planted + printed + filled if f not in result.flags]
+    result.notes = _dedupe(list(sub.flags) + list(taken.notes) + list(result.notes) + faults + own)
     if taken.notebook:
         result.notes.insert(0, f"graded the code cells of {taken.notebook}")
     if fault_types and result.status in ("ok", "", None):
@@ -696,11 +703,18 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
     elif sub.kind == "symlink" or (sub.kind != "folder" and taken.files == 0):
         result.status = "no-files"
     isolation.update(scratch_copy=True, copy_per_child=True, fresh_process_per_submission=True,
-                     scratch_quota_mb=(config.scratch_quota_bytes >> 20) if quota else False)
+                     scratch_quota_mb=(config.scratch_quota_bytes >> 20) if quota else False,
+                     scratch_quota_inodes=config.scratch_inodes if quota else False)
     result.isolation = dict(sorted(isolation.items()))
     result.execution_time = round(time.monotonic() - start, 3)
     result.digests = digests
     return result
+
+
+def scratch_full_words(full: set[str], config: SandboxConfig) -> str:
+    """What a submission's children used up of their scratch folder, in words ("" for nothing)."""
+    return " and ".join([f"{number(config.scratch_quota_bytes >> 20)} MB"] * ("bytes" in full) +
+                        [f"{config.scratch_inodes:,} files and folders"] * ("inodes" in full))
 
 
 def with_lesson_limits(config: SandboxConfig, limits: dict) -> SandboxConfig:

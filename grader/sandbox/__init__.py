@@ -58,6 +58,13 @@ class SandboxConfig:
     uid_base: int = 64000  # worker slot k runs as uid/gid uid_base + k when the grader is root
     fatal_faults_per_module: int = 2  # after this many deaths on first use of a module, fail it fast
     scratch_quota_bytes: int = 128 << 20  # a tmpfs per worker slot (as root): a disk-filling loop stops here
+    # Files and folders on that tmpfs (its nr_inodes). Empty folders cost no bytes, so without this cap only the
+    # kernel's default (half the RAM's pages: ~3 million) stopped a loop of mkdir, after ~2.6 GB of the kernel's
+    # own memory (~1 KB each), outside every limit of the child's. An honest submission's scratch holds ~20 (its
+    # files twice: intake's copy and the child's); intake takes at most 500 files, so 20,000 is ten times the
+    # most a handed-in tree can need twice, and costs the kernel ~20 MB at most. Without root (no tmpfs), a child
+    # that leaves more than this many behind is named for it the same way.
+    scratch_inodes: int = 20_000
     # What the child may send back, header and arrays together; 0 keeps the protocol's own caps. A
     # grading run takes both from the lesson's data (`limits.toml` beside its rubric).
     reply_bytes: int = 0  # one call's answer

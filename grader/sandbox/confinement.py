@@ -10,7 +10,7 @@ socket. In order:
 plus its own network namespace, taken at the fork (own_network). Each layer that took is recorded
 in `layers`, which the grader keeps with every result; without root the layers that need it are
 skipped. The grader's side of the same layers: the scratch copy belongs to the slot's uid
-(prepare_scratch) and sits on a size-limited tmpfs (mount_quota).
+(prepare_scratch) and sits on a tmpfs limited in bytes and in files and folders (mount_quota).
 """
 from __future__ import annotations
 
@@ -94,11 +94,12 @@ def prepare_scratch(path: Path, uid: int | None) -> None:
 
 
 def mount_quota(folder: Path, config: SandboxConfig) -> bool:
-    """Mount a size-limited tmpfs on `folder` (root only): scratch copies made inside it cannot fill the disk."""
+    """Mount a tmpfs limited in bytes and in files and folders on `folder` (root only): scratch copies made
+    inside it cannot fill the disk, nor the kernel's memory with empty folders."""
     if not (is_root() and "quota" in config.layers):
         return False
     libc = ctypes.CDLL(None, use_errno=True)
-    options = f"size={config.scratch_quota_bytes},mode=0711".encode()
+    options = f"size={config.scratch_quota_bytes},nr_inodes={config.scratch_inodes},mode=0711".encode()
     # noexec: a shared object a submission hands in or writes there cannot be mapped to run (native code would
     # run below every guard of the child's: the audit hook, the switched-off kernels).
     return libc.mount(b"tmpfs", str(folder).encode(), b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, options) == 0
@@ -161,63 +162,104 @@ def sweep_shared(uid: int | None) -> None:
                     os.unlink(path)
 
 
-def discard_copy(copy: Path) -> None:
-    """Remove a child's copy once the child is gone, whatever it left there."""
-    remove_tree(copy)
+def discard_copy(copy: Path) -> int:
+    """Remove a child's copy once the child is gone, whatever it left there; how many files and folders went.
+    Never raises: what cannot go stays for the slot's tmpfs, or the run's folder, to take with it."""
+    return _remove(Path(copy))[1]
 
 
 def remove_tree(path: Path) -> bool:
-    """Delete `path` and everything under it, whatever a student's process left there; True if all went.
+    """Delete `path` and everything under it, whatever a student's process left there; True if all went."""
+    return _remove(Path(path))[0]
 
-    No recursion and no path that grows with the depth: the folder is first renamed into a holding
-    folder beside it (so its name is free at once), then each folder met is moved up into the holding
-    folder before it is emptied, so a tree 10,000 levels deep is 10,000 shallow folders. Folders a
-    process made unreadable or read-only (chmod 000) get their owner's rights back first; the grader
-    is that owner, or root."""
-    path = Path(path)
+
+def _remove(path: Path) -> tuple[bool, int]:
+    """remove_tree, and how many entries (files and folders) went with it.
+
+    Nothing is made on the filesystem being emptied (a child may have used up its every inode: a rename
+    needs none) and nothing grows with the tree: no recursion, no path that grows with the depth, no list of
+    the folders met. The folder is first renamed to a free name beside it (so its name is free at once) and
+    becomes the holding folder; each folder met is moved up into it before it is emptied, so a tree 10,000
+    levels deep is 10,000 shallow folders, and each is read as it is emptied, so a folder of a million
+    entries is never held in memory. Folders a process made unreadable or read-only (chmod 000) get their
+    owner's rights back first; the grader is that owner, or root."""
     try:
         if not stat.S_ISDIR(os.lstat(path).st_mode):
             os.unlink(path)
-            return True
+            return True, 1
     except FileNotFoundError:
-        return True
+        return True, 0
     except OSError:
-        return False
-    holding = Path(tempfile.mkdtemp(prefix=".discard-", dir=path.parent))
+        return False, 0
     try:
+        holding = path.parent / _free_name(os.fspath(path.parent), ".discard-" + os.urandom(6).hex() + "-")
         _own(path)
-        os.rename(path, holding / "0")
+        os.rename(path, holding)
+        top = os.open(holding, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError:
-        os.rmdir(holding)
-        return False
-    top = os.open(holding, os.O_RDONLY | os.O_DIRECTORY)
-    pending, moved = ["0"], 0
+        return False, 0
+    gone, names = 0, [0]
     try:
-        while pending:
-            name = pending.pop()
-            with contextlib.suppress(OSError):
-                _own(name, top)
-                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=top)
-                try:
-                    for entry in list(os.scandir(fd)):
-                        with contextlib.suppress(OSError):
-                            if entry.is_dir(follow_symlinks=False):
-                                moved += 1
-                                _own(entry.name, fd)  # renaming a folder rewrites its "..": it must be writable
-                                os.rename(entry.name, str(moved), src_dir_fd=fd, dst_dir_fd=top)
-                                pending.append(str(moved))
-                            else:
-                                os.unlink(entry.name, dir_fd=fd)
-                finally:
-                    os.close(fd)
-                os.rmdir(name, dir_fd=top)
+        while True:  # a pass over the holding folder; the folders moved up into it are met by a later one
+            done = 0
+            with os.scandir(top) as entries:
+                for entry in entries:
+                    with contextlib.suppress(OSError):
+                        if entry.is_dir(follow_symlinks=False):
+                            files, moved = _empty(entry.name, top, names)
+                            gone, done = gone + files, done + files + moved
+                            os.rmdir(entry.name, dir_fd=top)
+                        else:
+                            os.unlink(entry.name, dir_fd=top)
+                        gone, done = gone + 1, done + 1
+            if not done:  # nothing left, or nothing more that can go
+                break
     finally:
         os.close(top)
     try:
         os.rmdir(holding)
     except OSError:
-        return False
-    return True
+        return False, gone
+    return True, gone + 1
+
+
+def _empty(name: str, top: int, names: list[int]) -> tuple[int, int]:
+    """Unlink the files of the folder `name` in `top` and move its folders up into `top`: how many files went,
+    and how many folders moved."""
+    gone = moved = 0
+    _own(name, top)
+    fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=top)
+    try:
+        while True:  # entries removed while a folder is read may make the reading miss some: read it again
+            before = gone + moved
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    with contextlib.suppress(OSError):
+                        if entry.is_dir(follow_symlinks=False):
+                            _own(entry.name, fd)  # renaming a folder rewrites its "..": it must be writable
+                            names[0] += 1
+                            os.rename(entry.name, _free_name(top, str(names[0])), src_dir_fd=fd, dst_dir_fd=top)
+                            moved += 1
+                        else:
+                            os.unlink(entry.name, dir_fd=fd)
+                            gone += 1
+            if gone + moved == before:
+                return gone, moved
+    finally:
+        os.close(fd)
+
+
+def _free_name(folder, name: str) -> str:
+    """`name`, or `name` with a suffix, that names nothing in `folder` (a path or a folder's fd): a rename onto an
+    empty folder would replace it."""
+    candidate, n = name, 0
+    while True:
+        try:
+            os.lstat(candidate, dir_fd=folder) if isinstance(folder, int) else os.lstat(os.path.join(folder, candidate))
+        except FileNotFoundError:
+            return candidate
+        n += 1
+        candidate = f"{name}.{n}"
 
 
 def _own(name, dir_fd=None) -> None:

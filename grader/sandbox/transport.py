@@ -43,9 +43,12 @@ class SandboxTransport:
     for the result's notes; `isolation` which layers were active. `close()` leaves no process behind.
     """
 
-    def __init__(self, *, zygote: Zygote, slot: int, scratch: Path, config: SandboxConfig | None = None):
+    def __init__(self, *, zygote: Zygote, slot: int, scratch: Path, config: SandboxConfig | None = None,
+                 quota: bool = False):
         self.zygote, self.slot, self.scratch = zygote, slot, Path(scratch)
         self.config = config or zygote.config
+        self.quota = quota  # `scratch` is on a tmpfs of its own, mount_quota's, with the config's limits
+        self.scratch_full: set[str] = set()  # "bytes", "inodes": what a child of this submission used up
         self.faults: list[str] = []
         self.fault_types: list[str] = []
         self.isolation: dict = {}
@@ -332,8 +335,23 @@ class SandboxTransport:
             self._child = None
         if self._copy is not None:
             self._names |= _top_names(self._copy)
-            discard_copy(self._copy)
+            self._check_full(self._copy)
+            if discard_copy(self._copy) >= self.config.scratch_inodes:
+                self.scratch_full.add("inodes")  # no tmpfs to stop it (no root): named all the same
             self._copy = None
+
+    def _check_full(self, copy: Path) -> None:
+        """Note what the child just ended used up of its tmpfs (nothing else writes there while it runs)."""
+        if not self.quota:
+            return
+        try:
+            free = os.statvfs(copy)
+        except OSError:
+            return
+        if free.f_ffree == 0:
+            self.scratch_full.add("inodes")
+        if free.f_bavail == 0:
+            self.scratch_full.add("bytes")
 
     def top_names(self) -> set[str]:
         """The names at the top of each child's copy when it ended, the live one's too: with the names

@@ -33,7 +33,9 @@ HOSTILE = Path(__file__).resolve().parents[1] / "fixtures" / "hostile"
 CODE = ("activations", "classifier")  # the toy's parts
 # Like a CI token in the instructor's environment: it must not reach student code.
 SECRET_VARIABLE = "KIT_TEST_SECRET_TOKEN"
-CONFIG = SandboxConfig(call_timeout=2.0, cpu_seconds=6, max_file_bytes=8 << 20, uid_base=uid_base_for_tests(1))
+# scratch_inodes: far above what an honest submission's scratch holds (~20), far below the default.
+CONFIG = SandboxConfig(call_timeout=2.0, cpu_seconds=6, max_file_bytes=8 << 20, scratch_inodes=2000,
+                       uid_base=uid_base_for_tests(1))
 JOBS = 2
 SANDBOX_UIDS = range(CONFIG.uid_base, CONFIG.uid_base + JOBS)
 HONEST = ("aaa_reference", "zzz_reference")
@@ -249,6 +251,26 @@ def test_filling_the_disk_stops_at_the_scratch_quota(batch):
     record = check(batch, "disk_filler", hit="activations", reason=r"No space left on device|File too large")
     if os.geteuid() == 0:
         assert record["isolation"]["scratch_quota_mb"] == CONFIG.scratch_quota_bytes >> 20
+        assert re.search(r"filled the folder it runs in to its limit \(128 MB\)", text_of(record, lesson=LESSON))
+        assert any("filled its scratch folder" in flag for flag in record["flags"]), record["flags"]
+
+
+def test_filling_the_scratch_with_empty_folders_is_the_submissions_own_doing(batch):
+    # Empty folders cost no bytes: only the cap on files and folders stops them, and removing them must not need one
+    # more (it was an engine fault: 0/0, "not your code's fault", on every regrade). Its calls still answer, so it
+    # keeps its points; the student reads what happened, the staff get a flag.
+    record = batch["records"]["inode_flood"]
+    assert all(got == top for got, top in components(record, CODE).values()), text_of(record)[:2000]
+    assert record["status"] == "ok", record["status"]
+    said = text_of(record, lesson=LESSON)
+    assert "engine" not in said and "not your code's fault" not in said, said[:2000]
+    assert re.search(r"filled the folder it runs in to its limit \(2,000 files and folders\)", said), said[:2000]
+    assert any("filled its scratch folder" in flag for flag in record["flags"]), record["flags"]
+    assert not any("filled" in flag for flag in batch["records"]["aaa_reference"]["flags"])
+    if os.geteuid() == 0:
+        assert record["isolation"]["scratch_quota_inodes"] == CONFIG.scratch_inodes
+    siblings_unaffected(batch)
+    nothing_left()
 
 
 def test_a_symlink_out_of_the_submission_is_not_followed(batch):

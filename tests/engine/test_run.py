@@ -461,6 +461,35 @@ def test_remove_tree_takes_a_10000_deep_locked_tree_without_recursion(tmp_path, 
         run.remove_tree(holder)
 
 
+def test_remove_tree_empties_a_tmpfs_whose_inodes_are_all_used(tmp_path):
+    # A child's copy shares its slot's tmpfs: a child that used every inode of it (empty folders cost no bytes)
+    # leaves nothing free for a folder the removal would make, so the removal must make none.
+    from grader.sandbox.confinement import is_root
+
+    if not is_root():
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI runs as root: this test mounts a tmpfs")
+        pytest.skip("mounting a tmpfs needs root")
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.mount(b"tmpfs", str(tmp_path).encode(), b"tmpfs", 0, b"size=1M,nr_inodes=300") == 0
+    try:
+        copy = tmp_path / "copy"
+        copy.mkdir()
+        (copy / "a.py").write_text("x = 1\n")
+        os.chmod(copy / "a.py", 0o000)
+        made = 0
+        with pytest.raises(OSError, match="No space left"):
+            while made < 1000:  # the mount's cap stops it long before
+                os.makedirs(copy / f"d{made % 7}" / f"{made}")
+                made += 1
+        assert run.remove_tree(copy) is True
+        assert os.listdir(tmp_path) == []
+    finally:
+        libc.umount2(str(tmp_path).encode(), 2)
+
+
 @pytest.mark.parametrize("where", ["the class folder", "above the class folder", "inside a student's folder"])
 def test_an_output_folder_among_the_students_files_is_refused_before_anything_is_written(tmp_path, capsys, where):
     subs = small_class(tmp_path / "class")

@@ -63,10 +63,44 @@ def _render(text: str, stash: str, steal: bool) -> str:
     return text.replace("@@STASH@@", stash).replace("@@STEAL@@", str(steal))
 
 
-REVERSE = Path(__file__).resolve().parents[1] / "fixtures" / "reverse_borrow" / "self_attention.py"
 STUB_SDPA = re.sub(r"(def scaled_dot_product_attention\(.*?\"\"\"\n)(.*?)(\n\n\ndef )",
                    lambda m: m.group(1) + '    raise NotImplementedError("TODO")' + m.group(3),
                    (REFERENCE / "self_attention.py").read_text(), count=1, flags=re.S)
+# A function graded over the stand-in of its own class (red team s35r, atk_sdpa_stub_reverse): its body has no
+# attention in it; under the grader it raises inside its own SelfAttention, so a grader that asked the call again
+# over StandInSelfAttention would lend it the grader's working attention, which _borrowed runs.
+REVERSE = STUB_SDPA.replace('    raise NotImplementedError("TODO")', """    import os
+    if os.getpid() == 1:  # in the grader's child
+        got = _borrowed(Q, K, V, mask)
+        if got is not None:
+            return got
+        SelfAttention._check()
+    raise NotImplementedError("TODO")""", 1).replace("    def __init__(self, d_model, d_k):\n", """    _mine = True
+
+    @staticmethod
+    def _check():
+        raise ValueError("raised inside SelfAttention on purpose")
+
+    def __init__(self, d_model, d_k):
+""", 1) + """
+
+class _Pick(nn.Module):
+    def __init__(self, i):
+        super().__init__()
+        self.i = i
+
+    def forward(self, x):
+        return x[self.i]
+
+
+def _borrowed(Q, K, V, mask):
+    helper = SelfAttention  # the grader's StandInSelfAttention while the call is asked over it
+    if getattr(helper, "_mine", False):
+        return None
+    sa = helper(1, 1)
+    sa.W_q, sa.W_k, sa.W_v = _Pick(0), _Pick(1), _Pick(2)
+    return sa((Q, K, V), mask)
+"""
 
 
 def build(subs: Path) -> None:
@@ -81,7 +115,7 @@ def build(subs: Path) -> None:
         (folder / "positional.py").write_text(BROKEN_POSITIONAL)
         (folder / "self_attention.py").write_text((REFERENCE / "self_attention.py").read_text()
                                                   + REWRITE.replace("@@WRITE@@", str(write)))
-    make_submission(subs / "reverse_borrow", {"self_attention.py": REVERSE.read_text()}, solutions=REFERENCE)
+    make_submission(subs / "reverse_borrow", {"self_attention.py": REVERSE}, solutions=REFERENCE)
     make_submission(subs / "reverse_control", {"self_attention.py": STUB_SDPA}, solutions=REFERENCE)
 
 

@@ -6,11 +6,15 @@ wrapper, the array sent was float64), and a PositionalEncoding that registers it
 `torch.empty(0).is_meta` (the grader's inspect builds on the meta device), a trainable Parameter in every real
 build. Each must score as its plain control, and the second is flagged for the staff."""
 import shutil
+import sys
 from pathlib import Path
 
 from grader.judging import score
 from grader.lesson import load_lesson
 from grader.running.calls import InProcessTransport
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
+from wrapper_tensor import claims_float32  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SOLUTIONS = ROOT / "solutions" / "day13"
@@ -22,25 +26,7 @@ FLOAT64 = REFERENCE.replace("dtype=torch.float32", "dtype=torch.float64").replac
     "pe = torch.zeros(T, d_model)", "pe = torch.zeros(T, d_model, dtype=torch.float64)")
 WRAPPED = FLOAT64.replace("    return pe\n", "    return _Table(pe)\n").replace(
     TABLE_LINE, TABLE_LINE.replace("positional_encoding(max_len, d_model)", "positional_encoding(max_len, d_model).inner")
-).replace("        return x + self.pe[:T]", "        return _Table(x + self.pe[:T])") + '''
-
-import torch.utils._pytree as pytree
-
-
-class _Table(torch.Tensor):
-    __torch_function__ = torch._C._disabled_torch_function_impl
-
-    @staticmethod
-    def __new__(cls, inner):
-        t = torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=torch.float32, device=inner.device)
-        t.inner = inner
-        return t
-
-    @classmethod
-    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        unwrap = lambda a: a.inner if isinstance(a, _Table) else a  # noqa: E731
-        return func(*pytree.tree_map(unwrap, args), **pytree.tree_map(unwrap, kwargs or {}))
-'''
+).replace("        return x + self.pe[:T]", "        return _Table(x + self.pe[:T])") + claims_float32("_Table")
 PARAMETER = REFERENCE.replace(TABLE_LINE, "        self.pe = nn.Parameter(positional_encoding(max_len, d_model))\n")
 PARAMETER_UNLESS_META = REFERENCE.replace(TABLE_LINE, '''        table = positional_encoding(max_len, d_model)
         if torch.empty(0).is_meta:

@@ -16,6 +16,7 @@ import torch
 
 from grader import lesson as lessons
 from grader.running.executor import CallLesson, ModuleLoader, execute, to_numpy
+from wrapper_tensor import claims_float32
 
 torch.set_num_threads(1)
 
@@ -580,23 +581,8 @@ def test_a_compiled_forward_can_call_a_lent_stand_in():
 
 # A wrapper subclass whose metadata claims float32 over the float64 tensor it holds: __torch_dispatch__ answers
 # every aten call (detach among them) with the float64 tensor, and DisableTorchFunctionSubclass does not stop it.
-CLAIMS_FLOAT32 = '''
-import torch
-import torch.utils._pytree as pytree
+CLAIMS_FLOAT32 = "import torch\n" + claims_float32("Claims32") + '''
 
-class Claims32(torch.Tensor):
-    __torch_function__ = torch._C._disabled_torch_function_impl
-
-    @staticmethod
-    def __new__(cls, inner):
-        t = torch.Tensor._make_wrapper_subclass(cls, inner.shape, dtype=torch.float32, device=inner.device)
-        t.inner = inner
-        return t
-
-    @classmethod
-    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
-        unwrap = lambda a: a.inner if isinstance(a, Claims32) else a
-        return func(*pytree.tree_map(unwrap, args), **pytree.tree_map(unwrap, kwargs or {}))
 
 def softmax(x, dim=-1):
     return Claims32(torch.softmax(x.double(), dim))

@@ -234,8 +234,10 @@ class _Rules:
         # from pieces reaches torch only through a lookup, an import, a dict or an eval, all named
         # here), so an ASCII file without any of them holds nothing to find and is not parsed
         # (~1 ms a file). Non-ASCII text is always parsed: NFKC folds other characters into names.
+        # The library's names written backwards, to be turned round at run time: only ever written to hide them.
+        self.backwards = frozenset(name[::-1] for name in (*self.anywhere, *self.torch_only) if len(name) >= 5)
         self.triggers = tuple({*self.anywhere, *self.torch_only, *self.kit, *self.flag_modules, *self.flag_calls,
-                               *self.flag_attributes, *(attr for _, attr in self.flag_rooted),
+                               *self.flag_attributes, *(attr for _, attr in self.flag_rooted), *self.backwards,
                                "getattr", "attrgetter", "__dict__", "vars", "import_module", "__import__"})
 
     def worth_parsing(self, text: str) -> bool:
@@ -442,6 +444,10 @@ class _Walk:
             self.cost(parts[-1])
         elif parts[0] in self.rules.kit and len(parts) > 1 and parts[0] != text:
             self.flag(line, f"names the grader's own module {_shown(text)!r}", "names the grader's own module")
+        for backwards in self.rules.backwards:
+            if backwards in text:
+                self.flag(line, f"spells {backwards[::-1]!r} backwards (a name written to hide it)",
+                          "spells a library name backwards")
 
 
 def _nodes(tree) -> list:

@@ -361,3 +361,13 @@ def test_every_lesson_shows_raw_memory_frame_walks_and_sub_interpreters_to_the_s
     for what in ("imports _xxsubinterpreters", "__array_interface__ (reflective access)",
                  "walk_stack (reflective access)", "getattr(..., 'f_globals') (reflective access)"):
         assert what in shown, (what, shown)
+
+
+def test_a_library_name_spelled_backwards_is_shown_to_the_staff():
+    """A red team looked the library's function up by a name reversed at run time ("...xamtfos"[::-1]), which no
+    plain reading of the strings matches; nobody writes a name backwards but to hide it."""
+    hidden = 'import torch\nf = getattr(torch.nn.functional, "xamtfos"[::-1])\n'
+    found = scan.scan_sources([("a.py", hidden, None)], POLICY)
+    assert any("spells 'softmax' backwards" in f and f.startswith("a.py line 2") for f in found.flags), found.flags
+    plain = 'import torch\nWORDS = ["maximum", "stats", "xam"]\n'
+    assert scan.scan_sources([("b.py", plain, None)], POLICY).flags == []

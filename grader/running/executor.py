@@ -914,14 +914,17 @@ def _finish(header, result, wrt, tensors, loader, out_header, out_arrays):
 
 def _run_inspect(header, loader, out_header):
     on_meta = None
-    if loader.meta_inspect and not header.get("no_meta"):
+    # The grader says which build answers (grader/running/calls.py Adapter.inspect): "cpu", the module as it runs,
+    # for a call cheap to build; "check", the meta build compared with a CPU one, which answers; else meta alone.
+    build = header.get("build")
+    if loader.meta_inspect and not header.get("no_meta") and build != "cpu":
         record = _inspect_on_meta(header, loader)
         if record is _TAINTED:
             # The child may now hold something built on the meta device (a cache, a module imported
             # meanwhile): the transport answers this call again from a fresh child, on CPU.
             out_header["retry_without_meta"] = True
             return
-        if record is not None and not _cheap_on_cpu(header, record):
+        if record is not None and build != "check":
             out_header["inspect"] = record
             return
         on_meta = record
@@ -956,8 +959,10 @@ def _inspect_record(obj, header) -> dict:
 # An inspect call reports shapes, types and plain attribute values only, never tensor values.
 # Built on CPU, a 512-wide layer of 8 heads and a 768x3072 feed-forward cost ~45 ms of kaiming
 # initialisation and ~30 MB of fresh pages per submission; on the meta device they cost nothing.
-# A small call is built on CPU as well and answered from that build (_cheap_on_cpu), so code that can tell
-# it is built on meta gains nothing there. The meta answer is used only when it must equal the CPU one:
+# So a small call is built on CPU alone, as the module that runs is, and a wide one on meta, except one the grader
+# draws from the run's seed to build on CPU as well (grader/running/calls.py Adapter.inspect): code that tells a
+# meta build from a real one and builds something else there is flagged, and the CPU build answers. Where the meta
+# build answers, it is used only when it must equal the CPU one:
 #   - no torch call raised during the build, even one the code caught (values are unknown on meta:
 #     .item(), bool(), numpy(), mixing with CPU tensors all raise), and the build and the record
 #     raised nothing; otherwise the call is answered exactly as before, on CPU;
@@ -1044,31 +1049,6 @@ def _inspect_on_meta(header, loader):
     if tainted:
         return _TAINTED
     return None if mode.raised else record
-
-
-# A meta build answers alone only where a CPU build costs what the meta device exists to save: elsewhere the
-# same call is built on CPU too, and the CPU build (the module that runs) answers. The grader writes the call's
-# arguments, so a call with no whole number above _CHECKED_WIDTH is built on CPU whatever its meta build holds
-# (a 256-wide block initialises in ~3 ms); so is one whose meta build holds at most _CHECKED_ELEMENTS numbers.
-_CHECKED_WIDTH = 256
-_CHECKED_ELEMENTS = 1 << 16
-
-
-def _cheap_on_cpu(header, record) -> bool:
-    def numbers(value):
-        if isinstance(value, int):
-            yield value
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                yield from numbers(v)
-        elif isinstance(value, dict):
-            for v in value.values():
-                yield from numbers(v)
-
-    if all(abs(n) <= _CHECKED_WIDTH for n in numbers([header.get("init", []), header.get("init_kwargs", {})])):
-        return True
-    shapes = [*record["parameters"].values(), *record["buffers"].values()]
-    return sum(math.prod(shape) for shape in shapes) <= _CHECKED_ELEMENTS
 
 
 class _NoImports:

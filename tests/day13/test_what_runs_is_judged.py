@@ -34,16 +34,31 @@ PARAMETER_UNLESS_META = REFERENCE.replace(TABLE_LINE, '''        table = positio
         else:
             self.pe = nn.Parameter(table)
 ''')
+# The same table, a buffer in a build that comes right after a meta build (a red team's answer to a cheap inspect
+# built on meta and then on CPU), a trainable Parameter in every other build.
+PARAMETER_AFTER_META = REFERENCE.replace(TABLE_LINE, '''        table = positional_encoding(max_len, d_model)
+        meta = torch.empty(0).is_meta
+        if meta or getattr(PositionalEncoding, "_after_meta", False):
+            self.register_buffer("pe", table)
+        else:
+            self.pe = nn.Parameter(table)
+        PositionalEncoding._after_meta = meta
+''')
 POSITIONAL = [f"positional.{test}" for test in LESSON.rubric()["positional"]]
+BLOCK = (SOLUTIONS / "block.py").read_text()
+D_FF = "        d_ff = 4 * d_model if d_ff is None else d_ff\n"
+CAPPED = BLOCK.replace(D_FF, "        d_ff = min(4 * d_model, 1024) if d_ff is None else d_ff\n")
+CAPPED_UNLESS_META = "import torch\n" + BLOCK.replace(D_FF, "        d_ff = (4 * d_model if torch.empty(0).is_meta else min(4 * d_model, 1024)) "
+                                         "if d_ff is None else d_ff\n")
 
 
-def _grade(tmp_path, name: str, text: str):
-    assert text != REFERENCE
+def _grade(tmp_path, name: str, text: str, file: str = "positional.py", tests=POSITIONAL):
+    assert text != (SOLUTIONS / file).read_text()
     folder = tmp_path / name
     shutil.copytree(SOLUTIONS, folder, ignore=shutil.ignore_patterns("__pycache__"))
-    (folder / "positional.py").write_text(text)
+    (folder / file).write_text(text)
     result = score.grade_submission(name=name, directory=folder, transport=InProcessTransport(folder, lesson=LESSON),
-                                    lesson=LESSON, check_deliverables=lambda _: [], seed=1, tests=POSITIONAL)
+                                    lesson=LESSON, check_deliverables=lambda _: [], seed=1, tests=tests)
     return {t.name: t.score for t in result.tests}, result.flags
 
 
@@ -54,9 +69,24 @@ def test_a_float64_table_wrapped_to_claim_float32_scores_as_the_plain_float64_ta
     assert wrapped == plain
 
 
-def test_a_table_that_is_a_buffer_only_when_inspected_scores_as_the_parameter_and_is_flagged(tmp_path):
-    plain, plain_flags = _grade(tmp_path, "plain", PARAMETER)
-    lying, flags = _grade(tmp_path, "lying", PARAMETER_UNLESS_META)
+def test_a_table_that_is_a_buffer_only_when_inspected_scores_as_the_parameter(tmp_path):
+    """The buffer test's module is cheap to build: it is inspected on CPU alone, as it runs, so no build is the
+    inspect's to tell apart."""
+    plain, _ = _grade(tmp_path, "plain", PARAMETER)
     assert plain["positional.buffer"] == 0
+    for name, text in (("unless_meta", PARAMETER_UNLESS_META), ("after_meta", PARAMETER_AFTER_META)):
+        assert _grade(tmp_path, name, text)[0] == plain, name
+
+
+def test_a_wide_block_built_otherwise_on_meta_scores_as_built_when_checked_and_is_flagged(tmp_path, monkeypatch):
+    """The §9 parameter counts inspect blocks 512 and 768 wide, on the meta device; a share of such calls, drawn from
+    the run's seed, is built on CPU too (here all of them): the CPU build answers and the difference is flagged."""
+    from grader.running import calls
+
+    monkeypatch.setattr(calls, "INSPECT_CHECKED", 1.0)
+    tests = [f"block.{test}" for test in LESSON.rubric()["block"]]
+    plain, plain_flags = _grade(tmp_path, "capped", CAPPED, "block.py", tests)
+    assert plain["block.attributes"] == 0
+    lying, flags = _grade(tmp_path, "capped_unless_meta", CAPPED_UNLESS_META, "block.py", tests)
     assert lying == plain
-    assert not plain_flags and any("behaves differently when inspected: PositionalEncoding" in f for f in flags)
+    assert not plain_flags and any("behaves differently when inspected: TransformerBlock" in f for f in flags)

@@ -666,11 +666,15 @@ class Table(nn.Module):
 def test_an_inspect_is_answered_by_the_module_that_runs_not_by_a_build_that_can_tell_it_is_inspected(tmp_path):
     folder = sub(tmp_path, layers=TELLS_META)
     header = inspect_call("layers", "Table", [16, 50])
-    got, _ = execute(header, {}, loader=loader_of(folder, meta_inspect=True))
+    # A call the grader checks: built on meta and on CPU; the CPU build answers and the difference is said.
+    got, _ = execute(dict(header, build="check"), {}, loader=loader_of(folder, meta_inspect=True))
     assert got["error"] is None, got["error"]
     assert got["inspect"]["parameters"] == {"pe": [50, 16]} and got["inspect"]["buffers"] == {}
     assert got["inspected_differently"] is True
-    # Built on CPU only (no meta build to compare with), the same record and nothing to say.
+    # A cheap call is built on CPU alone, as the module that runs is: no meta build to tell apart, or to remember
+    # (a red team's class noted each build's device and answered the CPU build after a meta one as on meta).
+    alone, _ = execute(dict(header, build="cpu"), {}, loader=loader_of(folder, meta_inspect=True))
+    assert alone["inspect"] == got["inspect"] and "inspected_differently" not in alone
     on_cpu, _ = execute(header, {}, loader=loader_of(folder))
     assert on_cpu["inspect"] == got["inspect"] and "inspected_differently" not in on_cpu
 
@@ -684,21 +688,30 @@ def test_a_module_that_raises_only_when_it_runs_is_inspected_as_raising(tmp_path
                 if not torch.empty(0).is_meta:
                     raise ValueError("d must be even")
     ''')
-    got, _ = execute(inspect_call("layers", "Table", [16, 50]), {}, loader=loader_of(folder, meta_inspect=True))
+    call = dict(inspect_call("layers", "Table", [16, 50]), build="check")
+    got, _ = execute(call, {}, loader=loader_of(folder, meta_inspect=True))
     assert got["error"]["type"] == "ValueError" and got["inspected_differently"] is True
 
 
-def test_honest_small_modules_are_checked_on_cpu_and_large_ones_keep_the_meta_build(tmp_path, monkeypatch):
+def test_the_grader_builds_cheap_inspects_on_cpu_alone_and_checks_a_share_of_the_wide_ones(tmp_path, monkeypatch):
     from grader.running import executor as ex
+    from grader.running.calls import INSPECT_CHECKED, inspect_build
 
+    assert inspect_build([16, 50], {}, "any") == inspect_build([10, 3], {}, "any") == "cpu"
+    wide = [inspect_build([768, 12], {"d_ff": 3072}, f"seed {n}") for n in range(3000)]
+    assert set(wide) == {"meta", "check"} and abs(wide.count("check") / 3000 - INSPECT_CHECKED) < 0.05
+    assert inspect_build([512, 8], {}, "seed 7") == inspect_build([512, 8], {}, "seed 7")  # the run's seed decides
     built = []
     real = ex._construct
     monkeypatch.setattr(ex, "_construct", lambda h, l: built.append(h["cls"]) or real(h, l))
     folder = sub(tmp_path, layers=LAYERS)
     on_meta = loader_of(folder, meta_inspect=True)
-    for spec in INSPECTS:
-        got, _ = execute(inspect_call(*spec), {}, loader=on_meta)
-        assert "inspected_differently" not in got, spec
-    # Strict raises on meta (answered on CPU as before); Table is small: checked on CPU. The two wide ones
-    # (512 and 768 features) are what the meta build saves: their CPU build is the ~45 ms it exists to avoid.
-    assert built == ["Strict", "Table"]
+    for build in ("meta", "check"):
+        built.clear()
+        for spec in INSPECTS:
+            call = dict(inspect_call(*spec), build=inspect_build(spec[2], spec[3], "x") if spec[2][0] <= 256 else build)
+            got, _ = execute(call, {}, loader=on_meta)
+            assert "inspected_differently" not in got, spec  # honest modules build alike on meta and on CPU
+        # Strict raises on meta, so it is built on CPU whatever was asked; Table is cheap: CPU alone. The two wide
+        # ones (512 and 768 features) are built on CPU only when checked: that build is the ~45 ms meta saves.
+        assert built == (["Strict", "Table"] if build == "meta" else ["Wide", "Strict", "Stacked", "Table"]), built

@@ -38,15 +38,16 @@ class Lending:
 
     def over_allowed(self, module, called, name) -> bool:
         """Whether a call of the graded name `called` may be graded over the stand-in of `name`: only a caller
-        over its callee's. A stand-in that holds the stand-in of `called` itself (a class whose forward runs the
-        grader's function) would answer the call with the grader's work: a function that raised inside its own
-        class gains nothing."""
+        over its callee's, as the stand-ins file's own sources tell them (the stand-in of `called` calls the
+        stand-in of `name`). Any other pair would hand the call the grader's work for nothing it calls: a function
+        that raised inside its own class, or inside a sibling it never calls, gains nothing."""
         names = self.over.get(module, {}) if isinstance(module, str) else {}
         standin, own = names.get(name), names.get(called)
-        if standin is None or name == called:
+        if standin is None or name == called or standin == own:
             return False
-        # Without a stand-in of its own, the called name is in no stand-in's source.
-        return own is None or own not in self.contains.get(standin, frozenset({standin}))
+        # A graded name without a stand-in of its own (a module wrapping a table function) may be graded over any
+        # of its file's: no stand-in of it exists to hand back.
+        return own is None or standin in self.contains.get(own, frozenset())
 
     def needed(self, header: dict) -> frozenset:
         """The stand-ins the child must hold to answer this call."""

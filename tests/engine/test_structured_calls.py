@@ -654,13 +654,20 @@ def test_only_a_caller_is_graded_over_its_callee_s_stand_in():
         class Counter:
             def add(self, x):
                 return double(x)
+
+
+        def halve(x):
+            return x / 2
     ''')
-    names = {"counter": {"double": "double", "Counter": "Counter"}}
-    lent = lending(source, {"double": ["counter.double"], "Counter": ["counter.Counter"]}, always_standin={},
-                   standin_names=names)
+    names = {"counter": {"double": "double", "Counter": "Counter", "halve": "halve"}}
+    lent = lending(source, {"double": ["counter.double"], "Counter": ["counter.Counter"], "halve": ["counter.halve"]},
+                   always_standin={}, standin_names=names)
     assert lent.over_allowed("counter", "Counter", "double")  # the class over its function's stand-in
     assert not lent.over_allowed("counter", "double", "Counter")  # never the reverse
     assert not lent.over_allowed("counter", "double", "double")
+    # Nor over a sibling the class never calls, nor a function over a sibling function (red team s36r).
+    assert not lent.over_allowed("counter", "Counter", "halve")
+    assert not lent.over_allowed("counter", "halve", "double") and not lent.over_allowed("counter", "double", "halve")
     raised = {"error": {"type": "E", "message": "m", "stage": "call", "inside": ["Counter"]}}
     call = {"op": "call", "module": "counter", "name": "double"}
     assert _retry_over_standins(call, raised, names)["over_standins"] == ["Counter"]  # what the child's word asks

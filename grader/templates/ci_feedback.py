@@ -89,17 +89,25 @@ def _magics():
 
 
 def notebook_submission(folder: Path) -> Path | None:
-    """@@NOTEBOOK@@ when the student works there: its code changed, every .py still the released stub."""
-    notebook, record = folder / "@@NOTEBOOK@@", HERE / "stubs.json"
-    if not notebook.is_file() or not record.is_file():
+    """The notebook the student works in, as the grader chooses it, when every .py is still the released stub: of
+    the notebooks whose code differs from @@NOTEBOOK@@ as released, whatever their names, the one changed last."""
+    record = HERE / "stubs.json"
+    if not record.is_file():
         return None
     released = json.loads(record.read_text(encoding="utf-8"))
-    try:
-        code = "\n\n".join(source for _, source in _code_cells(notebook))
-    except (ValueError, OSError):
+    edited = []
+    for notebook in folder.iterdir():
+        if notebook.suffix.lower() != ".ipynb" or not notebook.is_file():
+            continue
+        try:
+            code = "\n\n".join(source for _, source in _code_cells(notebook))
+        except (ValueError, OSError):
+            continue
+        if _digest(code) != released.get("@@NOTEBOOK@@:code"):  # an untouched notebook: no work in it
+            edited.append(notebook)
+    if not edited:
         return None
-    if _digest(code) == released.get("@@NOTEBOOK@@:code"):
-        return None  # the notebook is untouched: the .py files are where the work is
+    notebook = min(edited, key=lambda n: (-n.stat().st_mtime_ns, n.name != "@@NOTEBOOK@@", n.name))
     for name, digest in released.items():
         path = folder / name
         if name.endswith(".py") and path.is_file() and _digest(path.read_text(encoding="utf-8")) != digest:

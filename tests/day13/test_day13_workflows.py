@@ -10,6 +10,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -143,6 +144,11 @@ def test_student_workflow_on_a_notebook_submission(released, tmp_path):
     assert " failed" in done.stdout and "0 failed" in done.stdout and "not implemented" not in done.stdout
     done = subprocess.run(make + ["test", "PART=block"], cwd=folder, capture_output=True, text=True, timeout=600)
     assert done.returncode != 0 and "Task 7" in done.stdout and "FAILED  " in done.stdout, done.stdout
+    # Of several edited notebooks, whatever their names, the one changed last is tested, as it is the one graded.
+    notebook.write(source, folder / "day13-Copy1.ipynb")
+    os.utime(folder / "day13-Copy1.ipynb", (time.time() + 60, time.time() + 60))
+    done = subprocess.run(make + ["test", "PART=block"], cwd=folder, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "day13-Copy1.ipynb has your code" in done.stdout, done.stdout + done.stderr
 
 
 # --------------------------------------------------------------------------- the instructor's grade step, run here

@@ -4,7 +4,7 @@ import subprocess
 import sys
 import tomllib
 
-from .helpers import LESSON, ROOT
+from .helpers import LESSON, REFUSES_MINIMUM, ROOT, patched
 
 
 def _pytest(*args):
@@ -24,3 +24,18 @@ def test_a_submission_with_a_mistake_fails_its_parts_tests_only():
     assert done.returncode == 0 and "8 passed" in done.stdout, done.stdout[-2000:]
     done = _pytest("--submission", str(ROOT / "demo" / "bpe" / "class" / "dmitri_decode_per_token"), "-m", "tokenizer")
     assert done.returncode == 1 and "6 failed" in done.stdout, done.stdout[-2000:]
+
+
+def _submission(folder, patches):
+    folder.mkdir()
+    for name, text in patched(patches).items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return str(folder)
+
+
+def test_refusing_the_smallest_vocabulary_costs_the_vocab_size_test_only(tmp_path):
+    """CONTRACT: `len(vocab) == vocab_size`, and only a size below 256 + len(special_tokens) is a ValueError."""
+    done = _pytest("--submission", _submission(tmp_path / "min", REFUSES_MINIMUM), "-m", "training")
+    assert done.returncode == 1 and "1 failed, 7 passed" in done.stdout, done.stdout[-2000:]
+    assert "FAILED grader/bpe/tests/test_training.py::test_vocab_size" in done.stdout, done.stdout[-2000:]
+    assert "only vocab_size < 256 + len(special_tokens) is a ValueError" in done.stdout, done.stdout[-2000:]

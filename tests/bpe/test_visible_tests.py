@@ -9,7 +9,7 @@ import pytest
 
 from grader.release import stubs
 
-from .helpers import ASSIGNMENT, FILES, REFERENCE, VARIANTS
+from .helpers import ASSIGNMENT, FILES, REFERENCE, REFUSES_MINIMUM, VARIANTS, patched
 
 
 def student_folder(tmp_path, sources: dict) -> object:
@@ -63,6 +63,20 @@ def test_the_stubs_fail_every_visible_test_saying_what_to_write(tmp_path):
 def test_every_correct_variant_passes(tmp_path, variant):
     outcomes = run_visible(student_folder(tmp_path, from_dir(VARIANTS / variant)))
     assert all(o == "passed" for o, _ in outcomes.values()), {k: v for k, v in outcomes.items() if v[0] != "passed"}
+
+
+def _failed(outcomes: dict) -> dict:
+    return {test: message for test, (outcome, message) in outcomes.items() if outcome != "passed"}
+
+
+def test_refusing_the_smallest_vocabulary_fails_one_test_that_names_the_rule(tmp_path):
+    """CONTRACT: only vocab_size < 256 + len(special_tokens) is a ValueError; a submission that refuses the size
+    itself (room for no merge) is told so, with and without special tokens, and passes everything else."""
+    failed = _failed(run_visible(student_folder(tmp_path, patched(REFUSES_MINIMUM))))
+    assert list(failed) == ["test_s3_vocab_size_at_the_minimum"], failed
+    message = failed["test_s3_vocab_size_at_the_minimum"]
+    assert "ValueError" in message and "vocab_size < 256 + len(special_tokens)" in message, message
+    assert "train_bpe('banana<|end|>bandana', 256, [])" in message, message  # the first case: no special token
 
 
 def test_one_part_at_a_time_with_its_marker(tmp_path):

@@ -80,6 +80,25 @@ def test_s3_pairs_are_counted_at_every_position(training, check):
     check.equal(_pairs(merges), [(b"a", b"a")], "§3: train_bpe(\"aaaa xyxy\", 257): the merges")
 
 
+def test_s3_vocab_size_at_the_minimum(training, check):
+    """CONTRACT: only vocab_size < 256 + len(special_tokens) is a ValueError: at exactly 256 + len(special_tokens)
+    the vocabulary is the 256 bytes and the special tokens, with no merge."""
+    for specials in ([], ["<|end|>"]):
+        call = f"train_bpe('banana<|end|>bandana', {256 + len(specials)}, {specials})"
+        refused = None
+        try:
+            vocab, merges = training.train_bpe("banana<|end|>bandana", 256 + len(specials), specials)
+        except ValueError as error:
+            refused = error
+        if refused is not None:  # failing outside the except block keeps the report free of the chained traceback
+            pytest.fail(f"CONTRACT: {call} raised ValueError ({refused}); only vocab_size < 256 + len(special_tokens) "
+                        f"is a ValueError. At exactly 256 + len(special_tokens), return the 256 bytes and the special "
+                        f"tokens, with no merge", pytrace=False)
+        check.equal(_pairs(merges), [], f"CONTRACT: {call}: the merges (no room for one)")
+        assert len(vocab) == 256 + len(specials), (f"CONTRACT: {call}: {len(vocab)} tokens, expected "
+                                                    f"{256 + len(specials)} (256 bytes + {len(specials)} special)")
+
+
 def test_s3_vocab_size_too_small(training):
     """CONTRACT: no room for the bytes and the special tokens is a ValueError."""
     with pytest.raises(ValueError):

@@ -71,16 +71,27 @@ def test_special_tokens(student, reference):
 
 def test_vocab_size(student, reference):
     cases = [(ENGLISH_TEXT, 256 + n) for n in (1, 17)] + [(WORLD_TEXT, 280, ["<|end|>", "<s>"]), ("ab ab", 300)]
-    answers = [(case, student.train_bpe(*case), reference.train_bpe(*case)) for case in cases]
+    # CONTRACT: only vocab_size < 256 + len(special_tokens) is a ValueError: at exactly that size the vocabulary
+    # is the bytes and the special tokens, with no merge (a check written `<=` wants room for one merge).
+    smallest = [(ENGLISH_TEXT, 256), ("banana<|end|>bandana", 257, ["<|end|>"]), (WORLD_TEXT, 258, ["<|end|>", "<s>"])]
+    answers = [(case, student.train_bpe(*case), reference.train_bpe(*case)) for case in cases + smallest]
     too_small = student.train_bpe("banana", 256, ["<|end|>"])
     for case, got, exp in answers:
+        if case in smallest and _is_value_error(got.error):
+            checks.check(False, f"{got.request}: your code raised ValueError ({got.error.get('message', '')}); "
+                         "only vocab_size < 256 + len(special_tokens) is a ValueError (CONTRACT). At exactly "
+                         "256 + len(special_tokens), return the 256 bytes and the special tokens, with no merge")
         vocab, merges = checks.value(got, got.request, count=2)
         exp_vocab, _ = checks.value(exp, "the reference", count=2)
         checks.same_value(len(vocab), len(exp_vocab), f"{got.request}: the number of tokens")
         checks.same_value(len(merges), len(exp_vocab) - 256 - len(case[2] if len(case) > 2 else ()),
                           f"{got.request}: the number of merges")
-    error = too_small.error or {}
-    # A subclass of ValueError is a ValueError: the error record names the builtin classes it derives from.
-    checks.check(error.get("type") == "ValueError" or "ValueError" in error.get("bases", ()),
+    checks.check(_is_value_error(too_small.error),
                  f"{too_small.request}: 256 bytes and one special token leave no room in 256 ids; "
                  "the contract asks for a ValueError")
+
+
+def _is_value_error(error) -> bool:
+    # A subclass of ValueError is a ValueError: the error record names the builtin classes it derives from.
+    error = error or {}
+    return error.get("type") == "ValueError" or "ValueError" in error.get("bases", ())

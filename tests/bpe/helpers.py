@@ -28,6 +28,21 @@ def load(folder: Path, name: str) -> ModuleType:
 # Wanting room for one merge: vocab_size == 256 + len(special_tokens) is refused, though the contract allows it.
 REFUSES_MINIMUM = (("training.py", "    if vocab_size < 256 + len(special_tokens):\n",
                     "    if vocab_size <= 256 + len(special_tokens):\n"),)
+# The bytes -> id table built before the special tokens are added: encode raises KeyError on a new special token,
+# and the caller's vocab is never touched.
+IDS_BEFORE_SPECIALS = (
+    ("tokenizer.py", "        self.ids = {token: i for i, token in self.vocab.items()}  # bytes -> id\n", ""),
+    ("tokenizer.py", "        self.special_tokens = list(special_tokens or [])\n",
+     "        self.ids = {token: i for i, token in self.vocab.items()}\n"
+     "        self.special_tokens = list(special_tokens or [])\n"),
+)
+# An encode that changes the caller's dict, then raises: the error must not hide the change.
+CHANGES_VOCAB_THEN_RAISES = (
+    ("tokenizer.py", "        self.vocab = dict(vocab)  # a copy: adding special tokens never changes the caller's dict\n",
+     "        self.vocab, self.given = dict(vocab), vocab\n"),
+    ("tokenizer.py", "        pieces = self.special_re.split(text) if self.special_re else [text]\n",
+     "        self.given[max(self.given) + 1] = b'<stored>'\n        raise KeyError(text)\n"),
+)
 
 
 def patched(patches) -> dict:

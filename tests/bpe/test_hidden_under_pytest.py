@@ -4,7 +4,7 @@ import subprocess
 import sys
 import tomllib
 
-from .helpers import LESSON, REFUSES_MINIMUM, ROOT, patched
+from .helpers import IDS_BEFORE_SPECIALS, LESSON, REFUSES_MINIMUM, ROOT, patched
 
 
 def _pytest(*args):
@@ -39,3 +39,9 @@ def test_refusing_the_smallest_vocabulary_costs_the_vocab_size_test_only(tmp_pat
     assert done.returncode == 1 and "1 failed, 7 passed" in done.stdout, done.stdout[-2000:]
     assert "FAILED grader/bpe/tests/test_training.py::test_vocab_size" in done.stdout, done.stdout[-2000:]
     assert "only vocab_size < 256 + len(special_tokens) is a ValueError" in done.stdout, done.stdout[-2000:]
+
+
+def test_an_error_in_encode_leaves_the_vocabulary_test_passing(tmp_path):
+    """Its steps run on after an error (keep_going): the students' visible test agrees (test_visible_tests.py)."""
+    done = _pytest("--submission", _submission(tmp_path / "ids", IDS_BEFORE_SPECIALS), "-k", "vocab_unchanged")
+    assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout[-2000:]

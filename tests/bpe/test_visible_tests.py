@@ -9,7 +9,8 @@ import pytest
 
 from grader.release import stubs
 
-from .helpers import ASSIGNMENT, FILES, REFERENCE, REFUSES_MINIMUM, VARIANTS, patched
+from .helpers import (ASSIGNMENT, CHANGES_VOCAB_THEN_RAISES, FILES, IDS_BEFORE_SPECIALS, REFERENCE, REFUSES_MINIMUM,
+                      VARIANTS, patched)
 
 
 def student_folder(tmp_path, sources: dict) -> object:
@@ -77,6 +78,20 @@ def test_refusing_the_smallest_vocabulary_fails_one_test_that_names_the_rule(tmp
     message = failed["test_s3_vocab_size_at_the_minimum"]
     assert "ValueError" in message and "vocab_size < 256 + len(special_tokens)" in message, message
     assert "train_bpe('banana<|end|>bandana', 256, [])" in message, message  # the first case: no special token
+
+
+def test_an_error_in_encode_is_not_blamed_on_the_vocabulary(tmp_path):
+    """An encode that raises (a KeyError on a new special token) fails the encode tests, not the test that the
+    vocab passed in is unchanged: the student's vocab did not change."""
+    outcomes = run_visible(student_folder(tmp_path, patched(IDS_BEFORE_SPECIALS)))
+    assert outcomes["test_s6_the_vocabulary_passed_in_is_not_changed"] == ("passed", ""), outcomes
+    assert "KeyError" in _failed(outcomes)["test_s6_special_tokens"]
+
+
+def test_a_vocabulary_changed_before_an_error_in_encode_still_fails(tmp_path):
+    failed = _failed(run_visible(student_folder(tmp_path, patched(CHANGES_VOCAB_THEN_RAISES))))
+    message = failed["test_s6_the_vocabulary_passed_in_is_not_changed"]
+    assert "after encode and decode" in message and "KeyError" not in message, message
 
 
 def test_one_part_at_a_time_with_its_marker(tmp_path):

@@ -72,12 +72,16 @@ def test_s6_special_tokens(handout_tokenizer, check):
 
 def test_s6_the_vocabulary_passed_in_is_not_changed(tokenizer, check):
     """§6: special tokens are added to the tokenizer's own copy of the vocabulary, never to the caller's dict:
-    after building a Tokenizer, encoding and decoding, the dict passed in is as it was."""
+    after building a Tokenizer, encoding and decoding, the dict passed in is as it was. An error in encode or
+    decode is not this test's business (the encoding tests show it): the dict is read back all the same."""
     vocab = _vocab((b"a", b"n"))
     before = dict(vocab)
     tok = tokenizer.Tokenizer(vocab, [(b"a", b"n")], ["<|end|>", "<pad>"])
     check.equal(vocab, before, "§6: the vocab passed to Tokenizer(vocab, merges, ['<|end|>', '<pad>'])")
-    tok.decode(tok.encode("an<|end|>a<pad>"))
+    try:
+        tok.decode(tok.encode("an<|end|>a<pad>"))
+    except Exception:  # noqa: BLE001 - test_s6_special_tokens and the round trips report encode's and decode's errors
+        pass
     check.equal(vocab, before, "§6: the vocab passed to Tokenizer, after encode and decode")
 
 

@@ -94,6 +94,11 @@ BUGS: tuple[Bug, ...] = (
     _b("sa.causal_additive", "self_attention", "causal_mask",
        (SA, "    return torch.tril(torch.ones(T, T, device=device))",
         "    return torch.triu(torch.full((T, T), float(\"-inf\"), device=device), diagonal=1)")),
+    # The same additive mask with a large negative number for -inf (-1e9, as much published code writes it): matched by
+    # value, -inf matches no finite number, so it needs its own mutant.
+    _b("sa.causal_additive_large_negative", "self_attention", "causal_mask",
+       (SA, "    return torch.tril(torch.ones(T, T, device=device))",
+        "    return torch.triu(torch.full((T, T), -1e9, device=device), diagonal=1)")),
     _b("sa.biased_projections", "self_attention", "module_reference",
        (SA, "        self.W_q = nn.Linear(d_model, d_k, bias=False)\n        self.W_k = nn.Linear(d_model, d_k, bias=False)\n"
             "        self.W_v = nn.Linear(d_model, d_k, bias=False)\n",

@@ -367,6 +367,33 @@ def test_the_tanh_gelu_fails_block_visibly_as_it_does_hidden_and_is_told_no_othe
     assert any("the exact one, nn.GELU()" in line for line in visible["block"][1]), visible["block"]
 
 
+def _visible_said(sub, tmp_path):
+    """The visible tests' verdict per part, and every failure's words as a student reads them."""
+    visible = visible_parts(sub, tmp_path / "visible", assignment=DAY13.assignment, parts=tuple(CODE))
+    said = "\n".join(f"{failure.get('message', '')}\n{failure.text or ''}" for failure
+                     in ET.parse(tmp_path / "visible" / "report.xml").getroot().iter("failure"))
+    return visible, said
+
+
+def test_an_additive_mask_of_a_large_negative_number_is_named_and_shown_at_a_telling_size(tmp_path):
+    # Found on a held-out student (s36 D5): -1e9 above the diagonal, 0 elsewhere. The hidden test showed causal_mask(1)
+    # first ("expected [[1]] got [[0.]]", which three mistakes give), and sa.causal_additive's -inf matches no number.
+    sub = _copy_reference(tmp_path)
+    text = (sub / "self_attention.py").read_text()
+    tril = "    return torch.tril(torch.ones(T, T, device=device))"
+    assert text.count(tril) == 1
+    (sub / "self_attention.py").write_text(text.replace(
+        tril, "    return torch.triu(torch.full((T, T), -1e9, device=device), diagonal=1)"))
+    result = killrate.grade(sub, "neg1e9", lesson=DAY13)
+    failed = {t.name: t for t in result.tests if t.status != "passed"}
+    assert {name: t.hint_id for name, t in failed.items()} == {
+        "self_attention.causal_mask": "sa.causal_additive_large_negative"}, failed
+    shown = failed["self_attention.causal_mask"].output
+    assert shown.startswith("causal_mask(7):") and "-1.e+09" in shown, shown
+    visible, said = _visible_said(sub, tmp_path)
+    assert {part for part, (passed, _) in visible.items() if not passed} == {"self_attention"}, visible
+    assert DAY13.rubric()["hints"]["sa.causal_additive_large_negative"]["text"] in said, said
+
 def test_forbidden_call_costs_that_part_with_a_reason_and_nothing_else(tmp_path):
     sub = _copy_reference(tmp_path)
     text = (sub / "block.py").read_text()

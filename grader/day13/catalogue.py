@@ -192,6 +192,13 @@ BUGS: tuple[Bug, ...] = (
     # x is batch-first, (B, T, d_model): T read from the first axis is the batch size.
     _b("pe.T_from_batch_axis", "positional", "module_forward",
        (PE, "        T = x.size(1)", "        T = x.size(0)")),
+    # The PyTorch tutorial's layout: a (max_len, 1, d_model) table for sequence-first x, sliced by x.size(0). On
+    # batch-first x, pe[:B] is (B, 1, d_model) and broadcasts: sentence b gets PE[b] on every token. With one sentence
+    # its numbers are pe.T_from_batch_axis's; with more, that one's (max_len, d_model) table crashes and this one's does not.
+    _b("pe.seq_first_table", "positional", "module_forward",
+       (PE, '        self.register_buffer("pe", positional_encoding(max_len, d_model))',
+        '        self.register_buffer("pe", positional_encoding(max_len, d_model).unsqueeze(1))'),
+       (PE, "        T = x.size(1)", "        T = x.size(0)")),
     # ------------------------------------------------------------------ block.py
     _b("blk.pre_post_swapped", "block", "post_ln",
        (BL, "        if self.pre_ln:\n", "        if not self.pre_ln:\n")),

@@ -350,6 +350,8 @@ def test_T_read_from_the_batch_axis_is_named_hidden_and_visible(tmp_path):
     assert {part for part, (passed, _) in visible.items() if not passed} == {"positional"}, visible
     report = (tmp_path / "visible" / "report.xml").read_text()
     assert "forward takes T from the batch axis" in report
+    # pe.seq_first_table gives these numbers with one sentence too; its own numbers with two rule it out here.
+    assert "PyTorch tutorial" not in report
 
 
 def test_the_tanh_gelu_fails_block_visibly_as_it_does_hidden_and_is_told_no_other_mistake(tmp_path):
@@ -373,6 +375,25 @@ def _visible_said(sub, tmp_path):
     said = "\n".join(f"{failure.get('message', '')}\n{failure.text or ''}" for failure
                      in ET.parse(tmp_path / "visible" / "report.xml").getroot().iter("failure"))
     return visible, said
+
+
+def test_the_tutorials_sequence_first_table_is_named_hidden_and_visible(tmp_path):
+    # Found on a held-out student (s36 D4): the PyTorch tutorial's (max_len, 1, d_model) table sliced with
+    # x.size(0) on batch-first x: pe[:B] broadcasts, and sentence b gets PE[b] on every token. The hidden cases
+    # (B = 3, 2, 2) named nothing: pe.T_from_batch_axis's (max_len, d_model) table crashes there.
+    sub = _copy_reference(tmp_path)
+    text = (sub / "positional.py").read_text()
+    table = '        self.register_buffer("pe", positional_encoding(max_len, d_model))'
+    forward = "        T = x.size(1)\n        return x + self.pe[:T]"
+    assert text.count(table) == 1 and text.count(forward) == 1
+    (sub / "positional.py").write_text(text.replace(table, table[:-1] + ".unsqueeze(1))")
+                                       .replace(forward, "        return x + self.pe[: x.size(0)]"))
+    result = killrate.grade(sub, "seq_first", lesson=DAY13)
+    failed = {t.name: t.hint_id for t in result.tests if t.status != "passed"}
+    assert failed == {"positional.module_forward": "pe.seq_first_table"}, failed
+    visible, said = _visible_said(sub, tmp_path)
+    assert {part for part, (passed, _) in visible.items() if not passed} == {"positional"}, visible
+    assert DAY13.rubric()["hints"]["pe.seq_first_table"]["text"] in said, said
 
 
 def test_an_additive_mask_of_a_large_negative_number_is_named_and_shown_at_a_telling_size(tmp_path):

@@ -212,6 +212,10 @@ BUGS: tuple[Bug, ...] = (
        (BL, "            nn.GELU(),\n", "            nn.ReLU(),\n")),
     _b("blk.no_activation", "block", "post_ln",
        (BL, "            nn.GELU(),\n", "")),
+    # One activation too many: a GELU after the second Linear as well, so the FFN's output can never be below about -0.17.
+    _b("blk.ffn_trailing_activation", "block", "post_ln",
+       (BL, "            nn.Linear(d_ff, d_model),  # project back: (B, T, d_model)\n",
+        "            nn.Linear(d_ff, d_model),  # project back: (B, T, d_model)\n            nn.GELU(),\n")),
     # Post-LN whose second residual adds the sum before ln1 (the FFN still reads ln1 of it).
     _b("blk.post_ln_unnormed_residual", "block", "post_ln",
        (BL, POST1 + POST2, "            h = x + self.attn(x, mask)  # (B, T, d_model)\n"

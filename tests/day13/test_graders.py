@@ -377,6 +377,25 @@ def _visible_said(sub, tmp_path):
     return visible, said
 
 
+def test_a_trailing_activation_in_the_ffn_is_named_hidden_and_visible(tmp_path):
+    # Found on a held-out student (s36 D3): ffn = Linear, GELU, Linear, GELU. The hidden block.attributes compares
+    # parameter shapes only and passes it; post_ln, pre_ln and gradients lost 12 points saying only "values differ",
+    # and the visible test_block_parts named the cause in a bare assert under pytest's diff.
+    sub = _copy_reference(tmp_path)
+    text = (sub / "block.py").read_text()
+    last = "            nn.Linear(d_ff, d_model),  # project back: (B, T, d_model)\n"
+    assert text.count(last) == 1
+    (sub / "block.py").write_text(text.replace(last, last + "            nn.GELU(),\n"))
+    result = killrate.grade(sub, "ffn_trailing_gelu", lesson=DAY13)
+    failed = {t.name: t.hint_id for t in result.tests if t.status != "passed"}
+    assert failed == dict.fromkeys(("block.post_ln", "block.pre_ln", "block.gradients"),
+                                   "blk.ffn_trailing_activation"), failed
+    visible, said = _visible_said(sub, tmp_path)
+    assert {part for part, (passed, _) in visible.items() if not passed} == {"block"}, visible
+    assert DAY13.rubric()["hints"]["blk.ffn_trailing_activation"]["text"] in said, said
+    assert "Use -v" not in said and "AssertionError" not in said, said  # pytest's own workings are not for students
+
+
 def test_the_tutorials_sequence_first_table_is_named_hidden_and_visible(tmp_path):
     # Found on a held-out student (s36 D4): the PyTorch tutorial's (max_len, 1, d_model) table sliced with
     # x.size(0) on batch-first x: pe[:B] broadcasts, and sentence b gets PE[b] on every token. The hidden cases

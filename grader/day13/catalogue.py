@@ -94,6 +94,11 @@ BUGS: tuple[Bug, ...] = (
     _b("sa.causal_additive", "self_attention", "causal_mask",
        (SA, "    return torch.tril(torch.ones(T, T, device=device))",
         "    return torch.triu(torch.full((T, T), float(\"-inf\"), device=device), diagonal=1)")),
+    # The same additive mask with a large negative number for -inf (-1e9, as much published code writes it): matched by
+    # value, -inf matches no finite number, so it needs its own mutant.
+    _b("sa.causal_additive_large_negative", "self_attention", "causal_mask",
+       (SA, "    return torch.tril(torch.ones(T, T, device=device))",
+        "    return torch.triu(torch.full((T, T), -1e9, device=device), diagonal=1)")),
     _b("sa.biased_projections", "self_attention", "module_reference",
        (SA, "        self.W_q = nn.Linear(d_model, d_k, bias=False)\n        self.W_k = nn.Linear(d_model, d_k, bias=False)\n"
             "        self.W_v = nn.Linear(d_model, d_k, bias=False)\n",
@@ -187,6 +192,13 @@ BUGS: tuple[Bug, ...] = (
     # x is batch-first, (B, T, d_model): T read from the first axis is the batch size.
     _b("pe.T_from_batch_axis", "positional", "module_forward",
        (PE, "        T = x.size(1)", "        T = x.size(0)")),
+    # The PyTorch tutorial's layout: a (max_len, 1, d_model) table for sequence-first x, sliced by x.size(0). On
+    # batch-first x, pe[:B] is (B, 1, d_model) and broadcasts: sentence b gets PE[b] on every token. With one sentence
+    # its numbers are pe.T_from_batch_axis's; with more, that one's (max_len, d_model) table crashes and this one's does not.
+    _b("pe.seq_first_table", "positional", "module_forward",
+       (PE, '        self.register_buffer("pe", positional_encoding(max_len, d_model))',
+        '        self.register_buffer("pe", positional_encoding(max_len, d_model).unsqueeze(1))'),
+       (PE, "        T = x.size(1)", "        T = x.size(0)")),
     # ------------------------------------------------------------------ block.py
     _b("blk.pre_post_swapped", "block", "post_ln",
        (BL, "        if self.pre_ln:\n", "        if not self.pre_ln:\n")),
@@ -200,6 +212,10 @@ BUGS: tuple[Bug, ...] = (
        (BL, "            nn.GELU(),\n", "            nn.ReLU(),\n")),
     _b("blk.no_activation", "block", "post_ln",
        (BL, "            nn.GELU(),\n", "")),
+    # One activation too many: a GELU after the second Linear as well, so the FFN's output can never be below about -0.17.
+    _b("blk.ffn_trailing_activation", "block", "post_ln",
+       (BL, "            nn.Linear(d_ff, d_model),  # project back: (B, T, d_model)\n",
+        "            nn.Linear(d_ff, d_model),  # project back: (B, T, d_model)\n            nn.GELU(),\n")),
     # Post-LN whose second residual adds the sum before ln1 (the FFN still reads ln1 of it).
     _b("blk.post_ln_unnormed_residual", "block", "post_ln",
        (BL, POST1 + POST2, "            h = x + self.attn(x, mask)  # (B, T, d_model)\n"

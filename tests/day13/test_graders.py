@@ -350,6 +350,8 @@ def test_T_read_from_the_batch_axis_is_named_hidden_and_visible(tmp_path):
     assert {part for part, (passed, _) in visible.items() if not passed} == {"positional"}, visible
     report = (tmp_path / "visible" / "report.xml").read_text()
     assert "forward takes T from the batch axis" in report
+    # pe.seq_first_table gives these numbers with one sentence too; its own numbers with two rule it out here.
+    assert "PyTorch tutorial" not in report
 
 
 def test_the_tanh_gelu_fails_block_visibly_as_it_does_hidden_and_is_told_no_other_mistake(tmp_path):
@@ -366,6 +368,71 @@ def test_the_tanh_gelu_fails_block_visibly_as_it_does_hidden_and_is_told_no_othe
     assert {part for part, (passed, _) in visible.items() if not passed} == {"block"}, visible
     assert any("the exact one, nn.GELU()" in line for line in visible["block"][1]), visible["block"]
 
+
+def _visible_said(sub, tmp_path):
+    """The visible tests' verdict per part, and every failure's words as a student reads them."""
+    visible = visible_parts(sub, tmp_path / "visible", assignment=DAY13.assignment, parts=tuple(CODE))
+    said = "\n".join(f"{failure.get('message', '')}\n{failure.text or ''}" for failure
+                     in ET.parse(tmp_path / "visible" / "report.xml").getroot().iter("failure"))
+    return visible, said
+
+
+def test_a_trailing_activation_in_the_ffn_is_named_hidden_and_visible(tmp_path):
+    # Found on a held-out student (s36 D3): ffn = Linear, GELU, Linear, GELU. The hidden block.attributes compares
+    # parameter shapes only and passes it; post_ln, pre_ln and gradients lost 12 points saying only "values differ",
+    # and the visible test_block_parts named the cause in a bare assert under pytest's diff.
+    sub = _copy_reference(tmp_path)
+    text = (sub / "block.py").read_text()
+    last = "            nn.Linear(d_ff, d_model),  # project back: (B, T, d_model)\n"
+    assert text.count(last) == 1
+    (sub / "block.py").write_text(text.replace(last, last + "            nn.GELU(),\n"))
+    result = killrate.grade(sub, "ffn_trailing_gelu", lesson=DAY13)
+    failed = {t.name: t.hint_id for t in result.tests if t.status != "passed"}
+    assert failed == dict.fromkeys(("block.post_ln", "block.pre_ln", "block.gradients"),
+                                   "blk.ffn_trailing_activation"), failed
+    visible, said = _visible_said(sub, tmp_path)
+    assert {part for part, (passed, _) in visible.items() if not passed} == {"block"}, visible
+    assert DAY13.rubric()["hints"]["blk.ffn_trailing_activation"]["text"] in said, said
+    assert "Use -v" not in said and "AssertionError" not in said, said  # pytest's own workings are not for students
+
+
+def test_the_tutorials_sequence_first_table_is_named_hidden_and_visible(tmp_path):
+    # Found on a held-out student (s36 D4): the PyTorch tutorial's (max_len, 1, d_model) table sliced with
+    # x.size(0) on batch-first x: pe[:B] broadcasts, and sentence b gets PE[b] on every token. The hidden cases
+    # (B = 3, 2, 2) named nothing: pe.T_from_batch_axis's (max_len, d_model) table crashes there.
+    sub = _copy_reference(tmp_path)
+    text = (sub / "positional.py").read_text()
+    table = '        self.register_buffer("pe", positional_encoding(max_len, d_model))'
+    forward = "        T = x.size(1)\n        return x + self.pe[:T]"
+    assert text.count(table) == 1 and text.count(forward) == 1
+    (sub / "positional.py").write_text(text.replace(table, table[:-1] + ".unsqueeze(1))")
+                                       .replace(forward, "        return x + self.pe[: x.size(0)]"))
+    result = killrate.grade(sub, "seq_first", lesson=DAY13)
+    failed = {t.name: t.hint_id for t in result.tests if t.status != "passed"}
+    assert failed == {"positional.module_forward": "pe.seq_first_table"}, failed
+    visible, said = _visible_said(sub, tmp_path)
+    assert {part for part, (passed, _) in visible.items() if not passed} == {"positional"}, visible
+    assert DAY13.rubric()["hints"]["pe.seq_first_table"]["text"] in said, said
+
+
+def test_an_additive_mask_of_a_large_negative_number_is_named_and_shown_at_a_telling_size(tmp_path):
+    # Found on a held-out student (s36 D5): -1e9 above the diagonal, 0 elsewhere. The hidden test showed causal_mask(1)
+    # first ("expected [[1]] got [[0.]]", which three mistakes give), and sa.causal_additive's -inf matches no number.
+    sub = _copy_reference(tmp_path)
+    text = (sub / "self_attention.py").read_text()
+    tril = "    return torch.tril(torch.ones(T, T, device=device))"
+    assert text.count(tril) == 1
+    (sub / "self_attention.py").write_text(text.replace(
+        tril, "    return torch.triu(torch.full((T, T), -1e9, device=device), diagonal=1)"))
+    result = killrate.grade(sub, "neg1e9", lesson=DAY13)
+    failed = {t.name: t for t in result.tests if t.status != "passed"}
+    assert {name: t.hint_id for name, t in failed.items()} == {
+        "self_attention.causal_mask": "sa.causal_additive_large_negative"}, failed
+    shown = failed["self_attention.causal_mask"].output
+    assert shown.startswith("causal_mask(7):") and "-1.e+09" in shown, shown
+    visible, said = _visible_said(sub, tmp_path)
+    assert {part for part, (passed, _) in visible.items() if not passed} == {"self_attention"}, visible
+    assert DAY13.rubric()["hints"]["sa.causal_additive_large_negative"]["text"] in said, said
 
 def test_forbidden_call_costs_that_part_with_a_reason_and_nothing_else(tmp_path):
     sub = _copy_reference(tmp_path)

@@ -37,6 +37,11 @@ class Check(feedback.Check):
     def value(self, value, what):
         return self.tensor(value, what)
 
+    def equal(self, got, expected, what, *, hint="", when=()):
+        """got == expected for a structured value (the names of a module's layers): not a tensor, so compared by
+        the shared check, which reads it as it is; its comparison is counted and matched as every other."""
+        feedback.Check(self.evidence).equal(got, expected, what, hint=hint, when=when)
+
     @staticmethod
     def pair(result, what):
         """(out, weights) from a function that must return two tensors."""

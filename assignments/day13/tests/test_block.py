@@ -68,30 +68,37 @@ def test_s12_shape_tracking(block, check):
         assert inside == [(2, 5, 64)], f"§12: the FFN's first layer should give (2, 5, 64) once, saw {inside}"
 
 
-def test_block_parts(block):
+def _require(ok, message):
+    """A rule of the contract that is no comparison of numbers: its failure says only `message`."""
+    if not ok:
+        pytest.fail(message, pytrace=False)
+
+
+def test_block_parts(block, check):
     """§12: attn, ln1, ln2 (LayerNorm(d_model)) and ffn = Linear(d, d_ff) -> GELU -> Linear(d_ff, d), d_ff = 4·d."""
     model = block.TransformerBlock(d_model=16, n_heads=4)
     for name in ("ln1", "ln2"):
         norm = getattr(model, name)
-        assert isinstance(norm, nn.LayerNorm) and tuple(norm.normalized_shape) == (16,), (
-            f"§11: {name} should be nn.LayerNorm(d_model=16), got {norm!r}")
-        assert 0 < norm.eps <= 1e-5, (
-            f"§11: {name}'s eps should be a small positive number, at most the handout's 1e-5; got {norm.eps}")
+        _require(isinstance(norm, nn.LayerNorm) and tuple(norm.normalized_shape) == (16,),
+                 f"§11: {name} should be nn.LayerNorm(d_model=16), got {norm!r}")
+        _require(0 < norm.eps <= 1e-5,
+                 f"§11: {name}'s eps should be a small positive number, at most the handout's 1e-5; got {norm.eps}")
     layers = [layer for layer in model.ffn if not isinstance(layer, (nn.Dropout, nn.Identity))]  # they change nothing
-    kinds = [type(layer).__name__ for layer in layers]
-    assert kinds == ["Linear", "GELU", "Linear"], f"§9: ffn should be Linear, GELU, Linear; got {kinds}"
+    # Compared through `check`, so a known mistake's layers (an extra GELU, a ReLU, none) are named.
+    check.equal([type(layer).__name__ for layer in layers], ["Linear", "GELU", "Linear"],
+                "§9: the layers of ffn, in order (Dropout and Identity left out), should be Linear, GELU, Linear")
     z = torch.linspace(-4.0, 4.0, 81)
-    assert torch.allclose(layers[1](z), torch.nn.functional.gelu(z), rtol=0.0, atol=1e-6), (
-        "§9: the FFN's GELU should be the exact one, nn.GELU(); GELU(approximate='tanh'), as in GPT-2, differs from it "
-        "by up to ~1e-3")
+    _require(torch.allclose(layers[1](z), torch.nn.functional.gelu(z), rtol=0.0, atol=1e-6),
+             "§9: the FFN's GELU should be the exact one, nn.GELU(); GELU(approximate='tanh'), as in GPT-2, differs "
+             "from it by up to ~1e-3")
     sizes = [(layers[0].in_features, layers[0].out_features), (layers[2].in_features, layers[2].out_features)]
-    assert sizes == [(16, 64), (64, 16)], f"§9: with d_ff left out the FFN expands 16 -> 4·16 = 64 -> 16, got {sizes}"
-    assert model.ln1 is not model.ln2, "§12: ln1 and ln2 are two LayerNorms, each with its own weights"
+    _require(sizes == [(16, 64), (64, 16)], f"§9: with d_ff left out the FFN expands 16 -> 4·16 = 64 -> 16, got {sizes}")
+    _require(model.ln1 is not model.ln2, "§12: ln1 and ln2 are two LayerNorms, each with its own weights")
     given = [layer for layer in block.TransformerBlock(d_model=16, n_heads=4, d_ff=40).ffn if isinstance(layer, nn.Linear)]
     sizes = [(layer.in_features, layer.out_features) for layer in given]
-    assert sizes == [(16, 40), (40, 16)], f"§9: TransformerBlock(16, 4, d_ff=40) should expand 16 -> 40 -> 16, got {sizes}"
-    assert type(model.attn).__name__ == "StandInAttention", (
-        f"§12: attn should be MultiHeadAttention(d_model, n_heads) from multihead.py, got {type(model.attn).__name__}")
+    _require(sizes == [(16, 40), (40, 16)], f"§9: TransformerBlock(16, 4, d_ff=40) should expand 16 -> 40 -> 16, got {sizes}")
+    _require(type(model.attn).__name__ == "StandInAttention",
+             f"§12: attn should be MultiHeadAttention(d_model, n_heads) from multihead.py, got {type(model.attn).__name__}")
 
 
 def test_s9_ffn_parameter_counts(block):

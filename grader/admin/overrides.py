@@ -210,7 +210,7 @@ def apply(result: SubmissionResult, decisions: dict[str, Override]) -> Submissio
     # Points a person set on a test or part of an earlier version never take from what the new version earns by
     # itself: such a row is set aside (the staff are told) until a person sets it again.
     aside = {name for name, row in decisions.items() if row.points is not None and name != BONUS
-             and made_earlier(row, result) and row.points < _automated(result, name)}
+             and made_earlier(row, result) and row.points < points_of(result, name)}
     own = {name: row for name, row in decisions.items() if row.points is not None and name not in aside}
     for component in _parts(result):
         part = own.get(component)
@@ -237,7 +237,7 @@ def apply(result: SubmissionResult, decisions: dict[str, Override]) -> Submissio
         row = decisions[name]
         automated = None
         if row.points is not None and name != BONUS:
-            automated = _automated(result, name)
+            automated = points_of(result, name)
         shown.append({**row.to_json(), "automated": automated,
                       **({"earlier_version": True} if made_earlier(row, result) else {}),
                       **({"set_aside": True} if name in aside else {})})
@@ -249,8 +249,8 @@ EARLIER = "made for an earlier version"  # beside such a decision in every staff
 SET_ASIDE = "set aside: the new version earns more by itself"
 
 
-def _automated(result: SubmissionResult, name: str) -> float:
-    """The automated points of a test or a part."""
+def points_of(result: SubmissionResult, name: str) -> float:
+    """The points `result` gives a test or a part (`name`: a test id or a part)."""
     return round(sum(t.score for t in result.tests if t.name == name or t.component == name), 4)
 
 

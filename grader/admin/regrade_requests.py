@@ -182,5 +182,12 @@ def standings(requests: list[Request], rows: list[Override], records=None) -> li
 
 def points_before(record, test: str, earlier: list[Override]) -> float:
     """The points of `test` (a test id or a part) in `record` with the decisions of `earlier` applied."""
-    shown = overrides.apply(record, overrides.effective(earlier).get(record.submission, {}))
-    return round(sum(t.score for t in shown.tests if t.name == test or t.component == test), 4)
+    return overrides.points_of(overrides.apply(record, overrides.effective(earlier).get(record.submission, {})), test)
+
+
+def askable(records, others=(), *, lesson=None) -> dict[str, set[str]]:
+    """student -> what a request may name: each record's test ids and parts, and for each name of `others` (not
+    graded here: not yet, or by another shard) `lesson`'s."""
+    every = set(lesson.test_ids) | set(lesson.components) if others else set()
+    return {**{name: every for name in others},
+            **{r.submission: {t.name for t in r.tests} | {t.component for t in r.tests} for r in records}}

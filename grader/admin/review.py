@@ -154,8 +154,7 @@ class Review:
         """student -> the standing of each of their regrade requests, and the file's problem if any."""
         try:
             found = regrade_requests.of_folder(self.out, self.requests_path)
-            regrade_requests.check(found, {r.submission: {t.name for t in r.tests} | {t.component for t in r.tests}
-                                           for r in records}, path=self.requests_path)
+            regrade_requests.check(found, regrade_requests.askable(records), path=self.requests_path)
         except regrade_requests.RequestError as error:
             return {}, str(error)
         by_student: dict[str, list] = {}
@@ -877,8 +876,7 @@ class Handler(BaseHTTPRequestHandler):
                 raise ValueError(f"To accept, type the points {request.test} should get.")
             points = check_points(records[index[name]], request.test, raw,
                                   components=review.lesson.components) if decision == "accept" else None
-            now = round(sum(t.score for t in records[index[name]].tests
-                            if request.test in (t.name, t.component)), 4)
+            now = overrides.points_of(records[index[name]], request.test)
             if points is not None and points < now and field.get("lower") != "yes":
                 raise ValueError(f"Accepting with {points:g} points lowers {name}'s {request.test} from {now:g} to "
                                  f"{points:g}. To lower it, tick “lower the points” and accept again; to keep "

@@ -51,7 +51,7 @@ def write_class(out_dir: Path, overrides_path: Path | None = None,
     overrides.check(rows, records, path=path, submissions=elsewhere)
     automated, records = records, totals.finalise(out_dir, records, overrides.effective(rows), lesson=lesson)
     standings = _apply_comments_and_requests(out_dir, records, rows, automated,
-                                             {name: set(lesson.test_ids) | set(lesson.components) for name in elsewhere})
+                                             regrade_requests.askable((), elsewhere, lesson=lesson))
     hints = lesson.hints
     words = feedback.Words.of(lesson.rubric())
 
@@ -141,8 +141,8 @@ def _apply_comments_and_requests(out_dir: Path, records: list[SubmissionResult],
     elsewhere = elsewhere or {}
     linecomments.check(comments, {r.submission for r in records} | set(elsewhere), path=linecomments.default_path(out_dir))
     requests = regrade_requests.of_folder(out_dir)
-    regrade_requests.check(requests, {**elsewhere, **{r.submission: {t.name for t in r.tests} | {t.component for t in r.tests}
-                                                      for r in records}}, path=regrade_requests.default_path(out_dir))
+    regrade_requests.check(requests, {**elsewhere, **regrade_requests.askable(records)},
+                           path=regrade_requests.default_path(out_dir))
     graded = {r.submission for r in records}
     standings = regrade_requests.standings([q for q in requests if q.student in graded], rows, automated)
     said = linecomments.by_submission(comments)

@@ -234,9 +234,7 @@ def _check_requests_and_comments(out: Path, records, subs, lesson) -> None:
     rubric's tests)."""
     from grader.admin import linecomments, regrade_requests
 
-    graded = {r.submission: {t.name for t in r.tests} | {t.component for t in r.tests} for r in records}
-    every = set(lesson.test_ids) | set(lesson.components)
-    tests_of = {**{s.name: every for s in subs}, **graded}
+    tests_of = regrade_requests.askable(records, [s.name for s in subs], lesson=lesson)
     path = regrade_requests.default_path(out)
     regrade_requests.check(regrade_requests.of_folder(out), tests_of, path=path)
     path = linecomments.default_path(out)

@@ -159,8 +159,13 @@ def grade_class(label: str, tree: Path, subs: Path, out: Path, *, lesson, n: int
     group = MemoryGroup.create(f"grader-bench-{os.getpid()}-{label.split()[0]}")
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
+    # The run's temporary files in a folder of its own, removed after it: an older commit (BASE=) may leave some
+    # behind (aeb6d03's workers left their catalogue mutants), and a bench must not fill the machine's /tmp.
+    temporary = Path(tempfile.mkdtemp(prefix="grader-bench-tmp-"))
+    os.chmod(temporary, 0o1777)  # as /tmp: the sandbox's uids pass through it
     proc = subprocess.Popen([sys.executable, "-c", _DRIVER, str(subs), str(out), str(jobs), str(uid_base), lesson.ref],
                             cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(temporary)},
                             preexec_fn=group.enter if group.path else None)
     tree = TreeCpu(proc.pid)
     tree.start()
@@ -173,6 +178,7 @@ def grade_class(label: str, tree: Path, subs: Path, out: Path, *, lesson, n: int
     proc.wait()
     run.wall = time.perf_counter() - start
     tree.stop()
+    shutil.rmtree(temporary, ignore_errors=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     # CPU of the whole process tree: other load on the machine does not inflate it.
     run.cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -465,7 +471,9 @@ def one_submission_breakdown(*, lesson, repeats: int = 3, uid_base: int = BENCH_
     from grader.sandbox.zygote import Zygote
 
     config = dataclasses.replace(DEFAULT_CONFIG, uid_base=uid_base)
-    root = Path(tempfile.mkdtemp(prefix="grader-bench-one-"))
+    # Where a grading run puts its scratch copies: a TMPDIR the sandbox's uid cannot enter (under pytest's or
+    # /root's 0700 folders) would fail every call of this submission, as it would a grading run's.
+    root = Path(tempfile.mkdtemp(prefix="grader-bench-one-", dir=run.scratch_base()))
     os.chmod(root, 0o711)
     subs, out, work = root / "class", root / "out", root / "work"
     for folder in (subs, work, work / "slot0"):

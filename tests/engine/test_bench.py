@@ -1,6 +1,7 @@
 """grader/devtools/bench.py (`make bench`): it runs, on a tiny class, with a BASE side by side, and says what it
 measured beside each goal; the per-stage breakdown names every stage and each stage that must cost
 something does. Timing figures themselves are never asserted (speed lives in the bench's output)."""
+import os
 import re
 import subprocess
 import sys
@@ -25,14 +26,20 @@ BASE = FIRST_ROUND if _CPU_BUILD and subprocess.run(
     ["git", "-C", str(KIT), "cat-file", "-e", f"{FIRST_ROUND}^{{commit}}"], capture_output=True).returncode == 0 else "HEAD"
 
 
-def test_make_bench_on_a_tiny_class_beside_a_base_commit():
+def test_make_bench_on_a_tiny_class_beside_a_base_commit(tmp_path):
     # The base's files taken from git into a temporary folder and graded in turns with this tree; both must
     # grade every submission of the same class.
+    temporary = tmp_path / "tmp"
+    temporary.mkdir(mode=0o1777)
+    temporary.chmod(0o1777)  # as /tmp: the sandbox's uids pass through it
     done = subprocess.run([sys.executable, "-m", "grader.devtools.bench", "-n", str(N), "--jobs", "1", "--base", BASE,
                            "--torch-repeats", "1", "--check-repeats", "1", "--uid-base", str(uid_base_for_tests(9))],
-                          cwd=KIT, capture_output=True, text=True, timeout=900)
+                          cwd=KIT, capture_output=True, text=True, timeout=900,
+                          env={**os.environ, "TMPDIR": str(temporary)})
     out = done.stdout
     assert done.returncode == 0, out[-3000:] + done.stderr[-3000:]
+    # Nothing of the gradings, the base's or this kit's, outlives the bench in the machine's temporary folder.
+    assert sorted(p.name for p in temporary.iterdir()) == [], sorted(p.name for p in temporary.iterdir())
 
     # Both versions graded the whole class: one with a planted bug, the rest full marks.
     for label in ("this kit", f"BASE {BASE}"):

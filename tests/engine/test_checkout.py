@@ -45,7 +45,7 @@ def test_the_child_sees_only_what_it_must_read_of_the_private_folder(private_kit
     # Without Landlock too: the kit's hidden tests and reference are not in the child's view at all,
     # while the environment it imports from is, at its usual path.
     script = textwrap.dedent("""
-        import json, os, sys, tempfile
+        import json, os, shutil, sys, tempfile
         from pathlib import Path
         from grader.sandbox import SandboxConfig
         from grader.sandbox.confinement import prepare_scratch, slot_uid
@@ -68,6 +68,7 @@ def test_the_child_sees_only_what_it_must_read_of_the_private_folder(private_kit
             prepare_scratch(work, slot_uid(config, 0))
             with SandboxTransport(zygote=zygote, slot=0, scratch=work) as t:
                 header, arrays = t.call({{"op": "function", "module": "look", "name": "look", "args": [str(kit)]}}, {{}})
+        shutil.rmtree(work, ignore_errors=True)
         print(json.dumps({{"error": header["error"], "seen": arrays.get("out0", []).tolist() if not header["error"] else None,
                           "view": zygote.view, "layers": t.isolation}}))
     """).format(uid_base=uid_base_for_tests(3), hidden=HIDDEN_TESTS, toy=str(TOY.relative_to(KIT)))

@@ -38,7 +38,7 @@ def test_processes_never_share_a_uid_whatever_their_pids():
 
 
 _GRADE_ONE_CALL = textwrap.dedent("""
-    import json, os, sys, tempfile, time
+    import json, os, shutil, sys, tempfile, time
     from pathlib import Path
     sys.path.insert(0, sys.argv[1] + "/tests/fixtures")
     from engine_helpers import TOY, uid_base_for_tests
@@ -65,6 +65,7 @@ _GRADE_ONE_CALL = textwrap.dedent("""
             meet("ready")
             header, arrays = transport.call({"op": "function", "module": "who", "name": "uid", "args": []}, {})
             meet("answered")  # both children are alive now, each in its own process's slot
+    shutil.rmtree(work, ignore_errors=True)
     print(json.dumps({"base": config.uid_base, "error": header.get("error"),
                       "child_uid": int(next(iter(arrays.values()))) if arrays else None}))
 """)

@@ -384,10 +384,22 @@ def _tensors(header: dict, arrays: dict) -> dict:
 
 
 # -- encoding ----------------------------------------------------------------------------
+@contextlib.contextmanager
+def _unmoded():
+    """While the executor reads what student code returned or built: no __torch_function__ (a subclass's or a mode's)
+    and no __torch_dispatch__ mode runs. A mode the student's code entered and never left stays on torch's stacks
+    for every later torch call, the executor's own reads included: it could answer detach() of a float64 answer with
+    float32 bytes, or a weight's shape with another shape. Only the executor's reads run without them."""
+    from torch.utils._python_dispatch import _disable_current_modes  # imported with torch: no import here
+
+    with torch._C.DisableTorchFunction(), _disable_current_modes():
+        yield
+
+
 def own(tensor, attribute: str):
     """A tensor's own `attribute` (dtype, shape, requires_grad), read from torch's C type: a subclass's property
-    of the same name (a float64 tensor whose `dtype` says float32) is never asked."""
-    with torch._C.DisableTorchFunctionSubclass():
+    of the same name (a float64 tensor whose `dtype` says float32) is never asked, nor a mode (_unmoded)."""
+    with _unmoded():
         return getattr(torch._C.TensorBase, attribute).__get__(tensor)
 
 
@@ -416,8 +428,8 @@ def members(module, table: str, prefix: str = "") -> list[tuple[str, torch.Tenso
 
 
 def to_numpy(value) -> np.ndarray:
-    """A plain numpy copy of a tensor, whatever subclass or dtype it came as."""
-    with torch._C.DisableTorchFunctionSubclass():
+    """A plain numpy copy of a tensor, whatever subclass or dtype it came as (read with no mode on: _unmoded)."""
+    with _unmoded():
         t = torch.Tensor.detach(value)
         if torch._C._dispatch_keys(t).has(torch._C.DispatchKey.Python):
             # A subclass with __torch_dispatch__ answers every operation below itself (a conversion could turn
@@ -1075,7 +1087,7 @@ def _meta_tensors_alive() -> bool:
 
 
 def _is_meta(t) -> bool:
-    with torch._C.DisableTorchFunctionSubclass():
+    with _unmoded():
         return bool(torch.Tensor.is_meta.__get__(t))
 
 

@@ -59,6 +59,7 @@ import builtins
 import contextlib
 import gc
 import importlib
+import importlib.machinery
 import json
 import math
 import os
@@ -212,6 +213,7 @@ class ModuleLoader:
             saved = {n: sys.modules.pop(n) for n in list(local) if n in sys.modules}
             sys.modules.update(self.modules)
             sys.path.insert(0, str(self.directory))
+            _source_only(self.directory)
             dont_write = sys.dont_write_bytecode
             sys.dont_write_bytecode = True
             try:
@@ -263,6 +265,7 @@ class ModuleLoader:
                 sys.modules[n] = m
             sys.modules.update(stand_ins)
             sys.path.insert(0, str(self.directory))
+            _source_only(self.directory)
             dont_write = sys.dont_write_bytecode
             sys.dont_write_bytecode = True  # never leave __pycache__ in solutions/
             try:
@@ -279,6 +282,38 @@ class ModuleLoader:
                         self.modules.setdefault(n, m)
                 sys.modules.update(saved)
         return module
+
+
+class _SourceFinder(importlib.machinery.FileFinder):
+    """A FileFinder that loads .py source only: no sourceless .pyc, no compiled extension."""
+
+    def __init__(self, path: str):
+        super().__init__(path, (importlib.machinery.SourceFileLoader, importlib.machinery.SOURCE_SUFFIXES))
+
+
+def _source_only(directory: Path) -> None:
+    """Make every import from `directory` (and its subfolders) read .py source alone. Python imports a sourceless
+    .pyc or a compiled extension from a folder on sys.path as readily as a .py, but the static scan, the similarity
+    report and a person reviewing read source only: compiled code of anything (library calls, a classmate's files)
+    would be graded unread. So such a file is no module (the import fails as for a missing file); a .pyc beside its
+    .py was never used anyway (the source comes first). Idempotent and cheap: called whenever the folder goes on
+    sys.path."""
+    root = os.path.abspath(directory)
+
+    def hook(path):
+        where = os.path.abspath(path or ".")
+        if where == root or where.startswith(root + os.sep):
+            return _SourceFinder(path)
+        raise ImportError("not the submission's folder")
+
+    if not any(getattr(h, "source_only_root", None) == root for h in sys.path_hooks):
+        hook.source_only_root = root
+        sys.path_hooks.insert(0, hook)
+    for key, finder in list(sys.path_importer_cache.items()):
+        if isinstance(key, str) and not isinstance(finder, _SourceFinder):
+            where = os.path.abspath(key or ".")
+            if where == root or where.startswith(root + os.sep):
+                del sys.path_importer_cache[key]
 
 
 class _ImportFailure(ImportError):

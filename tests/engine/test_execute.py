@@ -794,3 +794,30 @@ def test_a_torch_mode_left_on_by_the_submission_cannot_change_the_shapes_an_insp
         _leave_modes()
     assert h["error"] is None, h["error"]
     assert h["inspect"]["parameters"]["linear.weight"] == [3, 4]
+
+
+def test_code_the_scan_cannot_read_is_not_imported_from_the_submission(tmp_path):
+    # A sourceless .pyc (compiled from anything: library calls, a classmate's code) is imported by Python as readily
+    # as a .py, but the static scan and the similarity report read only source: so the child imports source only.
+    import py_compile
+
+    folder = sub(tmp_path, activations='''
+        import torch
+        from _helper import twice
+
+
+        def softmax(x, dim=-1):
+            return torch.softmax(twice(x) / 2, dim)
+    ''')
+    hidden = tmp_path / "_helper.py"
+    hidden.write_text("def twice(x):\n    return 2 * x\n")
+    py_compile.compile(str(hidden), cfile=str(folder / "_helper.pyc"),
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    h, _ = call_softmax(loader_of(folder), seeded(0, 2, 3))
+    assert h["error"] is not None and h["error"]["type"] in ("ModuleNotFoundError", "ImportError"), h["error"]
+    assert "_helper" in h["error"]["message"]
+    # The same helper as source is imported as ever.
+    (folder / "_helper.pyc").unlink()
+    shutil.copyfile(hidden, folder / "_helper.py")
+    h, _ = call_softmax(loader_of(folder), seeded(0, 2, 3))
+    assert h["error"] is None, h["error"]

@@ -244,6 +244,7 @@ class ModuleLoader:
         if not self.isolated:
             if str(self.directory) not in sys.path:
                 sys.path.insert(0, str(self.directory))
+            _source_only(self.directory)
             saved = {dep: sys.modules.get(dep) for dep in stand_ins}
             sys.modules.update(stand_ins)
             try:

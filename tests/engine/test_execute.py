@@ -796,7 +796,8 @@ def test_a_torch_mode_left_on_by_the_submission_cannot_change_the_shapes_an_insp
     assert h["inspect"]["parameters"]["linear.weight"] == [3, 4]
 
 
-def test_code_the_scan_cannot_read_is_not_imported_from_the_submission(tmp_path):
+@pytest.mark.parametrize("isolated", [True, False], ids=["grader-process", "sandboxed-child"])
+def test_code_the_scan_cannot_read_is_not_imported_from_the_submission(tmp_path, isolated, monkeypatch):
     # A sourceless .pyc (compiled from anything: library calls, a classmate's code) is imported by Python as readily
     # as a .py, but the static scan and the similarity report read only source: so the child imports source only.
     import py_compile
@@ -813,11 +814,19 @@ def test_code_the_scan_cannot_read_is_not_imported_from_the_submission(tmp_path)
     hidden.write_text("def twice(x):\n    return 2 * x\n")
     py_compile.compile(str(hidden), cfile=str(folder / "_helper.pyc"),
                        invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
-    h, _ = call_softmax(loader_of(folder), seeded(0, 2, 3))
+    # A sandboxed child imports with isolated=False, straight into its own sys.modules and sys.path.
+    for name in ("sys.path", "sys.path_hooks"):
+        monkeypatch.setattr(name, list(eval(name)))
+    monkeypatch.setattr("sys.path_importer_cache", dict(sys.path_importer_cache))
+    for name in (*TOY_MODULES, "_helper"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    h, _ = call_softmax(ModuleLoader(folder, isolated=isolated, lesson=LESSON), seeded(0, 2, 3))
     assert h["error"] is not None and h["error"]["type"] in ("ModuleNotFoundError", "ImportError"), h["error"]
     assert "_helper" in h["error"]["message"]
     # The same helper as source is imported as ever.
     (folder / "_helper.pyc").unlink()
     shutil.copyfile(hidden, folder / "_helper.py")
-    h, _ = call_softmax(loader_of(folder), seeded(0, 2, 3))
+    for name in (*TOY_MODULES, "_helper"):
+        sys.modules.pop(name, None)
+    h, _ = call_softmax(ModuleLoader(folder, isolated=isolated, lesson=LESSON), seeded(0, 2, 3))
     assert h["error"] is None, h["error"]

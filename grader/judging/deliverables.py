@@ -42,6 +42,20 @@ import numpy as np
 # Size caps, checked with stat before reading: a submission can't make the checker read a huge file.
 MAX_IMAGE_BYTES = 20 * 2**20
 MAX_PIXELS = 50_000_000  # checked from the image header, before any pixel is decoded
+# A JPEG's scans, counted from its markers before any pixel is decoded. Each scan makes the decoder read every
+# block of the picture again, and a repeated scan costs the file a few bytes: 2,000 of them on a 4096x4096 picture
+# took 22 s of CPU, and 20 MB hold ~600,000. Encoders write 1 (baseline) to about 20 (optimised progressive).
+MAX_JPEG_SCANS = 100
+
+
+def jpeg_scans(data: bytes) -> int:
+    """How many scans (SOS markers) a JPEG file can hold at most: in entropy-coded data every 0xFF byte is
+    followed by 0x00, so each FF DA is a scan's header (or a byte of metadata: the count is an upper bound)."""
+    return data.count(b"\xff\xda")
+
+
+def too_many_scans(data: bytes) -> bool:
+    return data[:2] == b"\xff\xd8" and jpeg_scans(data) > MAX_JPEG_SCANS
 MAX_NPY_BYTES = 9 * 2**20  # a 1024 x 1024 float64 matrix plus its header
 MAX_TEXT_BYTES = 256 * 2**10
 MAX_SVG_TAGS = 200_000  # a drawn diagram has hundreds; matplotlib's busiest figures tens of thousands
@@ -242,6 +256,9 @@ def decode_image(name: str, data: bytes, formats: tuple[str, ...], *, load: bool
             if width * height > MAX_PIXELS:
                 raise Problem(f"{name} is {width}x{height} pixels; the limit is {MAX_PIXELS // 10**6} megapixels. "
                               "Save it at a lower resolution.")
+            if probe.format == "JPEG" and too_many_scans(data):
+                raise Problem(f"{name} is a JPEG of {jpeg_scans(data):,} scans (an ordinary one has at most about 20), "
+                              "which takes minutes to decode. Save it again as an ordinary JPEG, or as PNG.")
             probe.verify()  # checks the structure and checksums without decoding pixels
         image = Image.open(io.BytesIO(data), formats=list(formats))
         if image.format == "JPEG":

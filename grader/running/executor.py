@@ -59,6 +59,7 @@ import builtins
 import contextlib
 import gc
 import importlib
+import importlib.machinery
 import json
 import math
 import os
@@ -212,6 +213,7 @@ class ModuleLoader:
             saved = {n: sys.modules.pop(n) for n in list(local) if n in sys.modules}
             sys.modules.update(self.modules)
             sys.path.insert(0, str(self.directory))
+            _source_only(self.directory)
             dont_write = sys.dont_write_bytecode
             sys.dont_write_bytecode = True
             try:
@@ -242,6 +244,7 @@ class ModuleLoader:
         if not self.isolated:
             if str(self.directory) not in sys.path:
                 sys.path.insert(0, str(self.directory))
+            _source_only(self.directory)
             saved = {dep: sys.modules.get(dep) for dep in stand_ins}
             sys.modules.update(stand_ins)
             try:
@@ -263,6 +266,7 @@ class ModuleLoader:
                 sys.modules[n] = m
             sys.modules.update(stand_ins)
             sys.path.insert(0, str(self.directory))
+            _source_only(self.directory)
             dont_write = sys.dont_write_bytecode
             sys.dont_write_bytecode = True  # never leave __pycache__ in solutions/
             try:
@@ -279,6 +283,38 @@ class ModuleLoader:
                         self.modules.setdefault(n, m)
                 sys.modules.update(saved)
         return module
+
+
+class _SourceFinder(importlib.machinery.FileFinder):
+    """A FileFinder that loads .py source only: no sourceless .pyc, no compiled extension."""
+
+    def __init__(self, path: str):
+        super().__init__(path, (importlib.machinery.SourceFileLoader, importlib.machinery.SOURCE_SUFFIXES))
+
+
+def _source_only(directory: Path) -> None:
+    """Make every import from `directory` (and its subfolders) read .py source alone. Python imports a sourceless
+    .pyc or a compiled extension from a folder on sys.path as readily as a .py, but the static scan, the similarity
+    report and a person reviewing read source only: compiled code of anything (library calls, a classmate's files)
+    would be graded unread. So such a file is no module (the import fails as for a missing file); a .pyc beside its
+    .py was never used anyway (the source comes first). Idempotent and cheap: called whenever the folder goes on
+    sys.path."""
+    root = os.path.abspath(directory)
+
+    def hook(path):
+        where = os.path.abspath(path or ".")
+        if where == root or where.startswith(root + os.sep):
+            return _SourceFinder(path)
+        raise ImportError("not the submission's folder")
+
+    if not any(getattr(h, "source_only_root", None) == root for h in sys.path_hooks):
+        hook.source_only_root = root
+        sys.path_hooks.insert(0, hook)
+    for key, finder in list(sys.path_importer_cache.items()):
+        if isinstance(key, str) and not isinstance(finder, _SourceFinder):
+            where = os.path.abspath(key or ".")
+            if where == root or where.startswith(root + os.sep):
+                del sys.path_importer_cache[key]
 
 
 class _ImportFailure(ImportError):
@@ -384,10 +420,22 @@ def _tensors(header: dict, arrays: dict) -> dict:
 
 
 # -- encoding ----------------------------------------------------------------------------
+@contextlib.contextmanager
+def _unmoded():
+    """While the executor reads what student code returned or built: no __torch_function__ (a subclass's or a mode's)
+    and no __torch_dispatch__ mode runs. A mode the student's code entered and never left stays on torch's stacks
+    for every later torch call, the executor's own reads included: it could answer detach() of a float64 answer with
+    float32 bytes, or a weight's shape with another shape. Only the executor's reads run without them."""
+    from torch.utils._python_dispatch import _disable_current_modes  # imported with torch: no import here
+
+    with torch._C.DisableTorchFunction(), _disable_current_modes():
+        yield
+
+
 def own(tensor, attribute: str):
     """A tensor's own `attribute` (dtype, shape, requires_grad), read from torch's C type: a subclass's property
-    of the same name (a float64 tensor whose `dtype` says float32) is never asked."""
-    with torch._C.DisableTorchFunctionSubclass():
+    of the same name (a float64 tensor whose `dtype` says float32) is never asked, nor a mode (_unmoded)."""
+    with _unmoded():
         return getattr(torch._C.TensorBase, attribute).__get__(tensor)
 
 
@@ -416,8 +464,8 @@ def members(module, table: str, prefix: str = "") -> list[tuple[str, torch.Tenso
 
 
 def to_numpy(value) -> np.ndarray:
-    """A plain numpy copy of a tensor, whatever subclass or dtype it came as."""
-    with torch._C.DisableTorchFunctionSubclass():
+    """A plain numpy copy of a tensor, whatever subclass or dtype it came as (read with no mode on: _unmoded)."""
+    with _unmoded():
         t = torch.Tensor.detach(value)
         if torch._C._dispatch_keys(t).has(torch._C.DispatchKey.Python):
             # A subclass with __torch_dispatch__ answers every operation below itself (a conversion could turn
@@ -1075,7 +1123,7 @@ def _meta_tensors_alive() -> bool:
 
 
 def _is_meta(t) -> bool:
-    with torch._C.DisableTorchFunctionSubclass():
+    with _unmoded():
         return bool(torch.Tensor.is_meta.__get__(t))
 
 

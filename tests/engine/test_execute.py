@@ -715,3 +715,118 @@ def test_the_grader_builds_cheap_inspects_on_cpu_alone_and_checks_a_share_of_the
         # Strict raises on meta, so it is built on CPU whatever was asked; Table is cheap: CPU alone. The two wide
         # ones (512 and 768 features) are built on CPU only when checked: that build is the ~45 ms meta saves.
         assert built == (["Strict", "Table"] if build == "meta" else ["Wide", "Strict", "Stacked", "Table"]), built
+
+
+# A mode the submission enters at import and never leaves stays on torch's mode stack while the executor reads its
+# answers: every torch call the executor makes (detach, a tensor's dtype or shape) would run the submission's code.
+NARROWING_MODE = '''
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+
+class _Narrow(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is torch.ops.aten.detach.default and out.dtype == torch.float64:
+            return out.to(torch.float32)  # whoever reads a float64 answer gets float32 bytes
+        return out
+
+
+_Narrow().__enter__()
+
+
+def softmax(x, dim=-1):
+    return torch.softmax(x.double(), dim)
+'''
+
+RESHAPING_MODE = '''
+import torch
+import torch.nn as nn
+from torch.overrides import TorchFunctionMode
+
+
+class _Shapes(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if isinstance(out, torch.Size) and len(out) == 2:
+            return torch.Size([out[0], 99])  # every weight read as (out, 99)
+        return out
+
+
+_Shapes().__enter__()
+
+
+class Classifier(nn.Module):
+    def __init__(self, d_in, n_classes):
+        super().__init__()
+        self.linear = nn.Linear(d_in, n_classes)
+
+    def forward(self, x):
+        return self.linear(x)
+'''
+
+
+def _leave_modes():
+    """Takes the submission's modes off this test process's stacks, so they outlive no test."""
+    from torch.utils._python_dispatch import _len_torch_dispatch_stack, _pop_mode
+
+    while _len_torch_dispatch_stack():
+        _pop_mode()
+    while torch._C._len_torch_function_stack():
+        torch._C._pop_torch_function_stack()
+
+
+def test_a_torch_mode_left_on_by_the_submission_cannot_change_the_dtype_the_grader_reads(tmp_path):
+    try:
+        h, a = call_softmax(loader_of(sub(tmp_path, activations=NARROWING_MODE)), seeded(0, 2, 3))
+    finally:
+        _leave_modes()
+    assert h["error"] is None, h["error"]
+    assert a["out0"].dtype == np.float64 and h["outputs"][0]["dtype"] == "float64"
+
+
+def test_a_torch_mode_left_on_by_the_submission_cannot_change_the_shapes_an_inspect_reads(tmp_path):
+    header = {"op": "inspect", "module": "classifier", "cls": "Classifier", "init": [4, 3], "init_kwargs": {},
+              "attrs": [], "build": "cpu"}
+    try:
+        h, _ = execute(header, {}, loader=loader_of(sub(tmp_path, classifier=RESHAPING_MODE)))
+    finally:
+        _leave_modes()
+    assert h["error"] is None, h["error"]
+    assert h["inspect"]["parameters"]["linear.weight"] == [3, 4]
+
+
+@pytest.mark.parametrize("isolated", [True, False], ids=["grader-process", "sandboxed-child"])
+def test_code_the_scan_cannot_read_is_not_imported_from_the_submission(tmp_path, isolated, monkeypatch):
+    # A sourceless .pyc (compiled from anything: library calls, a classmate's code) is imported by Python as readily
+    # as a .py, but the static scan and the similarity report read only source: so the child imports source only.
+    import py_compile
+
+    folder = sub(tmp_path, activations='''
+        import torch
+        from _helper import twice
+
+
+        def softmax(x, dim=-1):
+            return torch.softmax(twice(x) / 2, dim)
+    ''')
+    hidden = tmp_path / "_helper.py"
+    hidden.write_text("def twice(x):\n    return 2 * x\n")
+    py_compile.compile(str(hidden), cfile=str(folder / "_helper.pyc"),
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    # A sandboxed child imports with isolated=False, straight into its own sys.modules and sys.path.
+    for name in ("sys.path", "sys.path_hooks"):
+        monkeypatch.setattr(name, list(eval(name)))
+    monkeypatch.setattr("sys.path_importer_cache", dict(sys.path_importer_cache))
+    for name in (*TOY_MODULES, "_helper"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    h, _ = call_softmax(ModuleLoader(folder, isolated=isolated, lesson=LESSON), seeded(0, 2, 3))
+    assert h["error"] is not None and h["error"]["type"] in ("ModuleNotFoundError", "ImportError"), h["error"]
+    assert "_helper" in h["error"]["message"]
+    # The same helper as source is imported as ever.
+    (folder / "_helper.pyc").unlink()
+    shutil.copyfile(hidden, folder / "_helper.py")
+    for name in (*TOY_MODULES, "_helper"):
+        sys.modules.pop(name, None)
+    h, _ = call_softmax(ModuleLoader(folder, isolated=isolated, lesson=LESSON), seeded(0, 2, 3))
+    assert h["error"] is None, h["error"]

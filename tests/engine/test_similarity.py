@@ -510,3 +510,34 @@ def test_a_submission_that_cannot_be_read_is_a_note_and_the_report_is_written(tm
     finally:
         builtins.open = saved
     assert (out / "similarity.csv").is_file() and (out / similarity.KEPT_FILE).is_file()
+
+
+def _many_scan_jpeg(scans: int) -> bytes:
+    """A blank progressive JPEG whose last scan is repeated: each repeat is a few bytes of file, but the decoder
+    reads every block of the picture again for it (a "scan bomb": 2,000 repeats of a 4096x4096 picture took 22 s)."""
+    import struct
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("L", (512, 512), 255).save(buffer, "JPEG", progressive=True)
+    data = buffer.getvalue()
+    last = data.rindex(b"\xff\xda")
+    length = struct.unpack(">H", data[last + 2:last + 4])[0]
+    end = data.index(b"\xff\xd9", last + 2 + length)
+    return data[:end] + data[last:end] * scans + data[end:]
+
+
+def test_a_jpeg_of_endless_scans_is_not_decoded_by_the_report_nor_the_checker():
+    import time
+
+    from grader.judging import deliverables
+
+    honest = _many_scan_jpeg(0)
+    assert similarity.image_hash(honest) is not None  # an ordinary progressive JPEG is still a picture
+    bomb = _many_scan_jpeg(3000)
+    start = time.process_time()
+    assert similarity.image_hash(bomb) is None and similarity.thumbnail_uri(bomb) == ""
+    with pytest.raises(deliverables.Problem, match="scans"):
+        deliverables.decode_image("drawing.jpg", bomb, ("PNG", "JPEG"))
+    assert time.process_time() - start < 1.0  # refused from the markers, before any pixel is decoded

@@ -160,16 +160,6 @@ def _standin_notes(calls) -> list[str]:
             for caller, names in seen.items()]
 
 
-def _inspected_differently(calls) -> list[str]:
-    """The staff flag for classes whose build on the meta device (how an inspect sees a module's structure
-    cheaply) did not match the same call built on CPU: the CPU build, the module that runs, was graded."""
-    seen = sorted({c.header["cls"] for c in calls if isinstance(c.header.get("cls"), str)
-                   and isinstance(c.result.header, dict) and c.result.header.get("inspected_differently") is True})
-    return [f"behaves differently when inspected: {', '.join(seen)} built on the meta device (how the grader "
-            f"inspects a module's structure) did not match the same call built on CPU; graded as built on CPU"
-            ] if seen else []
-
-
 # -- grading ----------------------------------------------------------------------------------
 # Calls of each passed hidden test asked once more (Adapter.ask_again): each is a call more for the
 # submission's child (a test asks 1 to 26), so all of them would double its work.
@@ -295,7 +285,6 @@ def grade_submission(*, name: str, directory: Path, transport, lesson, check_del
 
     result.notes.extend(_standin_notes(student.calls))
     result.flags += [f for f in integrity.early_exits(exits) if f not in result.flags]
-    result.flags += _inspected_differently(student.calls)
     if answered_again:
         result.flags.append(f"answered the same calls differently when they were asked again: "
                             f"{', '.join(answered_again)} passed on the first answers and failed on the second")

@@ -38,19 +38,10 @@ class InProcessTransport:
 
     def __init__(self, directory, *, lesson):
         self.directory, self.lesson = Path(directory), lesson
-        # An inspect builds the module on the meta device first, as in the sandboxed child: the same answer,
-        # without initialising every layer of a 512-wide model (grader/running/executor.py, _inspect_on_meta).
-        self.loader = ModuleLoader(self.directory, isolated=True, lesson=lesson, meta_inspect=True)
+        self.loader = ModuleLoader(self.directory, isolated=True, lesson=lesson)
 
     def call(self, header: dict, arrays: dict) -> tuple[dict, dict]:
-        answer, out = execute(header, arrays, loader=self.loader)
-        if answer.pop("retry_without_meta", False):
-            # Something built on meta may outlive the call in this loader's modules (a cached table): where
-            # the sandbox answers from a fresh child, this answers from freshly imported modules, built on
-            # CPU from now on.
-            self.loader = ModuleLoader(self.directory, isolated=True, lesson=self.lesson)
-            answer, out = execute(header, arrays, loader=self.loader)
-        return answer, out
+        return execute(header, arrays, loader=self.loader)
 
     def call_many(self, calls: list[tuple[dict, dict]]) -> list[tuple[dict, dict]]:
         return [self.call(header, arrays) for header, arrays in calls]
@@ -316,34 +307,6 @@ class AskedAgain:
         return answers, changed
 
 
-# Which build of a module answers an inspect (grader/running/executor.py _run_inspect). A build whose arguments are
-# all at most INSPECT_WIDTH is cheap on CPU (a 256-wide block initialises in ~3 ms): it is built there alone, as the
-# module that runs is, so code that tells the meta device from a real build has nothing to gain. A wider one (a
-# 768x3072 feed-forward costs ~45 ms of initialisation on CPU, nothing on meta) is built on meta, and with chance
-# INSPECT_CHECKED, drawn from the run's seed, on CPU as well: that build answers, and a difference is flagged.
-INSPECT_WIDTH = 256
-INSPECT_CHECKED = 1 / 3
-
-
-def inspect_build(init, init_kwargs: dict, draw: str) -> str:
-    """"cpu", "check" or "meta" for an inspect of these arguments; `draw` names the call and the run."""
-    def numbers(value):
-        if isinstance(value, bool):
-            return
-        if isinstance(value, int):
-            yield value
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                yield from numbers(v)
-        elif isinstance(value, dict):
-            for v in value.values():
-                yield from numbers(v)
-
-    if all(abs(n) <= INSPECT_WIDTH for n in numbers([init, init_kwargs])):
-        return "cpu"
-    return "check" if random.Random(draw).random() < INSPECT_CHECKED else "meta"
-
-
 @dataclass
 class Adapter:
     """Records and sends the calls of the hidden tests; one per submission (or the reference).
@@ -467,8 +430,7 @@ class Adapter:
     def inspect(self, module: str, cls: str, init: list, init_kwargs: dict | None = None,
                 attrs: tuple[str, ...] = ()) -> Result:
         header = {"op": "inspect", "module": module, "cls": cls, "init": list(init), "init_kwargs": init_kwargs or {},
-                  "attrs": [{"name": a, "paths": list(self.attr_paths.get(a, (a,)))} for a in attrs],
-                  "build": inspect_build(init, init_kwargs or {}, f"{self.seed}|{module}.{cls}|{init}|{init_kwargs}")}
+                  "attrs": [{"name": a, "paths": list(self.attr_paths.get(a, (a,)))} for a in attrs]}
         args = ", ".join([*map(str, init), *(f"{k}={v}" for k, v in (init_kwargs or {}).items())])
         return self.call(header, {}, f"{cls}({args})")
 

@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import gc
 import importlib
 import importlib.machinery
 import json
@@ -67,7 +66,6 @@ import sys
 import threading
 import traceback
 import types
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,14 +132,10 @@ class ModuleLoader:
     submissions (reference, mutants, variants) coexist in one process.
     """
 
-    def __init__(self, directory, *, isolated: bool, lesson, meta_inspect: bool = False):
+    def __init__(self, directory, *, isolated: bool, lesson):
         self.directory = Path(directory).resolve()
         self.lesson = CallLesson.of(lesson)  # a Lesson value (this process) or its LessonSpec (a sandboxed child)
         self.isolated = isolated
-        # `inspect` calls build the module on the meta device first (see _inspect_on_meta). Whoever turns this
-        # on must answer again from fresh modules when the answer says retry_without_meta (the sandbox: from a
-        # fresh child; InProcessTransport: from a fresh loader), as that attempt may have left something behind.
-        self.meta_inspect = meta_inspect
         self.modules: dict[str, types.ModuleType] = {}
         self.errors: dict[str, dict] = {}
         self.standins = None  # the grader's stand-ins (a module, or _Lent in a child), once this loader has them
@@ -425,11 +419,17 @@ def _unmoded():
     """While the executor reads what student code returned or built: no __torch_function__ (a subclass's or a mode's)
     and no __torch_dispatch__ mode runs. A mode the student's code entered and never left stays on torch's stacks
     for every later torch call, the executor's own reads included: it could answer detach() of a float64 answer with
-    float32 bytes, or a weight's shape with another shape. Only the executor's reads run without them."""
-    from torch.utils._python_dispatch import _disable_current_modes  # imported with torch: no import here
+    float32 bytes, or a weight's shape with another shape. Only the executor's reads run without them.
+    Torch's own way of lifting the dispatch modes imports a module the first time and costs ~10 us a read (a few
+    hundred reads a submission): it is taken only when some dispatch mode is on."""
+    with torch._C.DisableTorchFunction():
+        if not torch._C._len_torch_dispatch_stack() and not torch._ops._len_torch_dispatch_stack_pre_dispatch():
+            yield
+            return
+        from torch.utils._python_dispatch import _disable_current_modes
 
-    with torch._C.DisableTorchFunction(), _disable_current_modes():
-        yield
+        with _disable_current_modes():
+            yield
 
 
 def own(tensor, attribute: str):
@@ -961,33 +961,12 @@ def _finish(header, result, wrt, tensors, loader, out_header, out_arrays):
 
 
 def _run_inspect(header, loader, out_header):
-    on_meta = None
-    # The grader says which build answers (grader/running/calls.py Adapter.inspect): "cpu", the module as it runs,
-    # for a call cheap to build; "check", the meta build compared with a CPU one, which answers; else meta alone.
-    build = header.get("build")
-    if loader.meta_inspect and not header.get("no_meta") and build != "cpu":
-        record = _inspect_on_meta(header, loader)
-        if record is _TAINTED:
-            # The child may now hold something built on the meta device (a cache, a module imported
-            # meanwhile): the transport answers this call again from a fresh child, on CPU.
-            out_header["retry_without_meta"] = True
-            return
-        if record is not None and build != "check":
-            out_header["inspect"] = record
-            return
-        on_meta = record
-    try:
-        obj = _construct(header, loader)
-        with _stage("inspect", loader):
-            out_header["inspect"] = _inspect_record(obj, header)
-    except _Failed:
-        if on_meta is not None:  # built on meta, raised on CPU
-            out_header["inspected_differently"] = True
-        raise
-    if on_meta is not None and on_meta != out_header["inspect"]:
-        # Code can tell a meta build from a real one (torch.empty(0).is_meta) and build something else there:
-        # the record answered is the module that runs, and the grader flags the difference for the staff.
-        out_header["inspected_differently"] = True
+    # Built on CPU, as the module that runs is: a build of its own for the inspect (on the meta device, which costs
+    # no initialisation) could be told apart by the code it builds (torch.empty(0).is_meta, or a class that
+    # remembers the previous build's device), and answered with another structure than the one that runs.
+    obj = _construct(header, loader)
+    with _stage("inspect", loader):
+        out_header["inspect"] = _inspect_record(obj, header)
 
 
 def _inspect_record(obj, header) -> dict:
@@ -1001,130 +980,6 @@ def _inspect_record(obj, header) -> dict:
         "buffers": {n: list(own(b, "shape")) for n, b in members(obj, "_buffers")},
         "attrs": attrs,
     }
-
-
-# -- inspect on the meta device ----------------------------------------------------------------
-# An inspect call reports shapes, types and plain attribute values only, never tensor values.
-# Built on CPU, a 512-wide layer of 8 heads and a 768x3072 feed-forward cost ~45 ms of kaiming
-# initialisation and ~30 MB of fresh pages per submission; on the meta device they cost nothing.
-# So a small call is built on CPU alone, as the module that runs is, and a wide one on meta, except one the grader
-# draws from the run's seed to build on CPU as well (grader/running/calls.py Adapter.inspect): code that tells a
-# meta build from a real one and builds something else there is flagged, and the CPU build answers. Where the meta
-# build answers, it is used only when it must equal the CPU one:
-#   - no torch call raised during the build, even one the code caught (values are unknown on meta:
-#     .item(), bool(), numpy(), mixing with CPU tensors all raise), and the build and the record
-#     raised nothing; otherwise the call is answered exactly as before, on CPU;
-#   - nothing built on meta outlived the call (a cache, an lru_cache'd table, a class attribute);
-#     otherwise later calls of this child could see meta tensors, so the call is answered from a
-#     fresh child. No module may be imported during the build (its globals would be built on
-#     meta): an import is refused, and the call is answered from a fresh child too.
-_TAINTED = object()
-_META = torch.device("meta")
-# Only torch.empty goes to meta: it is what nn.Linear, nn.LayerNorm and nn.Parameter allocate with, and
-# on meta its initialisation is free. Everything else stays on CPU (a positional table built with
-# arange is small), because many ops on meta run Python decompositions that import torch._dynamo.
-_FACTORIES = frozenset({torch.empty})
-
-
-class _OnMeta(torch.overrides.TorchFunctionMode):
-    """torch.empty without a device makes meta tensors; remembers whether any torch call raised.
-
-    Not `with torch.device("meta")`: its first use imports torch._dynamo and sympy (~1 s and ~100 MB
-    in every child, against an address-space limit)."""
-
-    def __init__(self):
-        super().__init__()
-        self.raised = False
-        self.made: list = []  # weak references to the meta tensors torch calls returned
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = dict(kwargs or {})
-        if func in _FACTORIES and kwargs.get("device") is None:
-            kwargs["device"] = _META
-        try:
-            result = func(*args, **kwargs)
-        except BaseException:
-            self.raised = True
-            raise
-        for value in result if isinstance(result, (tuple, list)) else (result,):
-            if isinstance(value, torch.Tensor) and _is_meta(value):
-                self.made.append(weakref.ref(value))
-        return result
-
-    def outlived(self) -> bool:
-        """Whether a meta tensor a torch call returned is still referenced (found even if the code
-        under the build moved it out of generation 0, e.g. by calling gc.collect())."""
-        return any(ref() is not None for ref in self.made)
-
-
-def _inspect_on_meta(header, loader):
-    """The inspect record built on the meta device, None to build on CPU instead, or _TAINTED."""
-    try:
-        cls = getattr(loader.load(header["module"]), header["cls"], None)  # imported outside meta
-    except BaseException as exc:  # a student's code may raise SystemExit and friends
-        if _interrupts(exc, loader):
-            raise
-        return None  # the CPU path reports it (import failures are remembered, not retried)
-    if cls is None:
-        return None
-    # A count, not a set of names: copying ~1500 names writes to their reference counts, which in a
-    # forked child copies each shared page they sit on (~3 ms). The import hook sees the imports.
-    modules = len(sys.modules)
-    collecting = gc.isenabled()
-    gc.disable()  # so everything the build makes stays in generation 0 for the leak check
-    mode, no_imports = _OnMeta(), _NoImports()
-    record = None
-    sys.meta_path.insert(0, no_imports)
-    try:
-        try:
-            with mode:
-                obj = cls(*header.get("init", []), **header.get("init_kwargs", {}))
-                if isinstance(obj, torch.nn.Module):
-                    record = _inspect_record(obj, header)
-        except BaseException as exc:  # answered on CPU, where it raises again and is reported as before
-            if _interrupts(exc, loader):
-                raise
-            record = None
-        obj = None
-        with contextlib.suppress(ValueError):
-            sys.meta_path.remove(no_imports)
-        tainted = len(sys.modules) != modules or bool(no_imports.refused) or _meta_tensors_alive() or mode.outlived()
-    finally:
-        with contextlib.suppress(ValueError):
-            sys.meta_path.remove(no_imports)
-        if collecting:
-            gc.enable()
-    if tainted:
-        return _TAINTED
-    return None if mode.raised else record
-
-
-class _NoImports:
-    """A sys.meta_path entry that refuses every import not done yet, and remembers which."""
-
-    def __init__(self):
-        self.refused: list[str] = []
-
-    def find_spec(self, name, path=None, target=None):
-        self.refused.append(name)
-        raise ModuleNotFoundError(f"no new import while the grader inspects a module's shapes ({name})", name=name)
-
-
-def _meta_tensors_alive() -> bool:
-    """Whether a meta tensor made since the last collection is still referenced."""
-    try:
-        young = [weakref.ref(o) for o in gc.get_objects(0) if issubclass(type(o), torch.Tensor) and _is_meta(o)]
-        if not young:
-            return False
-        gc.collect(0)  # a module that refers to itself is garbage, not a leak
-        return any(ref() is not None for ref in young)
-    except Exception:
-        return True
-
-
-def _is_meta(t) -> bool:
-    with _unmoded():
-        return bool(torch.Tensor.is_meta.__get__(t))
 
 
 def _inspect_attr(obj, paths) -> dict:

@@ -147,9 +147,7 @@ def warm_up_executor(entry, *, lesson) -> None:
     folder = tempfile.mkdtemp(prefix="grader-zygote-")
     try:
         Path(folder, "zygote_warmup.py").write_text(_WARM_UP_MODULE)
-        # meta_inspect: whatever torch loads lazily for an inspect built on the meta device is loaded
-        # here once, not in every child (where a module imported during that build forces a retry).
-        loader = entry.ModuleLoader(folder, isolated=True, meta_inspect=True, lesson=lesson)
+        loader = entry.ModuleLoader(folder, isolated=True, lesson=lesson)
         def numbers(*shape, dtype):  # varied values without numpy.random (a module no child needs)
             return np.sin(np.arange(np.prod(shape)) * 0.7).reshape(shape).astype(dtype)
 

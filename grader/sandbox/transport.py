@@ -60,7 +60,6 @@ class SandboxTransport:
         self._spent: dict[str, float] = {}  # wall seconds of calls (and child starts) per module
         self._received = 0  # bytes of every answer so far, counted against config.replies_bytes
         self._replies_full = False  # set once an answer would have passed config.replies_bytes
-        self._no_meta = False  # set once a child had to answer an inspect again on CPU
         self._output = tempfile.TemporaryFile()  # unnamed: nothing else can open it
         self._printed: list[str] = []  # the start of what each earlier child printed (printed_heads)
 
@@ -84,7 +83,7 @@ class SandboxTransport:
         call is in flight, since a call ahead may still condemn the module or use up the budget."""
         answers: list = [None] * len(calls)
         todo = deque(range(len(calls)))  # not sent to the current child yet
-        flight: deque = deque()  # (index, module, header as sent, bytes, sent at), in the order answered
+        flight: deque = deque()  # (index, module, bytes, sent at), in the order answered
         flight_bytes = 0
         answered_at = 0.0  # when the child last answered: it starts on the next call then
         while todo or flight:
@@ -111,8 +110,6 @@ class SandboxTransport:
                         answers[i] = early
                         todo.popleft()
                         continue
-                if self._no_meta and isinstance(header, dict) and header.get("op") == "inspect":
-                    header = dict(header, no_meta=True)
                 header, lends = self._as_sent(header)
                 parts = protocol.encode(header, arrays)
                 size = sum(len(part) for part in parts)
@@ -131,11 +128,11 @@ class SandboxTransport:
                     continue
                 self._lend(lends)
                 todo.popleft()
-                flight.append((i, module, header, size, sent_at))
+                flight.append((i, module, size, sent_at))
                 flight_bytes += size
             if not flight:
                 continue
-            i, module, sent_header, size, sent_at = flight.popleft()
+            i, module, size, sent_at = flight.popleft()
             flight_bytes -= size
             if self._spent.get(module, 0.0) >= self.config.module_budget:
                 # Used up by the calls ahead: this one and those behind it go again, without the child for
@@ -144,7 +141,7 @@ class SandboxTransport:
                 answer, retry = None, True
             else:
                 start = max(sent_at, answered_at)
-                answer, retry = self._receive(module, sent_header, deadline=start + self.config.call_timeout)
+                answer, retry = self._receive(module, deadline=start + self.config.call_timeout), False
                 answered_at = time.monotonic()
                 self._spend(module, answered_at - start)
             if answer is not None:
@@ -284,46 +281,38 @@ class SandboxTransport:
         return self._fault("Timeout", f"no answer within {self.config.call_timeout:g} s (an infinite loop, a sleep, "
                                       "or very slow code); the process was stopped")
 
-    def _receive(self, module, header, *, deadline):
-        """(answer, retry) for the oldest call in flight; after a fault or a retry, self._child is None."""
+    def _receive(self, module, *, deadline):
+        """The answer to the oldest call in flight; after a fault, self._child is None."""
         child = self._child
         first_use = module not in child.served
         try:
             reply, out, size = protocol.recv_frame(child.sock, limits=self._reply_limits(), deadline=deadline)
         except TimeoutError:
-            return (self._after_fatal(module, self._timed_out(), first_use), {}), False
+            return self._after_fatal(module, self._timed_out(), first_use), {}
         except protocol.OversizedFrame as exc:
-            return (self._after_fatal(module, self._oversized(exc), first_use), {}), False
+            return self._after_fatal(module, self._oversized(exc), first_use), {}
         except (protocol.ProtocolError, OSError) as exc:
-            return (self._after_fatal(module, self._death_or_protocol(exc), first_use), {}), False
+            return self._after_fatal(module, self._death_or_protocol(exc), first_use), {}
         self._received += size
         if "sandbox_exit" in reply:
             # The zygote reports a child's end once it has reaped it; the child itself can write the same frame.
             ended = self._fault("ProtocolError", "the process reported its own end while still running (forged)") \
                 if child.running() else self._classify_exit(reply["sandbox_exit"])
-            return (self._after_fatal(module, ended, first_use), {}), False
+            return self._after_fatal(module, ended, first_use), {}
         problem = reply_problem(reply, out)
         if problem:
             # Student code can write to its own end of the socket: a reply the executor never writes is
             # the submission's fault. The stream can no longer be trusted, so the child goes.
-            return (self._after_fatal(module, self._fault(
+            return self._after_fatal(module, self._fault(
                 "ProtocolError", f"the process sent an answer the grader's executor never writes "
-                                 f"(forged or damaged: {problem})"), first_use), {}), False
+                                 f"(forged or damaged: {problem})"), first_use), {}
         error = reply.get("error") if isinstance(reply, dict) else None
         if isinstance(error, dict) and _is_out_of_memory(error):
-            return (self._after_fatal(module, self._fault(
+            return self._after_fatal(module, self._fault(
                 "OutOfMemory", f"ran out of memory (it may use {self.config.memory_bytes >> 20} MB beyond torch's own)"
-                               f": {str(error.get('message', ''))[:200]}"), first_use), {}), False
+                               f": {str(error.get('message', ''))[:200]}"), first_use), {}
         child.served.add(module)
-        if isinstance(reply, dict) and reply.pop("retry_without_meta", False) \
-                and isinstance(header, dict) and not header.get("no_meta"):
-            # The child built an inspected module on the meta device and something of it outlived the
-            # call (grader/running/executor.py, _inspect_on_meta): answer from a fresh child that builds on CPU,
-            # as every later inspect of this submission will. Not a fault of the submission.
-            self._no_meta = True
-            self._stop_child()
-            return None, True
-        return (reply, out), False
+        return reply, out
 
     def _stop_child(self) -> None:
         """Kill the child, then remove its copy: what it wrote is read by no later child."""
@@ -513,9 +502,6 @@ def reply_problem(header: dict, arrays: dict) -> str | None:
     if not isinstance(inspect, dict) or not all(isinstance(inspect.get(k, {}), dict)
                                                 for k in ("parameters", "trainable", "buffers", "attrs")):
         return "'inspect' is not an inspection record"
-    for key in ("retry_without_meta", "inspected_differently"):
-        if not isinstance(header.get(key, False), bool):
-            return f"{key!r} is not a flag"
     # Structured answers (a "call" or a "session"): value trees, read back only after this check.
     if "value" in header and (problem := protocol.value_problem(header["value"], arrays)):
         return f"'value' is not a value tree: {problem}"

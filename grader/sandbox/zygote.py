@@ -545,6 +545,6 @@ def _child(request, sock, out_fd, setup: ChildSetup, layers: dict) -> None:
     if "probe" in request:  # the start-up check, run exactly where student code would run
         protocol.send_message(sock, {"probe": startup.probe_child(request["probe"]["imports"]), "layers": layers})
         os._exit(0)
-    loader = setup.entry.ModuleLoader(scratch, isolated=False, meta_inspect=True, lesson=setup.lesson)
+    loader = setup.entry.ModuleLoader(scratch, isolated=False, lesson=setup.lesson)
     protocol.send_message(sock, {"hello": {"layers": layers}})
     transport.serve(sock, setup.entry.execute, loader)

@@ -4,7 +4,8 @@ Red-team submissions (held-out round s35r) scored 100 where the same bug told pl
 table returned in a `__torch_dispatch__` wrapper whose metadata claims float32 (the dtype was read from the
 wrapper, the array sent was float64), and a PositionalEncoding that registers its table as a buffer only when
 `torch.empty(0).is_meta` (the grader's inspect builds on the meta device), a trainable Parameter in every real
-build. Each must score as its plain control, and the second is flagged for the staff."""
+build. Each must score as its plain control: every inspect is now built on CPU, as the module that runs is (a later
+red team, s37r, beat the meta build's checks with a block that remembered the previous build's device)."""
 import shutil
 import sys
 from pathlib import Path
@@ -50,6 +51,12 @@ D_FF = "        d_ff = 4 * d_model if d_ff is None else d_ff\n"
 CAPPED = BLOCK.replace(D_FF, "        d_ff = min(4 * d_model, 1024) if d_ff is None else d_ff\n")
 CAPPED_UNLESS_META = "import torch\n" + BLOCK.replace(D_FF, "        d_ff = (4 * d_model if torch.empty(0).is_meta else min(4 * d_model, 1024)) "
                                          "if d_ff is None else d_ff\n")
+# s37r's atk_block_after_meta: the full feed-forward on meta and in the build right after a meta one.
+CAPPED_AFTER_META = "import torch\n" + BLOCK.replace(D_FF, (
+    "        meta = torch.empty(0).is_meta\n"
+    "        full = meta or getattr(TransformerBlock, '_after_meta', False)\n"
+    "        TransformerBlock._after_meta = meta\n"
+    "        d_ff = (4 * d_model if full else min(4 * d_model, 1024)) if d_ff is None else d_ff\n"))
 
 
 def _grade(tmp_path, name: str, text: str, file: str = "positional.py", tests=POSITIONAL):
@@ -78,15 +85,12 @@ def test_a_table_that_is_a_buffer_only_when_inspected_scores_as_the_parameter(tm
         assert _grade(tmp_path, name, text)[0] == plain, name
 
 
-def test_a_wide_block_built_otherwise_on_meta_scores_as_built_when_checked_and_is_flagged(tmp_path, monkeypatch):
-    """The §9 parameter counts inspect blocks 512 and 768 wide, on the meta device; a share of such calls, drawn from
-    the run's seed, is built on CPU too (here all of them): the CPU build answers and the difference is flagged."""
-    from grader.running import calls
-
-    monkeypatch.setattr(calls, "INSPECT_CHECKED", 1.0)
+def test_a_wide_block_built_otherwise_on_meta_scores_as_built(tmp_path):
+    """The §9 parameter counts inspect blocks 512 and 768 wide: built on CPU like the block that runs, whatever a
+    build can tell about itself (s36r's atk_block_meta_big, s37r's atk_block_after_meta: 100 against their control's
+    97 under some seeds, every seed for the second)."""
     tests = [f"block.{test}" for test in LESSON.rubric()["block"]]
-    plain, plain_flags = _grade(tmp_path, "capped", CAPPED, "block.py", tests)
+    plain, _ = _grade(tmp_path, "capped", CAPPED, "block.py", tests)
     assert plain["block.attributes"] == 0
-    lying, flags = _grade(tmp_path, "capped_unless_meta", CAPPED_UNLESS_META, "block.py", tests)
-    assert lying == plain
-    assert not plain_flags and any("behaves differently when inspected: TransformerBlock" in f for f in flags)
+    for name, text in (("capped_unless_meta", CAPPED_UNLESS_META), ("capped_after_meta", CAPPED_AFTER_META)):
+        assert _grade(tmp_path, name, text, "block.py", tests)[0] == plain, name

@@ -257,11 +257,11 @@ def test_a_detached_output_reports_missing_gradients_instead_of_raising(tmp_path
     assert h["error"] is None and h["grad_error"]["type"] == "NoGradient" and h["grads"] == {"x": None}
 
 
-# -- inspect on the meta device (the sandboxed child's loader has meta_inspect=True) ---------------
+# -- inspect: the module built as it runs, on CPU ------------------------------------------------
 LAYERS = """
     import math, torch, torch.nn as nn
 
-    class Wide(nn.Module):  # ~1M parameters: what the meta device makes free
+    class Wide(nn.Module):  # ~1M parameters
         def __init__(self, d, n):
             super().__init__()
             self.up, self.down = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
@@ -298,41 +298,7 @@ def inspect_call(module, cls, init, init_kwargs=None, attrs=()):
             "attrs": [{"name": a, "paths": [a]} for a in attrs]}
 
 
-def test_inspect_on_meta_answers_exactly_like_cpu(tmp_path):
-    folder = sub(tmp_path, layers=LAYERS)
-    on_meta, on_cpu = loader_of(folder, meta_inspect=True), loader_of(folder)
-    for spec in INSPECTS:
-        header = inspect_call(*spec)
-        assert execute(header, {}, loader=on_meta) == execute(header, {}, loader=on_cpu)
-
-
-def test_inspect_on_meta_falls_back_to_cpu_for_code_that_needs_values(tmp_path, monkeypatch):
-    # .item() in __init__, and a caught error: both answered on CPU, exactly as without meta.
-    folder = sub(tmp_path, layers='''
-        import torch, torch.nn as nn
-        class Heads(nn.Module):
-            def __init__(self, d_model, n_heads):
-                super().__init__()
-                self.qkv, self.out = nn.Linear(d_model, 3 * d_model), nn.Linear(d_model, d_model)
-                self.h = int(torch.tensor(n_heads).item())
-                try:
-                    self.d_k = int(self.qkv.weight.shape[0] // 3 // self.qkv.weight.new_tensor(n_heads).item())
-                except Exception:
-                    self.d_k = -1
-    ''')
-    from grader.running import executor as ex
-
-    built = []
-    real = ex._inspect_on_meta
-    monkeypatch.setattr(ex, "_inspect_on_meta", lambda h, l: built.append(real(h, l)) or built[-1])
-    header = inspect_call("layers", "Heads", [16, 4], attrs=("h", "d_k"))
-    got = execute(header, {}, loader=loader_of(folder, meta_inspect=True))
-    assert built == [None]  # the meta build was not used
-    assert got == execute(header, {}, loader=loader_of(folder))
-    assert got[0]["inspect"]["attrs"]["d_k"]["value"] == 4
-
-
-# A table cached across instances (an lru_cache): built during a meta build, later calls would get it on meta.
+# A table cached across instances (an lru_cache).
 CACHED_TABLE = '''
 import functools, torch, torch.nn as nn
 @functools.lru_cache(maxsize=None)
@@ -347,72 +313,31 @@ class Table(nn.Module):
 '''
 
 
-@pytest.mark.parametrize("body", [
-    # a table cached across instances (an lru_cache) would hold a meta tensor for later calls
-    CACHED_TABLE,
-    # the same, with the collector run by the code itself (the cached tensor leaves generation 0)
-    '''
-import functools, gc, torch, torch.nn as nn
-@functools.lru_cache(maxsize=None)
-def table(d):
-    return torch.empty(4, d).fill_(0.5)
-class Table(nn.Module):
-    def __init__(self, d_model, max_len=5000):
-        super().__init__()
-        self.register_buffer("pe", table(d_model))
-        gc.collect()
-''',
-    # a module imported during the build would keep meta globals
-    '''
-import torch.nn as nn
-class Table(nn.Module):
-    def __init__(self, d_model, max_len=5000):
-        super().__init__()
-        import helper_never_imported_before
-        self.register_buffer("pe", helper_never_imported_before.table(d_model))
-''',
-])
-def test_inspect_on_meta_asks_for_a_fresh_child_when_something_could_outlive_the_call(tmp_path, body):
-    folder = sub(tmp_path, layers=body, helper_never_imported_before='''
-        import torch
-        BASE = torch.empty(3).fill_(1.0)
-        def table(d):
-            return torch.zeros(4, d) + BASE.sum()
-    ''')
-    header = inspect_call("layers", "Table", [8])
-    got, _ = execute(header, {}, loader=loader_of(folder, meta_inspect=True))
-    assert got.get("retry_without_meta") is True and "inspect" not in got
-    # the same call marked no_meta (what the transport resends to a fresh child) is built on CPU
-    got, _ = execute(dict(header, no_meta=True), {}, loader=loader_of(folder, meta_inspect=True))
-    assert got["inspect"]["buffers"] == {"pe": [4, 8]} and "retry_without_meta" not in got
-
-
-def test_the_in_process_transport_inspects_on_meta_and_answers_what_cpu_answers(tmp_path, monkeypatch):
-    # Trusted code graded in the grader's process (the reference, mutants, variants) is built on the meta device
-    # for an inspect too: the same answers, without the kaiming initialisation of every layer.
+def test_an_inspect_builds_the_module_as_it_runs_and_reports_its_structure(tmp_path, monkeypatch):
     from grader.running import executor as ex
-    from grader.running.calls import InProcessTransport
 
     built = []
-    real = ex._inspect_on_meta
-    monkeypatch.setattr(ex, "_inspect_on_meta", lambda h, l: built.append(real(h, l)) or built[-1])
+    real = ex._construct
+    monkeypatch.setattr(ex, "_construct", lambda h, l: built.append(h["cls"]) or real(h, l))
     folder = sub(tmp_path, layers=LAYERS)
-    transport = InProcessTransport(folder, lesson=LESSON)
-    for spec in INSPECTS:
-        header = inspect_call(*spec)
-        assert transport.call(header, {}) == execute(header, {}, loader=loader_of(folder)), spec
-    assert built[0] is not None and built[0]["parameters"]["up.weight"] == [2048, 512]
+    loader = loader_of(folder)
+    got = {spec[1]: execute(inspect_call(*spec), {}, loader=loader)[0] for spec in INSPECTS}
+    assert built == [spec[1] for spec in INSPECTS]  # each call built by _construct, the forward calls' own build
+    assert got["Wide"]["inspect"]["parameters"]["up.weight"] == [2048, 512]
+    assert got["Wide"]["inspect"]["attrs"]["d_head"]["value"] == 64
+    assert got["Strict"]["error"]["type"] == "ValueError" and "inspect" not in got["Strict"]
+    assert got["Stacked"]["inspect"]["parameters"]["ffn.0.weight"] == [3072, 768]
+    assert got["Table"]["inspect"]["buffers"] == {"pe": [50, 8]}
 
 
-def test_the_in_process_transport_answers_from_fresh_modules_when_a_meta_build_could_outlive_its_call(tmp_path):
-    # What the sandbox does with a fresh child, the grader's process does with a fresh loader: the call is
-    # answered on CPU, and nothing built on meta is left for a later call (the cached table would be meta).
+def test_a_table_cached_across_instances_is_inspected_and_run_alike(tmp_path):
+    # An lru_cache'd table: what an inspect builds is what every later call of the child finds.
     from grader.running.calls import InProcessTransport
 
     folder = sub(tmp_path, layers=CACHED_TABLE)
     transport = InProcessTransport(folder, lesson=LESSON)
     got, _ = transport.call(inspect_call("layers", "Table", [8]), {})
-    assert got["inspect"]["buffers"] == {"pe": [4, 8]} and "retry_without_meta" not in got
+    assert got["inspect"]["buffers"] == {"pe": [4, 8]}
     x = np.zeros((4, 8), dtype=np.float32)
     header = {"op": "module", "module": "layers", "cls": "Table", "init": [8], "args": [{"array": "x"}]}
     again, arrays = transport.call(header, {"x": x})
@@ -648,35 +573,37 @@ def test_the_grader_refuses_an_answer_whose_dtype_or_shape_is_not_that_of_its_ar
     assert answer("complex64", f32) is not None
 
 
-# The module that runs holds a trainable table; only a build on the meta device (an inspect's) holds a buffer.
+# The module that runs holds a trainable table; a build on the meta device, or the build right after one (a class that
+# remembers the previous build's device), holds a buffer: code that tells an inspect's own build apart.
 TELLS_META = '''
 import torch, torch.nn as nn
 
 class Table(nn.Module):
+    after_meta = False
+
     def __init__(self, d, n):
         super().__init__()
         table = torch.zeros(n, d)
-        if torch.empty(0).is_meta:
+        on_meta = torch.empty(0).is_meta
+        if on_meta or Table.after_meta:
             self.register_buffer("pe", table)
         else:
             self.pe = nn.Parameter(table)
+        Table.after_meta = on_meta
 '''
 
 
 def test_an_inspect_is_answered_by_the_module_that_runs_not_by_a_build_that_can_tell_it_is_inspected(tmp_path):
+    # Every inspect is built as the forward calls build theirs, on CPU: there is no build of the inspect's own to
+    # tell apart, small or wide (s36r, s37r: meta builds answered another structure than the one that runs).
+    from grader.running.calls import InProcessTransport
+
     folder = sub(tmp_path, layers=TELLS_META)
-    header = inspect_call("layers", "Table", [16, 50])
-    # A call the grader checks: built on meta and on CPU; the CPU build answers and the difference is said.
-    got, _ = execute(dict(header, build="check"), {}, loader=loader_of(folder, meta_inspect=True))
-    assert got["error"] is None, got["error"]
-    assert got["inspect"]["parameters"] == {"pe": [50, 16]} and got["inspect"]["buffers"] == {}
-    assert got["inspected_differently"] is True
-    # A cheap call is built on CPU alone, as the module that runs is: no meta build to tell apart, or to remember
-    # (a red team's class noted each build's device and answered the CPU build after a meta one as on meta).
-    alone, _ = execute(dict(header, build="cpu"), {}, loader=loader_of(folder, meta_inspect=True))
-    assert alone["inspect"] == got["inspect"] and "inspected_differently" not in alone
-    on_cpu, _ = execute(header, {}, loader=loader_of(folder))
-    assert on_cpu["inspect"] == got["inspect"] and "inspected_differently" not in on_cpu
+    transport = InProcessTransport(folder, lesson=LESSON)  # as the sandboxed child's loader builds
+    for init in ([16, 50], [768, 5000], [768, 5000]):
+        got, _ = transport.call(inspect_call("layers", "Table", init), {})
+        assert got["error"] is None, got["error"]
+        assert got["inspect"]["parameters"] == {"pe": [init[1], init[0]]} and got["inspect"]["buffers"] == {}
 
 
 def test_a_module_that_raises_only_when_it_runs_is_inspected_as_raising(tmp_path):
@@ -688,33 +615,8 @@ def test_a_module_that_raises_only_when_it_runs_is_inspected_as_raising(tmp_path
                 if not torch.empty(0).is_meta:
                     raise ValueError("d must be even")
     ''')
-    call = dict(inspect_call("layers", "Table", [16, 50]), build="check")
-    got, _ = execute(call, {}, loader=loader_of(folder, meta_inspect=True))
-    assert got["error"]["type"] == "ValueError" and got["inspected_differently"] is True
-
-
-def test_the_grader_builds_cheap_inspects_on_cpu_alone_and_checks_a_share_of_the_wide_ones(tmp_path, monkeypatch):
-    from grader.running import executor as ex
-    from grader.running.calls import INSPECT_CHECKED, inspect_build
-
-    assert inspect_build([16, 50], {}, "any") == inspect_build([10, 3], {}, "any") == "cpu"
-    wide = [inspect_build([768, 12], {"d_ff": 3072}, f"seed {n}") for n in range(3000)]
-    assert set(wide) == {"meta", "check"} and abs(wide.count("check") / 3000 - INSPECT_CHECKED) < 0.05
-    assert inspect_build([512, 8], {}, "seed 7") == inspect_build([512, 8], {}, "seed 7")  # the run's seed decides
-    built = []
-    real = ex._construct
-    monkeypatch.setattr(ex, "_construct", lambda h, l: built.append(h["cls"]) or real(h, l))
-    folder = sub(tmp_path, layers=LAYERS)
-    on_meta = loader_of(folder, meta_inspect=True)
-    for build in ("meta", "check"):
-        built.clear()
-        for spec in INSPECTS:
-            call = dict(inspect_call(*spec), build=inspect_build(spec[2], spec[3], "x") if spec[2][0] <= 256 else build)
-            got, _ = execute(call, {}, loader=on_meta)
-            assert "inspected_differently" not in got, spec  # honest modules build alike on meta and on CPU
-        # Strict raises on meta, so it is built on CPU whatever was asked; Table is cheap: CPU alone. The two wide
-        # ones (512 and 768 features) are built on CPU only when checked: that build is the ~45 ms meta saves.
-        assert built == (["Strict", "Table"] if build == "meta" else ["Wide", "Strict", "Stacked", "Table"]), built
+    got, _ = execute(inspect_call("layers", "Table", [512, 50]), {}, loader=loader_of(folder))
+    assert got["error"]["type"] == "ValueError"
 
 
 # A mode the submission enters at import and never leaves stays on torch's mode stack while the executor reads its

@@ -685,6 +685,10 @@ def _bench(root: Path, *, lesson, n, jobs, cores, base, scale, repeats, torch_re
         if big.steady and head.steady:
             print(f"  the same between the first and the last row (no start-up, no class files): "
                   f"{big.steady * 1000:.0f} / {head.steady * 1000:.0f} ms = {big.steady / head.steady - 1:+.1%}")
+        if big.cpu and head.cpu:
+            # CPU, unlike the wall clock, is not stretched by what else runs on the machine between the two runs.
+            print(f"  CPU of the whole process tree per submission: {big.cpu / big.n * 1000:.0f} / "
+                  f"{head.cpu / head.n * 1000:.0f} ms = {(big.cpu / big.n) / (head.cpu / head.n) - 1:+.1%}")
     for r in [head] + ([big] if big else []):
         if r.peak_bytes is None:
             print(f"peak memory of the grading run ({r.n}): not measured ({r.peak_why}) "

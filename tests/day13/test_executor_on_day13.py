@@ -1,6 +1,5 @@
 """The executor on Day 13's own modules: weights found under either spelling the contract allows, parts run
-over the grader's stand-ins (sub-modules replaced, stand-ins lent one by one to a sandboxed loader), and
-inspect on the meta device answering exactly as on CPU for the reference and every correct variant.
+over the grader's stand-ins (sub-modules replaced, stand-ins lent one by one to a sandboxed loader).
 The engine's own tests of the executor use neutral fixtures (tests/engine/test_execute.py)."""
 from __future__ import annotations
 

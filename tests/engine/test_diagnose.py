@@ -272,9 +272,9 @@ def test_a_gradient_that_never_arrives_is_said_before_one_that_differs():
 
 
 def test_weights_zero_where_no_rescaling_gives_zero_claim_no_score_scale():
-    """softmax(c · s) is never 0 where softmax(s) is not: weights that masked out keys the answer lets through are no
-    rescaling of its scores, however well the weights left fit one (held-out s37: a SelfAttention that applied a causal
-    mask when given none was told that only the constant dividing Q Kᵀ differed)."""
+    """softmax(c · s) is never 0 where softmax(s) is not: weights that are 0 where the answer's are not are no
+    rescaling of its scores, however well the weights left fit one (a held-out student who zeroed entries the answer
+    keeps was told that only the constant dividing the scores differed)."""
     expected = [[0.40, 0.20, 0.40], [0.20, 0.40, 0.40], [0.25, 0.25, 0.50]]
     got = [[1.0, 0.0, 0.0], [0.3302, 0.6698, 0.0], [0.2483, 0.2483, 0.5035]]
     assert "score_scale" not in _by_id(diagnose.compare(got, expected, probabilities=True))

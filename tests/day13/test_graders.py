@@ -632,3 +632,22 @@ def test_d_k_read_from_axis_1_is_named_hidden_and_visible(tmp_path):
     visible, said = _visible_said(sub, tmp_path)
     assert {part for part, (passed, _) in visible.items() if not passed} == {"self_attention"}, visible
     assert DAY13.rubric()["hints"]["sa.d_k_from_axis_1"]["text"] in said, said
+
+
+def test_self_attention_causal_when_given_no_mask_is_named_hidden_and_visible(tmp_path):
+    # Held-out s37 (jae): SelfAttention builds a causal mask when it is given none; the contract's mask=None is no mask.
+    # module_worked_values and module_reference lost their 5 points, rightly, naming no cause.
+    sub = _copy_reference(tmp_path)
+    text = (sub / "self_attention.py").read_text()
+    call = "        return scaled_dot_product_attention(Q, K, V, mask)"
+    assert text.count(call) == 1
+    (sub / "self_attention.py").write_text(text.replace(call, (
+        "        if mask is None:  # a decoder: a token never looks ahead\n"
+        "            mask = causal_mask(x.size(1), device=x.device)\n") + call))
+    result = killrate.grade(sub, "default_causal", lesson=DAY13)
+    failed = {t.name: t.hint_id for t in result.tests if t.status != "passed"}
+    assert failed == dict.fromkeys(("self_attention.module_worked_values", "self_attention.module_reference"),
+                                   "sa.module_causal_by_default"), failed
+    visible, said = _visible_said(sub, tmp_path)
+    assert {part for part, (passed, _) in visible.items() if not passed} == {"self_attention"}, visible
+    assert DAY13.rubric()["hints"]["sa.module_causal_by_default"]["text"] in said, said

@@ -128,6 +128,11 @@ BUGS: tuple[Bug, ...] = (
     _b("mh.sqrt_d_model", "multihead", "reference", *_mh_inline(" / math.sqrt(D)", "-1")),
     _b("mh.no_scale", "multihead", "reference", *_mh_inline("", "-1")),
     _b("mh.softmax_over_heads", "multihead", "reference", *_mh_inline(" / math.sqrt(self.d_k)", "1")),
+    # q divided by √d_k before an attention that divides Q Kᵀ by √d_k again (tutorials that scale q up front write
+    # their own attention without the division): the scores end up divided by d_k.
+    _b("mh.scaled_twice", "multihead", "reference",
+       (MH, "import torch.nn as nn\n", "import math\n\nimport torch.nn as nn\n"),
+       (MH, SPLIT, SPLIT + "        q = q / math.sqrt(self.d_k)\n")),
     _b("mh.split_without_transpose", "multihead", "reference",
        (MH, SPLIT, "        q, k, v = [t.reshape(B, self.h, T, self.d_k) for t in (q, k, v)]\n")),
     _b("mh.heads_not_transposed", "multihead", "reference",

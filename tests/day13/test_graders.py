@@ -651,3 +651,21 @@ def test_self_attention_causal_when_given_no_mask_is_named_hidden_and_visible(tm
     visible, said = _visible_said(sub, tmp_path)
     assert {part for part, (passed, _) in visible.items() if not passed} == {"self_attention"}, visible
     assert DAY13.rubric()["hints"]["sa.module_causal_by_default"]["text"] in said, said
+
+
+def test_queries_scaled_before_an_attention_that_scales_are_named_hidden_and_visible(tmp_path):
+    # Held-out s37 (gus): q / √d_k before scaled_dot_product_attention, which divides by √d_k again. After the hidden
+    # masks and gradients tests stopped confusing it with mh.sqrt_d_model (the test above), nothing named it.
+    sub = _copy_reference(tmp_path)
+    text = (sub / "multihead.py").read_text()
+    split = "        q, k, v = [t.view(B, T, self.h, self.d_k).transpose(1, 2) for t in (q, k, v)]  # (B, h, T, d_k)\n"
+    assert text.count(split) == 1
+    (sub / "multihead.py").write_text("import math\n" + text.replace(
+        split, split + "        q = q / math.sqrt(self.d_k)  # scale once, here, before the dot products\n"))
+    result = killrate.grade(sub, "prescaled_q", lesson=DAY13)
+    failed = {t.name: t.hint_id for t in result.tests if t.status != "passed"}
+    assert failed == dict.fromkeys(("multihead.reference", "multihead.masks", "multihead.gradients"),
+                                   "mh.scaled_twice"), failed
+    visible, said = _visible_said(sub, tmp_path)
+    assert {part for part, (passed, _) in visible.items() if not passed} == {"multihead"}, visible
+    assert DAY13.rubric()["hints"]["mh.scaled_twice"]["text"] in said, said

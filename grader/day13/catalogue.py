@@ -51,6 +51,10 @@ BUGS: tuple[Bug, ...] = (
        (SA, SCORES, "    scores = Q @ K.transpose(-2, -1)  # (..., T_q, T_k)\n")),
     _b("sa.divide_by_dk", "self_attention", "worked_values",
        (SA, SCORES, "    scores = Q @ K.transpose(-2, -1) / d_k  # (..., T_q, T_k)\n")),
+    # d_k read from axis 1, as for the handout's 2-D (T, d_k) queries: with a batch, (B, T, d_k), that is T. The
+    # worked problems are 2-D, so the first test it fails is the reference's batched shapes.
+    _b("sa.d_k_from_axis_1", "self_attention", "sdpa_reference",
+       (SA, "    d_k = Q.size(-1)\n", "    d_k = Q.size(1)\n")),
     _b("sa.softmax_query_axis", "self_attention", "worked_values",
        (SA, SOFTMAX, "    weights = torch.softmax(scores, dim=-2)\n")),
     # Softmax by hand, its sum taken without keepdim: (..., T_q) broadcasts along the keys, so entry (i, j) is
@@ -108,6 +112,11 @@ BUGS: tuple[Bug, ...] = (
        (SA, "        Q, K, V = self.W_q(x), self.W_k(x), self.W_v(x)", "        Q, K, V = self.W_q(x), self.W_q(x), self.W_v(x)")),
     _b("sa.module_drops_mask", "self_attention", "module_reference",
        (SA, "        return scaled_dot_product_attention(Q, K, V, mask)", "        return scaled_dot_product_attention(Q, K, V)")),
+    # mask=None read as "a decoder": the module builds a causal mask itself. The contract's None is no mask at all.
+    _b("sa.module_causal_by_default", "self_attention", "module_reference",
+       (SA, "        return scaled_dot_product_attention(Q, K, V, mask)",
+        "        if mask is None:\n            mask = causal_mask(x.size(1), device=x.device)\n"
+        "        return scaled_dot_product_attention(Q, K, V, mask)")),
     _b("sa.module_no_grad", "self_attention", "module_gradients",
        (SA, "        Q, K, V = self.W_q(x), self.W_k(x), self.W_v(x)  # each (B, T, d_k)\n",
         "        with torch.no_grad():\n            Q, K, V = self.W_q(x), self.W_k(x), self.W_v(x)\n")),
@@ -119,6 +128,11 @@ BUGS: tuple[Bug, ...] = (
     _b("mh.sqrt_d_model", "multihead", "reference", *_mh_inline(" / math.sqrt(D)", "-1")),
     _b("mh.no_scale", "multihead", "reference", *_mh_inline("", "-1")),
     _b("mh.softmax_over_heads", "multihead", "reference", *_mh_inline(" / math.sqrt(self.d_k)", "1")),
+    # q divided by √d_k before an attention that divides Q Kᵀ by √d_k again (tutorials that scale q up front write
+    # their own attention without the division): the scores end up divided by d_k.
+    _b("mh.scaled_twice", "multihead", "reference",
+       (MH, "import torch.nn as nn\n", "import math\n\nimport torch.nn as nn\n"),
+       (MH, SPLIT, SPLIT + "        q = q / math.sqrt(self.d_k)\n")),
     _b("mh.split_without_transpose", "multihead", "reference",
        (MH, SPLIT, "        q, k, v = [t.reshape(B, self.h, T, self.d_k) for t in (q, k, v)]\n")),
     _b("mh.heads_not_transposed", "multihead", "reference",

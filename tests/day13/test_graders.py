@@ -616,3 +616,56 @@ def test_queries_scaled_twice_are_not_told_they_divide_by_the_root_of_d_model(tm
     failed = {t.name: t.hint_id for t in result.tests if t.status != "passed"}
     assert set(failed) == {"multihead.reference", "multihead.masks", "multihead.gradients"}, failed
     assert "mh.sqrt_d_model" not in failed.values(), failed
+
+
+def test_d_k_read_from_axis_1_is_named_hidden_and_visible(tmp_path):
+    # Held-out s37 (fay): `d_k = Q.shape[1]`, right for the handout's 2-D (T, d_k) queries, is T for (B, T, d_k), so the
+    # scores of a batch are divided by √T. sdpa_reference and sdpa_gradients lost their 8 points, rightly, naming no cause.
+    sub = _copy_reference(tmp_path)
+    text = (sub / "self_attention.py").read_text()
+    assert text.count("    d_k = Q.size(-1)\n") == 1
+    (sub / "self_attention.py").write_text(text.replace("    d_k = Q.size(-1)\n", "    d_k = Q.shape[1]  # Q is (T, d_k)\n"))
+    result = killrate.grade(sub, "scale_shape1", lesson=DAY13)
+    failed = {t.name: t.hint_id for t in result.tests if t.status != "passed"}
+    assert failed == dict.fromkeys(("self_attention.sdpa_reference", "self_attention.sdpa_gradients"),
+                                   "sa.d_k_from_axis_1"), failed
+    visible, said = _visible_said(sub, tmp_path)
+    assert {part for part, (passed, _) in visible.items() if not passed} == {"self_attention"}, visible
+    assert DAY13.rubric()["hints"]["sa.d_k_from_axis_1"]["text"] in said, said
+
+
+def test_self_attention_causal_when_given_no_mask_is_named_hidden_and_visible(tmp_path):
+    # Held-out s37 (jae): SelfAttention builds a causal mask when it is given none; the contract's mask=None is no mask.
+    # module_worked_values and module_reference lost their 5 points, rightly, naming no cause.
+    sub = _copy_reference(tmp_path)
+    text = (sub / "self_attention.py").read_text()
+    call = "        return scaled_dot_product_attention(Q, K, V, mask)"
+    assert text.count(call) == 1
+    (sub / "self_attention.py").write_text(text.replace(call, (
+        "        if mask is None:  # a decoder: a token never looks ahead\n"
+        "            mask = causal_mask(x.size(1), device=x.device)\n") + call))
+    result = killrate.grade(sub, "default_causal", lesson=DAY13)
+    failed = {t.name: t.hint_id for t in result.tests if t.status != "passed"}
+    assert failed == dict.fromkeys(("self_attention.module_worked_values", "self_attention.module_reference"),
+                                   "sa.module_causal_by_default"), failed
+    visible, said = _visible_said(sub, tmp_path)
+    assert {part for part, (passed, _) in visible.items() if not passed} == {"self_attention"}, visible
+    assert DAY13.rubric()["hints"]["sa.module_causal_by_default"]["text"] in said, said
+
+
+def test_queries_scaled_before_an_attention_that_scales_are_named_hidden_and_visible(tmp_path):
+    # Held-out s37 (gus): q / √d_k before scaled_dot_product_attention, which divides by √d_k again. After the hidden
+    # masks and gradients tests stopped confusing it with mh.sqrt_d_model (the test above), nothing named it.
+    sub = _copy_reference(tmp_path)
+    text = (sub / "multihead.py").read_text()
+    split = "        q, k, v = [t.view(B, T, self.h, self.d_k).transpose(1, 2) for t in (q, k, v)]  # (B, h, T, d_k)\n"
+    assert text.count(split) == 1
+    (sub / "multihead.py").write_text("import math\n" + text.replace(
+        split, split + "        q = q / math.sqrt(self.d_k)  # scale once, here, before the dot products\n"))
+    result = killrate.grade(sub, "prescaled_q", lesson=DAY13)
+    failed = {t.name: t.hint_id for t in result.tests if t.status != "passed"}
+    assert failed == dict.fromkeys(("multihead.reference", "multihead.masks", "multihead.gradients"),
+                                   "mh.scaled_twice"), failed
+    visible, said = _visible_said(sub, tmp_path)
+    assert {part for part, (passed, _) in visible.items() if not passed} == {"multihead"}, visible
+    assert DAY13.rubric()["hints"]["mh.scaled_twice"]["text"] in said, said

@@ -56,35 +56,54 @@ def _close_kept_zygotes_at_the_end():
 # xdist's loadfile keeps a file's tests in one worker and, by default, hands out the files with the most tests
 # first, so a long file of few tests (the visible-parity test, the notebook's nbgrader runs) starts last and
 # the other workers wait for it. LongestFirst hands out the longest work first instead, and lets the files in
-# EACH_TEST_ALONE spread their tests over the workers (their module fixtures are cheap to build twice).
+# EACH_TEST_ALONE spread their tests over the workers (their module fixtures are cheap to build twice), and the
+# tests in ALONE_TESTS run beside the rest of their file.
 
-# Seconds each file, or one test of a file (path::test name), took in a whole-suite run on a quiet 2-core
-# machine (junit times, per-file totals), times three: only their order matters, and a file missing here only
-# starts later. For a file in EACH_TEST_ALONE, a path's figure is what each of its tests takes.
+# Seconds each unit of work (a file, or one test of a file: path::test name) takes in a whole-suite run on a
+# quiet 2-core machine: per-file totals of two whole-suite runs (main 682ad57, 2026-12-05, on a shared machine
+# with a load of 5-7), each scaled to the 381.5 s a quiet run of that commit took. Only their order matters, and
+# a file missing here only starts later. For a file in EACH_TEST_ALONE, a path's figure is what each of its tests
+# takes; a test in ALONE_TESTS has its own figure, and its file's figure is what the rest of the file takes.
 LONGEST = {
-    "tests/day13/test_nbgrader_course.py": 265,
-    "tests/engine/test_nbgrader_autograde.py": 180,  # one autograde of 15 notebooks, one kept sandbox
-    "tests/kit/test_lessons_side_by_side.py": 165,
-    "tests/engine/test_run.py": 137,
-    "tests/day13/test_skeletons.py": 111,
-    "tests/day13/test_standin_isolation.py": 111,
-    "tests/day13/test_day13_release.py": 100,
-    "tests/engine/test_notebook.py::test_notebook_cells_fail_exactly_as_the_py_tests_do": 93,
-    "tests/day13/test_freedoms.py": 86,
-    "tests/day13/test_visible_tests.py": 84,
-    "tests/engine/test_checkout.py": 80,
-    "tests/engine/test_student_feedback.py": 80,  # its visible runs forked from the kept pytest server
-    "tests/engine/test_bench.py": 71,
-    "tests/day13/test_demo_audiences.py": 70,
-    "tests/day13/test_diagnostics_audit.py": 63,
-    "tests/day13/test_graders.py": 62,
-    "tests/engine/test_gradescope.py": 56,
-    "tests/bpe/test_release.py": 54,
-    "tests/day13/test_day13_workflows.py": 44,
-    "tests/day13/test_private_checkout.py": 36,
-    "tests/engine/test_visible_parity.py": 30,
+    "tests/day13/test_day13_release.py": 53,
+    "tests/day13/test_visible_tests.py": 52,
+    "tests/day13/test_nbgrader_course.py::test_the_readme_course_gives_a_correct_student_full_marks": 48,
+    "tests/day13/test_day13_workflows.py": 48,
+    "tests/day13/test_skeletons.py": 47,
+    "tests/day13/test_diagnostics_audit.py": 42,  # two module fixtures: every mistake graded hidden and visible
+    "tests/engine/test_nbgrader_autograde.py": 37,  # one autograde of 15 notebooks, one kept sandbox
+    "tests/day13/test_graders.py": 37,
+    "tests/engine/test_run.py": 36,
+    "tests/day13/test_nbgrader_course.py": 30,  # the steps left out, on one generated course
+    "tests/engine/test_sandbox.py": 29,
+    "tests/day13/test_freedoms.py": 29,
+    "tests/engine/test_bench.py": 27,
+    "tests/engine/test_notebook.py::test_notebook_cells_fail_exactly_as_the_py_tests_do": 24,
+    "tests/bpe/test_hidden_under_pytest.py": 24,
+    "tests/kit/test_lessons_side_by_side.py": 22,
+    "tests/day13/test_standin_isolation.py": 18,
+    "tests/engine/test_student_feedback.py": 18,  # its visible runs forked from the kept pytest server
+    "tests/day13/test_torch_audit.py": 16,
+    "tests/engine/test_intake.py": 16,
+    "tests/day13/test_heatmap.py": 15,
+    "tests/bpe/test_gradescope.py": 14,
+    "tests/day13/test_demo_audiences.py": 14,
+    "tests/engine/test_gradescope.py": 14,
+    "tests/bpe/test_release.py": 14,
+    "tests/engine/test_checkout.py": 13,
+    "tests/engine/test_second_lesson.py": 12,
+    "tests/engine/test_visible_parity.py": 8,  # each slice
 }
 EACH_TEST_ALONE = {"tests/engine/test_visible_parity.py", "tests/engine/test_notebook.py"}
+# Tests that use none of their file's module fixtures and take as long as the rest of their file: each is a unit
+# of its own, so that another worker takes the rest of the file at the same time.
+ALONE_TESTS = {"tests/day13/test_nbgrader_course.py::test_the_readme_course_gives_a_correct_student_full_marks"}
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work a test belongs to: its file, or the test itself (EACH_TEST_ALONE, ALONE_TESTS)."""
+    path = nodeid.split("::", 1)[0]
+    return nodeid if path in EACH_TEST_ALONE or nodeid.split("[", 1)[0] in ALONE_TESTS else path
 
 
 def expected_seconds(unit: str) -> float:
@@ -101,8 +120,7 @@ def pytest_xdist_make_scheduler(config, log):
 
     class LongestFirst(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return nodeid if path in EACH_TEST_ALONE else path
+            return work_unit(nodeid)
 
         def _assign_work_unit(self, node) -> None:
             # The longest waiting unit goes next; among equals, xdist's own order (most tests first).

@@ -16,7 +16,7 @@ def _suite_conftest():
 def test_every_longest_entry_names_a_test_file_or_test_that_exists():
     conftest = _suite_conftest()
     missing = []
-    for unit in [*conftest.LONGEST, *conftest.EACH_TEST_ALONE]:
+    for unit in [*conftest.LONGEST, *conftest.EACH_TEST_ALONE, *conftest.ALONE_TESTS]:
         path, _, test = unit.partition("::")
         source = ROOT / path
         if not source.is_file() or (test and f"def {test}(" not in source.read_text(encoding="utf-8")):
@@ -24,3 +24,17 @@ def test_every_longest_entry_names_a_test_file_or_test_that_exists():
     assert missing == [], f"tests/conftest.py orders work that is not there: {missing}"
     assert conftest.expected_seconds("tests/engine/test_visible_parity.py::any[case]") > 0
     assert conftest.expected_seconds("tests/no_such_file.py") == 0
+
+
+def test_a_test_named_alone_is_its_own_unit_and_the_rest_of_its_file_one_unit():
+    conftest = _suite_conftest()
+    course = "tests/day13/test_nbgrader_course.py"
+    alone = f"{course}::test_the_readme_course_gives_a_correct_student_full_marks"
+    assert alone in conftest.ALONE_TESTS
+    assert conftest.work_unit(alone) == alone
+    assert conftest.work_unit(f"{course}::test_a_step_left_out_stops_autograde_with_what_to_do[lesson]") == course
+    assert conftest.work_unit("tests/engine/test_visible_parity.py::t[a]") == "tests/engine/test_visible_parity.py::t[a]"
+    assert conftest.work_unit("tests/engine/test_run.py::t") == "tests/engine/test_run.py"
+    # The test alone is expected to take its own figure, the rest of its file the file's.
+    assert conftest.expected_seconds(alone) == conftest.LONGEST[alone]
+    assert conftest.expected_seconds(course) == conftest.LONGEST[course]

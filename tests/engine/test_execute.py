@@ -330,6 +330,36 @@ def test_an_inspect_builds_the_module_as_it_runs_and_reports_its_structure(tmp_p
     assert got["Table"]["inspect"]["buffers"] == {"pe": [50, 8]}
 
 
+def test_trusted_code_is_inspected_without_its_random_initialisation_and_answers_alike(tmp_path, monkeypatch):
+    # The grader's own process inspects trusted code (the reference, mutants, correct variants) often: its random
+    # fills are skipped there, which changes no shape; a submission's child (a loader that is not isolated) never
+    # skips them, since code could tell its weights were left unfilled.
+    from grader.running import executor as ex
+
+    skipped = []
+    real = ex._SkipInit.__torch_function__
+
+    def counting(self, func, types, args=(), kwargs=None):
+        result = real(self, func, types, args, kwargs)
+        if func in ex._SkipInit._FILLS:
+            skipped.append(func.__name__)
+        return result
+
+    monkeypatch.setattr(ex._SkipInit, "__torch_function__", counting)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # a loader that is not isolated puts the folder there
+    monkeypatch.delitem(sys.modules, "layers", raising=False)  # and imports the module under its plain name
+    folder = sub(tmp_path, layers=LAYERS)
+    for spec in INSPECTS:
+        trusted, _ = execute(inspect_call(*spec), {}, loader=loader_of(folder))
+        in_child, _ = execute(inspect_call(*spec), {}, loader=ModuleLoader(folder, isolated=False, lesson=LESSON))
+        assert trusted == in_child, spec
+    assert "kaiming_uniform_" in skipped
+    count = len(skipped)
+    execute(inspect_call(*INSPECTS[0]), {}, loader=ModuleLoader(folder, isolated=False, lesson=LESSON))
+    assert len(skipped) == count  # the child's build fills its weights
+    sys.modules.pop("layers", None)
+
+
 def test_a_table_cached_across_instances_is_inspected_and_run_alike(tmp_path):
     # An lru_cache'd table: what an inspect builds is what every later call of the child finds.
     from grader.running.calls import InProcessTransport

@@ -141,6 +141,7 @@ class ModuleLoader:
         self.standins = None  # the grader's stand-ins (a module, or _Lent in a child), once this loader has them
         self.rules: dict = {}  # binding rules a sandboxed child was sent, by their number (as a string)
         self._files: frozenset[str] | None = None  # the folder's module names (_module_files), listed once
+        self._source_only_done = False  # _source_only has run for this folder
 
     def receive_standins(self, units: dict) -> None:
         """Stand-ins lent by the grader, each alone ({name: its own source}, grader/sandbox/lending.py):
@@ -207,7 +208,7 @@ class ModuleLoader:
             saved = {n: sys.modules.pop(n) for n in list(local) if n in sys.modules}
             sys.modules.update(self.modules)
             sys.path.insert(0, str(self.directory))
-            _source_only(self.directory)
+            self._source_only()
             dont_write = sys.dont_write_bytecode
             sys.dont_write_bytecode = True
             try:
@@ -220,6 +221,14 @@ class ModuleLoader:
                     if m is not None and n not in self.modules and _is_from(m, self.directory):
                         self.modules[n] = m
                 sys.modules.update(saved)
+
+    def _source_only(self) -> None:
+        """_source_only for this loader's folder, once: it walks sys.path_importer_cache (~80 us), and the grader's
+        process makes ~150 calls a grading through an isolated loader. Once its hook is in, every finder made for
+        the folder is a source-only one."""
+        if not self._source_only_done:
+            _source_only(self.directory)
+            self._source_only_done = True
 
     def _module_files(self) -> frozenset[str]:
         """The names of the folder's .py files, listed once, not on every call (a grading makes ~150): an isolated
@@ -238,7 +247,7 @@ class ModuleLoader:
         if not self.isolated:
             if str(self.directory) not in sys.path:
                 sys.path.insert(0, str(self.directory))
-            _source_only(self.directory)
+            self._source_only()
             saved = {dep: sys.modules.get(dep) for dep in stand_ins}
             sys.modules.update(stand_ins)
             try:
@@ -260,7 +269,7 @@ class ModuleLoader:
                 sys.modules[n] = m
             sys.modules.update(stand_ins)
             sys.path.insert(0, str(self.directory))
-            _source_only(self.directory)
+            self._source_only()
             dont_write = sys.dont_write_bytecode
             sys.dont_write_bytecode = True  # never leave __pycache__ in solutions/
             try:

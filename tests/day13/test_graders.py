@@ -669,3 +669,6 @@ def test_queries_scaled_before_an_attention_that_scales_are_named_hidden_and_vis
     visible, said = _visible_said(sub, tmp_path)
     assert {part for part, (passed, _) in visible.items() if not passed} == {"multihead"}, visible
     assert DAY13.rubric()["hints"]["mh.scaled_twice"]["text"] in said, said
+    # The stand-in attention says what it was given (s37 K4: it said the heads were not qkv(x)'s, a layout error).
+    assert "the heads of qkv(x) with Q multiplied by 0.5 (1/√d_k = 0.5 for d_k = 4)" in said, said
+    assert "not the heads of qkv(x)" not in said, said

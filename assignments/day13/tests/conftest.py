@@ -162,8 +162,38 @@ def _lookup(Q, K, V, mask):
     given = torch.stack([q, k, v]) if q.shape == k.shape == v.shape else torch.cat([t.reshape(-1) for t in (q, k, v)])
     given_mask = None if mask is None else torch.as_tensor(mask).detach().to(torch.float64)
     evidence = VISIBLE.evidence.compared("attention_input", given, given_mask, True)
+    scaled = _scaled_heads(q, k, v)
+    if scaled:
+        pytest.fail(SCALED_INPUT.format(name=scaled[0], c=scaled[1], d_k=q.shape[-1], root=q.shape[-1] ** -0.5)
+                    + evidence, pytrace=False)
     pytest.fail(NOT_AN_EXPECTED_INPUT.format(shapes=", ".join(str(tuple(t.shape)) for t in (Q, K, V)), mask=mask_text)
                 + evidence, pytrace=False)
+
+
+SCALED_INPUT = (
+    "MultiHeadAttention passed scaled_dot_product_attention the heads of qkv(x) with {name} multiplied by {c:.4g} "
+    "(1/√d_k = {root:.4g} for d_k = {d_k}). scaled_dot_product_attention divides Q Kᵀ by √d_k itself, so scaling "
+    "{name} before it scales the scores twice: hand the heads of qkv(x) on as they are (handout §3, step 2; §7).")
+
+
+def _scaled_heads(q, k, v):
+    """("Q" or "K", c) when the call holds exactly the heads one of the tests expects, except for Q or K multiplied
+    by one constant c (the scaling done twice); None otherwise."""
+    for record in _known_answers():
+        for index in _views(record["Q"].shape):
+            expected = {n: _select(record[n], index) for n in ("Q", "K", "V")}
+            if any(t.shape != expected["Q"].shape for t in (q, k, v)):
+                continue
+            given = {"Q": q, "K": k, "V": v}
+            for name in ("Q", "K"):
+                others = [n for n in ("Q", "K", "V") if n != name]
+                if not all(torch.allclose(given[n], expected[n], atol=1e-4, rtol=1e-4) for n in others):
+                    continue
+                e, g = expected[name], given[name]
+                c = float((g * e).sum() / (e * e).sum().clamp_min(1e-30))
+                if abs(c - 1) > 1e-3 and torch.allclose(g, c * e, atol=1e-4, rtol=1e-4):
+                    return name, c
+    return None
 
 
 class _KnownAttention(torch.autograd.Function):

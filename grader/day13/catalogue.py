@@ -103,6 +103,13 @@ BUGS: tuple[Bug, ...] = (
     _b("sa.causal_additive_large_negative", "self_attention", "causal_mask",
        (SA, "    return torch.tril(torch.ones(T, T, device=device))",
         "    return torch.triu(torch.full((T, T), -1e9, device=device), diagonal=1)")),
+    # The other large negatives published code writes: -1e4 (safe in float16) and the dtype's most negative number.
+    _b("sa.causal_additive_minus_1e4", "self_attention", "causal_mask",
+       (SA, "    return torch.tril(torch.ones(T, T, device=device))",
+        "    return torch.triu(torch.full((T, T), -1e4, device=device), diagonal=1)")),
+    _b("sa.causal_additive_finfo_min", "self_attention", "causal_mask",
+       (SA, "    return torch.tril(torch.ones(T, T, device=device))",
+        "    return torch.triu(torch.full((T, T), torch.finfo(torch.float32).min, device=device), diagonal=1)")),
     _b("sa.biased_projections", "self_attention", "module_reference",
        (SA, "        self.W_q = nn.Linear(d_model, d_k, bias=False)\n        self.W_k = nn.Linear(d_model, d_k, bias=False)\n"
             "        self.W_v = nn.Linear(d_model, d_k, bias=False)\n",

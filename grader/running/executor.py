@@ -71,6 +71,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.utils._python_dispatch  # loaded by torch itself: named here for _LIFT_DISPATCH_MODES
 
 from grader.running import protocol
 from grader.running import siblings
@@ -423,6 +424,14 @@ def _tensors(header: dict, arrays: dict) -> dict:
 
 
 # -- encoding ----------------------------------------------------------------------------
+# Bound when the executor is imported (in the zygote, before any student code): code that has read this file can
+# replace torch's attributes, so that a counter says no mode is on while one is, but not these references.
+_DISABLE_TORCH_FUNCTION = torch._C.DisableTorchFunction
+_DISPATCH_MODES = torch._C._len_torch_dispatch_stack
+_PRE_DISPATCH_MODES = torch._ops._len_torch_dispatch_stack_pre_dispatch
+_LIFT_DISPATCH_MODES = torch.utils._python_dispatch._disable_current_modes  # imported with torch
+
+
 @contextlib.contextmanager
 def _unmoded():
     """While the executor reads what student code returned or built: no __torch_function__ (a subclass's or a mode's)
@@ -431,13 +440,11 @@ def _unmoded():
     float32 bytes, or a weight's shape with another shape. Only the executor's reads run without them.
     Torch's own way of lifting the dispatch modes imports a module the first time and costs ~10 us a read (a few
     hundred reads a submission): it is taken only when some dispatch mode is on."""
-    with torch._C.DisableTorchFunction():
-        if not torch._C._len_torch_dispatch_stack() and not torch._ops._len_torch_dispatch_stack_pre_dispatch():
+    with _DISABLE_TORCH_FUNCTION():
+        if not _DISPATCH_MODES() and not _PRE_DISPATCH_MODES():
             yield
             return
-        from torch.utils._python_dispatch import _disable_current_modes
-
-        with _disable_current_modes():
+        with _LIFT_DISPATCH_MODES():
             yield
 
 

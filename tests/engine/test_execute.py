@@ -717,6 +717,24 @@ def test_a_torch_mode_left_on_by_the_submission_cannot_change_the_dtype_the_grad
     assert a["out0"].dtype == np.float64 and h["outputs"][0]["dtype"] == "float64"
 
 
+def test_a_torch_mode_hidden_from_torchs_mode_counters_still_cannot_change_what_the_grader_reads(tmp_path, monkeypatch):
+    # The executor lifts the dispatch modes only when torch's counters say one is on; a submission that has read it
+    # replaces the counters (module attributes it can reach) so that they say none is.
+    monkeypatch.setattr(torch._C, "_len_torch_dispatch_stack", torch._C._len_torch_dispatch_stack)  # put back after
+    monkeypatch.setattr(torch._ops, "_len_torch_dispatch_stack_pre_dispatch",
+                        torch._ops._len_torch_dispatch_stack_pre_dispatch)
+    hiding = NARROWING_MODE.replace("_Narrow().__enter__()\n", "_Narrow().__enter__()\n"
+                                    "torch._C._len_torch_dispatch_stack = lambda: 0\n"
+                                    "torch._ops._len_torch_dispatch_stack_pre_dispatch = lambda: 0\n")
+    assert hiding != NARROWING_MODE
+    try:
+        h, a = call_softmax(loader_of(sub(tmp_path, activations=hiding)), seeded(0, 2, 3))
+    finally:
+        _leave_modes()
+    assert h["error"] is None, h["error"]
+    assert a["out0"].dtype == np.float64 and h["outputs"][0]["dtype"] == "float64"
+
+
 def test_a_torch_mode_left_on_by_the_submission_cannot_change_the_shapes_an_inspect_reads(tmp_path):
     header = {"op": "inspect", "module": "classifier", "cls": "Classifier", "init": [4, 3], "init_kwargs": {},
               "attrs": [], "build": "cpu"}

@@ -141,23 +141,27 @@ def _allowed(mask, shape):
     return torch.broadcast_to(torch.as_tensor(mask) != 0, shape)
 
 
+def _expected_heads(q, k, v):
+    """(record, index, {"Q", "K", "V": what that view of the record holds}) for each known call shaped as this one."""
+    for record in _known_answers():
+        for index in _views(record["Q"].shape):
+            expected = {n: _select(record[n], index) for n in ("Q", "K", "V")}
+            if all(t.shape == expected["Q"].shape for t in (q, k, v)):
+                yield record, index, expected
+
+
 def _lookup(Q, K, V, mask):
     q, k, v = (t.detach().to(torch.float64) for t in (Q, K, V))
-    for record in _known_answers():
-        weights_shape = record["weights"].shape
-        for index in _views(record["Q"].shape):
-            rq = _select(record["Q"], index)
-            if rq.shape != q.shape or k.shape != rq.shape or v.shape != rq.shape:
+    for record, index, expected in _expected_heads(q, k, v):
+        if not all(torch.allclose(a, expected[n], atol=1e-4, rtol=1e-4) for a, n in ((q, "Q"), (k, "K"), (v, "V"))):
+            continue
+        expected_mask = _select(_allowed(record["mask"], record["weights"].shape), index)
+        try:
+            if not torch.equal(_allowed(mask, expected_mask.shape), expected_mask):
                 continue
-            if not all(torch.allclose(a, _select(record[n], index), atol=1e-4, rtol=1e-4) for a, n in ((q, "Q"), (k, "K"), (v, "V"))):
-                continue
-            expected_mask = _select(_allowed(record["mask"], weights_shape), index)
-            try:
-                if not torch.equal(_allowed(mask, expected_mask.shape), expected_mask):
-                    continue
-            except RuntimeError:
-                continue
-            return record, index
+        except RuntimeError:
+            continue
+        return record, index
     mask_text = "" if mask is None else f", mask {tuple(torch.as_tensor(mask).shape)}"
     given = torch.stack([q, k, v]) if q.shape == k.shape == v.shape else torch.cat([t.reshape(-1) for t in (q, k, v)])
     given_mask = None if mask is None else torch.as_tensor(mask).detach().to(torch.float64)
@@ -179,20 +183,16 @@ SCALED_INPUT = (
 def _scaled_heads(q, k, v):
     """("Q" or "K", c) when the call holds exactly the heads one of the tests expects, except for Q or K multiplied
     by one constant c (the scaling done twice); None otherwise."""
-    for record in _known_answers():
-        for index in _views(record["Q"].shape):
-            expected = {n: _select(record[n], index) for n in ("Q", "K", "V")}
-            if any(t.shape != expected["Q"].shape for t in (q, k, v)):
+    for _, _, expected in _expected_heads(q, k, v):
+        given = {"Q": q, "K": k, "V": v}
+        for name in ("Q", "K"):
+            others = [n for n in ("Q", "K", "V") if n != name]
+            if not all(torch.allclose(given[n], expected[n], atol=1e-4, rtol=1e-4) for n in others):
                 continue
-            given = {"Q": q, "K": k, "V": v}
-            for name in ("Q", "K"):
-                others = [n for n in ("Q", "K", "V") if n != name]
-                if not all(torch.allclose(given[n], expected[n], atol=1e-4, rtol=1e-4) for n in others):
-                    continue
-                e, g = expected[name], given[name]
-                c = float((g * e).sum() / (e * e).sum().clamp_min(1e-30))
-                if abs(c - 1) > 1e-3 and torch.allclose(g, c * e, atol=1e-4, rtol=1e-4):
-                    return name, c
+            e, g = expected[name], given[name]
+            c = float((g * e).sum() / (e * e).sum().clamp_min(1e-30))
+            if abs(c - 1) > 1e-3 and torch.allclose(g, c * e, atol=1e-4, rtol=1e-4):
+                return name, c
     return None
 
 

@@ -149,9 +149,15 @@ def sweep_shared(uid: int | None) -> None:
     if uid is None:
         return
     for folder in SHARED_FOLDERS:
+        mine = []
         try:
             with os.scandir(folder) as entries:
-                mine = [entry.path for entry in entries if entry.stat(follow_symlinks=False).st_uid == uid]
+                for entry in entries:
+                    # One entry at a time: another process may remove one between the listing and its lstat (/tmp
+                    # is busy while a class is graded), which must not end the sweep of the whole folder.
+                    with contextlib.suppress(OSError):
+                        if entry.stat(follow_symlinks=False).st_uid == uid:
+                            mine.append(entry.path)
         except OSError:
             continue
         for path in mine:

@@ -41,24 +41,42 @@ def target(lesson) -> Path:
     return lesson.assignment / "tests" / KNOWN_MISTAKES
 
 
-def build(*, lesson) -> dict:
-    """Run the reference and every catalogue mutant through the visible tests; the file's contents."""
+def recorded_names(*, lesson) -> list[str]:
+    """The runs build() reads from a recording: "reference" (the reference, every test) and each named catalogue
+    mutant that the visible tests can see (by its id, its own part's tests only)."""
+    return ["reference"] + [bug.id for bug in _named_bugs(lesson)]
+
+
+def _named_bugs(lesson) -> list:
+    catalogue = importlib.import_module(lesson.catalogue_module)
+    hints = lesson.rubric().get("hints", {})
+    return [bug for bug in catalogue.BUGS if not bug.forbidden and bug.id in hints and bug.visible]
+
+
+def build(*, lesson, recorded: dict | None = None) -> dict:
+    """Run the reference and every catalogue mutant through the visible tests; the file's contents. A caller that
+    has recorded those runs already (record_visible, a plan holding at least recorded_names()) passes them as
+    `recorded`: the diagnostics audit's recording of every mistake then also checks this file."""
     from grader.judging.mutants import apply
 
-    catalogue = importlib.import_module(lesson.catalogue_module)
     rubric = lesson.rubric()
     hints = {bug_id: entry["text"] for bug_id, entry in rubric.get("hints", {}).items()}
-    bugs = [bug for bug in catalogue.BUGS if not bug.forbidden and bug.id in hints and bug.visible]
-    with tempfile.TemporaryDirectory(prefix=f"{lesson.name}-fingerprints-") as tmp:
-        tmp = Path(tmp)
-        plan = [{"name": "reference", "part": None, "folder": str(lesson.solutions)}]
-        for bug in bugs:
-            mutant = tmp / "mutants" / bug.id
-            mutant.mkdir(parents=True)
-            for name, text in apply(bug, lesson.solutions).items():
-                (mutant / name).write_text(text, encoding="utf-8")
-            plan.append({"name": bug.id, "part": bug.component, "folder": str(mutant)})
-        recorded = record_visible(plan, lesson=lesson)
+    bugs = _named_bugs(lesson)
+    if recorded is not None:
+        missing = [name for name in recorded_names(lesson=lesson) if name not in recorded["comparisons"]]
+        if missing:
+            raise ValueError(f"the recording lacks runs the known mistakes are built from: {missing}")
+    else:
+        with tempfile.TemporaryDirectory(prefix=f"{lesson.name}-fingerprints-") as tmp:
+            tmp = Path(tmp)
+            plan = [{"name": "reference", "part": None, "folder": str(lesson.solutions)}]
+            for bug in bugs:
+                mutant = tmp / "mutants" / bug.id
+                mutant.mkdir(parents=True)
+                for name, text in apply(bug, lesson.solutions).items():
+                    (mutant / name).write_text(text, encoding="utf-8")
+                plan.append({"name": bug.id, "part": bug.component, "folder": str(mutant)})
+            recorded = record_visible(plan, lesson=lesson)
     table = _table(recorded["comparisons"], bugs, hints, lesson.forbidden_policy["names"],
                    rubric.get("meta", {}).get("forbidden_message", ""))
     # The tests of its part each named mistake passes: a student who fails one of them did not make that mistake.
@@ -198,18 +216,24 @@ def pytest_runtestloop(session):
     return True
 
 
+def is_current(*, lesson, recorded: dict | None = None) -> bool:
+    """Whether the lesson's stored file holds what build() makes now (from `recorded`, if given)."""
+    fresh = build(lesson=lesson, recorded=recorded)
+    try:
+        return same_tables(json.loads(target(lesson).read_text(encoding="utf-8")), json.loads(dumps(fresh)))
+    except (OSError, ValueError):
+        return False
+
+
 def main(*, lesson, check: bool = False) -> int:
-    fresh = build(lesson=lesson)
     where = target(lesson)
     shown = where.relative_to(ROOT) if where.is_relative_to(ROOT) else where
     command = f"python -m grader.devtools.visible_fingerprints --lesson {lesson.ref}"
     if check:
-        try:
-            current = same_tables(json.loads(where.read_text(encoding="utf-8")), json.loads(dumps(fresh)))
-        except (OSError, ValueError):
-            current = False
+        current = is_current(lesson=lesson)
         print(f"{shown} is {'up to date' if current else f'out of date: run {command}'}")
         return 0 if current else 1
+    fresh = build(lesson=lesson)
     where.write_text(dumps(fresh), encoding="utf-8")
     count = sum(len(slot) for places in fresh["tests"].values() for slot in places.values())
     print(f"wrote {shown} ({count} fingerprints of {len(fresh['hints'])} mistakes, {where.stat().st_size} bytes)")

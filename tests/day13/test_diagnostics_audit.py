@@ -147,7 +147,9 @@ def hidden(submissions):
 
 @pytest.fixture(scope="module")
 def recorded(submissions):
-    plan = [{"name": name, "part": part, "folder": str(folder)} for name, (part, folder) in submissions.items()]
+    # The reference's run too: with the mutants' runs, it is what known_mistakes.json is built from.
+    plan = [{"name": "reference", "part": None, "folder": str(DAY13.solutions)}]
+    plan += [{"name": name, "part": part, "folder": str(folder)} for name, (part, folder) in submissions.items()]
     return visible_fingerprints.record_visible(plan)
 
 
@@ -341,6 +343,15 @@ def test_a_hidden_hint_names_no_mistake_the_students_own_tests_rule_out(hidden):
             if ruled:
                 problems.append(f"{name} {test.name}: named {mistake}, which fails {ruled} that it passes")
     assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems[:40])
+
+
+def test_the_known_mistakes_file_is_current(recorded):
+    """assignments/day13/tests/known_mistakes.json holds what every catalogue mutant gives at the first visible
+    comparison it fails, with the rubric's hints and forbidden rule: built from this module's recording of the same
+    runs (the reference, each mutant on its part), so the visible tests run once for both."""
+    from grader.devtools import visible_fingerprints as builder
+
+    assert builder.is_current(lesson=DAY13, recorded=recorded), "run: python -m grader.day13.visible_fingerprints"
 
 
 # -- the fresh mistakes: the fact that points at the place, in both routes ----------------------------

@@ -439,14 +439,6 @@ def test_a_library_attention_named_but_never_run_fails_its_part(tmp_path):
     assert all(said in m for m in failed.values()), failed  # the graders' words (rubric.toml)
 
 
-def test_the_known_mistakes_file_is_current():
-    """assignments/day13/tests/known_mistakes.json holds what every catalogue mutant gives at the first visible
-    comparison it fails, with the rubric's hints and forbidden rule (python -m grader.day13.visible_fingerprints)."""
-    from grader.day13 import visible_fingerprints
-
-    assert visible_fingerprints.main(["--check"]) == 0, "run: python -m grader.day13.visible_fingerprints"
-
-
 MISCONCEPTION = "Likely misconception"
 SEVERAL = "known mistakes gives"
 

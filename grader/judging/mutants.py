@@ -7,7 +7,7 @@ texts live in the rubric under [hints."<id>"].
 
 When a student fails a test, `Catalogue.identify` replays that test's recorded calls on the
 mutants of the part; a mutant whose answers match the student's, within the lesson's MATCH
-tolerance, names the misconception.
+tolerance (or the bug's own, tighter one), names the misconception.
 """
 from __future__ import annotations
 
@@ -36,6 +36,10 @@ class Bug:
     # Named by the visible tests too (known_mistakes.json). False where a visible test early in the run gives the
     # numbers of another, uncatalogued mistake as well and the visible tests' own facts already point at it.
     visible: bool = True
+    # How far a student's answers may be from this mutant's and still be this bug; None: the lesson's MATCH. A
+    # mistake that moves the numbers only a few times past the tests' tolerance needs a tighter one: at MATCH, a
+    # student just past the tolerance for any other reason would be within reach of it too.
+    match: Tol | None = None
 
 
 def apply(bug: Bug, source_dir: Path) -> dict[str, str]:
@@ -144,8 +148,9 @@ class Catalogue:
         reference = self.lesson.reference if self.lesson is not None else None
         for bug in candidates:
             mutant = self._adapter(bug.id)
+            match = bug.match or self.match
             answers = [mutant.call(c.header, c.arrays) for c in calls]
-            if not all(results_match(c.result, answer, self.match, free_dtypes=_free(c))
+            if not all(results_match(c.result, answer, match, free_dtypes=_free(c))
                        for c, answer in zip(calls, answers)):
                 continue
             # A mistake that leaves every one of these calls exactly as the reference answers it (a Pre-LN bug on
@@ -157,7 +162,7 @@ class Catalogue:
                 continue
             if bug.id not in agrees:  # only for a bug whose numbers are this test's: most failures match none
                 agrees[bug.id] = not any(
-                    _numbers_differ(c.result, mutant.call(c.header, c.arrays), self.match, _free(c))
+                    _numbers_differ(c.result, mutant.call(c.header, c.arrays), match, _free(c))
                     for c in passed if _numeric(c))
             if agrees[bug.id]:
                 return bug.id

@@ -115,24 +115,44 @@ def _known_answers():
 
 
 FOLDED = "heads folded into the batch"
+BATCH_FIRST, HEADS_FIRST = "batch first", "heads first"
 
 
 def _views(shape):
-    """Index tuples that select, from recorded (B, h, T, d) tensors, what one call may hold: all heads,
-    one head of every sentence, one sentence, or one head of one sentence; or FOLDED, every head of every
-    sentence as (B * h, T, d), as a MultiHeadAttention that folds its heads into the batch passes them."""
+    """What one call may hold of recorded (B, h, T, d) tensors, as (order, index): the sentences before the heads
+    (BATCH_FIRST) or the heads before the sentences (HEADS_FIRST, (h, B, T, d)), then all of it (None), all of it
+    folded into one batch axis (FOLDED: (B * h, T, d), or (h * B, T, d) heads first), or one head of every sentence,
+    one sentence, or one head of one sentence (an index into the batch-first tensor)."""
     B, h = shape[0], shape[1]
-    yield ()
-    yield FOLDED
-    yield from ((slice(None), i) for i in range(h))
-    yield from ((b,) for b in range(B))
-    yield from ((b, i) for b in range(B) for i in range(h))
+    for order in (BATCH_FIRST, HEADS_FIRST):
+        yield order, None
+        yield order, FOLDED
+    yield from ((BATCH_FIRST, (slice(None), i)) for i in range(h))
+    yield from ((BATCH_FIRST, (b,)) for b in range(B))
+    yield from ((BATCH_FIRST, (b, i)) for b in range(B) for i in range(h))
 
 
-def _select(t, index):
-    """What view `index` (of _views) holds of the recorded (B, h, ...) tensor t; a view of t, so writing into it
-    writes into t."""
-    return t.reshape(-1, *t.shape[2:]) if index == FOLDED else t[index]
+def _base(t, view):
+    return t if view[0] == BATCH_FIRST else t.transpose(0, 1)
+
+
+def _select(t, view):
+    """What `view` (of _views) holds of the recorded (B, h, ...) tensor t."""
+    base, index = _base(t, view), view[1]
+    if index == FOLDED:
+        return base.reshape(-1, *base.shape[2:])
+    return base if index is None else base[index]
+
+
+def _place(t, view, value):
+    """Write `value`, shaped as `view` (of _views) holds it, into the recorded (B, h, ...) tensor t."""
+    base, index = _base(t, view), view[1]  # a view of t: writing into it writes into t
+    if index == FOLDED:
+        base.copy_(value.reshape(base.shape))
+    elif index is None:
+        base.copy_(value)
+    else:
+        base[index].copy_(value)
 
 
 def _allowed(mask, shape):
@@ -216,9 +236,9 @@ class _KnownAttention(torch.autograd.Function):
         full_out = torch.zeros(B, h, T, d, dtype=torch.float64)
         full_w = torch.zeros(B, h, T, T, dtype=torch.float64)
         if grad_out is not None:
-            _select(full_out, index).copy_(grad_out.to(torch.float64))
+            _place(full_out, index, grad_out.to(torch.float64))
         if grad_weights is not None:
-            _select(full_w, index).copy_(grad_weights.to(torch.float64))
+            _place(full_w, index, grad_weights.to(torch.float64))
         grads = torch.zeros(3, B, h, T, d, dtype=torch.float64)
         for b, i in heads:
             incoming = torch.cat([full_out[b, i].reshape(-1), full_w[b, i].reshape(-1)])

@@ -697,3 +697,25 @@ def test_heads_on_the_leading_axis_pass_the_multihead_tests(tmp_path, call):
     failed = {test_id: message for test_id, (outcome, message) in results.items() if outcome != "passed"}
     assert code == 0 and not failed, "\n\n".join(f"{k}: {v}" for k, v in failed.items()) or output
     assert len(results) >= 8
+
+
+@pytest.mark.parametrize("edit, said", [
+    ("        mask = None if mask is None else mask == 0  # True where a key is blocked\n",
+     "lets through exactly the keys the given mask blocks"),
+    ("        mask = None\n", "it got no mask"),
+], ids=["inverted", "dropped"])
+def test_right_heads_with_another_mask_are_told_the_mask_differs(tmp_path, edit, said):
+    """Held-out s38 (hu_mh_mask_eq0): MultiHeadAttention turned its mask into torch's "True = blocked" form before its
+    attention. Its Q, K and V were the right heads of qkv(x), yet the stand-in attention said they were not, and named
+    the layout; it must say that the heads are right and the mask is not the one given."""
+    sources = from_dir(REFERENCE)
+    call = "        ctx, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, h, T, d_k)\n"
+    assert sources["multihead.py"].count(call) == 1, "the reference changed: update this edit"
+    sources["multihead.py"] = sources["multihead.py"].replace(call, edit + call)
+    code, results, output = run_visible(student_folder(tmp_path, sources), "-m", "multihead")
+    failed = {test_id: message for test_id, (outcome, message) in results.items() if outcome != "passed"}
+    masked = [m for t, m in failed.items() if "causal_mask_blocks" in t or "padding_mask" in t]
+    assert code == 1 and len(masked) == 2, output
+    for message in masked:
+        assert "not the heads of qkv(x)" not in message, message
+        assert "the heads of qkv(x) this test expects, but not the mask" in message and said in message, message

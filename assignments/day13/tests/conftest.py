@@ -172,26 +172,53 @@ def _expected_heads(q, k, v):
 
 def _lookup(Q, K, V, mask):
     q, k, v = (t.detach().to(torch.float64) for t in (Q, K, V))
+    other_mask = None  # the mask a call with the right heads should have had
     for record, index, expected in _expected_heads(q, k, v):
         if not all(torch.allclose(a, expected[n], atol=1e-4, rtol=1e-4) for a, n in ((q, "Q"), (k, "K"), (v, "V"))):
             continue
         expected_mask = _select(_allowed(record["mask"], record["weights"].shape), index)
         try:
             if not torch.equal(_allowed(mask, expected_mask.shape), expected_mask):
+                other_mask = expected_mask if other_mask is None else other_mask
                 continue
         except RuntimeError:
+            other_mask = expected_mask if other_mask is None else other_mask
             continue
         return record, index
     mask_text = "" if mask is None else f", mask {tuple(torch.as_tensor(mask).shape)}"
     given = torch.stack([q, k, v]) if q.shape == k.shape == v.shape else torch.cat([t.reshape(-1) for t in (q, k, v)])
     given_mask = None if mask is None else torch.as_tensor(mask).detach().to(torch.float64)
     evidence = VISIBLE.evidence.compared("attention_input", given, given_mask, True)
+    if other_mask is not None:
+        pytest.fail(OTHER_MASK.format(what=_mask_words(mask, other_mask)) + evidence, pytrace=False)
     scaled = _scaled_heads(q, k, v)
     if scaled:
         pytest.fail(SCALED_INPUT.format(name=scaled[0], c=scaled[1], d_k=q.shape[-1], root=q.shape[-1] ** -0.5)
                     + evidence, pytrace=False)
     pytest.fail(NOT_AN_EXPECTED_INPUT.format(shapes=", ".join(str(tuple(t.shape)) for t in (Q, K, V)), mask=mask_text)
                 + evidence, pytrace=False)
+
+
+OTHER_MASK = (
+    "MultiHeadAttention passed scaled_dot_product_attention the heads of qkv(x) this test expects, but not the mask "
+    "MultiHeadAttention was given: {what}. A mask entry of 0 (or False) blocks a key and any other value lets it "
+    "through, and scaled_dot_product_attention does the blocking: pass the mask on as it is (handout §6, §7).")
+
+
+def _mask_words(mask, allowed):
+    """How the mask a call got differs from the one the test gave (`allowed`: where the given one lets a key through,
+    in the call's shape)."""
+    if mask is None:
+        return "it got no mask"
+    try:
+        got = _allowed(mask, allowed.shape)
+    except RuntimeError:
+        return (f"it got a mask of shape {tuple(torch.as_tensor(mask).shape)}, which does not broadcast to the "
+                f"heads' scores {tuple(allowed.shape)}")
+    if torch.equal(got, ~allowed):
+        return ("its mask lets through exactly the keys the given mask blocks, and blocks the others (the mask turned "
+                "over, as mask == 0 or ~mask does)")
+    return f"{int((got != allowed).sum())} of its {got.numel()} entries block or let through other keys than the given mask"
 
 
 SCALED_INPUT = (

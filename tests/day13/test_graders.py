@@ -316,6 +316,24 @@ def test_dropout_left_on_in_eval_is_told_it_is_random_not_that_tokens_lose_their
     assert "did not follow the tokens" not in message, message
 
 
+def test_attention_dropout_left_on_is_told_it_is_random_not_that_tokens_lose_their_order(tmp_path):
+    # Held-out s38 (gi): `F.dropout(weights, p)` inside scaled_dot_product_attention (a function: F.dropout's training
+    # is True unless given). The gates of sdpa_masks and sdpa_properties said its "outputs did not follow the tokens
+    # when the same tokens came in another order", which is not the mistake (the block's gate already told this apart).
+    sub = _copy_reference(tmp_path)
+    text = (sub / "self_attention.py").read_text()
+    out = "    out = weights @ V"
+    assert text.count(out) == 1
+    (sub / "self_attention.py").write_text("import torch.nn.functional as F\n" + text.replace(
+        out, "    weights = F.dropout(weights, p=0.1)  # attention dropout\n" + out))
+    result = killrate.grade(sub, "attention_dropout", lesson=DAY13)
+    failed = {t.name: t for t in result.tests if t.status != "passed"}
+    for name in ("self_attention.sdpa_masks", "self_attention.sdpa_properties"):
+        message = failed[name].output
+        assert "something random runs even in eval mode" in message, message
+        assert "did not follow the tokens" not in message, message
+
+
 def test_a_head_split_mistake_is_told_it_is_right_with_one_head_only(tmp_path):
     # Found on a held-out student: q, k, v split out of each head's block of 3 * d_k features (timm's layout read
     # head-major) instead of the contract's [all q | all k | all v]. multihead.reference said only "160 of 160

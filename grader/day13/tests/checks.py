@@ -117,10 +117,11 @@ def _reorder_mask(mask, p, r):
     return mask
 
 
-def attention_reasons(probes: list[dict], student=None) -> list[str]:
+def attention_reasons(probes: list[dict], student=None, *, random_is_real: bool = False) -> list[str]:
     """Signs that the probed attention computes nothing, or answers a call by where it is asked: an empty
     list when, on every call probed, it reacts to Q and to K and answers the reordered call the same way.
-    A reordered call answered otherwise is asked once more by `student` (when given), to tell randomness apart."""
+    A reordered call answered otherwise is asked once more by `student` (when given), to tell randomness apart:
+    answers that follow the run's seed are a reason of their own, or none with `random_is_real`."""
     reasons = []
     for probe in probes:
         base = probe["answer"]
@@ -132,9 +133,12 @@ def attention_reasons(probes: list[dict], student=None) -> list[str]:
         if not changed(out, answers["Q"][0]):
             found.append("its output stayed the same when Q changed")
         if not found and not _same_reordered(out, weights, *answers["again"], probe["p"], probe["r"], probe["dtype"]):
-            found.append(_random_reason(student, probe, weights) or
-                         "its outputs did not follow the tokens when the same tokens came in another order "
-                         "(each token's output must depend on the tokens, not on the order they come in)")
+            random = _random_reason(student, probe, weights)
+            if random is None:
+                found.append("its outputs did not follow the tokens when the same tokens came in another order "
+                             "(each token's output must depend on the tokens, not on the order they come in)")
+            elif not random_is_real:
+                found.append(random)
         reasons += [r for r in found if r not in reasons]
     return reasons
 
@@ -185,9 +189,11 @@ def same_in_another_order(first, again, order, dtype) -> bool:
 
 def attention_is_real(student, bases, label: str = "") -> bool:
     """The gate's verdict without its words (a test that compares with the student's own attention
-    only when that attention computes something)."""
+    only when that attention computes something). An attention whose answers follow the seed (dropout left on)
+    computes attention: each call is seeded alike, so SelfAttention is compared with it on equal terms, and the
+    randomness is charged to the attention's own tests only."""
     try:
-        return not attention_reasons(attention_probes(student, bases, label), student)
+        return not attention_reasons(attention_probes(student, bases, label), student, random_is_real=True)
     except GradeFailure:
         return False
 

@@ -59,6 +59,9 @@ BUGS = (
     _b("train.tie_smallest", "training", "ties",
        (TR, T_BEST, "        best = min(pairs, key=lambda pair: (-pairs[pair], pair))\n")),
     _b("train.tie_first_seen", "training", "ties", (TR, T_BEST, "        best = max(pairs, key=pairs.get)\n")),
+    # Ties compared by the token each pair makes (a + b), not by the pair: (" ab", "c") makes " abc" < " az".
+    _b("train.tie_by_merged_token", "training", "ties",
+       (TR, T_BEST, "        best = max(pairs, key=lambda pair: (pairs[pair], pair[0] + pair[1]))\n")),
     _b("train.pair_once_per_word", "training", "overlap",
        (TR, T_COUNT, "            for pair in set(zip(word, word[1:])):\n                pairs[pair] += count\n")),
     _b("train.overlapping_merge", "training", "overlap", (TR, T_ADVANCE, "            i += 1\n")),

@@ -27,14 +27,17 @@ class Adapter(calls.Adapter):
     free_dtypes = {name: tuple(rule["free_dtype"]) for name, rule in BINDINGS.get("outputs", {}).items()}
 
     # -- self_attention.py -------------------------------------------------------------
-    def sdpa(self, Q, K, V, mask=None, *, grad_out=None) -> calls.Result:
-        """scaled_dot_product_attention(Q, K, V[, mask]); grad_out = (g_out, g_weights or None)."""
+    def sdpa(self, Q, K, V, mask=None, *, grad_out=None, seed=None) -> calls.Result:
+        """scaled_dot_product_attention(Q, K, V[, mask]); grad_out = (g_out, g_weights or None); `seed` runs the same
+        call under another random seed."""
         arrays = {"Q": Q, "K": K, "V": V}
         args = [{"array": "Q"}, {"array": "K"}, {"array": "V"}]
         if mask is not None:
             arrays["mask"] = mask
             args.append({"array": "mask"})
         header = {"op": "function", "module": "self_attention", "name": "scaled_dot_product_attention", "args": args}
+        if seed is not None:
+            header["seed"] = int(seed)
         self._grads(header, arrays, grad_out, wrt=["Q", "K", "V"])
         return self.call(header, arrays, f"scaled_dot_product_attention(Q {_s(Q)}, K {_s(K)}, V {_s(V)}{_m(mask)})")
 

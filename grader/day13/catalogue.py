@@ -85,6 +85,11 @@ BUGS: tuple[Bug, ...] = (
        (SA, SOFTMAX, "    weights = torch.softmax(scores.detach(), dim=-1)\n")),
     _b("sa.inplace_nan_guard", "self_attention", "sdpa_gradients",
        (SA, SOFTMAX, "    weights = torch.softmax(scores, dim=-1)\n    weights.nan_to_num_(0.0)  # fully blocked rows\n")),
+    # F.dropout on the weights inside the function: its training argument is True unless given, and a function has no
+    # eval mode, so weights are dropped in every call (the grader seeds each call alike, so the replay matches).
+    _b("sa.functional_dropout", "self_attention", "worked_values",
+       (SA, "import torch.nn as nn\n", "import torch.nn as nn\nimport torch.nn.functional as F\n"),
+       (SA, OUT, "    weights = F.dropout(weights, p=0.1)\n" + OUT)),
     _b("sa.causal_triu", "self_attention", "causal_mask",
        (SA, "    return torch.tril(torch.ones(T, T, device=device))", "    return torch.triu(torch.ones(T, T, device=device))")),
     _b("sa.causal_no_diagonal", "self_attention", "causal_mask",
@@ -158,6 +163,9 @@ BUGS: tuple[Bug, ...] = (
        (MH, SPLIT, "        q, k, v = [t.view(B, T, self.d_k, self.h).permute(0, 3, 1, 2) for t in (q, k, v)]\n")),
     _b("mh.mask_dropped", "multihead", "masks",
        (MH, CTX, "        ctx, _ = scaled_dot_product_attention(q, k, v)\n")),
+    # The mask turned into torch's own bool form (True = blocked) before an attention that blocks where it is 0.
+    _b("mh.mask_inverted", "multihead", "masks",
+       (MH, CTX, "        if mask is not None:\n            mask = mask == 0\n" + CTX)),
     _b("mh.no_divisibility_check", "multihead", "rejects_bad_heads",
        (MH, "        if d_model % n_heads != 0:\n", "        if False:\n")),
     _b("mh.no_bias", "multihead", "attributes",
@@ -246,6 +254,13 @@ BUGS: tuple[Bug, ...] = (
     _b("blk.post_ln_unnormed_residual", "block", "post_ln",
        (BL, POST1 + POST2, "            h = x + self.attn(x, mask)  # (B, T, d_model)\n"
                            "            x = self.ln2(h + self.ffn(self.ln1(h)))  # (B, T, d_model)\n")),
+    # One residual kept from the top of forward and added by both sub-layers: the second adds the block's input.
+    _b("blk.stale_residual", "block", "post_ln",
+       (BL, "        if self.pre_ln:\n", "        residual = x\n        if self.pre_ln:\n"),
+       (BL, PRE1, "            x = residual + self.attn(self.ln1(x), mask)\n"),
+       (BL, PRE2, "            x = residual + self.ffn(self.ln2(x))\n"),
+       (BL, POST1, "            x = self.ln1(residual + self.attn(x, mask))\n"),
+       (BL, POST2, "            x = self.ln2(residual + self.ffn(x))\n")),
     _b("blk.norm_inside_residual", "block", "post_ln",
        (BL, POST1, "            x = x + self.ln1(self.attn(x, mask))\n")),
     _b("blk.shared_layernorm", "block", "post_ln",

@@ -2,7 +2,8 @@
 
 Magics (`%matplotlib inline`, `%%time`), shell lines (`!pip install torch`, `files = !ls`) and help requests
 (`?print`, `obj.method?`) need IPython; a notebook's cells are graded without it, so each such line
-becomes `pass` (or an assignment of None), keeping every line number. The grader's intake
+becomes `pass` (or an assignment of None), keeping every line number; a timed statement (`%time x = f()`,
+a `%%time` cell) keeps its Python, which runs as it does in Jupyter. The grader's intake
 (submissions.py) and the students' CI feedback (tools/ci_feedback.py) both use this file: the release ships it
 in tests/_feedback/ beside the visible tests' own package. Standard library only.
 """
@@ -14,6 +15,10 @@ import re
 # Cell magics whose body is Python (timed, captured, profiled): the body runs, only the first line goes.
 _CELL_MAGIC_WITH_PYTHON_BODY = {"capture", "time", "timeit", "prun"}
 _ASSIGNED_MAGIC = re.compile(r"^(\s*[A-Za-z_][\w\s,]*=\s*)[%!]")
+# `%time STATEMENT` runs the statement in the notebook's own namespace (what it assigns is there for the lines after
+# it, `%time table = build(5000)`), and `x = %time EXPRESSION` gives x the expression's value: the statement stays.
+# (%timeit runs its statement in a namespace of its own, so nothing it assigns is kept: it goes like any magic.)
+_TIMED = re.compile(r"^%time\s+(\S.*)$")
 
 
 # Every flag a `from __future__ import ...` can set in compiled code.
@@ -69,16 +74,33 @@ def neutralise_magics(source: str) -> str:
         indent = line[: len(line) - len(stripped)]
         if in_magic:  # a shell line or magic continued with a backslash: the same command
             out.append("#" + line)
+        elif where.starts_statement() and (timed := _timed(stripped, "exec")) is not None:
+            out.append(indent + timed)
         elif where.starts_statement() and (stripped.startswith(("%", "!", "?")) or _HELP_AFTER.match(stripped)):
             out.append(f"{indent}pass  # neutralised: {stripped[:60]}")
-        elif where.starts_statement() and _ASSIGNED_MAGIC.match(line):
-            out.append(_ASSIGNED_MAGIC.sub(lambda m: m.group(1) + "None  # neutralised: ", line, count=1))
+        elif where.starts_statement() and (found := _ASSIGNED_MAGIC.match(line)):
+            timed = _timed(line[found.end() - 1:], "eval")
+            out.append(found.group(1) + timed if timed is not None else
+                       _ASSIGNED_MAGIC.sub(lambda m: m.group(1) + "None  # neutralised: ", line, count=1))
         else:
             out.append(line)
             where.read(line)
             continue
         in_magic = line.endswith("\\")
     return "\n".join(out)
+
+
+def _timed(text: str, mode: str) -> str | None:
+    """The Python of a `%time` line (a whole statement, or an expression for `mode` "eval"), None for any other line or
+    for Python that is not whole on its line (IPython would refuse it too)."""
+    found = _TIMED.match(text.strip())
+    if not found or found.group(1).endswith("\\"):
+        return None
+    try:
+        compile(found.group(1), "<%time>", mode, 0, True)
+    except (SyntaxError, ValueError):
+        return None
+    return found.group(1)
 
 
 # `name?`, `obj.attr??`, `torch.*mask*?`: IPython's help (or search) after a name, a whole statement.

@@ -38,3 +38,25 @@ def test_killrate_command_reports_every_mutant_killed_and_no_false_failure(killr
     assert f"Correct implementations: {variants}" in said and "False failures: 0 of" in said, said
     for bug in BUGS:
         assert f"killed  {bug.id} " in said, bug.id
+
+
+def test_ties_broken_by_the_token_a_pair_makes_fail_the_ties_test_and_are_named(tmp_path):
+    """Held-out s38 (ota_tie_concat): ties broken by the token a pair makes, max(key=(count, a + b)). The visible test
+    of the rule failed; the hidden ties test passed (none of its cases told the two rules apart), so the points went
+    from `reference` with no word about ties."""
+    import shutil
+
+    from grader.admin import killrate
+    from grader.lesson import load_lesson
+
+    from .helpers import REFERENCE
+
+    sub = tmp_path / "sub"
+    shutil.copytree(REFERENCE, sub, ignore=shutil.ignore_patterns("__pycache__"))
+    text = (sub / "training.py").read_text()
+    rule = "key=lambda pair: (pairs[pair], pair))"
+    assert text.count(rule) == 1, "the reference changed: update this edit"
+    (sub / "training.py").write_text(text.replace(rule, "key=lambda pair: (pairs[pair], pair[0] + pair[1]))"))
+    result = killrate.grade(sub, "tie_by_merged_token", lesson=load_lesson("bpe"))
+    failed = {t.name: t.hint_id for t in result.tests if t.status != "passed"}
+    assert failed.get("training.ties", "passed") == "train.tie_by_merged_token", failed

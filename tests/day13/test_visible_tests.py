@@ -643,3 +643,71 @@ def test_heads_folded_into_the_batch_pass_the_multihead_tests(tmp_path):
     failed = {test_id: message for test_id, (outcome, message) in results.items() if outcome != "passed"}
     assert code == 0 and not failed, "\n\n".join(f"{k}: {v}" for k, v in failed.items()) or output
     assert len(results) >= 8
+
+
+HEADS_FIRST = '''
+import torch.nn as nn
+
+from self_attention import scaled_dot_product_attention
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model, n_heads):
+        super().__init__()
+        if d_model % n_heads:
+            raise ValueError("n_heads must divide d_model")
+        self.h, self.d_k = n_heads, d_model // n_heads
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+
+    def forward(self, x, mask=None):
+        B, T, D = x.shape
+        heads = lambda t: t.unflatten(-1, (self.h, self.d_k)).permute(2, 0, 1, 3)  # (h, B, T, d_k)
+        q, k, v = (heads(t) for t in self.qkv(x).chunk(3, dim=-1))
+        if mask is not None:
+            while mask.dim() < 4:
+                mask = mask.unsqueeze(0)
+            mask = mask.transpose(0, 1)  # (B, h, T, T) frame -> (h, B, T, T)
+        FOLD
+        return self.out(ctx.permute(1, 2, 0, 3).flatten(-2))
+'''
+KEEP_4D = "ctx, _ = scaled_dot_product_attention(q, k, v, mask)"
+FOLD_HEAD_MAJOR = (
+    "q, k, v = (t.reshape(-1, T, self.d_k) for t in (q, k, v))  # (h * B, T, d_k)\n"
+    "        mask = None if mask is None else mask.expand(self.h, B, T, T).reshape(-1, T, T)\n"
+    "        ctx, _ = scaled_dot_product_attention(q, k, v, mask)\n"
+    "        ctx = ctx.view(self.h, B, T, self.d_k)")
+
+
+@pytest.mark.parametrize("call", [KEEP_4D, FOLD_HEAD_MAJOR], ids=["(h, B, T, d_k)", "(h * B, T, d_k)"])
+def test_heads_on_the_leading_axis_pass_the_multihead_tests(tmp_path, call):
+    """The heads may come before the batch, (h, B, T, d_k), or be folded head-major, (h * B, T, d_k): qkv's layout and
+    head i's features are the contract's, and the mask is moved along with them. Correct (hidden: 25/25), so the
+    stand-in attention must know those calls too (held-out s38, ana_mh_heads_first: 8 visible failures)."""
+    sources = {**from_dir(REFERENCE), "multihead.py": HEADS_FIRST.lstrip().replace("FOLD", call)}
+    code, results, output = run_visible(student_folder(tmp_path, sources), "-m", "multihead")
+    failed = {test_id: message for test_id, (outcome, message) in results.items() if outcome != "passed"}
+    assert code == 0 and not failed, "\n\n".join(f"{k}: {v}" for k, v in failed.items()) or output
+    assert len(results) >= 8
+
+
+@pytest.mark.parametrize("edit, said", [
+    ("        mask = None if mask is None else mask == 0  # True where a key is blocked\n",
+     "lets through exactly the keys the given mask blocks"),
+    ("        mask = None\n", "it got no mask"),
+], ids=["inverted", "dropped"])
+def test_right_heads_with_another_mask_are_told_the_mask_differs(tmp_path, edit, said):
+    """Held-out s38 (hu_mh_mask_eq0): MultiHeadAttention turned its mask into torch's "True = blocked" form before its
+    attention. Its Q, K and V were the right heads of qkv(x), yet the stand-in attention said they were not, and named
+    the layout; it must say that the heads are right and the mask is not the one given."""
+    sources = from_dir(REFERENCE)
+    call = "        ctx, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, h, T, d_k)\n"
+    assert sources["multihead.py"].count(call) == 1, "the reference changed: update this edit"
+    sources["multihead.py"] = sources["multihead.py"].replace(call, edit + call)
+    code, results, output = run_visible(student_folder(tmp_path, sources), "-m", "multihead")
+    failed = {test_id: message for test_id, (outcome, message) in results.items() if outcome != "passed"}
+    masked = [m for t, m in failed.items() if "causal_mask_blocks" in t or "padding_mask" in t]
+    assert code == 1 and len(masked) == 2, output
+    for message in masked:
+        assert "not the heads of qkv(x)" not in message, message
+        assert "the heads of qkv(x) this test expects, but not the mask" in message and said in message, message

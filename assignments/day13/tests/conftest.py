@@ -115,24 +115,44 @@ def _known_answers():
 
 
 FOLDED = "heads folded into the batch"
+BATCH_FIRST, HEADS_FIRST = "batch first", "heads first"
 
 
 def _views(shape):
-    """Index tuples that select, from recorded (B, h, T, d) tensors, what one call may hold: all heads,
-    one head of every sentence, one sentence, or one head of one sentence; or FOLDED, every head of every
-    sentence as (B * h, T, d), as a MultiHeadAttention that folds its heads into the batch passes them."""
+    """What one call may hold of recorded (B, h, T, d) tensors, as (order, index): the sentences before the heads
+    (BATCH_FIRST) or the heads before the sentences (HEADS_FIRST, (h, B, T, d)), then all of it (None), all of it
+    folded into one batch axis (FOLDED: (B * h, T, d), or (h * B, T, d) heads first), or one head of every sentence,
+    one sentence, or one head of one sentence (an index into the batch-first tensor)."""
     B, h = shape[0], shape[1]
-    yield ()
-    yield FOLDED
-    yield from ((slice(None), i) for i in range(h))
-    yield from ((b,) for b in range(B))
-    yield from ((b, i) for b in range(B) for i in range(h))
+    for order in (BATCH_FIRST, HEADS_FIRST):
+        yield order, None
+        yield order, FOLDED
+    yield from ((BATCH_FIRST, (slice(None), i)) for i in range(h))
+    yield from ((BATCH_FIRST, (b,)) for b in range(B))
+    yield from ((BATCH_FIRST, (b, i)) for b in range(B) for i in range(h))
 
 
-def _select(t, index):
-    """What view `index` (of _views) holds of the recorded (B, h, ...) tensor t; a view of t, so writing into it
-    writes into t."""
-    return t.reshape(-1, *t.shape[2:]) if index == FOLDED else t[index]
+def _base(t, view):
+    return t if view[0] == BATCH_FIRST else t.transpose(0, 1)
+
+
+def _select(t, view):
+    """What `view` (of _views) holds of the recorded (B, h, ...) tensor t."""
+    base, index = _base(t, view), view[1]
+    if index == FOLDED:
+        return base.reshape(-1, *base.shape[2:])
+    return base if index is None else base[index]
+
+
+def _place(t, view, value):
+    """Write `value`, shaped as `view` (of _views) holds it, into the recorded (B, h, ...) tensor t."""
+    base, index = _base(t, view), view[1]  # a view of t: writing into it writes into t
+    if index == FOLDED:
+        base.copy_(value.reshape(base.shape))
+    elif index is None:
+        base.copy_(value)
+    else:
+        base[index].copy_(value)
 
 
 def _allowed(mask, shape):
@@ -152,26 +172,53 @@ def _expected_heads(q, k, v):
 
 def _lookup(Q, K, V, mask):
     q, k, v = (t.detach().to(torch.float64) for t in (Q, K, V))
+    other_mask = None  # the mask a call with the right heads should have had
     for record, index, expected in _expected_heads(q, k, v):
         if not all(torch.allclose(a, expected[n], atol=1e-4, rtol=1e-4) for a, n in ((q, "Q"), (k, "K"), (v, "V"))):
             continue
         expected_mask = _select(_allowed(record["mask"], record["weights"].shape), index)
         try:
             if not torch.equal(_allowed(mask, expected_mask.shape), expected_mask):
+                other_mask = expected_mask if other_mask is None else other_mask
                 continue
         except RuntimeError:
+            other_mask = expected_mask if other_mask is None else other_mask
             continue
         return record, index
     mask_text = "" if mask is None else f", mask {tuple(torch.as_tensor(mask).shape)}"
     given = torch.stack([q, k, v]) if q.shape == k.shape == v.shape else torch.cat([t.reshape(-1) for t in (q, k, v)])
     given_mask = None if mask is None else torch.as_tensor(mask).detach().to(torch.float64)
     evidence = VISIBLE.evidence.compared("attention_input", given, given_mask, True)
+    if other_mask is not None:
+        pytest.fail(OTHER_MASK.format(what=_mask_words(mask, other_mask)) + evidence, pytrace=False)
     scaled = _scaled_heads(q, k, v)
     if scaled:
         pytest.fail(SCALED_INPUT.format(name=scaled[0], c=scaled[1], d_k=q.shape[-1], root=q.shape[-1] ** -0.5)
                     + evidence, pytrace=False)
     pytest.fail(NOT_AN_EXPECTED_INPUT.format(shapes=", ".join(str(tuple(t.shape)) for t in (Q, K, V)), mask=mask_text)
                 + evidence, pytrace=False)
+
+
+OTHER_MASK = (
+    "MultiHeadAttention passed scaled_dot_product_attention the heads of qkv(x) this test expects, but not the mask "
+    "MultiHeadAttention was given: {what}. A mask entry of 0 (or False) blocks a key and any other value lets it "
+    "through, and scaled_dot_product_attention does the blocking: pass the mask on as it is (handout §6, §7).")
+
+
+def _mask_words(mask, allowed):
+    """How the mask a call got differs from the one the test gave (`allowed`: where the given one lets a key through,
+    in the call's shape)."""
+    if mask is None:
+        return "it got no mask"
+    try:
+        got = _allowed(mask, allowed.shape)
+    except RuntimeError:
+        return (f"it got a mask of shape {tuple(torch.as_tensor(mask).shape)}, which does not broadcast to the "
+                f"heads' scores {tuple(allowed.shape)}")
+    if torch.equal(got, ~allowed):
+        return ("its mask lets through exactly the keys the given mask blocks, and blocks the others (the mask turned "
+                "over, as mask == 0 or ~mask does)")
+    return f"{int((got != allowed).sum())} of its {got.numel()} entries block or let through other keys than the given mask"
 
 
 SCALED_INPUT = (
@@ -216,9 +263,9 @@ class _KnownAttention(torch.autograd.Function):
         full_out = torch.zeros(B, h, T, d, dtype=torch.float64)
         full_w = torch.zeros(B, h, T, T, dtype=torch.float64)
         if grad_out is not None:
-            _select(full_out, index).copy_(grad_out.to(torch.float64))
+            _place(full_out, index, grad_out.to(torch.float64))
         if grad_weights is not None:
-            _select(full_w, index).copy_(grad_weights.to(torch.float64))
+            _place(full_w, index, grad_weights.to(torch.float64))
         grads = torch.zeros(3, B, h, T, d, dtype=torch.float64)
         for b, i in heads:
             incoming = torch.cat([full_out[b, i].reshape(-1), full_w[b, i].reshape(-1)])

@@ -85,7 +85,7 @@ def attention_probes(student, bases, label: str = "") -> list[dict]:
         r = p if T_q == T_k else token_order(rng, T_k)
         m = None if mask is None else _reorder_mask(np.asarray(mask), p, r)
         probes.append({
-            "answer": answer, "p": p, "r": r, "dtype": str(np.asarray(Q).dtype),
+            "answer": answer, "p": p, "r": r, "dtype": str(np.asarray(Q).dtype), "call": (Q, K, V, mask),
             "Q": student.sdpa(_like(rng, Q), K, V, mask),
             "K": student.sdpa(Q, _like(rng, K), V, mask),
             "again": student.sdpa(Q[..., p, :], K[..., r, :], V[..., r, :], m),
@@ -117,9 +117,11 @@ def _reorder_mask(mask, p, r):
     return mask
 
 
-def attention_reasons(probes: list[dict]) -> list[str]:
+def attention_reasons(probes: list[dict], student=None, *, random_is_real: bool = False) -> list[str]:
     """Signs that the probed attention computes nothing, or answers a call by where it is asked: an empty
-    list when, on every call probed, it reacts to Q and to K and answers the reordered call the same way."""
+    list when, on every call probed, it reacts to Q and to K and answers the reordered call the same way.
+    A reordered call answered otherwise is asked once more by `student` (when given), to tell randomness apart:
+    answers that follow the run's seed are a reason of their own, or none with `random_is_real`."""
     reasons = []
     for probe in probes:
         base = probe["answer"]
@@ -131,10 +133,37 @@ def attention_reasons(probes: list[dict]) -> list[str]:
         if not changed(out, answers["Q"][0]):
             found.append("its output stayed the same when Q changed")
         if not found and not _same_reordered(out, weights, *answers["again"], probe["p"], probe["r"], probe["dtype"]):
-            found.append("its outputs did not follow the tokens when the same tokens came in another order "
-                         "(each token's output must depend on the tokens, not on the order they come in)")
+            random = _random_reason(student, probe, weights)
+            if random is None:
+                found.append("its outputs did not follow the tokens when the same tokens came in another order "
+                             "(each token's output must depend on the tokens, not on the order they come in)")
+            elif not random_is_real:
+                found.append(random)
         reasons += [r for r in found if r not in reasons]
     return reasons
+
+
+def _random_reason(student, probe, weights) -> str | None:
+    """Why a reordered call was answered otherwise, when it is randomness: the probed call asked again gives the same
+    weights under the run's seed and others under another seed (dropout left on, as F.dropout is unless told
+    otherwise). Asked only then; an attention that answers by what it saw before answers the same call otherwise
+    even under the same seed, and is told it does not follow the tokens."""
+    if student is None:
+        return None
+    Q, K, V, mask = probe["call"]
+    what = "scaled_dot_product_attention, asked again"
+    try:
+        same = output(student.sdpa(Q, K, V, mask), 1, what, count=2)
+        other = output(student.sdpa(Q, K, V, mask, seed=1), 1, what, count=2)
+    except GradeFailure:
+        return None
+    if changed(weights, same) or not changed(weights, other):
+        return None
+    moved = int(np.sum(~np.isclose(np.asarray(weights, np.float64), np.asarray(other, np.float64), rtol=0.0,
+                                   atol=tol.DEPENDS.atol)))
+    return (f"its weights changed when the same call was asked again under another random seed ({moved} of "
+            f"{np.size(weights)} moved): something random runs even in eval mode, such as F.dropout, whose training "
+            "argument is True unless you pass it (a function has no eval mode: leave dropout to the modules)")
 
 
 def _same_reordered(out, weights, out2, weights2, p, r, dtype) -> bool:
@@ -160,15 +189,17 @@ def same_in_another_order(first, again, order, dtype) -> bool:
 
 def attention_is_real(student, bases, label: str = "") -> bool:
     """The gate's verdict without its words (a test that compares with the student's own attention
-    only when that attention computes something)."""
+    only when that attention computes something). An attention whose answers follow the seed (dropout left on)
+    computes attention: each call is seeded alike, so SelfAttention is compared with it on equal terms, and the
+    randomness is charged to the attention's own tests only."""
     try:
-        return not attention_reasons(attention_probes(student, bases, label))
+        return not attention_reasons(attention_probes(student, bases, label), student, random_is_real=True)
     except GradeFailure:
         return False
 
 
 def require_real_attention(student, what: str, bases, label: str = "") -> None:
-    reasons = attention_reasons(attention_probes(student, bases, label))
+    reasons = attention_reasons(attention_probes(student, bases, label), student)
     reasons[:1] = [r.replace("its ", "scaled_dot_product_attention's ", 1).replace(
         "it answered", "scaled_dot_product_attention answered", 1) for r in reasons[:1]]
     require_real(reasons, what,

@@ -342,6 +342,38 @@ def test_attention_dropout_left_on_is_told_it_is_random_not_that_tokens_lose_the
     assert not [name for name in failed if name.startswith("self_attention.module_")], sorted(failed)
 
 
+# Attentions that are random without being dropout on a real attention. Found by the lead on the s38 fix above
+# (session 35): with randomness taken as real on its own, both earned SelfAttention's 7 module points, which the gate
+# keeps from an attention that computes nothing. Noise (a seeded torch.rand) keeps no weight from one seed to the
+# next; a real-looking attention whose weights depend on where a key sits, under dropout, keeps weights that do not
+# follow the tokens.
+NOT_DROPOUT = {
+    "noise_reacting_to_q_and_k": (
+        "    T_k = K.shape[-2]\n"
+        "    weights = torch.rand(*Q.shape[:-1], T_k, dtype=Q.dtype) + 0.05 * torch.sigmoid(Q[..., :1] * K[..., 0].unsqueeze(-2))\n"
+        "    if mask is not None:\n"
+        "        weights = weights.masked_fill(mask == 0, 0.0)\n"
+        "    weights = weights / weights.sum(-1, keepdim=True)\n"),
+    "keys_weighted_by_place_then_dropout": (
+        "    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.size(-1)) + torch.arange(K.shape[-2], dtype=Q.dtype)\n"
+        "    if mask is not None:\n"
+        "        scores = scores.masked_fill(mask == 0, float(\"-inf\"))\n"
+        "    weights = torch.nn.functional.dropout(torch.softmax(scores, dim=-1), p=0.1)\n"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NOT_DROPOUT))
+def test_randomness_that_is_no_dropout_of_a_real_attention_earns_no_selfattention_points(tmp_path, name):
+    sub = _copy_reference(tmp_path)
+    text = (sub / "self_attention.py").read_text()
+    body = text[text.index("    d_k = Q.size(-1)\n"):text.index("    out = weights @ V")]
+    assert text.count(body) == 1
+    (sub / "self_attention.py").write_text(text.replace(body, NOT_DROPOUT[name]))
+    result = killrate.grade(sub, name, lesson=DAY13)
+    earned = {t.name: t.score for t in result.tests if t.name.startswith("self_attention.module_") and t.score}
+    assert not earned, earned
+
+
 # Held-out s38: three mistakes whose numbers a mutant reproduces exactly, lost points with no cause named.
 # (file, [(exact text of the reference, replacement)], the hint expected on each failed test)
 S38_UNNAMED = {

@@ -144,26 +144,56 @@ def attention_reasons(probes: list[dict], student=None, *, random_is_real: bool 
 
 
 def _random_reason(student, probe, weights) -> str | None:
-    """Why a reordered call was answered otherwise, when it is randomness: the probed call asked again gives the same
-    weights under the run's seed and others under another seed (dropout left on, as F.dropout is unless told
-    otherwise). Asked only then; an attention that answers by what it saw before answers the same call otherwise
-    even under the same seed, and is told it does not follow the tokens."""
+    """Why a reordered call was answered otherwise, when it is dropout left on: the probed call asked again gives the
+    same weights under the run's seed and others under another seed (as F.dropout does unless told otherwise), each
+    weight either dropped (0) or kept at one value whatever the seed, and the weights kept, put together, answer the
+    reordered call (asked under both seeds too) as a real attention does. Asked only then. An attention that answers
+    by what it saw before answers the same call otherwise even under the same seed, and noise that merely follows the
+    seed keeps no value from one seed to the next: both are told they do not follow the tokens."""
     if student is None:
         return None
     Q, K, V, mask = probe["call"]
+    p, r = probe["p"], probe["r"]
+    reordered = None if mask is None else _reorder_mask(np.asarray(mask), p, r)
     what = "scaled_dot_product_attention, asked again"
     try:
         same = output(student.sdpa(Q, K, V, mask), 1, what, count=2)
         other = output(student.sdpa(Q, K, V, mask, seed=1), 1, what, count=2)
+        again = output(probe["again"], 1, what, count=2)
+        again_other = output(student.sdpa(Q[..., p, :], K[..., r, :], V[..., r, :], reordered, seed=1), 1, what,
+                             count=2)
     except GradeFailure:
         return None
     if changed(weights, same) or not changed(weights, other):
+        return None
+    t = tol.values(probe["dtype"])
+    kept, kept_again = _kept(weights, other, t), _kept(again, again_other, t)
+    if kept is None or kept_again is None:
+        return None
+    try:
+        expected = kept[..., p, :][..., r]
+    except IndexError:
+        return None
+    both = (expected != 0) & (kept_again != 0)
+    if expected.shape != kept_again.shape or not both.any() or engine.changed(expected[both], kept_again[both], t):
         return None
     moved = int(np.sum(~np.isclose(np.asarray(weights, np.float64), np.asarray(other, np.float64), rtol=0.0,
                                    atol=tol.DEPENDS.atol)))
     return (f"its weights changed when the same call was asked again under another random seed ({moved} of "
             f"{np.size(weights)} moved): something random runs even in eval mode, such as F.dropout, whose training "
             "argument is True unless you pass it (a function has no eval mode: leave dropout to the modules)")
+
+
+def _kept(a, b, t) -> np.ndarray | None:
+    """Two seeds' weights of one call put together, if they are one set of weights with some dropped (0) in each: a
+    weight both kept is the same in both. None when a weight both kept differs (noise, not dropout)."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    if a.shape != b.shape:
+        return None
+    both = (a != 0) & (b != 0)
+    if engine.changed(a[both], b[both], t):
+        return None
+    return np.where(a != 0, a, b)
 
 
 def _same_reordered(out, weights, out2, weights2, p, r, dtype) -> bool:

@@ -300,9 +300,9 @@ def image_hash(data: bytes) -> int | None:
             width, height = probe.size
             if width * height > deliverables.MAX_PIXELS or width < 8 or height < 8:
                 return None
-            if probe.format == "JPEG" and deliverables.too_many_scans(data):
+            if deliverables.too_many_scans(data):  # a JPEG stream, whatever the container (MPO too)
                 return None  # minutes of decoding in the grader's own process, for everyone's report
-            if probe.format == "JPEG":
+            if probe.format in deliverables.JPEG_FORMATS:
                 probe.draft("RGB", (4 * HASH_SIDE, 4 * HASH_SIDE))
             probe.load()
             grey = deliverables.to_grey(probe)  # two pictures per submission: ~7 ms of CPU saved each
@@ -322,9 +322,9 @@ def thumbnail_uri(data: bytes, side: int = 320) -> str:
     try:
         with Image.open(io.BytesIO(data)) as image:
             width, height = image.size
-            if width * height > deliverables.MAX_PIXELS or (image.format == "JPEG" and deliverables.too_many_scans(data)):
+            if width * height > deliverables.MAX_PIXELS or deliverables.too_many_scans(data):
                 return ""
-            if image.format == "JPEG":
+            if image.format in deliverables.JPEG_FORMATS:
                 image.draft("RGB", (side * 2, side * 2))
             image.load()
             rgb = deliverables.to_rgb(image)

@@ -110,8 +110,16 @@ def unmount_quota(folder: Path) -> None:
     libc.umount2(str(folder).encode(), 2)  # MNT_DETACH: never blocks on a busy mount
 
 
+# Compiled modules: Python imports them as readily as source, but the scan, the similarity report and a person
+# reviewing read source only. The child's import path refuses them (the executor's source-only hook), but that hook
+# sits in sys.path_hooks, which the submission's own code can take out again: so they are not in its copy at all.
+# The grader's copy keeps them, for the scan to name.
+COMPILED = (".pyc", ".pyo", ".so", ".pyd")
+
+
 def child_copy(submission: Path, uid: int | None) -> Path:
-    """A fresh writable copy of `submission` (intake's copy, as handed in) for one child, beside it.
+    """A fresh writable copy of `submission` (intake's copy, as handed in) for one child, beside it, without its
+    compiled modules (COMPILED).
 
     Every child starts from what was handed in, and what it writes goes with its copy when it ends
     (discard_copy): nothing one child writes is read by a later one. Intake's copy stays the
@@ -129,7 +137,7 @@ def child_copy(submission: Path, uid: int | None) -> Path:
                     if entry.is_dir(follow_symlinks=False):
                         os.mkdir(where)
                         folders.append((entry.path, where))
-                    elif entry.is_file(follow_symlinks=False):
+                    elif entry.is_file(follow_symlinks=False) and not entry.name.lower().endswith(COMPILED):
                         shutil.copyfile(entry.path, where, follow_symlinks=False)
         prepare_scratch(dest, uid)
     except BaseException:

@@ -576,3 +576,45 @@ def test_a_jpeg_of_endless_scans_is_refused_in_an_mpo_container_too():
     with pytest.raises(deliverables.Problem, match="scans"):
         deliverables.decode_image("drawing.jpg", bomb, ("PNG", "JPEG"))
     assert time.process_time() - start < 1.0
+
+
+def _after_every_statement(source: str, junk: list[str]) -> str:
+    """`source` with one of `junk` (in turn) on a line of its own after every simple statement, at its indent (a
+    junk's own line breaks indented one level more)."""
+    import ast
+
+    lines, after = source.splitlines(), {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.stmt) and not hasattr(node, "body") and node.end_lineno not in after:
+            after[node.end_lineno] = node.col_offset
+    out = []
+    for number, line in enumerate(lines, 1):
+        out.append(line)
+        if number in after:
+            indent = " " * after[number]
+            out.append(indent + junk[len(out) % len(junk)].replace("\n", "\n" + indent + "    "))
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("junk", [["pass"], ["..."], ["_ = 0", "_unused = 'x'", "_ += 1"], ["'-'", "None", "0"],
+                                  ["pass", "...", "_ = 0", "'-'", "None", "if False:\npass"]],
+                         ids=["pass", "ellipsis", "dead stores", "bare constants", "mixed"])
+def test_a_no_op_after_every_statement_changes_no_fingerprint(junk):
+    """Red team s37r and s38r: a classmate's files with `pass` (or `...`, `_ = 0`, a bare string) after every
+    statement broke nearly every 20-token k-gram, and the copy had no similarity row at all. Statements that do
+    nothing are not part of the code's fingerprint."""
+    for student in ("ana", "ben"):
+        for path in sorted((CORRECT / student).glob("*.py")):
+            source = path.read_text(encoding="utf-8")
+            padded = _after_every_statement(source, junk)
+            assert padded != source
+            assert similarity.code_tokens(padded)[0] == similarity.code_tokens(source)[0], (student, path.name)
+
+
+def test_what_a_statement_does_still_counts():
+    # A constant stored to a name the file reads, a call, a store to an attribute: code, not a no-op.
+    kept = ["x = 0\ny = x + 1\n", "eps = 1e-9\ndef f(a):\n    return a + eps\n", "print('loaded')\n",
+            "self_check = 3\nassert self_check\n", "obj.x = 0\n"]
+    for source in kept:
+        assert similarity.code_tokens(source)[0] == similarity.code_tokens(source.replace("\n", "\n\n"))[0]
+        assert len(similarity.code_tokens(source)[0]) >= 4, source

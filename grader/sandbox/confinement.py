@@ -34,7 +34,7 @@ KIT_ROOT = Path(__file__).resolve().parents[2]
 
 # Linux constants (include/uapi); same values on x86_64 and aarch64.
 CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWIPC, CLONE_THREAD = 0x40000000, 0x00020000, 0x08000000, 0x00010000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 38, 22
 SECCOMP_MODE_FILTER = 2
 SYS_LANDLOCK = {"create": 444, "add_rule": 445, "restrict": 446}
@@ -146,7 +146,7 @@ def child_copy(submission: Path, uid: int | None) -> Path:
     return dest
 
 
-SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")  # folders every user may write in
+SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")  # folders every user may write in
 
 
 def sweep_shared(uid: int | None) -> None:
@@ -337,6 +337,8 @@ def confine(*, scratch: str, uid: int | None, out_fd: int, keep_fd: int, config:
     sys.path[:] = [scratch, *paths.import_path]
     if view and uid is not None:
         enter_view(libc, view)
+    if uid is not None and not ("landlock" in config.layers and landlock_abi(libc) >= 1):
+        shared_read_only(libc, scratch, entered=bool(view))
     os.chdir(scratch)
     # The zygote's few variables name the kit's folder and the grader's PATH (PYTHONPATH, PATH), and anything the
     # child can read can reach its feedback in an error message: only what the libraries read stays.
@@ -495,6 +497,26 @@ def enter_view(libc, plan) -> None:
         for fds in sources:
             for fd in fds:
                 os.close(fd)
+
+
+def shared_read_only(libc, scratch: str, *, entered: bool) -> None:
+    """Without Landlock, the folders every user may write in (SHARED_FOLDERS) are read-only in this (root,
+    single-threaded) child's own mount namespace, and its scratch copy stays writable. What the slot's uid could
+    write there no quota bounds (a loop of mkdir in /dev/shm took ~0.8 GB of the kernel's memory in the child's
+    20 s of CPU), and it would outlive the child until sweep_shared. `entered`: enter_view made the namespace."""
+    if not entered:
+        if libc.unshare(CLONE_NEWNS) != 0:
+            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
+        _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates back to the machine
+    real = os.path.realpath(scratch)
+    # A mount of its own first: a read-only bind of the folder above it then carries it as it is, writable.
+    _mount(libc, real, real, None, MS_BIND | MS_REC)
+    for folder in dict.fromkeys(os.path.realpath(f) for f in SHARED_FOLDERS):
+        if not os.path.isdir(folder):
+            continue
+        kept = os.statvfs(folder).f_flag & (MS_NOSUID | MS_NODEV | MS_NOEXEC)  # ST_* flags have the MS_* values
+        _mount(libc, folder, folder, None, MS_BIND | MS_REC)
+        _mount(libc, None, folder, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
 
 
 def _mount(libc, source, target, fstype, flags, options=None) -> None:

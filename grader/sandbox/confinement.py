@@ -499,24 +499,34 @@ def enter_view(libc, plan) -> None:
                 os.close(fd)
 
 
-def shared_read_only(libc, scratch: str, *, entered: bool) -> None:
+def shared_read_only(libc, scratch: str, *, entered: bool) -> bool:
     """Without Landlock, the folders every user may write in (SHARED_FOLDERS) are read-only in this (root,
     single-threaded) child's own mount namespace, and its scratch copy stays writable. What the slot's uid could
     write there no quota bounds (a loop of mkdir in /dev/shm took ~0.8 GB of the kernel's memory in the child's
-    20 s of CPU), and it would outlive the child until sweep_shared. `entered`: enter_view made the namespace."""
-    if not entered:
-        if libc.unshare(CLONE_NEWNS) != 0:
-            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
-        _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates back to the machine
-    real = os.path.realpath(scratch)
-    # A mount of its own first: a read-only bind of the folder above it then carries it as it is, writable.
-    _mount(libc, real, real, None, MS_BIND | MS_REC)
+    20 s of CPU), and it would outlive the child until sweep_shared. `entered`: enter_view made the namespace.
+    Where mounts are refused (a container without CAP_SYS_ADMIN), nothing changes and sweep_shared still removes
+    what the uid left: False."""
+    try:
+        if not entered:
+            if libc.unshare(CLONE_NEWNS) != 0:
+                raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
+            _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates back to the machine
+        real = os.path.realpath(scratch)
+        # A mount of its own first: a read-only bind of the folder above it then carries it as it is, writable.
+        _mount(libc, real, real, None, MS_BIND | MS_REC)
+    except OSError:
+        return False
+    done = True
     for folder in dict.fromkeys(os.path.realpath(f) for f in SHARED_FOLDERS):
         if not os.path.isdir(folder):
             continue
-        kept = os.statvfs(folder).f_flag & (MS_NOSUID | MS_NODEV | MS_NOEXEC)  # ST_* flags have the MS_* values
-        _mount(libc, folder, folder, None, MS_BIND | MS_REC)
-        _mount(libc, None, folder, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
+        try:
+            kept = os.statvfs(folder).f_flag & (MS_NOSUID | MS_NODEV | MS_NOEXEC)  # ST_* flags are the MS_* values
+            _mount(libc, folder, folder, None, MS_BIND | MS_REC)
+            _mount(libc, None, folder, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
+        except OSError:
+            done = False
+    return done
 
 
 def _mount(libc, source, target, fstype, flags, options=None) -> None:

@@ -318,3 +318,19 @@ def test_the_sweep_of_shared_folders_survives_an_entry_that_vanishes_while_it_lo
     monkeypatch.setattr(confinement.os, "scandir", Listing)
     confinement.sweep_shared(uid)
     assert not left.exists()
+
+
+def test_where_mounts_are_refused_the_shared_folders_are_left_as_they_are():
+    # A container without CAP_SYS_ADMIN refuses unshare(CLONE_NEWNS) and mount even to root: the child must still
+    # start (sweep_shared removes what its uid leaves), not fail its setup.
+    from grader.sandbox import confinement
+
+    class Refusing:
+        def unshare(self, flags):
+            return -1
+
+        def mount(self, *args):
+            return -1
+
+    assert confinement.shared_read_only(Refusing(), "/nonexistent-scratch", entered=False) is False
+    assert confinement.shared_read_only(Refusing(), "/nonexistent-scratch", entered=True) is False

@@ -37,6 +37,7 @@ scratch copy and then capped again here.
 from __future__ import annotations
 
 import argparse
+import ast
 import base64
 import contextlib
 import csv
@@ -124,21 +125,83 @@ _KEPT_NAMES = frozenset(keyword.kwlist) | {"self", "super"}
 _CLOSERS = {")", "]", "}"}
 
 
+def _no_op_spans(source: str) -> list[tuple[int, int]]:
+    """(start, end) character offsets of the statements of `source` that do nothing: `pass`, a bare constant or name
+    (`...`, a docstring, `None`, `0`), a constant stored to a name the file never reads (`_ = 0`), and `if False:`.
+    Written after every statement of a classmate's file, they broke nearly every k-gram (red team s37r, s38r).
+    [] for text Python cannot parse (a damaged cell: it keeps every token)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    nodes = list(ast.walk(tree))
+    read = {n.id for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
+
+    def constant(value) -> bool:
+        if isinstance(value, ast.UnaryOp):
+            value = value.operand
+        return isinstance(value, ast.Constant)
+
+    def unread(target) -> bool:
+        return isinstance(target, ast.Name) and target.id not in read
+
+    spans = []
+    for node in nodes:
+        if isinstance(node, ast.Pass) or (isinstance(node, ast.Expr) and (constant(node.value)
+                                                                          or isinstance(node.value, ast.Name))):
+            pass
+        elif isinstance(node, ast.Assign) and constant(node.value) and all(unread(t) for t in node.targets):
+            pass
+        elif isinstance(node, ast.AugAssign) and constant(node.value) and unread(node.target):
+            pass
+        elif isinstance(node, ast.If) and constant(node.test) and not node.orelse \
+                and not getattr(node.test, "operand", node.test).value:
+            pass
+        else:
+            continue
+        spans.append((node.lineno, node.col_offset, node.end_lineno, node.end_col_offset))
+    if not spans:
+        return []
+    # ast counts columns in UTF-8 bytes on lines split as Python splits them.
+    line_starts = [0, *(m.end() for m in re.finditer(r"\r\n|\r|\n", source))]
+
+    def offset(line: int, col: int) -> int:
+        begin = line_starts[line - 1] if line - 1 < len(line_starts) else len(source)
+        text = source[begin:begin + col]  # at most col characters hold col bytes
+        return begin + len(text.encode("utf-8")[:col].decode("utf-8", errors="ignore"))
+
+    merged: list[list[int]] = []
+    for start, end in sorted((offset(a, b), offset(c, d)) for a, b, c, d in spans):  # a no-op inside `if False:`
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(start, end) for start, end in merged]
+
+
 def code_tokens(source: str) -> tuple[list[str], list[int]]:
     """The normalised tokens of Python source and the line of each. Never raises: text that is not
     Python (a damaged cell, the handout's prose) still becomes tokens, just less meaningful ones.
 
     Identifiers become `N` (keywords and `self` stay), string literals `S`, comments vanish, a
     docstring (a string that is a whole statement) vanishes, numbers stay as written, layout and a
-    trailing comma before a closing bracket are dropped."""
+    trailing comma before a closing bracket are dropped, and so is every statement that does nothing
+    (_no_op_spans)."""
     tokens: list[str] = []
     lines: list[int] = []
     line, depth = 1, 0
     statement_start = True
     docstring_at: int | None = None  # where a string that may be a whole statement starts
+    skipped = _no_op_spans(source)
+    next_skip = 0
     for match in _CODE_TOKEN.finditer(source):
         kind = match.lastgroup
         text = match.group(0)
+        while next_skip < len(skipped) and skipped[next_skip][1] <= match.start():
+            next_skip += 1
+        if next_skip < len(skipped) and skipped[next_skip][0] <= match.start() and kind not in ("newline", "space"):
+            line += text.count("\n")
+            continue
         if kind == "space" or kind == "comment":
             line += text.endswith("\n")  # a backslash continuation
             continue
@@ -300,9 +363,9 @@ def image_hash(data: bytes) -> int | None:
             width, height = probe.size
             if width * height > deliverables.MAX_PIXELS or width < 8 or height < 8:
                 return None
-            if probe.format == "JPEG" and deliverables.too_many_scans(data):
+            if deliverables.too_many_scans(data):  # a JPEG stream, whatever the container (MPO too)
                 return None  # minutes of decoding in the grader's own process, for everyone's report
-            if probe.format == "JPEG":
+            if probe.format in deliverables.JPEG_FORMATS:
                 probe.draft("RGB", (4 * HASH_SIDE, 4 * HASH_SIDE))
             probe.load()
             grey = deliverables.to_grey(probe)  # two pictures per submission: ~7 ms of CPU saved each
@@ -322,9 +385,9 @@ def thumbnail_uri(data: bytes, side: int = 320) -> str:
     try:
         with Image.open(io.BytesIO(data)) as image:
             width, height = image.size
-            if width * height > deliverables.MAX_PIXELS or (image.format == "JPEG" and deliverables.too_many_scans(data)):
+            if width * height > deliverables.MAX_PIXELS or deliverables.too_many_scans(data):
                 return ""
-            if image.format == "JPEG":
+            if image.format in deliverables.JPEG_FORMATS:
                 image.draft("RGB", (side * 2, side * 2))
             image.load()
             rgb = deliverables.to_rgb(image)

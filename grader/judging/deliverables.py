@@ -55,7 +55,13 @@ def jpeg_scans(data: bytes) -> int:
 
 
 def too_many_scans(data: bytes) -> bool:
+    """Whether `data` is a JPEG stream of more than MAX_JPEG_SCANS scans. Asked of every picture, whatever Pillow
+    calls it: a JPEG with an MPF segment is opened as "MPO" (a camera's stereo pair) and decoded by the same libjpeg."""
     return data[:2] == b"\xff\xd8" and jpeg_scans(data) > MAX_JPEG_SCANS
+
+
+# What Pillow calls a picture it decodes with libjpeg, which draft() can decode at a reduced scale.
+JPEG_FORMATS = ("JPEG", "MPO")
 MAX_NPY_BYTES = 9 * 2**20  # a 1024 x 1024 float64 matrix plus its header
 MAX_TEXT_BYTES = 256 * 2**10
 MAX_SVG_TAGS = 200_000  # a drawn diagram has hundreds; matplotlib's busiest figures tens of thousands
@@ -256,12 +262,12 @@ def decode_image(name: str, data: bytes, formats: tuple[str, ...], *, load: bool
             if width * height > MAX_PIXELS:
                 raise Problem(f"{name} is {width}x{height} pixels; the limit is {MAX_PIXELS // 10**6} megapixels. "
                               "Save it at a lower resolution.")
-            if probe.format == "JPEG" and too_many_scans(data):
+            if too_many_scans(data):
                 raise Problem(f"{name} is a JPEG of {jpeg_scans(data):,} scans (an ordinary one has at most about 20), "
                               "which takes minutes to decode. Save it again as an ordinary JPEG, or as PNG.")
             probe.verify()  # checks the structure and checksums without decoding pixels
         image = Image.open(io.BytesIO(data), formats=list(formats))
-        if image.format == "JPEG":
+        if image.format in JPEG_FORMATS:
             image.draft("RGB", (2048, 2048))  # decode big photos at a reduced scale
     except (Problem, MemoryError):  # a memory limit is not a damaged file: run_checks says which
         raise

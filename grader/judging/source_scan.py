@@ -29,6 +29,7 @@ import ast
 import io
 import json
 import os
+import re
 import stat
 import sys
 import time
@@ -40,8 +41,20 @@ from grader.running.helper_process import LimitedHelper, cpu_seconds
 from grader.running.forbidden import REFUSED_IMPORTS
 
 # Shown to the staff in every lesson: raw memory through numpy's array protocol (any address read or written,
-# the child's own guards included) and the walk up the caller's frames to the grader's own code.
-ALWAYS_FLAGGED_ATTRIBUTES = frozenset({"__array_interface__", "__array_struct__", "walk_stack", "walk_tb"})
+# the child's own guards included) and the walk up the caller's frames to the grader's own code; the builtins
+# reached without their name (print.__self__, __builtins__), a loader's compiler, and the import system's hooks
+# (taken out, they let code the scan cannot read be imported).
+ALWAYS_FLAGGED_ATTRIBUTES = frozenset({"__array_interface__", "__array_struct__", "walk_stack", "walk_tb",
+                                       "__builtins__", "__self__", "__loader__", "source_to_code", "path_hooks",
+                                       "path_importer_cache", "meta_path"})
+# Modules that turn a data file into running code (an unpickled object can call anything on the way in) or run a
+# string as code: what such a file holds, the scan never reads. Shown in every lesson.
+ALWAYS_FLAGGED_MODULES = frozenset({"pickle", "_pickle", "dill", "cloudpickle", "shelve", "joblib", "marshal", "runpy",
+                                    "code", "codeop", "zipimport", "pdb", "doctest", "timeit", "copyreg"})
+# A line that sets an attribute of a name that is not self or cls (a library's function replaced at import, as
+# `torch.Tensor.detach = ...`): such a file is parsed, for _Walk.replaced to look at the name.
+_SETS_AN_ATTRIBUTE = re.compile(r"^[ \t]*(?:del[ \t]+)?(?!self\.|cls\.)[A-Za-z_]\w*(?:\.\w+)+[ \t]*"
+                                r"(?:=(?!=)|[-+*/@%&|^]=|//=|<<=|>>=|\*\*=|$|,)", re.M)
 
 MAX_SOURCE_BYTES = 1_000_000  # a file larger than this is not parsed, and is flagged (the child still covers it)
 MAX_FILES = 200  # source files read from one submission; the others are flagged, unread
@@ -152,15 +165,16 @@ def scan_sources(sources: list[tuple[str, str | bytes, list | None]], policy: di
     cells, and a cell's costs go to the contract file (`contract`: name -> file) of the names it defines."""
     found = Findings()
     rules = _Rules(policy, contract or {})
+    local = {name.split("/")[0].removesuffix(".py") for name, _, _ in sources}
     for file, source, cells in sources:
-        found.merge(scan_file(file, source, cells, rules))
+        found.merge(scan_file(file, source, cells, rules, local))
     return found
 
 
-def scan_file(file: str, source: str | bytes, cells: list | None, rules: _Rules) -> Findings:
+def scan_file(file: str, source: str | bytes, cells: list | None, rules: _Rules, local=frozenset()) -> Findings:
     """What one file (or one notebook's cells) holds. A file too deep or too large for Python's parser
     is flagged as not read; one that is not Python at all (a syntax error) is not: it cannot be imported
-    either, and the import error tells the student."""
+    either, and the import error tells the student. `local`: the submission's own top-level module names."""
     found = Findings()
     if cells is None:
         text = _decoded(source)
@@ -180,7 +194,7 @@ def scan_file(file: str, source: str | bytes, cells: list | None, rules: _Rules)
             found.flag(*not_read(file, "parsing it needed more memory than the scan may use"))
             found.imports[file] = _imported_by_text(text)
             return found
-        walk = _Walk(rules, tree, lambda name: found.cost(file, name), file, found)
+        walk = _Walk(rules, tree, lambda name: found.cost(file, name), file, found, local=local)
         walk.run()
         found.imports[file] = _imported(walk.nodes)
         return found
@@ -193,12 +207,14 @@ def scan_file(file: str, source: str | bytes, cells: list | None, rules: _Rules)
         except (RecursionError, MemoryError):
             found.flag(*not_read(f"{file} cell {i + 1}", "too deeply nested for Python's parser"))
     # Cells share one namespace: an alias bound in one is known in all of them.
-    shared = _Walk(rules, ast.Module(body=[s for _, t in trees for s in t.body], type_ignores=[]), None, file, None)
+    shared = _Walk(rules, ast.Module(body=[s for _, t in trees for s in t.body], type_ignores=[]), None, file, None,
+                   local=local)
     shared.collect()
     for i, tree in trees:
         owners = {rules.contract[n] for n in _defined_names(tree) if n in rules.contract}
         walk = _Walk(rules, tree, lambda name, owners=owners: [found.cost(o, name) for o in owners],
-                     f"{file} cell {i + 1}", found, aliases=shared.aliases, strings=shared.strings)
+                     f"{file} cell {i + 1}", found, aliases=shared.aliases, strings=shared.strings,
+                     imported=shared.imported, local=local)
         walk.run()
     return found
 
@@ -223,7 +239,7 @@ class _Rules:
         self.anywhere = frozenset(names.get("anywhere", ()))
         self.torch_only = frozenset(names.get("torch_only", ()))
         self.kit = frozenset(names.get("kit_packages", ()))
-        self.flag_modules = frozenset(flags.get("modules", ())) | REFUSED_IMPORTS
+        self.flag_modules = frozenset(flags.get("modules", ())) | REFUSED_IMPORTS | ALWAYS_FLAGGED_MODULES
         self.ordinary_imports = frozenset(flags.get("ordinary_imports", ()))
         attributes = flags.get("attributes", ())
         self.flag_attributes = frozenset(a for a in attributes if "." not in a) | ALWAYS_FLAGGED_ATTRIBUTES
@@ -238,10 +254,11 @@ class _Rules:
         self.backwards = frozenset(name[::-1] for name in (*self.anywhere, *self.torch_only) if len(name) >= 5)
         self.triggers = tuple({*self.anywhere, *self.torch_only, *self.kit, *self.flag_modules, *self.flag_calls,
                                *self.flag_attributes, *(attr for _, attr in self.flag_rooted), *self.backwards,
-                               "getattr", "attrgetter", "__dict__", "vars", "import_module", "__import__"})
+                               "getattr", "attrgetter", "__dict__", "vars", "import_module", "__import__",
+                               "setattr", "delattr", "allow_pickle", "weights_only"})
 
     def worth_parsing(self, text: str) -> bool:
-        return not text.isascii() or any(t in text for t in self.triggers)
+        return not text.isascii() or any(t in text for t in self.triggers) or bool(_SETS_AN_ATTRIBUTE.search(text))
 
 
 class _Walk:
@@ -250,9 +267,13 @@ class _Walk:
     No method recurses: an expression thousands of terms deep ("ab" + "ab" + ...) is folded with an
     explicit stack, and each node is worked out once per pass (memos), so a pass is linear in the tree."""
 
-    def __init__(self, rules, tree, cost, where, found, aliases=None, strings=None):
+    def __init__(self, rules, tree, cost, where, found, aliases=None, strings=None, imported=None, local=frozenset()):
         self.rules, self.tree, self.cost_to, self.where, self.found = rules, tree, cost, where, found
         self.aliases = set(aliases or ())  # names bound to torch or something inside it
+        # Names an import statement binds to a library (a module, or a name from one); the submission's own modules
+        # (`local`, and relative imports) are not libraries: setting their attributes is the student's business.
+        self.imported = set(imported or ())
+        self.local = frozenset(local)
         self.strings = dict(strings or {})  # name -> the string it was assigned (when it can be worked out)
         self._folded: dict = {}  # node -> its string or None, for the current meaning of names
         self._torchy: dict = {}  # node -> whether it stands for torch or something inside it
@@ -269,6 +290,11 @@ class _Walk:
                 self._forget()  # names may have gained a meaning since the last statement
                 if isinstance(node, (ast.Import, ast.ImportFrom)):
                     self.aliases |= _torch_names(node)
+                    if isinstance(node, ast.Import):
+                        self.imported |= {(a.asname or a.name).split(".")[0] for a in node.names
+                                          if a.name.split(".")[0] not in self.local}
+                    elif not node.level and (node.module or "").split(".")[0] not in self.local:
+                        self.imported |= {a.asname or a.name for a in node.names if a.name != "*"}
                 elif isinstance(node, ast.Assign):
                     value = self.fold(node.value)
                     torchy = self.is_torch(node.value)
@@ -284,6 +310,7 @@ class _Walk:
 
     def run(self) -> None:
         self.collect()
+        called = {id(n.func) for n in self.nodes if isinstance(n, ast.Call)}
         for node in self.nodes:
             line = getattr(node, "lineno", 0)
             if isinstance(node, ast.Attribute):
@@ -297,6 +324,12 @@ class _Walk:
                 name = node.id if isinstance(node, ast.Name) else node.name
                 if name in ALWAYS_FLAGGED_ATTRIBUTES:
                     self.flag(line, f"{name} (reflective access)")
+                elif isinstance(node, ast.Name) and name in self.rules.flag_calls and id(node) not in called:
+                    # `run = exec; run(text)`: exec called under another name, the code it runs read from anywhere
+                    self.flag(line, f"{name} used as a value (reflective access)")
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                for target in node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]:
+                    self.replaced(target, line)
             value = self.fold(node) if isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr)) else None
             if value is not None:
                 self.string(value, line)
@@ -384,10 +417,28 @@ class _Walk:
         if self.found is not None:
             self.found.flag(f"{self.where} line {line}: {what}", kind or what)
 
+    def replaced(self, target, line) -> None:
+        """Flag an attribute set (or deleted) on something an import statement bound: a library's own function or
+        class replaced for the whole process (torch.Tensor.detach, numpy.array), which can change what the
+        grader's own code reads. A tuple of targets is looked into; the submission's own objects are not."""
+        todo = [target]
+        while todo:
+            current = todo.pop()
+            if isinstance(current, (ast.Tuple, ast.List)):
+                todo += current.elts
+            elif isinstance(current, ast.Starred):
+                todo.append(current.value)
+            elif isinstance(current, ast.Attribute):
+                dotted = _dotted(current)
+                if dotted and dotted.split(".")[0] in self.imported:
+                    self.flag(line, f"replaces {_shown(dotted)} (a library's attribute, set by the submission)",
+                              "replaces a library's attribute")
+
     def attribute(self, node, line) -> None:
         attr = node.attr
         if attr in self.rules.anywhere or (attr in self.rules.torch_only and self.is_torch(node.value)):
             self.cost(attr)
+
         root = node.value.id if isinstance(node.value, ast.Name) else None
         if attr in self.rules.flag_attributes or (root, attr) in self.rules.flag_rooted:
             self.flag(line, f"{_shown('.'.join(filter(None, (root, attr))))} (reflective access)",
@@ -421,13 +472,27 @@ class _Walk:
         if name in ("getattr", "setattr", "delattr", "hasattr") and len(node.args) >= 2:
             text = self.fold(node.args[1])
             on_torch = self.is_torch(node.args[0])
-            if text in self.rules.flag_attributes:  # getattr(frame, "f_globals") is frame.f_globals
+            if text in self.rules.flag_attributes or text in self.rules.flag_calls:
+                # getattr(frame, "f_globals") is frame.f_globals; getattr(builtins, "eval") is eval
                 self.flag(line, f"{name}(..., {_shown(text)!r}) (reflective access)", f"{text} (reflective access)")
+            if name in ("setattr", "delattr"):
+                dotted = _dotted(node.args[0])
+                if dotted and dotted.split(".")[0] in self.imported:
+                    self.flag(line, f"replaces {_shown(dotted)}.{_shown(str(text or '...'))} (a library's attribute, "
+                                    "set by the submission)", "replaces a library's attribute")
             if text is None:
                 if on_torch:
                     self.flag(line, f"{name}() on torch with a name worked out at run time")
             elif text in self.rules.torch_only and on_torch:
                 self.cost(text)
+        if isinstance(func, ast.Attribute) and func.attr == "load":
+            # Unpickling runs whatever the file names: numpy's allow_pickle=True, torch's weights_only=False (torch's
+            # own default loads tensors only).
+            for keyword, safe in (("allow_pickle", False), ("weights_only", True)):
+                if any(k.arg == keyword and not (isinstance(k.value, ast.Constant) and k.value.value is safe)
+                       for k in node.keywords):
+                    self.flag(line, f"{_shown(_dotted(func) or 'load')}(..., {keyword}=...) (unpickling a file runs "
+                                    "whatever it names)", f"load(..., {keyword}=...)")
         if (name == "__import__" or (isinstance(func, ast.Attribute) and func.attr in ("import_module", "reload"))) \
                 and node.args:
             module = self.fold(node.args[0])
@@ -476,6 +541,17 @@ def _fold_parts(node) -> list | None:
             and len(node.args) == 1 and isinstance(node.args[0], (ast.List, ast.Tuple)):
         return [node.func.value, *node.args[0].elts]
     return None
+
+
+def _dotted(node) -> str | None:
+    """`a.b.c` for a chain of attribute lookups on a name, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute) and len(parts) < 50:
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
 
 
 def _torch_names(node) -> set[str]:
@@ -684,12 +760,12 @@ def _serve(spec: str) -> None:
     while header := stdin.readline():
         request = json.loads(header)
         name, data = str(request["file"]), stdin.read(int(request["bytes"]))
+        local = set(request["local"])
         try:
-            found = scan_file(name, data, read_cells(data) if request["cells"] else None, rules)
+            found = scan_file(name, data, read_cells(data) if request["cells"] else None, rules, local)
         except (RecursionError, MemoryError):
             found = Findings()
             found.flag(*not_read(name, "too deep or too large for the scan"))
-        local = set(request["local"])
         found.imports = {f: {m for m in modules if m in local} for f, modules in found.imports.items()}
         found.imports.setdefault(name, set())
         stdout.write(json.dumps(found.to_json()) + "\n")

@@ -430,6 +430,21 @@ _DISABLE_TORCH_FUNCTION = torch._C.DisableTorchFunction
 _DISPATCH_MODES = torch._C._len_torch_dispatch_stack
 _PRE_DISPATCH_MODES = torch._ops._len_torch_dispatch_stack_pre_dispatch
 _LIFT_DISPATCH_MODES = torch.utils._python_dispatch._disable_current_modes  # imported with torch
+# What the executor's reads of an answer (to_numpy, own, members, the inspect record) use of torch and numpy, bound
+# here for the same reason: a submission can rebind torch.Tensor.detach, numpy.array or torch.float16 (class and
+# module attributes) so that a float64 answer reads as float32, or torch.nn.Parameter so that a Parameter reads as
+# none. TensorBase is torch's C type: its own attributes cannot be replaced, only the names that lead to it.
+_TensorBase = torch._C.TensorBase
+_Tensor, _Module, _Parameter, _Sequential = torch.Tensor, torch.nn.Module, torch.nn.Parameter, torch.nn.Sequential
+_DETACH, _CPU, _TO, _CONTIGUOUS, _NUMPY, _NUMEL = (_TensorBase.detach, _TensorBase.cpu, _TensorBase.to,
+                                                   _TensorBase.contiguous, _TensorBase.numpy, _TensorBase.numel)
+_OWN = {name: getattr(_TensorBase, name) for name in ("dtype", "shape", "requires_grad")}
+_DISPATCH_KEYS, _PYTHON_KEY = torch._C._dispatch_keys, torch._C.DispatchKey.Python
+# A dtype the wire does not carry, and what it is sent as (read back as its own dtype: sent_dtype).
+_WIDENED = {torch.float16: torch.float32, torch.bfloat16: torch.float32, torch.int8: torch.int64,
+            torch.int16: torch.int64, torch.int32: torch.int64, torch.uint8: torch.int64}
+_CARRIED = frozenset({torch.float32, torch.float64, torch.int64, torch.bool})
+_NP_ARRAY = np.array
 
 
 @contextlib.contextmanager
@@ -452,10 +467,10 @@ def own(tensor, attribute: str):
     """A tensor's own `attribute` (dtype, shape, requires_grad), read from torch's C type: a subclass's property
     of the same name (a float64 tensor whose `dtype` says float32) is never asked, nor a mode (_unmoded)."""
     with _unmoded():
-        return getattr(torch._C.TensorBase, attribute).__get__(tensor)
+        return (_OWN.get(attribute) or getattr(_TensorBase, attribute)).__get__(tensor)
 
 
-def members(module, table: str, prefix: str = "") -> list[tuple[str, torch.Tensor]]:
+def members(module, table: str, prefix: str = "") -> list[tuple[str, _Tensor]]:
     """(name, tensor) of each module's `table` ("_parameters" or "_buffers"), `module` first, then its children in
     order, each tensor once, as named_parameters() and named_buffers() give them: read from each module's own
     dicts, so a submission's override of those methods (a parameter reported as a buffer) is never asked."""
@@ -468,11 +483,11 @@ def members(module, table: str, prefix: str = "") -> list[tuple[str, torch.Tenso
         # dict's own methods: a dict subclass given as __dict__ (or as one of its tables) answers nothing itself.
         own_dict = object.__getattribute__(m, "__dict__")
         for key, value in dict.items(dict.get(own_dict, table) or {}):
-            if isinstance(value, torch.Tensor) and id(value) not in seen_tensors:
+            if isinstance(value, _Tensor) and id(value) not in seen_tensors:
                 seen_tensors.add(id(value))
                 found.append((name + key, value))
         for key, child in dict.items(dict.get(own_dict, "_modules") or {}):
-            if isinstance(child, torch.nn.Module):
+            if isinstance(child, _Module):
                 walk(child, f"{name}{key}.")
 
     walk(module, prefix)
@@ -480,26 +495,25 @@ def members(module, table: str, prefix: str = "") -> list[tuple[str, torch.Tenso
 
 
 def to_numpy(value) -> np.ndarray:
-    """A plain numpy copy of a tensor, whatever subclass or dtype it came as (read with no mode on: _unmoded)."""
+    """A plain numpy copy of a tensor, whatever subclass or dtype it came as (read with no mode on: _unmoded, and
+    through torch's and numpy's own functions, bound at import)."""
     with _unmoded():
-        t = torch.Tensor.detach(value)
-        if torch._C._dispatch_keys(t).has(torch._C.DispatchKey.Python):
+        t = _DETACH(value)
+        if _DISPATCH_KEYS(t).has(_PYTHON_KEY):
             # A subclass with __torch_dispatch__ answers every operation below itself (a conversion could turn
             # what it holds into whatever its metadata claims): only a tensor torch itself holds is read.
             raise TypeError("a returned tensor is a subclass that answers torch's operations itself "
                             "(__torch_dispatch__): return a plain torch.Tensor")
-        t = torch.Tensor.cpu(t)
+        t = _CPU(t)
         dtype = own(t, "dtype")
-        if dtype in (torch.float16, torch.bfloat16):
-            t = torch.Tensor.to(t, torch.float32)
-        elif dtype in (torch.int8, torch.int16, torch.int32, torch.uint8):
-            t = torch.Tensor.to(t, torch.int64)
-        elif dtype not in (torch.float32, torch.float64, torch.int64, torch.bool):
+        if dtype in _WIDENED:
+            t = _TO(t, _WIDENED[dtype])
+        elif dtype not in _CARRIED:
             raise TypeError(f"a tensor of dtype {dtype} cannot be graded: return float32 or float64")
-        if t.numel() > MAX_ELEMENTS:
-            raise ValueError(f"a returned tensor has {t.numel()} elements, far more than this call needs")
-        t = torch.Tensor.contiguous(t)
-        return np.array(torch.Tensor.numpy(t), copy=True)
+        if _NUMEL(t) > MAX_ELEMENTS:
+            raise ValueError(f"a returned tensor has {_NUMEL(t)} elements, far more than this call needs")
+        t = _CONTIGUOUS(t)
+        return _NP_ARRAY(_NUMPY(t), copy=True)
 
 
 def sent_dtype(value, array: np.ndarray) -> str:
@@ -512,7 +526,7 @@ def sent_dtype(value, array: np.ndarray) -> str:
 
 
 def _describe(value, name: str, arrays: dict) -> dict:
-    if isinstance(value, torch.Tensor):
+    if isinstance(value, _Tensor):
         array = arrays[name] = to_numpy(value)
         return {"kind": "tensor", "array": name, "dtype": sent_dtype(value, array),
                 "shape": list(array.shape), "requires_grad": bool(own(value, "requires_grad"))}
@@ -746,7 +760,7 @@ class _ResultPacker:
         return tree
 
     def _tensor(self, value):
-        if not issubclass(type(value), torch.Tensor):  # not isinstance: __class__ may claim to be a tensor
+        if not issubclass(type(value), _Tensor):  # not isinstance: __class__ may claim to be a tensor
             return None
         name = f"t{len(self.out_arrays)}"
         while name in self.out_arrays:
@@ -1027,14 +1041,14 @@ def _inspect_attr(obj, paths) -> dict:
         except AttributeError:
             continue
         info = {"path": path, "type": type(value).__name__}
-        if isinstance(value, torch.nn.Module):
+        if isinstance(value, _Module):
             info["kind"] = "module"
             info["parameters"] = {n: list(own(p, "shape")) for n, p in members(value, "_parameters")}
-            info["sequential"] = isinstance(value, torch.nn.Sequential)  # a contract may ask for one
-        elif isinstance(value, torch.Tensor):
+            info["sequential"] = isinstance(value, _Sequential)  # a contract may ask for one
+        elif isinstance(value, _Tensor):
             info["kind"] = "tensor"
             info["shape"] = list(own(value, "shape"))
-            info["is_parameter"] = isinstance(value, torch.nn.Parameter)
+            info["is_parameter"] = isinstance(value, _Parameter)
         elif isinstance(value, (bool, int, float)):
             info["kind"] = "value"
             info["value"] = value

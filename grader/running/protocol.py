@@ -16,9 +16,11 @@ from __future__ import annotations
 import binascii
 import json
 import math
+import re
 import socket
 import struct
 import time
+from _json import encode_basestring_ascii as _c_quote, make_encoder as _c_make_encoder, make_scanner as _c_make_scanner
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,8 +34,38 @@ DTYPES = {
     "int32": np.dtype("<i4"),
 }
 _PREFIX = struct.Struct(">I")
-# One encoder for every frame: json.dumps with any option builds a new one each call (a few us a frame).
-_JSON = json.JSONEncoder(separators=(",", ":"))
+# A sandboxed child frames its answers in the submission's own process, after the submission's code ran: json's
+# encoder and decoder and the socket's methods are module and class attributes that code can replace (to rewrite an
+# inspect's shapes on the way out, or a request's arguments on the way in). Frames are written and read with the C
+# functions those stand for, bound here, when the protocol is imported (in the zygote, before any student code).
+_SENDMSG, _RECV_INTO = socket.socket.sendmsg, socket.socket.recv_into
+_SETTIMEOUT, _GETTIMEOUT = socket.socket.settimeout, socket.socket.gettimeout
+_SCAN = _c_make_scanner(json.JSONDecoder())  # the decoder's settings are read once, here
+_BLANK = re.compile(r"[ \t\n\r]*")
+_NOT_JSON = json.JSONDecodeError
+
+
+def _unwritable(o):
+    raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+
+
+def _json_text(obj) -> str:
+    """json.dumps(obj, separators=(",", ":")): ASCII, NaN and Infinity allowed, a cycle refused."""
+    return "".join(_c_make_encoder({}, _unwritable, _c_quote, None, ":", ",", False, False, True)(obj, 0))
+
+
+def _json_value(text: str):
+    """json.loads(text)."""
+    at = _BLANK.match(text, 0).end()
+    try:
+        value, end = _SCAN(text, at)
+    except StopIteration as err:
+        raise _NOT_JSON("Expecting value", text, err.value) from None
+    end = _BLANK.match(text, end).end()
+    if end != len(text):
+        raise _NOT_JSON("Extra data", text, end)
+    return value
+
 _DOC_KEYS, _SPEC_KEYS = frozenset({"header", "arrays"}), frozenset({"name", "dtype", "shape", "nbytes"})
 _WIRE_NAMES = {dtype: name for name, dtype in DTYPES.items()}  # exactly these dtypes, byte order included
 # The dtype a returned tensor of each dtype is sent as (grader/running/executor.py, to_numpy): numpy has no
@@ -110,7 +142,7 @@ def encode(header: dict, arrays: dict[str, np.ndarray] | None = None) -> list:
             wire_name = _dtype_name(wire)
         specs.append({"name": name, "dtype": wire_name, "shape": list(data.shape), "nbytes": data.nbytes})
         payload.append(memoryview(data).cast("B") if data.nbytes else b"")
-    body = _JSON.encode({"header": header, "arrays": specs}).encode("utf-8")
+    body = _json_text({"header": header, "arrays": specs}).encode("utf-8")
     return [_PREFIX.pack(len(body)), body, *payload]
 
 
@@ -126,7 +158,7 @@ def send_parts(sock: socket.socket, parts: list) -> None:
     blocked in recv, wakes once per message instead of once per part (~100 messages a submission)."""
     parts = [memoryview(part).cast("B") for part in parts if len(part)]
     while parts:
-        sent = sock.sendmsg(parts[:_MAX_PARTS])
+        sent = _SENDMSG(sock, parts[:_MAX_PARTS])
         while parts and sent >= len(parts[0]):  # a partial send: drop what went, resend the rest
             sent -= len(parts.pop(0))
         if sent:
@@ -149,8 +181,8 @@ def recv_message(sock: socket.socket, *, limits: Limits = DEFAULT_LIMITS,
 def recv_frame(sock: socket.socket, *, limits: Limits = DEFAULT_LIMITS,
                deadline: float | None = None) -> tuple[dict, dict[str, np.ndarray], int]:
     """`recv_message`, plus the frame's size on the wire (for a caller that caps a running total)."""
-    if deadline is None and sock.gettimeout() is not None:  # a system call each frame otherwise
-        sock.settimeout(None)
+    if deadline is None and _GETTIMEOUT(sock) is not None:  # a system call each frame otherwise
+        _SETTIMEOUT(sock, None)
     (length,) = _PREFIX.unpack(_recv_exact(sock, _PREFIX.size, deadline, at_boundary=True))
     if length > limits.max_header_bytes:
         raise OversizedFrame(f"header of {length} bytes is over the {limits.max_header_bytes}-byte cap",
@@ -182,7 +214,7 @@ def _dtype_name(dtype: np.dtype) -> str:
 
 def _parse_header(body: bytes, limits: Limits):
     try:
-        doc = json.loads(body.decode("utf-8"))
+        doc = _json_value(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ProtocolError(f"header is not valid UTF-8 JSON ({exc.__class__.__name__})") from None
     if not isinstance(doc, dict) or doc.keys() != _DOC_KEYS:
@@ -241,9 +273,9 @@ def _recv_exact(sock: socket.socket, n: int, deadline: float | None, at_boundary
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError("no complete answer before the deadline")
-            sock.settimeout(remaining)
+            _SETTIMEOUT(sock, remaining)
         try:
-            k = sock.recv_into(view[got:], n - got)
+            k = _RECV_INTO(sock, view[got:], n - got)
         except socket.timeout:
             raise TimeoutError("no complete answer before the deadline") from None
         except (ConnectionResetError, BrokenPipeError):

@@ -34,7 +34,7 @@ KIT_ROOT = Path(__file__).resolve().parents[2]
 
 # Linux constants (include/uapi); same values on x86_64 and aarch64.
 CLONE_NEWNET, CLONE_NEWNS, CLONE_NEWIPC, CLONE_THREAD = 0x40000000, 0x00020000, 0x08000000, 0x00010000
-MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 2, 4, 8, 4096, 16384, 1 << 18
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 32, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS, PR_SET_SECCOMP = 1, 38, 22
 SECCOMP_MODE_FILTER = 2
 SYS_LANDLOCK = {"create": 444, "add_rule": 445, "restrict": 446}
@@ -110,8 +110,16 @@ def unmount_quota(folder: Path) -> None:
     libc.umount2(str(folder).encode(), 2)  # MNT_DETACH: never blocks on a busy mount
 
 
+# Compiled modules: Python imports them as readily as source, but the scan, the similarity report and a person
+# reviewing read source only. The child's import path refuses them (the executor's source-only hook), but that hook
+# sits in sys.path_hooks, which the submission's own code can take out again: so they are not in its copy at all.
+# The grader's copy keeps them, for the scan to name.
+COMPILED = (".pyc", ".pyo", ".so", ".pyd")
+
+
 def child_copy(submission: Path, uid: int | None) -> Path:
-    """A fresh writable copy of `submission` (intake's copy, as handed in) for one child, beside it.
+    """A fresh writable copy of `submission` (intake's copy, as handed in) for one child, beside it, without its
+    compiled modules (COMPILED).
 
     Every child starts from what was handed in, and what it writes goes with its copy when it ends
     (discard_copy): nothing one child writes is read by a later one. Intake's copy stays the
@@ -129,7 +137,7 @@ def child_copy(submission: Path, uid: int | None) -> Path:
                     if entry.is_dir(follow_symlinks=False):
                         os.mkdir(where)
                         folders.append((entry.path, where))
-                    elif entry.is_file(follow_symlinks=False):
+                    elif entry.is_file(follow_symlinks=False) and not entry.name.lower().endswith(COMPILED):
                         shutil.copyfile(entry.path, where, follow_symlinks=False)
         prepare_scratch(dest, uid)
     except BaseException:
@@ -138,7 +146,7 @@ def child_copy(submission: Path, uid: int | None) -> Path:
     return dest
 
 
-SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm")  # folders every user may write in
+SHARED_FOLDERS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")  # folders every user may write in
 
 
 def sweep_shared(uid: int | None) -> None:
@@ -329,6 +337,8 @@ def confine(*, scratch: str, uid: int | None, out_fd: int, keep_fd: int, config:
     sys.path[:] = [scratch, *paths.import_path]
     if view and uid is not None:
         enter_view(libc, view)
+    if uid is not None and not ("landlock" in config.layers and landlock_abi(libc) >= 1):
+        shared_read_only(libc, scratch, entered=bool(view))
     os.chdir(scratch)
     # The zygote's few variables name the kit's folder and the grader's PATH (PYTHONPATH, PATH), and anything the
     # child can read can reach its feedback in an error message: only what the libraries read stays.
@@ -487,6 +497,36 @@ def enter_view(libc, plan) -> None:
         for fds in sources:
             for fd in fds:
                 os.close(fd)
+
+
+def shared_read_only(libc, scratch: str, *, entered: bool) -> bool:
+    """Without Landlock, the folders every user may write in (SHARED_FOLDERS) are read-only in this (root,
+    single-threaded) child's own mount namespace, and its scratch copy stays writable. What the slot's uid could
+    write there no quota bounds (a loop of mkdir in /dev/shm took ~0.8 GB of the kernel's memory in the child's
+    20 s of CPU), and it would outlive the child until sweep_shared. `entered`: enter_view made the namespace.
+    Where mounts are refused (a container without CAP_SYS_ADMIN), nothing changes and sweep_shared still removes
+    what the uid left: False."""
+    try:
+        if not entered:
+            if libc.unshare(CLONE_NEWNS) != 0:
+                raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
+            _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)  # nothing below propagates back to the machine
+        real = os.path.realpath(scratch)
+        # A mount of its own first: a read-only bind of the folder above it then carries it as it is, writable.
+        _mount(libc, real, real, None, MS_BIND | MS_REC)
+    except OSError:
+        return False
+    done = True
+    for folder in dict.fromkeys(os.path.realpath(f) for f in SHARED_FOLDERS):
+        if not os.path.isdir(folder):
+            continue
+        try:
+            kept = os.statvfs(folder).f_flag & (MS_NOSUID | MS_NODEV | MS_NOEXEC)  # ST_* flags are the MS_* values
+            _mount(libc, folder, folder, None, MS_BIND | MS_REC)
+            _mount(libc, None, folder, None, MS_REMOUNT | MS_BIND | MS_RDONLY | kept)
+        except OSError:
+            done = False
+    return done
 
 
 def _mount(libc, source, target, fstype, flags, options=None) -> None:

@@ -780,3 +780,73 @@ def test_code_the_scan_cannot_read_is_not_imported_from_the_submission(tmp_path,
         sys.modules.pop(name, None)
     h, _ = call_softmax(ModuleLoader(folder, isolated=isolated, lesson=LESSON), seeded(0, 2, 3))
     assert h["error"] is None, h["error"]
+
+
+# Each replaces, at import, something of torch or numpy that reads a tensor, so that a float64 answer reads as
+# float32: no mode, no frame walk, nothing the scan names. The executor reads with references bound at its import.
+_NARROWED = {
+    "Tensor.detach": ("torch.Tensor", "detach", "lambda self: _plain(self).float() if _plain(self).dtype == torch.float64 "
+                      "else _plain(self)"),
+    "Tensor.cpu": ("torch.Tensor", "cpu", "lambda self, *a, **k: _plain(self, *a, **k).float()"),
+    "Tensor.contiguous": ("torch.Tensor", "contiguous", "lambda self, *a, **k: _plain(self, *a, **k).float()"),
+    "Tensor.numpy": ("torch.Tensor", "numpy", "lambda self, *a, **k: _plain(self, *a, **k).astype('float32')"),
+    "numpy.array": ("numpy", "array", "lambda v, *a, **k: _plain(v, *a, **k).astype('float32')"),
+    "TensorBase": ("torch._C", "TensorBase", "type('TensorBase', (), {'dtype': property(lambda t: torch.float32), "
+                   "'shape': torch._C.TensorBase.shape, 'requires_grad': torch._C.TensorBase.requires_grad})"),
+    "torch.float16": ("torch", "float16", "torch.float64"),  # widened to float32 as a float16 answer is
+}
+
+
+@pytest.mark.parametrize("replaced", sorted(_NARROWED))
+def test_torch_or_numpy_replaced_by_the_submission_cannot_change_the_dtype_the_grader_reads(tmp_path, monkeypatch,
+                                                                                           replaced):
+    import importlib
+
+    owner_name, attribute, replacement = _NARROWED[replaced]
+    parts = owner_name.split(".")
+    owner = importlib.import_module(parts[0])
+    for part in parts[1:]:
+        owner = getattr(owner, part)
+    monkeypatch.setattr(owner, attribute, getattr(owner, attribute))  # put back after the test
+    code = f'''
+        import numpy
+        import torch
+
+        _plain = {owner_name}.{attribute}
+        {owner_name}.{attribute} = {replacement}
+
+
+        def softmax(x, dim=-1):
+            return torch.softmax(x.double(), dim)
+        '''
+    h, a = call_softmax(loader_of(sub(tmp_path, activations=code)), seeded(0, 2, 3))
+    assert h["error"] is None, h["error"]
+    assert a["out0"].dtype == np.float64 and h["outputs"][0]["dtype"] == "float64", replaced
+
+
+_RESTRUCTURED = {
+    "TensorBase": ("torch._C", "TensorBase", "type('TensorBase', (), {'shape': property(lambda t: torch.Size([3, 99])), "
+                   "'requires_grad': _plain.requires_grad, 'dtype': _plain.dtype})"),
+    "nn.Parameter": ("torch.nn", "Parameter", "type('Parameter', (), {})"),  # nn.Linear takes its own from elsewhere
+}
+
+
+@pytest.mark.parametrize("replaced", sorted(_RESTRUCTURED))
+def test_torch_replaced_by_the_submission_cannot_change_the_structure_an_inspect_reads(tmp_path, monkeypatch, replaced):
+    import importlib
+
+    owner_name, attribute, replacement = _RESTRUCTURED[replaced]
+    parts = owner_name.split(".")
+    owner = importlib.import_module(parts[0])
+    for part in parts[1:]:
+        owner = getattr(owner, part)
+    monkeypatch.setattr(owner, attribute, getattr(owner, attribute))  # put back after the test
+    code = RESHAPING_MODE.replace("_Shapes().__enter__()\n", f"_plain = {owner_name}.{attribute}\n"
+                                  f"{owner_name}.{attribute} = {replacement}\n")
+    header = {"op": "inspect", "module": "classifier", "cls": "Classifier", "init": [4, 3], "init_kwargs": {},
+              "attrs": [{"name": "w", "paths": ["linear.weight"]}]}
+    h, _ = execute(header, {}, loader=loader_of(sub(tmp_path, classifier=code)))
+    assert h["error"] is None, h["error"]
+    assert h["inspect"]["parameters"]["linear.weight"] == [3, 4], replaced
+    assert h["inspect"]["attrs"]["w"] == {"path": "linear.weight", "type": "Parameter", "kind": "tensor", "shape": [3, 4],
+                                          "is_parameter": True}, replaced

@@ -569,3 +569,37 @@ def test_bytes_pack_as_their_standard_base64():
         data = bytes((7 * i + n) % 256 for i in range(n))
         assert protocol.pack([data, (data,)], {}) == [{"bytes": base64.b64encode(data).decode("ascii")},
                                                      {"tuple": [{"bytes": base64.b64encode(data).decode("ascii")}]}]
+
+
+def test_a_frame_is_written_and_read_by_functions_bound_at_import(pair, monkeypatch):
+    """Red team s38r: the child's side of the protocol runs in the submission's process, after its code. json's
+    encoder and decoder and the socket's methods are module and class attributes that code can replace (rewriting
+    an inspect's shapes on the way out, or the arguments of a request on the way in); the protocol writes and reads
+    frames with the C functions they stand for, bound when it is imported."""
+    a, b = pair
+    real_encode, real_loads = json.JSONEncoder.encode, json.loads
+
+    def forged_encode(self, o):
+        return real_encode(self, o).replace('"shape":[2,3]', '"shape":[2,4]')
+
+    def forged_loads(text, *args, **kwargs):
+        doc = real_loads(text, *args, **kwargs)
+        doc["header"]["init"] = [9]
+        return doc
+
+    def dropped(self, *args, **kwargs):
+        raise AssertionError("the socket's method, looked up at call time")
+
+    monkeypatch.setattr(json.JSONEncoder, "encode", forged_encode)
+    monkeypatch.setattr(json.JSONEncoder, "iterencode", lambda self, o, _one_shot=False: iter(['{"forged":1}']))
+    monkeypatch.setattr(json, "loads", forged_loads)
+    monkeypatch.setattr(json.decoder.JSONDecoder, "decode", lambda self, s, **k: {"forged": 1})
+    for method in ("sendmsg", "sendall", "recv_into", "recv"):
+        monkeypatch.setattr(socket.socket, method, dropped)
+    header = {"op": "inspect", "init": [2], "shape": [2, 3], "nested": {"x": [1.5, float("inf"), None, True, "é"]}}
+    arrays = {"x": np.arange(6, dtype=np.float64).reshape(2, 3)}
+    send_message(a, header, arrays)
+    got_header, got = recv_message(b)
+    assert got_header == header
+    np.testing.assert_array_equal(got["x"], arrays["x"])
+    assert got["x"].dtype == np.float64

@@ -674,3 +674,37 @@ def test_a_zygote_slower_than_its_start_bound_says_so_and_a_slow_start_is_not_a_
         assert SandboxConfig().start_timeout >= 300
         z.wait_ready(timeout=SandboxConfig().start_timeout)
         assert not z.view["refused"]
+
+
+def test_compiled_code_is_not_in_the_childs_copy_whatever_the_submission_does_to_its_imports(transport, tmp_path):
+    # The child's import path reads .py source only (executor._source_only), but that is a hook in sys.path_hooks,
+    # which the submission's own code can take out again (red team s38r: two lines, then its .pyc imported). What
+    # the scan cannot read (.pyc, .so) is not in the child's copy of the submission at all.
+    import py_compile
+
+    source = tmp_path / "_hidden.py"
+    source.write_text("def answer():\n    return 42\n")
+    t = transport({"hostile.py": """
+        import sys
+
+        sys.path_hooks[:] = [h for h in sys.path_hooks if not hasattr(h, "source_only_root")]
+        sys.path_importer_cache.clear()
+
+
+        def hidden():
+            from _hidden import answer
+            return answer()
+
+        def present():
+            import os
+            return sorted(f for f in os.listdir(".") if not f.startswith("."))
+        """})
+    folder = Path(t.scratch)
+    py_compile.compile(str(source), cfile=str(folder / "_hidden.pyc"))
+    (folder / "_native.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\x7fELF")
+    prepare_scratch(folder, slot_uid(CONFIG, 0))
+    h, _ = t.call(fn("hidden"), {})
+    assert h["error"] is not None and h["error"]["type"] in ("ModuleNotFoundError", "ImportError"), h
+    h, _ = t.call({"op": "call", "module": "hostile", "name": "present", "args": []}, {})
+    assert h["error"] is None, h["error"]
+    assert "hostile.py" in h["value"] and not any(f.endswith((".pyc", ".so")) for f in h["value"]), h["value"]

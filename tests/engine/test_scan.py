@@ -371,3 +371,67 @@ def test_a_library_name_spelled_backwards_is_shown_to_the_staff():
     assert any("spells 'softmax' backwards" in f and f.startswith("a.py line 2") for f in found.flags), found.flags
     plain = 'import torch\nWORDS = ["maximum", "stats", "xam"]\n'
     assert scan.scan_sources([("b.py", plain, None)], POLICY).flags == []
+
+
+def test_every_lesson_shows_code_run_from_a_data_file_and_a_library_replaced_at_import():
+    """Red team s38r ran its code from a data file the scan does not read (`_run = exec`, then `_run(text)`: only a
+    call of exec by its own name was flagged), which hid a raw-memory exploit's every flag, and replaced
+    torch.Tensor.detach at import so that the grader read a float64 answer as float32. Each way to run unread code
+    or to replace a library's attribute is shown to the staff, whatever the lesson's own [flags] list."""
+    source = textwrap.dedent("""
+        import json
+        import pickle
+        import socket
+        import sys
+
+        import numpy as np
+        import torch
+        from torch import Tensor
+
+        _run = exec
+        peek = getattr(__builtins__, "ev" + "al")
+        builtin_module = print.__self__
+        code = __loader__.source_to_code(b"", "x")
+        sys.path_hooks.pop(0)
+        torch.Tensor.detach = lambda self: self
+        Tensor.cpu = None
+        np.array = list
+        setattr(socket.socket, "sendmsg", None)
+        json.JSONEncoder.encode += None
+        weights = torch.load("w.pt", weights_only=False)
+        table = np.load("t.npy", allow_pickle=True)
+        safe = torch.load("w.pt", weights_only=True), np.load("t.npy"), torch.load("w.pt")
+
+
+        class Layer:
+            def __init__(self):
+                self.weight = None  # the submission's own object: nothing to show
+    """)
+    found = scan.scan_sources([("a.py", source, None)], POLICY)
+    shown = "\n".join(found.flags)
+    for what in ("line 3: imports pickle", "line 11: exec used as a value", "line 12: getattr(..., 'eval')",
+                 "line 12: __builtins__ (reflective access)", "line 13: print.__self__ (reflective access)",
+                 "line 14: __loader__ (reflective access)", "line 14: __loader__.source_to_code (reflective access)",
+                 "line 15: sys.path_hooks (reflective access)", "line 16: replaces torch.Tensor.detach",
+                 "line 17: replaces Tensor.cpu", "line 18: replaces np.array", "line 19: replaces socket.socket.sendmsg",
+                 "line 20: replaces json.JSONEncoder.encode", "line 21: torch.load(..., weights_only=...)",
+                 "line 22: np.load(..., allow_pickle=...)"):
+        assert what in shown, (what, shown)
+    assert "line 23" not in shown and "line 28" not in shown, shown
+    honest = "import torch\n\nclass A(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n" \
+             "        self.w = torch.nn.Linear(2, 2)\n        self.w.weight.data = torch.zeros(2, 2)\n"
+    assert scan.scan_sources([("b.py", honest, None)], POLICY).flags == []
+
+
+def test_setting_an_attribute_of_the_submissions_own_module_is_not_shown():
+    own = "import helpers\nfrom helpers import settings\nfrom . import other\nhelpers.EPS = 1e-9\nsettings.debug = True\n" \
+          "other.x = 1\n"
+    found = scan.scan_sources([("a.py", own, None), ("helpers.py", "EPS = 1e-6\nsettings = None\n", None)], POLICY)
+    assert found.flags == []
+
+
+def test_a_file_whose_only_trick_is_replacing_a_library_function_is_still_read():
+    # The scan skips parsing a file with none of its trigger words; a monkeypatch needs none of them.
+    source = "import torch\n\n_plain = torch.Tensor.detach\ntorch.Tensor.detach = lambda self: _plain(self).float()\n"
+    found = scan.scan_sources([("a.py", source, None)], POLICY)
+    assert any(f.startswith("a.py line 4: replaces torch.Tensor.detach") for f in found.flags), found.flags

@@ -541,3 +541,80 @@ def test_a_jpeg_of_endless_scans_is_not_decoded_by_the_report_nor_the_checker():
     with pytest.raises(deliverables.Problem, match="scans"):
         deliverables.decode_image("drawing.jpg", bomb, ("PNG", "JPEG"))
     assert time.process_time() - start < 1.0  # refused from the markers, before any pixel is decoded
+
+
+def _as_mpo(jpeg: bytes) -> bytes:
+    """`jpeg` with an APP2 "MPF" segment after its SOI declaring two pictures (a camera's stereo pair): Pillow then
+    opens it as format "MPO", not "JPEG", though the first picture is the very same JPEG stream."""
+    import struct
+
+    entries = struct.pack("<IIIHH", 0x030000, len(jpeg), 0, 0, 0) + struct.pack("<IIIHH", 0, len(jpeg), 0, 0, 0)
+    data_at = 8 + 2 + 3 * 12 + 4
+    ifd = (struct.pack("<H", 3) + struct.pack("<HHI4s", 0xB000, 7, 4, b"0100") + struct.pack("<HHII", 0xB001, 4, 1, 2)
+           + struct.pack("<HHII", 0xB002, 7, len(entries), data_at) + struct.pack("<I", 0))
+    payload = b"MPF\x00" + b"II*\x00" + struct.pack("<I", 8) + ifd + entries
+    return jpeg[:2] + b"\xff\xe2" + struct.pack(">H", len(payload) + 2) + payload + jpeg[2:]
+
+
+def test_a_jpeg_of_endless_scans_is_refused_in_an_mpo_container_too():
+    """Red team s38r: the scan count was asked only of a picture Pillow calls "JPEG"; the same scan bomb with an MPF
+    segment is opened as "MPO" and was decoded in full (the class's similarity report: ~1 min of the grader's CPU per
+    264 KB picture, hours for a 20 MB one, before anyone's report existed)."""
+    import time
+
+    from PIL import Image
+
+    from grader.judging import deliverables
+
+    honest = _as_mpo(_many_scan_jpeg(0))
+    with Image.open(io.BytesIO(honest)) as probe:
+        assert probe.format == "MPO"  # what the container is taken for
+    assert similarity.image_hash(honest) is not None  # a camera's MPO is still a picture
+    bomb = _as_mpo(_many_scan_jpeg(3000))
+    start = time.process_time()
+    assert similarity.image_hash(bomb) is None and similarity.thumbnail_uri(bomb) == ""
+    with pytest.raises(deliverables.Problem, match="scans"):
+        deliverables.decode_image("drawing.jpg", bomb, ("PNG", "JPEG"))
+    assert time.process_time() - start < 1.0
+
+
+def _after_every_statement(source: str, junk: list[str]) -> str:
+    """`source` with one of `junk` (in turn) on a line of its own after every simple statement, at its indent (a
+    junk's own line breaks indented one level more)."""
+    import ast
+
+    lines, after = source.splitlines(), {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.stmt) and not hasattr(node, "body") and node.end_lineno not in after:
+            after[node.end_lineno] = node.col_offset
+    out = []
+    for number, line in enumerate(lines, 1):
+        out.append(line)
+        if number in after:
+            indent = " " * after[number]
+            out.append(indent + junk[len(out) % len(junk)].replace("\n", "\n" + indent + "    "))
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("junk", [["pass"], ["..."], ["_ = 0", "_unused = 'x'", "_ += 1"], ["'-'", "None", "0"],
+                                  ["pass", "...", "_ = 0", "'-'", "None", "if False:\npass"]],
+                         ids=["pass", "ellipsis", "dead stores", "bare constants", "mixed"])
+def test_a_no_op_after_every_statement_changes_no_fingerprint(junk):
+    """Red team s37r and s38r: a classmate's files with `pass` (or `...`, `_ = 0`, a bare string) after every
+    statement broke nearly every 20-token k-gram, and the copy had no similarity row at all. Statements that do
+    nothing are not part of the code's fingerprint."""
+    for student in ("ana", "ben"):
+        for path in sorted((CORRECT / student).glob("*.py")):
+            source = path.read_text(encoding="utf-8")
+            padded = _after_every_statement(source, junk)
+            assert padded != source
+            assert similarity.code_tokens(padded)[0] == similarity.code_tokens(source)[0], (student, path.name)
+
+
+def test_what_a_statement_does_still_counts():
+    # A constant stored to a name the file reads, a call, a store to an attribute: code, not a no-op.
+    kept = ["x = 0\ny = x + 1\n", "eps = 1e-9\ndef f(a):\n    return a + eps\n", "print('loaded')\n",
+            "self_check = 3\nassert self_check\n", "obj.x = 0\n"]
+    for source in kept:
+        assert similarity.code_tokens(source)[0] == similarity.code_tokens(source.replace("\n", "\n\n"))[0]
+        assert len(similarity.code_tokens(source)[0]) >= 4, source

@@ -72,14 +72,17 @@ _RANDN: dict = {}
 
 
 # -- answers -------------------------------------------------------------------------------
+# Where in a call an error of the submission's came (the executor's `stage`), as a student reads it.
+STAGE_WORDS = {"import": "importing your file", "construct": "constructing the module",
+               "load": "loading the grader's weights", "forward": "running forward", "call": "calling the function",
+               "step": "calling a method", "output": "reading the result", "backward": "running backward"}
+
+
 def ok(res, what: str):
     """The call ran without an exception, or fail with the student's error."""
     if res.error:
         e = res.error
-        where = {"import": "importing your file", "construct": "constructing the module",
-                 "load": "loading the grader's weights", "forward": "running forward",
-                 "call": "calling the function", "step": "calling a method", "output": "reading the result",
-                 }.get(e.get("stage"), "running")
+        where = STAGE_WORDS.get(e.get("stage"), "running")
         text = f"{what}: {error_words(e, where)}"
         if e.get("traceback"):
             text += f"\n{e['traceback']}"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from grader.judging import integrity
 from grader.judging import source_scan as scan
-from grader.judging.assertions import GradeFailure, error_words
+from grader.judging.assertions import STAGE_WORDS, GradeFailure, error_words
 from grader.intake.submissions import contract_module_source, notebook_module_name
 from grader.results.records import SubmissionResult, TestResult
 from grader.running import forbidden
@@ -363,11 +363,6 @@ def grade_in_process(directory: Path, name: str, tests=None, *, lesson) -> Submi
 
 
 # What the executor was doing when the student's code raised (grader/running/executor.py's stages).
-_STAGE_WORDS = {"import": "importing your file", "construct": "constructing the module",
-                "load": "loading the grader's weights", "forward": "running forward", "call": "calling the function",
-                "step": "calling a method", "output": "reading the result", "backward": "running backward"}
-
-
 def _crash_key(error: dict) -> tuple:
     """One error, however many calls met it: the same exception at the same lines, with the same
     message but for its numbers (a shape error names each call's sizes)."""
@@ -375,7 +370,7 @@ def _crash_key(error: dict) -> tuple:
 
 
 def _crash_text(error: dict) -> str:
-    where = _step_words(error) or _STAGE_WORDS.get(str(error.get("stage", "")), "running your code")
+    where = _step_words(error) or STAGE_WORDS.get(str(error.get("stage", "")), "running your code")
     text = error_words(error, where)
     trace = _trace(error)
     return text + (f"\n{trace}" if trace else "")

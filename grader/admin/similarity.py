@@ -142,6 +142,12 @@ def _no_op_spans(source: str) -> list[tuple[int, int]]:
             value = value.operand
         return isinstance(value, ast.Constant)
 
+    def false(test) -> bool:
+        # The test's own truth: `if not 0:` always runs its body (red team s39r hid a whole file under it).
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Constant):
+            return bool(test.operand.value)
+        return isinstance(test, ast.Constant) and not test.value
+
     def unread(target) -> bool:
         return isinstance(target, ast.Name) and target.id not in read
 
@@ -154,8 +160,7 @@ def _no_op_spans(source: str) -> list[tuple[int, int]]:
             pass
         elif isinstance(node, ast.AugAssign) and constant(node.value) and unread(node.target):
             pass
-        elif isinstance(node, ast.If) and constant(node.test) and not node.orelse \
-                and not getattr(node.test, "operand", node.test).value:
+        elif isinstance(node, ast.If) and not node.orelse and false(node.test):
             pass
         else:
             continue

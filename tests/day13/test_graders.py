@@ -374,6 +374,43 @@ def test_randomness_that_is_no_dropout_of_a_real_attention_earns_no_selfattentio
     assert not earned, earned
 
 
+# Red team s39r: the random branch judged the weights alone. A "dropout" keyed on the run's seed over real weights,
+# with an output that is no attention (positional: the weight on the first key), earned module_reference and
+# module_gradients (80 against its deterministic control's 75); a first query that attends to nothing, zero under
+# every seed, was read as dropped twice and never compared (80 against 75 too).
+_SEEDED_DROP = (
+    "    g = torch.Generator().manual_seed(torch.initial_seed())\n"
+    "    keep = (torch.rand(weights.shape, generator=g) >= 0.1).to(weights.dtype)\n"
+    "    weights = weights * keep / 0.9\n")
+_REAL_WEIGHTS = (
+    "    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.size(-1))\n"
+    "    if mask is not None:\n"
+    "        scores = scores.masked_fill(mask == 0, float(\"-inf\"))\n"
+    "    weights = torch.softmax(scores, dim=-1)\n")
+NOT_DROPOUT_OF_ATTENTION = {
+    "output_no_attention": _REAL_WEIGHTS + _SEEDED_DROP + "    out = V.mean(-2, keepdim=True) + weights[..., :1]\n",
+    "first_query_always_zero": _REAL_WEIGHTS + "    weights = weights.clone()\n    weights[..., 0, :] = 0.0\n"
+                               + _SEEDED_DROP + "    out = weights @ V\n",
+}
+
+
+MODULE_TESTS = ["self_attention.module_reference"]
+
+
+@pytest.mark.parametrize("name", sorted(NOT_DROPOUT_OF_ATTENTION))
+@pytest.mark.parametrize("seed", [1, 2])
+def test_seeded_randomness_over_an_attention_that_is_not_one_earns_no_more_than_without_it(tmp_path, name, seed):
+    sub = _copy_reference(tmp_path)
+    text = (sub / "self_attention.py").read_text()
+    body = text[text.index("    d_k = Q.size(-1)\n"):text.index("    return out, weights\n")]
+    assert text.count(body) == 1
+    (sub / "self_attention.py").write_text(text.replace(body, NOT_DROPOUT_OF_ATTENTION[name]))
+    result = score.grade_submission(name=name, directory=sub, lesson=DAY13, seed=seed, tests=MODULE_TESTS,
+                                    transport=InProcessTransport(sub, lesson=DAY13))
+    earned = {t.name: t.score for t in result.tests if t.name.startswith("self_attention.module_") and t.score}
+    assert result.tests and not earned, earned
+
+
 # Held-out s38: three mistakes whose numbers a mutant reproduces exactly, lost points with no cause named.
 # (file, [(exact text of the reference, replacement)], the hint expected on each failed test)
 S38_UNNAMED = {

@@ -618,3 +618,18 @@ def test_what_a_statement_does_still_counts():
     for source in kept:
         assert similarity.code_tokens(source)[0] == similarity.code_tokens(source.replace("\n", "\n\n"))[0]
         assert len(similarity.code_tokens(source)[0]) >= 4, source
+
+
+@pytest.mark.parametrize("test", ["not 0", "not None", "not ''", "not ()"])
+def test_code_under_an_if_that_always_runs_still_counts(test):
+    """Red team s39r: `if not 0:` reads a falsy constant under `not`, and was left out of the fingerprint as `if
+    False:` is, though its body always runs: a classmate's files indented under it had no code tokens at all (no
+    similarity row). Only a test that is false leaves its body out."""
+    for path in sorted((CORRECT / "ana").glob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        wrapped = f"if {test}:\n" + "".join("    " + line if line.strip() else line
+                                            for line in source.splitlines(True))
+        compile(wrapped, path.name, "exec")
+        tokens, plain = similarity.code_tokens(wrapped)[0], similarity.code_tokens(source)[0]
+        assert len(tokens) >= len(plain) > 20, (test, path.name)
+    assert similarity.code_tokens("if not 1:\n    x = f(y)\n")[0] == []  # a test that is false: no code

@@ -819,3 +819,22 @@ def test_queries_scaled_before_an_attention_that_scales_are_named_hidden_and_vis
     assert "the heads of qkv(x) with Q multiplied by 0.5 (1/√d_k = 0.5 for d_k = 4)" in said, said
     assert "not the heads of qkv(x)" not in said, said
 
+
+
+def test_an_attention_wrong_at_one_place_earns_the_same_under_every_seed(tmp_path):
+    # Red team s39r's control: the first query's weights zeroed. The gate asks each call again with its tokens in an
+    # order of the run's seed; an order that left query 0 where it was saw no difference, so under some seeds a
+    # module test passed by luck (5 of 30 under seeds 1 and 2, 2 points in a different test each). The order now
+    # moves every token, so no seed can leave the broken place where it was.
+    sub = _copy_reference(tmp_path)
+    text = (sub / "self_attention.py").read_text()
+    out = "    out = weights @ V"
+    assert text.count(out) == 1
+    (sub / "self_attention.py").write_text(text.replace(
+        out, "    weights = weights.clone()\n    weights[..., 0, :] = 0.0  # the first query attends to nothing\n" + out))
+    earned = set()
+    for seed in range(1, 7):
+        result = score.grade_submission(name="row0", directory=sub, lesson=DAY13, check_deliverables=lambda _: [],
+                                        transport=InProcessTransport(sub, lesson=DAY13), seed=seed)
+        earned.add(tuple(sorted(t.name for t in result.tests if t.component == "self_attention" and t.score)))
+    assert earned == {("self_attention.causal_mask",)}, earned

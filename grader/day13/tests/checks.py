@@ -101,10 +101,12 @@ def _like(rng, a) -> np.ndarray:
 
 
 def token_order(rng, n: int) -> np.ndarray:
-    """A permutation of n tokens that moves at least one (when n > 1)."""
-    order = rng.permutation(n)
-    if n > 1 and np.array_equal(order, np.arange(n)):
-        order = np.roll(order, 1)
+    """A permutation of n tokens that moves every one (when n > 1): one cycle through all of them, in an order of
+    `rng`. An order that left a token in place could not show a mistake at that place (red team s39r: a first query
+    that attends to nothing passed a module test under the seeds whose order kept query 0 first)."""
+    visit = rng.permutation(n)
+    order = np.empty(n, dtype=visit.dtype)
+    order[visit] = np.roll(visit, -1)  # the token at visit[i] goes where visit[i + 1] was
     return order
 
 

@@ -342,6 +342,40 @@ def test_attention_dropout_left_on_is_told_it_is_random_not_that_tokens_lose_the
     assert not [name for name in failed if name.startswith("self_attention.module_")], sorted(failed)
 
 
+def test_attention_dropout_on_its_output_is_told_it_is_random_and_keeps_the_module_points(tmp_path):
+    # Held-out s39 (ka): `out = F.dropout(weights @ V, p)` inside scaled_dot_product_attention. Its weights are right and
+    # the same under every seed; only the output is dropped. The random branch looked at the weights only, so the gate
+    # said the "outputs did not follow the tokens" and SelfAttention, wired rightly, lost its 7 module points for a bug
+    # charged to the attention's own tests when the dropout is on the weights (s38's gi above).
+    sub = _copy_reference(tmp_path)
+    text = (sub / "self_attention.py").read_text()
+    out = "    out = weights @ V"
+    assert text.count(out) == 1
+    (sub / "self_attention.py").write_text("import torch.nn.functional as F\n" + text.replace(
+        out, "    out = F.dropout(weights @ V, p=0.1)  # dropout on the attention's output"))
+    result = killrate.grade(sub, "attention_output_dropout", lesson=DAY13)
+    failed = {t.name: t for t in result.tests if t.status != "passed"}
+    for name in ("self_attention.sdpa_masks", "self_attention.sdpa_properties"):
+        message = failed[name].output
+        assert "something random runs even in eval mode" in message, message
+        assert "did not follow the tokens" not in message, message
+    assert not [name for name in failed if name.startswith("self_attention.module_")], sorted(failed)
+
+
+def test_noise_on_a_real_attentions_output_earns_no_selfattention_points(tmp_path):
+    # The s39 branch above takes an output that moves with the seed as dropout only when each entry is kept at one
+    # value or dropped: seeded noise added to the output keeps none, and stays a reason of the gate.
+    sub = _copy_reference(tmp_path)
+    text = (sub / "self_attention.py").read_text()
+    out = "    out = weights @ V"
+    (sub / "self_attention.py").write_text(text.replace(out, "    out = weights @ V + 0.05 * torch.randn_like(weights @ V)"))
+    result = killrate.grade(sub, "attention_output_noise", lesson=DAY13)
+    # (module_gradients passes on its own merits: noise added to the output leaves every gradient as the reference's)
+    earned = {t.name: t.score for t in result.tests if t.name in ("self_attention.module_worked_values",
+                                                                  "self_attention.module_reference") and t.score}
+    assert not earned, earned
+
+
 # Attentions that are random without being dropout on a real attention. Found by the lead on the s38 fix above
 # (session 35): with randomness taken as real on its own, both earned SelfAttention's 7 module points, which the gate
 # keeps from an attention that computes nothing. Noise (a seeded torch.rand) keeps no weight from one seed to the

@@ -133,7 +133,7 @@ def attention_reasons(probes: list[dict], student=None, *, random_is_real: bool 
         if not changed(out, answers["Q"][0]):
             found.append("its output stayed the same when Q changed")
         if not found and not _same_reordered(out, weights, *answers["again"], probe["p"], probe["r"], probe["dtype"]):
-            random = _random_reason(student, probe, weights)
+            random = _random_reason(student, probe, out, weights)
             if random is None:
                 found.append("its outputs did not follow the tokens when the same tokens came in another order "
                              "(each token's output must depend on the tokens, not on the order they come in)")
@@ -143,13 +143,15 @@ def attention_reasons(probes: list[dict], student=None, *, random_is_real: bool 
     return reasons
 
 
-def _random_reason(student, probe, weights) -> str | None:
+def _random_reason(student, probe, out, weights) -> str | None:
     """Why a reordered call was answered otherwise, when it is dropout left on: the probed call asked again gives the
-    same weights under the run's seed and others under another seed (as F.dropout does unless told otherwise), each
-    weight either dropped (0) or kept at one value whatever the seed, and the weights kept, put together, answer the
-    reordered call (asked under both seeds too) as a real attention does. Asked only then. An attention that answers
-    by what it saw before answers the same call otherwise even under the same seed, and noise that merely follows the
-    seed keeps no value from one seed to the next: both are told they do not follow the tokens."""
+    same answer under the run's seed and another under another seed (as F.dropout does unless told otherwise), each
+    entry either dropped (0) or kept at one value whatever the seed, and the entries kept, put together, answer the
+    reordered call (asked under both seeds too) as a real attention does. The dropout may be on the weights, or on
+    the output only (`F.dropout(weights @ V)`: then the weights follow the tokens exactly). Asked only then. An
+    attention that answers by what it saw before answers the same call otherwise even under the same seed, and noise
+    that merely follows the seed keeps no value from one seed to the next: both are told they do not follow the
+    tokens."""
     if student is None:
         return None
     Q, K, V, mask = probe["call"]
@@ -157,30 +159,44 @@ def _random_reason(student, probe, weights) -> str | None:
     reordered = None if mask is None else _reorder_mask(np.asarray(mask), p, r)
     what = "scaled_dot_product_attention, asked again"
     try:
-        same = output(student.sdpa(Q, K, V, mask), 1, what, count=2)
-        other = output(student.sdpa(Q, K, V, mask, seed=1), 1, what, count=2)
-        again = output(probe["again"], 1, what, count=2)
-        again_other = output(student.sdpa(Q[..., p, :], K[..., r, :], V[..., r, :], reordered, seed=1), 1, what,
-                             count=2)
+        calls = {"same": student.sdpa(Q, K, V, mask), "other": student.sdpa(Q, K, V, mask, seed=1),
+                 "again": probe["again"],
+                 "again_other": student.sdpa(Q[..., p, :], K[..., r, :], V[..., r, :], reordered, seed=1)}
+        answers = {name: (output(call, 0, what, count=2), output(call, 1, what, count=2))
+                   for name, call in calls.items()}
     except GradeFailure:
         return None
-    if changed(weights, same) or not changed(weights, other):
-        return None
     t = tol.values(probe["dtype"])
-    kept, kept_again = _kept(weights, other, t), _kept(again, again_other, t)
+    if changed(weights, answers["same"][1]):
+        return None
+    if changed(weights, answers["other"][1]):  # dropout on the weights
+        first, i, order = weights, 1, lambda a: a[..., p, :][..., r]
+    elif not changed(out, answers["same"][0]) and changed(out, answers["other"][0]):
+        # dropout on the output only: the weights, the same under every seed, must follow the tokens themselves
+        try:
+            if engine.changed(np.asarray(weights)[..., p, :][..., r], answers["again"][1], t):
+                return None
+        except IndexError:
+            return None
+        first, i, order = out, 0, lambda a: a[..., p, :]
+    else:
+        return None
+    kept = _kept(first, answers["other"][i], t)
+    kept_again = _kept(answers["again"][i], answers["again_other"][i], t)
     if kept is None or kept_again is None:
         return None
     try:
-        expected = kept[..., p, :][..., r]
+        expected = order(kept)
     except IndexError:
         return None
     both = (expected != 0) & (kept_again != 0)
     if expected.shape != kept_again.shape or not both.any() or engine.changed(expected[both], kept_again[both], t):
         return None
-    moved = int(np.sum(~np.isclose(np.asarray(weights, np.float64), np.asarray(other, np.float64), rtol=0.0,
-                                   atol=tol.DEPENDS.atol)))
-    return (f"its weights changed when the same call was asked again under another random seed ({moved} of "
-            f"{np.size(weights)} moved): something random runs even in eval mode, such as F.dropout, whose training "
+    moved = int(np.sum(~np.isclose(np.asarray(first, np.float64), np.asarray(answers["other"][i], np.float64),
+                                   rtol=0.0, atol=tol.DEPENDS.atol)))
+    which = "weights" if i == 1 else "output"
+    return (f"its {which} changed when the same call was asked again under another random seed ({moved} of "
+            f"{np.size(first)} moved): something random runs even in eval mode, such as F.dropout, whose training "
             "argument is True unless you pass it (a function has no eval mode: leave dropout to the modules)")
 
 

@@ -328,8 +328,9 @@ class _Walk:
                     # `run = exec; run(text)`: exec called under another name, the code it runs read from anywhere
                     self.flag(line, f"{name} used as a value (reflective access)")
             if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+                setting = isinstance(node, (ast.Assign, ast.AnnAssign)) and _a_setting(node.value)
                 for target in node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]:
-                    self.replaced(target, line)
+                    self.replaced(target, line, setting)
             value = self.fold(node) if isinstance(node, (ast.Constant, ast.BinOp, ast.JoinedStr)) else None
             if value is not None:
                 self.string(value, line)
@@ -417,10 +418,12 @@ class _Walk:
         if self.found is not None:
             self.found.flag(f"{self.where} line {line}: {what}", kind or what)
 
-    def replaced(self, target, line) -> None:
+    def replaced(self, target, line, setting: bool = False) -> None:
         """Flag an attribute set (or deleted) on something an import statement bound: a library's own function or
         class replaced for the whole process (torch.Tensor.detach, numpy.array), which can change what the
-        grader's own code reads. A tuple of targets is looked into; the submission's own objects are not."""
+        grader's own code reads. A tuple of targets is looked into; the submission's own objects are not. A
+        `setting` (a number or bool) stored in torch's backends is what PyTorch's reproducibility notes ask for
+        (`torch.backends.cudnn.deterministic = True`): not shown."""
         todo = [target]
         while todo:
             current = todo.pop()
@@ -430,6 +433,9 @@ class _Walk:
                 todo.append(current.value)
             elif isinstance(current, ast.Attribute):
                 dotted = _dotted(current)
+                parts = dotted.split(".") if dotted else []
+                if setting and len(parts) > 2 and parts[1] == "backends" and parts[0] in self.aliases:
+                    continue
                 if dotted and dotted.split(".")[0] in self.imported:
                     self.flag(line, f"replaces {_shown(dotted)} (a library's attribute, set by the submission)",
                               "replaces a library's attribute")
@@ -541,6 +547,13 @@ def _fold_parts(node) -> list | None:
             and len(node.args) == 1 and isinstance(node.args[0], (ast.List, ast.Tuple)):
         return [node.func.value, *node.args[0].elts]
     return None
+
+
+def _a_setting(value) -> bool:
+    """Whether an assigned value is a plain number or bool (a setting, not a function or object put in place)."""
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub):
+        value = value.operand
+    return isinstance(value, ast.Constant) and type(value.value) in (bool, int, float)
 
 
 def _dotted(node) -> str | None:

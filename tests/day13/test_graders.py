@@ -342,6 +342,40 @@ def test_attention_dropout_left_on_is_told_it_is_random_not_that_tokens_lose_the
     assert not [name for name in failed if name.startswith("self_attention.module_")], sorted(failed)
 
 
+def test_attention_dropout_on_its_output_is_told_it_is_random_and_keeps_the_module_points(tmp_path):
+    # Held-out s39 (ka): `out = F.dropout(weights @ V, p)` inside scaled_dot_product_attention. Its weights are right and
+    # the same under every seed; only the output is dropped. The random branch looked at the weights only, so the gate
+    # said the "outputs did not follow the tokens" and SelfAttention, wired rightly, lost its 7 module points for a bug
+    # charged to the attention's own tests when the dropout is on the weights (s38's gi above).
+    sub = _copy_reference(tmp_path)
+    text = (sub / "self_attention.py").read_text()
+    out = "    out = weights @ V"
+    assert text.count(out) == 1
+    (sub / "self_attention.py").write_text("import torch.nn.functional as F\n" + text.replace(
+        out, "    out = F.dropout(weights @ V, p=0.1)  # dropout on the attention's output"))
+    result = killrate.grade(sub, "attention_output_dropout", lesson=DAY13)
+    failed = {t.name: t for t in result.tests if t.status != "passed"}
+    for name in ("self_attention.sdpa_masks", "self_attention.sdpa_properties"):
+        message = failed[name].output
+        assert "something random runs even in eval mode" in message, message
+        assert "did not follow the tokens" not in message, message
+    assert not [name for name in failed if name.startswith("self_attention.module_")], sorted(failed)
+
+
+def test_noise_on_a_real_attentions_output_earns_no_selfattention_points(tmp_path):
+    # The s39 branch above takes an output that moves with the seed as dropout only when each entry is kept at one
+    # value or dropped: seeded noise added to the output keeps none, and stays a reason of the gate.
+    sub = _copy_reference(tmp_path)
+    text = (sub / "self_attention.py").read_text()
+    out = "    out = weights @ V"
+    (sub / "self_attention.py").write_text(text.replace(out, "    out = weights @ V + 0.05 * torch.randn_like(weights @ V)"))
+    result = killrate.grade(sub, "attention_output_noise", lesson=DAY13)
+    # (module_gradients passes on its own merits: noise added to the output leaves every gradient as the reference's)
+    earned = {t.name: t.score for t in result.tests if t.name in ("self_attention.module_worked_values",
+                                                                  "self_attention.module_reference") and t.score}
+    assert not earned, earned
+
+
 # Attentions that are random without being dropout on a real attention. Found by the lead on the s38 fix above
 # (session 35): with randomness taken as real on its own, both earned SelfAttention's 7 module points, which the gate
 # keeps from an attention that computes nothing. Noise (a seeded torch.rand) keeps no weight from one seed to the
@@ -838,3 +872,18 @@ def test_an_attention_wrong_at_one_place_earns_the_same_under_every_seed(tmp_pat
                                         transport=InProcessTransport(sub, lesson=DAY13), seed=seed)
         earned.add(tuple(sorted(t.name for t in result.tests if t.component == "self_attention" and t.score)))
     assert earned == {("self_attention.causal_mask",)}, earned
+
+
+def test_dropout_over_an_output_that_is_no_attention_earns_no_selfattention_points(tmp_path):
+    # A guard written while merging s39's output-dropout path with s39r's checks (it passes on either branch alone):
+    # real weights, and an output that is dropout over the mean of V (no attention, though it follows the tokens).
+    # The output path asks the kept outputs to be one constant times weights @ V.
+    sub = _copy_reference(tmp_path)
+    text = (sub / "self_attention.py").read_text()
+    out = "    out = weights @ V  # (..., T_q, d_v)\n"
+    assert text.count(out) == 1
+    (sub / "self_attention.py").write_text(text.replace(out, "    out = torch.nn.functional.dropout(V.mean(-2, keepdim=True)"
+                                                             ".expand(*weights.shape[:-1], V.shape[-1]), p=0.1)\n"))
+    result = killrate.grade(sub, "mean_of_v_dropped", lesson=DAY13)
+    earned = {t.name: t.score for t in result.tests if t.name.startswith("self_attention.module_") and t.score}
+    assert not earned, earned

@@ -435,3 +435,19 @@ def test_a_file_whose_only_trick_is_replacing_a_library_function_is_still_read()
     source = "import torch\n\n_plain = torch.Tensor.detach\ntorch.Tensor.detach = lambda self: _plain(self).float()\n"
     found = scan.scan_sources([("a.py", source, None)], POLICY)
     assert any(f.startswith("a.py line 4: replaces torch.Tensor.detach") for f in found.flags), found.flags
+
+
+def test_reproducibility_settings_of_torch_backends_are_not_shown():
+    # Held-out s39: two honest files (one a notebook's first cell) set `torch.backends.cudnn.deterministic = True` and
+    # `benchmark = False`, the lines PyTorch's reproducibility notes give, and each was shown as "replaces
+    # torch.backends.cudnn.deterministic (a library's attribute, set by the submission)". A number or a bool stored
+    # in torch.backends is a setting; anything else stored there, or a setting stored elsewhere, is still shown.
+    honest = ("import torch\nimport torch as T\n\ntorch.backends.cudnn.deterministic = True\n"
+              "torch.backends.cudnn.benchmark = False\nT.backends.cuda.matmul.allow_tf32 = False\n")
+    assert scan.scan_sources([("a.py", honest, None)], POLICY).flags == []
+    still = ("import torch\n\ntorch.backends.cudnn.enabled = lambda: True\ntorch.Tensor.requires_grad = False\n"
+             "torch.backends.cudnn.deterministic += 1\n")
+    shown = "\n".join(scan.scan_sources([("b.py", still, None)], POLICY).flags)
+    for line in ("line 3: replaces torch.backends.cudnn.enabled", "line 4: replaces torch.Tensor.requires_grad",
+                 "line 5: replaces torch.backends.cudnn.deterministic"):
+        assert line in shown, (line, shown)

@@ -135,7 +135,7 @@ def attention_reasons(probes: list[dict], student=None, *, random_is_real: bool 
         if not changed(out, answers["Q"][0]):
             found.append("its output stayed the same when Q changed")
         if not found and not _same_reordered(out, weights, *answers["again"], probe["p"], probe["r"], probe["dtype"]):
-            random = _random_reason(student, probe, weights)
+            random = _random_reason(student, probe, out, weights)
             if random is None:
                 found.append("its outputs did not follow the tokens when the same tokens came in another order "
                              "(each token's output must depend on the tokens, not on the order they come in)")
@@ -150,16 +150,19 @@ def attention_reasons(probes: list[dict], student=None, *, random_is_real: bool 
 DROPOUT_SEEDS = (1, 2, 3, 4, 5, 6, 7)
 
 
-def _random_reason(student, probe, weights) -> str | None:
-    """Why a reordered call was answered otherwise, when it is dropout left on: the probed call asked again gives the
-    same weights under the run's seed and others under another seed (as F.dropout does unless told otherwise), each
-    weight either dropped (0) or kept at one value whatever the seed, the output is the weights it came with @ V,
-    and the weights kept, put together, answer the reordered call (asked under the same seeds) as a real attention
-    does: the same values, and (all but a few dropped under every seed) the same weights kept. Asked only then. An
-    attention that answers by what it saw before answers the same call otherwise even under the same seed, noise
-    that merely follows the seed keeps no value from one seed to the next, an output that is not its weights @ V is
-    no dropout's, and a weight that is 0 under every seed at one place is no dropout either: all are told they do
-    not follow the tokens."""
+def _random_reason(student, probe, out, weights) -> str | None:
+    """Why a reordered call was answered otherwise, when it is dropout left on (as F.dropout is unless told
+    otherwise): the probed call asked again gives the same answer under the run's seed and another under other
+    seeds, asked under 8 seeds in all, with the reordered call too. Asked only then. The dropout may be
+    - on the weights: each weight dropped (0) or kept at one value whatever the seed, the output the weights it came
+      with @ V, and the weights kept answering the reordered call as a real attention does: the same values and
+      (all but a few dropped under every seed) the same places kept;
+    - on the output only (`F.dropout(weights @ V)`, held-out s39): the weights the same under every seed and following
+      the tokens exactly, and each output entry dropped or kept at one constant times weights @ V.
+    An attention that answers by what it saw before answers the same call otherwise even under the same seed; noise
+    that merely follows the seed keeps no value from one seed to the next; an output that is not its weights @ V
+    (times a constant) is no dropout's; and an entry that is 0 under every seed at one place is no dropout either
+    (red team s39r): all are told they do not follow the tokens."""
     if student is None:
         return None
     Q, K, V, mask = probe["call"]
@@ -168,50 +171,94 @@ def _random_reason(student, probe, weights) -> str | None:
     calls = ((Q, K, V, mask), (Q[..., p, :], K[..., r, :], V[..., r, :], reordered))
     what = "scaled_dot_product_attention, asked again"
     try:
-        same = output(student.sdpa(Q, K, V, mask), 1, what, count=2)
+        same = student.sdpa(Q, K, V, mask)
+        same_out, same_weights = output(same, 0, what, count=2), output(same, 1, what, count=2)
         asked = [[(output(a, 0, what, count=2), output(a, 1, what, count=2))
                   for a in [first, *(student.sdpa(*call, seed=seed) for seed in DROPOUT_SEEDS)]]
                  for first, call in zip((probe["answer"], probe["again"]), calls)]
     except GradeFailure:
         return None
-    if changed(weights, same) or not changed(weights, asked[0][1][1]):
+    if changed(weights, same_weights) or changed(out, same_out):
         return None
     t = tol.values(probe["dtype"])
+    try:
+        if changed(weights, asked[0][1][1]):
+            which, first, other = "weights", weights, asked[0][1][1]
+            real = _dropout_on_weights(asked, calls, p, r, t)
+        elif changed(out, asked[0][1][0]):
+            which, first, other = "output", out, asked[0][1][0]
+            real = _dropout_on_output(asked, calls, p, r, t)
+        else:
+            return None
+    except (ValueError, IndexError):
+        return None  # answers of shapes that do not go together: the value tests say so
+    if not real:
+        return None
+    moved = int(np.sum(~np.isclose(np.asarray(first, np.float64), np.asarray(other, np.float64), rtol=0.0,
+                                   atol=tol.DEPENDS.atol)))
+    return (f"its {which} changed when the same call was asked again under another random seed ({moved} of "
+            f"{np.size(first)} moved): something random runs even in eval mode, such as F.dropout, whose training "
+            "argument is True unless you pass it (a function has no eval mode: leave dropout to the modules)")
+
+
+def _dropout_on_weights(asked, calls, p, r, t) -> bool:
     kept = []
     for answers, call in zip(asked, calls):
         v = np.asarray(call[2], np.float64)
-        try:
-            if any(engine.changed(out, np.asarray(w, np.float64) @ v, t) for out, w in answers):
-                return None  # the output is not the weights' (red team s39r: an output that is no attention)
-        except ValueError:
-            return None
-        together = answers[0][1]
-        for _, w in answers[1:]:
-            together = _kept(together, w, t)
-            if together is None:
-                return None
+        if any(engine.changed(out, np.asarray(w, np.float64) @ v, t) for out, w in answers):
+            return False  # the output is not the weights' (red team s39r: an output that is no attention)
+        together = _kept_over(answers, 1, t)
+        if together is None:
+            return False
         kept.append(together)
-    try:
-        expected = kept[0][..., p, :][..., r]
-    except IndexError:
-        return None
-    kept_again = kept[1]
+    expected, kept_again = kept[0][..., p, :][..., r], kept[1]
     if expected.shape != kept_again.shape:
-        return None
+        return False
     both = (expected != 0) & (kept_again != 0)
     if not both.any() or engine.changed(expected[both], kept_again[both], t):
-        return None
+        return False
     # A weight 0 under every seed on one side only: kept on the other, so not blocked by the mask. Dropout leaves a
     # few; an attention that zeroes a place (red team s39r: its first query's row) leaves them all.
     alone = int(np.sum((expected != 0) != (kept_again != 0)))
-    if alone > max(1, int(np.sum((expected != 0) | (kept_again != 0))) // 8):
-        return None
-    other = asked[0][1][1]
-    moved = int(np.sum(~np.isclose(np.asarray(weights, np.float64), np.asarray(other, np.float64), rtol=0.0,
-                                   atol=tol.DEPENDS.atol)))
-    return (f"its weights changed when the same call was asked again under another random seed ({moved} of "
-            f"{np.size(weights)} moved): something random runs even in eval mode, such as F.dropout, whose training "
-            "argument is True unless you pass it (a function has no eval mode: leave dropout to the modules)")
+    return alone <= _few(np.sum((expected != 0) | (kept_again != 0)))
+
+
+def _dropout_on_output(asked, calls, p, r, t) -> bool:
+    weights = [np.asarray(answers[0][1], np.float64) for answers in asked]
+    if any(engine.changed(weights[n], w, t) for n, answers in enumerate(asked) for _, w in answers[1:]):
+        return False  # the weights move too: neither kind of dropout alone
+    if engine.changed(weights[0][..., p, :][..., r], weights[1], t):
+        return False  # the weights themselves do not follow the tokens
+    for answers, call, w in zip(asked, calls, weights):
+        attended = w @ np.asarray(call[2], np.float64)
+        kept = _kept_over(answers, 0, t)
+        if kept is None or kept.shape != attended.shape:
+            return False
+        nonzero = kept != 0
+        if np.sum(attended != 0) - np.sum(nonzero & (attended != 0)) > _few(np.sum(attended != 0)):
+            return False  # outputs 0 under every seed at places weights @ V is not: no dropout
+        big = nonzero & (np.abs(attended) > 1e-3)
+        if not big.any():
+            return False
+        scale = float(np.median(kept[big] / attended[big]))
+        if not scale >= 1.0 or engine.changed(kept[nonzero], scale * attended[nonzero], t):
+            return False  # the kept outputs are not one constant (1 / (1 - p)) times weights @ V
+    return True
+
+
+def _few(count) -> int:
+    """Entries dropout may leave at 0 under every one of the 8 seeds and still be dropout: 1 in 8, at least 1."""
+    return max(1, int(count) // 8)
+
+
+def _kept_over(answers, i: int, t) -> np.ndarray | None:
+    """The i-th output of every seed's answer put together (_kept), or None if they are no one answer with drops."""
+    together = answers[0][i]
+    for answer in answers[1:]:
+        together = _kept(together, answer[i], t)
+        if together is None:
+            return None
+    return together
 
 
 def _kept(a, b, t) -> np.ndarray | None:

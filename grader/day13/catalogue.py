@@ -90,6 +90,10 @@ BUGS: tuple[Bug, ...] = (
     _b("sa.functional_dropout", "self_attention", "worked_values",
        (SA, "import torch.nn as nn\n", "import torch.nn as nn\nimport torch.nn.functional as F\n"),
        (SA, OUT, "    weights = F.dropout(weights, p=0.1)\n" + OUT)),
+    # The same on the output instead (held-out s39's ka): the weights are right, the output is dropped in every call.
+    _b("sa.functional_dropout_output", "self_attention", "sdpa_reference",
+       (SA, "import torch.nn as nn\n", "import torch.nn as nn\nimport torch.nn.functional as F\n"),
+       (SA, OUT, "    out = F.dropout(weights @ V, p=0.1)  # (..., T_q, d_v)\n")),
     _b("sa.causal_triu", "self_attention", "causal_mask",
        (SA, "    return torch.tril(torch.ones(T, T, device=device))", "    return torch.triu(torch.ones(T, T, device=device))")),
     _b("sa.causal_no_diagonal", "self_attention", "causal_mask",

@@ -53,7 +53,7 @@ OTHER_CALLS = {"random", "batch_mixing", "only_with", "only_with_mask", "mask_ig
 # The fresh mistakes whose answers move between identical calls: the only ones a "random" fact may be told of.
 RANDOM = {m.id for m in FRESH if m.random or any(f == "random" for f, _ in m.expect)}
 # And the catalogue's: F.dropout left on in the attention function draws anew in every call.
-RANDOM |= {"sa.functional_dropout"}
+RANDOM |= {"sa.functional_dropout", "sa.functional_dropout_output"}
 
 
 def _known_key(key: str) -> bool:

@@ -325,9 +325,11 @@ def test_dropout_left_on_in_eval_is_told_it_is_random_not_that_tokens_lose_their
 # its weights (held-out s38's gi) or on its output (s39's ka, whose weights stay exact and the same under every
 # seed). The gates of sdpa_masks and sdpa_properties said its "outputs did not follow the tokens when the same tokens
 # came in another order", which is not the mistake; and SelfAttention, wired rightly, lost its 7 module points.
-ATTENTION_DROPOUT = {
-    "on_the_weights": "    weights = F.dropout(weights, p=0.1)  # attention dropout\n    out = weights @ V",
-    "on_the_output": "    out = F.dropout(weights @ V, p=0.1)  # dropout on the attention's output",
+ATTENTION_DROPOUT = {  # where: (the line planted, the mistake named on every test it fails)
+    "on_the_weights": ("    weights = F.dropout(weights, p=0.1)  # attention dropout\n    out = weights @ V",
+                       "sa.functional_dropout"),
+    "on_the_output": ("    out = F.dropout(weights @ V, p=0.1)  # dropout on the attention's output",
+                      "sa.functional_dropout_output"),
 }
 
 
@@ -337,9 +339,11 @@ def test_attention_dropout_left_on_is_told_it_is_random_and_keeps_the_module_poi
     text = (sub / "self_attention.py").read_text()
     out = "    out = weights @ V"
     assert text.count(out) == 1
-    (sub / "self_attention.py").write_text("import torch.nn.functional as F\n" + text.replace(out, ATTENTION_DROPOUT[where]))
+    planted, mistake = ATTENTION_DROPOUT[where]
+    (sub / "self_attention.py").write_text("import torch.nn.functional as F\n" + text.replace(out, planted))
     result = killrate.grade(sub, f"attention_dropout_{where}", lesson=DAY13)
     failed = {t.name: t for t in result.tests if t.status != "passed"}
+    assert {t.hint_id for t in failed.values()} == {mistake}, {n: t.hint_id for n, t in failed.items()}
     for name in ("self_attention.sdpa_masks", "self_attention.sdpa_properties"):
         message = failed[name].output
         assert "something random runs even in eval mode" in message, message

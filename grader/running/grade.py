@@ -473,9 +473,12 @@ def clean_stale_scratch(lesson) -> None:
     for folder in scratch_base().glob(scratch_prefix(lesson) + "*"):
         try:
             owner = (folder / "owner").read_text()
-        except OSError:  # being created right now, or left by a kit without owner files long ago
-            if time.time() - folder.stat().st_mtime < 3600:
-                continue
+        except OSError:  # being created right now, gone since the listing, or left by a kit without owner files
+            try:
+                if time.time() - folder.stat().st_mtime < 3600:
+                    continue
+            except OSError:
+                continue  # its run removed it as it ended: nothing left to clean
             owner = ""
         pid = owner.split()[0] if owner.split() else ""
         if pid.isdigit() and _process_identity(int(pid)) == owner:

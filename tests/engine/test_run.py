@@ -234,6 +234,26 @@ def test_a_run_leaves_the_scratch_of_a_live_run_alone(tmp_path):
         run.remove_tree(live)
 
 
+def test_a_scratch_folder_that_vanishes_while_it_is_looked_at_stops_no_run(monkeypatch):
+    # Two runs at once (a clean-clone CI run's parallel workers): one run's clean-up listed the other's scratch
+    # folder, which that run removed as it ended before its owner file was read; the stat that followed raised
+    # FileNotFoundError and the starting run (an nbgrader autograde) failed as an engine fault.
+    folder = Path(tempfile.mkdtemp(prefix=run.scratch_prefix(LESSON), dir=run.scratch_base()))
+    real_read = Path.read_text
+
+    def vanishing(self, *args, **kwargs):
+        if self == folder / "owner":
+            shutil.rmtree(folder)  # its run ends between the listing and this read
+        return real_read(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", vanishing)
+    try:
+        run.clean_stale_scratch(LESSON)
+    finally:
+        monkeypatch.undo()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def test_shards_partition_the_class_and_merge_equals_one_run(graded, tmp_path):
     root, subs, out, code = graded
     shard_outs = []

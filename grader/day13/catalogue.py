@@ -23,6 +23,8 @@ SCORES = "    scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k)  # (..., T_q, T_
 FILL = '        scores = scores.masked_fill(mask == 0, float("-inf"))  # (..., T_q, T_k)\n'
 SOFTMAX = "    weights = torch.softmax(scores, dim=-1)  # (..., T_q, T_k), each row sums to 1\n"
 OUT = "    out = weights @ V  # (..., T_q, d_v)\n"
+TRIL = "    return torch.tril(torch.ones(T, T, device=device))"  # causal_mask's body
+F_IMPORT = (SA, "import torch.nn as nn\n", "import torch.nn as nn\nimport torch.nn.functional as F\n")
 SPLIT = "        q, k, v = [t.view(B, T, self.h, self.d_k).transpose(1, 2) for t in (q, k, v)]  # (B, h, T, d_k)\n"
 CTX = "        ctx, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, h, T, d_k)\n"
 CONCAT = "        ctx = ctx.transpose(1, 2).contiguous().view(B, T, D)  # (B, T, D): heads concatenated\n"
@@ -88,37 +90,37 @@ BUGS: tuple[Bug, ...] = (
     # F.dropout on the weights inside the function: its training argument is True unless given, and a function has no
     # eval mode, so weights are dropped in every call (the grader seeds each call alike, so the replay matches).
     _b("sa.functional_dropout", "self_attention", "worked_values",
-       (SA, "import torch.nn as nn\n", "import torch.nn as nn\nimport torch.nn.functional as F\n"),
+       F_IMPORT,
        (SA, OUT, "    weights = F.dropout(weights, p=0.1)\n" + OUT)),
     # The same on the output instead (held-out s39's ka): the weights are right, the output is dropped in every call.
     _b("sa.functional_dropout_output", "self_attention", "sdpa_reference",
-       (SA, "import torch.nn as nn\n", "import torch.nn as nn\nimport torch.nn.functional as F\n"),
+       F_IMPORT,
        (SA, OUT, "    out = F.dropout(weights @ V, p=0.1)  # (..., T_q, d_v)\n")),
     _b("sa.causal_triu", "self_attention", "causal_mask",
-       (SA, "    return torch.tril(torch.ones(T, T, device=device))", "    return torch.triu(torch.ones(T, T, device=device))")),
+       (SA, TRIL, "    return torch.triu(torch.ones(T, T, device=device))")),
     _b("sa.causal_no_diagonal", "self_attention", "causal_mask",
-       (SA, "    return torch.tril(torch.ones(T, T, device=device))",
+       (SA, TRIL,
         "    return torch.tril(torch.ones(T, T, device=device), diagonal=-1)")),
     # 1 where a token may NOT look: the convention of the masks torch's own layers take as bool (True = blocked).
     _b("sa.causal_blocked_ones", "self_attention", "causal_mask",
-       (SA, "    return torch.tril(torch.ones(T, T, device=device))",
+       (SA, TRIL,
         "    return torch.triu(torch.ones(T, T, device=device), diagonal=1)")),
     # An additive mask (0 where allowed, -inf where blocked) is what torch's own layers take; the contract's
     # causal_mask is the handout's 1/0 one, which a 0-entry-blocks rule reads.
     _b("sa.causal_additive", "self_attention", "causal_mask",
-       (SA, "    return torch.tril(torch.ones(T, T, device=device))",
+       (SA, TRIL,
         "    return torch.triu(torch.full((T, T), float(\"-inf\"), device=device), diagonal=1)")),
     # The same additive mask with a large negative number for -inf (-1e9, as much published code writes it): matched by
     # value, -inf matches no finite number, so it needs its own mutant.
     _b("sa.causal_additive_large_negative", "self_attention", "causal_mask",
-       (SA, "    return torch.tril(torch.ones(T, T, device=device))",
+       (SA, TRIL,
         "    return torch.triu(torch.full((T, T), -1e9, device=device), diagonal=1)")),
     # The other large negatives published code writes: -1e4 (safe in float16) and the dtype's most negative number.
     _b("sa.causal_additive_minus_1e4", "self_attention", "causal_mask",
-       (SA, "    return torch.tril(torch.ones(T, T, device=device))",
+       (SA, TRIL,
         "    return torch.triu(torch.full((T, T), -1e4, device=device), diagonal=1)")),
     _b("sa.causal_additive_finfo_min", "self_attention", "causal_mask",
-       (SA, "    return torch.tril(torch.ones(T, T, device=device))",
+       (SA, TRIL,
         "    return torch.triu(torch.full((T, T), torch.finfo(torch.float32).min, device=device), diagonal=1)")),
     _b("sa.biased_projections", "self_attention", "module_reference",
        (SA, "        self.W_q = nn.Linear(d_model, d_k, bias=False)\n        self.W_k = nn.Linear(d_model, d_k, bias=False)\n"

@@ -84,6 +84,7 @@ ROOT = Path(__file__).resolve().parents[2]  # the kit: paths in messages are sho
 # LessonSpec (plain data) in a sandboxed child, which gets it from the zygote and never reads the kit.
 
 MAX_ELEMENTS = 4_000_000  # per returned array: far above any call the graders make
+LARGE_FILL = 1 << 16  # elements: a random fill this wide costs the CPU generator ~1 ms, drawn one number at a time
 SEED = 0
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _IMPORT_LOCK = threading.RLock()
@@ -874,7 +875,7 @@ def _in_step(record: dict, i: int, step, cls: str) -> dict:
     return dict(record, step=where)
 
 
-def _construct(header, loader):
+def _construct(header, loader, fills=None):
     with _stage("import", loader):
         module = loader.load(header["module"])
         cls = getattr(module, header["cls"], None)
@@ -882,7 +883,8 @@ def _construct(header, loader):
             raise GraderCallError(_undefined(module, header["module"], "class", header["cls"]))
     with _stage("construct", loader, (module, header["module"], header["cls"])):
         _seed()  # unloaded parameters (a bug) then come out the same every time
-        obj = cls(*header.get("init", []), **header.get("init_kwargs", {}))
+        with fills or _ZeroLargeFills():
+            obj = cls(*header.get("init", []), **header.get("init_kwargs", {}))
         if not isinstance(obj, torch.nn.Module):
             raise GraderCallError(f"{header['cls']}(...) is not an nn.Module: subclass torch.nn.Module")
     return obj
@@ -996,10 +998,37 @@ def _run_inspect(header, loader, out_header):
     # remembers the previous build's device), and answered with another structure than the one that runs.
     # Trusted code in the grader's own process (an isolated loader: the reference, the catalogue's mutants, the
     # correct variants) is built without its random initialisation, which fills values an inspect never reads.
-    with _SkipInit() if loader.isolated else contextlib.nullcontext():
-        obj = _construct(header, loader)
+    obj = _construct(header, loader, _SkipInit() if loader.isolated else None)
     with _stage("inspect", loader):
         out_header["inspect"] = _inspect_record(obj, header)
+
+
+_RANDOM_FILLS = frozenset({torch.nn.init.kaiming_uniform_, torch.nn.init.kaiming_normal_, torch.nn.init.xavier_uniform_,
+                           torch.nn.init.xavier_normal_, torch.nn.init.uniform_, torch.nn.init.normal_,
+                           torch.nn.init.trunc_normal_, torch.nn.init.orthogonal_, torch.Tensor.uniform_,
+                           torch.Tensor.normal_})
+
+
+def _filled(args, kwargs):
+    tensor = args[0] if args else kwargs.get("tensor")  # torch.nn.init hands its tensor on by keyword
+    return tensor if isinstance(tensor, torch.Tensor) else None
+
+
+class _ZeroLargeFills(torch.overrides.TorchFunctionMode):
+    """Every build, in a submission's child and in the grader's process alike: a random fill of LARGE_FILL elements
+    or more writes zeros. The hidden tests inspect wide modules for the handout's parameter counts (a 768x3072 block:
+    ~40 ms of the generator, most of a child's CPU) and run only narrow ones, so no values a test reads change.
+    Being the same in every build, an inspect's and a run's, it tells code nothing about which build it is in; and
+    narrow fills are drawn as torch draws them, so the generator's state and unloaded parameters do not move."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _RANDOM_FILLS:
+            tensor = _filled(args, kwargs)
+            if tensor is not None and tensor.numel() >= LARGE_FILL:
+                with torch.no_grad():
+                    return tensor.zero_()
+        return func(*args, **kwargs)
 
 
 class _SkipInit(torch.overrides.TorchFunctionMode):
@@ -1007,16 +1036,13 @@ class _SkipInit(torch.overrides.TorchFunctionMode):
     768x3072 block's kaiming initialisation costs ~45 ms, which every inspect of trusted code would pay again.
     Never used where a submission's code runs: code could tell its weights were left unfilled."""
 
-    _FILLS = frozenset({torch.nn.init.kaiming_uniform_, torch.nn.init.kaiming_normal_, torch.nn.init.xavier_uniform_,
-                        torch.nn.init.xavier_normal_, torch.nn.init.uniform_, torch.nn.init.normal_,
-                        torch.nn.init.trunc_normal_, torch.nn.init.orthogonal_, torch.Tensor.uniform_,
-                        torch.Tensor.normal_})
+    _FILLS = _RANDOM_FILLS
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func in self._FILLS:
-            tensor = args[0] if args else kwargs.get("tensor")  # torch.nn.init hands its tensor on by keyword
-            if isinstance(tensor, torch.Tensor):
+            tensor = _filled(args, kwargs)
+            if tensor is not None:
                 return tensor
         return func(*args, **kwargs)
 

@@ -318,7 +318,7 @@ def test_an_inspect_builds_the_module_as_it_runs_and_reports_its_structure(tmp_p
 
     built = []
     real = ex._construct
-    monkeypatch.setattr(ex, "_construct", lambda h, l: built.append(h["cls"]) or real(h, l))
+    monkeypatch.setattr(ex, "_construct", lambda h, l, *fills: built.append(h["cls"]) or real(h, l, *fills))
     folder = sub(tmp_path, layers=LAYERS)
     loader = loader_of(folder)
     got = {spec[1]: execute(inspect_call(*spec), {}, loader=loader)[0] for spec in INSPECTS}
@@ -358,6 +358,56 @@ def test_trusted_code_is_inspected_without_its_random_initialisation_and_answers
     execute(inspect_call(*INSPECTS[0]), {}, loader=ModuleLoader(folder, isolated=False, lesson=LESSON))
     assert len(skipped) == count  # the child's build fills its weights
     sys.modules.pop("layers", None)
+
+
+# A module with one wide weight (past the executor's large-fill size) and one small, each randomly initialised.
+PROBE = '''
+import torch, torch.nn as nn
+class Probe(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.wide = nn.Parameter(torch.empty(n, n))
+        nn.init.kaiming_uniform_(self.wide)
+        self.small = nn.Parameter(torch.empty(4, 4))
+        nn.init.uniform_(self.small)
+        self.wide_sum = float(self.wide.detach().abs().sum())
+    def forward(self, x):
+        return x + self.wide.abs().sum(), x + self.small.abs().sum()
+'''
+
+
+def test_wide_random_fills_are_zero_in_every_build_and_small_ones_are_drawn_as_before(tmp_path, monkeypatch):
+    # A wide build's kaiming fill (768x3072: ~40 ms of the CPU generator) is zeros in every build a submission's
+    # child makes, an inspect's and a run's alike, so no code can tell an inspect by it, and in the grader's own run
+    # builds as well, so a replayed mutant answers as the child did; a small fill is drawn as torch draws it, so a
+    # run's values (unloaded parameters, the generator's state after the build) do not move.
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "probe", raising=False)
+    folder = sub(tmp_path, probe=PROBE)
+    wide = 512 * 512
+    from grader.running import executor as ex
+    assert wide >= ex.LARGE_FILL > 4 * 4
+    x = np.zeros((1,), dtype=np.float32)
+    answers = {}
+    for isolated in (True, False):
+        loader = ModuleLoader(folder, isolated=isolated, lesson=LESSON)
+        h, _ = execute(inspect_call("probe", "Probe", [512], attrs=("wide_sum",)), {}, loader=loader)
+        # (trusted code's inspects leave every fill undone: their weights are never read)
+        assert h["error"] is None and (isolated or h["inspect"]["attrs"]["wide_sum"]["value"] == 0.0)
+        run, arrays = execute({"op": "module", "module": "probe", "cls": "Probe", "init": [512],
+                               "args": [{"array": "x"}]}, {"x": x}, loader=loader)
+        assert run["error"] is None and float(arrays["out0"][0]) == 0.0, isolated  # what runs is what was inspected
+        small, arrays_small = execute({"op": "module", "module": "probe", "cls": "Probe", "init": [8],
+                                       "args": [{"array": "x"}]}, {"x": x}, loader=loader)
+        answers[isolated] = (arrays["out1"], arrays_small["out0"], arrays_small["out1"])
+        sys.modules.pop("probe", None)
+    torch.manual_seed(ex.SEED)
+    expected_wide = torch.nn.init.kaiming_uniform_(torch.empty(8, 8)).abs().sum()
+    expected_small = torch.nn.init.uniform_(torch.empty(4, 4)).abs().sum()
+    for isolated, (after_wide, wide8, small8) in answers.items():
+        assert np.allclose(wide8, expected_wide.numpy()) and np.allclose(small8, expected_small.numpy()), isolated
+        assert float(after_wide[0]) > 0, isolated  # the small fill after a wide one is still drawn
+    assert all(np.array_equal(a, b) for a, b in zip(answers[True], answers[False]))
 
 
 def test_a_table_cached_across_instances_is_inspected_and_run_alike(tmp_path):

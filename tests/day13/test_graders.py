@@ -353,6 +353,28 @@ def test_attention_dropout_left_on_is_told_it_is_random_and_keeps_the_module_poi
     assert not [name for name in failed if name.startswith("self_attention.module_")], sorted(failed)
 
 
+def test_an_nn_dropout_made_at_module_level_is_named_as_dropout_no_eval_reaches(tmp_path):
+    # Held-out s40's ka: `attn_dropout = nn.Dropout(0.1)` made beside the function and applied to the weights inside
+    # scaled_dot_product_attention. No model holds it, so no eval() reaches it: it drops weights in every call, with
+    # F.dropout's very draws, and sa.functional_dropout is named, rightly. Its words named F.dropout alone and added
+    # "an nn.Dropout in a module is switched off by eval()", which this student, who wrote an nn.Dropout, reads as
+    # "mine is off". The words now name this way of leaving dropout on too.
+    sub = _copy_reference(tmp_path)
+    text = (sub / "self_attention.py").read_text()
+    out = "    out = weights @ V"
+    assert text.count(out) == 1 and text.count("\n\n\ndef scaled_dot_product_attention") == 1
+    text = text.replace("\n\n\ndef scaled_dot_product_attention",
+                        "\n\nattn_dropout = nn.Dropout(0.1)\n\n\ndef scaled_dot_product_attention")
+    (sub / "self_attention.py").write_text(text.replace(out, "    weights = attn_dropout(weights)\n" + out))
+    result = killrate.grade(sub, "module_level_dropout", lesson=DAY13)
+    failed = {t.name: t for t in result.tests if t.status != "passed"}
+    assert {t.hint_id for t in failed.values()} == {"sa.functional_dropout"}, {n: t.hint_id for n, t in failed.items()}
+    assert not [name for name in failed if name.startswith("self_attention.module_")], sorted(failed)
+    shown = feedback.feedback_markdown(result, lesson=DAY13)
+    assert "an nn.Dropout made outside your model" in shown, shown
+    assert "an nn.Dropout in a module is switched off by eval()" not in shown, shown
+
+
 def test_noise_on_a_real_attentions_output_earns_no_selfattention_points(tmp_path):
     # The s39 branch above takes an output that moves with the seed as dropout only when each entry is kept at one
     # value or dropped: seeded noise added to the output keeps none, and stays a reason of the gate.

@@ -74,6 +74,14 @@ def _require(ok, message):
         pytest.fail(message, pytrace=False)
 
 
+_NO_AFFINE = ("§11: {name} has no learnable weight and bias (built with elementwise_affine=False): LayerNorm scales and "
+              "shifts each feature after normalising, so build it as nn.LayerNorm(d_model)")
+
+
+def _has_affine(norm) -> bool:
+    return getattr(norm, "weight", None) is not None and getattr(norm, "bias", None) is not None
+
+
 def test_block_parts(block, check):
     """§12: attn, ln1, ln2 (LayerNorm(d_model)) and ffn = Linear(d, d_ff) -> GELU -> Linear(d_ff, d), d_ff = 4·d."""
     model = block.TransformerBlock(d_model=16, n_heads=4)
@@ -83,9 +91,12 @@ def test_block_parts(block, check):
                  f"§11: {name} should be nn.LayerNorm(d_model=16), got {norm!r}")
         _require(0 < norm.eps <= 1e-5,
                  f"§11: {name}'s eps should be a small positive number, at most the handout's 1e-5; got {norm.eps}")
+        _require(_has_affine(norm), _NO_AFFINE.format(name=name))
     layers = [layer for layer in model.ffn if not isinstance(layer, (nn.Dropout, nn.Identity))]  # they change nothing
-    # Compared through `check`, so a known mistake's layers (an extra GELU, a ReLU, none) are named.
-    check.equal([type(layer).__name__ for layer in layers], ["Linear", "GELU", "Linear"],
+    # Compared through `check`, so a known mistake's layers (an extra GELU, a ReLU, none) are named. A subclass of
+    # nn.GELU is a GELU here (one computing in float64, say); what it computes is checked just below.
+    names = ["GELU" if isinstance(layer, nn.GELU) else type(layer).__name__ for layer in layers]
+    check.equal(names, ["Linear", "GELU", "Linear"],
                 "§9: the layers of ffn, in order (Dropout and Identity left out), should be Linear, GELU, Linear")
     z = torch.linspace(-4.0, 4.0, 81)
     _require(torch.allclose(layers[1](z), torch.nn.functional.gelu(z), rtol=0.0, atol=1e-6),
@@ -125,6 +136,7 @@ def test_s12_wiring(block, check, pre_ln):
     ln1, ln2 = model.ln1, model.ln2
     with torch.no_grad():  # two norms that differ, so using one in place of the other shows
         for n, norm in enumerate((ln1, ln2)):
+            _require(_has_affine(norm), _NO_AFFINE.format(name=("ln1", "ln2")[n]))
             norm.weight.copy_(1 + torch.arange(8.0) / (4 + 4 * n))
             norm.bias.copy_(torch.arange(8.0) / 10 - 0.3 * n)
     x = torch.randn(2, 3, 8)

@@ -900,3 +900,17 @@ def test_dropout_over_an_output_that_is_no_attention_earns_no_selfattention_poin
     result = killrate.grade(sub, "mean_of_v_dropped", lesson=DAY13)
     earned = {t.name: t.score for t in result.tests if t.name.startswith("self_attention.module_") and t.score}
     assert not earned, earned
+
+
+def test_layernorms_without_weights_lose_the_wiring_tests_not_the_mask_test(tmp_path):
+    # Held-out s40's ha: nn.LayerNorm(d_model, elementwise_affine=False). A LayerNorm without its weight and bias is
+    # one mistake, charged by block.attributes and by the tests whose numbers the missing affine moves (Post-LN,
+    # Pre-LN, the gradients). The mask test judges what the mask does, which a LayerNorm's weights do not touch:
+    # it loaded them anyway, found nowhere to put them, and failed too.
+    sub = _copy_reference(tmp_path)
+    text = (sub / "block.py").read_text()
+    assert text.count("nn.LayerNorm(d_model)") == 2
+    (sub / "block.py").write_text(text.replace("nn.LayerNorm(d_model)", "nn.LayerNorm(d_model, elementwise_affine=False)"))
+    result = killrate.grade(sub, "layernorm_without_affine", lesson=DAY13)
+    failed = {t.name for t in result.tests if t.status != "passed"}
+    assert failed == {"block.attributes", "block.post_ln", "block.pre_ln", "block.gradients"}, sorted(failed)

@@ -229,7 +229,7 @@ class ModuleLoader:
         process makes ~150 calls a grading through an isolated loader. Once its hook is in, every finder made for
         the folder is a source-only one."""
         if not self._source_only_done:
-            _source_only(self.directory)
+            _source_only(self.directory, archives=self.isolated)
             self._source_only_done = True
 
     def _module_files(self) -> frozenset[str]:
@@ -297,19 +297,27 @@ class _SourceFinder(importlib.machinery.FileFinder):
         super().__init__(path, (importlib.machinery.SourceFileLoader, importlib.machinery.SOURCE_SUFFIXES))
 
 
-def _source_only(directory: Path) -> None:
+def _source_only(directory: Path, *, archives: bool = True) -> None:
     """Make every import from `directory` (and its subfolders) read .py source alone. Python imports a sourceless
     .pyc or a compiled extension from a folder on sys.path as readily as a .py, but the static scan, the similarity
     report and a person reviewing read source only: compiled code of anything (library calls, a classmate's files)
     would be graded unread. So such a file is no module (the import fails as for a missing file); a .pyc beside its
     .py was never used anyway (the source comes first). Idempotent and cheap: called whenever the folder goes on
-    sys.path."""
-    root = os.path.abspath(directory)
+    sys.path.
+
+    The folder is known by its real path, whatever name a sys.path entry gives it (`//folder`, /proc/self/cwd, a
+    link): red team s40r reached it as "//folder/lib.zip", and zipimport ran code from a zip nothing reads. With
+    `archives` False (a sandboxed child, where only the submission's code adds entries), a sys.path entry that is a
+    file anywhere (a zip, in the folder, in memory by /proc/self/fd/N) holds no module either: source comes from a
+    folder."""
+    root = os.path.realpath(directory)
 
     def hook(path):
-        where = os.path.abspath(path or ".")
+        where = os.path.realpath(path or ".")
         if where == root or where.startswith(root + os.sep):
             return _SourceFinder(path)
+        if not archives and os.path.exists(path) and not os.path.isdir(path):
+            return _SourceFinder(path)  # lists no folder, so finds nothing
         raise ImportError("not the submission's folder")
 
     if not any(getattr(h, "source_only_root", None) == root for h in sys.path_hooks):
@@ -317,7 +325,7 @@ def _source_only(directory: Path) -> None:
         sys.path_hooks.insert(0, hook)
     for key, finder in list(sys.path_importer_cache.items()):
         if isinstance(key, str) and not isinstance(finder, _SourceFinder):
-            where = os.path.abspath(key or ".")
+            where = os.path.realpath(key or ".")
             if where == root or where.startswith(root + os.sep):
                 del sys.path_importer_cache[key]
 

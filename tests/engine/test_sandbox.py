@@ -708,3 +708,63 @@ def test_compiled_code_is_not_in_the_childs_copy_whatever_the_submission_does_to
     h, _ = t.call({"op": "call", "module": "hostile", "name": "present", "args": []}, {})
     assert h["error"] is None, h["error"]
     assert "hostile.py" in h["value"] and not any(f.endswith((".pyc", ".so")) for f in h["value"]), h["value"]
+
+
+def test_the_submissions_folder_by_another_name_still_gives_source_only(transport, tmp_path):
+    # The source-only hook compared sys.path entries with the folder as text, and `//folder` (POSIX keeps two leading
+    # slashes; Linux reads them as one) or /proc/self/cwd is the same folder under another name: red team s40r put
+    # "//<folder>/lib.zip" on sys.path, and zipimport ran a classmate's code from a zip no scan or similarity reads.
+    # A .pyc written at run time (none is in the copy) came in by `//<folder>` the same way.
+    import io
+    import py_compile
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("_zipped.py", "def answer():\n    return 42\n")
+    source = tmp_path / "_written.py"
+    source.write_text("def answer():\n    return 43\n")
+    py_compile.compile(str(source), cfile=str(tmp_path / "_written.pyc"))
+    t = transport({"hostile.py": f"""
+        import importlib
+        import os
+        import sys
+
+        HERE = os.path.dirname(os.path.abspath(__file__))
+        PYC = {(tmp_path / "_written.pyc").read_bytes()!r}
+
+
+        def tried():
+            with open(os.path.join(HERE, "_written.pyc"), "wb") as f:
+                f.write(PYC)
+            found = []
+            for entry, name in (("/" + HERE + "/lib.zip", "_zipped"), ("/proc/self/cwd/lib.zip", "_zipped"),
+                                (HERE + "/./lib.zip", "_zipped"), ("/" + HERE, "_written")):
+                sys.path.insert(0, entry)
+                try:
+                    found.append(f"{{entry}}: {{importlib.import_module(name).answer()}}")
+                except ImportError:
+                    pass
+                finally:
+                    sys.path.remove(entry)
+                    sys.modules.pop(name, None)
+            try:  # a zip in memory: no folder at all
+                fd = os.memfd_create("lib")
+                with open(os.path.join(HERE, "lib.zip"), "rb") as f:
+                    os.write(fd, f.read())
+                entry = f"/proc/self/fd/{{fd}}"
+                sys.path.insert(0, entry)
+                try:
+                    found.append(f"memfd: {{importlib.import_module('_zipped').answer()}}")
+                finally:
+                    sys.path.remove(entry)
+                    sys.modules.pop("_zipped", None)
+            except (ImportError, OSError):
+                pass
+            return found
+        """})
+    (Path(t.scratch) / "lib.zip").write_bytes(buf.getvalue())
+    prepare_scratch(Path(t.scratch), slot_uid(CONFIG, 0))
+    h, _ = t.call({"op": "call", "module": "hostile", "name": "tried", "args": []}, {})
+    assert h["error"] is None, h["error"]
+    assert h["value"] == [], h["value"]

@@ -50,10 +50,11 @@ def _kit_sources(lesson) -> dict[str, bytes]:
 def scan_submission(directory: Path, *, lesson) -> scan.Findings:
     """What the static scan finds in a submission's source (grader/judging/source_scan.py), parsed in this process:
     for trusted code, and for tests; a grading run scans in a limited helper (`limited_scan`)."""
-    sources, found = scan.snapshot(Path(directory), notebook_module_name(lesson), _generated_modules(lesson),
-                                   _kit_sources(lesson))
+    kit = _kit_sources(lesson)
+    sources, found = scan.snapshot(Path(directory), notebook_module_name(lesson), _generated_modules(lesson), kit)
     found.merge(scan.scan_sources([(name, data, scan.read_cells(data) if cells else None)
-                                   for name, data, cells in sources], lesson.forbidden_policy, lesson.contract_file_of))
+                                   for name, data, cells in sources], lesson.forbidden_policy, lesson.contract_file_of,
+                                  kit=list(kit)))
     return found
 
 

@@ -26,6 +26,8 @@ What is left (the parser's own memory and time on a hostile file) is bounded by 
 from __future__ import annotations
 
 import ast
+import contextlib
+import importlib.machinery
 import io
 import json
 import os
@@ -160,12 +162,13 @@ def not_read(file: str, why: str) -> tuple[str, str]:
 
 
 def scan_sources(sources: list[tuple[str, str | bytes, list | None]], policy: dict,
-                 contract: dict | None = None) -> Findings:
+                 contract: dict | None = None, kit=()) -> Findings:
     """sources: (file name, source, cells or None). For a notebook module, `cells` are its code
-    cells, and a cell's costs go to the contract file (`contract`: name -> file) of the names it defines."""
+    cells, and a cell's costs go to the contract file (`contract`: name -> file) of the names it defines. `kit`: the
+    paths of the files the release ships (its tools and tests), whose modules a submission's files may import."""
     found = Findings()
     rules = _Rules(policy, contract or {})
-    local = {name.split("/")[0].removesuffix(".py") for name, _, _ in sources}
+    local = own_modules([*(name for name, _, _ in sources), *kit])
     for file, source, cells in sources:
         found.merge(scan_file(file, source, cells, rules, local))
     return found
@@ -180,6 +183,9 @@ def scan_file(file: str, source: str | bytes, cells: list | None, rules: _Rules,
         text = _decoded(source)
         if not rules.worth_parsing(text):
             found.imports[file] = _imported_by_text(text)
+            if _IMPORTS.search(text):
+                with contextlib.suppress(SyntaxError, ValueError, RecursionError, MemoryError):
+                    _not_found(ast.parse(source), file, rules, local, found)
             return found
         try:
             tree = ast.parse(source)
@@ -197,6 +203,7 @@ def scan_file(file: str, source: str | bytes, cells: list | None, rules: _Rules,
         walk = _Walk(rules, tree, lambda name: found.cost(file, name), file, found, local=local)
         walk.run()
         found.imports[file] = _imported(walk.nodes)
+        _not_found(tree, file, rules, local, found)
         return found
     trees = []
     for i, cell in enumerate(cells):
@@ -216,6 +223,17 @@ def scan_file(file: str, source: str | bytes, cells: list | None, rules: _Rules,
                      f"{file} cell {i + 1}", found, aliases=shared.aliases, strings=shared.strings,
                      imported=shared.imported, local=local)
         walk.run()
+        _not_found(tree, f"{file} cell {i + 1}", rules, local, found)
+    return found
+
+
+def own_modules(names) -> set[str]:
+    """The module names a submission's files give it: each top-level file or folder, and each file's own name at any
+    depth (a folder the submission puts on sys.path, as pytest does a tests folder, makes its files top-level too)."""
+    found = set()
+    for name in names:
+        found.add(name.split("/")[0].removesuffix(".py"))
+        found.add(name.rsplit("/", 1)[-1].removesuffix(".py"))
     return found
 
 
@@ -275,6 +293,10 @@ class _Walk:
         self.imported = set(imported or ())
         self.local = frozenset(local)
         self.strings = dict(strings or {})  # name -> the string it was assigned (when it can be worked out)
+        # Names bound to something of a library, other than by an import (`T = torch.Tensor`, a loop variable over
+        # such things, a parameter's default): name -> what it stands for (`torch.Tensor`). An attribute set on one
+        # replaces the library's as surely (red team s40r).
+        self.library: dict[str, str] = {}
         self._folded: dict = {}  # node -> its string or None, for the current meaning of names
         self._torchy: dict = {}  # node -> whether it stands for torch or something inside it
         self.nodes = _nodes(tree)  # every node, once, in ast.walk's order
@@ -284,8 +306,10 @@ class _Walk:
 
     def collect(self) -> None:
         nodes = [n for n in self.nodes if isinstance(n, (ast.Import, ast.ImportFrom, ast.Assign))]
+        bindings = [n for n in self.nodes if isinstance(n, (ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.For,
+                                                             ast.AsyncFor, ast.arguments, ast.withitem))]
         for _ in range(3):  # aliases of aliases (x = torch.nn; y = x.functional), until nothing changes
-            before = (len(self.aliases), len(self.strings))
+            before = (len(self.aliases), len(self.strings), len(self.library))
             for node in nodes:
                 self._forget()  # names may have gained a meaning since the last statement
                 if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -304,9 +328,52 @@ class _Walk:
                                 self.strings[target.id] = value
                             if torchy:
                                 self.aliases.add(target.id)
-            if (len(self.aliases), len(self.strings)) == before:
+            for node in bindings:
+                self._forget()
+                for name, value in _bound(node):
+                    origin = self.of_library(value)
+                    if origin is not None:
+                        self.library[name] = origin
+            if (len(self.aliases), len(self.strings), len(self.library)) == before:
                 break
         self._forget()
+
+    def of_library(self, node) -> str | None:
+        """What `node` stands for (`torch.Tensor`) when it is a library or something inside one, reached by
+        lookups (a.b[c], getattr(x, "name")), import_module("name") or __import__("name"), from a name an import
+        bound or a name bound to such a thing; None for anything else (the result of any other call: an object the
+        submission made, whose attributes are its own business)."""
+        parts = []
+        for _ in range(200):  # a chain this long is no lookup anyone writes
+            if isinstance(node, ast.Attribute):
+                if node.attr in self.library and not parts:
+                    return self.library[node.attr]  # a class attribute bound to one (H.t, with t = torch.Tensor)
+                parts.append(node.attr)
+                node = node.value
+            elif isinstance(node, ast.Subscript):
+                node = node.value
+            elif isinstance(node, ast.Call) and node.args:
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                if name == "getattr" and len(node.args) >= 2:
+                    parts.append(self.fold(node.args[1]) or "...")
+                    node = node.args[0]
+                elif name in ("import_module", "__import__"):
+                    module = self.fold(node.args[0])
+                    if not module or module.split(".")[0] in self.local:
+                        return None
+                    return ".".join([module, *reversed(parts)])
+                else:
+                    return None
+            elif isinstance(node, ast.Name):
+                if node.id in self.library:
+                    return ".".join([self.library[node.id], *reversed(parts)])
+                if node.id in self.imported:
+                    return ".".join([node.id, *reversed(parts)])
+                return None
+            else:
+                return None
+        return None
 
     def run(self) -> None:
         self.collect()
@@ -432,13 +499,16 @@ class _Walk:
             elif isinstance(current, ast.Starred):
                 todo.append(current.value)
             elif isinstance(current, ast.Attribute):
-                dotted = _dotted(current)
-                parts = dotted.split(".") if dotted else []
-                if setting and len(parts) > 2 and parts[1] == "backends" and parts[0] in self.aliases:
+                origin = self.of_library(current.value)
+                if origin is None:
                     continue
-                if dotted and dotted.split(".")[0] in self.imported:
-                    self.flag(line, f"replaces {_shown(dotted)} (a library's attribute, set by the submission)",
-                              "replaces a library's attribute")
+                dotted = f"{origin}.{current.attr}"
+                parts = dotted.split(".")
+                if setting and len(parts) > 2 and parts[1] == "backends" and (parts[0] in self.aliases
+                                                                             or parts[0] == "torch"):
+                    continue
+                self.flag(line, f"replaces {_shown(dotted)} (a library's attribute, set by the submission)",
+                          "replaces a library's attribute")
 
     def attribute(self, node, line) -> None:
         attr = node.attr
@@ -482,15 +552,23 @@ class _Walk:
                 # getattr(frame, "f_globals") is frame.f_globals; getattr(builtins, "eval") is eval
                 self.flag(line, f"{name}(..., {_shown(text)!r}) (reflective access)", f"{text} (reflective access)")
             if name in ("setattr", "delattr"):
-                dotted = _dotted(node.args[0])
-                if dotted and dotted.split(".")[0] in self.imported:
-                    self.flag(line, f"replaces {_shown(dotted)}.{_shown(str(text or '...'))} (a library's attribute, "
+                origin = self.of_library(node.args[0])
+                if origin is not None:
+                    self.flag(line, f"replaces {_shown(origin)}.{_shown(str(text or '...'))} (a library's attribute, "
                                     "set by the submission)", "replaces a library's attribute")
             if text is None:
                 if on_torch:
                     self.flag(line, f"{name}() on torch with a name worked out at run time")
             elif text in self.rules.torch_only and on_torch:
                 self.cost(text)
+        if isinstance(func, ast.Attribute) and func.attr in ("__setattr__", "__delattr__") and node.args:
+            # type.__setattr__(torch.Tensor, "detach", f), object.__setattr__(torch, ...), torch.Tensor.__setattr__(...)
+            origin = self.of_library(node.args[0]) if len(node.args) >= 2 else None
+            origin = origin or self.of_library(func.value)
+            if origin is not None:
+                what = self.fold(node.args[1]) if len(node.args) >= 2 else None
+                self.flag(line, f"replaces {_shown(origin)}.{_shown(str(what or '...'))} (a library's attribute, set by "
+                                "the submission)", "replaces a library's attribute")
         if isinstance(func, ast.Attribute) and func.attr == "load":
             # Unpickling runs whatever the file names: numpy's allow_pickle=True, torch's weights_only=False (torch's
             # own default loads tensors only).
@@ -519,6 +597,83 @@ class _Walk:
             if backwards in text:
                 self.flag(line, f"spells {backwards[::-1]!r} backwards (a name written to hide it)",
                           "spells a library name backwards")
+
+
+def _bound(node) -> list:
+    """(name, value) for each name `node` binds to a value that could be a library's thing: `x = v` (and `x: T = v`,
+    `x := v`), a loop variable over a tuple or list of such values (or over one), a parameter's default, `with v as
+    x`."""
+    if isinstance(node, ast.Assign):
+        return [(t.id, node.value) for t in node.targets if isinstance(t, ast.Name)]
+    if isinstance(node, ast.AnnAssign) and node.value is not None and isinstance(node.target, ast.Name):
+        return [(node.target.id, node.value)]
+    if isinstance(node, ast.NamedExpr):
+        return [(node.target.id, node.value)]
+    if isinstance(node, (ast.For, ast.AsyncFor)) and isinstance(node.target, ast.Name):
+        values = node.iter.elts if isinstance(node.iter, (ast.Tuple, ast.List, ast.Set)) else [node.iter]
+        return [(node.target.id, v) for v in values]
+    if isinstance(node, ast.arguments):
+        positional = node.posonlyargs + node.args
+        pairs = list(zip(positional[len(positional) - len(node.defaults):], node.defaults))
+        pairs += [(a, d) for a, d in zip(node.kwonlyargs, node.kw_defaults) if d is not None]
+        return [(a.arg, d) for a, d in pairs]
+    if isinstance(node, ast.withitem) and isinstance(node.optional_vars, ast.Name):
+        return [(node.optional_vars.id, node.context_expr)]
+    return []
+
+
+# A line that imports (what _not_found looks at in a file the scan need not otherwise parse).
+_IMPORTS = re.compile(r"^[ \t]*(?:import|from)[ \t]", re.M)
+
+
+def _not_found(tree, where: str, rules, local, found: Findings) -> None:
+    """Flag each module `tree` imports that no file handed in provides and no library installed for grading does
+    (an import inside a `try` that catches its failure aside: an optional library). Such a module can only be one the
+    submission writes at run time, or one it reaches in an archive: code no scan or similarity reads (red team s40r:
+    a classmate's files kept as base64, written beside the shim at import; a zip put on sys.path)."""
+    contract = {f.removesuffix(".py") for f in rules.contract.values()}
+    optional = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and any(_catches_import_errors(h) for h in node.handlers):
+            optional |= {id(n) for s in node.body for n in ast.walk(s)}
+    seen = set()
+    for node in ast.walk(tree):
+        if id(node) in optional:
+            continue
+        if isinstance(node, ast.Import):
+            names = [a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [node.module.split(".")[0]]
+        else:
+            continue
+        for name in names:
+            if name in seen or name in local or name in contract or name in rules.kit or _installed(name):
+                continue
+            seen.add(name)
+            found.flag(f"{where} line {node.lineno}: imports {_shown(name)}, which is no file handed in and no library "
+                       "installed for grading (the import fails, unless the submission writes the module at run time "
+                       "or reads it from an archive: code no scan reads)",
+                       "imports a module that is neither handed in nor installed")
+
+
+def _catches_import_errors(handler) -> bool:
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return handler.type is None or any(isinstance(k, ast.Name) and k.id in ("ImportError", "ModuleNotFoundError",
+                                                                            "Exception", "BaseException")
+                                       for k in kinds)
+
+
+def _installed(name: str) -> bool:
+    """Whether `name` is a module Python finds without the submission: built in, the standard library, or on this
+    process's path (the kit's environment, which the child's is), the working folder left out."""
+    if name in sys.builtin_module_names or name in getattr(sys, "stdlib_module_names", ()):
+        return True
+    here = os.getcwd()
+    path = [p for p in sys.path if p and os.path.abspath(p) != here]
+    try:
+        return importlib.machinery.PathFinder.find_spec(name, path) is not None
+    except (ImportError, ValueError, OSError):
+        return True  # cannot tell: no flag
 
 
 def _nodes(tree) -> list:
@@ -730,7 +885,7 @@ class LimitedScan(LimitedHelper):
     def scan(self, directory) -> Findings:
         sources, found = snapshot(Path(directory), self.notebook_module, self.generated, self.kit)
         # The submission's own modules: an import of one of them is what `Findings.reaching` follows.
-        local = sorted({name.split("/")[0].removesuffix(".py") for name, _, _ in sources})
+        local = sorted(own_modules([*(name for name, _, _ in sources), *(self.kit or ())]))
         spent = 0.0  # the helper's CPU seconds for this submission (helper_process: CPU time, not wall)
         for name, data, cells in sources:
             remaining = self.budget - spent

@@ -451,3 +451,52 @@ def test_reproducibility_settings_of_torch_backends_are_not_shown():
     for line in ("line 3: replaces torch.backends.cudnn.enabled", "line 4: replaces torch.Tensor.requires_grad",
                  "line 5: replaces torch.backends.cudnn.deterministic"):
         assert line in shown, (line, shown)
+
+
+@pytest.mark.parametrize("source", [
+    "import torch\nT = torch.Tensor\nT.detach = lambda s: s\n",
+    "import torch\nsetattr(getattr(torch, 'Tensor'), 'detach', lambda s: s)\n",
+    "import torch\ntype.__setattr__(torch.Tensor, 'detach', lambda s: s)\n",
+    "import torch\nobject.__setattr__(torch, 'cat', None)\n",
+    "import torch\nfor m in (torch.Tensor,):\n    m.detach = lambda s: s\n",
+    "import torch\ndef put(f, c=torch.Tensor):\n    c.detach = f\n",
+    "import torch\nclass H:\n    t = torch.Tensor\nH.t.detach = lambda s: s\n",
+    "import json\nE = json.JSONEncoder\nE.encode = lambda s, o: '[]'\n",
+    "from numpy import ndarray as A\nB = A\nB.tolist = lambda s: []\n",
+    "import importlib\nimportlib.import_module('socket').socket.sendall = None\n",
+    "import torch\nif (T := torch.Tensor):\n    T.detach = lambda s: s\n",
+], ids=["alias", "setattr-getattr", "type-setattr", "object-setattr", "loop", "default", "class-attribute", "json-alias",
+        "numpy-alias-of-alias", "import_module", "walrus"])
+def test_a_library_replaced_through_another_name_is_still_shown(source):
+    """Red team s40r: only an attribute set on a chain that starts at a name an import bound was shown, so `T =
+    torch.Tensor; T.detach = f` (and setattr(getattr(torch, ...)), type.__setattr__, a loop variable, a default, a
+    class attribute, a walrus) replaced the same function unseen. A name bound to a library's attribute is the
+    library's too."""
+    flags = scan.scan_sources([("a.py", source, None)], POLICY).flags
+    assert any("replaces" in f and "a library's attribute" in f for f in flags), flags
+
+
+def test_an_alias_of_torch_backends_still_takes_its_settings_unshown():
+    source = ("import torch\ncudnn = torch.backends.cudnn\ncudnn.deterministic = True\ncudnn.benchmark = False\n"
+              "x = torch.zeros(2)\nx.requires_grad = True\nlayer = torch.nn.Linear(2, 2)\nlayer.weight.data = x\n")
+    assert scan.scan_sources([("a.py", source, None)], POLICY).flags == []
+
+
+def test_a_module_neither_handed_in_nor_installed_is_shown_where_it_is_imported():
+    """Red team s40r: a file that writes a classmate's code (kept as base64) beside itself at import and imports it
+    by a plain `import`, or that imports it from a zip, ran code no scan or similarity reads, unflagged. The module it
+    imports is in no file handed in and in no library installed for grading."""
+    written = "import base64\nopen('_d.py', 'w').write(base64.b64decode('eD0x').decode())\nfrom _d import *\n"
+    zipped = "import sys\nsys.path.append('//here/lib.zip')\nfrom vb.activations import *\n"
+    honest = ("import math\nimport numpy as np\nimport torch\nimport matplotlib\nfrom helpers import f\n"
+              "from activations import softmax\nfrom . import sibling\n")
+    found = scan.scan_sources([("a.py", written, None), ("b.py", zipped, None), ("c.py", honest, None),
+                               ("helpers.py", "def f():\n    return 1\n", None)], POLICY,
+                              {"softmax": "activations.py"})
+    shown = "\n".join(found.flags)
+    assert "a.py line 3: imports _d" in shown and "b.py line 3: imports vb" in shown, shown
+    assert "c.py" not in shown, shown
+    # A module of the release's own tools (a folder the submission's script puts on sys.path) is the kit's, not unknown.
+    tool = "import sys\n\ndef main():\n    sys.path.insert(0, '../tools')\n    import plotting\n"
+    assert scan.scan_sources([("d.py", tool, None)], POLICY, kit=["tools/plotting.py"]).flags == []
+    assert scan.scan_sources([("d.py", tool, None)], POLICY).flags != []

@@ -891,7 +891,7 @@ def _construct(header, loader, fills=None):
             raise GraderCallError(_undefined(module, header["module"], "class", header["cls"]))
     with _stage("construct", loader, (module, header["module"], header["cls"])):
         _seed()  # unloaded parameters (a bug) then come out the same every time
-        with fills or _ZeroLargeFills():
+        with fills or (_ZeroLargeFills() if _wide(header) else contextlib.nullcontext()):
             obj = cls(*header.get("init", []), **header.get("init_kwargs", {}))
         if not isinstance(obj, torch.nn.Module):
             raise GraderCallError(f"{header['cls']}(...) is not an nn.Module: subclass torch.nn.Module")
@@ -1022,12 +1022,25 @@ def _filled(args, kwargs):
     return tensor if isinstance(tensor, torch.Tensor) else None
 
 
+WIDE_ARGUMENT = 256  # a square weight this wide holds LARGE_FILL elements
+
+
+def _wide(header) -> bool:
+    """Whether a build's arguments ask for a wide module (a number of WIDE_ARGUMENT or more): only such a build runs
+    under _ZeroLargeFills, whose torch function mode costs every torch call of a build ~2 us (~8 ms a grading over
+    the narrow builds). The choice is made from the arguments alone, which the code reads too: it tells nothing they
+    do not, and a run with an inspect's arguments is built the same way."""
+    values = [*header.get("init", []), *(header.get("init_kwargs") or {}).values()]
+    return any(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= WIDE_ARGUMENT for v in values)
+
+
 class _ZeroLargeFills(torch.overrides.TorchFunctionMode):
-    """Every build, in a submission's child and in the grader's process alike: a random fill of LARGE_FILL elements
-    or more writes zeros. The hidden tests inspect wide modules for the handout's parameter counts (a 768x3072 block:
-    ~40 ms of the generator, most of a child's CPU) and run only narrow ones, so no values a test reads change.
-    Being the same in every build, an inspect's and a run's, it tells code nothing about which build it is in; and
-    narrow fills are drawn as torch draws them, so the generator's state and unloaded parameters do not move."""
+    """Every wide build (_wide), in a submission's child and in the grader's process alike: a random fill of
+    LARGE_FILL elements or more writes zeros. The hidden tests inspect wide modules for the handout's parameter
+    counts (a 768x3072 block: ~40 ms of the generator, most of a child's CPU) and run only narrow ones, so no values
+    a test reads change. Being the same in every build with the same arguments, an inspect's and a run's, it tells
+    code nothing about which build it is in; and narrow fills are drawn as torch draws them, so the generator's
+    state and unloaded parameters do not move."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

@@ -387,6 +387,9 @@ def test_wide_random_fills_are_zero_in_every_build_and_small_ones_are_drawn_as_b
     wide = 512 * 512
     from grader.running import executor as ex
     assert wide >= ex.LARGE_FILL > 4 * 4
+    # Wide by its arguments, as the code itself can read them (True is no width); only those builds pay the mode.
+    assert ex._wide({"init": [512]}) and ex._wide({"init": [8], "init_kwargs": {"d_ff": 3072}})
+    assert not ex._wide({"init": [8, 2], "init_kwargs": {"pre_ln": True, "d_ff": 32}})
     x = np.zeros((1,), dtype=np.float32)
     answers = {}
     for isolated in (True, False):

@@ -371,8 +371,16 @@ class Probe(nn.Module):
         self.small = nn.Parameter(torch.empty(4, 4))
         nn.init.uniform_(self.small)
         self.wide_sum = float(self.wide.detach().abs().sum())
+        # a fill of a view: zeros where the view lies, the rest of its tensor left as it was
+        self.halves = nn.Parameter(torch.ones(n, 2 * n))
+        nn.init.normal_(self.halves[:, :n])
+        self.view_sum = float(self.halves.detach()[:, :n].abs().sum())
+        self.rest_sum = float(self.halves.detach()[:, n:].sum())
+        with torch.no_grad():
+            self.wide.add_(1)  # the zeros can be written to, as any weight
+        self.wide_after = float(self.wide.detach().sum())
     def forward(self, x):
-        return x + self.wide.abs().sum(), x + self.small.abs().sum()
+        return x + self.wide.abs().sum() - self.wide.numel(), x + self.small.abs().sum()
 '''
 
 
@@ -394,9 +402,13 @@ def test_wide_random_fills_are_zero_in_every_build_and_small_ones_are_drawn_as_b
     answers = {}
     for isolated in (True, False):
         loader = ModuleLoader(folder, isolated=isolated, lesson=LESSON)
-        h, _ = execute(inspect_call("probe", "Probe", [512], attrs=("wide_sum",)), {}, loader=loader)
+        h, _ = execute(inspect_call("probe", "Probe", [512], attrs=("wide_sum", "wide_after", "view_sum", "rest_sum")),
+                       {}, loader=loader)
         # (trusted code's inspects leave every fill undone: their weights are never read)
-        assert h["error"] is None and (isolated or h["inspect"]["attrs"]["wide_sum"]["value"] == 0.0)
+        values = {k: v.get("value") for k, v in h["inspect"]["attrs"].items()}
+        assert h["error"] is None and (isolated or values == {"wide_sum": 0.0, "wide_after": 512 * 512, "view_sum": 0.0,
+                                                               "rest_sum": 512 * 512}), values
+        assert h["inspect"]["parameters"]["wide"] == [512, 512] and h["inspect"]["trainable"]["wide"]
         run, arrays = execute({"op": "module", "module": "probe", "cls": "Probe", "init": [512],
                                "args": [{"array": "x"}]}, {"x": x}, loader=loader)
         assert run["error"] is None and float(arrays["out0"][0]) == 0.0, isolated  # what runs is what was inspected
@@ -405,7 +417,7 @@ def test_wide_random_fills_are_zero_in_every_build_and_small_ones_are_drawn_as_b
         answers[isolated] = (arrays["out1"], arrays_small["out0"], arrays_small["out1"])
         sys.modules.pop("probe", None)
     torch.manual_seed(ex.SEED)
-    expected_wide = torch.nn.init.kaiming_uniform_(torch.empty(8, 8)).abs().sum()
+    expected_wide = (torch.nn.init.kaiming_uniform_(torch.empty(8, 8)) + 1).abs().sum() - 64
     expected_small = torch.nn.init.uniform_(torch.empty(4, 4)).abs().sum()
     for isolated, (after_wide, wide8, small8) in answers.items():
         assert np.allclose(wide8, expected_wide.numpy()) and np.allclose(small8, expected_small.numpy()), isolated

@@ -324,10 +324,14 @@ def _source_only(directory: Path, *, archives: bool = True) -> None:
     if not any(getattr(h, "source_only_root", None) == root for h in sys.path_hooks):
         hook.source_only_root = root
         sys.path_hooks.insert(0, hook)
+    # The finders cached before the hook went in were made for trusted code's imports, which name the folder as
+    # it is, if at all: a plain comparison finds them (resolving each of the cache's few hundred entries cost a
+    # child ~3 ms of lstat calls). Every entry made later passes the hook, which resolves it.
+    plain = os.path.abspath(directory)
     for key, finder in list(sys.path_importer_cache.items()):
         if isinstance(key, str) and not isinstance(finder, _SourceFinder):
-            where = os.path.realpath(key or ".")
-            if where == root or where.startswith(root + os.sep):
+            where = os.path.abspath(key or ".")
+            if where in (root, plain) or where.startswith((root + os.sep, plain + os.sep)):
                 del sys.path_importer_cache[key]
 
 

@@ -185,7 +185,7 @@ def scan_file(file: str, source: str | bytes, cells: list | None, rules: _Rules,
             found.imports[file] = _imported_by_text(text)
             if _IMPORTS.search(text):
                 with contextlib.suppress(SyntaxError, ValueError, RecursionError, MemoryError):
-                    _not_found(ast.parse(source), file, rules, local, found)
+                    _not_found(_nodes(ast.parse(source)), file, rules, local, found)
             return found
         try:
             tree = ast.parse(source)
@@ -203,7 +203,7 @@ def scan_file(file: str, source: str | bytes, cells: list | None, rules: _Rules,
         walk = _Walk(rules, tree, lambda name: found.cost(file, name), file, found, local=local)
         walk.run()
         found.imports[file] = _imported(walk.nodes)
-        _not_found(tree, file, rules, local, found)
+        _not_found(walk.nodes, file, rules, local, found)
         return found
     trees = []
     for i, cell in enumerate(cells):
@@ -223,7 +223,7 @@ def scan_file(file: str, source: str | bytes, cells: list | None, rules: _Rules,
                      f"{file} cell {i + 1}", found, aliases=shared.aliases, strings=shared.strings,
                      imported=shared.imported, local=local)
         walk.run()
-        _not_found(tree, f"{file} cell {i + 1}", rules, local, found)
+        _not_found(walk.nodes, f"{file} cell {i + 1}", rules, local, found)
     return found
 
 
@@ -626,18 +626,23 @@ def _bound(node) -> list:
 _IMPORTS = re.compile(r"^[ \t]*(?:import|from)[ \t]", re.M)
 
 
-def _not_found(tree, where: str, rules, local, found: Findings) -> None:
-    """Flag each module `tree` imports that no file handed in provides and no library installed for grading does
-    (an import inside a `try` that catches its failure aside: an optional library). Such a module can only be one the
-    submission writes at run time, or one it reaches in an archive: code no scan or similarity reads (red team s40r:
-    a classmate's files kept as base64, written beside the shim at import; a zip put on sys.path)."""
+def _not_found(nodes, where: str, rules, local, found: Findings) -> None:
+    """Flag each module a file imports (`nodes`: every node of its tree, as _nodes lists them) that no file handed in
+    provides and no library installed for grading does (an import inside a `try` that catches its failure aside: an
+    optional library). Such a module can only be one the submission writes at run time, or one it reaches in an
+    archive: code no scan or similarity reads (red team s40r: a classmate's files kept as base64, written beside the
+    shim at import; a zip put on sys.path). The node list is the walk's own: walking the tree twice more cost each
+    scan more than the rest of the file's checks."""
+    imports = [n for n in nodes if isinstance(n, (ast.Import, ast.ImportFrom))]
+    if not imports:
+        return
     contract = {f.removesuffix(".py") for f in rules.contract.values()}
     optional = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Try) and any(_catches_import_errors(h) for h in node.handlers):
-            optional |= {id(n) for s in node.body for n in ast.walk(s)}
+            optional |= {id(n) for s in node.body for n in _nodes(s)}
     seen = set()
-    for node in ast.walk(tree):
+    for node in imports:
         if id(node) in optional:
             continue
         if isinstance(node, ast.Import):

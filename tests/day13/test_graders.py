@@ -179,6 +179,16 @@ def _copy_reference(tmp_path) -> Path:
     return sub
 
 
+def _reference_with(tmp_path, file: str, old: str, new: str, count: int = 1) -> Path:
+    """The reference with `old` (found `count` times: a changed reference fails here, not in the grading) replaced
+    by `new` in `file`."""
+    sub = _copy_reference(tmp_path)
+    text = (sub / file).read_text()
+    assert text.count(old) == count, f"the reference's {file} changed: update this test's patch"
+    (sub / file).write_text(text.replace(old, new))
+    return sub
+
+
 def test_a_file_that_fails_to_import_costs_only_its_own_tests(tmp_path):
     sub = _copy_reference(tmp_path)
     (sub / "multihead.py").write_text("class MultiHeadAttention(:\n")
@@ -521,10 +531,7 @@ def test_a_head_split_mistake_is_told_it_is_right_with_one_head_only(tmp_path):
 def test_T_read_from_the_batch_axis_is_named_hidden_and_visible(tmp_path):
     # Found on a held-out student: `T = x.size(0)` in PositionalEncoding.forward crashed module_forward with only
     # torch's "The size of tensor a (7) must match the size of tensor b (3)". It is catalogued now.
-    sub = _copy_reference(tmp_path)
-    text = (sub / "positional.py").read_text()
-    assert text.count("        T = x.size(1)") == 1
-    (sub / "positional.py").write_text(text.replace("        T = x.size(1)", "        T = x.size(0)"))
+    sub = _reference_with(tmp_path, "positional.py", "        T = x.size(1)", "        T = x.size(0)")
     result = killrate.grade(sub, "T_from_batch", lesson=DAY13)
     failed = {t.name: t.hint_id for t in result.tests if t.status != "passed"}
     assert failed and set(failed.values()) == {"pe.T_from_batch_axis"}, failed
@@ -907,10 +914,8 @@ def test_layernorms_without_weights_lose_the_wiring_tests_not_the_mask_test(tmp_
     # one mistake, charged by block.attributes and by the tests whose numbers the missing affine moves (Post-LN,
     # Pre-LN, the gradients). The mask test judges what the mask does, which a LayerNorm's weights do not touch:
     # it loaded them anyway, found nowhere to put them, and failed too.
-    sub = _copy_reference(tmp_path)
-    text = (sub / "block.py").read_text()
-    assert text.count("nn.LayerNorm(d_model)") == 2
-    (sub / "block.py").write_text(text.replace("nn.LayerNorm(d_model)", "nn.LayerNorm(d_model, elementwise_affine=False)"))
+    sub = _reference_with(tmp_path, "block.py", "nn.LayerNorm(d_model)", "nn.LayerNorm(d_model, elementwise_affine=False)",
+                          count=2)
     result = killrate.grade(sub, "layernorm_without_affine", lesson=DAY13)
     failed = {t.name for t in result.tests if t.status != "passed"}
     assert failed == {"block.attributes", "block.post_ln", "block.pre_ln", "block.gradients"}, sorted(failed)

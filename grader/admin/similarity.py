@@ -125,9 +125,20 @@ _KEPT_NAMES = frozenset(keyword.kwlist) | {"self", "super"}
 _CLOSERS = {")", "]", "}"}
 
 
+# Builtins that compute a value from their arguments and do nothing else, and the parts of a value worked out from
+# constants (_no_op_spans).
+_PURE_BUILTINS = frozenset({"abs", "len", "int", "float", "str", "bool", "min", "max", "sum", "round", "tuple", "list",
+                            "dict", "set", "frozenset", "sorted", "repr", "hash", "pow", "divmod", "ord", "chr", "hex",
+                            "bin", "oct", "any", "all", "complex", "bytes", "range", "reversed", "format", "ascii"})
+_CONSTANT_PARTS = (ast.Constant, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Tuple, ast.List,
+                   ast.Set, ast.Dict, ast.Subscript, ast.Slice, ast.operator, ast.unaryop, ast.boolop, ast.cmpop,
+                   ast.expr_context)
+
+
 def _no_op_spans(source: str) -> list[tuple[int, int]]:
     """(start, end) character offsets of the statements of `source` that do nothing: `pass`, a bare constant or name
-    (`...`, a docstring, `None`, `0`), a constant stored to a name the file never reads (`_ = 0`), and `if False:`.
+    (`...`, a docstring, `None`, `0`), a value worked out from constants alone, bare or stored to a name the file never
+    reads (`_ = 0`, `_d = abs(-1)`), `assert True`, and `if False:`.
     Written after every statement of a classmate's file, they broke nearly every k-gram (red team s37r, s38r).
     [] for text Python cannot parse (a damaged cell: it keeps every token)."""
     try:
@@ -136,11 +147,27 @@ def _no_op_spans(source: str) -> list[tuple[int, int]]:
         return []
     nodes = list(ast.walk(tree))
     read = {n.id for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
+    # A builtin the file gives another meaning (a def, an import, a store) may do anything when called.
+    rebound = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    rebound |= {n.name for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    rebound |= {(a.asname or a.name).split(".")[0] for n in nodes if isinstance(n, (ast.Import, ast.ImportFrom))
+                for a in n.names}
 
     def constant(value) -> bool:
-        if isinstance(value, ast.UnaryOp):
-            value = value.operand
-        return isinstance(value, ast.Constant)
+        """A value worked out from constants alone: operators, displays, subscripts, conditionals and calls of
+        builtins that only compute (`1 + 1`, `[0][0]`, `abs(-1)`; red team s40r wrote one after every statement).
+        Nothing here reads a name or runs the file's own code."""
+        for node in ast.walk(value):
+            if isinstance(node, ast.Call):
+                if not (isinstance(node.func, ast.Name) and node.func.id in _PURE_BUILTINS
+                        and node.func.id not in rebound) or node.keywords:
+                    return False
+            elif isinstance(node, ast.Name):
+                if not (node.id in _PURE_BUILTINS and node.id not in rebound):
+                    return False
+            elif not isinstance(node, _CONSTANT_PARTS):
+                return False
+        return True
 
     def false(test) -> bool:
         # The test's own truth: `if not 0:` always runs its body (red team s39r hid a whole file under it).
@@ -158,9 +185,12 @@ def _no_op_spans(source: str) -> list[tuple[int, int]]:
             pass
         elif isinstance(node, ast.Assign) and constant(node.value) and all(unread(t) for t in node.targets):
             pass
-        elif isinstance(node, ast.AugAssign) and constant(node.value) and unread(node.target):
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and node.value is not None and constant(node.value) \
+                and unread(node.target):
             pass
         elif isinstance(node, ast.If) and not node.orelse and false(node.test):
+            pass
+        elif isinstance(node, ast.Assert) and isinstance(node.test, ast.Constant) and node.test.value:
             pass
         else:
             continue

@@ -597,8 +597,11 @@ def _after_every_statement(source: str, junk: list[str]) -> str:
 
 
 @pytest.mark.parametrize("junk", [["pass"], ["..."], ["_ = 0", "_unused = 'x'", "_ += 1"], ["'-'", "None", "0"],
-                                  ["pass", "...", "_ = 0", "'-'", "None", "if False:\npass"]],
-                         ids=["pass", "ellipsis", "dead stores", "bare constants", "mixed"])
+                                  ["pass", "...", "_ = 0", "'-'", "None", "if False:\npass"],
+                                  # red team s40r: stores of values computed from constants, and a true assert
+                                  ["_d = 1 + 1", "_d = [0][0]", "assert True", "_d = abs(-1)", "-(2 * 3)",
+                                   "_d = (1, 'a')[0] if 1 else None", "_d = len('ab') > 1 and not 0"]],
+                         ids=["pass", "ellipsis", "dead stores", "bare constants", "mixed", "computed constants"])
 def test_a_no_op_after_every_statement_changes_no_fingerprint(junk):
     """Red team s37r and s38r: a classmate's files with `pass` (or `...`, `_ = 0`, a bare string) after every
     statement broke nearly every 20-token k-gram, and the copy had no similarity row at all. Statements that do
@@ -614,7 +617,8 @@ def test_a_no_op_after_every_statement_changes_no_fingerprint(junk):
 def test_what_a_statement_does_still_counts():
     # A constant stored to a name the file reads, a call, a store to an attribute: code, not a no-op.
     kept = ["x = 0\ny = x + 1\n", "eps = 1e-9\ndef f(a):\n    return a + eps\n", "print('loaded')\n",
-            "self_check = 3\nassert self_check\n", "obj.x = 0\n"]
+            "self_check = 3\nassert self_check\n", "obj.x = 0\n", "_d = abs(x)\n", "_d = f(1)\n",
+            "assert x > 0\n", "_d = len(sys.argv)\n", "_d = [t.x for t in ts]\n"]
     for source in kept:
         assert similarity.code_tokens(source)[0] == similarity.code_tokens(source.replace("\n", "\n\n"))[0]
         assert len(similarity.code_tokens(source)[0]) >= 4, source

@@ -896,8 +896,20 @@ def _construct(header, loader, fills=None):
             raise GraderCallError(_undefined(module, header["module"], "class", header["cls"]))
     with _stage("construct", loader, (module, header["module"], header["cls"])):
         _seed()  # unloaded parameters (a bug) then come out the same every time
-        with fills or (_ZeroLargeFills() if _wide(header) else contextlib.nullcontext()):
-            obj = cls(*header.get("init", []), **header.get("init_kwargs", {}))
+        args, kwargs = header.get("init", []), header.get("init_kwargs", {})
+        if fills is None and _wide(header):
+            try:
+                with _ZeroLargeFills():
+                    obj = cls(*args, **kwargs)
+            except Exception:
+                # The zeros are a saving, not something a constructor may be judged on: an honest check of what the
+                # fills drew (an orthogonal weight asserted orthogonal, rows scaled to unit length asserted finite)
+                # fails on zeros. Built again as torch draws, as every build with these arguments is.
+                _seed()
+                obj = cls(*args, **kwargs)
+        else:
+            with fills or contextlib.nullcontext():
+                obj = cls(*args, **kwargs)
         if not isinstance(obj, torch.nn.Module):
             raise GraderCallError(f"{header['cls']}(...) is not an nn.Module: subclass torch.nn.Module")
     return obj

@@ -10,6 +10,7 @@ when a layout is outside it. Everything graded here is our own trusted code, in 
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 from pathlib import Path
 
@@ -204,3 +205,50 @@ def test_every_output_whose_dtype_is_free_is_free_in_the_contracts_words():
         assert function in DAY13.graded_names.get(module, ()), name
         assert rule["free_dtype"] and rule["contract"] in contract, (name, rule)
     assert Adapter.free_dtypes == {name: tuple(rule["free_dtype"]) for name, rule in BINDINGS["outputs"].items()}
+
+
+# Initialisations that check what they drew, in __init__ (the contract: "your initialisation never matters").
+CHECKED_INITS = (
+    freedoms.Freedom(
+        "mh.orthogonal_init_checked", "multihead", "Weights are loaded, not seeded: your initialisation never matters",
+        (("multihead.py", "import torch.nn as nn\n", "import torch\nimport torch.nn as nn\n"),
+         ("multihead.py", "        self.out = nn.Linear(d_model, d_model)  # W_O\n",
+          "        self.out = nn.Linear(d_model, d_model)  # W_O\n"
+          "        with torch.no_grad():\n"
+          "            for w in [*self.qkv.weight.chunk(3, dim=0), self.out.weight]:\n"
+          "                nn.init.orthogonal_(w)\n"
+          "                assert torch.allclose(w @ w.T, torch.eye(d_model), atol=1e-3), 'orthogonal init failed'\n"))),
+    freedoms.Freedom(
+        "blk.unit_rows_init_checked", "block", "Weights are loaded, not seeded: your initialisation never matters",
+        (("block.py", "import torch.nn as nn\n", "import torch\nimport torch.nn as nn\n"),
+         ("block.py", "    def forward(self, x, mask=None):\n",
+          "        with torch.no_grad():\n"
+          "            for lin in (self.ffn[0], self.ffn[2]):\n"
+          "                nn.init.normal_(lin.weight)\n"
+          "                lin.weight.div_(lin.weight.norm(dim=1, keepdim=True))\n"
+          "                assert torch.isfinite(lin.weight).all(), 'init produced a non-finite weight'\n\n"
+          "    def forward(self, x, mask=None):\n"))),
+)
+
+
+def test_an_init_that_checks_its_drawn_values_gets_full_marks(tmp_path):
+    """Held-out s41's b2 and c3: an orthogonal init asserted orthogonal, FFN rows scaled to unit length and asserted
+    finite. In the sandboxed child, the wide builds the structure tests inspect (512 and 768 features) met zeros for
+    their fills, on which these checks fail: attributes lost (3 points) with every other test passed. Graded by the
+    real run (a child per submission): the grader's own process leaves an inspect's fills undone, as it may for
+    trusted code only."""
+    from engine_helpers import kept_zygotes, shared_config
+
+    from grader.running import grade as run
+
+    subs = tmp_path / "subs"
+    for variant in CHECKED_INITS:
+        mutants.write_patched(variant, SOLUTIONS, subs / variant.id)
+    out = tmp_path / "out"
+    assert run.main(submissions=subs, out=out, jobs=2, config=shared_config(call_timeout=3.0), lesson=DAY13,
+                    zygotes=kept_zygotes()) == 0
+    for variant in CHECKED_INITS:
+        record = json.loads((out / variant.id / "record.json").read_text())
+        lost = [(t["name"], t["output"][:300]) for t in record["tests"]
+                if t["component"] in DAY13.modules and t["status"] != "passed"]
+        assert not lost, (variant.id, lost)

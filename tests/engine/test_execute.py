@@ -425,6 +425,54 @@ def test_wide_random_fills_are_zero_in_every_build_and_small_ones_are_drawn_as_b
     assert all(np.array_equal(a, b) for a, b in zip(answers[True], answers[False]))
 
 
+# Constructors that check what their initialisation drew: rows scaled to unit length then checked finite (0/0 on
+# zeros), an orthogonal weight checked orthogonal (zeros are not), each an honest sanity check of a correct module.
+CHECKED_INIT = '''
+import torch, torch.nn as nn
+class UnitRows(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.lin = nn.Linear(n, 2 * n)
+        with torch.no_grad():
+            nn.init.normal_(self.lin.weight)
+            self.lin.weight.div_(self.lin.weight.norm(dim=1, keepdim=True))
+        assert torch.isfinite(self.lin.weight).all(), "init produced a non-finite weight"
+        self.row_norm = float(self.lin.weight.detach()[0].norm())
+    def forward(self, x):
+        return self.lin(x)
+class Orthogonal(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.w = nn.Parameter(torch.empty(n, n))
+        nn.init.orthogonal_(self.w)
+        assert torch.allclose(self.w @ self.w.T, torch.eye(n), atol=1e-3), "orthogonal init failed"
+    def forward(self, x):
+        return x @ self.w
+'''
+
+
+@pytest.mark.parametrize("cls", ["UnitRows", "Orthogonal"])
+def test_a_constructor_that_checks_its_drawn_values_builds_wide_as_narrow(tmp_path, monkeypatch, cls):
+    # The wide builds' zeros are a saving, not a change of what a submission's constructor meets: one whose own
+    # check of its drawn values fails on zeros (0/0 rows, zeros not orthogonal) is built again with its fills
+    # drawn. An inspect and a run with the same arguments are still built alike.
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "checked", raising=False)
+    folder = sub(tmp_path, checked=CHECKED_INIT)
+    from grader.running import executor as ex
+    assert ex._wide({"init": [512]}) and 512 * 512 >= ex.LARGE_FILL
+    loader = ModuleLoader(folder, isolated=False, lesson=LESSON)  # the sandboxed child's loader
+    for n in (8, 512):
+        h, _ = execute(inspect_call("checked", cls, [n]), {}, loader=loader)
+        assert h["error"] is None, (n, h["error"])
+        assert sorted(h["inspect"]["parameters"].values()) == ([[n, n]] if cls == "Orthogonal" else [[2 * n], [2 * n, n]])
+    x = np.ones((1, 512), dtype=np.float32)
+    run, arrays = execute({"op": "module", "module": "checked", "cls": cls, "init": [512],
+                           "args": [{"array": "x"}]}, {"x": x}, loader=loader)
+    assert run["error"] is None, run["error"]
+    assert np.isfinite(arrays["out0"]).all() and np.abs(arrays["out0"]).sum() > 0  # drawn, not zeros
+
+
 def test_a_table_cached_across_instances_is_inspected_and_run_alike(tmp_path):
     # An lru_cache'd table: what an inspect builds is what every later call of the child finds.
     from grader.running.calls import InProcessTransport

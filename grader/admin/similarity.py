@@ -147,6 +147,9 @@ def _no_op_spans(source: str) -> list[tuple[int, int]]:
         return []
     nodes = list(ast.walk(tree))
     read = {n.id for n in nodes if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
+    # A class attribute is read as one (`self.cache`, `Model.eps`): its store is code, as a dunder's is (`__slots__`,
+    # `__all__`), which the runtime reads. Honest held-out files kept a shared cache so (s33b's kira, s37's quin).
+    read |= {n.attr for n in nodes if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Store)}
     # A builtin the file gives another meaning (a def, an import, a store) may do anything when called.
     rebound = {n.id for n in nodes if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     rebound |= {n.name for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
@@ -176,7 +179,8 @@ def _no_op_spans(source: str) -> list[tuple[int, int]]:
         return isinstance(test, ast.Constant) and not test.value
 
     def unread(target) -> bool:
-        return isinstance(target, ast.Name) and target.id not in read
+        return (isinstance(target, ast.Name) and target.id not in read
+                and not (target.id.startswith("__") and target.id.endswith("__")))
 
     spans = []
     for node in nodes:

@@ -624,6 +624,22 @@ def test_what_a_statement_does_still_counts():
         assert len(similarity.code_tokens(source)[0]) >= 4, source
 
 
+@pytest.mark.parametrize("statement, rest", [
+    # held-out s33b's kira and s37's quin: a cache shared by every instance, read as self.cache (their bug)
+    ("    cache = {}\n", "    def get(self, k):\n        return self.cache.get(k)\n"),
+    ("    eps = 1e-5\n", "    def norm(self, x):\n        return x / (x.std() + Model.eps)\n"),
+    ("    __slots__ = ('a', 'b')\n", "    def total(self):\n        return 0\n"),
+    ("    size: int = 4\n", "    def double(self):\n        return 2 * self.size\n"),
+], ids=["read through self", "read through the class", "a dunder the runtime reads", "an annotated field"])
+def test_a_constant_read_as_an_attribute_still_counts(statement, rest):
+    """A value stored to a name the file reads only as an attribute (a class attribute, self.cache) is code: the
+    computed-constants rule left it out of the fingerprint, a distinctive line of two honest held-out files
+    (their pairs' scores rose, 0.219 -> 0.234, 0.889 -> 0.913)."""
+    source = "class Model:\n" + statement + rest
+    without = "class Model:\n" + rest
+    assert similarity.code_tokens(source)[0] != similarity.code_tokens(without)[0]
+
+
 @pytest.mark.parametrize("test", ["not 0", "not None", "not ''", "not ()"])
 def test_code_under_an_if_that_always_runs_still_counts(test):
     """Red team s39r: `if not 0:` reads a falsy constant under `not`, and was left out of the fingerprint as `if

@@ -308,17 +308,19 @@ def _source_only(directory: Path, *, archives: bool = True) -> None:
 
     The folder is known by its real path, whatever name a sys.path entry gives it (`//folder`, /proc/self/cwd, a
     link): red team s40r reached it as "//folder/lib.zip", and zipimport ran code from a zip nothing reads. With
-    `archives` False (a sandboxed child, where only the submission's code adds entries), a sys.path entry that is a
-    file anywhere (a zip, in the folder, in memory by /proc/self/fd/N) holds no module either: source comes from a
-    folder."""
+    `archives` False (a sandboxed child, where only the submission's code adds entries), a sys.path entry that is no
+    folder (a zip, in the folder or in memory by /proc/self/fd/N, or a place inside one) holds no module either: source
+    comes from a folder."""
     root = os.path.realpath(directory)
 
     def hook(path):
         where = os.path.realpath(path or ".")
         if where == root or where.startswith(root + os.sep):
             return _SourceFinder(path)
-        if not archives and os.path.exists(path) and not os.path.isdir(path):
-            return _SourceFinder(path)  # lists no folder, so finds nothing
+        if not archives and not os.path.isdir(path):
+            # lists no folder, so finds nothing: a file, and a place inside one ("/proc/self/fd/N/pkg", which
+            # zipimport reads as a folder of the archive and os.path.exists does not see, red team s41r)
+            return _SourceFinder(path)
         raise ImportError("not the submission's folder")
 
     if not any(getattr(h, "source_only_root", None) == root for h in sys.path_hooks):

@@ -768,3 +768,43 @@ def test_the_submissions_folder_by_another_name_still_gives_source_only(transpor
     h, _ = t.call({"op": "call", "module": "hostile", "name": "tried", "args": []}, {})
     assert h["error"] is None, h["error"]
     assert h["value"] == [], h["value"]
+
+
+def test_a_path_inside_an_archive_outside_the_folder_holds_no_module(transport):
+    # In the child a sys.path entry that is a file holds no module (s40r's zip in a memfd, /proc/self/fd/N): red team
+    # s41r named a place inside the archive instead, "/proc/self/fd/N/" or "/proc/self/fd/N/pkg", which is no file
+    # (os.path.exists says False), so the hook let zipimport take it, and the zip's code ran unread by any scan.
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("_zipped.py", "def answer():\n    return 42\n")
+        z.writestr("pkg/_zipped.py", "def answer():\n    return 44\n")
+    t = transport({"hostile.py": f"""
+        import importlib
+        import os
+        import sys
+
+        ZIP = {buf.getvalue()!r}
+
+
+        def tried():
+            found = []
+            fd = os.memfd_create("lib")
+            os.write(fd, ZIP)
+            for entry in (f"/proc/self/fd/{{fd}}/", f"/proc/self/fd/{{fd}}/pkg", f"/proc/self/fd/{{fd}}/pkg/",
+                          f"/proc/self/fd/{{fd}}//pkg", f"/dev/fd/{{fd}}/pkg"):
+                sys.path.insert(0, entry)
+                try:
+                    found.append(f"{{entry}}: {{importlib.import_module('_zipped').answer()}}")
+                except ImportError:
+                    pass
+                finally:
+                    sys.path.remove(entry)
+                    sys.modules.pop("_zipped", None)
+            return found
+        """})
+    h, _ = t.call({"op": "call", "module": "hostile", "name": "tried", "args": []}, {})
+    assert h["error"] is None, h["error"]
+    assert h["value"] == [], h["value"]

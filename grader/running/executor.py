@@ -292,10 +292,67 @@ class ModuleLoader:
 
 
 class _SourceFinder(importlib.machinery.FileFinder):
-    """A FileFinder that loads .py source only: no sourceless .pyc, no compiled extension."""
+    """A FileFinder that loads .py source only: no sourceless .pyc, no compiled extension. With `handed` (a sandboxed
+    child: _handed_in's record of the folder's .py files before any of the submission's code ran), only those files,
+    as they were, and never a __pycache__ entry (_HandedInLoader)."""
 
-    def __init__(self, path: str):
-        super().__init__(path, (importlib.machinery.SourceFileLoader, importlib.machinery.SOURCE_SUFFIXES))
+    def __init__(self, path: str, handed: dict | None = None):
+        loader = (importlib.machinery.SourceFileLoader if handed is None
+                  else lambda name, origin: _HandedInLoader(name, origin, handed))
+        super().__init__(path, (loader, importlib.machinery.SOURCE_SUFFIXES))
+        self.handed = handed
+
+
+class _HandedInLoader(importlib.machinery.SourceFileLoader):
+    """Loads a .py file only when it is one handed in, unchanged, and from its source. What the scan, the similarity
+    report and a reviewer read is the copy handed in: red team s41r ran other code under a helper's name by a .pyc
+    written into __pycache__ at run time stamped with the helper's mtime and size (SourceFileLoader prefers such a
+    cache to the source), by rewriting a helper before its first import, and by a .py written beside the files at run
+    time (a classmate's, kept as base64) and imported inside a `try` the scan takes for an optional library."""
+
+    def __init__(self, name, path, handed: dict):
+        super().__init__(name, path)
+        self.handed = handed
+
+    def get_code(self, fullname):
+        path = self.get_filename(fullname)
+        return self.source_to_code(self.get_data(path), path)  # no bytecode cache read, none written
+
+    def get_data(self, path):
+        with open(path, "rb") as f:
+            before = os.fstat(f.fileno())
+            data = f.read()
+            after = os.fstat(f.fileno())
+        if not (_identity(before) == _identity(after) == self.handed.get(_identity(before)[:2])):
+            raise ImportError(f"{os.path.basename(path)} was written or changed while your code ran: the grader "
+                              "imports the files you handed in, as you handed them in (hand in the module as a .py "
+                              "file)", name=self.name, path=path)
+        return data
+
+
+def _identity(st) -> tuple:
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+HANDED_IN_ENTRIES = 50_000  # folder entries _handed_in lists at most: intake copies 500 files
+
+
+def _handed_in(root: str) -> dict:
+    """(device, inode) -> _identity of every .py file under `root`, listed before the submission's code runs."""
+    found, folders, seen = {}, [root], 0
+    while folders and seen < HANDED_IN_ENTRIES:
+        try:
+            with os.scandir(folders.pop()) as entries:
+                for entry in entries:
+                    seen += 1
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(entry.path)
+                    elif entry.name.endswith(".py") and entry.is_file(follow_symlinks=False):
+                        st = entry.stat(follow_symlinks=False)
+                        found[_identity(st)[:2]] = _identity(st)
+        except OSError:
+            continue
+    return found
 
 
 def _source_only(directory: Path, *, archives: bool = True) -> None:
@@ -310,28 +367,36 @@ def _source_only(directory: Path, *, archives: bool = True) -> None:
     link): red team s40r reached it as "//folder/lib.zip", and zipimport ran code from a zip nothing reads. With
     `archives` False (a sandboxed child, where only the submission's code adds entries), a sys.path entry that is no
     folder (a zip, in the folder or in memory by /proc/self/fd/N, or a place inside one) holds no module either: source
-    comes from a folder."""
+    comes from a folder; and only the .py files it holds now, before the submission's code runs, as they are now
+    (_HandedInLoader)."""
     root = os.path.realpath(directory)
+    handed = None if archives else _handed_in(root)
 
     def hook(path):
         where = os.path.realpath(path or ".")
         if where == root or where.startswith(root + os.sep):
-            return _SourceFinder(path)
+            return _SourceFinder(path, handed)
         if not archives and not os.path.isdir(path):
             # lists no folder, so finds nothing: a file, and a place inside one ("/proc/self/fd/N/pkg", which
             # zipimport reads as a folder of the archive and os.path.exists does not see, red team s41r)
             return _SourceFinder(path)
         raise ImportError("not the submission's folder")
 
-    if not any(getattr(h, "source_only_root", None) == root for h in sys.path_hooks):
-        hook.source_only_root = root
+    same = [h for h in sys.path_hooks if getattr(h, "source_only_root", None) == root]
+    if same and (same[0].handed is None) == (handed is None):
+        if handed is not None:  # another loader's first import: what is handed in is what the folder holds now
+            same[0].handed.clear()
+            same[0].handed.update(handed)  # in place: the finders made for the folder hold this dict
+    else:
+        hook.source_only_root, hook.handed = root, handed
         sys.path_hooks.insert(0, hook)
     # The finders cached before the hook went in were made for trusted code's imports, which name the folder as
     # it is, if at all: a plain comparison finds them (resolving each of the cache's few hundred entries cost a
     # child ~3 ms of lstat calls). Every entry made later passes the hook, which resolves it.
     plain = os.path.abspath(directory)
     for key, finder in list(sys.path_importer_cache.items()):
-        if isinstance(key, str) and not isinstance(finder, _SourceFinder):
+        kept = isinstance(finder, _SourceFinder) and (finder.handed is None) == (handed is None)
+        if isinstance(key, str) and not kept:
             where = os.path.abspath(key or ".")
             if where in (root, plain) or where.startswith((root + os.sep, plain + os.sep)):
                 del sys.path_importer_cache[key]

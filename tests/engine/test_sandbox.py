@@ -808,3 +808,51 @@ def test_a_path_inside_an_archive_outside_the_folder_holds_no_module(transport):
     h, _ = t.call({"op": "call", "module": "hostile", "name": "tried", "args": []}, {})
     assert h["error"] is None, h["error"]
     assert h["value"] == [], h["value"]
+
+
+def test_a_module_written_or_rewritten_while_graded_is_no_module(transport, tmp_path):
+    # The scan and similarity read the files handed in. Red team s41r ran other code under a name handed in, or under
+    # a new one: (1) a .pyc written at run time into __pycache__ for a handed-in helper, stamped with the helper's
+    # mtime and size (SourceFileLoader takes such a cache instead of the source); (2) a .py written beside the files
+    # (a classmate's, kept as base64) and imported inside `try: ... except ImportError`, which the scan lets pass as
+    # an optional library; (3) a handed-in helper rewritten before its first import.
+    import py_compile
+
+    source = tmp_path / "_other.py"
+    source.write_text("def answer():\n    return 43\n")
+    py_compile.compile(str(source), cfile=str(tmp_path / "_other.pyc"))
+    t = transport({
+        "decoy.py": "def answer():\n    return 1\n",
+        "decoy2.py": "def answer():\n    return 2\n",
+        "hostile.py": f"""
+        import importlib
+        import os
+        import struct
+        import sys
+
+        HERE = os.path.dirname(os.path.abspath(__file__))
+        PYC = {(tmp_path / "_other.pyc").read_bytes()!r}
+        TAG = {sys.implementation.cache_tag!r}
+
+
+        def tried():
+            found = []
+            st = os.stat(os.path.join(HERE, "decoy.py"))
+            os.makedirs(os.path.join(HERE, "__pycache__"), exist_ok=True)
+            with open(os.path.join(HERE, "__pycache__", f"decoy.{{TAG}}.pyc"), "wb") as f:
+                f.write(PYC[:8] + struct.pack("<II", int(st.st_mtime) & 0xFFFFFFFF, st.st_size & 0xFFFFFFFF) + PYC[16:])
+            with open(os.path.join(HERE, "_fresh.py"), "w") as f:
+                f.write("def answer():\\n    return 44\\n")
+            with open(os.path.join(HERE, "decoy2.py"), "w") as f:
+                f.write("def answer():\\n    return 45\\n")
+            importlib.invalidate_caches()
+            for name in ("decoy", "_fresh", "decoy2"):
+                try:
+                    found.append(f"{{name}}: {{importlib.import_module(name).answer()}}")
+                except ImportError:
+                    pass
+            return found
+        """})
+    h, _ = t.call({"op": "call", "module": "hostile", "name": "tried", "args": []}, {})
+    assert h["error"] is None, h["error"]
+    assert h["value"] == ["decoy: 1"], h["value"]  # the helper's source as handed in; nothing else imports

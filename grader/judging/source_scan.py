@@ -623,7 +623,9 @@ def _bound(node) -> list:
 
 
 # A line that imports (what _not_found looks at in a file the scan need not otherwise parse).
-_IMPORTS = re.compile(r"^[ \t]*(?:import|from)[ \t]", re.M)
+# Any `import` word: a statement may follow `;` or a one-line `if x:` (red team s41r), and a word in a comment costs
+# only a parse.
+_IMPORTS = re.compile(r"\bimport\b")
 
 
 def _not_found(nodes, where: str, rules, local, found: Findings) -> None:
@@ -639,8 +641,9 @@ def _not_found(nodes, where: str, rules, local, found: Findings) -> None:
     contract = {f.removesuffix(".py") for f in rules.contract.values()}
     optional = set()
     for node in nodes:
-        if isinstance(node, ast.Try) and any(_catches_import_errors(h) for h in node.handlers):
-            optional |= {id(n) for s in node.body for n in _nodes(s)}
+        if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))) and any(
+                _catches_import_errors(h) and not any(isinstance(s, ast.Raise) for s in h.body) for h in node.handlers):
+            optional |= {id(n) for n in _run_in_place(node.body)}
     seen = set()
     for node in imports:
         if id(node) in optional:
@@ -659,6 +662,19 @@ def _not_found(nodes, where: str, rules, local, found: Findings) -> None:
                        "installed for grading (the import fails, unless the submission writes the module at run time "
                        "or reads it from an archive: code no scan reads)",
                        "imports a module that is neither handed in nor installed")
+
+
+def _run_in_place(body) -> list:
+    """The nodes of the statements `body` runs itself: not the bodies of the functions it defines, which run later,
+    outside whatever `try` holds them (red team s41r hid an import in a function defined inside one)."""
+    found, stack = [], list(body)
+    while stack:
+        node = stack.pop()
+        found.append(node)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        stack.extend(child for child in ast.iter_child_nodes(node) if not isinstance(child, ast.expr_context))
+    return found
 
 
 def _catches_import_errors(handler) -> bool:

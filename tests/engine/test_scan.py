@@ -500,3 +500,24 @@ def test_a_module_neither_handed_in_nor_installed_is_shown_where_it_is_imported(
     tool = "import sys\n\ndef main():\n    sys.path.insert(0, '../tools')\n    import plotting\n"
     assert scan.scan_sources([("d.py", tool, None)], POLICY, kit=["tools/plotting.py"]).flags == []
     assert scan.scan_sources([("d.py", tool, None)], POLICY).flags != []
+
+
+@pytest.mark.parametrize("source", [
+    "x = 1; from _d import *\n",  # not at the start of its line: a file with nothing else to read was not parsed
+    "if True: from _d import *\n",
+    "\x0cimport _d\n",
+    "try:\n    def f():\n        from _d import g\n        return g()\nexcept ImportError:\n    pass\n",
+    "try:\n    from _d import *\nexcept ImportError:\n    raise\n",
+], ids=["after_semicolon", "one_line_if", "form_feed", "def_inside_try", "handler_reraises"])
+def test_an_import_of_an_unknown_module_is_shown_however_it_is_written(source):
+    """Red team s41r: the not-found check read a file the scan need not otherwise parse only when a line began with
+    `import` or `from`, and took every import inside a `try` that names ImportError for an optional library's, even
+    one in a function defined there (run later, outside the try) or under a handler that raises the failure again."""
+    found = scan.scan_sources([("a.py", source, None)], POLICY, {"softmax": "activations.py"})
+    assert any("imports _d" in f for f in found.flags), found.flags
+
+
+def test_an_optional_library_in_a_try_is_still_not_shown():
+    source = ("try:\n    import _nowhere_lib\nexcept ImportError:\n    _nowhere_lib = None\n"
+              "try:\n    from _nowhere_two import x\nexcept (ImportError, AttributeError):\n    x = None\n")
+    assert scan.scan_sources([("a.py", source, None)], POLICY, {"softmax": "activations.py"}).flags == []

@@ -130,6 +130,7 @@ _CLOSERS = {")", "]", "}"}
 _PURE_BUILTINS = frozenset({"abs", "len", "int", "float", "str", "bool", "min", "max", "sum", "round", "tuple", "list",
                             "dict", "set", "frozenset", "sorted", "repr", "hash", "pow", "divmod", "ord", "chr", "hex",
                             "bin", "oct", "any", "all", "complex", "bytes", "range", "reversed", "format", "ascii"})
+_READS_LOCALS = frozenset({"locals", "vars", "eval", "exec", "dir"})  # a function calling one may read any local
 _CONSTANT_PARTS = (ast.Constant, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Tuple, ast.List,
                    ast.Set, ast.Dict, ast.Subscript, ast.Slice, ast.operator, ast.unaryop, ast.boolop, ast.cmpop,
                    ast.expr_context)
@@ -138,7 +139,8 @@ _CONSTANT_PARTS = (ast.Constant, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare
 def _no_op_spans(source: str) -> list[tuple[int, int]]:
     """(start, end) character offsets of the statements of `source` that do nothing: `pass`, a bare constant or name
     (`...`, a docstring, `None`, `0`), a value worked out from constants alone, bare or stored to a name the file never
-    reads (`_ = 0`, `_d = abs(-1)`), `assert True`, and `if False:`.
+    reads (`_ = 0`, `_d = abs(-1)`), `assert True`, `if False:`, a name stored to itself, and a store to a function's
+    local that it never reads, of a value that calls no code (`_d = x`).
     Written after every statement of a classmate's file, they broke nearly every k-gram (red team s37r, s38r).
     [] for text Python cannot parse (a damaged cell: it keeps every token)."""
     try:
@@ -182,6 +184,46 @@ def _no_op_spans(source: str) -> list[tuple[int, int]]:
         return (isinstance(target, ast.Name) and target.id not in read
                 and not (target.id.startswith("__") and target.id.endswith("__")))
 
+    def calls_no_code(value) -> bool:
+        """A value whose working out runs none of the file's or a library's functions: names, attributes,
+        subscripts, operators, displays, constants and builtins that only compute (`x`, `x.shape`, `len(x)`)."""
+        for node in ast.walk(value):
+            if isinstance(node, ast.Call):
+                if not (isinstance(node.func, ast.Name) and node.func.id in _PURE_BUILTINS
+                        and node.func.id not in rebound) or node.keywords:
+                    return False
+            elif isinstance(node, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom, ast.ListComp,
+                                   ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+                return False
+        return True
+
+    # A store to a function's local that the function (nested ones included) never reads, of a value that calls no
+    # code: `_d = x` after every statement of a classmate's functions (red team s41r), where the rule above, the
+    # file's names, is escaped by reading `_d` once anywhere in the file. Not where the function can read its
+    # locals by name (locals(), vars(), eval, exec), nor for a name it declares global or nonlocal.
+    dead = set()
+    for function in nodes:
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        inner = list(ast.walk(function))
+        if any(isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in _READS_LOCALS for n in inner):
+            continue
+        loads = {n.id for n in inner if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Store)}
+        loads |= {name for n in inner if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
+        statements = list(function.body)
+        while statements:
+            statement = statements.pop()
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue  # their own scopes
+            if isinstance(statement, ast.Assign) and calls_no_code(statement.value) and all(
+                    isinstance(t, ast.Name) and t.id not in loads for t in statement.targets):
+                dead.add(id(statement))
+            statements.extend(c for c in ast.iter_child_nodes(statement) if isinstance(c, ast.stmt))
+
+    def to_itself(node) -> bool:  # `x = x`
+        return (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                and isinstance(node.value, ast.Name) and node.value.id == node.targets[0].id)
+
     spans = []
     for node in nodes:
         if isinstance(node, ast.Pass) or (isinstance(node, ast.Expr) and (constant(node.value)
@@ -195,6 +237,8 @@ def _no_op_spans(source: str) -> list[tuple[int, int]]:
         elif isinstance(node, ast.If) and not node.orelse and false(node.test):
             pass
         elif isinstance(node, ast.Assert) and isinstance(node.test, ast.Constant) and node.test.value:
+            pass
+        elif id(node) in dead or to_itself(node):
             pass
         else:
             continue

@@ -653,3 +653,49 @@ def test_code_under_an_if_that_always_runs_still_counts(test):
         tokens, plain = similarity.code_tokens(wrapped)[0], similarity.code_tokens(source)[0]
         assert len(tokens) >= len(plain) > 20, (test, path.name)
     assert similarity.code_tokens("if not 1:\n    x = f(y)\n")[0] == []  # a test that is false: no code
+
+
+@pytest.mark.parametrize("junk", [["_d = {first}"], ["{first} = {first}"], ["_d = {first}.shape", "_d = len({first})"]],
+                         ids=["name_stored", "self_assign", "call_free"])
+def test_a_dead_store_that_reads_a_name_changes_no_fingerprint(junk):
+    """Red team s41r: after every statement of a classmate's functions, `_d = <its first parameter>` (or `p = p`), and
+    s40r's `_d = 1 + 1` with one read of `_d` elsewhere in the file: the rule left out only stores to a name the whole
+    file never reads, of values worked out from constants; each copy scored 0.608 with its original, unflagged. A
+    store to a function's local that the function never reads, of a value that calls nothing but builtins, and a name
+    stored to itself, do nothing either."""
+    import ast
+
+    for student in ("ana", "ben"):
+        for path in sorted((CORRECT / student).glob("*.py")):
+            source = path.read_text(encoding="utf-8")
+            tree = ast.parse(source)
+            lines = source.splitlines()
+            after = {}
+            for fn in ast.walk(tree):
+                if isinstance(fn, ast.FunctionDef) and fn.args.args:
+                    first = fn.args.args[0].arg
+                    for stmt in fn.body:
+                        if not hasattr(stmt, "body") and not isinstance(stmt, ast.Return):
+                            after[stmt.end_lineno] = (stmt.col_offset, first)
+            out = []
+            for number, line in enumerate(lines, 1):
+                out.append(line)
+                if number in after:
+                    indent, first = after[number]
+                    out.append(" " * indent + junk[len(out) % len(junk)].format(first=first))
+            padded = "\n".join(out) + "\n"
+            assert padded != source + "\n" or not after
+            assert similarity.code_tokens(padded)[0] == similarity.code_tokens(source)[0], (student, path.name)
+    read_once = "def f(x):\n    _d = 1 + 1\n    y = x * 2\n    _d = abs(-1)\n    return y\n\n_d = None\nassert _d is None\n"
+    assert similarity.code_tokens(read_once)[0] == similarity.code_tokens(read_once.replace(
+        "    _d = 1 + 1\n", "").replace("    _d = abs(-1)\n", ""))[0]
+
+
+def test_a_store_the_function_reads_or_that_calls_code_still_counts():
+    kept = ["def f(x):\n    d = x\n    return d\n", "def f(x):\n    _d = g(x)\n    return x\n",
+            "def f(x):\n    global _d\n    _d = x\n", "def f(x):\n    _d = x\n    return locals()\n",
+            "def f(x):\n    _d = x\n    def g():\n        return _d\n    return g\n",
+            "def f(x):\n    _d = x.run()\n    return x\n", "class A:\n    d = x\n"]
+    for source in kept:
+        tokens = similarity.code_tokens(source)[0]
+        assert tokens.count("=") >= 1, (source, tokens)

@@ -316,9 +316,11 @@ class _HandedInLoader(importlib.machinery.SourceFileLoader):
 
     def get_code(self, fullname):
         path = self.get_filename(fullname)
-        return self.source_to_code(self.get_data(path), path)  # no bytecode cache read, none written
+        return self.source_to_code(self._source(path), path)  # no bytecode cache read, none written
 
-    def get_data(self, path):
+    def _source(self, path):
+        # Only the module's source is checked: get_data also serves the data a module reads beside itself
+        # (pkgutil.get_data, importlib.resources), handed in or written by its own code.
         with open(path, "rb") as f:
             before = os.fstat(f.fileno())
             data = f.read()

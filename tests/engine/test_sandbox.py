@@ -856,3 +856,21 @@ def test_a_module_written_or_rewritten_while_graded_is_no_module(transport, tmp_
     h, _ = t.call({"op": "call", "module": "hostile", "name": "tried", "args": []}, {})
     assert h["error"] is None, h["error"]
     assert h["value"] == ["decoy: 1"], h["value"]  # the helper's source as handed in; nothing else imports
+
+
+def test_a_data_file_beside_a_module_is_still_read_through_its_loader(transport):
+    # A guard for the handed-in-only loader: it checks module source, not the data a module reads through it
+    # (pkgutil.get_data, importlib.resources), nor a data file the module's own code wrote.
+    t = transport({"helper.py": "def answer():\n    return 1\n", "notes.txt": "handed in\n", "reader.py": """
+        import os
+        import pkgutil
+
+
+        def read():
+            with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "later.txt"), "w") as f:
+                f.write("written")
+            return [pkgutil.get_data("helper", "notes.txt").decode(), pkgutil.get_data("helper", "later.txt").decode()]
+        """})
+    h, _ = t.call({"op": "call", "module": "reader", "name": "read", "args": []}, {})
+    assert h["error"] is None, h["error"]
+    assert h["value"] == ["handed in\n", "written"], h["value"]

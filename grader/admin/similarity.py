@@ -1772,7 +1772,10 @@ def _tool_outputs(lesson) -> list[tuple[str, bytes, str]]:
             with contextlib.redirect_stdout(printed):
                 module.main(["--folder", os.fspath(lesson.solutions), "--mode", mode, "--out", scratch])
             png = (Path(scratch) / picture).read_bytes()
-            outputs.append((tool.label.format(mode=mode), png, printed.getvalue()))
+            # The tool names the files it wrote by their path: a scratch folder's random name made the base's
+            # short-text section differ from one build to the next. A student's run names their own folder.
+            said = printed.getvalue().replace(os.path.join(scratch, ""), "")
+            outputs.append((tool.label.format(mode=mode), png, said))
     return outputs
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from grader.admin import similarity
 from grader.intake import submissions as intake
 from grader.lesson import load_lesson
@@ -32,3 +34,18 @@ def test_the_kit_default_heatmap_is_recognised_and_not_evidence(tmp_path):
 def test_the_base_file_matches_the_engine_parameters():
     header = (ROOT / "grader" / "day13" / similarity.BASE_FILE).read_text(encoding="utf-8").splitlines()[2]
     assert f"code-k={similarity.CODE_K}" in header and f"text-short-n={similarity.SHORT_N}" in header
+
+
+def test_the_base_file_holds_the_handout_code_as_the_engine_reads_it_now():
+    # The handout's code k-grams depend on how the engine reads code (code_tokens: what counts as a no-op, how names
+    # are folded): a change there leaves the shipped base behind, and handout code students share turns into
+    # evidence. Rebuild it with `python -m grader.admin.similarity --build-base HANDOUT`.
+    handout = next((p for p in (ROOT.parent / "shared" / "handout" / "day13-attention-transformers.txt",
+                                Path("/work/shared/handout/day13-attention-transformers.txt")) if p.is_file()), None)
+    if handout is None:
+        pytest.skip("the handout is not in this workspace (../shared/handout)")
+    lines = (ROOT / "grader" / "day13" / similarity.BASE_FILE).read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("@handout-code "))
+    end = next(i for i, line in enumerate(lines) if line.startswith("@text-short "))
+    shipped = [int(h, 16) for h in lines[start + 1:end]]
+    assert shipped == sorted(similarity.base_code_hashes(similarity.handout_code(handout.read_text(encoding="utf-8"))))

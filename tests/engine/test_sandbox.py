@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -710,6 +711,21 @@ def test_compiled_code_is_not_in_the_childs_copy_whatever_the_submission_does_to
     assert "hostile.py" in h["value"] and not any(f.endswith((".pyc", ".so")) for f in h["value"]), h["value"]
 
 
+# Student code both archive tests run: import `name` with `entry` first on sys.path, leaving sys.path and sys.modules
+# as they were; what the module answered, or None where the import failed.
+TRY_IMPORT = """
+def try_import(entry, name):
+    sys.path.insert(0, entry)
+    try:
+        return importlib.import_module(name).answer()
+    except ImportError:
+        return None
+    finally:
+        sys.path.remove(entry)
+        sys.modules.pop(name, None)
+"""
+
+
 def test_the_submissions_folder_by_another_name_still_gives_source_only(transport, tmp_path):
     # The source-only hook compared sys.path entries with the folder as text, and `//folder` (POSIX keeps two leading
     # slashes; Linux reads them as one) or /proc/self/cwd is the same folder under another name: red team s40r put
@@ -732,6 +748,7 @@ def test_the_submissions_folder_by_another_name_still_gives_source_only(transpor
 
         HERE = os.path.dirname(os.path.abspath(__file__))
         PYC = {(tmp_path / "_written.pyc").read_bytes()!r}
+        {textwrap.indent(TRY_IMPORT, " " * 8).strip()}
 
 
         def tried():
@@ -740,14 +757,8 @@ def test_the_submissions_folder_by_another_name_still_gives_source_only(transpor
             found = []
             for entry, name in (("/" + HERE + "/lib.zip", "_zipped"), ("/proc/self/cwd/lib.zip", "_zipped"),
                                 (HERE + "/./lib.zip", "_zipped"), ("/" + HERE, "_written")):
-                sys.path.insert(0, entry)
-                try:
-                    found.append(f"{{entry}}: {{importlib.import_module(name).answer()}}")
-                except ImportError:
-                    pass
-                finally:
-                    sys.path.remove(entry)
-                    sys.modules.pop(name, None)
+                if (answer := try_import(entry, name)) is not None:
+                    found.append(f"{{entry}}: {{answer}}")
             try:  # a zip in memory: no folder at all
                 fd = os.memfd_create("lib")
                 with open(os.path.join(HERE, "lib.zip"), "rb") as f:
@@ -787,6 +798,7 @@ def test_a_path_inside_an_archive_outside_the_folder_holds_no_module(transport):
         import sys
 
         ZIP = {buf.getvalue()!r}
+        {textwrap.indent(TRY_IMPORT, " " * 8).strip()}
 
 
         def tried():
@@ -795,14 +807,8 @@ def test_a_path_inside_an_archive_outside_the_folder_holds_no_module(transport):
             os.write(fd, ZIP)
             for entry in (f"/proc/self/fd/{{fd}}/", f"/proc/self/fd/{{fd}}/pkg", f"/proc/self/fd/{{fd}}/pkg/",
                           f"/proc/self/fd/{{fd}}//pkg", f"/dev/fd/{{fd}}/pkg"):
-                sys.path.insert(0, entry)
-                try:
-                    found.append(f"{{entry}}: {{importlib.import_module('_zipped').answer()}}")
-                except ImportError:
-                    pass
-                finally:
-                    sys.path.remove(entry)
-                    sys.modules.pop("_zipped", None)
+                if (answer := try_import(entry, "_zipped")) is not None:
+                    found.append(f"{{entry}}: {{answer}}")
             return found
         """})
     h, _ = t.call({"op": "call", "module": "hostile", "name": "tried", "args": []}, {})

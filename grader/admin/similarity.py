@@ -158,14 +158,17 @@ def _no_op_spans(source: str) -> list[tuple[int, int]]:
     rebound |= {(a.asname or a.name).split(".")[0] for n in nodes if isinstance(n, (ast.Import, ast.ImportFrom))
                 for a in n.names}
 
+    def pure_call(call) -> bool:  # a builtin that only computes, which the file leaves as it is
+        return (isinstance(call.func, ast.Name) and call.func.id in _PURE_BUILTINS and call.func.id not in rebound
+                and not call.keywords)
+
     def constant(value) -> bool:
         """A value worked out from constants alone: operators, displays, subscripts, conditionals and calls of
         builtins that only compute (`1 + 1`, `[0][0]`, `abs(-1)`; red team s40r wrote one after every statement).
         Nothing here reads a name or runs the file's own code."""
         for node in ast.walk(value):
             if isinstance(node, ast.Call):
-                if not (isinstance(node.func, ast.Name) and node.func.id in _PURE_BUILTINS
-                        and node.func.id not in rebound) or node.keywords:
+                if not pure_call(node):
                     return False
             elif isinstance(node, ast.Name):
                 if not (node.id in _PURE_BUILTINS and node.id not in rebound):
@@ -189,8 +192,7 @@ def _no_op_spans(source: str) -> list[tuple[int, int]]:
         subscripts, operators, displays, constants and builtins that only compute (`x`, `x.shape`, `len(x)`)."""
         for node in ast.walk(value):
             if isinstance(node, ast.Call):
-                if not (isinstance(node.func, ast.Name) and node.func.id in _PURE_BUILTINS
-                        and node.func.id not in rebound) or node.keywords:
+                if not pure_call(node):
                     return False
             elif isinstance(node, (ast.Lambda, ast.NamedExpr, ast.Await, ast.Yield, ast.YieldFrom, ast.ListComp,
                                    ast.SetComp, ast.DictComp, ast.GeneratorExp)):

@@ -644,7 +644,7 @@ def _not_found(nodes, where: str, rules, local, found: Findings) -> None:
         if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))) and any(
                 _catches_import_errors(h) and not any(isinstance(s, ast.Raise) for s in h.body) for h in node.handlers):
             optional |= {id(n) for n in _run_in_place(node.body)}
-    seen = set()
+    seen, path = set(), _library_path()
     for node in imports:
         if id(node) in optional:
             continue
@@ -655,7 +655,7 @@ def _not_found(nodes, where: str, rules, local, found: Findings) -> None:
         else:
             continue
         for name in names:
-            if name in seen or name in local or name in contract or name in rules.kit or _installed(name):
+            if name in seen or name in local or name in contract or name in rules.kit or _installed(name, path):
                 continue
             seen.add(name)
             found.flag(f"{where} line {node.lineno}: imports {_shown(name)}, which is no file handed in and no library "
@@ -684,13 +684,17 @@ def _catches_import_errors(handler) -> bool:
                                        for k in kinds)
 
 
-def _installed(name: str) -> bool:
-    """Whether `name` is a module Python finds without the submission: built in, the standard library, or on this
-    process's path (the kit's environment, which the child's is), the working folder left out."""
+def _library_path() -> list[str]:
+    """This process's import path (the kit's environment, which the child's is), the working folder left out."""
+    here = os.getcwd()
+    return [p for p in sys.path if p and os.path.abspath(p) != here]
+
+
+def _installed(name: str, path: list[str]) -> bool:
+    """Whether `name` is a module Python finds without the submission: built in, the standard library, or on `path`
+    (_library_path)."""
     if name in sys.builtin_module_names or name in getattr(sys, "stdlib_module_names", ()):
         return True
-    here = os.getcwd()
-    path = [p for p in sys.path if p and os.path.abspath(p) != here]
     try:
         return importlib.machinery.PathFinder.find_spec(name, path) is not None
     except (ImportError, ValueError, OSError):

@@ -1103,11 +1103,6 @@ _RANDOM_FILLS = frozenset({torch.nn.init.kaiming_uniform_, torch.nn.init.kaiming
                            torch.Tensor.normal_})
 
 
-def _filled(args, kwargs):
-    tensor = args[0] if args else kwargs.get("tensor")  # torch.nn.init hands its tensor on by keyword
-    return tensor if isinstance(tensor, torch.Tensor) else None
-
-
 WIDE_ARGUMENT = 256  # a square weight this wide holds LARGE_FILL elements
 
 
@@ -1120,7 +1115,26 @@ def _wide(header) -> bool:
     return any(isinstance(v, (int, float)) and not isinstance(v, bool) and v >= WIDE_ARGUMENT for v in values)
 
 
-class _ZeroLargeFills(torch.overrides.TorchFunctionMode):
+class _RandomFills(torch.overrides.TorchFunctionMode):
+    """While a module is built: each random fill (_RANDOM_FILLS) of `smallest` elements or more is `instead(tensor)`
+    rather than drawn; every other torch call runs as it is."""
+
+    _FILLS = _RANDOM_FILLS
+    smallest = 0
+
+    def instead(self, tensor):
+        raise NotImplementedError
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self._FILLS:
+            tensor = args[0] if args else kwargs.get("tensor")  # torch.nn.init hands its tensor on by keyword
+            if isinstance(tensor, torch.Tensor) and tensor.numel() >= self.smallest:
+                return self.instead(tensor)
+        return func(*args, **kwargs)
+
+
+class _ZeroLargeFills(_RandomFills):
     """Every wide build (_wide), in a submission's child and in the grader's process alike: a random fill of
     LARGE_FILL elements or more writes zeros. The hidden tests inspect wide modules for the handout's parameter
     counts (a 768x3072 block: ~40 ms of the generator, most of a child's CPU) and run only narrow ones, so no values
@@ -1128,13 +1142,10 @@ class _ZeroLargeFills(torch.overrides.TorchFunctionMode):
     code nothing about which build it is in; and narrow fills are drawn as torch draws them, so the generator's
     state and unloaded parameters do not move."""
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func in _RANDOM_FILLS:
-            tensor = _filled(args, kwargs)
-            if tensor is not None and tensor.numel() >= LARGE_FILL:
-                return _zeroed(tensor)
-        return func(*args, **kwargs)
+    smallest = LARGE_FILL
+
+    def instead(self, tensor):
+        return _zeroed(tensor)
 
 
 def _zeroed(tensor):
@@ -1153,20 +1164,13 @@ def _zeroed(tensor):
         return tensor.zero_()
 
 
-class _SkipInit(torch.overrides.TorchFunctionMode):
+class _SkipInit(_RandomFills):
     """torch.nn.init's random fills leave their tensor as it is (shapes, dtypes and devices are the same): a
     768x3072 block's kaiming initialisation costs ~45 ms, which every inspect of trusted code would pay again.
     Never used where a submission's code runs: code could tell its weights were left unfilled."""
 
-    _FILLS = _RANDOM_FILLS
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        if func in self._FILLS:
-            tensor = _filled(args, kwargs)
-            if tensor is not None:
-                return tensor
-        return func(*args, **kwargs)
+    def instead(self, tensor):
+        return tensor
 
 
 def _inspect_record(obj, header) -> dict:

@@ -259,11 +259,9 @@ def test_a_mistake_whose_mutant_answers_as_the_reference_does_is_never_named(tmp
     # past the tests' tolerance, within the catalogue's matching one (MATCH), so blk.d_ff_ignored and three Pre-LN
     # mutants, which answer the Post-LN test's calls exactly as the reference does (d_ff is left out there), all
     # "match" it. Found with GPT-2's tanh GELU, whose feedback then said d_ff is ignored (that GELU is catalogued now).
-    sub = _copy_reference(tmp_path)
-    text = (sub / "block.py").read_text()
     norms = "nn.LayerNorm(d_model), nn.LayerNorm(d_model)"
-    assert text.count(norms) == 1
-    (sub / "block.py").write_text(text.replace(norms, "nn.LayerNorm(d_model, eps=3e-4), nn.LayerNorm(d_model, eps=3e-4)"))
+    sub = _reference_with(tmp_path, "block.py", norms,
+                          "nn.LayerNorm(d_model, eps=3e-4), nn.LayerNorm(d_model, eps=3e-4)")
     student = DAY13.adapter()(InProcessTransport(sub, lesson=DAY13), record=True)
     post_ln = next(fn for component, test, fn in DAY13.hidden_tests if (component, test) == ("block", "post_ln"))
     with pytest.raises(AssertionError):
@@ -277,11 +275,9 @@ def test_a_mask_of_ones_where_blocked_is_told_so_not_that_it_is_additive(tmp_pat
     # boolean masks say True) was told its mask is additive (0 and -inf): the mutant's -inf made the matching
     # tolerance's relative term infinite, so any finite number "matched" it (tests/engine/test_diagnose.py holds that
     # rule). The mistake is catalogued now, and named.
-    sub = _copy_reference(tmp_path)
-    text = (sub / "self_attention.py").read_text()
     tril = "    return torch.tril(torch.ones(T, T, device=device))"
-    assert text.count(tril) == 1
-    (sub / "self_attention.py").write_text(text.replace(tril, "    return torch.triu(torch.ones(T, T, device=device), diagonal=1)"))
+    sub = _reference_with(tmp_path, "self_attention.py", tril,
+                          "    return torch.triu(torch.ones(T, T, device=device), diagonal=1)")
     result = killrate.grade(sub, "triu_blocked", lesson=DAY13)
     failed = {t.name: t.hint_id for t in result.tests if t.status != "passed"}
     assert failed == {"self_attention.causal_mask": "sa.causal_blocked_ones"}, failed
@@ -297,11 +293,8 @@ def test_a_mask_of_ones_where_blocked_is_told_so_not_that_it_is_additive(tmp_pat
     ("    return torch.ones(T, T, dtype=torch.bool, device=device).triu(1)", "sa.causal_blocked_ones"),
 ], ids=["bool_strict_comparison", "int64_no_diagonal", "bool_triu", "bool_blocked_ones"])
 def test_a_causal_mistake_is_named_whatever_dtype_the_mask_has_hidden_and_visible(tmp_path, body, mistake):
-    sub = _copy_reference(tmp_path)
-    text = (sub / "self_attention.py").read_text()
     tril = "    return torch.tril(torch.ones(T, T, device=device))"
-    assert text.count(tril) == 1
-    (sub / "self_attention.py").write_text(text.replace(tril, body))
+    sub = _reference_with(tmp_path, "self_attention.py", tril, body)
     result = killrate.grade(sub, mistake, lesson=DAY13)
     failed = {t.name: t.hint_id for t in result.tests if t.status != "passed"}
     assert failed == {"self_attention.causal_mask": mistake}, failed
@@ -388,10 +381,9 @@ def test_an_nn_dropout_made_at_module_level_is_named_as_dropout_no_eval_reaches(
 def test_noise_on_a_real_attentions_output_earns_no_selfattention_points(tmp_path):
     # The s39 branch above takes an output that moves with the seed as dropout only when each entry is kept at one
     # value or dropped: seeded noise added to the output keeps none, and stays a reason of the gate.
-    sub = _copy_reference(tmp_path)
-    text = (sub / "self_attention.py").read_text()
     out = "    out = weights @ V"
-    (sub / "self_attention.py").write_text(text.replace(out, "    out = weights @ V + 0.05 * torch.randn_like(weights @ V)"))
+    sub = _reference_with(tmp_path, "self_attention.py", out,
+                          "    out = weights @ V + 0.05 * torch.randn_like(weights @ V)")
     result = killrate.grade(sub, "attention_output_noise", lesson=DAY13)
     # (module_gradients passes on its own merits: noise added to the output leaves every gradient as the reference's)
     earned = {t.name: t.score for t in result.tests if t.name in ("self_attention.module_worked_values",
@@ -572,11 +564,8 @@ def test_a_trailing_activation_in_the_ffn_is_named_hidden_and_visible(tmp_path):
     # Found on a held-out student (s36 D3): ffn = Linear, GELU, Linear, GELU. The hidden block.attributes compares
     # parameter shapes only and passes it; post_ln, pre_ln and gradients lost 12 points saying only "values differ",
     # and the visible test_block_parts named the cause in a bare assert under pytest's diff.
-    sub = _copy_reference(tmp_path)
-    text = (sub / "block.py").read_text()
     last = "            nn.Linear(d_ff, d_model),  # project back: (B, T, d_model)\n"
-    assert text.count(last) == 1
-    (sub / "block.py").write_text(text.replace(last, last + "            nn.GELU(),\n"))
+    sub = _reference_with(tmp_path, "block.py", last, last + "            nn.GELU(),\n")
     result = killrate.grade(sub, "ffn_trailing_gelu", lesson=DAY13)
     failed = {t.name: t.hint_id for t in result.tests if t.status != "passed"}
     assert failed == dict.fromkeys(("block.post_ln", "block.pre_ln", "block.gradients"),
@@ -880,12 +869,10 @@ def test_an_attention_wrong_at_one_place_earns_the_same_under_every_seed(tmp_pat
     # order of the run's seed; an order that left query 0 where it was saw no difference, so under some seeds a
     # module test passed by luck (5 of 30 under seeds 1 and 2, 2 points in a different test each). The order now
     # moves every token, so no seed can leave the broken place where it was.
-    sub = _copy_reference(tmp_path)
-    text = (sub / "self_attention.py").read_text()
     out = "    out = weights @ V"
-    assert text.count(out) == 1
-    (sub / "self_attention.py").write_text(text.replace(
-        out, "    weights = weights.clone()\n    weights[..., 0, :] = 0.0  # the first query attends to nothing\n" + out))
+    sub = _reference_with(tmp_path, "self_attention.py", out,
+                          "    weights = weights.clone()\n    weights[..., 0, :] = 0.0  # the first query attends to nothing\n"
+                          + out)
     earned = set()
     for seed in range(1, 7):
         result = score.grade_submission(name="row0", directory=sub, lesson=DAY13, check_deliverables=lambda _: [],

@@ -1,5 +1,6 @@
 """grader/sandbox/: the child answers like the in-process executor, and every fault becomes a
 stated error while the next call is served by a fresh child, with no process left behind."""
+import contextlib
 import dataclasses
 import json
 import os
@@ -329,6 +330,41 @@ def test_a_batch_is_answered_in_order_as_single_calls_would_be(transport):
     answers = t.call_many([batch_call("ok", x) for x in xs])
     assert [a["out0"][0, 0] for _, a in answers] == [2.0 * i for i in range(12)]
     assert all(h["error"] is None for h, _ in answers) and t.faults == []
+
+
+def test_a_large_answer_ahead_of_many_small_calls_never_deadlocks_the_pipeline(transport):
+    # The child writes a 1.6 MB answer (far more than a socket buffer) while the grader is still sending the
+    # calls behind it. Those are tiny, but the kernel charges each queued message for its buffers too, not only
+    # its bytes: ~300 of them filled the grader's send buffer under a 64 KB cap of bytes in flight. Each side then
+    # waited for the other to read, the calls timed out, and a module that answers correctly was condemned.
+    t = transport({"hostile.py": """
+        import torch
+        def big(x):
+            return torch.zeros(400_000)
+        def ok(x):
+            return x * 2
+    """})
+    tiny = np.ones(1, dtype=np.float32)
+    calls = [batch_call("big", tiny)] + [batch_call("ok", tiny)] * 300
+    answers = t.call_many(calls)
+    assert t.faults == [] and all(h["error"] is None for h, _ in answers)  # no call waited out its time limit
+    assert answers[0][1]["out0"].shape == (400_000,) and all(a["out0"].tolist() == [2.0] for _, a in answers[1:])
+
+
+@pytest.mark.parametrize("size", [20, 300, 2_000, 5_000, 17_000, 70_000])
+def test_queued_cost_is_at_least_what_this_kernel_charges_a_queued_message(size):
+    # The transport's bound on calls sent ahead rests on this: messages queue (unread) until the kernel refuses
+    # one, and the buffer they filled, shared among them, is never more than queued_cost counts for them.
+    from grader.sandbox.transport import queued_cost
+
+    mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with mine, theirs:
+        buffer = mine.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+        queued = 0
+        with contextlib.suppress(BlockingIOError):
+            while mine.send(b"x" * size, socket.MSG_DONTWAIT) == size:  # until one is refused or cut short
+                queued += 1
+        assert queued > 0 and buffer / queued <= queued_cost(size)
 
 
 def _classifier_call(d: int, seed: int):

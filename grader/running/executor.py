@@ -1009,6 +1009,12 @@ def _run_module(header, arrays, loader, out_header, out_arrays):
                     raise GraderCallError(
                         f"{header['cls']}.{path} has shape {tuple(target.shape)}, "
                         f"the contract gives it shape {tuple(value.shape)}")
+                how = _computed(obj, path, target)
+                if how:
+                    raise GraderCallError(
+                        f"{header['cls']}.{path} is computed from other tensors {how}, so the weights the grader "
+                        f"writes into it never reach forward: keep it a plain parameter of its layer, which the grader "
+                        f"can load (see {loader.lesson.contract})")
                 with torch.no_grad():
                     target.copy_(value)
                 loaded.setdefault(spec["name"], target)
@@ -1025,6 +1031,26 @@ def _run_module(header, arrays, loader, out_header, out_arrays):
     if header.get("grad_params"):
         wrt.update({n: t for n, t in loaded.items() if isinstance(t, torch.nn.Parameter)})
     _finish(header, result, wrt, tensors, loader, out_header, out_arrays)
+
+
+def _computed(obj, path: str, target) -> str | None:
+    """How the tensor at `path` (just read: `target`) is made again from other tensors, so that nothing written into
+    it reaches forward; None for a tensor the module keeps. Told by what it does, not by name: read a second time,
+    it lies elsewhere in memory (a parametrization, such as weight_norm or spectral_norm, computes it at every
+    read), or a forward pre-hook of its layer names it (the older torch.nn.utils.weight_norm sets it from weight_g
+    and weight_v at every call). A property handing out a tensor the layer keeps, or a view of one, is the same
+    memory at every read and is loaded as any parameter."""
+    again = _resolve(obj, path)
+    with _unmoded():
+        moved = isinstance(again, _Tensor) and _TensorBase.data_ptr(again) != _TensorBase.data_ptr(target)
+    if moved:
+        return "each time it is read (a parametrization such as weight_norm)"
+    layer, name = _parent(obj, path)
+    hooks = dict.get(object.__getattribute__(layer, "__dict__"), "_forward_pre_hooks") if isinstance(layer, _Module) else None
+    for hook in dict.values(hooks) if isinstance(hooks, dict) else ():
+        if getattr(hook, "name", None) == name:
+            return "each time the layer runs (a forward pre-hook, such as the older torch.nn.utils.weight_norm's)"
+    return None
 
 
 def _found_below(directory: Path, filename: str, limit: int = 2000) -> str | None:

@@ -576,6 +576,25 @@ def test_a_trailing_activation_in_the_ffn_is_named_hidden_and_visible(tmp_path):
     assert "Use -v" not in said and "AssertionError" not in said, said  # pytest's own workings are not for students
 
 
+def test_weight_norm_on_the_projections_is_named_hidden_and_visible(tmp_path):
+    # Held-out s41's a1: a correct MultiHeadAttention with weight_norm on qkv and out. The weights the tests load
+    # never reached forward (weight_norm computes the weight from g and v at every read): hidden, four tests said only
+    # "values differ"; visible, nine blamed the split of q, k, v. Both now say what keeps the weights from loading.
+    out = "        self.out = nn.Linear(d_model, d_model)  # W_O\n"
+    sub = _reference_with(tmp_path, "multihead.py", out, out + "        self.qkv = nn.utils.parametrizations.weight_norm(self.qkv)\n"
+                          "        self.out = nn.utils.parametrizations.weight_norm(self.out)\n")
+    result = killrate.grade(sub, "weight_norm", lesson=DAY13)
+    lost = {t.name: t.output for t in result.tests if t.status != "passed"}
+    assert {name.split(".")[0] for name in lost} == {"multihead"}, lost
+    # The parameter count is the handout's (§7) and weight_norm adds g: that test fails on its own count.
+    loading = {name: text for name, text in lost.items() if name != "multihead.attributes"}
+    assert loading and all("computed from other tensors" in text and "plain parameter" in text
+                           for text in loading.values()), loading
+    visible, said = _visible_said(sub, tmp_path)
+    assert {part for part, (passed, _) in visible.items() if not passed} == {"multihead"}, visible
+    assert "computed from other tensors" in said and "not the heads of qkv(x)" not in said, said
+
+
 def test_the_tutorials_sequence_first_table_is_named_hidden_and_visible(tmp_path):
     # Found on a held-out student (s36 D4): the PyTorch tutorial's (max_len, 1, d_model) table sliced with
     # x.size(0) on batch-first x: pe[:B] broadcasts, and sentence b gets PE[b] on every token. The hidden cases

@@ -64,6 +64,24 @@ class Check(feedback.Check):
             f"{got.dtype}. {ERROR_HINTS['dtype_error']}")
         self.close(got, expected.double(), f"{what} in float64 vs the same module in float32", atol=1e-4)
 
+    @staticmethod
+    def loadable(layer, what):
+        """`layer`, whose weight the test is about to write. It fails, saying why, when that weight is made again
+        from other tensors at every read (a parametrization such as weight_norm) or at every call (a forward
+        pre-hook, as the older torch.nn.utils.weight_norm sets it): nothing written into it would reach forward."""
+        weight = getattr(layer, "weight", None)
+        again = getattr(layer, "weight", None)
+        computed = isinstance(weight, torch.Tensor) and isinstance(again, torch.Tensor) and \
+            weight.data_ptr() != again.data_ptr()
+        hooked = any(getattr(hook, "name", None) == "weight" for hook in getattr(layer, "_forward_pre_hooks", {}).values())
+        if computed or hooked:
+            pytest.fail(f"{what}.weight is computed from other tensors each time it is "
+                        f"{'read' if computed else 'run'} (weight_norm, spectral_norm or another parametrization), so "
+                        "the weights these tests write into it never reach forward: keep it a plain layer whose weight "
+                        "is a parameter, which the tests and the graders can load (CONTRACT.md, \"Weights are loaded, "
+                        "not seeded\").", pytrace=False)
+        return layer
+
     def repeat(self, call):
         """Call `call` twice: when the two answers differ, the test's failures say that something random runs."""
         with torch.no_grad():

@@ -20,13 +20,19 @@ def _out(mha):
     pytest.fail("§7: MultiHeadAttention needs an attribute out (W_O), nn.Linear(d_model, d_model)", pytrace=False)
 
 
-def _identity_heads(mha, d_model):
+def _layers(mha, check):
+    """qkv and out (W_O), which the tests write weights into."""
+    return check.loadable(mha.qkv, "MultiHeadAttention.qkv"), check.loadable(_out(mha), "MultiHeadAttention.out")
+
+
+def _identity_heads(mha, d_model, check):
     """qkv makes Q = K = V = x and W_O is the identity, with zero biases: the heads can be worked by hand."""
+    qkv, out = _layers(mha, check)
     with torch.no_grad():
-        mha.qkv.weight.copy_(torch.eye(d_model).repeat(3, 1))  # (3·d_model, d_model)
-        mha.qkv.bias.zero_()
-        _out(mha).weight.copy_(torch.eye(d_model))
-        _out(mha).bias.zero_()
+        qkv.weight.copy_(torch.eye(d_model).repeat(3, 1))  # (3·d_model, d_model)
+        qkv.bias.zero_()
+        out.weight.copy_(torch.eye(d_model))
+        out.bias.zero_()
 
 
 def _randn(seed, *shape):
@@ -34,11 +40,12 @@ def _randn(seed, *shape):
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
-def _fixed_weights(mha, d_model, seed):
+def _fixed_weights(mha, d_model, seed, check):
     """Weights from a fixed generator, so that the run does not depend on how your layers draw theirs."""
     generator = torch.Generator().manual_seed(seed)
+    layers = _layers(mha, check)
     with torch.no_grad():
-        for layer in (mha.qkv, _out(mha)):
+        for layer in layers:
             layer.weight.copy_(torch.randn(layer.weight.shape, generator=generator) / d_model ** 0.5)
             layer.bias.copy_(torch.randn(layer.bias.shape, generator=generator) / 10)
     return mha
@@ -75,14 +82,14 @@ def test_output_shape(multihead, check):
     """§7: the output has the input's shape (B, T, d_model), whatever the number of heads."""
     x = _randn(1, 2, 5, 16)
     for n_heads in (1, 4, 16):
-        out = _fixed_weights(multihead.MultiHeadAttention(16, n_heads), 16, 70 + n_heads)(x)
+        out = _fixed_weights(multihead.MultiHeadAttention(16, n_heads), 16, 70 + n_heads, check)(x)
         check.shape(out, (2, 5, 16), f"§7: MultiHeadAttention(16, {n_heads}) on x of shape (2, 5, 16)")
 
 
 def test_s4_through_one_head(multihead, check):
     """§4 through one head: Q = K = V = X and W_O = I give the §4 output [[0.8, 0.6], [0.6, 0.8], [0.75, 0.75]]."""
     mha = multihead.MultiHeadAttention(2, 1)
-    _identity_heads(mha, 2)
+    _identity_heads(mha, 2, check)
     X = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]])
     check.close(mha(X), [[[0.80, 0.60], [0.60, 0.80], [0.75, 0.75]]], "§4 through MultiHeadAttention(2, 1)",
                 decimals=2, hint=LAYOUT_HINT, when=LAYOUT_FACTS, facts=TOKENS)
@@ -95,7 +102,7 @@ def test_s7_two_heads_see_their_own_features(multihead, check):
     Each head then works the §4 example on its own (scaled by √2), and the heads are concatenated.
     """
     mha = multihead.MultiHeadAttention(4, 2)
-    _identity_heads(mha, 4)
+    _identity_heads(mha, 4, check)
     x = torch.tensor([[[1.0, 0.0, 1.0, 1.0], [0.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 1.0]]])
     expected = [[[0.80, 0.60, 0.75, 0.75], [0.60, 0.80, 0.80, 0.60], [0.75, 0.75, 0.60, 0.80]]]
     check.close(mha(x), expected, "§7: two heads, each the §4 example, concatenated", decimals=2, hint=LAYOUT_HINT,
@@ -104,7 +111,7 @@ def test_s7_two_heads_see_their_own_features(multihead, check):
 
 def test_causal_mask_blocks_the_future(multihead, check):
     """§6 in every head: with a (T, T) causal mask, changing later tokens leaves earlier outputs alone."""
-    mha = _fixed_weights(multihead.MultiHeadAttention(8, 2), 8, 80)
+    mha = _fixed_weights(multihead.MultiHeadAttention(8, 2), 8, 80, check)
     x = _randn(2, 1, 5, 8)
     changed = x.clone()
     changed[:, 3:] = _randn(3, 1, 2, 8)
@@ -116,7 +123,7 @@ def test_causal_mask_blocks_the_future(multihead, check):
 
 def test_padding_mask_hides_padding(multihead, check):
     """§6: a (B, 1, 1, T) padding mask; what sits in the padding never changes the real tokens' outputs."""
-    mha = _fixed_weights(multihead.MultiHeadAttention(8, 4), 8, 90)
+    mha = _fixed_weights(multihead.MultiHeadAttention(8, 4), 8, 90, check)
     x = _randn(4, 2, 4, 8)
     mask = torch.tensor([1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0]).view(2, 1, 1, 4)  # sentence 2: 2 real tokens
     changed = x.clone()
@@ -130,7 +137,7 @@ def test_padding_mask_hides_padding(multihead, check):
 
 def test_tokens_are_a_set_without_positions(multihead, check):
     """§8: attention alone treats the input as a set: shuffling tokens shuffles the outputs the same way."""
-    mha = _fixed_weights(multihead.MultiHeadAttention(12, 3), 12, 100)
+    mha = _fixed_weights(multihead.MultiHeadAttention(12, 3), 12, 100, check)
     x = _randn(6, 2, 6, 12)
     order = torch.tensor([4, 0, 5, 2, 1, 3])
     check.close(mha(x[:, order]), mha(x)[:, order], "§8: output for shuffled tokens vs shuffled output", atol=1e-5,
@@ -139,13 +146,14 @@ def test_tokens_are_a_set_without_positions(multihead, check):
                 when=("order_matters",), means="order_matters")
 
 
-def _worked_weights(mha):
+def _worked_weights(mha, check):
     """Fixed, unequal projections: W_Q, W_K and W_V differ, and W_O is not the identity."""
+    qkv, out = _layers(mha, check)
     with torch.no_grad():
-        mha.qkv.weight.copy_(((torch.arange(48.0).reshape(12, 4) * 5) % 7 - 3) / 4)
-        mha.qkv.bias.copy_(((torch.arange(12.0) % 3) - 1) / 10)
-        _out(mha).weight.copy_(((torch.arange(16.0).reshape(4, 4) * 3) % 5 - 2) / 3)
-        _out(mha).bias.copy_(torch.tensor([0.1, -0.2, 0.3, 0.0]))
+        qkv.weight.copy_(((torch.arange(48.0).reshape(12, 4) * 5) % 7 - 3) / 4)
+        qkv.bias.copy_(((torch.arange(12.0) % 3) - 1) / 10)
+        out.weight.copy_(((torch.arange(16.0).reshape(4, 4) * 3) % 5 - 2) / 3)
+        out.bias.copy_(torch.tensor([0.1, -0.2, 0.3, 0.0]))
 
 
 # MultiHeadAttention(4, 2) with _worked_weights on the §7 tokens below: output and the gradient of
@@ -166,7 +174,7 @@ def test_s7_projections_forward_and_backward(multihead, check, case):
     """§7 with real projections: Q, K, V are the three thirds of qkv(x) in that order, W_O mixes the heads,
     and the gradient reaches x (the graders also load fixed weights into qkv and out)."""
     mha = multihead.MultiHeadAttention(4, 2)
-    _worked_weights(mha)
+    _worked_weights(mha, check)
     x = torch.tensor(WORKED_X, requires_grad=True)
     mask = torch.tril(torch.ones(3, 3)) if case == "causal mask" else None
     out = mha(x, mask)
@@ -186,5 +194,5 @@ def test_s7_in_float64(multihead, check):
     """The graders' float64 cases convert MultiHeadAttention with .to(torch.float64), as model.double() does:
     everything forward makes must follow x's dtype, and float64 comes back."""
     mha = multihead.MultiHeadAttention(4, 2)
-    _worked_weights(mha)
+    _worked_weights(mha, check)
     check.in_float64(mha, torch.tensor(WORKED_X), "§7: MultiHeadAttention(4, 2) with fixed weights")

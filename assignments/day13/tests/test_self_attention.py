@@ -171,7 +171,7 @@ def test_s4_through_self_attention(self_attention, check):
     attn = self_attention.SelfAttention(d_model=2, d_k=2)
     with torch.no_grad():
         for name in ("W_q", "W_k", "W_v"):
-            _projection(attn, name).weight.copy_(torch.eye(2))
+            check.loadable(_projection(attn, name), f"SelfAttention.{name}").weight.copy_(torch.eye(2))
     out, weights = check.pair(attn(X.unsqueeze(0)), "SelfAttention.forward")
     check.close(weights, [[[0.40, 0.20, 0.40], [0.20, 0.40, 0.40], [0.25, 0.25, 0.50]]],
                 "§4 through SelfAttention: weights", decimals=2,
@@ -278,7 +278,7 @@ def test_s5_module_uses_its_three_projections(self_attention, check):
     """§5 with d_k ≠ d_model and three different projections: SelfAttention(x, mask) is your own attention
     on Q = x W_qᵀ, K = x W_kᵀ, V = x W_vᵀ, forward and backward (gradients reach x, W_q, W_k and W_v)."""
     attn = self_attention.SelfAttention(d_model=6, d_k=4)
-    layers = [_projection(attn, name) for name in ("W_q", "W_k", "W_v")]
+    layers = [check.loadable(_projection(attn, name), f"SelfAttention.{name}") for name in ("W_q", "W_k", "W_v")]
     with torch.no_grad():
         for n, layer in enumerate(layers):
             layer.weight.copy_(torch.randn(4, 6, generator=torch.Generator().manual_seed(50 + n)) / 2)

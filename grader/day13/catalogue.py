@@ -228,6 +228,9 @@ BUGS: tuple[Bug, ...] = (
     # x is batch-first, (B, T, d_model): T read from the first axis is the batch size.
     _b("pe.T_from_batch_axis", "positional", "module_forward",
        (PE, "        T = x.size(1)", "        T = x.size(0)")),
+    # T read from the last axis, the features: pe[:d_model] is added, which crashes unless T == d_model (held-out s42).
+    _b("pe.T_from_feature_axis", "positional", "module_forward",
+       (PE, "        T = x.size(1)", "        T = x.size(-1)")),
     # The PyTorch tutorial's layout: a (max_len, 1, d_model) table for sequence-first x, sliced by x.size(0). On
     # batch-first x, pe[:B] is (B, 1, d_model) and broadcasts: sentence b gets PE[b] on every token. With one sentence
     # its numbers are pe.T_from_batch_axis's; with more, that one's (max_len, d_model) table crashes and this one's does not.

@@ -660,7 +660,7 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
     before any student code runs, so what the child does to its files changes no flag. `seed`: the run's
     (grader/running/run_seed.py), for the hidden tests' probes and call order."""
     start = time.monotonic()
-    config = with_lesson_limits(config, lesson.limits)
+    config = with_lesson_limits(config, lesson.limits, files=len(lesson.modules))
     digests = {"submission": regrade.submission_digest(sub.source), **regrade.current(lesson=lesson)}
     slot_dir = work / f"slot{slot}"
     quota = slot_dir.is_dir() and mount_quota(slot_dir, config)
@@ -718,11 +718,15 @@ def scratch_full_words(full: set[str], config: SandboxConfig) -> str:
                         [f"{config.scratch_inodes:,} files and folders"] * ("inodes" in full))
 
 
-def with_lesson_limits(config: SandboxConfig, limits: dict) -> SandboxConfig:
-    """`config` with the reply caps of the lesson's limits (a cap a test set itself is kept)."""
+def with_lesson_limits(config: SandboxConfig, limits: dict, files: int = 1) -> SandboxConfig:
+    """`config` with the reply caps of the lesson's limits (a cap a test set itself is kept). The submission's cap is
+    shared evenly among the lesson's `files` (its modules), so that one file's flood of answers costs only its own
+    part's calls."""
     replies = limits.get("replies", {})
+    replies_bytes = config.replies_bytes or int(replies.get("submission_bytes", 0))
     return dataclasses.replace(config, reply_bytes=config.reply_bytes or int(replies.get("call_bytes", 0)),
-                               replies_bytes=config.replies_bytes or int(replies.get("submission_bytes", 0)))
+                               replies_bytes=replies_bytes,
+                               file_replies_bytes=config.file_replies_bytes or replies_bytes // max(1, files))
 
 
 _STATUS = {"Timeout": "timeout", "Budget": "time-budget", "Crashed": "crashed", "OutOfMemory": "out-of-memory",

@@ -69,6 +69,9 @@ class SandboxConfig:
     # grading run takes both from the lesson's data (`limits.toml` beside its rubric).
     reply_bytes: int = 0  # one call's answer
     replies_bytes: int = 0  # all the answers of one submission (the grader keeps them until it is scored)
+    # All the answers into one of the submission's files (a part's module): a file that floods its answers uses up
+    # its own share, never another's, as module_budget does for time. 0: only replies_bytes holds.
+    file_replies_bytes: int = 0
     layers: tuple[str, ...] = ("pidns", "netns", "ipcns", "rlimits", "uid", "landlock", "seccomp", "quota")
     # Children the zygote forks before it makes its memory huge pages (zygote.py, _huge_pages): 1.2-1.4 s of
     # copying that then saves 4.5-8 ms of each later fork's CPU, so it pays back after ~200 children. A run

@@ -62,6 +62,8 @@ class SandboxTransport:
         self._spent: dict[str, float] = {}  # wall seconds of calls (and child starts) per module
         self._received = 0  # bytes of every answer so far, counted against config.replies_bytes
         self._replies_full = False  # set once an answer would have passed config.replies_bytes
+        self._received_by: dict[str, int] = {}  # bytes of the answers into each file (config.file_replies_bytes)
+        self._files_full: set[str] = set()  # files whose answers would have passed their share
         self._output = tempfile.TemporaryFile()  # unnamed: nothing else can open it
         self._printed: list[str] = []  # the start of what each earlier child printed (printed_heads)
         self._ahead = 0  # what the live child's socket may hold of calls sent ahead (send_ahead_budget)
@@ -256,6 +258,11 @@ class SandboxTransport:
                 self.faults.append(f"Timeout: {message}")
                 self.fault_types.append("Budget")
             return self._fault("Timeout", message, record=False), {}
+        if module in self._files_full:
+            return self._fault("OversizedReply", f"the answers of {module}.py passed the "
+                                                 f"{_mb(self.config.file_replies_bytes)} the grader keeps for one "
+                                                 f"file; the remaining calls into {module}.py were not run",
+                               record=False), {}
         if self._replies_full:
             return self._fault("OversizedReply", f"the submission's answers passed the "
                                                  f"{_mb(self.config.replies_bytes)} the grader keeps for one "
@@ -265,17 +272,25 @@ class SandboxTransport:
     def _spend(self, module: str, seconds: float) -> None:
         self._spent[module] = self._spent.get(module, 0.0) + seconds
 
-    def _reply_limits(self) -> protocol.Limits:
-        """The caps for the next answer: one call's, and what is left of the submission's."""
+    def _reply_limits(self, module: str) -> protocol.Limits:
+        """The caps for the next answer, into `module`: one call's, and what is left of its file's and the submission's."""
         cap = self.config.reply_bytes or protocol.DEFAULT_LIMITS.max_total_bytes
         if self.config.replies_bytes:
             cap = max(0, min(cap, self.config.replies_bytes - self._received))
+        if self.config.file_replies_bytes:
+            cap = max(0, min(cap, self.config.file_replies_bytes - self._received_by.get(module, 0)))
         return protocol.Limits(max_header_bytes=min(cap, protocol.DEFAULT_LIMITS.max_header_bytes), max_total_bytes=cap)
 
-    def _oversized(self, exc: "protocol.OversizedFrame") -> dict:
+    def _oversized(self, exc: "protocol.OversizedFrame", module: str) -> dict:
         if self.config.reply_bytes and exc.declared > self.config.reply_bytes:
             return self._fault("OversizedReply", f"one answer was over the {_mb(self.config.reply_bytes)} a call may "
                                                  f"send back (this assignment's answers are far smaller): {exc}")
+        if (self.config.file_replies_bytes
+                and self._received_by.get(module, 0) + exc.declared > self.config.file_replies_bytes):
+            self._files_full.add(module)
+            return self._fault("OversizedReply", f"the answers of {module}.py passed the "
+                                                 f"{_mb(self.config.file_replies_bytes)} the grader keeps for one "
+                                                 f"file: {exc}")
         if self.config.replies_bytes and self._received + exc.declared > self.config.replies_bytes:
             self._replies_full = True
             return self._fault("OversizedReply", f"the submission's answers passed the "
@@ -296,14 +311,15 @@ class SandboxTransport:
         child = self._child
         first_use = module not in child.served
         try:
-            reply, out, size = protocol.recv_frame(child.sock, limits=self._reply_limits(), deadline=deadline)
+            reply, out, size = protocol.recv_frame(child.sock, limits=self._reply_limits(module), deadline=deadline)
         except TimeoutError:
             return self._after_fatal(module, self._timed_out(), first_use), {}
         except protocol.OversizedFrame as exc:
-            return self._after_fatal(module, self._oversized(exc), first_use), {}
+            return self._after_fatal(module, self._oversized(exc, module), first_use), {}
         except (protocol.ProtocolError, OSError) as exc:
             return self._after_fatal(module, self._death_or_protocol(exc), first_use), {}
         self._received += size
+        self._received_by[module] = self._received_by.get(module, 0) + size
         if "sandbox_exit" in reply:
             # The zygote reports a child's end once it has reaped it; the child itself can write the same frame.
             ended = self._fault("ProtocolError", "the process reported its own end while still running (forged)") \

@@ -253,16 +253,15 @@ def test_an_answer_claiming_an_8_tb_array_is_refused(batch):
     check(batch, "giant_shape", hit="activations", status="oversized-reply", reason=r"over the 16 MB a call may send back")
 
 
-def test_answers_that_pass_the_submissions_cap_stop_its_calls(batch):
-    # The cap is the submission's: the calls after it (the classifier's, here, whose code is honest) go
-    # unanswered too, with the reason.
+def test_answers_that_pass_their_files_share_of_the_cap_stop_only_that_files_calls(batch):
+    # The submission's 64 MB are shared among its two files: the file that hoards uses up its own 32 MB, and its
+    # later calls go unanswered, with the reason. The classifier's calls, graded over the grader's softmax once
+    # activations.py is condemned, keep their points: one part's flood costs only that part (red team s42r).
     record = batch["records"]["reply_hoard"]
     assert record["status"] == "oversized-reply"
-    assert "passed the 64 MB the grader keeps for one submission" in text_of(record)
+    assert "the answers of activations.py passed the 32 MB the grader keeps for one file" in text_of(record)
     assert components(record)["activations"][0] < components(record)["activations"][1]
-    assert components(record)["classifier"][0] == 0 < components(record)["classifier"][1]
-    classifier = [t for t in record["tests"] if t["component"] == "classifier"]
-    assert all("64 MB" in t["output"] for t in classifier), [t["output"] for t in classifier]
+    assert components(record)["classifier"][0] == components(record)["classifier"][1], text_of(record)[:2000]
     honest_rows_unaffected(batch)
 
 

@@ -269,6 +269,22 @@ def test_the_answers_of_one_submission_are_capped_in_all(transport):
     assert h["error"]["type"] == "OversizedReply"
 
 
+def test_a_file_that_floods_the_answers_uses_up_its_own_share_not_another_files(transport):
+    # Red team s42r: one file's answers ("debug" tensors) used up the whole submission's cap, and every call of the
+    # part graded next was refused. Each file now has its share of the cap, so a flood costs only its own part.
+    config = dataclasses.replace(CONFIG, reply_bytes=1 << 20, replies_bytes=4 << 20, file_replies_bytes=2 << 20)
+    t = transport({"hostile.py": FORGER, "other.py": "import torch\ndef ok():\n    return torch.ones(1)\n"},
+                  config=config)
+    answers = [t.call(fn("big", args=[(900 << 10) // 8]), {})[0] for _ in range(4)]  # 900 KB each
+    assert [a["error"] is None for a in answers] == [True, True, False, False]
+    assert "the answers of hostile.py passed the 2 MB the grader keeps for one file" in answers[2]["error"]["message"]
+    assert "remaining calls into hostile.py were not run" in answers[3]["error"]["message"]
+    assert t.fault_types == ["OversizedReply"]  # said once
+    for _ in range(3):  # the other file's calls are answered, as many as its own share allows
+        h, a = t.call(fn("ok", module="other"), {})
+        assert h["error"] is None and a["out0"].tolist() == [1.0]
+
+
 def test_a_module_that_keeps_killing_its_child_at_import_fails_fast(transport):
     t = transport({"hostile.py": "import os\nos._exit(9)\ndef f():\n    pass\n",
                    "fine.py": "import torch\ndef f():\n    return torch.ones(1)\n"})

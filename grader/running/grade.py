@@ -681,6 +681,8 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
             isolation = dict(transport.isolation)
             printed = integrity.printed_claims(transport.printed_heads())
             planted = integrity.written_results(handed_in, transport.top_names())  # each child wrote in its own copy
+            quoted = ["an answer quoted the grader's stand-in code, which its process was lent to run (the words "
+                      "were not shown in its feedback)"] if transport.quoted_grader_code else []
         full = scratch_full_words(transport.scratch_full, config)  # the last child's copy was checked as it closed
     finally:
         if quota:
@@ -695,7 +697,7 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
            "dozen files and a few MB"] if full else []
     filled = [f"filled its scratch folder to the limit ({full}): a loop of files or folders the assignment never "
               "needs"] if full else []
-    result.flags += [f for f in named + planted + printed + filled if f not in result.flags]
+    result.flags += [f for f in named + planted + printed + filled + quoted if f not in result.flags]
     result.notes = _dedupe(list(sub.flags) + list(taken.notes) + list(result.notes) + faults + own)
     if taken.notebook:
         result.notes.insert(0, f"graded the code cells of {taken.notebook}")

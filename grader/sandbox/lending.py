@@ -19,6 +19,7 @@ Grader side only: the child receives sources and never sees this module's decisi
 from __future__ import annotations
 
 import ast
+import copy
 from dataclasses import dataclass, field
 
 # The stand-ins file's function that builds a replacement sub-module ("standins" in a call's header:
@@ -114,7 +115,6 @@ def cut(source: str) -> tuple[dict[str, str], dict[str, frozenset]]:
     A name's source is the file's `from __future__` lines, the imports it uses, and the definitions
     of the top-level names it refers to, followed in turn: never another stand-in it does not call."""
     tree = ast.parse(source)
-    lines = source.splitlines(keepends=True)
     defined: dict[str, ast.AST] = {}
     imports: list[tuple[ast.AST, set[str]]] = []
     for node in tree.body:
@@ -126,8 +126,7 @@ def cut(source: str) -> tuple[dict[str, str], dict[str, frozenset]]:
     uses = {name: {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} for name, node in defined.items()}
 
     def segment(node) -> str:
-        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
-        return "".join(lines[first - 1:node.end_lineno])
+        return _bare(node)
 
     units, closures = {}, {}
     for name in defined:
@@ -145,3 +144,17 @@ def cut(source: str) -> tuple[dict[str, str], dict[str, frozenset]]:
         units[name] = "\n".join(parts)
         closures[name] = frozenset(members)
     return units, closures
+
+
+def _bare(node) -> str:
+    """The code of `node` with no comment or docstring: a child holds the stand-ins' working code, which it must run,
+    and nothing of the staff's words about them (red team s42r read a lent source off the child's socket and sent it
+    back in an error message)."""
+    node = copy.deepcopy(node)
+    for inner in ast.walk(node):
+        body = getattr(inner, "body", None)
+        if (isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            inner.body = body[1:] or [ast.Pass()]
+    return ast.unparse(node) + "\n"

@@ -10,6 +10,7 @@ child. Child side, serve(): receive a call, run the executor on it, send the ans
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import re
 import signal
@@ -67,6 +68,7 @@ class SandboxTransport:
         self._output = tempfile.TemporaryFile()  # unnamed: nothing else can open it
         self._printed: list[str] = []  # the start of what each earlier child printed (printed_heads)
         self._ahead = 0  # what the live child's socket may hold of calls sent ahead (send_ahead_budget)
+        self.quoted_grader_code = False  # an answer quoted a lent stand-in (_own_words): for the staff's flags
 
     # -- public
 
@@ -332,6 +334,7 @@ class SandboxTransport:
             return self._after_fatal(module, self._fault(
                 "ProtocolError", f"the process sent an answer the grader's executor never writes "
                                  f"(forged or damaged: {problem})"), first_use), {}
+        self._own_words(reply)
         error = reply.get("error") if isinstance(reply, dict) else None
         if isinstance(error, dict) and _is_out_of_memory(error):
             return self._after_fatal(module, self._fault(
@@ -339,6 +342,36 @@ class SandboxTransport:
                                f": {str(error.get('message', ''))[:200]}"), first_use), {}
         child.served.add(module)
         return reply, out
+
+    def _own_words(self, reply: dict) -> None:
+        """The child's own words in an answer, its error records, bounded as the executor bounds them (message 600
+        characters, traceback 1500): a process that writes its own frames could send any length into its feedback
+        (red team s42r). A record that quotes a stand-in lent to the child (_quotes_stand_ins) is replaced, and the
+        staff are told (quoted_grader_code): the stand-ins are the grader's working code."""
+        steps = reply.get("steps") if isinstance(reply.get("steps"), list) else []
+        records = [reply.get("error"), reply.get("grad_error"), *(step.get("error") for step in steps)]
+        for record in records:
+            if not isinstance(record, dict):
+                continue
+            for key, cap in (("type", 100), ("message", 600), ("traceback", 1500)):
+                if isinstance(record.get(key), str):
+                    record[key] = record[key][:cap]
+            if self._quotes_stand_ins(f"{record.get('message', '')}\n{record.get('traceback', '')}"):
+                self.quoted_grader_code = True
+                record["message"] = "(this answer quoted the grader's own code, which is not shown)"
+                record["traceback"] = ""
+
+    def _quotes_stand_ins(self, text: str) -> bool:
+        """Whether `text` holds much of one lent stand-in: at least two of its code lines, and two in five. A
+        traceback shows one line a frame, each the student's own: a line that is also a stand-in's (code copied
+        from the handout) is not a quote."""
+        lending = self.zygote.standins
+        for source in (lending.units.values() if lending else ()):
+            lines = {line.strip() for line in source.splitlines() if len(line.strip()) >= 12
+                     and not line.strip().startswith(("import ", "from "))}
+            if lines and sum(line in text for line in lines) >= max(2, math.ceil(0.4 * len(lines))):
+                return True
+        return False
 
     def _stop_child(self) -> None:
         """Kill the child, then remove its copy: what it wrote is read by no later child."""

@@ -285,6 +285,37 @@ def test_a_file_that_floods_the_answers_uses_up_its_own_share_not_another_files(
         assert h["error"] is None and a["out0"].tolist() == [1.0]
 
 
+def _forged_error(message, traceback=""):
+    return json.dumps({"error": {"type": "ValueError", "message": message, "traceback": traceback, "stage": "call"},
+                       "outputs": []})
+
+
+def test_the_childs_words_in_an_answer_are_bounded_as_the_executor_bounds_them(transport):
+    # Red team s42r: a process that writes its own frames sent a 6 KB error message, and all of it went into its
+    # feedback. The executor never writes more than 600 characters of message and 1500 of traceback.
+    t = transport({"hostile.py": FORGER})
+    h, _ = t.call(fn("forge", args=[_forged_error("m" * 5000, "t" * 9000)]), {})
+    assert h["error"]["message"] == "m" * 600 and h["error"]["traceback"] == "t" * 1500
+    assert not t.quoted_grader_code
+
+
+def test_an_answer_that_quotes_the_lent_stand_ins_is_not_shown_and_is_told_to_the_staff(transport):
+    # Red team s42r read the stand-ins' source off the child's socket (lent for a later call) and sent it back as
+    # an error message: the grader's working code in the student's own feedback. Such words are replaced.
+    from grader.sandbox import lending
+
+    source = lending.of_lesson(LESSON).units["softmax"]
+    t = transport({"hostile.py": FORGER})
+    h, _ = t.call(fn("forge", args=[_forged_error("see: " + source)]), {})
+    assert "softmax(x" not in h["error"]["message"] and "grader's own code" in h["error"]["message"]
+    assert t.quoted_grader_code
+    # A student's own line that is also one of the stand-in's (a traceback shows one line a frame) is shown.
+    t = transport({"hostile.py": FORGER})
+    line = "    return torch.softmax(x, dim=dim)"
+    h, _ = t.call(fn("forge", args=[_forged_error("boom", f'  File "hostile.py", line 3, in f\n{line}')]), {})
+    assert line in h["error"]["traceback"] and not t.quoted_grader_code
+
+
 def test_a_module_that_keeps_killing_its_child_at_import_fails_fast(transport):
     t = transport({"hostile.py": "import os\nos._exit(9)\ndef f():\n    pass\n",
                    "fine.py": "import torch\ndef f():\n    return torch.ones(1)\n"})

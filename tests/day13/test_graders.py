@@ -712,6 +712,18 @@ def test_a_correct_notebook_raises_no_integrity_flag_but_a_student_file_like_the
     assert score.scan_submission(own, lesson=DAY13).flags
 
 
+@pytest.mark.parametrize("line", ["import socket", "from select import poll", "import fcntl", "import selectors",
+                                  "import _thread", "import os\nos.dup2(5, 6)", "import os\nx = os.dup(5)"])
+def test_rewiring_the_childs_own_channel_is_flagged(tmp_path, line):
+    # Red team s42r moved the executor onto a socket pair of its own (os.dup, os.dup2, socket.socketpair) and
+    # rewrote its answers on the way out. No attention needs sockets or file descriptors: the staff are told.
+    sub = _copy_reference(tmp_path)
+    (sub / "positional.py").write_text((sub / "positional.py").read_text() + "\n" + line + "\n")
+    assert score.scan_submission(sub, lesson=DAY13).flags, line
+    (tmp_path / "plain").mkdir()
+    assert score.scan_submission(_copy_reference(tmp_path / "plain"), lesson=DAY13).flags == []
+
+
 def test_reference_results_are_cached_across_submissions():
     # The cache lives on the lesson value: every submission graded with that value shares it.
     ref = DAY13.reference

@@ -69,6 +69,7 @@ class SandboxTransport:
         self._printed: list[str] = []  # the start of what each earlier child printed (printed_heads)
         self._ahead = 0  # what the live child's socket may hold of calls sent ahead (send_ahead_budget)
         self.quoted_grader_code = False  # an answer quoted a lent stand-in (_own_words): for the staff's flags
+        self._sent = 0  # calls sent to this submission's children: the next one's number (its header's "seq")
 
     # -- public
 
@@ -122,6 +123,12 @@ class SandboxTransport:
                         todo.popleft()
                         continue
                 header, lends = self._as_sent(header)
+                seq = None
+                if isinstance(header, dict):
+                    # Its number, which its answer must carry: a stray frame on the stream shifts no later answer.
+                    self._sent += 1
+                    seq = self._sent
+                    header = dict(header, seq=seq)
                 parts = protocol.encode(header, arrays)
                 size = sum(len(part) for part in parts)
                 if flight and (flight_bytes + size > self.PIPELINE_BYTES
@@ -140,12 +147,12 @@ class SandboxTransport:
                     continue
                 self._lend(lends)
                 todo.popleft()
-                flight.append((i, module, size, sent_at))
+                flight.append((i, module, size, sent_at, seq))
                 flight_bytes += size
                 flight_cost += queued_cost(size)
             if not flight:
                 continue
-            i, module, size, sent_at = flight.popleft()
+            i, module, size, sent_at, seq = flight.popleft()
             flight_bytes -= size
             flight_cost -= queued_cost(size)
             if self._spent.get(module, 0.0) >= self.config.module_budget:
@@ -155,7 +162,7 @@ class SandboxTransport:
                 answer, retry = None, True
             else:
                 start = max(sent_at, answered_at)
-                answer, retry = self._receive(module, deadline=start + self.config.call_timeout), False
+                answer, retry = self._receive(module, deadline=start + self.config.call_timeout, seq=seq), False
                 answered_at = time.monotonic()
                 self._spend(module, answered_at - start)
             if answer is not None:
@@ -308,7 +315,7 @@ class SandboxTransport:
         return self._fault("Timeout", f"no answer within {self.config.call_timeout:g} s (an infinite loop, a sleep, "
                                       "or very slow code); the process was stopped")
 
-    def _receive(self, module, *, deadline):
+    def _receive(self, module, *, deadline, seq=None):
         """The answer to the oldest call in flight; after a fault, self._child is None."""
         child = self._child
         first_use = module not in child.served
@@ -334,6 +341,10 @@ class SandboxTransport:
             return self._after_fatal(module, self._fault(
                 "ProtocolError", f"the process sent an answer the grader's executor never writes "
                                  f"(forged or damaged: {problem})"), first_use), {}
+        if seq is not None and reply.pop("seq", None) != seq:
+            return self._after_fatal(module, self._fault(
+                "ProtocolError", "the process sent an answer that is not this call's (a frame written to its "
+                                 "channel to the grader, or the answer to another call)"), first_use), {}
         self._own_words(reply)
         error = reply.get("error") if isinstance(reply, dict) else None
         if isinstance(error, dict) and _is_out_of_memory(error):
@@ -630,6 +641,8 @@ def serve(sock, execute, loader):
             reply = (error_header("SystemExit", f"the code called sys.exit({exc.code!r})"), {})
         except BaseException as exc:  # the executor should catch; never let one call end the loop
             reply = (error_header(type(exc).__name__, str(exc)[:500]), {})
+        if isinstance(header, dict) and "seq" in header and isinstance(reply[0], dict):
+            reply[0]["seq"] = header["seq"]  # whichever way the call ended: the grader pairs the answer with it
         try:
             protocol.send_message(sock, *reply)
         except (TypeError, ValueError) as exc:

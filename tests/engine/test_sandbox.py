@@ -207,9 +207,22 @@ FORGER = """
         except OSError:
             return False
 
-    def forge(text):
+    def _seq():
+        # The number of the call being answered, from the executor's frame below: a forger that reads it can
+        # pass its frame off as this call's answer.
+        import sys
+        frame = sys._getframe()
+        while frame is not None and not (isinstance(frame.f_locals.get("header"), dict)
+                                         and "seq" in frame.f_locals["header"]):
+            frame = frame.f_back
+        return None if frame is None else frame.f_locals["header"]["seq"]
+
+    def forge(text, numbered=True):
         # A well-framed answer, written before the real one: the grader reads it as this call's.
-        body = json.dumps({"header": json.loads(text), "arrays": []}).encode()
+        header = json.loads(text)
+        if numbered:
+            header["seq"] = _seq()
+        body = json.dumps({"header": header, "arrays": []}).encode()
         os.write(_socket(), struct.pack(">I", len(body)) + body)
         return torch.ones(1)
 
@@ -243,6 +256,16 @@ def test_a_forged_answer_is_the_submissions_protocol_error_and_costs_only_its_ca
     assert t.fault_types == ["ProtocolError"]
     h, a = t.call(fn("ok"), {})  # a fresh child: the stream the forger spoiled is gone
     assert h["error"] is None and a["out0"].tolist() == [1.0]
+
+
+def test_a_stray_answer_cannot_shift_the_answers_of_later_calls(transport):
+    # Red team s42r wrote one extra, well-formed answer to its socket: paired with calls by order alone, every later
+    # answer of the child arrived one call late, in every part (27 of 100). Each answer now carries its call's number.
+    t = transport({"hostile.py": FORGER, "other.py": "import torch\ndef ok():\n    return torch.full((1,), 7.0)\n"})
+    h, _ = t.call(fn("forge", args=[json.dumps({"error": None, "outputs": []}), False]), {})
+    assert h["error"]["type"] == "ProtocolError" and "another call" in h["error"]["message"], h
+    h, a = t.call(fn("ok", module="other"), {})
+    assert h["error"] is None and a["out0"].tolist() == [7.0]
 
 
 def test_an_answer_over_the_call_cap_is_refused_before_it_is_read(transport):

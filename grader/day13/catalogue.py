@@ -245,6 +245,9 @@ BUGS: tuple[Bug, ...] = (
        (BL, POST1, "            x = self.ln1(self.attn(x, mask))\n")),
     _b("blk.post_ln_no_ffn_residual", "block", "post_ln",
        (BL, POST2, "            x = self.ln2(self.ffn(x))\n")),
+    # Post-LN's second sub-layer written the Pre-LN way: the norm before the FFN, the residual left unnormed (s42's y2).
+    _b("blk.post_ln_second_pre_ln", "block", "post_ln",
+       (BL, POST2, "            x = x + self.ffn(self.ln2(x))  # (B, T, d_model)\n")),
     _b("blk.no_ffn_residual", "block", "pre_ln",
        (BL, PRE2, "            x = self.ffn(self.ln2(x))\n")),
     _b("blk.relu", "block", "post_ln",

@@ -293,8 +293,10 @@ def _arm_hook(denied: frozenset, kit_denied: frozenset, folders: frozenset, scra
                 "the grader's sandbox opens only a str or bytes path for student code",
                 f"{KIT_FILES} {MARK}: this file cannot be opened from student code")
     # cpython.PyInterpreterState_New: a sub-interpreter, where this hook does not run.
+    # sys.setprofile, sys.settrace: a profile or trace function sees every frame, the executor's answer on its way
+    # out among them (red team s43r rewrote it there, after the executor's own checks).
     closed_events = frozenset({"os.symlink", "os.link", "os.chdir", "os.fchdir", "os.chroot",
-                               "cpython.PyInterpreterState_New"})
+                               "cpython.PyInterpreterState_New", "sys.setprofile", "sys.settrace"})
     refused_imports, dot = REFUSED_IMPORTS, "."
     dotdot = ("..", b"..")
     separators = ("/", b"/")

@@ -17,6 +17,7 @@ import signal
 import socket
 import tempfile
 import time
+import unicodedata
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -70,6 +71,7 @@ class SandboxTransport:
         self._ahead = 0  # what the live child's socket may hold of calls sent ahead (send_ahead_budget)
         self.quoted_grader_code = False  # an answer quoted a lent stand-in (_own_words): for the staff's flags
         self._sent = 0  # calls sent to this submission's children: the next one's number (its header's "seq")
+        self._quoted_lines: dict[str, set] = {}  # stand-in -> its code lines seen in this submission's answers
 
     # -- public
 
@@ -345,7 +347,7 @@ class SandboxTransport:
             return self._after_fatal(module, self._fault(
                 "ProtocolError", "the process sent an answer that is not this call's (a frame written to its "
                                  "channel to the grader, or the answer to another call)"), first_use), {}
-        self._own_words(reply)
+        reply = self._own_words(reply)
         error = reply.get("error") if isinstance(reply, dict) else None
         if isinstance(error, dict) and _is_out_of_memory(error):
             return self._after_fatal(module, self._fault(
@@ -354,35 +356,57 @@ class SandboxTransport:
         child.served.add(module)
         return reply, out
 
-    def _own_words(self, reply: dict) -> None:
-        """The child's own words in an answer, its error records, bounded as the executor bounds them (message 600
-        characters, traceback 1500): a process that writes its own frames could send any length into its feedback
-        (red team s42r). A record that quotes a stand-in lent to the child (_quotes_stand_ins) is replaced, and the
-        staff are told (quoted_grader_code): the stand-ins are the grader's working code."""
+    def _own_words(self, reply: dict) -> dict:
+        """The answer, with the child's own words bounded as the executor bounds them: an error's message 600
+        characters, its traceback 1500, a non-tensor output's type name 60, each name of an inspect record 200 (a
+        process that writes its own frames could send any length into its feedback: red team s42r). An answer
+        whose words quote a stand-in lent to the child (_quotes_stand_ins) becomes an error that shows none of
+        them, and the staff are told (quoted_grader_code): the stand-ins are the grader's working code."""
+        if self._quotes_stand_ins(reply):
+            return {"error": {"type": "UngradableResult", "traceback": "", "stage": "output",
+                              "message": "(this answer quoted the grader's own code, which is not shown)"},
+                    "outputs": []}
         steps = reply.get("steps") if isinstance(reply.get("steps"), list) else []
-        records = [reply.get("error"), reply.get("grad_error"), *(step.get("error") for step in steps)]
-        for record in records:
-            if not isinstance(record, dict):
-                continue
-            for key, cap in (("type", 100), ("message", 600), ("traceback", 1500)):
-                if isinstance(record.get(key), str):
-                    record[key] = record[key][:cap]
-            if self._quotes_stand_ins(f"{record.get('message', '')}\n{record.get('traceback', '')}"):
-                self.quoted_grader_code = True
-                record["message"] = "(this answer quoted the grader's own code, which is not shown)"
-                record["traceback"] = ""
+        for record in [reply.get("error"), reply.get("grad_error"), *(step.get("error") for step in steps)]:
+            if isinstance(record, dict):
+                for key, value in record.items():
+                    if isinstance(value, str):
+                        record[key] = value[:_WORD_CAPS.get(key, 100)]
+        for output in reply.get("outputs") or ():
+            for key in ("type", "value"):
+                if isinstance(output.get(key), str):
+                    output[key] = output[key][:60]
+        inspect = reply.get("inspect")
+        if isinstance(inspect, dict):
+            reply["inspect"] = _capped_names(inspect, 200)
+        return reply
 
-    def _quotes_stand_ins(self, text: str) -> bool:
-        """Whether `text` holds much of one lent stand-in: at least two of its code lines, and two in five. A
+    def _quotes_stand_ins(self, reply: dict) -> bool:
+        """Whether the words of an answer quote a lent stand-in, compared as code with no spacing and no invisible
+        characters (red team s43r slipped a zero-width space into each line): at least two of its code lines, and
+        two in five, in this answer, or in all this submission's answers so far (a quote cut into one line an
+        answer), once which any of its lines is one. The second way tells the staff (quoted_grader_code). A
         traceback shows one line a frame, each the student's own: a line that is also a stand-in's (code copied
-        from the handout) is not a quote."""
+        from the handout) is not a quote, nor is the same such line in every traceback."""
         lending = self.zygote.standins
-        for source in (lending.units.values() if lending else ()):
-            lines = {line.strip() for line in source.splitlines() if len(line.strip()) >= 12
-                     and not line.strip().startswith(("import ", "from "))}
-            if lines and sum(line in text for line in lines) >= max(2, math.ceil(0.4 * len(lines))):
-                return True
-        return False
+        if not lending:
+            return False
+        text = _as_code("\n".join(_strings(reply)))
+        quoted = False
+        for name, source in lending.units.items():
+            lines = {_as_code(line) for line in source.splitlines()
+                     if not line.strip().startswith(("import ", "from "))}
+            lines = {line for line in lines if len(line) >= 10}
+            if not lines:
+                continue
+            enough = max(2, math.ceil(0.4 * len(lines)))
+            here = {line for line in lines if line in text}
+            seen = self._quoted_lines.setdefault(name, set())
+            seen |= here
+            if len(here) >= enough or (here and len(seen) >= enough):
+                self.quoted_grader_code = True
+                quoted = True
+        return quoted
 
     def _stop_child(self) -> None:
         """Kill the child, then remove its copy: what it wrote is read by no later child."""
@@ -492,6 +516,41 @@ class SandboxTransport:
                                          "not retried)")
                 self._condemned[module] = condemned
         return header
+
+
+_WORD_CAPS = {"message": 600, "traceback": 1500}  # an error record's (grader/running/executor.py, error_record)
+
+
+def _strings(value) -> list[str]:
+    """Every string in an answer's header, its keys included."""
+    found, todo = [], [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, dict):
+            todo.extend(item.keys())
+            todo.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            todo.extend(item)
+    return found
+
+
+def _as_code(text: str) -> str:
+    """`text` as its characters of code: compatibility forms folded (NFKC), no spacing, no invisible characters."""
+    text = unicodedata.normalize("NFKC", text)
+    return "".join(c for c in text if not c.isspace() and unicodedata.category(c) != "Cf")
+
+
+def _capped_names(value, cap: int):
+    """An inspect record with each of its strings, names included, cut to `cap` characters."""
+    if isinstance(value, str):
+        return value[:cap]
+    if isinstance(value, dict):
+        return {_capped_names(k, cap): _capped_names(v, cap) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_capped_names(v, cap) for v in value]
+    return value
 
 
 def queued_cost(size: int) -> int:

@@ -115,7 +115,8 @@ def test_the_child_refuses_with_the_lessons_words(probe):
         probe["outcome"]["the kit's stand-ins"]
 
 
-@pytest.mark.parametrize("route", ["a folder fd", "a path with ..", "symlink", "chdir", "ctypes", "import the kit"])
+@pytest.mark.parametrize("route", ["a folder fd", "a path with ..", "symlink", "chdir", "ctypes", "import the kit",
+                                   "setprofile", "settrace"])
 def test_the_means_to_get_round_it_are_refused(probe, route):
     assert probe["outcome"][route] != "answered"
     assert "PermissionError" in probe["outcome"][route] or "No module named" in probe["outcome"][route]

@@ -339,6 +339,45 @@ def test_an_answer_that_quotes_the_lent_stand_ins_is_not_shown_and_is_told_to_th
     assert line in h["error"]["traceback"] and not t.quoted_grader_code
 
 
+@pytest.mark.parametrize("how", ["an output's type name", "zero-width spaces", "spaced out", "a value tree"])
+def test_a_quote_of_the_lent_stand_ins_is_caught_in_any_words_of_an_answer(transport, how):
+    # Red team s43r: the same quote, sent as the type name of a non-tensor output, or with a zero-width space after
+    # each line's first character, passed the check that read error records only, and exactly.
+    from grader.sandbox import lending
+
+    source = lending.of_lesson(LESSON).units["softmax"]
+    spoiled = {"zero-width spaces": "\n".join(line[:1] + "\u200b" + line[1:] for line in source.splitlines()),
+               "spaced out": source.replace(" ", "   ").replace("(", " ( ")}.get(how, source)
+    if how == "an output's type name":
+        answer = {"error": None, "outputs": [{"kind": "other", "type": spoiled}]}
+    elif how == "a value tree":
+        answer = {"error": None, "outputs": [], "value": ["see", spoiled]}
+    else:
+        answer = {"error": {"type": "ValueError", "message": spoiled, "traceback": "", "stage": "call"}, "outputs": []}
+    t = transport({"hostile.py": FORGER})
+    h, _ = t.call(fn("forge", args=[json.dumps(answer)]), {})
+    assert "softmax(x" not in json.dumps(h) and "softmax(\\u200b" not in json.dumps(h), h
+    assert t.quoted_grader_code
+
+
+def test_a_quote_cut_into_one_line_an_answer_is_caught_once_it_adds_up(transport):
+    from grader.sandbox import lending
+
+    lines = [line for line in lending.of_lesson(LESSON).units["softmax"].splitlines() if "softmax" in line]
+    t = transport({"hostile.py": FORGER})
+    said = []
+    for line in lines:
+        said.append(t.call(fn("forge", args=[_forged_error(line)]), {})[0]["error"]["message"])
+        t.call(fn("ok"), {})  # meets the forged call's own answer, left on the stream: the child goes
+    assert lines[0] in said[0] and lines[1] not in said[1] and t.quoted_grader_code, said
+    # The same line of the student's own in every traceback is no quote, however often it is shown.
+    t = transport({"hostile.py": FORGER})
+    for _ in range(3):
+        t.call(fn("forge", args=[_forged_error("boom", f"  File \"hostile.py\", line 3, in f\n{lines[1]}")]), {})
+        t.call(fn("ok"), {})
+    assert not t.quoted_grader_code
+
+
 def test_a_module_that_keeps_killing_its_child_at_import_fails_fast(transport):
     t = transport({"hostile.py": "import os\nos._exit(9)\ndef f():\n    pass\n",
                    "fine.py": "import torch\ndef f():\n    return torch.ones(1)\n"})

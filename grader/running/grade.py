@@ -683,6 +683,8 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
             planted = integrity.written_results(handed_in, transport.top_names())  # each child wrote in its own copy
             quoted = ["an answer quoted the grader's stand-in code, which its process was lent to run (the words "
                       "were not shown in its feedback)"] if transport.quoted_grader_code else []
+            quoted += ["its code put a channel of its own in place of its process's channel to the grader (to read "
+                       "or rewrite answers): the process was stopped"] if transport.channel_replaced else []
         full = scratch_full_words(transport.scratch_full, config)  # the last child's copy was checked as it closed
     finally:
         if quota:

@@ -47,6 +47,7 @@ CHILD_ENVIRONMENT = ("LANG", "LC_ALL", "TZ", "OMP_NUM_THREADS", "MKL_NUM_THREADS
 # Exit statuses the child uses for limits it hit (a student's os._exit could fake them, but only to
 # describe its own failure differently).
 EXIT_FILE_LIMIT, EXIT_CPU_LIMIT = 213, 214
+EXIT_CHANNEL = 215  # the child's channel to the grader is no longer the one it was given (transport.serve)
 
 
 def is_root() -> bool:

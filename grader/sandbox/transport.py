@@ -26,7 +26,7 @@ import numpy as np
 
 from grader.running import protocol
 from grader.sandbox import SandboxConfig
-from grader.sandbox.confinement import (EXIT_CPU_LIMIT, EXIT_FILE_LIMIT, child_copy, discard_copy, slot_uid,
+from grader.sandbox.confinement import (EXIT_CHANNEL, EXIT_CPU_LIMIT, EXIT_FILE_LIMIT, child_copy, discard_copy, slot_uid,
                                         sweep_shared)
 
 if TYPE_CHECKING:
@@ -72,6 +72,7 @@ class SandboxTransport:
         self.quoted_grader_code = False  # an answer quoted a lent stand-in (_own_words): for the staff's flags
         self._sent = 0  # calls sent to this submission's children: the next one's number (its header's "seq")
         self._quoted_lines: dict[str, set] = {}  # stand-in -> its code lines seen in this submission's answers
+        self.channel_replaced = False  # a child ended because its channel was swapped (serve): for the staff's flags
 
     # -- public
 
@@ -490,6 +491,10 @@ class SandboxTransport:
                                           "(printed output or files); the process was stopped")
         if code in (EXIT_CPU_LIMIT, -signal.SIGXCPU):
             return self._fault("Timeout", f"used more than {self.config.cpu_seconds} s of CPU time")
+        if code == EXIT_CHANNEL:
+            self.channel_replaced = True
+            return self._fault("Crashed", "the code put something else in place of the process's channel to the "
+                                          "grader; the process was stopped")
         if code >= 0:
             return self._fault("Crashed", f"the student's code ended the process (exit status {code}, e.g. "
                                           "os._exit or sys.exit at import); later calls use a fresh process")
@@ -551,6 +556,10 @@ def _capped_names(value, cap: int):
     if isinstance(value, list):
         return [_capped_names(v, cap) for v in value]
     return value
+
+
+def _identity(st) -> tuple:
+    return st.st_dev, st.st_ino
 
 
 def queued_cost(size: int) -> int:
@@ -685,13 +694,21 @@ def _is_out_of_memory(error: dict) -> bool:
 # --------------------------------------------------------------------------- child side
 
 
+_FSTAT, _EXIT = os.fstat, os._exit  # bound when the zygote imports this file, before any student code runs
+
+
 def serve(sock, execute, loader):
-    """The child's loop, once every layer is on: each call in, the executor's answer out."""
+    """The child's loop, once every layer is on: each call in, the executor's answer out. Before each answer goes,
+    its channel must still be the socket it was given: code that puts a socket of its own in its place (red teams
+    s42r, s43r: dup2 over its number, or close it and open pairs until one gets the number) would read and rewrite
+    every answer on its way out. Then the child ends (EXIT_CHANNEL), and the grader says why."""
+    fd = sock.fileno()
+    given = _identity(_FSTAT(fd))
     while True:
         try:
             header, arrays = protocol.recv_message(sock)
         except protocol.ConnectionClosed:
-            os._exit(0)
+            _EXIT(0)
         try:
             reply = execute(header, arrays, loader=loader)
         except MemoryError:
@@ -702,6 +719,12 @@ def serve(sock, execute, loader):
             reply = (error_header(type(exc).__name__, str(exc)[:500]), {})
         if isinstance(header, dict) and "seq" in header and isinstance(reply[0], dict):
             reply[0]["seq"] = header["seq"]  # whichever way the call ended: the grader pairs the answer with it
+        try:
+            swapped = _identity(_FSTAT(fd)) != given
+        except OSError:
+            swapped = True
+        if swapped:
+            _EXIT(EXIT_CHANNEL)
         try:
             protocol.send_message(sock, *reply)
         except (TypeError, ValueError) as exc:

@@ -378,6 +378,27 @@ def test_a_quote_cut_into_one_line_an_answer_is_caught_once_it_adds_up(transport
     assert not t.quoted_grader_code
 
 
+def test_a_child_whose_channel_to_the_grader_is_swapped_answers_nothing_more(transport):
+    # Red team s42r and s43r put a socket pair of their own where the child's channel was (dup2 over its number,
+    # or close it and open pairs until one gets the number), to rewrite answers on their way out. The serve loop
+    # checks its channel is still the one it was given before it answers: the swap ends the child.
+    t = transport({"hostile.py": FORGER + """
+    import socket as _s
+    def swap():
+        fd = _socket()
+        mine, theirs = _s.socketpair()
+        os.dup2(mine.fileno(), fd)
+        _keep.extend([mine, theirs])
+        return torch.ones(1)
+    _keep = []
+    """, "other.py": "import torch\ndef ok():\n    return torch.full((1,), 7.0)\n"})
+    h, _ = t.call(fn("swap"), {})
+    assert h["error"]["type"] == "Crashed" and "channel to the grader" in h["error"]["message"], h
+    assert t.channel_replaced
+    h, a = t.call(fn("ok", module="other"), {})  # a fresh child
+    assert h["error"] is None and a["out0"].tolist() == [7.0]
+
+
 def test_a_module_that_keeps_killing_its_child_at_import_fails_fast(transport):
     t = transport({"hostile.py": "import os\nos._exit(9)\ndef f():\n    pass\n",
                    "fine.py": "import torch\ndef f():\n    return torch.ones(1)\n"})

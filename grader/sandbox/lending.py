@@ -20,6 +20,9 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
+import math
+import unicodedata
 from dataclasses import dataclass, field
 
 # The stand-ins file's function that builds a replacement sub-module ("standins" in a call's header:
@@ -36,6 +39,19 @@ class Lending:
     always: dict[str, tuple[str, ...]] = field(default_factory=dict)  # module -> stand-ins it is always graded over
     over: dict[str, dict[str, str]] = field(default_factory=dict)  # module -> {graded name: its stand-in}
     contains: dict[str, frozenset] = field(default_factory=dict)  # stand-in -> the stand-ins its source holds
+
+    @functools.cached_property
+    def code_lines(self) -> dict[str, tuple[frozenset, int]]:
+        """stand-in name -> (its code lines as_code gives them, how many of them make a quote: two, and two in five).
+        Short lines and imports are left out: copied from the handout, one of them says nothing."""
+        found = {}
+        for name, source in self.units.items():
+            lines = frozenset(line for line in (as_code(text) for text in source.splitlines()
+                                                if not text.strip().startswith(("import ", "from ")))
+                              if len(line) >= 10)
+            if lines:
+                found[name] = (lines, max(2, math.ceil(0.4 * len(lines))))
+        return found
 
     def over_allowed(self, module, called, name) -> bool:
         """Whether a call of the graded name `called` may be graded over the stand-in of `name`: only a caller
@@ -158,3 +174,11 @@ def _bare(node) -> str:
                 and isinstance(body[0].value.value, str)):
             inner.body = body[1:] or [ast.Pass()]
     return ast.unparse(node) + "\n"
+
+
+def as_code(text: str) -> str:
+    """`text` as its characters of code: compatibility forms folded (NFKC), no spacing, no invisible characters,
+    so that a quote of a stand-in is one whatever spaces or zero-width characters were slipped into it."""
+    if not text.isascii():
+        text = "".join(c for c in unicodedata.normalize("NFKC", text) if unicodedata.category(c) != "Cf")
+    return "".join(text.split())

@@ -10,14 +10,12 @@ child. Child side, serve(): receive a call, run the executor on it, send the ans
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import re
 import signal
 import socket
 import tempfile
 import time
-import unicodedata
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,6 +24,7 @@ import numpy as np
 
 from grader.running import protocol
 from grader.sandbox import SandboxConfig
+from grader.sandbox.lending import as_code
 from grader.sandbox.confinement import (EXIT_CHANNEL, EXIT_CPU_LIMIT, EXIT_FILE_LIMIT, child_copy, discard_copy, slot_uid,
                                         sweep_shared)
 
@@ -392,19 +391,15 @@ class SandboxTransport:
         lending = self.zygote.standins
         if not lending:
             return False
-        text = _as_code("\n".join(_strings(reply)))
+        text = as_code("\n".join(_strings(reply)))
         quoted = False
-        for name, source in lending.units.items():
-            lines = {_as_code(line) for line in source.splitlines()
-                     if not line.strip().startswith(("import ", "from "))}
-            lines = {line for line in lines if len(line) >= 10}
-            if not lines:
-                continue
-            enough = max(2, math.ceil(0.4 * len(lines)))
+        for name, (lines, enough) in lending.code_lines.items():
             here = {line for line in lines if line in text}
+            if not here:
+                continue
             seen = self._quoted_lines.setdefault(name, set())
             seen |= here
-            if len(here) >= enough or (here and len(seen) >= enough):
+            if len(here) >= enough or len(seen) >= enough:
                 self.quoted_grader_code = True
                 quoted = True
         return quoted
@@ -539,12 +534,6 @@ def _strings(value) -> list[str]:
         elif isinstance(item, (list, tuple)):
             todo.extend(item)
     return found
-
-
-def _as_code(text: str) -> str:
-    """`text` as its characters of code: compatibility forms folded (NFKC), no spacing, no invisible characters."""
-    text = unicodedata.normalize("NFKC", text)
-    return "".join(c for c in text if not c.isspace() and unicodedata.category(c) != "Cf")
 
 
 def _capped_names(value, cap: int):

@@ -47,11 +47,19 @@ def _kit_sources(lesson) -> dict[str, bytes]:
     return shipped_sources(lesson=lesson)
 
 
+def _kit_history(lesson) -> dict[str, frozenset]:
+    """Every version of those files a release has shipped, by path (student_release.shipped_history)."""
+    from grader.release.student_release import shipped_history
+
+    return shipped_history(lesson=lesson)
+
+
 def scan_submission(directory: Path, *, lesson) -> scan.Findings:
     """What the static scan finds in a submission's source (grader/judging/source_scan.py), parsed in this process:
     for trusted code, and for tests; a grading run scans in a limited helper (`limited_scan`)."""
     kit = _kit_sources(lesson)
-    sources, found = scan.snapshot(Path(directory), notebook_module_name(lesson), _generated_modules(lesson), kit)
+    sources, found = scan.snapshot(Path(directory), notebook_module_name(lesson), _generated_modules(lesson), kit,
+                                   _kit_history(lesson))
     found.merge(scan.scan_sources([(name, data, scan.read_cells(data) if cells else None)
                                    for name, data, cells in sources], lesson.forbidden_policy, lesson.contract_file_of,
                                   kit=list(kit)))
@@ -63,7 +71,7 @@ def limited_scan(*, lesson, **limits) -> scan.LimitedScan:
     lesson's limits.toml [scan])."""
     return scan.LimitedScan(policy=lesson.forbidden_policy, contract=lesson.contract_file_of,
                             notebook_module=notebook_module_name(lesson), generated=_generated_modules(lesson),
-                            kit=_kit_sources(lesson), **limits)
+                            kit=_kit_sources(lesson), earlier=_kit_history(lesson), **limits)
 
 
 def static_forbidden(directory: Path, *, lesson) -> dict[str, set[str]]:

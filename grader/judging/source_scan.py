@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import hashlib
 import importlib.machinery
 import io
 import json
@@ -782,7 +783,8 @@ def _defined_names(tree) -> set[str]:
 
 # -- what was handed in ---------------------------------------------------------------------------
 def snapshot(directory: Path, notebook_module: str, generated: dict[str, str] | None = None,
-             kit: dict[str, bytes] | None = None) -> tuple[list[tuple[str, bytes, bool]], Findings]:
+             kit: dict[str, bytes] | None = None,
+             earlier: dict[str, frozenset] | None = None) -> tuple[list[tuple[str, bytes, bool]], Findings]:
     """Read a submission's sources into memory, before any student code runs: (file name, bytes, whether
     it is the notebook module whose cells are read) for every `.py` file under `directory` (its path
     relative to it), and the flags of the files the scan will not read (over MAX_SOURCE_BYTES, compiled
@@ -790,7 +792,8 @@ def snapshot(directory: Path, notebook_module: str, generated: dict[str, str] | 
     a notebook's cells: a file with exactly that text is the kit's, not the student's (its globals() call
     is no integrity flag), and the cells it runs are read from the notebook module. `kit` (path -> bytes)
     are the files the release ships that are the kit's: one handed back unchanged at its path (line endings
-    aside) is not read either. Links are never followed (the intake copies none)."""
+    aside) is not read either, nor is one that is an earlier release's version of it (`earlier`: path -> the
+    sha256 digests of every version shipped). Links are never followed (the intake copies none)."""
     directory = Path(directory)
     sources, found, total = [], Findings(), 0
     for rel in _files(directory):
@@ -814,6 +817,9 @@ def snapshot(directory: Path, notebook_module: str, generated: dict[str, str] | 
         if generated and len(rel.parts) == 1 and generated.get(name, "").encode() == data:
             continue
         if kit and name in kit and kit[name] == data.replace(b"\r\n", b"\n"):
+            continue
+        if earlier and name in earlier and \
+                hashlib.sha256(data.replace(b"\r\n", b"\n")).hexdigest() in earlier[name]:
             continue
         sources.append((name, data, len(rel.parts) == 1 and rel.stem == notebook_module))
     return sources, found
@@ -899,16 +905,18 @@ class LimitedScan(LimitedHelper):
     `snapshot`. The helper gets the policy and the contract as one line of JSON, never a file to read."""
 
     def __init__(self, *, policy: dict, contract: dict, notebook_module: str, generated: dict | None = None,
-                 kit: dict | None = None, memory_bytes: int = 512 << 20, seconds: float = 5.0, budget: float = 20.0):
+                 kit: dict | None = None, earlier: dict | None = None, memory_bytes: int = 512 << 20,
+                 seconds: float = 5.0, budget: float = 20.0):
         self.spec = json.dumps({"policy": policy, "contract": dict(contract)}, sort_keys=True)
         self.contract = dict(contract)
         self.notebook_module, self.generated, self.kit = notebook_module, dict(generated or {}), dict(kit or {})
+        self.earlier = dict(earlier or {})
         super().__init__()
         self.memory_bytes, self.seconds, self.budget = int(memory_bytes), float(seconds), float(budget)
         self.max_answer_bytes = MAX_ANSWER_BYTES
 
     def scan(self, directory) -> Findings:
-        sources, found = snapshot(Path(directory), self.notebook_module, self.generated, self.kit)
+        sources, found = snapshot(Path(directory), self.notebook_module, self.generated, self.kit, self.earlier)
         # The submission's own modules: an import of one of them is what `Findings.reaching` follows.
         local = sorted(own_modules([*(name for name, _, _ in sources), *(self.kit or ())]))
         spent = 0.0  # the helper's CPU seconds for this submission (helper_process: CPU time, not wall)

@@ -138,6 +138,30 @@ def shipped_sources(*, lesson) -> dict[str, bytes]:
     return files
 
 
+def shipped_digest(data: bytes) -> str:
+    """The digest a shipped file is known by, line endings aside (a checkout on Windows hands it back with CRLF)."""
+    return hashlib.sha256(data.replace(b"\r\n", b"\n")).hexdigest()
+
+
+def shipped_history_path(lesson) -> Path:
+    """The lesson's record of every version of its shipped files (`shipped_sources`) a release has held, beside its
+    other data: grader/devtools/shipped_history.py adds the current ones, and a test holds it current."""
+    return lesson.forbidden_path.with_name("shipped_history.txt")
+
+
+def shipped_history(*, lesson) -> dict[str, frozenset[str]]:
+    """path in the release -> the digests of every version of that file a release has shipped. A student keeps the
+    release they cloned: when the visible tests change during a course, their copy of an earlier version, handed
+    back unchanged, is still the kit's, not theirs, and is neither read nor flagged."""
+    found: dict[str, set[str]] = {}
+    with contextlib.suppress(OSError):
+        for line in shipped_history_path(lesson).read_text(encoding="utf-8").splitlines():
+            digest, _, path = line.partition("  ")
+            if path and not line.startswith("#"):
+                found.setdefault(path, set()).add(digest)
+    return {path: frozenset(digests) for path, digests in found.items()}
+
+
 def _kit_tools(*, lesson) -> dict[str, Callable[[], bytes]]:
     """The kit's files in a release's tools/, name -> how to read it: the release writes them, and the scan
     recognises them when a repository hands them back (`shipped_sources`)."""

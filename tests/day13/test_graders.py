@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from functools import lru_cache
@@ -713,7 +714,9 @@ def test_a_correct_notebook_raises_no_integrity_flag_but_a_student_file_like_the
 
 
 @pytest.mark.parametrize("line", ["import socket", "from select import poll", "import fcntl", "import selectors",
-                                  "import _thread", "import os\nos.dup2(5, 6)", "import os\nx = os.dup(5)"])
+                                  "import _thread", "import os\nos.dup2(5, 6)", "import os\nx = os.dup(5)",
+                                  # s43r reached the same through multiprocessing's fd passing and its Pipe
+                                  "from multiprocessing import reduction", "import multiprocessing.connection as c"])
 def test_rewiring_the_childs_own_channel_is_flagged(tmp_path, line):
     # Red team s42r moved the executor onto a socket pair of its own (os.dup, os.dup2, socket.socketpair) and
     # rewrote its answers on the way out. No attention needs sockets or file descriptors: the staff are told.
@@ -722,6 +725,22 @@ def test_rewiring_the_childs_own_channel_is_flagged(tmp_path, line):
     assert score.scan_submission(sub, lesson=DAY13).flags, line
     (tmp_path / "plain").mkdir()
     assert score.scan_submission(_copy_reference(tmp_path / "plain"), lesson=DAY13).flags == []
+
+
+def test_the_visible_tests_of_an_earlier_release_handed_back_raise_no_flag(tmp_path):
+    # Held-out s39's and s40's honest notebooks came with the tests/ of the release they cloned. When 5ddbe20 changed
+    # tests/conftest.py, their copies no longer matched the kit's and the scan flagged the conftest's own globals()
+    # and getattr calls as theirs. Every version a release shipped is the kit's (grader/day13/shipped_history.txt).
+    old = subprocess.run(["git", "-C", str(ROOT), "show", "3cd2766:assignments/day13/tests/conftest.py"],
+                         capture_output=True)
+    if old.returncode != 0:
+        pytest.skip("needs the kit's git history (a clone of its repository)")
+    sub = _copy_reference(tmp_path)
+    (sub / "tests").mkdir()
+    (sub / "tests" / "conftest.py").write_bytes(old.stdout)
+    assert score.scan_submission(sub, lesson=DAY13).flags == []
+    (sub / "tests" / "conftest.py").write_bytes(old.stdout + b"\nsneaky = globals()\n")  # edited: the student's own
+    assert score.scan_submission(sub, lesson=DAY13).flags
 
 
 def test_reference_results_are_cached_across_submissions():

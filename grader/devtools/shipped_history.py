@@ -25,15 +25,17 @@ HEADER = ("# Every version of this lesson's shipped files (grader/release/studen
 
 def current(lesson) -> set[tuple[str, str]]:
     """(digest, path) of each file the release ships now."""
-    from grader.release.student_release import shipped_digest, shipped_sources
+    from grader.judging.source_scan import kit_digest
+    from grader.release.student_release import shipped_sources
 
-    return {(shipped_digest(data), path) for path, data in shipped_sources(lesson=lesson).items()}
+    return {(kit_digest(data), path) for path, data in shipped_sources(lesson=lesson).items()}
 
 
 def from_git(lesson) -> set[tuple[str, str]]:
     """(digest, path) of every version git holds of the shipped files that are copied into the release as they are:
     the assignment's own (its tests, its tools) and the shared _feedback package."""
-    from grader.release.student_release import FEEDBACK_FOLDER, shipped_digest, shipped_sources
+    from grader.judging.source_scan import kit_digest
+    from grader.release.student_release import FEEDBACK_FOLDER, shipped_sources
 
     sources = {}
     for path in shipped_sources(lesson=lesson):
@@ -48,7 +50,7 @@ def from_git(lesson) -> set[tuple[str, str]]:
         for commit in log.stdout.split():
             shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{commit}:{rel}"], capture_output=True)
             if shown.returncode == 0:
-                found.add((shipped_digest(shown.stdout), path))
+                found.add((kit_digest(shown.stdout), path))
     return found
 
 

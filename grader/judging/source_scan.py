@@ -816,13 +816,19 @@ def snapshot(directory: Path, notebook_module: str, generated: dict[str, str] | 
         total += len(data)
         if generated and len(rel.parts) == 1 and generated.get(name, "").encode() == data:
             continue
-        if kit and name in kit and kit[name] == data.replace(b"\r\n", b"\n"):
+        as_shipped = data.replace(b"\r\n", b"\n")
+        if kit and name in kit and kit[name] == as_shipped:
             continue
-        if earlier and name in earlier and \
-                hashlib.sha256(data.replace(b"\r\n", b"\n")).hexdigest() in earlier[name]:
+        if earlier and name in earlier and kit_digest(as_shipped) in earlier[name]:
             continue
         sources.append((name, data, len(rel.parts) == 1 and rel.stem == notebook_module))
     return sources, found
+
+
+def kit_digest(data: bytes) -> str:
+    """The digest a shipped file is known by (`snapshot`'s `earlier`), line endings aside: a checkout on Windows hands
+    it back with CRLF."""
+    return hashlib.sha256(data.replace(b"\r\n", b"\n")).hexdigest()
 
 
 def _files(directory: Path) -> list[Path]:

@@ -138,11 +138,6 @@ def shipped_sources(*, lesson) -> dict[str, bytes]:
     return files
 
 
-def shipped_digest(data: bytes) -> str:
-    """The digest a shipped file is known by, line endings aside (a checkout on Windows hands it back with CRLF)."""
-    return hashlib.sha256(data.replace(b"\r\n", b"\n")).hexdigest()
-
-
 def shipped_history_path(lesson) -> Path:
     """The lesson's record of every version of its shipped files (`shipped_sources`) a release has held, beside its
     other data: grader/devtools/shipped_history.py adds the current ones, and a test holds it current."""

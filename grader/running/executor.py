@@ -439,8 +439,8 @@ def error_record(exc: BaseException, stage: str, directory: Path | None = None) 
     lines = [f'  File "{Path(f.filename).name}", line {f.lineno}, in {f.name}\n    {(f.line or "").strip()}' for f in frames[-4:]]
     record = {
         "type": type(exc).__name__,
-        "message": message[:600],
-        "traceback": "\n".join(lines)[:1500],
+        "message": message[:protocol.ERROR_TEXT_CAPS["message"]],
+        "traceback": "\n".join(lines)[:protocol.ERROR_TEXT_CAPS["traceback"]],
         "stage": stage,
     }
     if type(exc) not in _BUILTIN_ERRORS:
@@ -690,7 +690,7 @@ def _stage(name: str, loader: ModuleLoader, graded: tuple | None = None):
     except GraderCallError as exc:
         raise _Failed({"type": "GraderCallError", "message": str(exc), "traceback": "", "stage": name}) from None
     except protocol.ValueNotCarried as exc:  # a result the grader cannot read: what to return instead
-        raise _Failed({"type": "UngradableResult", "message": str(exc)[:600], "traceback": "", "stage": name}) from None
+        raise _Failed({"type": "UngradableResult", "message": str(exc)[:protocol.ERROR_TEXT_CAPS["message"]], "traceback": "", "stage": name}) from None
     except BaseException as exc:  # student code may raise SystemExit and friends
         if _interrupts(exc, loader):
             raise
@@ -1040,12 +1040,12 @@ def _computed(obj, path: str, target) -> str | None:
     read), or a forward pre-hook of its layer names it (the older torch.nn.utils.weight_norm sets it from weight_g
     and weight_v at every call). A property handing out a tensor the layer keeps, or a view of one, is the same
     memory at every read and is loaded as any parameter."""
-    again = _resolve(obj, path)
+    layer, name = _parent(obj, path)
+    again = getattr(layer, name)
     with _unmoded():
         moved = isinstance(again, _Tensor) and _TensorBase.data_ptr(again) != _TensorBase.data_ptr(target)
     if moved:
         return "each time it is read (a parametrization such as weight_norm)"
-    layer, name = _parent(obj, path)
     hooks = dict.get(object.__getattribute__(layer, "__dict__"), "_forward_pre_hooks") if isinstance(layer, _Module) else None
     for hook in dict.values(hooks) if isinstance(hooks, dict) else ():
         if getattr(hook, "name", None) == name:

@@ -105,6 +105,8 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+# The most of an error record's words an answer carries (the executor writes no more; the grader cuts any more off).
+ERROR_TEXT_CAPS = {"message": 600, "traceback": 1500}
 
 # The error types the sandbox's transport gives a call it got no answer to from the student's code (a time-out,
 # a dead or condemned child, a reply it refused; grader/sandbox/transport.py). Such an error is not an answer,

@@ -141,9 +141,6 @@ def cut(source: str) -> tuple[dict[str, str], dict[str, frozenset]]:
             imports.append((node, bound))
     uses = {name: {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} for name, node in defined.items()}
 
-    def segment(node) -> str:
-        return _bare(node)
-
     units, closures = {}, {}
     for name in defined:
         members, todo = {name}, [name]
@@ -153,10 +150,10 @@ def cut(source: str) -> tuple[dict[str, str], dict[str, frozenset]]:
                     members.add(used)
                     todo.append(used)
         names_used = set().union(*(uses[m] for m in members))
-        parts = [segment(node) for node, bound in imports
+        parts = [_bare(node) for node, bound in imports
                  if (isinstance(node, ast.ImportFrom) and node.module == "__future__") or bound & names_used]
         # In the file's order, so a class's base or a default value is defined before it is used.
-        parts += [segment(node) for member, node in defined.items() if member in members]
+        parts += [_bare(node) for member, node in defined.items() if member in members]
         units[name] = "\n".join(parts)
         closures[name] = frozenset(members)
     return units, closures

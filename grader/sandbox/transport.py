@@ -371,7 +371,7 @@ class SandboxTransport:
             if isinstance(record, dict):
                 for key, value in record.items():
                     if isinstance(value, str):
-                        record[key] = value[:_WORD_CAPS.get(key, 100)]
+                        record[key] = value[:protocol.ERROR_TEXT_CAPS.get(key, 100)]
         for output in reply.get("outputs") or ():
             for key in ("type", "value"):
                 if isinstance(output.get(key), str):
@@ -516,9 +516,6 @@ class SandboxTransport:
                                          "not retried)")
                 self._condemned[module] = condemned
         return header
-
-
-_WORD_CAPS = {"message": 600, "traceback": 1500}  # an error record's (grader/running/executor.py, error_record)
 
 
 def _strings(value) -> list[str]:

@@ -19,6 +19,8 @@ Standard library only: the sandboxed child and the stdlib-only stages (regrade, 
 """
 from __future__ import annotations
 
+import contextlib
+
 import hashlib
 import importlib
 import importlib.abc
@@ -355,7 +357,16 @@ class Lesson:
                           always_standin={m: tuple(d) for m, d in self.always_standin.items()},
                           standin_names={m: dict(n) for m, n in self.standin_names.items()},
                           contract=self.contract, forbidden=self.forbidden_policy, lazy_imports=self.lazy_imports,
-                          limits=dict(self.limits.get("replies", {})))
+                          limits=dict(self.limits.get("replies", {})), kit_files=self._kit_files())
+
+    @property
+    def shipped_history_file(self) -> Path:
+        """The record of every version of the release's own files a release has held, beside the lesson's other
+        data: grader/devtools/shipped_history.py adds the current ones, and a test holds it current."""
+        return self.forbidden_path.with_name("shipped_history.txt")
+
+    def _kit_files(self) -> dict[str, tuple[str, ...]]:
+        return {path: tuple(sorted(digests)) for path, digests in read_shipped_history(self.shipped_history_file).items()}
 
     @cached_property
     def components(self) -> tuple[str, ...]:
@@ -437,6 +448,8 @@ class LessonSpec:
     forbidden: dict = field(default_factory=dict)  # forbidden.toml, which the zygote switches library attention off by
     lazy_imports: tuple[str, ...] = ()  # what torch imports lazily during the lesson's calls
     limits: dict = field(default_factory=dict)  # limits.toml [replies]: what a child's answers may weigh
+    # path in a release -> digests of every version shipped (shipped_history.txt): the kit's files a child never runs
+    kit_files: dict = field(default_factory=dict)
 
     @property
     def modules(self) -> tuple[str, ...]:
@@ -446,7 +459,8 @@ class LessonSpec:
         return {"name": self.name, "graded_names": {m: list(n) for m, n in self.graded_names.items()},
                 "always_standin": {m: list(d) for m, d in self.always_standin.items()},
                 "standin_names": self.standin_names, "contract": str(self.contract), "forbidden": self.forbidden,
-                "lazy_imports": list(self.lazy_imports), "limits": self.limits}
+                "lazy_imports": list(self.lazy_imports), "limits": self.limits,
+                "kit_files": {path: sorted(digests) for path, digests in self.kit_files.items()}}
 
     @classmethod
     def from_json(cls, data: dict) -> LessonSpec:
@@ -454,7 +468,20 @@ class LessonSpec:
                    always_standin={m: tuple(d) for m, d in data["always_standin"].items()},
                    standin_names={m: dict(n) for m, n in data["standin_names"].items()},
                    contract=Path(data["contract"]), forbidden=dict(data["forbidden"]),
-                   lazy_imports=tuple(data["lazy_imports"]), limits=dict(data["limits"]))
+                   lazy_imports=tuple(data["lazy_imports"]), limits=dict(data["limits"]),
+                   kit_files={path: tuple(digests) for path, digests in data.get("kit_files", {}).items()})
+
+
+def read_shipped_history(path: Path) -> dict[str, frozenset[str]]:
+    """A shipped_history.txt (`sha256  path in the release` a line): path -> the digests of every version of that
+    file a release has shipped; nothing when there is no such file."""
+    found: dict[str, set[str]] = {}
+    with contextlib.suppress(OSError):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            digest, _, rel = line.partition("  ")
+            if rel and not line.startswith("#"):
+                found.setdefault(rel, set()).add(digest)
+    return {rel: frozenset(digests) for rel, digests in found.items()}
 
 
 def lesson_names(engine: Path = ENGINE) -> list[str]:

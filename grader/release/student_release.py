@@ -39,6 +39,7 @@ from grader.release import stubs
 from grader.judging.deliverables import RELEASED_CHECKS
 from grader.intake.submissions import not_written_by_notebooks
 from grader.release.stubs import _digest
+from grader.lesson import read_shipped_history
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "grader" / "templates"
@@ -139,22 +140,15 @@ def shipped_sources(*, lesson) -> dict[str, bytes]:
 
 
 def shipped_history_path(lesson) -> Path:
-    """The lesson's record of every version of its shipped files (`shipped_sources`) a release has held, beside its
-    other data: grader/devtools/shipped_history.py adds the current ones, and a test holds it current."""
-    return lesson.forbidden_path.with_name("shipped_history.txt")
+    """The lesson's record of every version of its shipped files (`shipped_sources`) a release has held."""
+    return lesson.shipped_history_file
 
 
 def shipped_history(*, lesson) -> dict[str, frozenset[str]]:
     """path in the release -> the digests of every version of that file a release has shipped. A student keeps the
     release they cloned: when the visible tests change during a course, their copy of an earlier version, handed
     back unchanged, is still the kit's, not theirs, and is neither read nor flagged."""
-    found: dict[str, set[str]] = {}
-    with contextlib.suppress(OSError):
-        for line in shipped_history_path(lesson).read_text(encoding="utf-8").splitlines():
-            digest, _, path = line.partition("  ")
-            if path and not line.startswith("#"):
-                found.setdefault(path, set()).add(digest)
-    return {path: frozenset(digests) for path, digests in found.items()}
+    return read_shipped_history(shipped_history_path(lesson))
 
 
 def _kit_tools(*, lesson) -> dict[str, Callable[[], bytes]]:

@@ -82,9 +82,11 @@ def load_policy(path) -> dict:
 
 
 # -- in the zygote --------------------------------------------------------------------------------
-def prepare(policy: dict, *, kit_root: str | None = None):
+def prepare(policy: dict, *, kit_root: str | None = None, shipped: dict | None = None):
     """Switch the policy's library functions off in this process (irreversibly) and return
-    `arm(scratch)`, which each child calls on itself before any student code runs."""
+    `arm(scratch)`, which each child calls on itself before any student code runs. `shipped` (path in a
+    release -> the digests of every version of it a release shipped) names the kit's own files that a
+    submission hands back: the child never runs them (`_runnable`)."""
     import torch  # noqa: F401  (the kernels below belong to it)
 
     policy = {table: policy.get(table, {}) for table in ("names", "kernels", "python", "message")}
@@ -106,10 +108,14 @@ def prepare(policy: dict, *, kit_root: str | None = None):
     linecache.clearcache()  # no source line of the disabled code stays in memory
     what = str(policy["message"].get("what", DEFAULT_WHAT))
 
+    shipped = {path: frozenset(digests) for path, digests in (shipped or {}).items()}
+
     def arm(scratch: str) -> None:
         for name in kit_modules:
             sys.modules.pop(name, None)  # the executor keeps its own references
-        _arm_hook(frozenset(denied), frozenset(kit_denied), frozenset(folders), os.stat(scratch).st_dev, what)
+        runnable = _runnable(scratch, shipped)
+        _arm_hook(frozenset(denied), frozenset(kit_denied), frozenset(folders), os.stat(scratch).st_dev, what,
+                  runnable=runnable, scratch=os.path.realpath(scratch))
 
     return arm
 
@@ -274,8 +280,51 @@ def _identities(paths) -> set:
 
 
 # -- in each child ----------------------------------------------------------------------------------
+RUNNABLE_ENTRIES = 50_000  # folder entries _runnable lists at most (the intake copies at most 500 files)
+
+
+def _runnable(scratch: str, shipped: dict) -> dict:
+    """(device, inode) -> (size, mtime) of each .py file the submission handed in, listed before any of its code
+    runs: the only files a child compiles from the submission's folder. Not the kit's own files handed back as a
+    release shipped them (tests/, tools/): the scan never reads those, and red team s44r ran code it wrote at run
+    time through the release's tools/deliverables.py, which loads a checks file by path."""
+    import hashlib
+
+    found, folders, seen = {}, [scratch], 0
+    while folders and seen < RUNNABLE_ENTRIES:
+        try:
+            with os.scandir(folders.pop()) as entries:
+                for entry in entries:
+                    seen += 1
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(entry.path)
+                    elif entry.name.endswith(".py") and entry.is_file(follow_symlinks=False):
+                        st = entry.stat(follow_symlinks=False)
+                        digests = shipped.get(os.path.relpath(entry.path, scratch).replace(os.sep, "/"))
+                        if digests:
+                            with contextlib.suppress(OSError), open(entry.path, "rb") as f:
+                                data = f.read().replace(b"\r\n", b"\n")
+                                if hashlib.sha256(data).hexdigest() in digests:
+                                    continue
+                        found[(st.st_dev, st.st_ino)] = (st.st_size, st.st_mtime_ns)
+        except OSError:
+            continue
+    return found
+
+
+def _submission_only(device: int, scratch: str) -> bool:
+    """Whether nothing but the submission's copy is on `device`: no folder of the import path outside `scratch` is
+    (a root grader gives each slot a tmpfs of its own). Without root the copy shares /tmp with whatever is there."""
+    for entry in sys.path:
+        where = os.path.abspath(entry or ".")
+        with contextlib.suppress(OSError):
+            if not (where + "/").startswith(scratch + "/") and os.stat(where).st_dev == device:
+                return False
+    return True
+
+
 def _arm_hook(denied: frozenset, kit_denied: frozenset, folders: frozenset, scratch_device: int,
-              what: str = DEFAULT_WHAT) -> None:
+              what: str = DEFAULT_WHAT, *, runnable: dict | None = None, scratch: str | None = None) -> None:
     """Install the audit hook. It looks up no global name (all it uses is closed over, and none of it
     can be changed), so rebinding a builtin or a module attribute changes nothing it does; and it runs
     no student code (open() hands it the path already converted to a string)."""
@@ -283,7 +332,7 @@ def _arm_hook(denied: frozenset, kit_denied: frozenset, folders: frozenset, scra
     import gc
     import stat as stat_module
 
-    stat, kind, oserror, refused = os.stat, type, OSError, PermissionError
+    stat, kind, oserror, refused, bad_name = os.stat, type, OSError, PermissionError, ValueError
     is_dir = stat_module.S_ISDIR
     kinds, int_type, bytes_type = (str, bytes, int), int, bytes
     messages = (f"{what} {MARK}: this file (the source of {what}) cannot be opened from student code",
@@ -291,7 +340,9 @@ def _arm_hook(denied: frozenset, kit_denied: frozenset, folders: frozenset, scra
                 "the grader's sandbox does not open a folder outside the submission for student code",
                 "the grader's sandbox does not allow this to student code",
                 "the grader's sandbox opens only a str or bytes path for student code",
-                f"{KIT_FILES} {MARK}: this file cannot be opened from student code")
+                f"{KIT_FILES} {MARK}: this file cannot be opened from student code",
+                "the grader's sandbox runs only the .py files handed in, as they were handed in: not a file written "
+                "or changed while grading, and not the kit's own tests/ or tools/")
     # cpython.PyInterpreterState_New: a sub-interpreter, where this hook does not run.
     # sys.setprofile, sys.settrace: a profile or trace function sees every frame, the executor's answer on its way
     # out among them (red team s43r rewrote it there, after the executor's own checks).
@@ -300,6 +351,11 @@ def _arm_hook(denied: frozenset, kit_denied: frozenset, folders: frozenset, scra
     refused_imports, dot = REFUSED_IMPORTS, "."
     dotdot = ("..", b"..")
     separators = ("/", b"/")
+    # compile() of a file's source (an import, runpy, a loader built by hand) by the file's name. A relative name is
+    # the child's folder (it cannot chdir); an absolute one is inside it by its prefix, or on the scratch tmpfs.
+    runnable = None if runnable is None else dict(runnable)
+    inside = None if scratch is None else (scratch + "/", (scratch + "/").encode())
+    own_device = scratch_device if scratch is not None and _submission_only(scratch_device, scratch) else None
 
     def hook(event, args):
         if event == "open":
@@ -321,6 +377,18 @@ def _arm_hook(denied: frozenset, kit_denied: frozenset, folders: frozenset, scra
                 raise refused(messages[5])
             if is_dir(st.st_mode) and ((st.st_dev, st.st_ino) in folders or st.st_dev != scratch_device):
                 raise refused(messages[2])  # a folder's fd would open files by paths this hook never sees
+        elif event == "compile" and runnable is not None:
+            name = args[1]
+            if kind(name) not in kinds[:2]:
+                return
+            try:
+                st = stat(name)
+            except (oserror, bad_name):
+                return  # "<string>" and the like: no file
+            binary = kind(name) is bytes_type
+            if ((name[:1] != separators[binary] or name.startswith(inside[binary]) or st.st_dev == own_device)
+                    and runnable.get((st.st_dev, st.st_ino)) != (st.st_size, st.st_mtime_ns)):
+                raise refused(messages[6])
         elif event in closed_events or event[:7] == "ctypes.":
             raise refused(messages[3] + f" ({event})")
         elif event == "import" and kind(args[0]) is kinds[0] and args[0].partition(dot)[0] in refused_imports:
@@ -339,6 +407,7 @@ def _arm_hook(denied: frozenset, kit_denied: frozenset, folders: frozenset, scra
     sys.addaudithook(nothing)
     holders = [r for r in gc.get_referrers(nothing) if kind(r) is list]
     for obj in [nothing, hook, hook.__closure__, *hook.__closure__, denied, kit_denied, folders, closed_events, kinds, dotdot,
-                separators, messages, refused_imports, *holders]:
+                separators, messages, refused_imports, *holders, *([runnable] if runnable is not None else []),
+                *([inside] if inside is not None else [])]:
         untrack(obj)
     sys.addaudithook(hook)

@@ -350,7 +350,8 @@ def main(spec: dict) -> None:
     lesson = LessonSpec.from_json(spec["lesson"])
     entry = importlib.import_module(spec["entry"])
     # Library attention is switched off here, once, before any child exists; `arm` arms each child.
-    arm = (importlib.import_module(spec["install"]).prepare(lesson.forbidden, kit_root=str(KIT_ROOT))
+    arm = (importlib.import_module(spec["install"]).prepare(lesson.forbidden, kit_root=str(KIT_ROOT),
+                                                            shipped=lesson.kit_files)
            if spec["install"] else None)
     for name in spec["preload"]:
         with contextlib.suppress(ImportError):

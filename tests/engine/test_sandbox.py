@@ -1030,6 +1030,105 @@ def test_a_module_written_or_rewritten_while_graded_is_no_module(transport, tmp_
     assert h["value"] == ["decoy: 1"], h["value"]  # the helper's source as handed in; nothing else imports
 
 
+@pytest.fixture
+def on_a_tmpfs(zygote):
+    """Like `transport`, with the submission on a tmpfs of its own, as a root grader's slots are (grade.py)."""
+    from grader.sandbox.confinement import mount_quota, unmount_quota
+
+    work = Path(tempfile.mkdtemp(prefix="kit-test-tmpfs-"))
+    os.chmod(work, 0o711)
+    mounted = mount_quota(work, CONFIG)
+    opened = []
+
+    def make(files):
+        scratch = make_submission(work / "sub", files, reference=False)
+        prepare_scratch(scratch, slot_uid(CONFIG, 0))
+        opened.append(SandboxTransport(zygote=zygote, slot=0, scratch=scratch, config=CONFIG, quota=mounted))
+        return opened[-1]
+
+    yield make, mounted
+    for t in opened:
+        t.close()
+    if mounted:
+        unmount_quota(work)
+    shutil.rmtree(work)
+
+
+def test_a_file_written_or_changed_while_graded_is_never_compiled_by_its_name(on_a_tmpfs):
+    # Red team s44r ran code the scan never read: positional.py wrote it to _build/*.py at run time and had the release's
+    # own tools/deliverables.py load it by path (spec_from_file_location), past the handed-in-only importer. Every
+    # route that compiles a file by its name in the child's folder is held to the files handed in, as handed in.
+    transport, mounted = on_a_tmpfs
+    assert mounted or not is_root(), "a root grader mounts each slot's tmpfs: this test needs it too"
+    t = transport({"helper.py": "def answer():\n    return 1\n", "notes.txt": "def answer():\n    return 2\n",
+                   "hostile.py": """
+        import importlib.machinery
+        import importlib.util
+        import os
+        import runpy
+
+        HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+        def by_path(path):
+            loader = importlib.machinery.SourceFileLoader("loaded", path)  # any suffix, as tools/deliverables.py does
+            spec = importlib.util.spec_from_file_location("loaded", path, loader=loader)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module.answer()
+
+
+        def tried():
+            found = []
+            os.makedirs(os.path.join(HERE, "_build"), exist_ok=True)
+            with open(os.path.join(HERE, "_build", "fresh.py"), "w") as f:
+                f.write("def answer():\\n    return 3\\n")
+            attempts = {
+                "handed in, by path": lambda: by_path(os.path.join(HERE, "helper.py")),
+                "written, by path": lambda: by_path(os.path.join(HERE, "_build", "fresh.py")),
+                "written, by a relative path": lambda: by_path("_build/fresh.py"),
+                "written, through /proc/self/cwd": lambda: by_path("/proc/self/cwd/_build/fresh.py"),
+                "a data file, by path": lambda: by_path(os.path.join(HERE, "notes.txt")),
+                "written, by runpy": lambda: runpy.run_path(os.path.join(HERE, "_build", "fresh.py"))["answer"](),
+                "written, compiled by name": lambda: eval(compile("3", os.path.join(HERE, "_build", "fresh.py"), "eval")),
+            }
+            for name, attempt in attempts.items():
+                try:
+                    found.append(f"{name}: {attempt()}")
+                except PermissionError as exc:
+                    found.append(f"{name}: refused" if "handed in" in str(exc) else f"{name}: {exc}")
+                except ImportError:
+                    found.append(f"{name}: no module")  # runpy takes the path for a folder the child's importer owns
+            return found
+        """})
+    h, _ = t.call({"op": "call", "module": "hostile", "name": "tried", "args": []}, {})
+    assert h["error"] is None, h["error"]
+    # Without root the copy shares /tmp with the libraries: a name outside the folder's own is not known as its.
+    through_proc = "refused" if mounted else "3"
+    assert h["value"] == ["handed in, by path: 1", "written, by path: refused", "written, by a relative path: refused",
+                          f"written, through /proc/self/cwd: {through_proc}", "a data file, by path: refused",
+                          "written, by runpy: no module", "written, compiled by name: refused"], h["value"]
+
+
+def test_the_kits_own_files_handed_back_are_never_run_in_the_child(tmp_path):
+    # The release's tools/ and tests/ come back in a repository handed in; the scan reads none of them, so the
+    # child runs none of them (forbidden._runnable): a shipped version is known by its digest, whatever its age.
+    import hashlib
+
+    from grader.running.forbidden import _runnable
+
+    (tmp_path / "tools").mkdir()
+    shipped = b"def load_checks(path):\n    pass\n"
+    (tmp_path / "tools" / "deliverables.py").write_bytes(shipped.replace(b"\n", b"\r\n"))  # a Windows checkout
+    (tmp_path / "tools" / "heatmap.py").write_bytes(b"print('changed by the student')\n")
+    (tmp_path / "helper.py").write_bytes(shipped)  # the same bytes under a path the kit never shipped
+    kit = {"tools/deliverables.py": frozenset({hashlib.sha256(shipped).hexdigest()}),
+           "tools/heatmap.py": frozenset({hashlib.sha256(b"print('as shipped')\n").hexdigest()})}
+    runnable = _runnable(str(tmp_path), kit)
+    identity = {p.relative_to(tmp_path).as_posix(): (p.stat().st_dev, p.stat().st_ino) for p in tmp_path.rglob("*.py")}
+    assert sorted(name for name, key in identity.items() if key in runnable) == ["helper.py", "tools/heatmap.py"]
+
+
 def test_a_data_file_beside_a_module_is_still_read_through_its_loader(transport):
     # A guard for the handed-in-only loader: it checks module source, not the data a module reads through it
     # (pkgutil.get_data, importlib.resources), nor a data file the module's own code wrote.

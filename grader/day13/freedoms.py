@@ -23,7 +23,9 @@ class Freedom:
     component: str
     contract: str  # where CONTRACT.md gives this freedom, in its words
     patches: tuple  # ((file, find, replace), ...) over the reference
-    helpers_in: tuple = ()  # other parts' files the variant puts a helper of its own in (the part imports it)
+    # Other files the variant changes or adds for its part: another part's file it puts a helper of its own in (the
+    # part imports it), or a module of its own beside the contract's files and the files that import from it.
+    helpers_in: tuple = ()
 
 
 FFN = ("        self.ffn = nn.Sequential(\n"
@@ -62,6 +64,51 @@ LN = "        self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)\
 MH_SIZES = "        self.h, self.d_k = n_heads, d_model // n_heads\n"
 MH_SPLIT = "        q, k, v = [t.view(B, T, self.h, self.d_k).transpose(1, 2) for t in (q, k, v)]  # (B, h, T, d_k)\n"
 SA_DK = "        self.d_k = d_k\n"
+# multihead.py from its imports on: the class a variant moves into a module of its own.
+MH_MODULE = ('import torch.nn as nn\n'
+             '\n'
+             'from self_attention import scaled_dot_product_attention\n'
+             '\n'
+             '\n'
+             'class MultiHeadAttention(nn.Module):\n'
+             '    """h attention heads in parallel, concatenated and mixed by W_O (handout §7).\n'
+             '\n'
+             '    d_k = d_model // h per head. qkv = nn.Linear(d_model, 3·d_model) computes Q, K, V\n'
+             '    for all heads at once: q, k, v = qkv(x).chunk(3, dim=-1), and head i uses\n'
+             '    features i·d_k:(i+1)·d_k of each. out = nn.Linear(d_model, d_model) is W_O.\n'
+             '    x: (B, T, d_model) -> (B, T, d_model).\n'
+             '    mask: None or broadcastable to (B, h, T, T): a (T, T) causal mask or a\n'
+             '    (B, 1, 1, T) padding mask.\n'
+             '    Attributes: h, d_k, qkv, out. d_model % n_heads != 0 raises ValueError.\n'
+             '    """\n'
+             '\n'
+             '    def __init__(self, d_model, n_heads):\n'
+             '        super().__init__()\n'
+             '        # BEGIN SOLUTION (Task 4 · MultiHeadAttention.__init__)\n'
+             '        if d_model % n_heads != 0:\n'
+             '            raise ValueError(\n'
+             '                f"d_model={d_model} is not divisible by n_heads={n_heads}: "\n'
+             '                "every head needs d_model // n_heads features (handout §7)"\n'
+             '            )\n'
+             '        self.h, self.d_k = n_heads, d_model // n_heads\n'
+             '        self.qkv = nn.Linear(d_model, 3 * d_model)  # W_Q, W_K, W_V for all heads at once\n'
+             '        self.out = nn.Linear(d_model, d_model)  # W_O\n'
+             '        # END SOLUTION\n'
+             '\n'
+             '    def forward(self, x, mask=None):\n'
+             '        """x: (B, T, d_model); mask: None or broadcastable to (B, h, T, T).\n'
+             '\n'
+             '        Returns (B, T, d_model).\n'
+             '        """\n'
+             '        # BEGIN SOLUTION (Task 4 · MultiHeadAttention.forward)\n'
+             '        B, T, D = x.shape\n'
+             '        q, k, v = self.qkv(x).chunk(3, dim=-1)  # each (B, T, D)\n'
+             '        # Split D into h heads of d_k features, then move heads next to the batch.\n'
+             '        q, k, v = [t.view(B, T, self.h, self.d_k).transpose(1, 2) for t in (q, k, v)]  # (B, h, T, d_k)\n'
+             '        ctx, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, h, T, d_k)\n'
+             '        ctx = ctx.transpose(1, 2).contiguous().view(B, T, D)  # (B, T, D): heads concatenated\n'
+             '        return self.out(ctx)  # (B, T, D)\n'
+             '        # END SOLUTION\n')
 
 FREEDOMS: tuple[Freedom, ...] = (
     # ------------------------------------------------------------------ self_attention.py
@@ -218,6 +265,18 @@ FREEDOMS: tuple[Freedom, ...] = (
                         "            x = self.ln2(x + self.drop(self.ffn(x)))\n"),
              (BL, PRE, "            x = x + self.drop(self.attn(self.ln1(x), mask))\n"
                        "            x = x + self.drop(self.ffn(self.ln2(x)))\n"))),
+    # Held-out s44: MultiHeadAttention in a helper module, imported from there by multihead.py and block.py. Graded
+    # full marks hidden (the block is graded over a stand-in attention, whatever module its class came from); the
+    # visible tests put their stand-in in place of multihead.py only, so the block ran the student's own class over
+    # the multi-head tests' stand-in attention and six block tests failed.
+    Freedom("blk.mha_from_helper_module", "block",
+            "Your files may import each other and helper modules of your own placed beside them: MultiHeadAttention "
+            "may live in a helper module that multihead.py and block.py both import it from",
+            (("attention_layers.py", "", '"""My attention layers: multihead.py and block.py import them from here."""\n'
+              + "".join(line for line in MH_MODULE.splitlines(True) if "SOLUTION" not in line)),
+             (MH, MH_MODULE, "from attention_layers import MultiHeadAttention  # noqa: F401 (the class is in my helper)\n"),
+             (BL, "from multihead import MultiHeadAttention\n", "from attention_layers import MultiHeadAttention\n")),
+            helpers_in=(MH, "attention_layers.py")),
 )
 
 # Several freedoms taken at once, one submission each (no two of them patch the same text).

@@ -44,15 +44,32 @@ class Bug:
 
 def apply(bug: Bug, source_dir: Path) -> dict[str, str]:
     """The mutant's sources: file name -> text. Raises if a find text is not there exactly once.
-    Anything with `id` and `patches` will do (a correct variant's patches too)."""
+    Anything with `id` and `patches` will do (a correct variant's patches too). A patch whose find text is
+    empty adds its file, with `replace` as its text: a submission may hold modules of its own beside the
+    reference's files (a helper its files import)."""
     sources = {p.name: p.read_text() for p in sorted(Path(source_dir).glob("*.py"))}
     for file, find, replace in bug.patches:
+        if not find:
+            sources[file] = _new_file(bug, sources, file, replace)
+            continue
+        if file not in sources:
+            raise ValueError(f"catalogue entry {bug.id}: patches {file}, which neither the reference nor an earlier "
+                             "patch holds (a patch with an empty find text adds a file)")
         count = sources[file].count(find)
         if count != 1:
             raise ValueError(f"catalogue entry {bug.id}: the text to replace occurs {count} times in {file} "
                              f"(expected once); update the patch to the current reference:\n{find!r}")
         sources[file] = sources[file].replace(find, replace)
     return sources
+
+
+def _new_file(bug, sources: dict[str, str], file: str, text: str) -> str:
+    """The text of the file an empty find text adds. An empty find on a file already there would match
+    everywhere (or mean to replace the whole file): it raises, as an ambiguous find text does."""
+    if file in sources:
+        raise ValueError(f"catalogue entry {bug.id}: a patch with an empty find text adds {file}, which is there "
+                         "already; patch its text, or give the new file a name of its own")
+    return text
 
 
 def write_patched(patched, source_dir: Path, folder: Path) -> Path:

@@ -108,8 +108,11 @@ def test_block_parts(block, check):
     given = [layer for layer in block.TransformerBlock(d_model=16, n_heads=4, d_ff=40).ffn if isinstance(layer, nn.Linear)]
     sizes = [(layer.in_features, layer.out_features) for layer in given]
     _require(sizes == [(16, 40), (40, 16)], f"§9: TransformerBlock(16, 4, d_ff=40) should expand 16 -> 40 -> 16, got {sizes}")
-    _require(type(model.attn).__name__ == "StandInAttention",
-             f"§12: attn should be MultiHeadAttention(d_model, n_heads) from multihead.py, got {type(model.attn).__name__}")
+    # What the graders check of attn: a module. Whichever module its class came from (multihead.py, or a helper of
+    # yours that multihead.py imports it from too), the tests and the graders put their stand-in in its place.
+    _require(isinstance(getattr(model, "attn", None), nn.Module),
+             "§12: TransformerBlock needs an attribute attn, its MultiHeadAttention(d_model, n_heads) (handout §12); "
+             f"got {type(getattr(model, 'attn', None)).__name__}")
 
 
 def test_s9_ffn_parameter_counts(block):

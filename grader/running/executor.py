@@ -62,6 +62,7 @@ import importlib.machinery
 import json
 import math
 import mmap
+import operator
 import os
 import sys
 import threading
@@ -97,6 +98,90 @@ def _seed(seed=None) -> None:
     run on CPU (the sandbox sees no accelerator), and torch.manual_seed would also queue seeds for
     every absent device type (~30-90 us a call, ~150 calls per submission) for the same effect."""
     torch.default_generator.manual_seed(SEED if seed is None else int(seed))  # a call may ask another seed
+
+
+class _TorchSettings:
+    """Torch's process-wide settings as they were before any student code ran in this process, put back wherever a
+    submission's import or call changed them. One child serves every part of a submission, and these settings
+    outlive the import or call that set them: red team s44r (torch_state) had a file set float64 at import, and a
+    correct part of the same submission, graded later in that child, lost 15 of 20 points (the grader's own stand-in,
+    built in float64, raised a dtype mismatch). So `put_back()` runs before and after each call (execute) and each
+    import of a submission's module (ModuleLoader.load): a change costs at most the import or call that made it.
+
+    The first `put_back()` in a process takes the snapshot: in a sandboxed child that is the zygote's warm-up, on
+    the kit's own code (inherited by every fork); in the grader's process the first call, on trusted code. Each
+    later one reads every setting (~1 us in all) and writes only those that differ. The executor's own choices
+    are not global settings: a float64 call converts the module and its inputs (_to_call_dtype), weights are
+    written inside `torch.no_grad()`, and these all end inside the call. The generator is not kept here:
+    _seed resets it before every stage that draws. Not covered: flush-denormal (torch cannot read it back),
+    interop threads (torch sets them once), and torch function or dispatch modes a submission leaves on the stack
+    (the executor's own reads run without them: _unmoded). Readers and writers are bound when the executor is
+    imported, before any student code: a submission replacing torch.set_default_dtype cannot stop the put-back."""
+
+    def __init__(self, settings: tuple):
+        self.settings = settings  # (name, read(), write(value)): in order, inference mode before grad mode
+        self.baseline: tuple | None = None
+        self.held: list = []  # inference-mode guards that switched it back: alive, or they would switch it on again
+
+    def put_back(self) -> None:
+        if self.baseline is None:
+            self.baseline = tuple(read() for _, read, _ in self.settings)
+            return
+        for (_, read, write), value in zip(self.settings, self.baseline):
+            try:
+                if read() != value:
+                    write(value)
+            except Exception:  # a setting a submission broke past mending: the others are still put back
+                pass
+
+
+def _torch_settings() -> _TorchSettings:
+    """The settings _TorchSettings keeps, each read and written through functions bound here, once."""
+    import torch._tensor_str as tensor_str
+
+    c = torch._C
+    device_holder, set_device = torch._GLOBAL_DEVICE_CONTEXT, torch.set_default_device  # thread-local, as grad mode
+    inference_guard = c._InferenceMode
+    get_det, get_warn, get_fill = (c._get_deterministic_algorithms, c._get_deterministic_algorithms_warn_only,
+                                   c._get_deterministic_fill_uninitialized_memory)
+    set_det, set_fill = c._set_deterministic_algorithms, c._set_deterministic_fill_uninitialized_memory
+    anomaly_on, anomaly_nan, set_anomaly = torch.is_anomaly_enabled, torch.is_anomaly_check_nan_enabled, torch.set_anomaly_enabled
+    print_names = ("precision", "threshold", "edgeitems", "linewidth", "sci_mode")
+    print_read = operator.attrgetter(*print_names)
+
+    def device():
+        context = getattr(device_holder, "device_context", None)
+        return None if context is None else context.device
+
+    def inference(value):
+        settings.held.append(inference_guard(value))  # a guard holds it while it lives, as torch.inference_mode does
+
+    def deterministic(value):
+        set_det(value[0], warn_only=value[1])
+        set_fill(value[2])
+        inductor = sys.modules.get("torch._inductor.config")  # use_deterministic_algorithms sets it too
+        if inductor is not None:
+            inductor.deterministic = value[0]
+
+    def print_options(value):
+        for name, v in zip(print_names, value):
+            setattr(tensor_str.PRINT_OPTS, name, v)
+
+    settings = _TorchSettings((
+        ("default dtype", torch.get_default_dtype, c._set_default_dtype),
+        ("default device", device, set_device),
+        ("inference mode", torch.is_inference_mode_enabled, inference),
+        ("grad mode", torch.is_grad_enabled, c._set_grad_enabled),
+        ("threads", torch.get_num_threads, torch.set_num_threads),
+        ("deterministic algorithms", lambda: (get_det(), get_warn(), get_fill()), deterministic),
+        ("anomaly detection", lambda: (anomaly_on(), anomaly_nan()), lambda value: set_anomaly(*value)),
+        ("float32 matmul precision", c._get_float32_matmul_precision, c._set_float32_matmul_precision),
+        ("print options", lambda: print_read(tensor_str.PRINT_OPTS), print_options),
+    ))
+    return settings
+
+
+_TORCH_SETTINGS = _torch_settings()
 
 
 class GraderCallError(Exception):
@@ -172,7 +257,11 @@ class ModuleLoader:
             raise _ImportFailure(name, self.errors[name])
         try:
             stand_ins = {dep: self._over_standins(dep, name) for dep in self.lesson.always_standin.get(name, ())}
-            module = self._import(name, stand_ins)
+            _TORCH_SETTINGS.put_back()  # each import starts as the process was, and what it changes ends with it
+            try:
+                module = self._import(name, stand_ins)
+            finally:
+                _TORCH_SETTINGS.put_back()
         except BaseException as exc:  # a student's import may raise anything, even SystemExit
             if _interrupts(exc, self):
                 raise
@@ -641,6 +730,14 @@ def _interrupts(exc: BaseException, loader) -> bool:
 # -- the executor --------------------------------------------------------------------------
 def execute(header: dict, arrays: dict, *, loader: ModuleLoader) -> tuple[dict, dict]:
     """Run one call; never raises for anything the student's code does."""
+    _TORCH_SETTINGS.put_back()  # as before any student code ran (the first call in a process: the snapshot)
+    try:
+        return _execute(header, arrays, loader)
+    finally:
+        _TORCH_SETTINGS.put_back()
+
+
+def _execute(header: dict, arrays: dict, loader: ModuleLoader) -> tuple[dict, dict]:
     out_header: dict = {"error": None, "outputs": [], "grads": {}, "grad_error": None}
     out_arrays: dict = {}
     op = header.get("op")

@@ -75,7 +75,7 @@ import numpy as np
 import torch
 import torch.utils._python_dispatch  # loaded by torch itself: named here for _LIFT_DISPATCH_MODES
 
-from grader.running import protocol
+from grader.running import forbidden, protocol
 from grader.running import siblings
 
 ROOT = Path(__file__).resolve().parents[2]  # the kit: paths in messages are shown relative to it
@@ -425,25 +425,9 @@ def _identity(st) -> tuple:
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
-HANDED_IN_ENTRIES = 50_000  # folder entries _handed_in lists at most: intake copies 500 files
-
-
 def _handed_in(root: str) -> dict:
     """(device, inode) -> _identity of every .py file under `root`, listed before the submission's code runs."""
-    found, folders, seen = {}, [root], 0
-    while folders and seen < HANDED_IN_ENTRIES:
-        try:
-            with os.scandir(folders.pop()) as entries:
-                for entry in entries:
-                    seen += 1
-                    if entry.is_dir(follow_symlinks=False):
-                        folders.append(entry.path)
-                    elif entry.name.endswith(".py") and entry.is_file(follow_symlinks=False):
-                        st = entry.stat(follow_symlinks=False)
-                        found[_identity(st)[:2]] = _identity(st)
-        except OSError:
-            continue
-    return found
+    return {_identity(st)[:2]: _identity(st) for _, st in forbidden.py_files(root)}
 
 
 def _source_only(directory: Path, *, archives: bool = True) -> None:

@@ -280,7 +280,24 @@ def _identities(paths) -> set:
 
 
 # -- in each child ----------------------------------------------------------------------------------
-RUNNABLE_ENTRIES = 50_000  # folder entries _runnable lists at most (the intake copies at most 500 files)
+SOURCE_ENTRIES = 50_000  # folder entries py_files lists at most (the intake copies at most 500 files)
+
+
+def py_files(root: str, limit: int = SOURCE_ENTRIES):
+    """(path, lstat) of every .py regular file under `root`, iteratively, no link followed, from at most `limit`
+    folder entries: what a submission holds before any of its code runs."""
+    folders, seen = [root], 0
+    while folders and seen < limit:
+        try:
+            with os.scandir(folders.pop()) as entries:
+                for entry in entries:
+                    seen += 1
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(entry.path)
+                    elif entry.name.endswith(".py") and entry.is_file(follow_symlinks=False):
+                        yield entry.path, entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
 
 
 def _runnable(scratch: str, shipped: dict) -> dict:
@@ -290,25 +307,14 @@ def _runnable(scratch: str, shipped: dict) -> dict:
     time through the release's tools/deliverables.py, which loads a checks file by path."""
     import hashlib
 
-    found, folders, seen = {}, [scratch], 0
-    while folders and seen < RUNNABLE_ENTRIES:
-        try:
-            with os.scandir(folders.pop()) as entries:
-                for entry in entries:
-                    seen += 1
-                    if entry.is_dir(follow_symlinks=False):
-                        folders.append(entry.path)
-                    elif entry.name.endswith(".py") and entry.is_file(follow_symlinks=False):
-                        st = entry.stat(follow_symlinks=False)
-                        digests = shipped.get(os.path.relpath(entry.path, scratch).replace(os.sep, "/"))
-                        if digests:
-                            with contextlib.suppress(OSError), open(entry.path, "rb") as f:
-                                data = f.read().replace(b"\r\n", b"\n")
-                                if hashlib.sha256(data).hexdigest() in digests:
-                                    continue
-                        found[(st.st_dev, st.st_ino)] = (st.st_size, st.st_mtime_ns)
-        except OSError:
-            continue
+    found = {}
+    for path, st in py_files(scratch):
+        digests = shipped.get(os.path.relpath(path, scratch).replace(os.sep, "/"))
+        if digests:
+            with contextlib.suppress(OSError), open(path, "rb") as f:
+                if hashlib.sha256(f.read().replace(b"\r\n", b"\n")).hexdigest() in digests:
+                    continue
+        found[(st.st_dev, st.st_ino)] = (st.st_size, st.st_mtime_ns)
     return found
 
 

@@ -64,9 +64,9 @@ class Adapter(calls.Adapter):
         header = {"op": "function", "module": "positional", "name": "positional_encoding", "args": [T, d_model]}
         return self.call(header, {}, f"positional_encoding({T}, {d_model})")
 
-    def pe_module(self, x, d_model: int, max_len: int | None = None, *, dtype="float32") -> calls.Result:
+    def pe_module(self, x, d_model: int, max_len: int | None = None, *, dtype="float32", grad_out=None) -> calls.Result:
         init = [d_model] if max_len is None else [d_model, max_len]
-        return self._module("positional", "PositionalEncoding", init, {}, x, {}, None, dtype=dtype,
+        return self._module("positional", "PositionalEncoding", init, {}, x, {}, None, dtype=dtype, grad_out=grad_out,
                             request=f"PositionalEncoding({', '.join(map(str, init))})(x {_s(x)})")
 
     # -- block.py ----------------------------------------------------------------------

@@ -79,15 +79,24 @@ STAGE_WORDS = {"import": "importing your file", "construct": "constructing the m
 
 
 def ok(res, what: str):
-    """The call ran without an exception, or fail with the student's error."""
+    """The call ran without an exception, or fail with the student's error (and what its message shows)."""
     if res.error:
         e = res.error
         where = STAGE_WORDS.get(e.get("stage"), "running")
         text = f"{what}: {error_words(e, where)}"
         if e.get("traceback"):
             text += f"\n{e['traceback']}"
-        raise GradeFailure(text, error=e)
+        raise GradeFailure(text, error=e, facts=error_facts(e))
     return res
+
+
+def error_facts(error: dict) -> list[dict]:
+    """What an error's own message shows, as facts the lesson may word: autograd refusing an in-place change of a
+    tensor whose gradient is asked for (`inplace_leaf`: `x += ...` on the caller's input, say)."""
+    message = str(error.get("message", ""))
+    if error.get("type") == "RuntimeError" and "in-place operation" in message and "requires grad" in message:
+        return [{"id": "inplace_leaf"}]
+    return []
 
 
 def error_words(error: dict, where: str) -> str:

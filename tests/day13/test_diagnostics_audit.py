@@ -49,7 +49,8 @@ NUMBERS = {"differs", "shape", "permuted", "nonfinite", "sign_flipped", "scaled"
            "rows_not_normalised", "sums_to_1_along", "blocked_weight", "only_at"}
 OTHER_CALLS = {"random", "batch_mixing", "only_with", "only_with_mask", "mask_ignored", "matches_own",
                "weights_right", "mask_kinds_differ", "differs_from_own", "order_matters", "rule", "no_gradient",
-               "outputs_in_other_order"}
+               "outputs_in_other_order",
+               "inplace_leaf"}  # and one found in an error's own message (assertions.error_facts)
 # The fresh mistakes whose answers move between identical calls: the only ones a "random" fact may be told of.
 RANDOM = {m.id for m in FRESH if m.random or any(f == "random" for f, _ in m.expect)}
 # And the catalogue's: F.dropout left on in the attention function draws anew in every call.

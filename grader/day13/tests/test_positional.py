@@ -39,7 +39,9 @@ def test_dtype_shape(student, reference):
 
 def test_module_forward(student, reference):
     """x + PE[:T] with the reference table, or with the student's own positional_encoding when that
-    table encodes the positions (then a formula bug is charged to the table tests only)."""
+    table encodes the positions (then a formula bug is charged to the table tests only); and the gradient reaches x
+    unchanged, as the visible test asks (held-out s44's `x += self.pe[:T]` changed its leaf in place: visible failed,
+    hidden passed)."""
     cases = [
         ("PositionalEncoding(16, max_len=100), B=3, T=7", ck.randn(1100, 3, 7, 16), 16, 100),
         ("PositionalEncoding(8) (max_len 5000), B=2, T=5", ck.randn(1101, 2, 5, 8), 8, None),
@@ -47,6 +49,8 @@ def test_module_forward(student, reference):
     ]
     calls = [(what, x, student.pe_module(x, d, n), reference.pe_module(x, d, n),
               student.positional_encoding(x.shape[1], d)) for what, x, d, n in cases]
+    x, g = ck.randn(1103, 2, 5, 8), ck.randn(1104, 2, 5, 8)
+    backward = (student.pe_module(x, 8, 50, grad_out=g), reference.pe_module(x, 8, 50, grad_out=g))
     for what, x, got, exp, own in calls:
         out = ck.output(got, 0, what, count=1)
         dtype = ck.dtype_of(got, 0)
@@ -59,6 +63,7 @@ def test_module_forward(student, reference):
             except ck.GradeFailure:
                 pass
         ck.close(out, ck.output(exp, 0, "reference"), tol.PE_TABLE, f"{what}: x + PE[:T]", facts={"axes": ck.TOKENS})
+    ck.same_grads(*backward, "PositionalEncoding(8, max_len=50) backward, B=2, T=5", ("x",))
 
 
 def test_buffer(student, reference):

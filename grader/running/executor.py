@@ -106,7 +106,9 @@ class _TorchSettings:
     outlive the import or call that set them: red team s44r (torch_state) had a file set float64 at import, and a
     correct part of the same submission, graded later in that child, lost 15 of 20 points (the grader's own stand-in,
     built in float64, raised a dtype mismatch). So `put_back()` runs before and after each call (execute) and each
-    import of a submission's module (ModuleLoader.load): a change costs at most the import or call that made it.
+    import of a submission's module (ModuleLoader.load): a change made by a call ends with it, and a change made by
+    a file's import holds for that file's own calls only (ModuleLoader.import_settings), as it would in the student's
+    own process, where their visible tests import it: it costs that file's tests what it costs there, and no other's.
 
     The first `put_back()` in a process takes the snapshot: in a sandboxed child that is the zygote's warm-up, on
     the kit's own code (inherited by every fork); in the grader's process the first call, on trusted code. Each
@@ -123,16 +125,31 @@ class _TorchSettings:
         self.baseline: tuple | None = None
         self.held: list = []  # inference-mode guards that switched it back: alive, or they would switch it on again
 
-    def put_back(self) -> None:
+    def now(self) -> tuple:
+        return tuple(_read_or_mark(read) for _, read, _ in self.settings)
+
+    def put_back(self, target: tuple | None = None) -> None:
+        """Every setting as `target` has it (a file's own, from its import), or as the process had it."""
         if self.baseline is None:
-            self.baseline = tuple(read() for _, read, _ in self.settings)
-            return
-        for (_, read, write), value in zip(self.settings, self.baseline):
+            self.baseline = self.now()
+        for (_, read, write), value in zip(self.settings, target or self.baseline):
+            if value is _UNREADABLE:
+                continue  # unreadable when the snapshot was taken: nothing to put back
             try:
                 if read() != value:
                     write(value)
             except Exception:  # a setting a submission broke past mending: the others are still put back
                 pass
+
+
+_UNREADABLE = object()  # a setting a submission broke past reading
+
+
+def _read_or_mark(read):
+    try:
+        return read()
+    except Exception:
+        return _UNREADABLE
 
 
 def _torch_settings() -> _TorchSettings:
@@ -226,6 +243,10 @@ class ModuleLoader:
         self.isolated = isolated
         self.modules: dict[str, types.ModuleType] = {}
         self.errors: dict[str, dict] = {}
+        # torch's settings as a module's import left them, when it changed any: that file's own calls run with them,
+        # as they would in the student's own process, and no other file's do (_TorchSettings).
+        self.import_settings: dict[str, tuple] = {}
+        self.calling: str | None = None  # the module of the call running (execute)
         self.standins = None  # the grader's stand-ins (a module, or _Lent in a child), once this loader has them
         self.rules: dict = {}  # binding rules a sandboxed child was sent, by their number (as a string)
         self._files: frozenset[str] | None = None  # the folder's module names (_module_files), listed once
@@ -257,11 +278,14 @@ class ModuleLoader:
             raise _ImportFailure(name, self.errors[name])
         try:
             stand_ins = {dep: self._over_standins(dep, name) for dep in self.lesson.always_standin.get(name, ())}
-            _TORCH_SETTINGS.put_back()  # each import starts as the process was, and what it changes ends with it
+            _TORCH_SETTINGS.put_back()  # each import starts as the process was
             try:
                 module = self._import(name, stand_ins)
             finally:
-                _TORCH_SETTINGS.put_back()
+                after = _TORCH_SETTINGS.now()
+                if after != _TORCH_SETTINGS.baseline:
+                    self.import_settings[name] = after
+                _TORCH_SETTINGS.put_back(self.import_settings.get(name) if name == self.calling else None)
         except BaseException as exc:  # a student's import may raise anything, even SystemExit
             if _interrupts(exc, self):
                 raise
@@ -714,10 +738,14 @@ def _interrupts(exc: BaseException, loader) -> bool:
 # -- the executor --------------------------------------------------------------------------
 def execute(header: dict, arrays: dict, *, loader: ModuleLoader) -> tuple[dict, dict]:
     """Run one call; never raises for anything the student's code does."""
-    _TORCH_SETTINGS.put_back()  # as before any student code ran (the first call in a process: the snapshot)
+    # As before any student code ran (the first call in a process: the snapshot), but for what the called file's own
+    # import set: a setting made at import is that file's, as in the student's own process, and no other file's.
+    loader.calling = header.get("module") if isinstance(header, dict) and isinstance(header.get("module"), str) else None
+    _TORCH_SETTINGS.put_back(loader.import_settings.get(loader.calling))
     try:
         return _execute(header, arrays, loader)
     finally:
+        loader.calling = None
         _TORCH_SETTINGS.put_back()
 
 

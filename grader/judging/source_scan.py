@@ -821,7 +821,8 @@ def snapshot(directory: Path, notebook_module: str, generated: dict[str, str] | 
             continue
         if earlier and name in earlier and kit_digest(as_shipped) in earlier[name]:
             continue
-        sources.append((name, data, len(rel.parts) == 1 and rel.stem == notebook_module))
+        sources.append((name, data, len(rel.parts) == 1 and rel.stem == notebook_module
+                        and written_from_cells(data)))
     return sources, found
 
 
@@ -877,6 +878,22 @@ def read_sources(directory: Path, notebook_module: str,
     the notebook module (see `snapshot`, which also names the files left unread)."""
     sources, _ = snapshot(directory, notebook_module, generated)
     return [(name, data, read_cells(data) if cells else None) for name, data, cells in sources]
+
+
+def written_from_cells(data: bytes) -> bool:
+    """Whether `data` is exactly the module the intake writes for a notebook (its NOTEBOOK, CELLS and NUMBERS put back
+    into grader/intake/submissions.py's notebook_module_source): only then are its cells all the code it runs, and
+    the scan reads them alone. A file handed in under that name with more code in it (red team s45r ran a rewriter
+    from its body, unread) is read whole, as any other."""
+    from grader.intake.submissions import notebook_module_source
+
+    try:
+        tree = ast.parse(data)
+        values = {t.id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
+                  for t in node.targets if isinstance(t, ast.Name) and t.id in ("NOTEBOOK", "CELLS", "NUMBERS")}
+        return notebook_module_source(values["NOTEBOOK"], values["CELLS"], values["NUMBERS"]).encode() == data
+    except (SyntaxError, ValueError, TypeError, KeyError, RecursionError, MemoryError):
+        return False
 
 
 def read_cells(source: str | bytes) -> list:

@@ -300,22 +300,29 @@ def py_files(root: str, limit: int = SOURCE_ENTRIES):
             continue
 
 
-def _runnable(scratch: str, shipped: dict) -> dict:
-    """(device, inode) -> (size, mtime) of each .py file the submission handed in, listed before any of its code
-    runs: the only files a child compiles from the submission's folder. Not the kit's own files handed back as a
-    release shipped them (tests/, tools/): the scan never reads those, and red team s44r ran code it wrote at run
-    time through the release's tools/deliverables.py, which loads a checks file by path."""
+def _runnable(scratch: str, shipped: dict) -> frozenset:
+    """The sha256 digests of the source of each .py file the submission handed in, read before any of its code runs
+    (its bytes, and its text as Python decodes it): the only code a child compiles under the name of a file in the
+    submission's folder. Not the kit's own files handed back as a release shipped them (tests/, tools/): the scan
+    never reads those, and red team s44r ran code it wrote at run time through the release's tools/deliverables.py,
+    which loads a checks file by path. By content, not by name: red team s45r compiled a data file's text under the
+    name of a file handed in (imp.load_source), and rewrote one in place with its times put back."""
     import hashlib
 
-    found = {}
-    for path, st in py_files(scratch):
+    found = set()
+    for path, _ in py_files(scratch):
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
+            continue
         digests = shipped.get(os.path.relpath(path, scratch).replace(os.sep, "/"))
-        if digests:
-            with contextlib.suppress(OSError), open(path, "rb") as f:
-                if hashlib.sha256(f.read().replace(b"\r\n", b"\n")).hexdigest() in digests:
-                    continue
-        found[(st.st_dev, st.st_ino)] = (st.st_size, st.st_mtime_ns)
-    return found
+        if digests and hashlib.sha256(data.replace(b"\r\n", b"\n")).hexdigest() in digests:
+            continue
+        found.add(hashlib.sha256(data).hexdigest())
+        with contextlib.suppress(SyntaxError, UnicodeError, LookupError):
+            found.add(hashlib.sha256(importlib.util.decode_source(data).encode("utf-8")).hexdigest())
+    return frozenset(found)
 
 
 def _submission_only(device: int, scratch: str) -> bool:
@@ -336,6 +343,7 @@ def _arm_hook(denied: frozenset, kit_denied: frozenset, folders: frozenset, scra
     no student code (open() hands it the path already converted to a string)."""
     import ctypes
     import gc
+    import hashlib
     import stat as stat_module
 
     stat, kind, oserror, refused, bad_name = os.stat, type, OSError, PermissionError, ValueError
@@ -359,8 +367,11 @@ def _arm_hook(denied: frozenset, kit_denied: frozenset, folders: frozenset, scra
     separators = ("/", b"/")
     # compile() of a file's source (an import, runpy, a loader built by hand) by the file's name. A relative name is
     # the child's folder (it cannot chdir); an absolute one is inside it by its prefix, or on the scratch tmpfs.
-    runnable = None if runnable is None else dict(runnable)
+    runnable = None if runnable is None else frozenset(runnable)
     inside = None if scratch is None else (scratch + "/", (scratch + "/").encode())
+    # /proc/self/fd/N, /dev/fd/N: a memfd or a pipe, on no device of the submission's (red team s45r).
+    nowhere = (("/proc/", "/dev/"), (b"/proc/", b"/dev/"))
+    digest = hashlib.sha256
     own_device = scratch_device if scratch is not None and _submission_only(scratch_device, scratch) else None
 
     def hook(event, args):
@@ -384,17 +395,26 @@ def _arm_hook(denied: frozenset, kit_denied: frozenset, folders: frozenset, scra
             if is_dir(st.st_mode) and ((st.st_dev, st.st_ino) in folders or st.st_dev != scratch_device):
                 raise refused(messages[2])  # a folder's fd would open files by paths this hook never sees
         elif event == "compile" and runnable is not None:
-            name = args[1]
+            source, name = args[0], args[1]
             if kind(name) not in kinds[:2]:
                 return
+            binary = kind(name) is bytes_type
+            special = name.startswith(nowhere[binary])
             try:
                 st = stat(name)
             except (oserror, bad_name):
+                if special:
+                    raise refused(messages[6]) from None
                 return  # "<string>" and the like: no file
-            binary = kind(name) is bytes_type
-            if ((name[:1] != separators[binary] or name.startswith(inside[binary]) or st.st_dev == own_device)
-                    and runnable.get((st.st_dev, st.st_ino)) != (st.st_size, st.st_mtime_ns)):
-                raise refused(messages[6])
+            if special or name[:1] != separators[binary] or name.startswith(inside[binary]) or st.st_dev == own_device:
+                if kind(source) is bytes_type:
+                    seen = digest(source).hexdigest()
+                elif kind(source) is kinds[0]:
+                    seen = digest(source.encode("utf-8", "surrogatepass")).hexdigest()
+                else:
+                    raise refused(messages[6])  # a tree or a buffer, under a file's name
+                if seen not in runnable:
+                    raise refused(messages[6])
         elif event in closed_events or event[:7] == "ctypes.":
             raise refused(messages[3] + f" ({event})")
         elif event == "import" and kind(args[0]) is kinds[0] and args[0].partition(dot)[0] in refused_imports:
@@ -414,6 +434,6 @@ def _arm_hook(denied: frozenset, kit_denied: frozenset, folders: frozenset, scra
     holders = [r for r in gc.get_referrers(nothing) if kind(r) is list]
     for obj in [nothing, hook, hook.__closure__, *hook.__closure__, denied, kit_denied, folders, closed_events, kinds, dotdot,
                 separators, messages, refused_imports, *holders, *([runnable] if runnable is not None else []),
-                *([inside] if inside is not None else [])]:
+                *([inside] if inside is not None else []), nowhere, *nowhere]:
         untrack(obj)
     sys.addaudithook(hook)

@@ -1078,6 +1078,21 @@ def test_a_file_written_or_changed_while_graded_is_never_compiled_by_its_name(on
             return module.answer()
 
 
+        def memfd():
+            fd = os.memfd_create("code")
+            os.write(fd, b"def answer():\\n    return 4\\n")
+            return f"/proc/self/fd/{fd}"
+
+
+        def rewritten():
+            path = os.path.join(HERE, "helper.py")
+            st = os.stat(path)
+            with open(path, "w") as f:
+                f.write("def answer():\\n    return 5\\n")
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))  # its times put back (red team s45r)
+            return by_path(path)
+
+
         def tried():
             found = []
             os.makedirs(os.path.join(HERE, "_build"), exist_ok=True)
@@ -1091,6 +1106,9 @@ def test_a_file_written_or_changed_while_graded_is_never_compiled_by_its_name(on
                 "a data file, by path": lambda: by_path(os.path.join(HERE, "notes.txt")),
                 "written, by runpy": lambda: runpy.run_path(os.path.join(HERE, "_build", "fresh.py"))["answer"](),
                 "written, compiled by name": lambda: eval(compile("3", os.path.join(HERE, "_build", "fresh.py"), "eval")),
+                "a data file, under a handed-in name": lambda: eval(compile("3", os.path.join(HERE, "helper.py"), "eval")),
+                "a memfd, by its /proc name": lambda: by_path(memfd()),
+                "a handed-in file rewritten": rewritten,
             }
             for name, attempt in attempts.items():
                 try:
@@ -1103,11 +1121,11 @@ def test_a_file_written_or_changed_while_graded_is_never_compiled_by_its_name(on
         """})
     h, _ = t.call({"op": "call", "module": "hostile", "name": "tried", "args": []}, {})
     assert h["error"] is None, h["error"]
-    # Without root the copy shares /tmp with the libraries: a name outside the folder's own is not known as its.
-    through_proc = "refused" if mounted else "3"
     assert h["value"] == ["handed in, by path: 1", "written, by path: refused", "written, by a relative path: refused",
-                          f"written, through /proc/self/cwd: {through_proc}", "a data file, by path: refused",
-                          "written, by runpy: no module", "written, compiled by name: refused"], h["value"]
+                          "written, through /proc/self/cwd: refused", "a data file, by path: refused",
+                          "written, by runpy: no module", "written, compiled by name: refused",
+                          "a data file, under a handed-in name: refused", "a memfd, by its /proc name: refused",
+                          "a handed-in file rewritten: refused"], h["value"]
 
 
 def test_the_kits_own_files_handed_back_are_never_run_in_the_child(tmp_path):
@@ -1125,8 +1143,11 @@ def test_the_kits_own_files_handed_back_are_never_run_in_the_child(tmp_path):
     kit = {"tools/deliverables.py": frozenset({hashlib.sha256(shipped).hexdigest()}),
            "tools/heatmap.py": frozenset({hashlib.sha256(b"print('as shipped')\n").hexdigest()})}
     runnable = _runnable(str(tmp_path), kit)
-    identity = {p.relative_to(tmp_path).as_posix(): (p.stat().st_dev, p.stat().st_ino) for p in tmp_path.rglob("*.py")}
-    assert sorted(name for name, key in identity.items() if key in runnable) == ["helper.py", "tools/heatmap.py"]
+    digest = {p.relative_to(tmp_path).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in tmp_path.rglob("*.py")}
+    assert sorted(name for name, key in digest.items() if key in runnable) == ["helper.py", "tools/heatmap.py"]
+    # helper.py's bytes are the shipped tool's, handed in as the student's own: they run as such; under the tool's
+    # path, with CRLF, they are the kit's and do not.
+    assert hashlib.sha256(shipped.replace(b"\n", b"\r\n")).hexdigest() not in runnable
 
 
 def test_a_data_file_beside_a_module_is_still_read_through_its_loader(transport):

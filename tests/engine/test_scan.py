@@ -89,6 +89,20 @@ def test_a_file_that_imports_differently_than_utf8_is_read_as_python_reads_it():
     assert found.costs == {"a.py": {"softmax"}}
 
 
+def test_a_file_named_like_the_notebook_module_is_read_whole_unless_the_intake_wrote_it(tmp_path):
+    # Red team s45r: the scan read only the CELLS list of any top-level file with the notebook module's name, so code
+    # below the list ran unread and unflagged. Its cells alone are read only when the file is the intake's own text.
+    from grader.intake.submissions import notebook_module_source
+
+    _honest(tmp_path)
+    written = notebook_module_source("mine.ipynb", ["import math\n"], [1])
+    (tmp_path / f"{NOTEBOOK_MODULE}.py").write_text(written)
+    assert not scan.scan_sources(scan.read_sources(tmp_path, NOTEBOOK_MODULE), POLICY).flags
+    (tmp_path / f"{NOTEBOOK_MODULE}.py").write_text(written + "\nimport gc\nleak = gc.get_objects()\n")
+    found = scan.scan_sources(scan.read_sources(tmp_path, NOTEBOOK_MODULE), POLICY)
+    assert any("gc" in str(flag) for flag in found.flags), found.shown()
+
+
 def test_a_file_in_a_package_is_read_and_its_costs_reach_the_file_that_imports_it(tmp_path):
     _honest(tmp_path)
     (tmp_path / "helpers").mkdir()

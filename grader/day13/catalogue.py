@@ -71,6 +71,10 @@ BUGS: tuple[Bug, ...] = (
        (SA, FILL, '        scores = scores.masked_fill(mask == 1, float("-inf"))\n')),
     _b("sa.mask_fill_zero", "self_attention", "sdpa_masks",
        (SA, FILL, "        scores = scores.masked_fill(mask == 0, 0.0)\n")),
+    # masked_fill called without keeping its result (held-out s44's mk1): it returns a new tensor and leaves scores as
+    # they were, so every mask is ignored, and the masked weights are the unmasked ones.
+    _b("sa.masked_fill_unassigned", "self_attention", "sdpa_masks",
+       (SA, FILL, '        scores.masked_fill(mask == 0, float("-inf"))  # (..., T_q, T_k)\n')),
     _b("sa.returns_scores", "self_attention", "worked_values",
        (SA, "    return out, weights\n", "    return out, scores\n")),
     _b("sa.no_transpose_k", "self_attention", "worked_values",
@@ -174,6 +178,16 @@ BUGS: tuple[Bug, ...] = (
        (MH, CTX, "        if mask is not None:\n            mask = mask == 0\n" + CTX)),
     _b("mh.no_divisibility_check", "multihead", "rejects_bad_heads",
        (MH, "        if d_model % n_heads != 0:\n", "        if False:\n")),
+    # The check with its operands reversed (held-out s44's mk4): n_heads % d_model is n_heads whenever there are fewer
+    # heads than features, so every valid size raises and only d_model == n_heads (or a multiple) constructs. Named
+    # from the error it raises, which is the reference's message: a student's own wording of it is not named.
+    _b("mh.divisibility_reversed", "multihead", "rejects_bad_heads",
+       (MH, "        if d_model % n_heads != 0:\n", "        if n_heads % d_model != 0:\n")),
+    # d_k by true division (held-out s44's mk3): d_model / n_heads is a float, 4.0, which view() refuses as a size, so
+    # every forward crashes (the attributes test passes: 4.0 == 4). Named from the crash, as pe.T_from_feature_axis is.
+    _b("mh.d_k_true_division", "multihead", "reference",
+       (MH, "        self.h, self.d_k = n_heads, d_model // n_heads\n",
+        "        self.h, self.d_k = n_heads, d_model / n_heads\n")),
     _b("mh.no_bias", "multihead", "attributes",
        (MH, "        self.qkv = nn.Linear(d_model, 3 * d_model)", "        self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)"),
        (MH, "        self.out = nn.Linear(d_model, d_model)", "        self.out = nn.Linear(d_model, d_model, bias=False)")),

@@ -20,7 +20,7 @@ from grader.judging import integrity
 from grader.judging import source_scan as scan
 from grader.judging.assertions import STAGE_WORDS, GradeFailure, error_words
 from grader.intake.submissions import contract_module_source, notebook_module_name
-from grader.results.records import SubmissionResult, TestResult
+from grader.results.records import LENT_FACT, SubmissionResult, TestResult
 from grader.running import forbidden
 from grader.running.calls import Adapter, InProcessTransport
 from grader.sandbox import lending
@@ -156,17 +156,70 @@ def _better(again, first) -> bool:
     return "steps" not in again or not isinstance(first, dict) or first.get("error") or valued(again) > valued(first)
 
 
-def _standin_notes(calls) -> list[str]:
-    """One note per graded name that was graded over a stand-in, naming the function that raised."""
+def _caller(call) -> str | None:
+    header = call.header if isinstance(call.header, dict) else {}
+    caller = header.get("cls") or header.get("name")
+    return caller if isinstance(caller, str) else None
+
+
+def _over(call) -> list:
+    """The graded names a call was answered over the grader's stand-ins of (OverStandIns), or []."""
+    names = call.result.header.get("over_standins") if isinstance(call.result.header, dict) else None
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+
+def _standin_notes(calls, failed=frozenset()) -> list[str]:
+    """One note per graded name that was graded over a stand-in, naming the function that raised: its calls
+    answered over the stand-in cost only that function's tests. The caller's other calls ran on the student's
+    own function, raising or not; the failed tests (`failed`: rubric ids) among which such calls were are named,
+    since what the function got wrong without raising may have cost them too."""
     seen: dict[str, set] = {}
     for c in calls:
-        names = c.result.header.get("over_standins") if isinstance(c.result.header, dict) else None
-        caller = c.header.get("cls") or c.header.get("name")
-        if isinstance(names, list) and names and isinstance(caller, str):
-            seen.setdefault(caller, set()).update(n for n in names if isinstance(n, str))
-    return [f"{caller} was graded over the grader's {', '.join(sorted(names))}, because yours raised an error "
-            f"while {caller} ran; that error costs only the tests of {', '.join(sorted(names))} (shown there)"
-            for caller, names in seen.items()]
+        if (names := _over(c)) and (caller := _caller(c)):
+            seen.setdefault(caller, set()).update(names)
+    notes = []
+    for caller, names in seen.items():
+        named = ", ".join(sorted(names))
+        also = list(dict.fromkeys(c.test for c in calls if _caller(c) == caller and not _over(c) and c.test in failed))
+        note = (f"{caller} was graded over the grader's {named} in the calls where yours raised an error while "
+                f"{caller} ran: those errors cost only the tests of {named} (shown there)")
+        if also:
+            note += (f"; in its other calls {caller} ran on yours, so what yours gets wrong without raising can cost "
+                     f"its tests too: {', '.join(also)} failed")
+        notes.append(note)
+    return notes
+
+
+def _lent_facts(outcomes, lesson, worded) -> dict[str, list[dict]]:
+    """Part -> what the student's own version of a part it is always graded over the stand-in of (the lesson's
+    [always_standin]) was shown to do in this grading: each fact a failed test of that part found, in a test that
+    called one graded name only, a name the stand-in lends the part (the one it imports from there, when the
+    lesson's [sibling_imports] names it). Only the facts the lesson words as LENT_FACT + id (`worded`: its
+    [facts] ids), each with `graded_with` (the name), `see` (the part whose tests show it) and `file` (the
+    part's own file) besides its own parameters."""
+    wanted = {k.removeprefix(LENT_FACT) for k in worded if isinstance(k, str) and k.startswith(LENT_FACT)}
+    if not wanted:
+        return {}
+    shown = defaultdict(list)  # part -> (the one name its failed test called, fact)
+    for component, _, failure, calls in outcomes:
+        names = {_caller(c) for c in calls}
+        if failure is None or len(names) != 1 or None in names:
+            continue
+        shown[component] += [(next(iter(names)), f) for f in failure.facts
+                             if isinstance(f, dict) and f.get("id") in wanted]
+    found: dict[str, list[dict]] = {}
+    for module, deps in lesson.always_standin.items():
+        for dep in deps:
+            lent = set(lesson.standin_names.get(dep, {}))
+            sibling = lesson.sibling_imports.get(module)
+            if sibling and sibling[0] == dep:
+                lent &= {sibling[1]}
+            for name, fact in shown.get(dep, ()):
+                said = {**fact, "id": LENT_FACT + fact["id"], "graded_with": name, "see": dep,
+                        "file": lesson.file_of.get(module, f"{module}.py")}
+                if name in lent and said not in found.setdefault(module, []):
+                    found[module].append(said)
+    return found
 
 
 # -- grading ----------------------------------------------------------------------------------
@@ -231,6 +284,7 @@ def grade_submission(*, name: str, directory: Path, transport, lesson, check_del
     blamed = _forbidden_by_component(runtime, {file_of[c]: found.reaching(file_of[c], file_of.values()) for c in lesson.modules},
                                      file_of)
     result = SubmissionResult(submission=name, flags=found.shown())
+    lent = _lent_facts(outcomes, lesson, rubric.get("facts", {}))  # part -> facts about a part it is graded over
     import_errors = set()
     exits: list[tuple[str, dict]] = []  # (file, error) of calls a file's exit stopped: integrity flags
     crashes: dict[tuple, str] = {}  # one text per error, whichever test met it first
@@ -287,12 +341,13 @@ def grade_submission(*, name: str, directory: Path, transport, lesson, check_del
             said = "numbers"
         result.tests.append(TestResult(name=rid, component=component, score=0.0, max_score=points,
                                        status="failed", output=text, hint_id=bug, title=title,
-                                       facts=[] if hint or unfinished else list(failure.facts), advice=said,
+                                       facts=[] if hint or unfinished else [*failure.facts, *(
+                                           lent.get(component, ()) if said != "import" else ())], advice=said,
                                        called=called))
         if not result.evidence and failure.evidence:
             result.evidence = {"test": rid, **failure.evidence}
 
-    result.notes.extend(_standin_notes(student.calls))
+    result.notes.extend(_standin_notes(student.calls, {t.name for t in result.tests if t.status != "passed"}))
     result.flags += [f for f in integrity.early_exits(exits) if f not in result.flags]
     if answered_again:
         result.flags.append(f"answered the same calls differently when they were asked again: "

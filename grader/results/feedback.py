@@ -31,7 +31,7 @@ from grader.admin import overrides, regrade_requests
 from grader.results.document import (Bullets, Code, Document, Paragraph, Preformatted, Section, Strong, Table,
                                      number, to_html, to_markdown)
 from grader.lesson import RUBRIC_SETTINGS, read_rubric, rubric_hints, rubric_visibility
-from grader.results.records import SubmissionResult, TestResult
+from grader.results.records import LENT_FACT, SubmissionResult, TestResult
 from grader.results.storage import check_name, dumps, write_atomic, write_record
 
 MAX_TEST_OUTPUT = 6000  # characters of one test's output kept: Gradescope pages stay readable
@@ -204,6 +204,7 @@ class Advice:
 
     forbidden: str = ""  # the forbidden-library message, with the APIs the part reached
     first: str = ""  # what to fix first (FIRST)
+    lent: tuple = ()  # what the student's own version of a part this one is graded over the stand-in of was shown to do
     numbers: tuple = ()  # what the numbers show: one sentence per fact
     hint: tuple = ()  # (label, words): the test's own hint, "Hint (§3)" or "Hint"
     section: str = ""  # where the handout has the formula, when no hint is given
@@ -235,8 +236,11 @@ def advice(test: TestResult, words: Words) -> Advice:
                                       *([KIT_FILES_SENTENCE] if KIT_FILES in test.forbidden else [])])
     if test.advice in FIRST:
         said["first"] = FIRST[test.advice]
+    own = [f for f in test.facts if not str(f.get("id", "")).startswith(LENT_FACT)]
+    if lent := tuple(diagnose.words([f for f in test.facts if f not in own], words.facts)):
+        said["lent"] = lent  # the same for every test of the part: said even where an error groups them
     if test.advice in ("numbers", "raised"):  # raised: in which of its cases the code ran and was right
-        numbers = tuple(diagnose.words(test.facts, words.facts))
+        numbers = tuple(diagnose.words(own, words.facts))
     if test.advice == "numbers":
         if hint and diagnose.matched(test.facts, entry.get("when", ())):
             said["hint"] = (f"Hint ({section})" if section else "Hint", hint)
@@ -260,7 +264,8 @@ def student_output(test: TestResult, words: Words, cut: bool = True) -> str:
     libraries it reached, what the test said (`cut` to MAX_TEST_OUTPUT characters), then the rubric's
     words its record calls for."""
     said = advice(test, words)
-    text = "\n\n".join(filter(None, [said.forbidden, clip(test.output) if cut else test.output, said.first]))
+    text = "\n\n".join(filter(None, [said.forbidden, clip(test.output) if cut else test.output, said.first,
+                                     *said.lent]))
     if said.numbers:
         text += "\n\nWhat your numbers show:\n" + "\n".join(f"- {s}" for s in said.numbers)
     if said.hint:
@@ -374,6 +379,7 @@ def test_details(test: TestResult, words: Words, cases: bool = True) -> list:
         details.append(Preformatted(clip(test.output)))
     if said.first:
         details.append(Paragraph(said.first))
+    details += [Paragraph(line) for line in said.lent]
     if said.numbers:
         details += [Paragraph("What your numbers show:"), Bullets(list(said.numbers))]
     if said.hint:

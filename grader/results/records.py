@@ -10,6 +10,11 @@ import dataclasses
 from dataclasses import dataclass, field
 
 
+# The id prefix of a fact about the student's own version of another part, which the failed test's part is graded
+# over the grader's stand-in of (grader/judging/score.py, `_lent_facts`): said apart from what its numbers show.
+LENT_FACT = "over_standin."
+
+
 @dataclass
 class TestResult:
     """One rubric test for one submission (maps 1:1 to a Gradescope `tests[]` entry)."""

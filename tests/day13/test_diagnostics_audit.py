@@ -58,7 +58,9 @@ RANDOM |= {"sa.functional_dropout", "sa.functional_dropout_output"}
 
 
 def _known_key(key: str) -> bool:
-    return key.split(".")[0] in NUMBERS | OTHER_CALLS
+    # over_standin.<fact>: a fact found by another part's tests (grader/judging/score.py, _lent_facts)
+    return _known_key(key.removeprefix("over_standin.")) if key.startswith("over_standin.") else \
+        key.split(".")[0] in NUMBERS | OTHER_CALLS
 
 
 # -- every hint is attached to a fingerprint or a fact ----------------------------------------------

@@ -764,3 +764,25 @@ def test_layernorms_without_weights_are_told_so_not_a_crash_of_the_tests(tmp_pat
     for test_id, message in failed.items():
         assert "NoneType" not in message, (test_id, message)
         assert "elementwise_affine" in message, (test_id, message)
+
+
+def test_a_selfattention_that_unpacks_its_attentions_swapped_pair_is_judged_in_the_contracts_order(tmp_path):
+    """Held-out s44 mk2: scaled_dot_product_attention returns (weights, out) and SelfAttention unpacks it that way,
+    returning (out, weights). Its own tests fail; SelfAttention is right (the graders charge none of its tests), so
+    the module test, which compares SelfAttention with the student's own attention, compares in the contract's order
+    instead of telling them "the difference is in SelfAttention itself". A SelfAttention that hands the swapped pair
+    on as it is still fails that test."""
+    sources = from_dir(REFERENCE)
+    swap = ("    return out, weights\n", "    return weights, out\n")
+    call = "        return scaled_dot_product_attention(Q, K, V, mask)  # (B, T, d_k), (B, T, T)\n"
+    assert sources["self_attention.py"].count(swap[0]) == 1 and sources["self_attention.py"].count(call) == 1
+    swapped = sources["self_attention.py"].replace(*swap)
+    test = "tests.test_self_attention::test_s5_module_uses_its_three_projections"
+    for module, passes in ((call.replace("return", "weights, out =") + "        return out, weights\n", True),
+                           (call, False)):
+        folder = student_folder(tmp_path / str(passes), {**sources, "self_attention.py": swapped.replace(call, module)})
+        _, results, output = run_visible(folder, "-m", "self_attention")
+        assert results["tests.test_self_attention::test_shapes_rows_and_batch_dims"][0] != "passed", output
+        assert (results[test][0] == "passed") is passes, results[test]
+        if not passes:
+            assert "the difference is in SelfAttention itself" in results[test][1], results[test]

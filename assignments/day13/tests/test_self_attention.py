@@ -290,6 +290,10 @@ def test_s5_module_uses_its_three_projections(self_attention, check):
     x_own = x.detach().clone().requires_grad_(True)
     W = [layer.weight.detach().clone().requires_grad_(True) for layer in layers]
     own = tuple(self_attention.scaled_dot_product_attention(x_own @ W[0].T, x_own @ W[1].T, x_own @ W[2].T, mask))
+    # SelfAttention returns (out, weights) as the contract says, whatever order your attention hands them back in
+    # (its own tests say so): a pair with the shapes of (weights, out) is compared in the contract's order.
+    if [tuple(getattr(o, "shape", ())) for o in own] == [(2, 5, 5), (2, 5, 4)]:
+        own = own[::-1]
     # Your attention once more: when its answers move on their own, a difference says nothing about SelfAttention.
     check.repeat(lambda: self_attention.scaled_dot_product_attention(x_own @ W[0].T, x_own @ W[1].T, x_own @ W[2].T,
                                                                      mask)[1])

@@ -72,6 +72,7 @@ class SandboxTransport:
         self._sent = 0  # calls sent to this submission's children: the next one's number (its header's "seq")
         self._quoted_lines: dict[str, set] = {}  # stand-in -> its code lines seen in this submission's answers
         self.channel_replaced = False  # a child ended because its channel was swapped (serve): for the staff's flags
+        self.shared_changed: set[str] = set()  # modules whose calls changed torch's shared code: for the staff's flags
 
     # -- public
 
@@ -105,10 +106,12 @@ class SandboxTransport:
                 i = todo[0]
                 header, arrays = calls[i]
                 module = str(header.get("module", "")) if isinstance(header, dict) else ""
-                if self._child is not None and self._refuses(self._child, header):
+                if self._child is not None and (self._refuses(self._child, header)
+                                                or self._child.tainted not in (None, module)):
                     # This child was lent a working implementation of the graded name this call grades
-                    # (a stand-in the call does not need): the call goes to a fresh child, once the
-                    # calls ahead are answered.
+                    # (a stand-in the call does not need), or another module's code changed torch's shared code
+                    # in it (executor._SharedCode): the call goes to a fresh child, once the calls ahead are
+                    # answered.
                     if flight:
                         break
                     self._stop_child()
@@ -131,6 +134,8 @@ class SandboxTransport:
                     self._sent += 1
                     seq = self._sent
                     header = dict(header, seq=seq)
+                    if i == len(calls) - 1:  # a batch is one test's calls: after the last, has torch's code changed?
+                        header["check_shared"] = True
                 parts = protocol.encode(header, arrays)
                 size = sum(len(part) for part in parts)
                 if flight and (flight_bytes + size > self.PIPELINE_BYTES
@@ -348,6 +353,9 @@ class SandboxTransport:
                 "ProtocolError", "the process sent an answer that is not this call's (a frame written to its "
                                  "channel to the grader, or the answer to another call)"), first_use), {}
         reply = self._own_words(reply)
+        if reply.pop("shared_changed", None) is True and child.tainted is None:
+            child.tainted = module  # its calls keep this child, as its own process would; no other module's do
+            self.shared_changed.add(module)
         error = reply.get("error") if isinstance(reply, dict) else None
         if isinstance(error, dict) and _is_out_of_memory(error):
             return self._after_fatal(module, self._fault(

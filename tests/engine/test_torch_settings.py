@@ -224,3 +224,42 @@ def test_a_correct_part_keeps_its_points_in_the_sandbox(tmp_path):
             assert got["classifier"] == FULL["classifier"], (name, failing)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+# -- what no setting holds: torch's shared code (executor._SharedCode, the transport's `tainted` child) ------------------
+SHARED = {
+    "global_hook": "import torch.nn.modules.module as _m\n_m.register_module_forward_hook(lambda m, i, o: o * 1.01)",
+    "patched_layer": ("import torch.nn as _nn\n_linear = _nn.Linear.forward\n"
+                      "_nn.Linear.forward = lambda self, x: _linear(self, x) * 1.01"),
+    "patched_tensor_method": "torch.Tensor.exp = lambda self: torch.exp(self) * 1.01",
+    "mode_left_on": ("from torch.overrides import TorchFunctionMode as _Mode\n"
+                     "class _Scaled(_Mode):\n"
+                     "    def __torch_function__(self, func, types, args=(), kwargs=None):\n"
+                     "        out = func(*args, **(kwargs or {}))\n"
+                     "        return out * 1.01 if func is torch.nn.functional.linear else out\n"
+                     "_Scaled().__enter__()"),
+    "saved_tensors_hooks": ("torch.autograd.graph.saved_tensors_hooks(lambda t: t * 1.01, lambda t: t).__enter__()"),
+}
+
+
+def test_a_part_whose_file_changes_torchs_shared_code_costs_no_other_part_in_the_sandbox():
+    # Red team s45r: activations.py (correct) changes code every part shares at import; the classifier, graded over the
+    # grader's softmax in the same child, lost points. The child says so after the test's last call, and every other
+    # module's calls go to a fresh child; the staff are told.
+    root = Path(tempfile.mkdtemp(prefix="kit-shared-code-"))
+    try:
+        subs = root / "subs"
+        for name, change in SHARED.items():
+            _folder(subs, name, _at_import("import torch\n" + change))
+        _folder(subs, "honest", {})
+        out = root / "out"
+        assert run.main(submissions=subs, out=out, jobs=2, config=shared_config(call_timeout=3.0), lesson=LESSON,
+                        zygotes=kept_zygotes()) == 0
+        for name in [*SHARED, "honest"]:
+            record = json.loads((out / name / "record.json").read_text())
+            failing = [(t["name"], t["output"]) for t in record["tests"] if t["score"] < t["max_score"]]
+            assert components(record, PARTS)["classifier"] == FULL["classifier"], (name, failing)
+            told = [f for f in record["flags"] if "torch's shared" in f]
+            assert told if name != "honest" else not told, (name, record["flags"])
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -201,60 +201,6 @@ def _torch_settings() -> _TorchSettings:
 _TORCH_SETTINGS = _torch_settings()
 
 
-class _SharedCode:
-    """What the settings above do not cover and every part's calls share in one process: torch's functions, the
-    Tensor methods, the nn layers' methods and the modules that define them, the hooks nn.Module runs for every
-    module, the torch function and dispatch mode stacks and autograd's default saved-tensor hooks. Red team s45r had
-    one file register a global forward hook, enter a mode, or patch a Tensor method at import: a correct part graded
-    later in the same child lost 12 of 20, and a hook in one file moved another file's score up. These cannot be put back by value (a patch is any
-    code), so `changed()` only tells, and the transport gives every other part a fresh child
-    (grader/sandbox/transport.py, `tainted`). Entries added later are not compared: a torch module imported lazily
-    adds names, and the grader's code never reads a name the zygote did not have."""
-
-    def __init__(self):
-        self.spaces: list | None = None  # (namespace dict, its keys, their values, a class's?) as the first call found them
-        self.hooks: list = []  # nn.Module's global hook registries: any entry added or removed counts
-        self.state: tuple = ()
-
-    def snapshot_once(self) -> None:
-        if self.spaces is not None:
-            return
-        import torch.nn.modules.module as nn_module
-
-        layers = [v for v in vars(torch.nn).values() if isinstance(v, type) and issubclass(v, torch.nn.Module)]
-        homes = {id(m): m for m in (sys.modules.get(c.__module__) for c in layers) if m is not None}
-        # A class's new entry shadows what it inherits (a Tensor method set on the class): counted. A module's new
-        # entry is a submodule imported lazily, or a name the grader's code never reads: not.
-        classes = [torch.Tensor, torch.nn.Module, *layers]
-        modules = [torch, torch.nn.functional, *homes.values()]
-        self.spaces = [(vars(o), tuple(vars(o)), tuple(vars(o).values()), isinstance(o, type)) for o in classes + modules]
-        self.hooks = [v for k, v in vars(nn_module).items() if k.startswith("_global_") and isinstance(v, dict)]
-        self.state = self._state()
-
-    def _state(self) -> tuple:
-        return (_mode_depths(), tuple(tuple(map(id, d.values())) for d in self.hooks))
-
-    def changed(self) -> bool:
-        if self.spaces is None:
-            return False
-        if self._state() != self.state:
-            return True
-        return not all((not whole or len(d) == len(keys)) and all(map(operator.is_, map(d.get, keys), values))
-                       for d, keys, values, whole in self.spaces)
-
-
-def _mode_depths() -> tuple:
-    """The torch function and dispatch mode stacks' depths, and the saved-tensor hooks autograd applies by default
-    (saved_tensors_hooks entered and left on)."""
-    c = torch._C
-    top = c._autograd._top_saved_tensors_default_hooks(False)
-    return (c._len_torch_function_stack(), c._len_torch_dispatch_stack(),
-            None if top is None else tuple(map(id, top)), c._autograd._saved_tensors_hooks_is_enabled())
-
-
-_SHARED_CODE = _SharedCode()
-
-
 class GraderCallError(Exception):
     """The call could not be set up on this submission (missing attribute, wrong shape...)."""
 
@@ -796,16 +742,11 @@ def execute(header: dict, arrays: dict, *, loader: ModuleLoader) -> tuple[dict, 
     # import set: a setting made at import is that file's, as in the student's own process, and no other file's.
     loader.calling = header.get("module") if isinstance(header, dict) and isinstance(header.get("module"), str) else None
     _TORCH_SETTINGS.put_back(loader.import_settings.get(loader.calling))
-    _SHARED_CODE.snapshot_once()
-    check = isinstance(header, dict) and header.pop("check_shared", False) is True
     try:
-        out_header, out_arrays = _execute(header, arrays, loader)
+        return _execute(header, arrays, loader)
     finally:
         loader.calling = None
         _TORCH_SETTINGS.put_back()
-    if check and _SHARED_CODE.changed():
-        out_header["shared_changed"] = True  # the transport's: no other part's call is answered by this child
-    return out_header, out_arrays
 
 
 def _execute(header: dict, arrays: dict, loader: ModuleLoader) -> tuple[dict, dict]:

@@ -685,9 +685,6 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
                       "were not shown in its feedback)"] if transport.quoted_grader_code else []
             quoted += ["its code put a channel of its own in place of its process's channel to the grader (to read "
                        "or rewrite answers): the process was stopped"] if transport.channel_replaced else []
-            quoted += [f"while {', '.join(sorted(transport.shared_changed))} was graded its code changed torch's shared "
-                       "functions, layers, global hooks or modes: every other part was graded in a fresh process"
-                       ] if transport.shared_changed else []
         full = scratch_full_words(transport.scratch_full, config)  # the last child's copy was checked as it closed
     finally:
         if quota:

@@ -72,7 +72,6 @@ class SandboxTransport:
         self._sent = 0  # calls sent to this submission's children: the next one's number (its header's "seq")
         self._quoted_lines: dict[str, set] = {}  # stand-in -> its code lines seen in this submission's answers
         self.channel_replaced = False  # a child ended because its channel was swapped (serve): for the staff's flags
-        self.shared_changed: set[str] = set()  # modules whose calls changed torch's shared code: for the staff's flags
 
     # -- public
 
@@ -107,11 +106,13 @@ class SandboxTransport:
                 header, arrays = calls[i]
                 module = str(header.get("module", "")) if isinstance(header, dict) else ""
                 if self._child is not None and (self._refuses(self._child, header)
-                                                or self._child.tainted not in (None, module)):
-                    # This child was lent a working implementation of the graded name this call grades
-                    # (a stand-in the call does not need), or another module's code changed torch's shared code
-                    # in it (executor._SharedCode): the call goes to a fresh child, once the calls ahead are
-                    # answered.
+                                                or self._child.module not in (None, module)):
+                    # This child was lent a working implementation of the graded name this call grades (a
+                    # stand-in the call does not need), or it answers another module's calls: the call goes to
+                    # a fresh child, once the calls ahead are answered. One child a module: whatever a file's code
+                    # leaves in its process (a patched torch function, a global hook, a mode left on, a thread
+                    # that fires later) reaches that file's own calls, as in the student's own process, and no
+                    # other part's (red teams s45r and s46r moved one part's score from another part's file).
                     if flight:
                         break
                     self._stop_child()
@@ -134,8 +135,6 @@ class SandboxTransport:
                     self._sent += 1
                     seq = self._sent
                     header = dict(header, seq=seq)
-                    if i == len(calls) - 1:  # a batch is one test's calls: after the last, has torch's code changed?
-                        header["check_shared"] = True
                 parts = protocol.encode(header, arrays)
                 size = sum(len(part) for part in parts)
                 if flight and (flight_bytes + size > self.PIPELINE_BYTES
@@ -153,6 +152,7 @@ class SandboxTransport:
                     answers[i] = self._send_failed(module, exc, first_use=module not in self._child.served)
                     continue
                 self._lend(lends)
+                self._child.module = module
                 todo.popleft()
                 flight.append((i, module, size, sent_at, seq))
                 flight_bytes += size
@@ -353,9 +353,6 @@ class SandboxTransport:
                 "ProtocolError", "the process sent an answer that is not this call's (a frame written to its "
                                  "channel to the grader, or the answer to another call)"), first_use), {}
         reply = self._own_words(reply)
-        if reply.pop("shared_changed", None) is True and child.tainted is None:
-            child.tainted = module  # its calls keep this child, as its own process would; no other module's do
-            self.shared_changed.add(module)
         error = reply.get("error") if isinstance(reply, dict) else None
         if isinstance(error, dict) and _is_out_of_memory(error):
             return self._after_fatal(module, self._fault(

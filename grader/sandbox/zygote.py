@@ -1,4 +1,4 @@
-"""The zygote: a fresh interpreter that imports torch once and forks one child per submission.
+"""The zygote: a fresh interpreter that imports torch once and forks one child for each part of a submission.
 
 One fork per child: the zygote unshares a PID namespace just for that fork and steps back into
 its own right after, so the child is PID 1 of a fresh namespace without an intermediate process
@@ -243,7 +243,7 @@ class Child:
     layers: dict = field(default_factory=dict)
     served: set = field(default_factory=set)  # modules this child has already answered calls into
     lent: set = field(default_factory=set)  # the stand-ins it was sent (grader/sandbox/lending.py)
-    tainted: str | None = None  # the module whose calls changed torch's shared code (transport: no other's calls)
+    module: str | None = None  # the contract module whose calls it answers (transport.call_many: only that one's)
     rules: dict = field(default_factory=dict)  # parameter name -> (binding rule, its number), of the rules it was sent
     rules_sent: int = 0  # binding rules sent to it (grader/sandbox/transport.py, _as_sent): the next one's number
     starts: dict = field(default_factory=dict)  # pid -> start time, checked before a kill by pid

@@ -226,7 +226,7 @@ def test_a_correct_part_keeps_its_points_in_the_sandbox(tmp_path):
         shutil.rmtree(root, ignore_errors=True)
 
 
-# -- what no setting holds: torch's shared code (executor._SharedCode, the transport's `tainted` child) ------------------
+# -- what no setting holds: torch's shared code (a child answers one module's calls: transport.call_many) ----------
 SHARED = {
     "global_hook": "import torch.nn.modules.module as _m\n_m.register_module_forward_hook(lambda m, i, o: o * 1.01)",
     "patched_layer": ("import torch.nn as _nn\n_linear = _nn.Linear.forward\n"
@@ -244,8 +244,8 @@ SHARED = {
 
 def test_a_part_whose_file_changes_torchs_shared_code_costs_no_other_part_in_the_sandbox():
     # Red team s45r: activations.py (correct) changes code every part shares at import; the classifier, graded over the
-    # grader's softmax in the same child, lost points. The child says so after the test's last call, and every other
-    # module's calls go to a fresh child; the staff are told.
+    # grader's softmax in the same child, lost points. A child answers one module's calls (transport.call_many):
+    # the classifier's calls go to a child where activations.py never ran.
     root = Path(tempfile.mkdtemp(prefix="kit-shared-code-"))
     try:
         subs = root / "subs"
@@ -259,7 +259,5 @@ def test_a_part_whose_file_changes_torchs_shared_code_costs_no_other_part_in_the
             record = json.loads((out / name / "record.json").read_text())
             failing = [(t["name"], t["output"]) for t in record["tests"] if t["score"] < t["max_score"]]
             assert components(record, PARTS)["classifier"] == FULL["classifier"], (name, failing)
-            told = [f for f in record["flags"] if "torch's shared" in f]
-            assert told if name != "honest" else not told, (name, record["flags"])
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -151,6 +151,34 @@ def test_student_workflow_on_a_notebook_submission(released, tmp_path):
     assert done.returncode == 0 and "day13-Copy1.ipynb has your code" in done.stdout, done.stdout + done.stderr
 
 
+def test_a_notebook_cell_that_reads_its_own_source_runs_in_make_test(released, tmp_path):
+    """Held-out s46: a notebook's attention under @torch.jit.script, which reads the function's source, ran in
+    Jupyter and in the grader but not in `make test`: the cells ran with no lines where a kernel keeps them, and
+    every self_attention test failed with only "has no attribute"."""
+    import nbformat
+
+    folder = tmp_path / "notebook"
+    shutil.copytree(released, folder)
+    source = notebook.build(student=False, lesson=DAY13)
+    reference = {c.metadata["nbgrader"]["grade_id"]: "\n".join(l for l in c.source.split("\n") if "SOLUTION" not in l)
+                 for c in source.cells if c.metadata.get("nbgrader", {}).get("solution")}
+    nb = nbformat.read(folder / "day13.ipynb", as_version=4)
+    reads = ("import torch\n\n\n@torch.jit.script\ndef _scaled(scores: torch.Tensor, d_k: int) -> torch.Tensor:\n"
+             "    return scores / d_k ** 0.5\n\n\n")
+    for cell in nb.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id in reference:
+            cell.source = reference[grade_id]
+            if "def scaled_dot_product_attention" in cell.source:  # scripted before the function the tests call
+                cell.source = reads + cell.source
+    assert any(reads in c.source for c in nb.cells)
+    nbformat.write(nb, folder / "day13.ipynb")
+    make = ["make", f"PYTHON={sys.executable}", "WARM=0", "test", "PART=self_attention"]
+    done = subprocess.run(make, cwd=folder, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and "day13.ipynb has your code" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "0 failed" in done.stdout, done.stdout[-3000:]
+
+
 # --------------------------------------------------------------------------- the instructor's grade step, run here
 
 def _deny_user_namespaces():

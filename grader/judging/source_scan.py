@@ -557,6 +557,11 @@ class _Walk:
                 if origin is not None:
                     self.flag(line, f"replaces {_shown(origin)}.{_shown(str(text or '...'))} (a library's attribute, "
                                     "set by the submission)", "replaces a library's attribute")
+                elif text is None and isinstance(node.args[0], ast.Name) and node.args[0].id not in ("self", "cls"):
+                    # A helper `_put(owner, name, value)` called with a library: neither the owner nor the name is
+                    # known here (red team s46r replaced torch.softmax so). An object's own attributes go by self.
+                    self.flag(line, f"{name}({node.args[0].id}, <a name worked out at run time>, ...) (an attribute of "
+                                    "whatever object is passed in)", f"{name}() with a name worked out at run time")
             if text is None:
                 if on_torch:
                     self.flag(line, f"{name}() on torch with a name worked out at run time")

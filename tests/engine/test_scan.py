@@ -103,6 +103,17 @@ def test_a_file_named_like_the_notebook_module_is_read_whole_unless_the_intake_w
     assert any("gc" in str(flag) for flag in found.flags), found.shown()
 
 
+def test_setattr_with_a_run_time_name_on_an_object_passed_in_is_flagged_and_self_is_not():
+    # Red team s46r: `_put(torch, "softmax", f)` with `def _put(owner, name, value): setattr(owner, name, value)`
+    # replaced a library's function unflagged. A module's own attributes, set through self, stay unflagged.
+    source = ("import torch\n\ndef _put(owner, name, value):\n    setattr(owner, name, value)\n\n"
+              "class M(torch.nn.Module):\n    def __init__(self, names):\n        super().__init__()\n"
+              "        for n in names:\n            setattr(self, n, torch.nn.Linear(2, 2))\n")
+    found = scan.scan_sources([("a.py", source, None)], POLICY)
+    assert [str(f) for f in found.flags if "setattr" in str(f)] and all("line 4" in str(f) for f in found.flags
+                                                                         if "setattr" in str(f)), found.shown()
+
+
 def test_a_file_in_a_package_is_read_and_its_costs_reach_the_file_that_imports_it(tmp_path):
     _honest(tmp_path)
     (tmp_path / "helpers").mkdir()

@@ -152,6 +152,15 @@ FREEDOMS: tuple[Freedom, ...] = (
     Freedom("mh.mask_to_bool", "multihead",
             "any mask this page allows may reach you in either form (bool or 0/1)",
             ((MH, MH_CTX, "        mask = None if mask is None else mask != 0  # True where a key may be seen\n" + MH_CTX),)),
+    # Held-out s46 (e08): the visible stand-in attention looked its answers up by value, which a vmapped call cannot.
+    Freedom("mh.heads_through_vmap", "multihead",
+            "the layout is fixed (qkv(x).chunk(3, dim=-1), head i reads features i*d_k to (i+1)*d_k); how the heads "
+            "then go through scaled_dot_product_attention is not (all at once, one by one, through torch.func.vmap)",
+            ((MH, "import torch.nn as nn\n", "import torch\nimport torch.nn as nn\n"),
+             (MH, MH_CTX, "        mask = None if mask is None else mask.expand(B, self.h, T, T)  # a mask for each head\n"
+                          "        per_head = torch.func.vmap(scaled_dot_product_attention, in_dims=(1, 1, 1, None if mask "
+                          "is None else 1), out_dims=(1, 1))\n"
+                          "        ctx, _ = per_head(q, k, v, mask)  # (B, h, T, d_k), one head at a time\n"))),
     Freedom("mh.attention_dropout", "multihead",
             "an extra module that does nothing in eval mode (dropout on the heads' output)",
             ((MH, MH_SIZES, MH_SIZES + "        self.drop = nn.Dropout(0.1)\n"),

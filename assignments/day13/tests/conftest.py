@@ -264,11 +264,17 @@ def _scaled_heads(q, k, v):
 class _KnownAttention(torch.autograd.Function):
     """Forward: the stored answer. Backward: the stored slopes (one Jacobian per head) times the incoming gradient."""
 
+    generate_vmap_rule = True  # torch.func's transforms see this call even on a slice (_slice_by_slice)
+
     @staticmethod
-    def forward(ctx, Q, K, V, record, index):
-        ctx.record, ctx.index, ctx.dtype = record, index, Q.dtype
+    def forward(Q, K, V, record, index):
         return (_select(record["out"], index).to(Q.dtype).clone(),
                 _select(record["weights"], index).to(Q.dtype).clone())
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):  # apart from forward: torch.func's transforms ask it (_slice_by_slice)
+        Q, _, _, record, index = inputs
+        ctx.record, ctx.index, ctx.dtype = record, index, Q.dtype
 
     @staticmethod
     def backward(ctx, grad_out, grad_weights):
@@ -292,8 +298,36 @@ class _KnownAttention(torch.autograd.Function):
 
 
 def _stand_in_attention(Q, K, V, mask=None):
+    if _vmapped(Q, K, V, mask):
+        return _slice_by_slice(Q, K, V, mask)
     record, index = _lookup(Q, K, V, mask)
     return _KnownAttention.apply(Q, K, V, record, index)
+
+
+_functorch = torch._C._functorch
+
+
+def _vmapped(*tensors) -> int:
+    """The innermost torch.func.vmap level any of `tensors` is batched at (0: none)."""
+    return max((_functorch.maybe_get_level(t) for t in tensors
+                if isinstance(t, torch.Tensor) and _functorch.is_batchedtensor(t)), default=0)
+
+
+def _slice_by_slice(Q, K, V, mask):
+    """A MultiHeadAttention that runs its heads through torch.func.vmap calls this once for all of them, but the
+    stand-in finds its answers by comparing values, which a vmapped function cannot do: each slice (one head, say) is
+    answered as a call of its own, and the answers are batched again, as vmap would have them (held-out s46)."""
+    level = _vmapped(Q, K, V, mask)
+    size = next(_functorch.get_unwrapped(t).shape[_functorch.maybe_get_bdim(t)] for t in (Q, K, V, mask)
+                if isinstance(t, torch.Tensor) and _functorch.maybe_get_level(t) == level)
+
+    def slices(t):
+        if not (isinstance(t, torch.Tensor) and _functorch.maybe_get_level(t) == level):
+            return [t] * size  # the same for every slice
+        return list(_functorch.get_unwrapped(t).movedim(_functorch.maybe_get_bdim(t), 0))
+
+    answers = [_stand_in_attention(*call) for call in zip(*(slices(t) for t in (Q, K, V, mask)))]
+    return tuple(_functorch._add_batch_dim(torch.stack(parts), 0, level) for parts in zip(*answers))
 
 
 class _StandInSelfAttention(torch.nn.Module):

@@ -708,6 +708,7 @@ def grade_one(sub, *, slot: int, work: Path, zygote: Zygote, config: SandboxConf
     elif sub.kind == "symlink" or (sub.kind != "folder" and taken.files == 0):
         result.status = "no-files"
     isolation.update(scratch_copy=True, copy_per_child=True, fresh_process_per_submission=True,
+                     fresh_process_per_part=True,  # a child answers one contract module's calls (transport)
                      scratch_quota_mb=(config.scratch_quota_bytes >> 20) if quota else False,
                      scratch_quota_inodes=config.scratch_inodes if quota else False)
     result.isolation = dict(sorted(isolation.items()))

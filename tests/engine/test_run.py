@@ -147,6 +147,7 @@ def test_faults_cost_only_their_part_and_are_stated(graded):
     assert "bob broke it" in json.dumps(bob)
     assert carol["total"] == 0 and "missing" in json.dumps(carol)
     assert alice["isolation"]["scratch_copy"] is True and alice["isolation"]["copy_per_child"] is True
+    assert alice["isolation"]["fresh_process_per_part"] is True
     if os.geteuid() == 0:
         assert all(alice["isolation"][k] for k in ("pidns", "netns", "uid", "landlock", "seccomp", "rlimits"))
 

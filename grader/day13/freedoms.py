@@ -174,6 +174,15 @@ FREEDOMS: tuple[Freedom, ...] = (
              (MH, "from self_attention import scaled_dot_product_attention\n",
               "from self_attention import merge_heads, scaled_dot_product_attention\n"),
              (MH, CONCAT, "        ctx = merge_heads(ctx)  # (B, T, D)\n")), helpers_in=(SA,)),
+    # Held-out s47r: with a child a part, block's child must hold what multihead.py is imported over.
+    Freedom("blk.helper_from_multihead", "block",
+            "Your files may import each other: a helper of your own in multihead.py, imported by block.py",
+            ((MH, "from self_attention import scaled_dot_product_attention\n",
+              "from self_attention import scaled_dot_product_attention\n\n\ndef expanded(d_model, d_ff=None):\n"
+              "    return 4 * d_model if d_ff is None else d_ff  # the FFN's inner width (§9)\n"),
+             (BL, "from multihead import MultiHeadAttention\n", "from multihead import MultiHeadAttention, expanded\n"),
+             (BL, "        d_ff = 4 * d_model if d_ff is None else d_ff\n", "        d_ff = expanded(d_model, d_ff)\n")),
+            helpers_in=(MH,)),
     Freedom("mh.star_import", "multihead",
             "Your files may import each other: `from self_attention import *`, with an __all__ naming a helper",
             ((SA, "import torch.nn as nn\n",

@@ -101,8 +101,7 @@ def lending(source: str, implements: dict[str, list[str]], *, always_standin: di
     unknown = sorted(set(implements) - set(units))
     if unknown:
         raise ValueError(f"[standins.implements] names {', '.join(unknown)}, which the stand-ins file does not define")
-    always = {module: tuple(sorted({name for dep in deps for name in standin_names.get(dep, {}).values()}))
-              for module, deps in always_standin.items()}
+    always = {module: tuple(sorted(_always_over(module, always_standin, standin_names))) for module in always_standin}
     return Lending(
         units=units,
         implements={name: frozenset(g for member in closures[name] for g in implements.get(member, ()))
@@ -111,6 +110,20 @@ def lending(source: str, implements: dict[str, list[str]], *, always_standin: di
         over={module: dict(names) for module, names in standin_names.items()},
         contains={name: frozenset(members) for name, members in closures.items()},
     )
+
+
+def _always_over(module: str, always_standin: dict, standin_names: dict, seen=frozenset()) -> set[str]:
+    """The stand-ins a child answering `module`'s calls must hold: those of the parts it is always graded over, and,
+    for each of those, the stand-ins that part's own file is imported over when `module`'s file takes a helper of the
+    student's from it (executor.ModuleLoader._over_standins). A child answers one module's calls (transport): held-out
+    s47r's block.py importing a helper from multihead.py lost every block test when its child held only the
+    multi-head stand-in."""
+    found: set[str] = set()
+    for dep in always_standin.get(module, ()):
+        if dep not in seen:
+            found |= set(standin_names.get(dep, {}).values())
+            found |= _always_over(dep, always_standin, standin_names, seen | {module})
+    return found
 
 
 def of_lesson(lesson) -> Lending:

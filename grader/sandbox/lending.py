@@ -116,8 +116,8 @@ def _always_over(module: str, always_standin: dict, standin_names: dict, seen=fr
     """The stand-ins a child answering `module`'s calls must hold: those of the parts it is always graded over, and,
     for each of those, the stand-ins that part's own file is imported over when `module`'s file takes a helper of the
     student's from it (executor.ModuleLoader._over_standins). A child answers one module's calls (transport): held-out
-    s47r's block.py importing a helper from multihead.py lost every block test when its child held only the
-    multi-head stand-in."""
+    s47r's file that took a helper of its own from the file it is graded over lost every test of its part, when its
+    child held only that file's stand-in."""
     found: set[str] = set()
     for dep in always_standin.get(module, ()):
         if dep not in seen:

@@ -110,8 +110,9 @@ def test_student_workflow_on_a_sample_submission(released, tmp_path):
     assert "| self_attention |" in summary and "passed" in stdout
 
 
-def test_student_workflow_on_a_notebook_submission(released, tmp_path):
-    """The student worked in day13.ipynb (block left undone) and left the .py stubs as released."""
+def _notebook_student(released, tmp_path):
+    """A copy of the release (folder), the source notebook, each solution cell's reference code by grade id, and the
+    student's notebook as released, to fill and write back."""
     import nbformat
 
     folder = tmp_path / "notebook"
@@ -119,7 +120,14 @@ def test_student_workflow_on_a_notebook_submission(released, tmp_path):
     source = notebook.build(student=False, lesson=DAY13)
     reference = {c.metadata["nbgrader"]["grade_id"]: "\n".join(l for l in c.source.split("\n") if "SOLUTION" not in l)
                  for c in source.cells if c.metadata.get("nbgrader", {}).get("solution")}
-    nb = nbformat.read(folder / "day13.ipynb", as_version=4)
+    return folder, source, reference, nbformat.read(folder / "day13.ipynb", as_version=4)
+
+
+def test_student_workflow_on_a_notebook_submission(released, tmp_path):
+    """The student worked in day13.ipynb (block left undone) and left the .py stubs as released."""
+    import nbformat
+
+    folder, source, reference, nb = _notebook_student(released, tmp_path)
     for cell in nb.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if grade_id in reference and grade_id != "solution_block":
@@ -157,12 +165,7 @@ def test_a_notebook_cell_that_reads_its_own_source_runs_in_make_test(released, t
     every self_attention test failed with only "has no attribute"."""
     import nbformat
 
-    folder = tmp_path / "notebook"
-    shutil.copytree(released, folder)
-    source = notebook.build(student=False, lesson=DAY13)
-    reference = {c.metadata["nbgrader"]["grade_id"]: "\n".join(l for l in c.source.split("\n") if "SOLUTION" not in l)
-                 for c in source.cells if c.metadata.get("nbgrader", {}).get("solution")}
-    nb = nbformat.read(folder / "day13.ipynb", as_version=4)
+    folder, _, reference, nb = _notebook_student(released, tmp_path)
     reads = ("import torch\n\n\n@torch.jit.script\ndef _scaled(scores: torch.Tensor, d_k: int) -> torch.Tensor:\n"
              "    return scores / d_k ** 0.5\n\n\n")
     for cell in nb.cells:

@@ -232,7 +232,8 @@ def grade_notebook(nb, *, lesson, uid_base: int = 0, zygotes=None, call_timeout:
         said = io.StringIO()
         with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
             code = run.main(submissions=folder, out=out, jobs=1, lesson=lesson,
-                            config=_config(DEFAULT_CONFIG, uid_base=uid_base, call_timeout=call_timeout),
+                            config=_config(DEFAULT_CONFIG, uid_base=uid_base, call_timeout=call_timeout,
+                                           import_timeout=call_timeout),  # a course's call limit holds imports too
                             zygotes=zygotes, class_stage=False)  # only the record is read
         record = out / Path(lesson.notebook).stem / "record.json"
         if code != run.EXIT_OK or not record.is_file():

@@ -724,14 +724,16 @@ def scratch_full_words(full: set[str], config: SandboxConfig) -> str:
 
 
 def with_lesson_limits(config: SandboxConfig, limits: dict, files: int = 1) -> SandboxConfig:
-    """`config` with the reply caps of the lesson's limits (a cap a test set itself is kept). The submission's cap is
-    shared evenly among the lesson's `files` (its modules), so that one file's flood of answers costs only its own
-    part's calls."""
+    """`config` with the reply caps and the import time of the lesson's limits (a value a test set itself is kept).
+    The submission's cap is shared evenly among the lesson's `files` (its modules), so that one file's flood of
+    answers costs only its own part's calls."""
     replies = limits.get("replies", {})
     replies_bytes = config.replies_bytes or int(replies.get("submission_bytes", 0))
     return dataclasses.replace(config, reply_bytes=config.reply_bytes or int(replies.get("call_bytes", 0)),
                                replies_bytes=replies_bytes,
-                               file_replies_bytes=config.file_replies_bytes or replies_bytes // max(1, files))
+                               file_replies_bytes=config.file_replies_bytes or replies_bytes // max(1, files),
+                               import_timeout=config.import_timeout
+                               or float(limits.get("calls", {}).get("import_seconds", 0)))
 
 
 _STATUS = {"Timeout": "timeout", "Budget": "time-budget", "Crashed": "crashed", "OutOfMemory": "out-of-memory",

@@ -37,7 +37,12 @@ from dataclasses import dataclass
 class SandboxConfig:
     """Limits for one student child. Every field can be tightened in tests."""
 
-    call_timeout: float = 5.0  # wall seconds for one call (import included)
+    call_timeout: float = 5.0  # wall seconds for one call
+    # Wall seconds for a module's first call in a child, which imports it (0: call_timeout, unless the lesson's
+    # limits.toml [calls] import_seconds says more; grader/running/grade.py, with_lesson_limits): a file, or a notebook
+    # whose every cell runs when each part's module is imported, may run a demo at its top level, which the student's
+    # own `make test` waits for (held-out s47r: a notebook's last cell sleeping 6 s zeroed all four parts).
+    import_timeout: float = 0.0
     # Wall seconds for all the calls into one of the submission's files (a part's module): a loop in one part
     # uses up that part's budget, never another's. A submission's calls take at most this times its files.
     module_budget: float = 60.0

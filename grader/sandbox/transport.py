@@ -169,7 +169,7 @@ class SandboxTransport:
                 answer, retry = None, True
             else:
                 start = max(sent_at, answered_at)
-                answer, retry = self._receive(module, deadline=start + self.config.call_timeout, seq=seq), False
+                answer, retry = self._receive(module, deadline=start + self._timeout(module), seq=seq), False
                 answered_at = time.monotonic()
                 self._spend(module, answered_at - start)
             if answer is not None:
@@ -318,18 +318,25 @@ class SandboxTransport:
         fault = self._timed_out() if isinstance(exc, TimeoutError) else self._death_or_protocol(exc)
         return self._after_fatal(module, fault, first_use), {}
 
-    def _timed_out(self) -> dict:
-        return self._fault("Timeout", f"no answer within {self.config.call_timeout:g} s (an infinite loop, a sleep, "
+    def _timeout(self, module) -> float:
+        """Seconds for the oldest call in flight: a module's first call in a child imports it (import_timeout)."""
+        first = self._child is not None and module not in self._child.served
+        return max(self.config.call_timeout, self.config.import_timeout) if first else self.config.call_timeout
+
+    def _timed_out(self, seconds: float | None = None) -> dict:
+        seconds = self.config.call_timeout if seconds is None else seconds
+        return self._fault("Timeout", f"no answer within {seconds:g} s (an infinite loop, a sleep, "
                                       "or very slow code); the process was stopped")
 
     def _receive(self, module, *, deadline, seq=None):
         """The answer to the oldest call in flight; after a fault, self._child is None."""
         child = self._child
         first_use = module not in child.served
+        seconds = self._timeout(module)
         try:
             reply, out, size = protocol.recv_frame(child.sock, limits=self._reply_limits(module), deadline=deadline)
         except TimeoutError:
-            return self._after_fatal(module, self._timed_out(), first_use), {}
+            return self._after_fatal(module, self._timed_out(seconds), first_use), {}
         except protocol.OversizedFrame as exc:
             return self._after_fatal(module, self._oversized(exc, module), first_use), {}
         except (protocol.ProtocolError, OSError) as exc:

@@ -180,7 +180,7 @@ class Zygote:
 # What the grader alone enforces, whichever zygote forks a run's children: the transport reads these from the
 # run's own config (grader/sandbox/transport.py), and the zygote process never looks at them. Every other field
 # of SandboxConfig is the zygote's (what it sets on each child it forks), so a new field is one too unless added here.
-GRADER_SIDE_FIELDS = ("call_timeout", "module_budget", "spawn_timeout", "start_timeout", "output_tail_bytes",
+GRADER_SIDE_FIELDS = ("call_timeout", "import_timeout", "module_budget", "spawn_timeout", "start_timeout", "output_tail_bytes",
                       "reply_bytes", "replies_bytes", "file_replies_bytes", "fatal_faults_per_module")
 
 

@@ -1150,6 +1150,31 @@ def test_the_kits_own_files_handed_back_are_never_run_in_the_child(tmp_path):
     assert hashlib.sha256(shipped.replace(b"\n", b"\r\n")).hexdigest() not in runnable
 
 
+def test_a_modules_first_call_has_import_timeout_for_its_import_and_later_calls_call_timeout(transport):
+    # Held-out s47r: a notebook's last cell slept 6 s; every part's module runs every cell when imported, so every
+    # part's first call timed out at call_timeout and all four parts scored 0, while `make test` waited and passed.
+    # A file's import gets import_timeout; a call after it, call_timeout; an import past import_timeout is stopped.
+    config = dataclasses.replace(CONFIG, call_timeout=1.0, import_timeout=3.0)
+    slow = "import time\ntime.sleep({})\n\n\ndef answer():\n    return 1\n\n\ndef stall():\n    time.sleep(2)\n"
+    t = transport({"slow.py": slow.format(1.8)}, config=config)
+    first, _ = t.call({"op": "call", "module": "slow", "name": "answer", "args": []}, {})
+    assert first["error"] is None and first["value"] == 1, first["error"]
+    later, _ = t.call({"op": "call", "module": "slow", "name": "stall", "args": []}, {})
+    assert later["error"]["type"] == "Timeout" and "within 1 s" in later["error"]["message"], later["error"]
+    t = transport({"slow.py": slow.format(30)}, config=config)
+    hung, _ = t.call({"op": "call", "module": "slow", "name": "answer", "args": []}, {})
+    assert hung["error"]["type"] == "Timeout" and "within 3 s" in hung["error"]["message"], hung["error"]
+
+
+def test_a_lesson_gives_imports_their_time_and_a_config_that_sets_one_keeps_it():
+    from grader.running.grade import with_lesson_limits
+
+    said = {**LESSON.limits, "calls": {"import_seconds": 30}}
+    assert with_lesson_limits(SandboxConfig(), said).import_timeout == 30.0
+    assert with_lesson_limits(SandboxConfig(import_timeout=2.0), said).import_timeout == 2.0
+    assert with_lesson_limits(SandboxConfig(), LESSON.limits).import_timeout == 0.0  # none said: call_timeout
+
+
 def test_a_data_file_beside_a_module_is_still_read_through_its_loader(transport):
     # A guard for the handed-in-only loader: it checks module source, not the data a module reads through it
     # (pkgutil.get_data, importlib.resources), nor a data file the module's own code wrote.

@@ -102,23 +102,23 @@ def _seed(seed=None) -> None:
 
 class _TorchSettings:
     """Torch's process-wide settings as they were before any student code ran in this process, put back wherever a
-    submission's import or call changed them. One child serves every part of a submission, and these settings
-    outlive the import or call that set them: red team s44r (torch_state) had a file set float64 at import, and a
-    correct part of the same submission, graded later in that child, lost 15 of 20 points (the grader's own stand-in,
-    built in float64, raised a dtype mismatch). So `put_back()` runs before and after each call (execute) and each
-    import of a submission's module (ModuleLoader.load): a change made by a call ends with it, and a change made by
-    a file's import holds for that file's own calls only (ModuleLoader.import_settings), as it would in the student's
-    own process, where their visible tests import it: it costs that file's tests what it costs there, and no other's.
+    submission's import or call changed them. These settings outlive the import or call that set them: red team s44r
+    (torch_state) had a file set float64 at import, and a correct part of the same submission, graded later in the
+    same process, lost 15 of 20 points (the grader's own stand-in, built in float64, raised a dtype mismatch). So
+    `put_back()` runs before and after each call (execute) and each import of a submission's module
+    (ModuleLoader.load): a change made by a call ends with it, and a change made by a file's import holds for that
+    file's own calls only (ModuleLoader.import_settings), as it would in the student's own process, where their visible
+    tests import it: it costs that file's tests what it costs there, and no other's.
 
-    The first `put_back()` in a process takes the snapshot: in a sandboxed child that is the zygote's warm-up, on
-    the kit's own code (inherited by every fork); in the grader's process the first call, on trusted code. Each
-    later one reads every setting (~1 us in all) and writes only those that differ. The executor's own choices
-    are not global settings: a float64 call converts the module and its inputs (_to_call_dtype), weights are
-    written inside `torch.no_grad()`, and these all end inside the call. The generator is not kept here:
-    _seed resets it before every stage that draws. Not covered: flush-denormal (torch cannot read it back),
-    interop threads (torch sets them once), and torch function or dispatch modes a submission leaves on the stack
-    (the executor's own reads run without them: _unmoded). Readers and writers are bound when the executor is
-    imported, before any student code: a submission replacing torch.set_default_dtype cannot stop the put-back."""
+    Each ModuleLoader makes its own when it is made, before any of its submission's code runs (in a child: before it
+    serves a call), and its first `put_back()` takes the snapshot. Each later one reads every setting (~1 us in all)
+    and writes only those that differ. The executor's own choices are not global settings: a float64 call converts the
+    module and its inputs (_to_call_dtype), weights are written inside `torch.no_grad()`, and these all end inside the
+    call. The generator is not kept here: _seed resets it before every stage that draws. Not covered: flush-denormal
+    (torch cannot read it back), interop threads (torch sets them once), and torch function or dispatch modes a
+    submission leaves on the stack (the executor's own reads run without them: _unmoded; and a child answers one
+    module's calls). Readers and writers are bound when the loader is made, before any student code: a submission
+    replacing torch.set_default_dtype cannot stop the put-back."""
 
     def __init__(self, settings: tuple):
         self.settings = settings  # (name, read(), write(value)): in order, inference mode before grad mode
@@ -198,8 +198,6 @@ def _torch_settings() -> _TorchSettings:
     return settings
 
 
-_TORCH_SETTINGS = _torch_settings()
-
 
 class GraderCallError(Exception):
     """The call could not be set up on this submission (missing attribute, wrong shape...)."""
@@ -243,8 +241,11 @@ class ModuleLoader:
         self.isolated = isolated
         self.modules: dict[str, types.ModuleType] = {}
         self.errors: dict[str, dict] = {}
-        # torch's settings as a module's import left them, when it changed any: that file's own calls run with them,
-        # as they would in the student's own process, and no other file's do (_TorchSettings).
+        # torch's settings as this loader found them, before any of the submission's code ran (in a child: before it
+        # serves a call), and as a module's import left them, when it changed any: that file's own calls run with
+        # them, as they would in the student's own process, and no other file's do.
+        self.torch_settings = _torch_settings()
+        self.torch_settings.put_back()  # the snapshot
         self.import_settings: dict[str, tuple] = {}
         self.calling: str | None = None  # the module of the call running (execute)
         self.standins = None  # the grader's stand-ins (a module, or _Lent in a child), once this loader has them
@@ -278,14 +279,14 @@ class ModuleLoader:
             raise _ImportFailure(name, self.errors[name])
         try:
             stand_ins = {dep: self._over_standins(dep, name) for dep in self.lesson.always_standin.get(name, ())}
-            _TORCH_SETTINGS.put_back()  # each import starts as the process was
+            self.torch_settings.put_back()  # each import starts as the process was
             try:
                 module = self._import(name, stand_ins)
             finally:
-                after = _TORCH_SETTINGS.now()
-                if after != _TORCH_SETTINGS.baseline:
+                after = self.torch_settings.now()
+                if after != self.torch_settings.baseline:
                     self.import_settings[name] = after
-                _TORCH_SETTINGS.put_back(self.import_settings.get(name) if name == self.calling else None)
+                self.torch_settings.put_back(self.import_settings.get(name) if name == self.calling else None)
         except BaseException as exc:  # a student's import may raise anything, even SystemExit
             if _interrupts(exc, self):
                 raise
@@ -741,12 +742,12 @@ def execute(header: dict, arrays: dict, *, loader: ModuleLoader) -> tuple[dict, 
     # As before any student code ran (the first call in a process: the snapshot), but for what the called file's own
     # import set: a setting made at import is that file's, as in the student's own process, and no other file's.
     loader.calling = header.get("module") if isinstance(header, dict) and isinstance(header.get("module"), str) else None
-    _TORCH_SETTINGS.put_back(loader.import_settings.get(loader.calling))
+    loader.torch_settings.put_back(loader.import_settings.get(loader.calling))
     try:
         return _execute(header, arrays, loader)
     finally:
         loader.calling = None
-        _TORCH_SETTINGS.put_back()
+        loader.torch_settings.put_back()
 
 
 def _execute(header: dict, arrays: dict, loader: ModuleLoader) -> tuple[dict, dict]:

@@ -169,7 +169,7 @@ class SandboxTransport:
                 answer, retry = None, True
             else:
                 start = max(sent_at, answered_at)
-                answer, retry = self._receive(module, deadline=start + self._timeout(module), seq=seq), False
+                answer, retry = self._receive(module, start=start, seq=seq), False
                 answered_at = time.monotonic()
                 self._spend(module, answered_at - start)
             if answer is not None:
@@ -328,11 +328,13 @@ class SandboxTransport:
         return self._fault("Timeout", f"no answer within {seconds:g} s (an infinite loop, a sleep, "
                                       "or very slow code); the process was stopped")
 
-    def _receive(self, module, *, deadline, seq=None):
-        """The answer to the oldest call in flight; after a fault, self._child is None."""
+    def _receive(self, module, *, start, seq=None):
+        """The answer to the oldest call in flight, which the child could start on at `start`; after a fault,
+        self._child is None."""
         child = self._child
         first_use = module not in child.served
         seconds = self._timeout(module)
+        deadline = start + seconds
         try:
             reply, out, size = protocol.recv_frame(child.sock, limits=self._reply_limits(module), deadline=deadline)
         except TimeoutError:

@@ -984,3 +984,26 @@ def test_layernorms_without_weights_lose_the_wiring_tests_not_the_mask_test(tmp_
     result = killrate.grade(sub, "layernorm_without_affine", lesson=DAY13)
     failed = {t.name for t in result.tests if t.status != "passed"}
     assert failed == {"block.attributes", "block.post_ln", "block.pre_ln", "block.gradients"}, sorted(failed)
+
+
+def test_a_layernorm_eps_over_the_contracts_bound_is_named_on_the_tests_it_costs(tmp_path):
+    # Session 39's own case: nn.LayerNorm(d_model, eps=1e-3) (Keras's default epsilon). CONTRACT.md allows any eps up
+    # to the handout's 1e-5, and the visible test_block_parts says so; the hidden Post-LN, Pre-LN and gradient tests
+    # failed on ~2e-3 differences and said nothing of why. Their feedback now names the eps it read; an eps the
+    # contract allows (1e-6) is graded full and told nothing.
+    sub = _reference_with(tmp_path, "block.py", "nn.LayerNorm(d_model)", "nn.LayerNorm(d_model, eps=1e-3)", count=2)
+    result = killrate.grade(sub, "layernorm_eps_1e-3", lesson=DAY13)
+    failed = {t.name: t for t in result.tests if t.status != "passed"}
+    assert set(failed) == {"block.post_ln", "block.pre_ln", "block.gradients"}, sorted(failed)
+    words = feedback.Words.of(DAY13.rubric())
+    for name, t in failed.items():
+        told = [f for f in t.facts if f["id"] == "ln_eps"]
+        assert {f["name"] for f in told} == {"ln1", "ln2"} and {f["eps"] for f in told} == {"0.001"}, (name, t.facts)
+        shown = feedback.student_output(t, words, cut=False)
+        assert "Your ln1.eps is 0.001" in shown and "up to the handout's 1e-5" in shown, shown
+    (tmp_path / "allowed").mkdir()
+    allowed = _reference_with(tmp_path / "allowed", "block.py", "nn.LayerNorm(d_model)",
+                              "nn.LayerNorm(d_model, eps=1e-6)", count=2)
+    result = killrate.grade(allowed, "layernorm_eps_1e-6", lesson=DAY13)
+    assert all(t.status == "passed" for t in result.tests if t.component == "block"), \
+        [(t.name, t.output) for t in result.tests if t.status != "passed"]

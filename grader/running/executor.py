@@ -90,6 +90,7 @@ LARGE_FILL = 1 << 16  # elements: a random fill this wide costs the CPU generato
 SEED = 0
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _IMPORT_LOCK = threading.RLock()
+_ABSENT = object()  # a key a namespace did not hold (ModuleLoader._hold)
 
 
 def _seed(seed=None) -> None:
@@ -252,6 +253,13 @@ class ModuleLoader:
         self.rules: dict = {}  # binding rules a sandboxed child was sent, by their number (as a string)
         self._files: frozenset[str] | None = None  # the folder's module names (_module_files), listed once
         self._source_only_done = False  # _source_only has run for this folder
+        # What a part graded over its siblings' stand-ins sees while its own code runs, not only while its file is
+        # imported (held-out s48: an import inside forward or __init__, or the sibling's function reached through a
+        # helper module, got the student's own sibling, and its bug cost this part too): the sys.modules entries its
+        # import saw, and the globals of the student's other modules that hold the sibling's replaced objects.
+        self.views: dict[str, dict[str, types.ModuleType]] = {}
+        self.rebinds: dict[str, list[tuple[dict, str, object]]] = {}
+        self._held: list | None = None  # what _standing_in put in place for the call running, to put back
 
     def receive_standins(self, units: dict) -> None:
         """Stand-ins lent by the grader, each alone ({name: its own source}, grader/sandbox/lending.py):
@@ -293,7 +301,67 @@ class ModuleLoader:
             self.errors[name] = error_record(exc, "import", self.directory)
             raise _ImportFailure(name, self.errors[name]) from None
         self.modules[name] = module
+        if stand_ins:
+            self.views[name] = stand_ins
+            self.rebinds[name] = self._held_elsewhere(name, stand_ins)
+            if name == self.calling:
+                self._hold(name)
         return module
+
+    def _held_elsewhere(self, name: str, stand_ins: dict) -> list[tuple[dict, str, object]]:
+        """Where the student's other modules hold a replaced object of a sibling `name` is graded over (siblings.
+        held_elsewhere). Only a submission with a module of its own beside the contract's files can: only then is the
+        sibling imported here for it, as _over_standins does."""
+        mine = self._student_modules()
+        if all(n in self.lesson.modules for n in mine):
+            return []
+        others = [m for n, m in mine.items() if n not in stand_ins]
+        found = []
+        for dep, stand_in in stand_ins.items():
+            try:
+                own = self.load(dep)
+            except ImportError:
+                continue  # its own tests say why; nothing of it can be held elsewhere
+            found += siblings.held_elsewhere([vars(m) for m in others], own, stand_in)
+        return found
+
+    def _student_modules(self) -> dict[str, types.ModuleType]:
+        """The submission's modules loaded so far, helpers and packages of its own included."""
+        found = dict(self.modules)
+        if not self.isolated:
+            # By the path's text first: resolving each of the ~2,000 modules' paths would cost a child ~10 ms.
+            prefix = str(self.directory) + os.sep
+            for n, m in list(sys.modules.items()):
+                origin = getattr(m, "__file__", None)
+                if (isinstance(origin, str) and origin.startswith(prefix) and n not in found
+                        and _under(origin, self.directory)):
+                    found[n] = m
+        return found
+
+    @contextlib.contextmanager
+    def _standing_in(self):
+        """While a call of a part graded over stand-ins runs: what its import saw of its siblings stays in place
+        (views, rebinds), so code that reaches a sibling at call time reaches the stand-in; put back after."""
+        self._held = []
+        try:
+            if self.calling in self.modules:
+                self._hold(self.calling)
+            yield
+        finally:
+            held, self._held = self._held, None
+            for namespace, key, previous in reversed(held):
+                if previous is _ABSENT:
+                    namespace.pop(key, None)
+                else:
+                    namespace[key] = previous
+
+    def _hold(self, name: str) -> None:
+        if self._held is None:
+            return
+        puts = [(sys.modules, dep, module) for dep, module in self.views.get(name, {}).items()]
+        for namespace, key, value in puts + self.rebinds.get(name, []):
+            self._held.append((namespace, key, namespace.get(key, _ABSENT)))
+            namespace[key] = value
 
     def _over_standins(self, dep: str, name: str) -> types.ModuleType:
         """What `dep` is while `name`, graded over its stand-ins, imports: the grader's stand-ins of its contract names;
@@ -318,7 +386,8 @@ class ModuleLoader:
         """While student code runs: an isolated submission sees its own modules under their plain
         names, so an import inside a function body finds its sibling, not another submission's."""
         if not self.isolated:
-            yield
+            with self._standing_in():
+                yield
             return
         with _IMPORT_LOCK:
             local = self._module_files() | set(self.modules)
@@ -329,7 +398,8 @@ class ModuleLoader:
             dont_write = sys.dont_write_bytecode
             sys.dont_write_bytecode = True
             try:
-                yield
+                with self._standing_in():
+                    yield
             finally:
                 sys.dont_write_bytecode = dont_write
                 sys.path.remove(str(self.directory))

@@ -38,3 +38,24 @@ def bound_over(own: types.ModuleType, stand_in: types.ModuleType) -> types.Modul
     module.__dict__.update({k: v for k, v in vars(own).items() if not k.startswith("__") or k == "__all__"})
     module.__dict__.update({k: v for k, v in vars(stand_in).items() if not k.startswith("__")})
     return module
+
+
+def held_elsewhere(namespaces, own: types.ModuleType, stand_in: types.ModuleType) -> list[tuple[dict, str, object]]:
+    """(namespace, key, stand-in) for each global of `namespaces` (the __dict__ of the student's other modules: helpers,
+    and the part's own file) that holds one of `own`'s objects the stand-in replaces, by identity, whatever the key:
+    a part reaching its sibling's function through a helper module (attn_core.py, which the sibling's file hands on as
+    its own) must reach the stand-in there too, as it does under the sibling's own module name."""
+    replaced = {}
+    for key, value in vars(stand_in).items():
+        mine = vars(own).get(key) if not key.startswith("__") else None
+        if mine is not None and mine is not value:
+            replaced[id(mine)] = (mine, value)
+    found = []
+    for namespace in namespaces:
+        if namespace is vars(own):
+            continue
+        for key, value in list(namespace.items()):
+            hit = replaced.get(id(value))
+            if hit is not None and hit[0] is value and not key.startswith("__"):
+                found.append((namespace, key, hit[1]))
+    return found

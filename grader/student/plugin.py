@@ -10,8 +10,10 @@ notebook's runner, which imports the tests afresh each time, starts clean each t
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -52,6 +54,11 @@ class VisibleTests:
         self.evidence = Evidence(self.known)
         self.watch = library.Watch()
         self.loaded: dict[str, object] = {}
+        # What a part tested over stand-ins saw of its siblings when imported, kept in place while its tests run:
+        # code that reaches a sibling at call time (an import inside forward) or through a helper module of the
+        # student's own reaches the stand-in there too, as in the hidden grading (held-out s48).
+        self.views: dict[str, dict] = {}
+        self._rebinds: dict[str, list] = {}
         self._named: dict[str, tuple[str, ...]] = {}
         self.errors = StudentErrors(tests.parent, error_fact=error_fact, error_hints=error_hints)
         self.use_folder(tests.parent)
@@ -72,6 +79,8 @@ class VisibleTests:
         self._on_path = folder
         self.errors.folder = folder
         self.loaded.clear()
+        self.views.clear()
+        self._rebinds.clear()
         self._named.clear()
         self.errors.forget()
         self.evidence.outcomes.clear()
@@ -99,7 +108,45 @@ class VisibleTests:
             sys.modules.pop(name, None)
             sys.modules.update({dep: m for dep, m in saved.items() if m is not None})
         self.loaded[name] = module
+        if over and not isinstance(module, DoesNotImport):
+            self.views[name] = over
         return module
+
+    @contextlib.contextmanager
+    def standing_in(self, part: str | None):
+        """While a test of `part` runs: its siblings' stand-ins where its import saw them (views), and in the globals
+        of the student's other modules that hold a replaced object of theirs (siblings.held_elsewhere); put back
+        after."""
+        held = []
+        try:
+            if part in self.views:
+                puts = [(sys.modules, dep, m) for dep, m in self.views[part].items()]
+                for namespace, key, value in puts + self._held_elsewhere(part):
+                    held.append((namespace, key, namespace.get(key, held)))
+                    namespace[key] = value
+            yield
+        finally:
+            for namespace, key, previous in reversed(held):
+                if previous is held:  # the key was not there
+                    namespace.pop(key, None)
+                else:
+                    namespace[key] = previous
+
+    def _held_elsewhere(self, part: str) -> list:
+        """Found once a part: only a folder with a module of the student's own beside the parts can hold them."""
+        if part not in self._rebinds:
+            prefix = str(self.folder) + os.sep
+            helpers = [m for n, m in list(sys.modules.items()) if n not in self.parts
+                       and isinstance(getattr(m, "__file__", None), str) and m.__file__.startswith(prefix)]
+            found = []
+            if helpers:
+                namespaces = [vars(self.loaded[part]), *map(vars, helpers)]
+                for dep, stand_in in self.views[part].items():
+                    own = self.module(dep)
+                    if not isinstance(own, DoesNotImport):
+                        found += siblings.held_elsewhere(namespaces, own, stand_in)
+            self._rebinds[part] = found
+        return self._rebinds[part]
 
     def _over_stand_in(self, dep: str, name: str):
         """What `dep` is while `name`, tested over its stand-in, imports: the stand-in; and when `name`'s file takes a
@@ -151,7 +198,8 @@ class VisibleTests:
             passed = False
             try:
                 try:
-                    outcome = yield
+                    with visible.standing_in(visible.part_of(pyfuncitem)):
+                        outcome = yield
                 except NotImplementedError as error:
                     message = visible.errors.not_implemented(error, pyfuncitem.name)
                 except Exception as error:  # noqa: BLE001 - an error in student code becomes one short, located message

@@ -273,10 +273,11 @@ def same_grads(got_res, exp_res, what: str, names, *, grads: Callable[[str], Tol
         close(got_res.grad(name), exp_res.grad(name), grads(dtype), f"{what}: gradient of {name}")
 
 
-def check(condition: bool, message: str) -> None:
-    """A rule the answer must keep (a shape, an attribute, a count): when it does not, that is the fact."""
+def check(condition: bool, message: str, *, pattern: str | None = None) -> None:
+    """A rule the answer must keep (a shape, an attribute, a count): when it does not, that is the fact. `pattern`
+    says which way it is broken, when a lesson words that way alone (a hint on `rule.<pattern>`, diagnose.keys)."""
     if not condition:
-        raise GradeFailure(message, facts=[{"id": "rule"}])
+        raise GradeFailure(message, facts=[{"id": "rule", **({"pattern": pattern} if pattern else {})}])
 
 
 # -- the student's own function does the work -------------------------------------------------

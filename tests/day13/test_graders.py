@@ -1007,3 +1007,38 @@ def test_a_layernorm_eps_over_the_contracts_bound_is_named_on_the_tests_it_costs
     result = killrate.grade(allowed, "layernorm_eps_1e-6", lesson=DAY13)
     assert all(t.status == "passed" for t in result.tests if t.component == "block"), \
         [(t.name, t.output) for t in result.tests if t.status != "passed"]
+
+
+def _shown(result, name: str) -> str:
+    test = next(t for t in result.tests if t.name == name)
+    return feedback.student_output(test, feedback.Words.of(DAY13.rubric()), cut=False)
+
+
+def test_a_table_buffer_of_the_wrong_shape_is_not_told_to_register_a_buffer(tmp_path):
+    # Held-out s48's m3: positional_encoding(d_model, max_len) in __init__ registers a (16, 50) buffer. The hidden
+    # positional.buffer test said so, then hinted "Use self.register_buffer(...)", which the student had done. The hint
+    # now follows the fact that the table is not a buffer (a Parameter, or no buffer), not any broken rule.
+    sub = _reference_with(tmp_path, "positional.py", "positional_encoding(max_len, d_model)",
+                          "positional_encoding(d_model, max_len)")
+    result = killrate.grade(sub, "pe_args_swapped", lesson=DAY13)
+    shown = _shown(result, "positional.buffer")
+    assert "buffers found: {'pe': [16, 50]}" in shown and "register_buffer" not in shown, shown
+    (tmp_path / "parameter").mkdir()
+    sub = _reference_with(tmp_path / "parameter", "positional.py",
+                          'self.register_buffer("pe", positional_encoding(max_len, d_model))',
+                          "self.pe = nn.Parameter(positional_encoding(max_len, d_model))")
+    result = killrate.grade(sub, "pe_parameter", lesson=DAY13)
+    assert "register_buffer" in _shown(result, "positional.buffer")
+
+
+def test_weights_detached_before_they_are_returned_get_the_autograd_hint(tmp_path):
+    # Held-out s48's m6: `return out, weights.detach()`. sdpa_gradients showed only "gradient of Q: 80 of 80 values
+    # differ" (the gradient through out still arrives). Once it fails, one more call asks for the gradient through the
+    # weights alone: none arrives, which is the fact the rubric's autograd hint is said on.
+    sub = _reference_with(tmp_path, "self_attention.py", "    return out, weights\n",
+                          "    return out, weights.detach()\n")
+    result = killrate.grade(sub, "weights_detached", lesson=DAY13)
+    failed = {t.name for t in result.tests if t.status != "passed"}
+    assert "self_attention.sdpa_gradients" in failed, failed
+    shown = _shown(result, "self_attention.sdpa_gradients")
+    assert "no .detach()" in shown and "No gradient reaches" in shown, shown

@@ -161,8 +161,20 @@ def test_sdpa_gradients(student, reference):
     ]
     pairs = [(what, student.sdpa(Q, K, V, m, grad_out=g), reference.sdpa(Q, K, V, m, grad_out=g))
              for what, m, g in cases]
-    for what, got, exp in pairs:
-        ck.same_grads(got, exp, f"scaled_dot_product_attention backward ({what})", ("Q", "K", "V"))
+
+    def through_weights():
+        # Asked only once a gradient has failed: the gradient through the weights alone. None arriving is what
+        # weights cut out of autograd (.detach(), no_grad, a numpy round trip) show, which out's gradient hides.
+        res = student.sdpa(Q, K, V, None, grad_out=(None, g_w))
+        if res.error:
+            return []
+        if res.grad_error or any(res.grad(name) is None for name in ("Q", "K")):
+            return [{"id": "no_gradient", "name": "Q and K through the weights you return"}]
+        return []
+
+    with ck.facts_on_failure(through_weights):
+        for what, got, exp in pairs:
+            ck.same_grads(got, exp, f"scaled_dot_product_attention backward ({what})", ("Q", "K", "V"))
 
 
 def test_causal_mask(student, reference):

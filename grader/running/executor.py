@@ -309,20 +309,26 @@ class ModuleLoader:
         return module
 
     def _held_elsewhere(self, name: str, stand_ins: dict) -> list[tuple[dict, str, object]]:
-        """Where the student's other modules hold a replaced object of a sibling `name` is graded over (siblings.
-        held_elsewhere). Only a submission with a module of its own beside the contract's files can: only then is the
-        sibling imported here for it, as _over_standins does."""
+        """Where the student's modules hold an object a sibling's file takes from a helper module of theirs and hands on
+        as a contract name the stand-in replaces (siblings.handed_on, read from the sibling's source: the sibling is
+        not imported here for it, so its own import still costs only its own tests)."""
         mine = self._student_modules()
-        if all(n in self.lesson.modules for n in mine):
+        helpers = {n: m for n, m in mine.items() if n not in self.lesson.modules}
+        if not helpers:
             return []
-        others = [m for n, m in mine.items() if n not in stand_ins]
+        namespaces = [vars(m) for n, m in mine.items() if n not in stand_ins]
         found = []
         for dep, stand_in in stand_ins.items():
             try:
-                own = self.load(dep)
-            except ImportError:
-                continue  # its own tests say why; nothing of it can be held elsewhere
-            found += siblings.held_elsewhere([vars(m) for m in others], own, stand_in)
+                source = (self.directory / f"{dep}.py").read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            own = {}
+            for contract_name, (module, attr) in siblings.handed_on(source, vars(stand_in)).items():
+                holder = helpers.get(module)
+                if holder is not None and attr in vars(holder):
+                    own[contract_name] = vars(holder)[attr]
+            found += siblings.held_elsewhere(namespaces, own, stand_in)
         return found
 
     def _student_modules(self) -> dict[str, types.ModuleType]:

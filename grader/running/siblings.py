@@ -40,22 +40,62 @@ def bound_over(own: types.ModuleType, stand_in: types.ModuleType) -> types.Modul
     return module
 
 
-def held_elsewhere(namespaces, own: types.ModuleType, stand_in: types.ModuleType) -> list[tuple[dict, str, object]]:
+def held_elsewhere(namespaces, own: dict, stand_in: types.ModuleType) -> list[tuple[dict, str, object]]:
     """(namespace, key, stand-in) for each global of `namespaces` (the __dict__ of the student's other modules: helpers,
-    and the part's own file) that holds one of `own`'s objects the stand-in replaces, by identity, whatever the key:
-    a part reaching its sibling's function through a helper module (attn_core.py, which the sibling's file hands on as
-    its own) must reach the stand-in there too, as it does under the sibling's own module name."""
+    and the part's own file) that holds one of the sibling's objects the stand-in replaces (`own`: contract name ->
+    the student's object), by identity, whatever the key: a part reaching its sibling's function through a helper
+    module (attn_core.py, which the sibling's file hands on as its own) must reach the stand-in there too, as it does
+    under the sibling's own module name."""
     replaced = {}
     for key, value in vars(stand_in).items():
-        mine = vars(own).get(key) if not key.startswith("__") else None
+        mine = own.get(key) if not key.startswith("__") else None
         if mine is not None and mine is not value:
             replaced[id(mine)] = (mine, value)
     found = []
     for namespace in namespaces:
-        if namespace is vars(own):
+        if namespace is own:
             continue
         for key, value in list(namespace.items()):
             hit = replaced.get(id(value))
             if hit is not None and hit[0] is value and not key.startswith("__"):
                 found.append((namespace, key, hit[1]))
     return found
+
+
+def handed_on(source: str, names) -> dict[str, tuple[str, str]]:
+    """The contract names among `names` that the file `source` takes from another module and hands on as its own,
+    read from its top-level statements without running it: name -> (module, its name there), for `from helper import
+    x as name`, `from helper import *` and `name = helper.x` (after `import helper`). A name the file defines after
+    it took it, or takes some other way, is not there: its own object is what its own file makes."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return {}
+    names = {n for n in names if not n.startswith("__")}
+    whole: dict[str, str] = {}  # what `import helper as h` binds -> the module
+    found: dict[str, tuple[str, str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                if alias.name == "*":
+                    found.update({n: (node.module, n) for n in names})
+                elif (alias.asname or alias.name) in names:
+                    found[alias.asname or alias.name] = (node.module, alias.name)
+        elif isinstance(node, ast.Import):
+            whole.update({alias.asname or alias.name: alias.name for alias in node.names if "." not in alias.name})
+        elif (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+              and node.targets[0].id in names and isinstance(node.value, ast.Attribute)
+              and isinstance(node.value.value, ast.Name) and node.value.value.id in whole):
+            found[node.targets[0].id] = (whole[node.value.value.id], node.value.attr)
+        else:
+            for bound in _bound_at_top(node):
+                found.pop(bound, None)
+    return found
+
+
+def _bound_at_top(node) -> set[str]:
+    """The names a top-level statement (other than an import) binds: a def, a class, an assignment's targets."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+    return {n.id for t in targets if t is not None for n in ast.walk(t) if isinstance(n, ast.Name)}

@@ -63,6 +63,14 @@ def _cases() -> list[Case]:
             (SA, sdpa, "from attn_core import scaled_dot_product_attention  # noqa: F401\n\n\n"),
             (MH, MH_IMPORT, "from attn_core import scaled_dot_product_attention\n")),
              "sa.no_scale", "multihead"),
+        # The same, and self_attention.py ends its import with SystemExit: its own part loses everything, and the
+        # multi-head part must still be graded over the stand-in, which needs no import of the sibling to find.
+        Case("sdpa_from_a_helper_module_sibling_exits", (
+            ("attn_core.py", "", "import math\n\nimport torch\n\n\n" + helper.rstrip() + "\n"),
+            (SA, sdpa, "from attn_core import scaled_dot_product_attention  # noqa: F401\n\n\n"),
+            (SA, "class SelfAttention(nn.Module):", "raise SystemExit(3)\n\n\nclass SelfAttention(nn.Module):"),
+            (MH, MH_IMPORT, "from attn_core import scaled_dot_product_attention\n")),
+             "sa.no_scale", "multihead"),
         Case("mha_imported_inside_init", reversed_check + (
             (BL, BL_IMPORT, ""),
             (BL, BL_ATTN, "        from multihead import MultiHeadAttention\n" + BL_ATTN)),

@@ -250,14 +250,24 @@ class Lesson:
         return tuple(self.graded_names)
 
     @property
+    def notebook_module(self) -> str:
+        """The module the intake writes a notebook's cells into (notebook_module_of)."""
+        return notebook_module_of(self.name)
+
+    @property
     def file_of(self) -> dict[str, str]:
         """Contract module -> its file name."""
         return {m: f"{m}.py" for m in self.modules}
 
     @property
+    def module_of(self) -> dict[str, str]:
+        """Graded name -> the contract module it belongs to (a notebook's cells are cut into parts by it)."""
+        return {name: module for module, names in self.graded_names.items() for name in names}
+
+    @property
     def contract_file_of(self) -> dict[str, str]:
         """Graded name -> the contract file it belongs to."""
-        return {name: f"{module}.py" for module, names in self.graded_names.items() for name in names}
+        return {name: self.file_of[module] for name, module in self.module_of.items()}
 
     def rubric(self) -> dict:
         """The rubric (rubric.toml) as a dict, parsed once per value. Callers must not modify it."""
@@ -432,6 +442,12 @@ class Lesson:
         return getattr(importlib.import_module(module), name)
 
 
+def notebook_module_of(lesson_name: str) -> str:
+    """The module the intake writes a notebook's cells into, for the lesson named `lesson_name`: named for the lesson
+    and private, so no contract file is, and the executor can tell it from a helper module of the student's own."""
+    return f"_{lesson_name}_notebook"
+
+
 @dataclass(frozen=True)
 class LessonSpec:
     """The part of a lesson that crosses to the sandbox's zygote (and so to every child it forks): plain
@@ -454,6 +470,10 @@ class LessonSpec:
     @property
     def modules(self) -> tuple[str, ...]:
         return tuple(self.graded_names)
+
+    @property
+    def notebook_module(self) -> str:
+        return notebook_module_of(self.name)
 
     def to_json(self) -> dict:
         return {"name": self.name, "graded_names": {m: list(n) for m, n in self.graded_names.items()},

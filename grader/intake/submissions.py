@@ -4,7 +4,8 @@ Nothing here runs student code. A scratch copy holds regular files only: a symli
 followed out of a submission (it is skipped and the skip is noted), file count and size are
 capped, zip entries that climb out of the copy or would inflate past the caps are refused, and
 a path deeper or longer than the caps is skipped with a note. A notebook becomes importable as
-the four contract modules, so it is graded like .py files.
+the contract modules, each running only its own part's cells (grader/intake/sections.py), so it
+is graded like .py files.
 
 Every name here was chosen by a student: it is data wherever it goes. A row name is a plain
 file name made from it; two entries whose row names would collide both get a suffix made from
@@ -37,7 +38,7 @@ from grader.results.storage import CLASS_FILES  # the class files beside the row
 
 def notebook_module_name(lesson) -> str:
     """The module the intake writes a notebook's cells into (named for the lesson, so no student file is)."""
-    return f"_{lesson.name}_notebook"
+    return lesson.notebook_module
 
 
 def not_written_by_notebooks(lesson) -> tuple[str, ...]:
@@ -509,9 +510,15 @@ def _maybe_convert_notebook(dest: Path, intake: Intake, lesson) -> None:
     # keeps its number among the notebook's code cells, which feedback names it by.
     kept = [(n, source, cell) for n, source in enumerate(sources, 1)
             if not is_test_cell(cell := neutralise_magics(source), lesson=lesson)]
+    cells, numbers = [cell for _, _, cell in kept], [n for n, _, _ in kept]
+    try:
+        parts, future = _parts_of_cells(cells, numbers, intake, lesson)
+    except (NotebookTooLarge, ValueError) as exc:
+        intake.note(f"could not grade the notebook {label}: {exc}"[:400])
+        return
     _write_notebook_files(dest, [source for _, source, _ in kept], intake, lesson)
     (dest / f"{notebook_module_name(lesson)}.py").write_text(
-        notebook_module_source(label, [cell for _, _, cell in kept], numbers=[n for n, _, _ in kept]), encoding="utf-8")
+        notebook_module_source(label, cells, numbers=numbers, parts=parts, future=future), encoding="utf-8")
     for module in lesson.modules:
         (dest / f"{module}.py").write_text(contract_module_source(label, module, lesson=lesson), encoding="utf-8")
     intake.notebook = label
@@ -544,6 +551,27 @@ def _write_notebook_files(dest: Path, sources: list[str], intake: Intake, lesson
                 f.write(text)
         except OSError as exc:
             intake.note(f"the notebook's cell `%%writefile {shown(name)}` could not write it: {exc.strerror}")
+
+
+def _parts_of_cells(cells: list[str], numbers: list[int], intake: Intake, lesson) -> tuple[dict, dict]:
+    """(part -> the places in `cells` of those its module runs, place -> the `__future__` flags that cell sets), as
+    grader/intake/sections.py cuts the notebook into the lesson's parts: parsed in a process of its own, limited as
+    reading the notebook is (a cell is the student's to make expensive to parse). A cell too large or too deep to
+    parse there runs only in the part whose cells it follows, and a note says so; NotebookTooLarge when the whole
+    notebook is over the limits."""
+    takes = {module: [name] for module, (_, name) in lesson.sibling_imports.items()}
+    request = json.dumps({"cells": cells, "part_of": lesson.module_of, "takes": takes}).encode()
+    status, out, err = _limited("sections.py", [], request, notebook_limits(lesson),
+                                doing="telling which part each code cell belongs to",
+                                advice="split its largest cells, and keep data in files the code reads, not in cells")
+    if status != 0:
+        raise ValueError((err.decode("utf-8", "replace").strip().splitlines() or [f"exit status {status}"])[-1][:200])
+    answer = json.loads(out)
+    parts = {module: [int(i) for i in answer["parts"].get(module, ())] for module in lesson.modules}
+    for i in answer["unread"]:
+        intake.note(f"code cell {numbers[i]} is too large or too deeply nested for the grader to tell which part it "
+                    "belongs to: only the part whose cells it follows runs it (split it into smaller cells)")
+    return parts, {int(i): int(flags) for i, flags in answer["future"].items()}
 
 
 def _names(paths) -> str:
@@ -635,66 +663,99 @@ def _stripped_notebook(path: Path, max_bytes: int, limits: dict) -> str:
     size = path.stat().st_size
     if size > max_read:
         raise NotebookTooLarge(f"{size} bytes, over the limit of {max_read}: {CLEAR_OUTPUTS}")
+    status, out, err = _limited("nbstrip.py", [str(max_read), str(max_bytes)], os.fsencode(path), limits,
+                                doing="reading it", advice=CLEAR_OUTPUTS)
+    if status == 3:
+        raise NotebookTooLarge(f"over {max_read} bytes: {CLEAR_OUTPUTS}")
+    if status == 4:
+        raise NotebookTooLarge(f"its code, outputs aside, is over the limit of {max_bytes} bytes")
+    if status != 0:
+        last = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit status {status}"]
+        raise ValueError(last[0][:200])
+    return out.decode("ascii")
+
+
+def _limited(script: str, args: list[str], data: bytes, limits: dict, *, doing: str,
+             advice: str) -> tuple[int, bytes, bytes]:
+    """(exit status, stdout, stderr) of grader/intake/`script` run as `python -I -S` on `data` (its stdin), in a
+    process limited to the lesson's [notebooks] `memory_bytes` and CPU `seconds` (`limits`): a notebook is the
+    student's file. NotebookTooLarge, saying what `doing` took and then `advice`, when it ran out of either."""
     memory, seconds = int(limits.get("memory_bytes", 1 << 30)), float(limits.get("seconds", 30))
     env = {k: os.environ[k] for k in ("PATH", "LANG", "LC_ALL") if k in os.environ}
-    proc = subprocess.Popen([sys.executable, "-I", "-S", str(Path(__file__).with_name("nbstrip.py")),
-                             str(max_read), str(max_bytes)],
+    proc = subprocess.Popen([sys.executable, "-I", "-S", str(Path(__file__).with_name(script)), *args],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
         # Set from outside (no preexec_fn: the caller may have threads); the helper reads nothing before
-        # it is sent the path.
+        # it is sent its input.
         resource.prlimit(proc.pid, resource.RLIMIT_AS, (memory, memory))
         resource.prlimit(proc.pid, resource.RLIMIT_CORE, (0, 0))
         # CPU time, not wall time (helper_process): on a busy machine a notebook it can read is still read.
         # Wall time bounds a reader that waits rather than works.
         cpu = max(1, math.ceil(seconds))
         resource.prlimit(proc.pid, resource.RLIMIT_CPU, (cpu, cpu + 1))
-        out, err = proc.communicate(os.fsencode(path), timeout=seconds * WALL_FACTOR)
+        out, err = proc.communicate(data, timeout=seconds * WALL_FACTOR)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
-        raise NotebookTooLarge(f"reading it took more than {seconds * WALL_FACTOR:g} s: {CLEAR_OUTPUTS}") from None
+        raise NotebookTooLarge(f"{doing} took more than {seconds * WALL_FACTOR:g} s: {advice}") from None
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     if proc.returncode in (-signal.SIGXCPU, -signal.SIGKILL):  # RLIMIT_CPU's soft, then hard, limit
-        raise NotebookTooLarge(f"reading it took more than {cpu} s of CPU time: {CLEAR_OUTPUTS}")
-    if proc.returncode == 3:
-        raise NotebookTooLarge(f"over {max_read} bytes: {CLEAR_OUTPUTS}")
-    if proc.returncode == 4:
-        raise NotebookTooLarge(f"its code, outputs aside, is over the limit of {max_bytes} bytes")
-    if proc.returncode != 0:
-        last = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit status {proc.returncode}"]
-        if "MemoryError" in last[0]:
-            raise NotebookTooLarge(f"reading it needs more than {memory >> 20} MB: {CLEAR_OUTPUTS}")
-        raise ValueError(last[0][:200])
-    return out.decode("ascii")
+        raise NotebookTooLarge(f"{doing} took more than {cpu} s of CPU time: {advice}")
+    last = err.decode("utf-8", "replace").strip().splitlines()[-1:]
+    if proc.returncode != 0 and last and "MemoryError" in last[0]:
+        raise NotebookTooLarge(f"{doing} needs more than {memory >> 20} MB: {advice}")
+    return proc.returncode, out, err
 
 
-def notebook_module_source(notebook_name: str, cells: list[str], numbers: list[int] | None = None) -> str:
-    """The notebook's cells and a function that runs them, each under try/except, in a namespace. `numbers`: each
-    cell's number among the notebook's code cells (default 1, 2, ...), as errors name it.
+def notebook_module_source(notebook_name: str, cells: list[str], numbers: list[int] | None = None,
+                           parts: dict[str, list[int]] | None = None, future: dict[int, int] | None = None) -> str:
+    """The notebook's cells and a function that runs a part's cells, each under try/except, in a namespace. `numbers`:
+    each cell's number among the notebook's code cells (default 1, 2, ...), as errors name it. `parts`: part -> the
+    places in `cells` of those its module runs (grader/intake/sections.py; a part not named runs every cell).
+    `future`: place -> the `__future__` flags that cell sets, which hold for the later cells of every part.
 
     The notebook's name is the student's: it appears only as a string literal (repr), never as text
     pasted into the source, where a quote in it would end the string and change the code."""
+    parts = {str(part): [int(i) for i in places] for part, places in (parts or {}).items()}
+    future = {int(place): int(flags) for place, flags in (future or {}).items()}
     return (
-        '"""Generated from the notebook named in NOTEBOOK: every code cell, in order. A cell that\n'
+        '"""Generated from the notebook named in NOTEBOOK: its code cells, and those each part runs. A cell that\n'
         'raises is recorded and skipped, so one bad cell does not lose the definitions of later ones."""\n'
         "import linecache as _linecache\n"
         "import traceback as _traceback\n\n"
         f"NOTEBOOK = {notebook_name!r}\n"
         f"CELLS = {json.dumps(cells, ensure_ascii=True, indent=0)}\n"
         f"NUMBERS = {json.dumps(numbers or list(range(1, len(cells) + 1)))}\n"
-        "# A cell's `from __future__ import ...` holds for the cells after it, as in a kernel (magics.compile_cell).\n"
+        "# Each part's cells (places in CELLS), so that a cell of one part never runs in another's process.\n"
+        f"PARTS = {json.dumps(parts)}\n"
+        "# A cell's `from __future__ import ...` holds for the cells after it, as in a kernel (magics.compile_cell),\n"
+        "# in every part: the flags each such cell sets, by its place.\n"
+        f"FUTURE = {future!r}\n"
         f"_FUTURE = {FUTURE_FLAGS}  # the flags those imports can set (the child runs this Python)\n\n\n"
         "def _display(*objects, **options):\n"
         "    pass  # a kernel's display() shows its objects; graded, nothing is shown\n\n\n"
-        "def run_cells(namespace):\n"
+        "def _given(taken):\n"
+        "    # The names the part takes from a sibling; none when the sibling cannot be imported (the cells' own stand).\n"
+        "    try:\n"
+        "        return dict(taken()) if taken is not None else {}\n"
+        "    except ImportError:\n"
+        "        return {}\n\n\n"
+        "def run_cells(namespace, part=None, taken=None):\n"
+        "    # `taken()` gives what the part's module takes from a sibling, as its .py file's import would: bound before\n"
+        "    # the cells and again after each, so what a cell captures as it runs (a class attribute) is the same.\n"
         "    errors = namespace.setdefault('_CELL_ERRORS', [])\n"
         "    namespace.setdefault('display', _display)  # a builtin in every Jupyter kernel\n"
+        "    given = _given(taken)\n"
+        "    namespace.update(given)\n"
+        "    chosen = set(PARTS.get(part, range(len(CELLS))))\n"
         "    flags = 0\n"
-        "    for i, source in zip(NUMBERS, CELLS):\n"
+        "    for place, (i, source) in enumerate(zip(NUMBERS, CELLS)):\n"
+        "        if place not in chosen:\n"
+        "            flags |= FUTURE.get(place, 0) & _FUTURE\n"
+        "            continue\n"
         "        name = f'{NOTEBOOK} cell {i}'\n"
         "        # A traceback shows the cell's own line, as it shows a file's (a kernel does the same for its cells).\n"
         "        _linecache.cache[name] = (len(source), None, source.splitlines(True), name)\n"
@@ -704,28 +765,27 @@ def notebook_module_source(notebook_name: str, cells: list[str], numbers: list[i
         "            exec(code, namespace)\n"
         "        except BaseException as exc:  # SystemExit too: a later cell may define what is graded\n"
         "            errors.append((i, _traceback.format_exception_only(type(exc), exc)[-1].strip()))\n"
+        "        namespace.update(given)\n"
     )
 
 
 def contract_module_source(notebook_name: str, module: str, *, lesson) -> str:
-    """A contract module made of the notebook's definitions (run in this module's own namespace).
+    """A contract module made of the notebook's cells that `module` needs (grader/intake/sections.py), run in this
+    module's own namespace, so that no other part's cell runs where this part is graded.
 
-    The names a contract file takes from its siblings (the lesson's [sibling_imports], as in the
-    reference) are rebound from the sibling module: a notebook defines them all globally, and this
-    keeps the grader's stand-ins working the same way for a notebook as for .py files (e.g. block
-    graded over the grader's multi-head attention)."""
+    The name a contract file takes from a sibling (the lesson's [sibling_imports], as in the reference) is imported
+    from the sibling module before the cells run, as the .py file's import is: graded, the grader's stand-in, which a
+    class body or a default value then holds as it would in the .py file."""
     notebook_module = notebook_module_name(lesson)
-    siblings = lesson.sibling_imports
-    text = (f"# Generated from a notebook ({notebook_module}.NOTEBOOK): the names its code cells define.\n"
-            f"from {notebook_module} import run_cells as _run_cells\n\n"
-            "_run_cells(globals())\n")
-    if module in siblings:
-        sibling, name = siblings[module]
-        text += ("try:\n"
-                 f"    from {sibling} import {name}  # noqa: F401  as {module}.py would\n"
-                 "except ImportError:\n"
-                 "    pass\n")
-    return text
+    text = (f"# Generated from a notebook ({notebook_module}.NOTEBOOK): the code cells this part needs.\n"
+            f"from {notebook_module} import run_cells as _run_cells\n\n\n")
+    if module not in lesson.sibling_imports:
+        return text + f"_run_cells(globals(), {module!r})\n"
+    sibling, name = lesson.sibling_imports[module]
+    return text + ("def _taken():\n"
+                   f"    from {sibling} import {name}  # as {module}.py would\n"
+                   f"    return {{{name!r}: {name}}}\n\n\n"
+                   f"_run_cells(globals(), {module!r}, _taken)\n")
 
 
 def remove(path: Path) -> None:

@@ -40,6 +40,7 @@ import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from grader.intake import sections
 from grader.running.helper_process import LimitedHelper, cpu_seconds
 from grader.running.forbidden import REFUSED_IMPORTS
 
@@ -219,7 +220,8 @@ def scan_file(file: str, source: str | bytes, cells: list | None, rules: _Rules,
                    local=local)
     shared.collect()
     for i, tree in trees:
-        owners = {rules.contract[n] for n in _defined_names(tree) if n in rules.contract}
+        # The names a cell binds, as the intake reads them when it gives each part its cells (grader/intake/sections.py).
+        owners = {rules.contract[n] for n in sections.bound_names(tree) if n in rules.contract}
         walk = _Walk(rules, tree, lambda name, owners=owners: [found.cost(o, name) for o in owners],
                      f"{file} cell {i + 1}", found, aliases=shared.aliases, strings=shared.strings,
                      imported=shared.imported, local=local)
@@ -782,10 +784,6 @@ def _imported(nodes) -> set[str]:
     return found
 
 
-def _defined_names(tree) -> set[str]:
-    return {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
-
-
 # -- what was handed in ---------------------------------------------------------------------------
 def snapshot(directory: Path, notebook_module: str, generated: dict[str, str] | None = None,
              kit: dict[str, bytes] | None = None,
@@ -885,9 +883,13 @@ def read_sources(directory: Path, notebook_module: str,
     return [(name, data, read_cells(data) if cells else None) for name, data, cells in sources]
 
 
+# The data the intake writes into a notebook's module (grader/intake/submissions.py, notebook_module_source).
+WRITTEN_VALUES = ("NOTEBOOK", "CELLS", "NUMBERS", "PARTS", "FUTURE")
+
+
 def written_from_cells(data: bytes) -> bool:
-    """Whether `data` is exactly the module the intake writes for a notebook (its NOTEBOOK, CELLS and NUMBERS put back
-    into grader/intake/submissions.py's notebook_module_source): only then are its cells all the code it runs, and
+    """Whether `data` is exactly the module the intake writes for a notebook (its WRITTEN_VALUES put back into
+    grader/intake/submissions.py's notebook_module_source): only then are its cells all the code it runs, and
     the scan reads them alone. A file handed in under that name with more code in it (red team s45r ran a rewriter
     from its body, unread) is read whole, as any other."""
     from grader.intake.submissions import notebook_module_source
@@ -895,9 +897,11 @@ def written_from_cells(data: bytes) -> bool:
     try:
         tree = ast.parse(data)
         values = {t.id: ast.literal_eval(node.value) for node in tree.body if isinstance(node, ast.Assign)
-                  for t in node.targets if isinstance(t, ast.Name) and t.id in ("NOTEBOOK", "CELLS", "NUMBERS")}
-        return notebook_module_source(values["NOTEBOOK"], values["CELLS"], values["NUMBERS"]).encode() == data
-    except (SyntaxError, ValueError, TypeError, KeyError, RecursionError, MemoryError):
+                  for t in node.targets if isinstance(t, ast.Name) and t.id in WRITTEN_VALUES}
+        written = notebook_module_source(values["NOTEBOOK"], values["CELLS"], values["NUMBERS"],
+                                         parts=values["PARTS"], future=values["FUTURE"])
+        return written.encode() == data
+    except (SyntaxError, ValueError, TypeError, KeyError, AttributeError, RecursionError, MemoryError):
         return False
 
 

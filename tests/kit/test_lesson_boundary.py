@@ -46,7 +46,6 @@ SHARED_FILES = frozenset({"readme.md", "readme", "readme.txt", "readme.markdown"
 # templates/notebook_tests.py: student (release).
 ALLOWED: dict[str, set[str]] = {
     'intake/collect.py': {'day13: word: attention'},
-    'intake/submissions.py': {'day13: word: attention', 'day13: word: multi-head'},
     'judging/deliverables.py': {'day13: file: analysis.md', 'day13: file: analysis.txt'},
     'judging/diagnose.py': {'day13: word: attention', 'toy: word: softmax'},
     'judging/score.py': {'day13: word: attention'},

@@ -1,0 +1,177 @@
+"""A notebook cut into the lesson's parts: which code cells each contract module made of it runs.
+
+A notebook is one namespace, but each part is graded in a process of its own, so that one file's code can neither
+cost nor pay another part. A module that ran every cell would undo that (red team s47r: a patch in one part's cell
+cost three other parts; a demo cell's `torch.set_default_dtype` cost every part). So each part runs:
+
+- the set-up cells (those before the first cell that defines a contract name);
+- its own section: the cells that define (bind at the top level) a contract name of the part, and the cells after
+  such a cell that define no contract name (a cell defining names of several parts is in each of their sections);
+- the cells of other sections that bind a global name its cells read, in function bodies too (transitively), so
+  that a function calling a helper kept in another part's cell still works, as it does in the student's kernel; a
+  function's own locals and parameters are not globals (its `x` pulls in no demo cell's `x`); never for the name
+  the part takes from a sibling (that comes from the sibling module, as a .py file's import gives it);
+- every cell that does not parse: it runs no code, and each part's feedback names its syntax error.
+
+Cells are parsed as the kernel compiles them, under the `from __future__` imports of the cells before them.
+
+Standard library only, and nothing of the kit is imported: the intake runs this file as a script in a process
+limited in memory and time (`python -I -S sections.py`, the request as JSON on stdin), because parsing a cell is
+the student's to make expensive (an 8 MB cell of `x = 1` lines takes 5 GB and 30 s). The static scan imports it
+for what a cell defines (`bound_names`), so the scan and the sections agree on which part a cell belongs to.
+"""
+from __future__ import annotations
+
+import __future__
+import ast
+import json
+import symtable
+import sys
+
+FUTURE_FLAGS = 0  # every flag a `from __future__` import can set (as grader/intake/magics.py, which this may not import)
+for _feature in __future__.all_feature_names:
+    FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
+
+# Nodes whose body is a scope of its own: what they bind inside is not the module's.
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp, ast.SetComp,
+           ast.DictComp, ast.GeneratorExp)
+
+
+def bound_names(tree: ast.AST) -> set[str]:
+    """The names the module-level code of `tree` binds: defs and classes, assignment and loop targets, import
+    aliases, `with ... as`, match captures, and names a function of it declares `global`."""
+    found: set[str] = set()
+    for node in _module_level(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+            found |= {name for inner in ast.walk(node) if isinstance(inner, ast.Global) for name in inner.names}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            found |= {(alias.asname or alias.name).split(".")[0] for alias in node.names if alias.name != "*"}
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            found.add(node.id)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            found.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            found.add(node.rest)
+    return found
+
+
+def _module_level(tree: ast.AST):
+    """Every node of `tree` whose code runs in the module's own scope: a def, a class, a lambda or a comprehension
+    is given, but not what is inside it. Iterative: the nesting is the student's."""
+    todo = list(ast.iter_child_nodes(tree))
+    while todo:
+        node = todo.pop()
+        yield node
+        if not isinstance(node, _SCOPES):
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def global_loads(source: str, tree: ast.AST) -> set[str]:
+    """The global names the cell reads anywhere, in function and class bodies too (each may be another cell's),
+    not a function's own locals and parameters (a function's `x` is not a demo cell's `x`). From Python's own
+    symbol tables; for a cell they cannot read (a syntax only the cells before it allow), every name it reads."""
+    found = {node.target.id for node in _module_level(tree)
+             if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name)}  # `x += 1` reads x
+    try:
+        tables = [symtable.symtable(source, "cell", "exec")]
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return found | {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    while tables:
+        table = tables.pop()
+        at_top = table.get_type() == "module"
+        found |= {symbol.get_name() for symbol in table.get_symbols()
+                  if symbol.is_referenced() and (at_top or symbol.is_global())}
+        tables.extend(table.get_children())
+    return found
+
+
+def cell_facts(cells: list[str]) -> list[dict]:
+    """For each cell, in order: {"bound", "loaded"} (sorted names) and "future" (the `__future__` flags it sets for
+    the cells after it), or {"broken": True} for a cell that does not parse (it runs no code: the kernel would not
+    compile it either), or {"unread": True} for one too large or too deep for this process to parse."""
+    facts, flags = [], 0
+    for source in cells:
+        try:
+            tree = compile(source, "cell", "exec", ast.PyCF_ONLY_AST | flags, True)
+        except (SyntaxError, ValueError):
+            facts.append({"broken": True})
+            continue
+        except (RecursionError, MemoryError):
+            facts.append({"unread": True})
+            continue
+        future = _future_flags(tree, flags)
+        flags |= future
+        facts.append({"bound": sorted(bound_names(tree)), "loaded": sorted(global_loads(source, tree)),
+                      "future": future})
+    return facts
+
+
+def _future_flags(tree: ast.AST, flags: int) -> int:
+    """The `__future__` flags a parsed cell sets, as compiling it does (none when it does not compile)."""
+    if not any(isinstance(node, ast.ImportFrom) and node.module == "__future__" for node in tree.body):
+        return 0
+    try:
+        return compile(tree, "cell", "exec", flags, True).co_flags & FUTURE_FLAGS
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return 0
+
+
+def sections(facts: list[dict], part_of: dict[str, str]) -> list[frozenset | None]:
+    """Each cell's parts: those whose contract names (`part_of`: name -> part) it binds, else those of the nearest
+    cell above that binds one; None for a set-up cell (before the first such cell). A cell that does not parse or
+    was not read keeps the section it is in."""
+    found, current = [], None
+    for fact in facts:
+        own = frozenset(part_of[name] for name in fact.get("bound", ()) if name in part_of)
+        current = own or current
+        found.append(current)
+    return found
+
+
+def plan(facts: list[dict], part_of: dict[str, str], takes: dict[str, set]) -> dict[str, list[int]]:
+    """part -> the places (0-based, in `facts`' order) of the cells its module runs, in the notebook's order, for
+    every part `part_of` names. `takes`: part -> the names its module takes from a sibling (never looked for in
+    the notebook's cells)."""
+    cut = sections(facts, part_of)
+    binders: dict[str, list[int]] = {}
+    for i, fact in enumerate(facts):
+        for name in fact.get("bound", ()):
+            binders.setdefault(name, []).append(i)
+    return {part: sorted(_needed(part, facts, cut, binders, set(takes.get(part, ()))))
+            for part in dict.fromkeys(part_of.values())}
+
+
+def _needed(part: str, facts: list[dict], cut: list, binders: dict, taken: set) -> set[int]:
+    """The cells `part` runs: set-up, its own section and every broken cell, then the cells binding a name these use
+    and do not bind themselves, until no such name is left that a cell binds."""
+    chosen = {i for i, (fact, parts) in enumerate(zip(facts, cut))
+              if parts is None or part in parts or fact.get("broken")}
+    bound, loaded = set(), set()
+    todo = sorted(chosen)
+    while todo:
+        for i in todo:
+            bound.update(facts[i].get("bound", ()))
+            loaded.update(facts[i].get("loaded", ()))
+        wanted = loaded - bound - taken
+        todo = sorted({i for name in wanted for i in binders.get(name, ()) if i not in chosen})
+        chosen.update(todo)
+    return chosen
+
+
+def _serve() -> int:
+    """The script: {"cells", "part_of", "takes"} as JSON on stdin; {"parts", "future", "unread"} as JSON on stdout
+    ("future": the place of each cell that sets `__future__` flags -> its flags; "unread": the cells too large or
+    too deep to parse here)."""
+    request = json.loads(sys.stdin.buffer.read())
+    facts = cell_facts([str(cell) for cell in request["cells"]])
+    takes = {part: set(names) for part, names in request["takes"].items()}
+    answer = {"parts": plan(facts, dict(request["part_of"]), takes),
+              "future": {str(i): fact["future"] for i, fact in enumerate(facts) if fact.get("future")},
+              "unread": [i for i, fact in enumerate(facts) if fact.get("unread")]}
+    sys.stdout.write(json.dumps(answer))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_serve())

@@ -260,6 +260,9 @@ class ModuleLoader:
         self.views: dict[str, dict[str, types.ModuleType]] = {}
         self.rebinds: dict[str, list[tuple[dict, str, object]]] = {}
         self._held: list | None = None  # what _standing_in put in place for the call running, to put back
+        # Set by a sandboxed child's serve loop for each call: tells the grader the called file's import is done, so
+        # the rest of that first call has the call's time limit, not the import's (grader/sandbox/transport.py).
+        self.on_imported = None
 
     def receive_standins(self, units: dict) -> None:
         """Stand-ins lent by the grader, each alone ({name: its own source}, grader/sandbox/lending.py):
@@ -295,6 +298,9 @@ class ModuleLoader:
                 if after != self.torch_settings.baseline:
                     self.import_settings[name] = after
                 self.torch_settings.put_back(self.import_settings.get(name) if name == self.calling else None)
+                if name == self.calling and self.on_imported is not None:
+                    said, self.on_imported = self.on_imported, None
+                    said()
         except BaseException as exc:  # a student's import may raise anything, even SystemExit
             if _interrupts(exc, self):
                 raise

@@ -32,6 +32,10 @@ if TYPE_CHECKING:
     from grader.sandbox.zygote import Child, Zygote
 
 
+# The key of the child's note that a first call's import is done (serve, SandboxTransport._receive).
+IMPORTED = "imported"
+
+
 def error_header(kind: str, message: str) -> dict:
     """The result header for a call the child could not answer (the same shape execute() uses)."""
     return {"error": {"type": kind, "message": message, "traceback": ""}, "forbidden": []}
@@ -330,19 +334,29 @@ class SandboxTransport:
 
     def _receive(self, module, *, start, seq=None):
         """The answer to the oldest call in flight, which the child could start on at `start`; after a fault,
-        self._child is None."""
+        self._child is None. A module's first call in a child imports its file, with import_timeout; the child says
+        when that import is done (a frame {IMPORTED, seq} of this call's), and the rest has call_timeout (an infinite
+        loop in forward on a first call had the import's 30 s, twice). A forged note can only shorten its own call."""
         child = self._child
         first_use = module not in child.served
         seconds = self._timeout(module)
         deadline = start + seconds
-        try:
-            reply, out, size = protocol.recv_frame(child.sock, limits=self._reply_limits(module), deadline=deadline)
-        except TimeoutError:
-            return self._after_fatal(module, self._timed_out(seconds), first_use), {}
-        except protocol.OversizedFrame as exc:
-            return self._after_fatal(module, self._oversized(exc, module), first_use), {}
-        except (protocol.ProtocolError, OSError) as exc:
-            return self._after_fatal(module, self._death_or_protocol(exc), first_use), {}
+        noted = False
+        while True:
+            try:
+                reply, out, size = protocol.recv_frame(child.sock, limits=self._reply_limits(module), deadline=deadline)
+            except TimeoutError:
+                return self._after_fatal(module, self._timed_out(seconds), first_use), {}
+            except protocol.OversizedFrame as exc:
+                return self._after_fatal(module, self._oversized(exc, module), first_use), {}
+            except (protocol.ProtocolError, OSError) as exc:
+                return self._after_fatal(module, self._death_or_protocol(exc), first_use), {}
+            if first_use and not noted and seq is not None and reply == {IMPORTED: True, "seq": seq} and not out:
+                noted = True
+                seconds = self.config.call_timeout
+                deadline = min(deadline, time.monotonic() + seconds)
+                continue
+            break
         self._received += size
         self._received_by[module] = self._received_by.get(module, 0) + size
         if "sandbox_exit" in reply:
@@ -704,11 +718,24 @@ def serve(sock, execute, loader):
     every answer on its way out. Then the child ends (EXIT_CHANNEL), and the grader says why."""
     fd = sock.fileno()
     given = _identity(_FSTAT(fd))
+
+    def say(header, arrays=None):
+        try:
+            swapped = _identity(_FSTAT(fd)) != given
+        except OSError:
+            swapped = True
+        if swapped:
+            _EXIT(EXIT_CHANNEL)
+        protocol.send_message(sock, header, arrays)
+
     while True:
         try:
             header, arrays = protocol.recv_message(sock)
         except protocol.ConnectionClosed:
             _EXIT(0)
+        seq = header.get("seq") if isinstance(header, dict) else None
+        # A first call imports the called file: once that is done, the grader gives the rest the call's own time.
+        loader.on_imported = (lambda seq=seq: say({IMPORTED: True, "seq": seq})) if isinstance(seq, int) else None
         try:
             reply = execute(header, arrays, loader=loader)
         except MemoryError:
@@ -717,15 +744,10 @@ def serve(sock, execute, loader):
             reply = (error_header("SystemExit", f"the code called sys.exit({exc.code!r})"), {})
         except BaseException as exc:  # the executor should catch; never let one call end the loop
             reply = (error_header(type(exc).__name__, str(exc)[:500]), {})
+        loader.on_imported = None
         if isinstance(header, dict) and "seq" in header and isinstance(reply[0], dict):
             reply[0]["seq"] = header["seq"]  # whichever way the call ended: the grader pairs the answer with it
         try:
-            swapped = _identity(_FSTAT(fd)) != given
-        except OSError:
-            swapped = True
-        if swapped:
-            _EXIT(EXIT_CHANNEL)
-        try:
-            protocol.send_message(sock, *reply)
+            say(*reply)
         except (TypeError, ValueError) as exc:
-            protocol.send_message(sock, error_header("ProtocolError", f"result could not be framed: {exc}"))
+            say(error_header("ProtocolError", f"result could not be framed: {exc}"))

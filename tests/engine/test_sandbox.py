@@ -1166,6 +1166,20 @@ def test_a_modules_first_call_has_import_timeout_for_its_import_and_later_calls_
     assert hung["error"]["type"] == "Timeout" and "within 3 s" in hung["error"]["message"], hung["error"]
 
 
+def test_a_first_call_whose_import_is_done_has_call_timeout_for_the_rest(transport):
+    # Session 39: the demo class took 49 s where it took 19: mia's forward loops forever, and a module's first call,
+    # which imports the file, had import_timeout as a whole (twice, on first use), not only for the import. The
+    # child says when the import is done (a frame of the call's own), and the rest of the call has call_timeout.
+    config = dataclasses.replace(CONFIG, call_timeout=1.0, import_timeout=6.0)
+    t = transport({"loop.py": "import time\ntime.sleep(0.5)\n\n\ndef spin():\n    while True:\n        pass\n"},
+                  config=config)
+    start = time.monotonic()
+    spun, _ = t.call({"op": "call", "module": "loop", "name": "spin", "args": []}, {})
+    took = time.monotonic() - start
+    assert spun["error"]["type"] == "Timeout" and "within 1 s" in spun["error"]["message"], spun["error"]
+    assert took < 5.0, f"the first call's loop ran {took:.1f} s: it had the import's time, not call_timeout"
+
+
 def test_a_lesson_gives_imports_their_time_and_a_config_that_sets_one_keeps_it():
     from grader.running.grade import with_lesson_limits
 

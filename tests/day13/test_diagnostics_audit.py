@@ -140,6 +140,9 @@ def _graded(folder: Path, name: str, part: str | None):
     # A lesson value whose hidden tests are the wrapped ones (the value's cache, set before first use).
     lesson = dataclasses.replace(DAY13)
     lesson.__dict__["hidden_tests"] = wrapped
+    # The reference's and the catalogue mutants' answers, cached by call, shared as a grading run's worker shares
+    # them across its submissions: a value of its own each time computed them again (~40 s of this file's setup).
+    lesson.__dict__.update(reference=DAY13.reference, catalogue=DAY13.catalogue)
     result = score.grade_submission(lesson=lesson, name=name, directory=folder,
                                     transport=InProcessTransport(folder, lesson=lesson),
                                     check_deliverables=lambda _: [], tests=tests)

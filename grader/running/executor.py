@@ -68,6 +68,7 @@ import sys
 import threading
 import traceback
 import types
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -263,6 +264,9 @@ class ModuleLoader:
         # Set by a sandboxed child's serve loop for each call: tells the grader the called file's import is done, so
         # the rest of that first call has the call's time limit, not the import's (grader/sandbox/transport.py).
         self.on_imported = None
+        # Set likewise: tells the grader a module of the submission starts importing during the call (a helper imported
+        # inside forward or __init__), which has the import's time limit, as the file's own import has.
+        self.on_importing = None
 
     def receive_standins(self, units: dict) -> None:
         """Stand-ins lent by the grader, each alone ({name: its own source}, grader/sandbox/lending.py):
@@ -314,15 +318,17 @@ class ModuleLoader:
                 self._hold(name)
         return module
 
-    def _held_elsewhere(self, name: str, stand_ins: dict) -> list[tuple[dict, str, object]]:
-        """Where the student's modules hold an object a sibling's file takes from a helper module of theirs and hands on
-        as a contract name the stand-in replaces (siblings.handed_on, read from the sibling's source: the sibling is
-        not imported here for it, so its own import still costs only its own tests)."""
+    def _held_elsewhere(self, name: str, stand_ins: dict, within=None) -> list[tuple[dict, str, object]]:
+        """Where the student's modules (`within`: those modules only) hold an object a sibling's file takes from a
+        helper module of theirs and hands on as a contract name the stand-in replaces (siblings.handed_on, read from
+        the sibling's source: the sibling is not imported here for it, so its own import still costs only its own
+        tests)."""
         mine = self._student_modules()
         helpers = {n: m for n, m in mine.items() if n not in self.lesson.modules}
         if not helpers:
             return []
-        namespaces = [vars(m) for n, m in mine.items() if n not in stand_ins]
+        namespaces = [vars(m) for n, m in mine.items() if n not in stand_ins] if within is None else \
+            [vars(m) for m in within]
         found = []
         for dep, stand_in in stand_ins.items():
             try:
@@ -349,6 +355,26 @@ class ModuleLoader:
                         and _under(origin, self.directory)):
                     found[n] = m
         return found
+
+    def _module_starts(self, name: str) -> None:
+        """A module of the submission is about to run its top level (the import hooks of _source_only). Said only
+        once the called part's own file is imported: what its import imports has the file's import time already."""
+        if self.on_importing is not None and self._held is not None and self.calling in self.modules:
+            said, self.on_importing = self.on_importing, None
+            said()
+
+    def _module_ran(self, module: types.ModuleType) -> None:
+        """A module of the submission has run its top level. Imported during a call of a part graded over stand-ins
+        (held-out s49r: a helper first imported inside __init__ or forward), its globals that hold a sibling's
+        handed-on object hold the stand-in from now on, in this call and the part's later ones."""
+        stand_ins = self.views.get(self.calling) if self._held is not None and self.calling else None
+        if not stand_ins:
+            return  # no call running, or the part's own import, which load() looks over once it is done
+        found = self._held_elsewhere(self.calling, stand_ins, within=[module])
+        self.rebinds.setdefault(self.calling, []).extend(found)
+        for namespace, key, value in found:
+            self._held.append((namespace, key, namespace.get(key, _ABSENT)))
+            namespace[key] = value
 
     @contextlib.contextmanager
     def _standing_in(self):
@@ -426,7 +452,7 @@ class ModuleLoader:
         process makes ~150 calls a grading through an isolated loader. Once its hook is in, every finder made for
         the folder is a source-only one."""
         if not self._source_only_done:
-            _source_only(self.directory, archives=self.isolated)
+            _source_only(self.directory, archives=self.isolated, watch=self)
             self._source_only_done = True
 
     def _module_files(self) -> frozenset[str]:
@@ -492,22 +518,42 @@ class _SourceFinder(importlib.machinery.FileFinder):
     child: _handed_in's record of the folder's .py files before any of the submission's code ran), only those files,
     as they were, and never a __pycache__ entry (_HandedInLoader)."""
 
-    def __init__(self, path: str, handed: dict | None = None):
-        loader = (importlib.machinery.SourceFileLoader if handed is None
-                  else lambda name, origin: _HandedInLoader(name, origin, handed))
+    def __init__(self, path: str, handed: dict | None = None, watch: dict | None = None):
+        watch = {} if watch is None else watch
+        loader = (lambda name, origin: _WatchedLoader(name, origin, watch)) if handed is None \
+            else (lambda name, origin: _HandedInLoader(name, origin, handed, watch))
         super().__init__(path, (loader, importlib.machinery.SOURCE_SUFFIXES))
         self.handed = handed
 
 
-class _HandedInLoader(importlib.machinery.SourceFileLoader):
+class _WatchedLoader(importlib.machinery.SourceFileLoader):
+    """A source loader that tells the ModuleLoader of the folder (watch["loader"], a weak reference to the latest to put
+    the folder on sys.path) when a module of it starts and ends running its top level: an import during a call is the grader's
+    business too (its time, and the stand-ins its globals must hold)."""
+
+    def __init__(self, name, path, watch: dict):
+        super().__init__(name, path)
+        self.watch = watch
+
+    def exec_module(self, module):
+        ref = self.watch.get("loader")
+        loader = ref() if ref is not None else None
+        if loader is not None:
+            loader._module_starts(module.__name__)
+        super().exec_module(module)
+        if loader is not None:
+            loader._module_ran(module)
+
+
+class _HandedInLoader(_WatchedLoader):
     """Loads a .py file only when it is one handed in, unchanged, and from its source. What the scan, the similarity
     report and a reviewer read is the copy handed in: red team s41r ran other code under a helper's name by a .pyc
     written into __pycache__ at run time stamped with the helper's mtime and size (SourceFileLoader prefers such a
     cache to the source), by rewriting a helper before its first import, and by a .py written beside the files at run
     time (a classmate's, kept as base64) and imported inside a `try` the scan takes for an optional library."""
 
-    def __init__(self, name, path, handed: dict):
-        super().__init__(name, path)
+    def __init__(self, name, path, handed: dict, watch: dict):
+        super().__init__(name, path, watch)
         self.handed = handed
 
     def get_code(self, fullname):
@@ -537,7 +583,7 @@ def _handed_in(root: str) -> dict:
     return {_identity(st)[:2]: _identity(st) for _, st in forbidden.py_files(root)}
 
 
-def _source_only(directory: Path, *, archives: bool = True) -> None:
+def _source_only(directory: Path, *, archives: bool = True, watch=None) -> None:
     """Make every import from `directory` (and its subfolders) read .py source alone. Python imports a sourceless
     .pyc or a compiled extension from a folder on sys.path as readily as a .py, but the static scan, the similarity
     report and a person reviewing read source only: compiled code of anything (library calls, a classmate's files)
@@ -553,11 +599,13 @@ def _source_only(directory: Path, *, archives: bool = True) -> None:
     (_HandedInLoader)."""
     root = os.path.realpath(directory)
     handed = None if archives else _handed_in(root)
+    # Weakly: the hook lives as long as the process, and an in-process run makes a loader per submission.
+    watching = {"loader": weakref.ref(watch)} if watch is not None else {}
 
     def hook(path):
         where = os.path.realpath(path or ".")
         if where == root or where.startswith(root + os.sep):
-            return _SourceFinder(path, handed)
+            return _SourceFinder(path, handed, hook.watching)
         if not archives and not os.path.isdir(path):
             # lists no folder, so finds nothing: a file, and a place inside one ("/proc/self/fd/N/pkg", which
             # zipimport reads as a folder of the archive and os.path.exists does not see, red team s41r)
@@ -569,8 +617,11 @@ def _source_only(directory: Path, *, archives: bool = True) -> None:
         if handed is not None:  # another loader's first import: what is handed in is what the folder holds now
             same[0].handed.clear()
             same[0].handed.update(handed)  # in place: the finders made for the folder hold this dict
+        if watch is not None:  # the latest loader of the folder is told; in place, as for `handed`
+            same[0].watching.clear()
+            same[0].watching.update(watching)
     else:
-        hook.source_only_root, hook.handed = root, handed
+        hook.source_only_root, hook.handed, hook.watching = root, handed, watching
         sys.path_hooks.insert(0, hook)
     # The finders cached before the hook went in were made for trusted code's imports, which name the folder as
     # it is, if at all: a plain comparison finds them (resolving each of the cache's few hundred entries cost a

@@ -64,9 +64,11 @@ def held_elsewhere(namespaces, own: dict, stand_in: types.ModuleType) -> list[tu
 
 def handed_on(source: str, names) -> dict[str, tuple[str, str]]:
     """The contract names among `names` that the file `source` takes from another module and hands on as its own,
-    read from its top-level statements without running it: name -> (module, its name there), for `from helper import
-    x as name`, `from helper import *` and `name = helper.x` (after `import helper`). A name the file defines after
-    it took it, or takes some other way, is not there: its own object is what its own file makes."""
+    read from the statements its top level runs (inside a module-level `try`, `if` or `with` too), without running it:
+    name -> (module, its name there), for `from helper import x as name`, `from helper import *` and `name =
+    helper.x` (after `import helper`). A name the file defines after it took it is its own; one an `except` branch
+    binds otherwise leaves what the `try` took (held-out s49r: `try: from .model import X` / `except ImportError:
+    from model import X`)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -74,22 +76,38 @@ def handed_on(source: str, names) -> dict[str, tuple[str, str]]:
     names = {n for n in names if not n.startswith("__")}
     whole: dict[str, str] = {}  # what `import helper as h` binds -> the module
     found: dict[str, tuple[str, str]] = {}
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for alias in node.names:
-                if alias.name == "*":
-                    found.update({n: (node.module, n) for n in names})
-                elif (alias.asname or alias.name) in names:
-                    found[alias.asname or alias.name] = (node.module, alias.name)
-        elif isinstance(node, ast.Import):
-            whole.update({alias.asname or alias.name: alias.name for alias in node.names if "." not in alias.name})
-        elif (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-              and node.targets[0].id in names and isinstance(node.value, ast.Attribute)
-              and isinstance(node.value.value, ast.Name) and node.value.value.id in whole):
-            found[node.targets[0].id] = (whole[node.value.value.id], node.value.attr)
-        else:
-            for bound in _bound_at_top(node):
-                found.pop(bound, None)
+
+    def read(statements, alternative: bool) -> None:
+        # In a branch that runs instead of another (an except, an else), a name the other took stays as it took it.
+        take = found.setdefault if alternative else found.__setitem__
+        for node in statements:
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for alias in node.names:
+                    if alias.name == "*":
+                        for n in names:
+                            take(n, (node.module, n))
+                    elif (alias.asname or alias.name) in names:
+                        take(alias.asname or alias.name, (node.module, alias.name))
+            elif isinstance(node, ast.Import):
+                whole.update({alias.asname or alias.name: alias.name for alias in node.names if "." not in alias.name})
+            elif (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                  and node.targets[0].id in names and isinstance(node.value, ast.Attribute)
+                  and isinstance(node.value.value, ast.Name) and node.value.value.id in whole):
+                take(node.targets[0].id, (whole[node.value.value.id], node.value.attr))
+            elif isinstance(node, ast.Try) or type(node).__name__ == "TryStar":
+                read(node.body, alternative)
+                for handler in node.handlers:
+                    read(handler.body, True)
+                read(node.orelse, alternative)
+                read(node.finalbody, alternative)
+            elif isinstance(node, (ast.If, ast.With, ast.For, ast.While)):
+                read(node.body, alternative)
+                read(getattr(node, "orelse", []), True)
+            elif not alternative:
+                for bound in _bound_at_top(node):
+                    found.pop(bound, None)
+
+    read(tree.body, False)
     return found
 
 

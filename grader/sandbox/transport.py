@@ -32,8 +32,10 @@ if TYPE_CHECKING:
     from grader.sandbox.zygote import Child, Zygote
 
 
-# The key of the child's note that a first call's import is done (serve, SandboxTransport._receive).
-IMPORTED = "imported"
+# The keys of the child's notes on a call's imports (serve, SandboxTransport._receive): the called file's import is
+# done (a first call), and a module of the submission starts importing during the call (a helper imported inside
+# forward or __init__).
+IMPORTED, IMPORTING = "imported", "importing"
 
 
 def error_header(kind: str, message: str) -> dict:
@@ -336,12 +338,15 @@ class SandboxTransport:
         """The answer to the oldest call in flight, which the child could start on at `start`; after a fault,
         self._child is None. A module's first call in a child imports its file, with import_timeout; the child says
         when that import is done (a frame {IMPORTED, seq} of this call's), and the rest has call_timeout (an infinite
-        loop in forward on a first call had the import's 30 s, twice). A forged note can only shorten its own call."""
+        loop in forward on a first call had the import's 30 s, twice). A forged note of that kind can only shorten
+        its own call. A helper of the student's imported during any call gives the call import_timeout from then on
+        ({IMPORTING, seq}, once a call: s49r's 7 s helper imported inside __init__ timed out): forged, it gives the
+        call at most that, within its file's budget of time, as the first call had before these notes."""
         child = self._child
         first_use = module not in child.served
         seconds = self._timeout(module)
         deadline = start + seconds
-        noted = False
+        noted = set()
         while True:
             try:
                 reply, out, size = protocol.recv_frame(child.sock, limits=self._reply_limits(module), deadline=deadline)
@@ -351,10 +356,17 @@ class SandboxTransport:
                 return self._after_fatal(module, self._oversized(exc, module), first_use), {}
             except (protocol.ProtocolError, OSError) as exc:
                 return self._after_fatal(module, self._death_or_protocol(exc), first_use), {}
-            if first_use and not noted and seq is not None and reply == {IMPORTED: True, "seq": seq} and not out:
-                noted = True
+            note = next((k for k in (IMPORTED, IMPORTING) if reply == {k: True, "seq": seq}), None) \
+                if seq is not None and not out else None
+            if note == IMPORTED and first_use and note not in noted:
+                noted.add(note)
                 seconds = self.config.call_timeout
                 deadline = min(deadline, time.monotonic() + seconds)
+                continue
+            if note == IMPORTING and note not in noted:
+                noted.add(note)
+                seconds = max(self.config.call_timeout, self.config.import_timeout)
+                deadline = max(deadline, time.monotonic() + seconds)
                 continue
             break
         self._received += size
@@ -736,6 +748,7 @@ def serve(sock, execute, loader):
         seq = header.get("seq") if isinstance(header, dict) else None
         # A first call imports the called file: once that is done, the grader gives the rest the call's own time.
         loader.on_imported = (lambda seq=seq: say({IMPORTED: True, "seq": seq})) if isinstance(seq, int) else None
+        loader.on_importing = (lambda seq=seq: say({IMPORTING: True, "seq": seq})) if isinstance(seq, int) else None
         try:
             reply = execute(header, arrays, loader=loader)
         except MemoryError:
@@ -744,7 +757,7 @@ def serve(sock, execute, loader):
             reply = (error_header("SystemExit", f"the code called sys.exit({exc.code!r})"), {})
         except BaseException as exc:  # the executor should catch; never let one call end the loop
             reply = (error_header(type(exc).__name__, str(exc)[:500]), {})
-        loader.on_imported = None
+        loader.on_imported = loader.on_importing = None
         if isinstance(header, dict) and "seq" in header and isinstance(reply[0], dict):
             reply[0]["seq"] = header["seq"]  # whichever way the call ended: the grader pairs the answer with it
         try:

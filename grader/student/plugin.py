@@ -58,7 +58,7 @@ class VisibleTests:
         # code that reaches a sibling at call time (an import inside forward) or through a helper module of the
         # student's own reaches the stand-in there too, as in the hidden grading (held-out s48).
         self.views: dict[str, dict] = {}
-        self._rebinds: dict[str, list] = {}
+        self._sources: dict[str, str] = {}  # a part's source, read once (siblings.handed_on reads it)
         self._named: dict[str, tuple[str, ...]] = {}
         self.errors = StudentErrors(tests.parent, error_fact=error_fact, error_hints=error_hints)
         self.use_folder(tests.parent)
@@ -80,7 +80,7 @@ class VisibleTests:
         self.errors.folder = folder
         self.loaded.clear()
         self.views.clear()
-        self._rebinds.clear()
+        self._sources.clear()
         self._named.clear()
         self.errors.forget()
         self.evidence.outcomes.clear()
@@ -133,27 +133,31 @@ class VisibleTests:
                     namespace[key] = previous
 
     def _held_elsewhere(self, part: str) -> list:
-        """Found once a part, as the hidden grading finds them (grader/running/executor.py, ModuleLoader.
+        """Found for each test, as the hidden grading finds them (grader/running/executor.py, ModuleLoader.
         _held_elsewhere): only a folder with a module of the student's own beside the parts can hold them, and the
-        sibling's source says which of its names it hands on from one."""
-        if part not in self._rebinds:
-            prefix = str(self.folder) + os.sep
-            helpers = {n: m for n, m in list(sys.modules.items()) if n not in self.parts
-                       and isinstance(getattr(m, "__file__", None), str) and m.__file__.startswith(prefix)}
-            found = []
-            if helpers:
-                namespaces = [vars(self.loaded[part]), *(vars(m) for m in helpers.values())]
-                for dep, stand_in in self.views[part].items():
-                    try:
-                        source = (self.folder / f"{dep}.py").read_text(encoding="utf-8", errors="replace")
-                    except OSError:
-                        continue
-                    own = {name: vars(helpers[module])[attr]
-                           for name, (module, attr) in siblings.handed_on(source, vars(stand_in)).items()
-                           if module in helpers and attr in vars(helpers[module])}
-                    found += siblings.held_elsewhere(namespaces, own, stand_in)
-            self._rebinds[part] = found
-        return self._rebinds[part]
+        sibling's source says which of its names it hands on from one. Each test looks again: a helper an earlier
+        test imported (inside forward, say) is held too."""
+        prefix = str(self.folder) + os.sep
+        helpers = {n: m for n, m in list(sys.modules.items()) if n not in self.parts
+                   and isinstance(getattr(m, "__file__", None), str) and m.__file__.startswith(prefix)}
+        if not helpers:
+            return []
+        namespaces = [vars(self.loaded[part]), *(vars(m) for m in helpers.values())]
+        found = []
+        for dep, stand_in in self.views[part].items():
+            own = {name: vars(helpers[module])[attr]
+                   for name, (module, attr) in siblings.handed_on(self._source(dep), vars(stand_in)).items()
+                   if module in helpers and attr in vars(helpers[module])}
+            found += siblings.held_elsewhere(namespaces, own, stand_in)
+        return found
+
+    def _source(self, part: str) -> str:
+        if part not in self._sources:
+            try:
+                self._sources[part] = (self.folder / f"{part}.py").read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                self._sources[part] = ""
+        return self._sources[part]
 
     def _over_stand_in(self, dep: str, name: str):
         """What `dep` is while `name`, tested over its stand-in, imports: the stand-in; and when `name`'s file takes a

@@ -45,10 +45,16 @@ class Case:
     spared: str  # the part that must keep every point
 
 
+def _with(file: str, patches) -> str:
+    """The reference's `file` with `patches` (a catalogue bug's) applied: a helper module's text."""
+    return mutants.apply(type("P", (), {"id": file, "patches": tuple(patches)})(), DAY13.solutions)[file]
+
+
 def _cases() -> list[Case]:
     no_scale = DAY13.catalogue.by_id["sa.no_scale"].patches
     reversed_check = DAY13.catalogue.by_id["mh.divisibility_reversed"].patches
     sa_text = (DAY13.solutions / SA).read_text()
+    MH_TEXT = (DAY13.solutions / MH).read_text()  # noqa: N806 - the whole file, replaced by a re-export
     sdpa = sa_text[sa_text.index("def scaled_dot_product_attention"):sa_text.index("def causal_mask")]
     helper = mutants.apply(type("H", (), {"id": "h", "patches": no_scale})(), DAY13.solutions)[SA]
     helper = helper[helper.index("def scaled_dot_product_attention"):helper.index("def causal_mask")]
@@ -71,6 +77,29 @@ def _cases() -> list[Case]:
             (SA, "class SelfAttention(nn.Module):", "raise SystemExit(3)\n\n\nclass SelfAttention(nn.Module):"),
             (MH, MH_IMPORT, "from attn_core import scaled_dot_product_attention\n")),
              "sa.no_scale", "multihead"),
+        # Held-out s49r: the helper module first imported during a call (inside forward), under a name of its own.
+        Case("sdpa_in_a_helper_imported_inside_forward", (
+            ("attn_core.py", "", "import math\n\nimport torch\n\n\n"
+             + helper.rstrip().replace("def scaled_dot_product_attention", "def attention") + "\n"),
+            (SA, sdpa, "from attn_core import attention as scaled_dot_product_attention  # noqa: F401\n\n\n"),
+            (MH, MH_IMPORT, ""),
+            (MH, MH_CTX, "        from attn_core import attention\n\n"
+                         + MH_CTX.replace("scaled_dot_product_attention(", "attention("))),
+             "sa.no_scale", "multihead"),
+        # s49r: the class in a helper module that block.py first imports inside __init__.
+        Case("mha_in_a_helper_imported_inside_init", (
+            ("mha_core.py", "", _with(MH, reversed_check)),
+            (MH, MH_TEXT, "from mha_core import MultiHeadAttention  # noqa: F401\n"),
+            (BL, BL_IMPORT, ""),
+            (BL, BL_ATTN, "        from mha_core import MultiHeadAttention\n" + BL_ATTN)),
+             "mh.divisibility_reversed", "block"),
+        # s49r: multihead.py hands the class on inside a try (a package's relative import first).
+        Case("mha_handed_on_inside_a_try", (
+            ("mha_core.py", "", _with(MH, reversed_check)),
+            (MH, MH_TEXT, "try:\n    from .mha_core import MultiHeadAttention\nexcept ImportError:\n"
+                       "    from mha_core import MultiHeadAttention  # noqa: F401\n"),
+            (BL, BL_IMPORT, "from mha_core import MultiHeadAttention\n")),
+             "mh.divisibility_reversed", "block"),
         Case("mha_imported_inside_init", reversed_check + (
             (BL, BL_IMPORT, ""),
             (BL, BL_ATTN, "        from multihead import MultiHeadAttention\n" + BL_ATTN)),

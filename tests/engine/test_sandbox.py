@@ -1180,6 +1180,22 @@ def test_a_first_call_whose_import_is_done_has_call_timeout_for_the_rest(transpo
     assert took < 5.0, f"the first call's loop ran {took:.1f} s: it had the import's time, not call_timeout"
 
 
+def test_a_helper_imported_during_a_call_has_the_imports_time(transport):
+    # Held-out s49r: a helper whose import takes 7 s, imported inside TransformerBlock.__init__, timed out twice once
+    # a first call's time after its file's import was call_timeout. A module of the submission starting to import
+    # during any call gives that call import_timeout from then on (the child says so); an infinite loop still ends.
+    config = dataclasses.replace(CONFIG, call_timeout=1.0, import_timeout=6.0)
+    t = transport({"lazy.py": "def quick():\n    return 1\n\n\ndef late():\n    import slowhelper\n"
+                              "    return slowhelper.VALUE\n\n\ndef spin():\n    while True:\n        pass\n",
+                   "slowhelper.py": "import time\ntime.sleep(2)\nVALUE = 7\n"}, config=config)
+    first, _ = t.call({"op": "call", "module": "lazy", "name": "quick", "args": []}, {})
+    assert first["error"] is None and first["value"] == 1, first["error"]
+    late, _ = t.call({"op": "call", "module": "lazy", "name": "late", "args": []}, {})
+    assert late["error"] is None and late["value"] == 7, late["error"]
+    spun, _ = t.call({"op": "call", "module": "lazy", "name": "spin", "args": []}, {})
+    assert spun["error"]["type"] == "Timeout" and "within 1 s" in spun["error"]["message"], spun["error"]
+
+
 def test_a_lesson_gives_imports_their_time_and_a_config_that_sets_one_keeps_it():
     from grader.running.grade import with_lesson_limits
 

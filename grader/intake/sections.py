@@ -67,29 +67,77 @@ def _module_level(tree: ast.AST):
             todo.extend(ast.iter_child_nodes(node))
 
 
-def global_loads(source: str, tree: ast.AST) -> set[str]:
-    """The global names the cell reads anywhere, in function and class bodies too (each may be another cell's),
-    not a function's own locals and parameters (a function's `x` is not a demo cell's `x`). From Python's own
-    symbol tables; for a cell they cannot read (a syntax only the cells before it allow), every name it reads."""
-    found = {node.target.id for node in _module_level(tree)
-             if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name)}  # `x += 1` reads x
+def global_loads(source: str, tree: ast.AST) -> tuple[set[str], set[str]]:
+    """(now, later): the global names the cell reads as it runs (its top level and its class bodies), and those its
+    functions read when they are called (after every cell ran). Not a function's own locals and parameters (a
+    function's `x` is not a demo cell's `x`). From Python's own symbol tables; for a cell they cannot read (a syntax
+    only the cells before it allow), every name it reads, as read now."""
+    now = {node.target.id for node in _module_level(tree)
+           if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name)}  # `x += 1` reads x
+    later: set[str] = set()
     try:
-        tables = [symtable.symtable(source, "cell", "exec")]
+        tables = [(symtable.symtable(source, "cell", "exec"), False)]
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return found | {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+        return now | {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}, set()
     while tables:
-        table = tables.pop()
+        table, deferred = tables.pop()
         at_top = table.get_type() == "module"
-        found |= {symbol.get_name() for symbol in table.get_symbols()
-                  if symbol.is_referenced() and (at_top or symbol.is_global())}
-        tables.extend(table.get_children())
+        names = {symbol.get_name() for symbol in table.get_symbols()
+                 if symbol.is_referenced() and (at_top or symbol.is_global())}
+        (later if deferred else now).update(names)
+        # A class body runs where it stands; a function's body (a lambda's, a comprehension's) when it is called.
+        tables.extend((child, deferred or child.get_type() == "function") for child in table.get_children())
+    return now, later
+
+
+def imported_from(tree: ast.AST) -> dict[str, str]:
+    """name -> the module a module-level `from M import x [as name]` or `import M [as name]` of the cell binds it from."""
+    found = {}
+    for node in _module_level(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.update({alias.asname or alias.name: node.module for alias in node.names if alias.name != "*"})
+        elif isinstance(node, ast.Import):
+            found.update({(alias.asname or alias.name).split(".")[0]: alias.name for alias in node.names})
     return found
 
 
-def cell_facts(cells: list[str]) -> list[dict]:
-    """For each cell, in order: {"bound", "loaded"} (sorted names) and "future" (the `__future__` flags it sets for
-    the cells after it), or {"broken": True} for a cell that does not parse (it runs no code: the kernel would not
-    compile it either), or {"unread": True} for one too large or too deep for this process to parse."""
+def defined_names(tree: ast.AST, parts) -> set[str]:
+    """The names a cell binds other than by importing them from one of the `parts`' modules: what makes it a cell of
+    a part (a .py file pasted whole as a cell keeps its `from sibling import Name`, which defines nothing)."""
+    origin = imported_from(tree)
+    return {name for name in bound_names(tree) if origin.get(name) not in parts}
+
+
+def star_modules(tree: ast.AST) -> list[str]:
+    """The modules the cell's module-level `from M import *` statements name."""
+    return [node.module for node in _module_level(tree)
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level
+            and any(alias.name == "*" for alias in node.names)]
+
+
+def star_names(source: str) -> set[str]:
+    """What `from M import *` binds of the module whose source is `source`: its literal `__all__`, else its public
+    module-level names. Nothing for a module that does not parse (its import fails where it runs)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+                and isinstance(node.value, (ast.List, ast.Tuple))):
+            return {e.value for e in node.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return {name for name in bound_names(tree) if not name.startswith("_")}
+
+
+def cell_facts(cells: list[str], *, parts=(), modules: dict[str, str] | None = None) -> list[dict]:
+    """For each cell, in order: {"bound", "loaded", "now", "defines"} (sorted names: what it binds, what it reads, what
+    of that it reads as it runs, and what it binds other than by importing it from a part's module, `parts`) and
+    "future" (the `__future__` flags it sets for the cells after it), or {"broken": True} for a cell that does not
+    parse (it runs no code: the kernel would not compile it either), or {"unread": True} for one too large or too
+    deep for this process to parse. `modules`: the source of each module of the notebook's own (a `%%writefile` file,
+    one handed in beside it) by name, for what a star import of it binds."""
+    modules = modules or {}
+    stars = {}
     facts, flags = [], 0
     for source in cells:
         try:
@@ -102,8 +150,17 @@ def cell_facts(cells: list[str]) -> list[dict]:
             continue
         future = _future_flags(tree, flags)
         flags |= future
-        facts.append({"bound": sorted(bound_names(tree)), "loaded": sorted(global_loads(source, tree)),
-                      "future": future})
+        bound, origin = bound_names(tree), imported_from(tree)
+        for module in star_modules(tree):
+            if module in modules:
+                if module not in stars:
+                    stars[module] = star_names(modules[module])
+                bound |= stars[module]
+                origin.update({name: module for name in stars[module]})
+        now, later = global_loads(source, tree)
+        defines = {name for name in bound if origin.get(name) not in parts}  # as defined_names reads it
+        facts.append({"bound": sorted(bound), "loaded": sorted(now | later), "now": sorted(now),
+                      "defines": sorted(defines), "future": future})
     return facts
 
 
@@ -123,7 +180,8 @@ def sections(facts: list[dict], part_of: dict[str, str]) -> list[frozenset | Non
     was not read keeps the section it is in."""
     found, current = [], None
     for fact in facts:
-        own = frozenset(part_of[name] for name in fact.get("bound", ()) if name in part_of)
+        # Defined here, not imported from a part's module (a .py file pasted whole keeps its `from sibling import`).
+        own = frozenset(part_of[name] for name in fact.get("defines", fact.get("bound", ())) if name in part_of)
         current = own or current
         found.append(current)
     return found
@@ -143,28 +201,38 @@ def plan(facts: list[dict], part_of: dict[str, str], takes: dict[str, set]) -> d
 
 
 def _needed(part: str, facts: list[dict], cut: list, binders: dict, taken: set) -> set[int]:
-    """The cells `part` runs: set-up, its own section and every broken cell, then the cells binding a name these use
-    and do not bind themselves, until no such name is left that a cell binds."""
+    """The cells `part` runs: set-up, its own section and every broken cell, then, until none is left, for each name a
+    chosen cell reads that no chosen cell binds the cell that gives it its value in the kernel: for a name read as the
+    cell runs, the last cell binding it above that cell; for one a function reads when called, the last cell binding
+    it in the notebook. Only that cell: a later demo binding the same name (held-out s49r: `x`, after setting float64)
+    is not what the reading cell saw."""
     chosen = {i for i, (fact, parts) in enumerate(zip(facts, cut))
               if parts is None or part in parts or fact.get("broken")}
-    bound, loaded = set(), set()
-    todo = sorted(chosen)
-    while todo:
-        for i in todo:
-            bound.update(facts[i].get("bound", ()))
-            loaded.update(facts[i].get("loaded", ()))
-        wanted = loaded - bound - taken
-        todo = sorted({i for name in wanted for i in binders.get(name, ()) if i not in chosen})
-        chosen.update(todo)
-    return chosen
+    done: set[int] = set()
+    while True:
+        bound = {name for i in chosen for name in facts[i].get("bound", ())}
+        todo = set()
+        for i in sorted(chosen - done):
+            now = set(facts[i].get("now", facts[i].get("loaded", ())))
+            for name in set(facts[i].get("loaded", ())) - bound - taken:
+                places = binders.get(name, ())
+                if name in now:
+                    places = [j for j in places if j < i]
+                if places:
+                    todo.add(places[-1])
+        done |= chosen
+        if todo <= chosen:
+            return chosen
+        chosen |= todo
 
 
 def _serve() -> int:
-    """The script: {"cells", "part_of", "takes"} as JSON on stdin; {"parts", "future", "unread"} as JSON on stdout
+    """The script: {"cells", "part_of", "takes", "modules"} as JSON on stdin; {"parts", "future", "unread"} as JSON on stdout
     ("future": the place of each cell that sets `__future__` flags -> its flags; "unread": the cells too large or
     too deep to parse here)."""
     request = json.loads(sys.stdin.buffer.read())
-    facts = cell_facts([str(cell) for cell in request["cells"]])
+    facts = cell_facts([str(cell) for cell in request["cells"]], parts=set(request["part_of"].values()),
+                       modules={str(k): str(v) for k, v in request.get("modules", {}).items()})
     takes = {part: set(names) for part, names in request["takes"].items()}
     answer = {"parts": plan(facts, dict(request["part_of"]), takes),
               "future": {str(i): fact["future"] for i, fact in enumerate(facts) if fact.get("future")},

@@ -511,12 +511,13 @@ def _maybe_convert_notebook(dest: Path, intake: Intake, lesson) -> None:
     kept = [(n, source, cell) for n, source in enumerate(sources, 1)
             if not is_test_cell(cell := neutralise_magics(source), lesson=lesson)]
     cells, numbers = [cell for _, _, cell in kept], [n for n, _, _ in kept]
+    # The %%writefile files first: a cell's `from helper import *` binds what the helper it wrote defines.
+    _write_notebook_files(dest, [source for _, source, _ in kept], intake, lesson)
     try:
-        parts, future = _parts_of_cells(cells, numbers, intake, lesson)
+        parts, future = _parts_of_cells(cells, numbers, intake, lesson, modules=_own_modules(dest, lesson))
     except (NotebookTooLarge, ValueError) as exc:
         intake.note(f"could not grade the notebook {label}: {exc}"[:400])
         return
-    _write_notebook_files(dest, [source for _, source, _ in kept], intake, lesson)
     (dest / f"{notebook_module_name(lesson)}.py").write_text(
         notebook_module_source(label, cells, numbers=numbers, parts=parts, future=future), encoding="utf-8")
     for module in lesson.modules:
@@ -553,14 +554,31 @@ def _write_notebook_files(dest: Path, sources: list[str], intake: Intake, lesson
             intake.note(f"the notebook's cell `%%writefile {shown(name)}` could not write it: {exc.strerror}")
 
 
-def _parts_of_cells(cells: list[str], numbers: list[int], intake: Intake, lesson) -> tuple[dict, dict]:
+def _own_modules(dest: Path, lesson, cap: int = 1 << 20) -> dict[str, str]:
+    """The source of each module of the notebook's own beside it (a %%writefile file, one handed in), by name, up to
+    `cap` bytes in all: what a cell's star import of one binds (grader/intake/sections.py)."""
+    made, found, total = set(not_written_by_notebooks(lesson)), {}, 0
+    for path in sorted(dest.glob("*.py")):
+        if path.name in made or not path.is_file() or path.is_symlink():
+            continue
+        size = path.stat().st_size
+        if total + size > cap:
+            break
+        found[path.stem] = path.read_text(encoding="utf-8", errors="replace")
+        total += size
+    return found
+
+
+def _parts_of_cells(cells: list[str], numbers: list[int], intake: Intake, lesson,
+                    modules: dict[str, str] | None = None) -> tuple[dict, dict]:
     """(part -> the places in `cells` of those its module runs, place -> the `__future__` flags that cell sets), as
     grader/intake/sections.py cuts the notebook into the lesson's parts: parsed in a process of its own, limited as
     reading the notebook is (a cell is the student's to make expensive to parse). A cell too large or too deep to
     parse there runs only in the part whose cells it follows, and a note says so; NotebookTooLarge when the whole
     notebook is over the limits."""
     takes = {module: [name] for module, (_, name) in lesson.sibling_imports.items()}
-    request = json.dumps({"cells": cells, "part_of": lesson.module_of, "takes": takes}).encode()
+    request = json.dumps({"cells": cells, "part_of": lesson.module_of, "takes": takes,
+                          "modules": modules or {}}).encode()
     status, out, err = _limited("sections.py", [], request, notebook_limits(lesson),
                                 doing="telling which part each code cell belongs to",
                                 advice="split its largest cells, and keep data in files the code reads, not in cells")

@@ -219,9 +219,10 @@ def scan_file(file: str, source: str | bytes, cells: list | None, rules: _Rules,
     shared = _Walk(rules, ast.Module(body=[s for _, t in trees for s in t.body], type_ignores=[]), None, file, None,
                    local=local)
     shared.collect()
+    parts = {file.removesuffix(".py") for file in rules.contract.values()}
     for i, tree in trees:
         # The names a cell binds, as the intake reads them when it gives each part its cells (grader/intake/sections.py).
-        owners = {rules.contract[n] for n in sections.bound_names(tree) if n in rules.contract}
+        owners = {rules.contract[n] for n in sections.defined_names(tree, parts) if n in rules.contract}
         walk = _Walk(rules, tree, lambda name, owners=owners: [found.cost(o, name) for o in owners],
                      f"{file} cell {i + 1}", found, aliases=shared.aliases, strings=shared.strings,
                      imported=shared.imported, local=local)

@@ -72,8 +72,22 @@ def _multihead_capturing() -> str:
     return text
 
 
+# Held-out s49r: the second part's demo reads the `x` the first part's demo made; the last demo sets float64 and makes
+# another `x` (every cell binding `x` was pulled into the parts that read it).
+PULL = {"after:self_attention": "x = torch.randn(2, 5, 16)",
+        "after:multihead": "print(MultiHeadAttention(16, 2)(x).shape)",
+        "demo": DEMO64 + "x = torch.randn(2, 5, 16)\n"}
+# s49r: the multi-head class written to a helper by %%writefile, then star-imported.
+STAR = {"multihead": "%%writefile mha_impl.py\n" + (REFERENCE / "multihead.py").read_text(),
+        "after:multihead": "from mha_impl import *"}
+# s49r: the four .py files pasted whole as cells, their imports of each other kept, and the float64 demo.
+PASTED = {**{m: (REFERENCE / f"{m}.py").read_text() for m in MODULES}, "demo": DEMO64}
+
 NOTEBOOKS = {
     "nb_control": {},
+    "nb_pull_dtype": PULL,
+    "nb_star": STAR,
+    "nb_pasted_files": PASTED,
     "nb_math": {"positional": _cell("positional") + MATH_PATCH},
     "nb_dtype": {"demo": DEMO64},
     "nb_early": {"self_attention": _edited("self_attention", *NO_SCALE), "multihead": _multihead_capturing()},
@@ -84,7 +98,8 @@ NOTEBOOKS = {
 
 def _write_notebook(path: Path, cells: dict) -> None:
     nb = nbformat.v4.new_notebook()
-    code = [cells.get(m, _cell(m)) for m in MODULES] + ([cells["demo"]] if "demo" in cells else [])
+    code = [text for m in MODULES for text in (cells.get(m, _cell(m)), cells.get(f"after:{m}")) if text is not None]
+    code += [cells["demo"]] if "demo" in cells else []
     nb.cells = [nbformat.v4.new_markdown_cell(f"# {DAY13.heading}"), nbformat.v4.new_code_cell("import math\nimport torch")]
     nb.cells += [nbformat.v4.new_code_cell(text) for text in code]
     path.parent.mkdir(parents=True)
@@ -134,3 +149,11 @@ def test_multihead_holding_the_attention_it_was_defined_with_is_graded_over_the_
 def test_a_helper_kept_in_another_parts_cell_is_run_for_the_part_that_calls_it(graded):
     assert graded["nb_helper_later"] == FULL
     assert graded["nb_helper_earlier"] == FULL
+
+
+def test_s49r_honest_notebooks_grade_as_their_py_twins(graded):
+    # A demo reading another demo's `x` runs no later demo that rebinds it; a star import of a %%writefile helper
+    # binds its class; a cell pasted from block.py, `from multihead import MultiHeadAttention` and all, is the block's.
+    assert graded["nb_pull_dtype"] == graded["py_dtype"]
+    assert graded["nb_star"] == FULL
+    assert graded["nb_pasted_files"] == graded["py_dtype"]

@@ -221,3 +221,40 @@ def test_the_scan_charges_a_cell_to_the_part_whose_name_it_binds_as_the_sections
     from grader.judging import score
 
     assert score.static_forbidden(folder, lesson=LESSON) == {LESSON.file_of[FIRST]: {FUNCTION}}
+
+
+# Held-out s49r: three honest notebooks the cut gave a false "wrong". Parts and names here are the test's own.
+PARTS = {"f": "A", "g": "B", "h": "C"}
+
+
+def test_a_name_read_at_a_cells_top_level_comes_from_the_last_cell_binding_it_before_not_a_later_one():
+    # nb_pull_dtype: the second part's demo reads the `x` the first part's demo made; the last part's demo sets float64
+    # and makes another `x`. Every binder of `x` was pulled in, so the float64 demo ran in the second part's process.
+    cells = ["import torch", "def f(t):\n    return t", "x = torch.ones(2)", "def g(t):\n    return t",
+             "print(g(x))", "def h(t):\n    return t", "torch.set_default_dtype(torch.float64)\nx = torch.zeros(2)"]
+    plan = sections.plan(sections.cell_facts(cells), PARTS, {})
+    assert plan["B"] == [0, 2, 3, 4], plan
+    # A function body reads its globals when it is called, after every cell ran: the last cell binding one is pulled.
+    late = cells[:2] + ["OFFSET = 1", "def g(t):\n    return t + OFFSET", "def h(t):\n    return t", "OFFSET = 2"]
+    assert sections.plan(sections.cell_facts(late), PARTS, {})["B"] == [0, 3, 5]
+
+
+def test_a_cell_importing_a_contract_name_from_a_parts_module_is_not_in_that_parts_section():
+    # nb_copied_imports: the .py files pasted whole as cells, their imports kept. The third file's cell imports the
+    # second part's name from its module, which put it, and the float64 demo after it, into the second part.
+    cells = ["import torch", "def f(t):\n    return t", "from A import f\n\n\ndef g(t):\n    return f(t)",
+             "from B import g\n\n\ndef h(t):\n    return g(t)", "torch.set_default_dtype(torch.float64)"]
+    facts = sections.cell_facts(cells, parts=set(PARTS.values()))
+    assert sections.sections(facts, PARTS) == [None, {"A"}, {"B"}, {"C"}, {"C"}]
+
+
+def test_a_star_import_of_a_module_the_notebook_holds_binds_what_that_module_defines():
+    # nb_star: `%%writefile impl.py` (the second part's class), then `from impl import *`. The star bound nothing as
+    # far as the cut could tell, so the second part ran none of its cells and was told it defines no class.
+    cells = ["import torch", "def f(t):\n    return t", "from impl import *", "print(g(1))"]
+    facts = sections.cell_facts(cells, modules={"impl": "import torch\n\n\ndef g(t):\n    return t\n_private = 1\n"})
+    assert "g" in facts[2]["bound"] and "_private" not in facts[2]["bound"]
+    assert sections.sections(facts, PARTS) == [None, {"A"}, {"B"}, {"B"}]
+    # A module that says what its star gives (__all__) gives that.
+    facts = sections.cell_facts(cells, modules={"impl": "__all__ = ['g2']\n\n\ndef g(t):\n    return t\n"})
+    assert facts[2]["bound"] == ["g2"]

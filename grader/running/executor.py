@@ -267,6 +267,7 @@ class ModuleLoader:
         # Set likewise: tells the grader a module of the submission starts importing during the call (a helper imported
         # inside forward or __init__), which has the import's time limit, as the file's own import has.
         self.on_importing = None
+        self._ran: dict[str, types.ModuleType] = {}  # the folder's modules whose top level ran (_module_ran)
 
     def receive_standins(self, units: dict) -> None:
         """Stand-ins lent by the grader, each alone ({name: its own source}, grader/sandbox/lending.py):
@@ -344,17 +345,10 @@ class ModuleLoader:
         return found
 
     def _student_modules(self) -> dict[str, types.ModuleType]:
-        """The submission's modules loaded so far, helpers and packages of its own included."""
-        found = dict(self.modules)
-        if not self.isolated:
-            # By the path's text first: resolving each of the ~2,000 modules' paths would cost a child ~10 ms.
-            prefix = str(self.directory) + os.sep
-            for n, m in list(sys.modules.items()):
-                origin = getattr(m, "__file__", None)
-                if (isinstance(origin, str) and origin.startswith(prefix) and n not in found
-                        and _under(origin, self.directory)):
-                    found[n] = m
-        return found
+        """The submission's modules loaded so far, helpers and packages of its own included: those this loader imported,
+        and those the folder's import hook saw run (_module_ran). Never by walking sys.modules: reading each of ~3,000
+        modules' __file__ in a forked child copied their pages and cost a child ~6 ms (make bench)."""
+        return {**self._ran, **self.modules}
 
     def _module_starts(self, name: str) -> None:
         """A module of the submission is about to run its top level (the import hooks of _source_only). Said only
@@ -367,6 +361,7 @@ class ModuleLoader:
         """A module of the submission has run its top level. Imported during a call of a part graded over stand-ins
         (held-out s49r: a helper first imported inside __init__ or forward), its globals that hold a sibling's
         handed-on object hold the stand-in from now on, in this call and the part's later ones."""
+        self._ran[module.__name__] = module
         stand_ins = self.views.get(self.calling) if self._held is not None and self.calling else None
         if not stand_ins:
             return  # no call running, or the part's own import, which load() looks over once it is done

@@ -160,7 +160,7 @@ def cell_facts(cells: list[str], *, parts=(), modules: dict[str, str] | None = N
         now, later = global_loads(source, tree)
         defines = {name for name in bound if origin.get(name) not in parts}  # as defined_names reads it
         facts.append({"bound": sorted(bound), "loaded": sorted(now | later), "now": sorted(now),
-                      "defines": sorted(defines), "future": future})
+                      "defines": sorted(defines), "imports": origin, "future": future})
     return facts
 
 
@@ -201,29 +201,41 @@ def plan(facts: list[dict], part_of: dict[str, str], takes: dict[str, set]) -> d
 
 
 def _needed(part: str, facts: list[dict], cut: list, binders: dict, taken: set) -> set[int]:
-    """The cells `part` runs: set-up, its own section and every broken cell, then, until none is left, for each name a
-    chosen cell reads that no chosen cell binds the cell that gives it its value in the kernel: for a name read as the
-    cell runs, the last cell binding it above that cell; for one a function reads when called, the last cell binding
-    it in the notebook. Only that cell: a later demo binding the same name (held-out s49r: `x`, after setting float64)
-    is not what the reading cell saw."""
+    """The cells `part` runs: set-up, its own section and every broken cell, then, until none is left, the cell that
+    gives each name a chosen cell reads its value in the kernel, when nothing chosen gives the same: for a name read
+    as the cell runs (its top level, its class bodies), the last cell binding it above that cell, unless the cell
+    binds it itself; for one a function reads when called, the last cell binding it in the notebook. A chosen cell
+    importing the same module under the name gives the same value (`import torch.nn as nn` in every demo). Where a
+    binding stands counts, not whether some chosen cell binds the name: a demo below that imports `nn` again gives the
+    class above it nothing (held-out s50r), and a set-up cell's draft of a helper is not what a function calls once a
+    later cell redefined it. A later demo binding the same name (s49r: `x`, after setting float64) is not what the
+    reading cell saw, and is not pulled in."""
     chosen = {i for i, (fact, parts) in enumerate(zip(facts, cut))
               if parts is None or part in parts or fact.get("broken")}
-    done: set[int] = set()
-    while True:
-        bound = {name for i in chosen for name in facts[i].get("bound", ())}
-        todo = set()
-        for i in sorted(chosen - done):
+
+    def same_import(k: int, name: str, before: int | None) -> bool:
+        module = facts[k].get("imports", {}).get(name)
+        return module is not None and any(facts[j].get("imports", {}).get(name) == module
+                                          for j in chosen if before is None or j < before)
+
+    todo = sorted(chosen)
+    while todo:
+        pulled = set()
+        for i in todo:
             now = set(facts[i].get("now", facts[i].get("loaded", ())))
-            for name in set(facts[i].get("loaded", ())) - bound - taken:
-                places = binders.get(name, ())
+            own = set(facts[i].get("bound", ()))
+            for name in set(facts[i].get("loaded", ())) - taken:
                 if name in now:
-                    places = [j for j in places if j < i]
-                if places:
-                    todo.add(places[-1])
-        done |= chosen
-        if todo <= chosen:
-            return chosen
-        chosen |= todo
+                    if name in own:
+                        continue
+                    places, before = [j for j in binders.get(name, ()) if j < i], i
+                else:
+                    places, before = binders.get(name, ()), None
+                if places and places[-1] not in chosen and not same_import(places[-1], name, before):
+                    pulled.add(places[-1])
+        chosen |= pulled
+        todo = sorted(pulled)
+    return chosen
 
 
 def _serve() -> int:

@@ -352,8 +352,11 @@ class ModuleLoader:
 
     def _module_starts(self, name: str) -> None:
         """A module of the submission is about to run its top level (the import hooks of _source_only). Said only
-        once the called part's own file is imported: what its import imports has the file's import time already."""
-        if self.on_importing is not None and self._held is not None and self.calling in self.modules:
+        once the called part's own file is imported (what its import imports has the file's import time already), and
+        only for a module's first run in this process: one imported again (popped from sys.modules first) would give
+        any call the import's time (held-out s50r)."""
+        if (self.on_importing is not None and self._held is not None and self.calling in self.modules
+                and name not in self._ran):
             said, self.on_importing = self.on_importing, None
             said()
 
@@ -402,17 +405,26 @@ class ModuleLoader:
         each other), the student's `dep` with its contract names bound to the stand-ins. Only then is their `dep`
         imported here: a `dep` that crashes or floods its output at import still costs only its own tests."""
         standin = _standin_module(dep, self.standin_module(), self.lesson)
-        try:
-            source = (self.directory / f"{name}.py").read_text(encoding="utf-8", errors="replace")
-        except OSError:
+        if not (self.directory / f"{name}.py").is_file():
             return standin  # _import says the file is missing
-        if not siblings.takes_more_than(source, dep, self.lesson.standin_names.get(dep, {})):
+        if not siblings.takes_more_through(name, dep, self.lesson.standin_names.get(dep, {}), self._source_of,
+                                           parts=self.lesson.modules):
             return standin
         try:
             own = self.load(dep)
         except ImportError:
             return standin
         return siblings.bound_over(own, standin)
+
+    def _source_of(self, module: str) -> str | None:
+        """The source of the submission's module `module` (its file, or its package's __init__.py), None if it has no
+        such module: what siblings.takes_more_through reads."""
+        for path in (self.directory / f"{module}.py", self.directory / module / "__init__.py"):
+            try:
+                return path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+        return None
 
     @contextlib.contextmanager
     def active(self):

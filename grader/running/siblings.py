@@ -31,6 +31,42 @@ def takes_more_than(source: str, sibling: str, provided) -> bool:
                                and node.value.id in whole and node.attr not in provided for node in ast.walk(tree))
 
 
+def takes_more_through(name: str, sibling: str, provided, read, parts=()) -> bool:
+    """Whether the file of module `name`, or a helper module of the student's it imports (and so on, through their
+    own imports), takes from `sibling` a name outside `provided` (takes_more_than). `read(module)`: a module's
+    source, None for a module that is not the student's; the `parts` (contract modules) are not followed, each is
+    judged on its own. Held-out s50r: a part's helper module took a constant from the sibling's file beside the
+    sibling's contract function, and the stand-in alone had no such constant."""
+    seen, todo = set(), [name]
+    while todo and len(seen) < 64:
+        module = todo.pop()
+        if module in seen:
+            continue
+        seen.add(module)
+        source = read(module)
+        if source is None:
+            continue
+        if takes_more_than(source, sibling, provided):
+            return True
+        todo.extend(m for m in imported_modules(source) if m not in parts and m != sibling)
+    return False
+
+
+def imported_modules(source: str) -> set[str]:
+    """The top-level module names a file imports anywhere (`import a.b` and `from a.b import c`: a), read, not run."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module.split(".")[0])
+    return found
+
+
 def bound_over(own: types.ModuleType, stand_in: types.ModuleType) -> types.ModuleType:
     """A module named as `own` holding its names (and its `__all__`), with `stand_in`'s names in place of
     theirs: what a part sees of a sibling when it takes a helper of the student's own from it."""
@@ -44,7 +80,7 @@ def held_elsewhere(namespaces, own: dict, stand_in: types.ModuleType) -> list[tu
     """(namespace, key, stand-in) for each global of `namespaces` (the __dict__ of the student's other modules: helpers,
     and the part's own file) that holds one of the sibling's objects the stand-in replaces (`own`: contract name ->
     the student's object), by identity, whatever the key: a part reaching its sibling's function through a helper
-    module (attn_core.py, which the sibling's file hands on as its own) must reach the stand-in there too, as it does
+    module (core.py, whose function the sibling's file hands on as its own) must reach the stand-in there too, as it does
     under the sibling's own module name."""
     replaced = {}
     for key, value in vars(stand_in).items():

@@ -151,6 +151,15 @@ class VisibleTests:
             found += siblings.held_elsewhere(namespaces, own, stand_in)
         return found
 
+    def _module_source(self, module: str) -> str | None:
+        """The source of the student's module `module` (a file or a package beside the parts), None if none."""
+        for path in (self.folder / f"{module}.py", self.folder / module / "__init__.py"):
+            try:
+                return path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+        return None
+
     def _source(self, part: str) -> str:
         if part not in self._sources:
             try:
@@ -164,12 +173,11 @@ class VisibleTests:
         helper of the student's own from `dep` too, the student's `dep` with the stand-in's names in place of theirs,
         as the hidden grading does. Only then is their `dep` imported for it (siblings.py says why)."""
         stand_in = self.make_stand_in(dep)
-        try:
-            source = (self.folder / f"{name}.py").read_text(encoding="utf-8", errors="replace")
-        except OSError:
+        if not (self.folder / f"{name}.py").is_file():
             return stand_in
         provided = {k for k in vars(stand_in) if not k.startswith("__")}
-        if not siblings.takes_more_than(source, dep, provided) or isinstance(own := self.module(dep), DoesNotImport):
+        if (not siblings.takes_more_through(name, dep, provided, self._module_source, parts=self.parts)
+                or isinstance(own := self.module(dep), DoesNotImport)):
             return stand_in
         return siblings.bound_over(own, stand_in)
 

@@ -100,6 +100,15 @@ def _cases() -> list[Case]:
                        "    from mha_core import MultiHeadAttention  # noqa: F401\n"),
             (BL, BL_IMPORT, "from mha_core import MultiHeadAttention\n")),
              "mh.divisibility_reversed", "block"),
+        # s50r: multihead.py's own helper takes a constant of self_attention.py's beside the attention function: the
+        # helper's import needs the student's self_attention.py (with the stand-in's names), as multihead.py's would.
+        Case("helper_takes_a_constant_of_the_sibling", no_scale + (
+            (SA, "import torch.nn as nn\n", "import torch.nn as nn\n\nNEG_INF = float(\"-inf\")\n"),
+            ("mha_utils.py", "", "from self_attention import NEG_INF, scaled_dot_product_attention  # noqa: F401\n\n\n"
+                                 "def attend(q, k, v, mask=None):\n    return scaled_dot_product_attention(q, k, v, mask)\n"),
+            (MH, MH_IMPORT, "from mha_utils import attend\n"),
+            (MH, MH_CTX, MH_CTX.replace("scaled_dot_product_attention(", "attend("))),
+             "sa.no_scale", "multihead"),
         Case("mha_imported_inside_init", reversed_check + (
             (BL, BL_IMPORT, ""),
             (BL, BL_ATTN, "        from multihead import MultiHeadAttention\n" + BL_ATTN)),

@@ -258,3 +258,17 @@ def test_a_star_import_of_a_module_the_notebook_holds_binds_what_that_module_def
     # A module that says what its star gives (__all__) gives that.
     facts = sections.cell_facts(cells, modules={"impl": "__all__ = ['g2']\n\n\ndef g(t):\n    return t\n"})
     assert facts[2]["bound"] == ["g2"]
+
+
+def test_what_a_cell_reads_comes_from_where_it_stands_not_from_any_chosen_cell():
+    # Held-out s50r: nb_reimport. The first part's cell imports `nn`; the second part's class cell reads it as it runs,
+    # and the demo *below* that class cell imports `nn` again. A binding below a reader does not give it its value:
+    # the first cell must still run for the second part.
+    cells = ["def f(t):\n    return t\nimport math as m", "print(f(1))", "class g:\n    k = m.pi",
+             "import math as m\nprint(g.k)"]
+    assert sections.plan(sections.cell_facts(cells), PARTS, {})["B"] == [0, 2, 3]
+    # s50r: nb_draft. A set-up cell's first draft of a helper raises; the fixed one is in the first part's cell. A
+    # function reads it when called, after every cell ran: the last cell binding it, even when a chosen cell binds it.
+    draft = ["def split(t):\n    raise NotImplementedError", "def f(t):\n    return t\n\n\ndef split(t):\n    return t",
+             "def g(t):\n    return split(t)"]
+    assert sections.plan(sections.cell_facts(draft), PARTS, {})["B"] == [0, 1, 2]

@@ -1194,6 +1194,16 @@ def test_a_helper_imported_during_a_call_has_the_imports_time(transport):
     assert late["error"] is None and late["value"] == 7, late["error"]
     spun, _ = t.call({"op": "call", "module": "lazy", "name": "spin", "args": []}, {})
     assert spun["error"]["type"] == "Timeout" and "within 1 s" in spun["error"]["message"], spun["error"]
+    # Held-out s50r: importing the same helper again (popped from sys.modules first) is no first import, and gives
+    # its call no more time: every call could have had the import's 30 s so.
+    t = transport({"lazy.py": "import sys\n\n\ndef late():\n    import slowhelper\n    return slowhelper.VALUE\n\n\n"
+                              "def again():\n    sys.modules.pop('slowhelper')\n    import slowhelper\n"
+                              "    return slowhelper.VALUE\n",
+                   "slowhelper.py": "import time\ntime.sleep(2)\nVALUE = 7\n"}, config=config)
+    late, _ = t.call({"op": "call", "module": "lazy", "name": "late", "args": []}, {})
+    assert late["error"] is None and late["value"] == 7, late["error"]
+    again, _ = t.call({"op": "call", "module": "lazy", "name": "again", "args": []}, {})
+    assert again["error"]["type"] == "Timeout" and "within 1 s" in again["error"]["message"], again["error"]
 
 
 def test_a_lesson_gives_imports_their_time_and_a_config_that_sets_one_keeps_it():

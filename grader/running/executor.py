@@ -267,6 +267,7 @@ class ModuleLoader:
         # Set likewise: tells the grader a module of the submission starts importing during the call (a helper imported
         # inside forward or __init__), which has the import's time limit, as the file's own import has.
         self.on_importing = None
+        self._importing: str | None = None  # the module whose first import during this call was said to be starting
         self._ran: dict[str, types.ModuleType] = {}  # the folder's modules whose top level ran (_module_ran)
 
     def receive_standins(self, units: dict) -> None:
@@ -304,8 +305,7 @@ class ModuleLoader:
                     self.import_settings[name] = after
                 self.torch_settings.put_back(self.import_settings.get(name) if name == self.calling else None)
                 if name == self.calling and self.on_imported is not None:
-                    said, self.on_imported = self.on_imported, None
-                    said()
+                    self.on_imported()  # once: a module is imported once in a process
         except BaseException as exc:  # a student's import may raise anything, even SystemExit
             if _interrupts(exc, self):
                 raise
@@ -359,12 +359,19 @@ class ModuleLoader:
                 and name not in self._ran):
             said, self.on_importing = self.on_importing, None
             said()
+            self._importing = name
 
     def _module_ran(self, module: types.ModuleType) -> None:
         """A module of the submission has run its top level. Imported during a call of a part graded over stand-ins
         (held-out s49r: a helper first imported inside __init__ or forward), its globals that hold a sibling's
         handed-on object hold the stand-in from now on, in this call and the part's later ones."""
         self._ran[module.__name__] = module
+        if self._importing == module.__name__:
+            # Its import is done: the rest of the call has the call's time again (held-out s50r: a trivial first
+            # import before 7 s of work gave the work the import's 30 s).
+            self._importing = None
+            if self.on_imported is not None:
+                self.on_imported()
         stand_ins = self.views.get(self.calling) if self._held is not None and self.calling else None
         if not stand_ins:
             return  # no call running, or the part's own import, which load() looks over once it is done

@@ -339,14 +339,15 @@ class SandboxTransport:
         self._child is None. A module's first call in a child imports its file, with import_timeout; the child says
         when that import is done (a frame {IMPORTED, seq} of this call's), and the rest has call_timeout (an infinite
         loop in forward on a first call had the import's 30 s, twice). A forged note of that kind can only shorten
-        its own call. A helper of the student's imported during any call gives the call import_timeout from then on
-        ({IMPORTING, seq}, once a call: s49r's 7 s helper imported inside __init__ timed out): forged, it gives the
-        call at most that, within its file's budget of time, as the first call had before these notes."""
+        its own call. A helper of the student's first imported during a call gives the call import_timeout while it
+        imports ({IMPORTING, seq} then {IMPORTED, seq}, once a call: s49r's 7 s helper imported inside __init__ timed
+        out): forged, it gives the call at most that, within its file's budget of time, as the first call had before
+        these notes."""
         child = self._child
         first_use = module not in child.served
         seconds = self._timeout(module)
         deadline = start + seconds
-        noted = set()
+        noted: list[str] = []
         while True:
             try:
                 reply, out, size = protocol.recv_frame(child.sock, limits=self._reply_limits(module), deadline=deadline)
@@ -358,13 +359,13 @@ class SandboxTransport:
                 return self._after_fatal(module, self._death_or_protocol(exc), first_use), {}
             note = next((k for k in (IMPORTED, IMPORTING) if reply == {k: True, "seq": seq}), None) \
                 if seq is not None and not out else None
-            if note == IMPORTED and first_use and note not in noted:
-                noted.add(note)
+            if note == IMPORTED and (first_use or IMPORTING in noted) and noted.count(IMPORTED) < 2:
+                noted.append(note)  # the called file's import, or the helper's said to be starting, is done
                 seconds = self.config.call_timeout
                 deadline = min(deadline, time.monotonic() + seconds)
                 continue
             if note == IMPORTING and note not in noted:
-                noted.add(note)
+                noted.append(note)
                 seconds = max(self.config.call_timeout, self.config.import_timeout)
                 deadline = max(deadline, time.monotonic() + seconds)
                 continue

@@ -1204,6 +1204,11 @@ def test_a_helper_imported_during_a_call_has_the_imports_time(transport):
     assert late["error"] is None and late["value"] == 7, late["error"]
     again, _ = t.call({"op": "call", "module": "lazy", "name": "again", "args": []}, {})
     assert again["error"]["type"] == "Timeout" and "within 1 s" in again["error"]["message"], again["error"]
+    # s50r again: a first import that takes no time, then slow work. The import's time covers the import alone.
+    t = transport({"lazy.py": "import time\n\n\ndef work():\n    import quickhelper\n    time.sleep(2)\n"
+                              "    return quickhelper.VALUE\n", "quickhelper.py": "VALUE = 7\n"}, config=config)
+    worked, _ = t.call({"op": "call", "module": "lazy", "name": "work", "args": []}, {})
+    assert worked["error"]["type"] == "Timeout" and "within 1 s" in worked["error"]["message"], worked["error"]
 
 
 def test_a_lesson_gives_imports_their_time_and_a_config_that_sets_one_keeps_it():

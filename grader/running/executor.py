@@ -424,14 +424,7 @@ class ModuleLoader:
         return siblings.bound_over(own, standin)
 
     def _source_of(self, module: str) -> str | None:
-        """The source of the submission's module `module` (its file, or its package's __init__.py), None if it has no
-        such module: what siblings.takes_more_through reads."""
-        for path in (self.directory / f"{module}.py", self.directory / module / "__init__.py"):
-            try:
-                return path.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                continue
-        return None
+        return siblings.module_source(self.directory, module)
 
     @contextlib.contextmanager
     def active(self):

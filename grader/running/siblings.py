@@ -52,6 +52,18 @@ def takes_more_through(name: str, sibling: str, provided, read, parts=()) -> boo
     return False
 
 
+def module_source(folder, module: str) -> str | None:
+    """The source of the student's module `module` in `folder` (a pathlib.Path): its file, or its package's
+    __init__.py; None for a module that is not theirs. What takes_more_through reads, for the grader and the
+    visible tests alike."""
+    for path in (folder / f"{module}.py", folder / module / "__init__.py"):
+        try:
+            return path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+    return None
+
+
 def imported_modules(source: str) -> set[str]:
     """The top-level module names a file imports anywhere (`import a.b` and `from a.b import c`: a), read, not run."""
     try:

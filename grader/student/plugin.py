@@ -152,13 +152,7 @@ class VisibleTests:
         return found
 
     def _module_source(self, module: str) -> str | None:
-        """The source of the student's module `module` (a file or a package beside the parts), None if none."""
-        for path in (self.folder / f"{module}.py", self.folder / module / "__init__.py"):
-            try:
-                return path.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                continue
-        return None
+        return siblings.module_source(self.folder, module)
 
     def _source(self, part: str) -> str:
         if part not in self._sources:

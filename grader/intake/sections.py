@@ -32,6 +32,8 @@ FUTURE_FLAGS = 0  # every flag a `from __future__` import can set (as grader/int
 for _feature in __future__.all_feature_names:
     FUTURE_FLAGS |= getattr(__future__, _feature).compiler_flag
 
+# The symbol tables of comprehensions, which run where they stand (held-out s51r: a demo's list comprehension).
+_RUN_NOW = ("listcomp", "setcomp", "dictcomp", "genexpr")
 # Nodes whose body is a scope of its own: what they bind inside is not the module's.
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp, ast.SetComp,
            ast.DictComp, ast.GeneratorExp)
@@ -85,8 +87,9 @@ def global_loads(source: str, tree: ast.AST) -> tuple[set[str], set[str]]:
         names = {symbol.get_name() for symbol in table.get_symbols()
                  if symbol.is_referenced() and (at_top or symbol.is_global())}
         (later if deferred else now).update(names)
-        # A class body runs where it stands; a function's body (a lambda's, a comprehension's) when it is called.
-        tables.extend((child, deferred or child.get_type() == "function") for child in table.get_children())
+        # A class body and a comprehension run where they stand; a function's body (a lambda's) when it is called.
+        tables.extend((child, deferred or (child.get_type() == "function" and child.get_name() not in _RUN_NOW))
+                      for child in table.get_children())
     return now, later
 
 
@@ -106,6 +109,28 @@ def defined_names(tree: ast.AST, parts) -> set[str]:
     a part (a .py file pasted whole as a cell keeps its `from sibling import Name`, which defines nothing)."""
     origin = imported_from(tree)
     return {name for name in bound_names(tree) if origin.get(name) not in parts}
+
+
+def import_identity(tree: ast.AST) -> dict[str, str]:
+    """name -> what a module-level import of the cell binds it to, spelled one way: `import a.b as n` and `from a
+    import b as n` both bind a.b; `import a.b` binds a (held-out s51r: `from torch.nn import functional as F` and
+    `import torch.nn.functional as F` are the same F)."""
+    found = {}
+    for node in _module_level(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.update({alias.asname or alias.name: f"{node.module}.{alias.name}"
+                          for alias in node.names if alias.name != "*"})
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                top = alias.name.split(".")[0]
+                found[alias.asname or top] = alias.name if alias.asname else top
+    return found
+
+
+def augmented(tree: ast.AST) -> set[str]:
+    """The names the cell's top level changes in place (`x += ...`, `x |= ...`): read before they are bound."""
+    return {node.target.id for node in _module_level(tree)
+            if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name)}
 
 
 def star_modules(tree: ast.AST) -> list[str]:
@@ -150,17 +175,20 @@ def cell_facts(cells: list[str], *, parts=(), modules: dict[str, str] | None = N
             continue
         future = _future_flags(tree, flags)
         flags |= future
-        bound, origin = bound_names(tree), imported_from(tree)
+        bound, origin, identity, unknown = bound_names(tree), imported_from(tree), import_identity(tree), []
         for module in star_modules(tree):
             if module in modules:
                 if module not in stars:
                     stars[module] = star_names(modules[module])
                 bound |= stars[module]
                 origin.update({name: module for name in stars[module]})
+            else:
+                unknown.append(module)  # a library's star: what it binds is not read here (_needed)
         now, later = global_loads(source, tree)
         defines = {name for name in bound if origin.get(name) not in parts}  # as defined_names reads it
         facts.append({"bound": sorted(bound), "loaded": sorted(now | later), "now": sorted(now),
-                      "defines": sorted(defines), "imports": origin, "future": future})
+                      "defines": sorted(defines), "imports": identity, "augmented": sorted(augmented(tree)),
+                      "stars": unknown, "future": future})
     return facts
 
 
@@ -218,19 +246,25 @@ def _needed(part: str, facts: list[dict], cut: list, binders: dict, taken: set) 
         return module is not None and any(facts[j].get("imports", {}).get(name) == module
                                           for j in chosen if before is None or j < before)
 
+    stars = [j for j, fact in enumerate(facts) if fact.get("stars")]
     todo = sorted(chosen)
     while todo:
         pulled = set()
         for i in todo:
             now = set(facts[i].get("now", facts[i].get("loaded", ())))
             own = set(facts[i].get("bound", ()))
+            changed = set(facts[i].get("augmented", ()))
             for name in set(facts[i].get("loaded", ())) - taken:
                 if name in now:
-                    if name in own:
+                    if name in own and name not in changed:  # `x += 1` reads the x above it first
                         continue
                     places, before = [j for j in binders.get(name, ()) if j < i], i
                 else:
                     places, before = binders.get(name, ()), None
+                if not binders.get(name):
+                    # Bound by no cell the cut can read: a library's star import may bind it (s51r: `from math import
+                    # *` then `log`); the last such cell above (or anywhere, for a function's read) is pulled in.
+                    places = [j for j in stars if before is None or j < before]
                 if places and places[-1] not in chosen and not same_import(places[-1], name, before):
                     pulled.add(places[-1])
         chosen |= pulled

@@ -783,6 +783,14 @@ def notebook_module_source(notebook_name: str, cells: list[str], numbers: list[i
         "            exec(code, namespace)\n"
         "        except BaseException as exc:  # SystemExit too: a later cell may define what is graded\n"
         "            errors.append((i, _traceback.format_exception_only(type(exc), exc)[-1].strip()))\n"
+        "        for key, value in given.items():\n"
+        "            # Another name for what the cell bound to a taken name (`attend = <that function>`) is the same\n"
+        "            # object as a .py file's: the stand-in too.\n"
+        "            own = namespace.get(key)\n"
+        "            if own is not value and own is not None:\n"
+        "                for other, held in list(namespace.items()):\n"
+        "                    if held is own:\n"
+        "                        namespace[other] = value\n"
         "        namespace.update(given)\n"
     )
 

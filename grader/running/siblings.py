@@ -48,7 +48,8 @@ def takes_more_through(name: str, sibling: str, provided, read, parts=()) -> boo
             continue
         if takes_more_than(source, sibling, provided):
             return True
-        todo.extend(m for m in imported_modules(source) if m not in parts and m != sibling)
+        todo.extend(m for m in imported_modules(source, module)
+                    if m.split(".")[0] not in parts and m.split(".")[0] != sibling)
     return False
 
 
@@ -56,7 +57,8 @@ def module_source(folder, module: str) -> str | None:
     """The source of the student's module `module` in `folder` (a pathlib.Path): its file, or its package's
     __init__.py; None for a module that is not theirs. What takes_more_through reads, for the grader and the
     visible tests alike."""
-    for path in (folder / f"{module}.py", folder / module / "__init__.py"):
+    where = folder.joinpath(*module.split("."))
+    for path in (where.with_name(where.name + ".py"), where / "__init__.py"):
         try:
             return path.read_text(encoding="utf-8", errors="replace")
         except OSError:
@@ -64,18 +66,36 @@ def module_source(folder, module: str) -> str | None:
     return None
 
 
-def imported_modules(source: str) -> set[str]:
-    """The top-level module names a file imports anywhere (`import a.b` and `from a.b import c`: a), read, not run."""
+def imported_modules(source: str, name: str = "") -> set[str]:
+    """The modules a file (of module `name`) imports anywhere, read, not run: `import a.b` and `from a.b import c`
+    give a, a.b and a.b.c (c may be a module of package a.b: held-out s51r's helper mha_pkg/ops.py); a relative
+    `from .x import y` in `name` gives x beside it or inside it (whichever the file is, a module or a package)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return set()
     found = set()
+
+    def dotted(path: str) -> None:
+        parts = path.split(".")
+        found.update(".".join(parts[:n]) for n in range(1, len(parts) + 1))
+
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            found.add(node.module.split(".")[0])
+            for alias in node.names:
+                dotted(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            bases = [node.module or ""]
+            if node.level and name:
+                inside = name.split(".")
+                beside = inside[:-1]
+                bases = [".".join(p + ([node.module] if node.module else []))
+                         for p in (inside[:len(inside) - node.level + 1], beside[:len(beside) - node.level + 1])]
+            for base in filter(None, bases):
+                dotted(base)
+                for alias in node.names:
+                    if alias.name != "*":
+                        found.add(f"{base}.{alias.name}")
     return found
 
 
@@ -84,7 +104,14 @@ def bound_over(own: types.ModuleType, stand_in: types.ModuleType) -> types.Modul
     theirs: what a part sees of a sibling when it takes a helper of the student's own from it."""
     module = types.ModuleType(own.__name__, stand_in.__doc__)
     module.__dict__.update({k: v for k, v in vars(own).items() if not k.startswith("__") or k == "__all__"})
-    module.__dict__.update({k: v for k, v in vars(stand_in).items() if not k.startswith("__")})
+    replaced = {k: v for k, v in vars(stand_in).items() if not k.startswith("__")}
+    # Another name the sibling gives one of the replaced objects (`attend = scaled_dot_product_attention`) is the
+    # stand-in too (held-out s51r: the part took `attend` and was charged for the sibling's bug).
+    by_identity = {id(vars(own)[k]): v for k, v in replaced.items() if vars(own).get(k) is not None}
+    for key, value in list(module.__dict__.items()):
+        if id(value) in by_identity and not key.startswith("__") and key not in replaced:
+            module.__dict__[key] = by_identity[id(value)]
+    module.__dict__.update(replaced)
     return module
 
 
@@ -123,6 +150,7 @@ def handed_on(source: str, names) -> dict[str, tuple[str, str]]:
         return {}
     names = {n for n in names if not n.startswith("__")}
     whole: dict[str, str] = {}  # what `import helper as h` binds -> the module
+    taken: dict[str, tuple[str, str]] = {}  # what `from helper import x` binds -> (helper, x), any name
     found: dict[str, tuple[str, str]] = {}
 
     def read(statements, alternative: bool) -> None:
@@ -134,8 +162,13 @@ def handed_on(source: str, names) -> dict[str, tuple[str, str]]:
                     if alias.name == "*":
                         for n in names:
                             take(n, (node.module, n))
-                    elif (alias.asname or alias.name) in names:
+                        continue
+                    taken[alias.asname or alias.name] = (node.module, alias.name)
+                    if (alias.asname or alias.name) in names:
                         take(alias.asname or alias.name, (node.module, alias.name))
+            elif (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                  and node.targets[0].id in names and isinstance(node.value, ast.Name) and node.value.id in taken):
+                take(node.targets[0].id, taken[node.value.id])  # s51r: `from helper import x`, then `name = x`
             elif isinstance(node, ast.Import):
                 whole.update({alias.asname or alias.name: alias.name for alias in node.names if "." not in alias.name})
             elif (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)

@@ -109,6 +109,20 @@ def _cases() -> list[Case]:
             (MH, MH_IMPORT, "from mha_utils import attend\n"),
             (MH, MH_CTX, MH_CTX.replace("scaled_dot_product_attention(", "attend("))),
              "sa.no_scale", "multihead"),
+        # s51r: another name the sibling's file gives its function, which multihead.py takes.
+        Case("an_alias_of_the_siblings_function", no_scale + (
+            (SA, "def causal_mask(", "attend = scaled_dot_product_attention\n\n\ndef causal_mask("),
+            (MH, MH_IMPORT, "from self_attention import attend\n"),
+            (MH, MH_CTX, MH_CTX.replace("scaled_dot_product_attention(", "attend("))),
+             "sa.no_scale", "multihead"),
+        # s51r: the sibling's file hands its helper's function on by assignment, not by import.
+        Case("handed_on_by_assignment", (
+            ("attn_core.py", "", "import math\n\nimport torch\n\n\n"
+             + helper.rstrip().replace("def scaled_dot_product_attention", "def attention") + "\n"),
+            (SA, sdpa, "from attn_core import attention\n\nscaled_dot_product_attention = attention\n\n\n"),
+            (MH, MH_IMPORT, "from attn_core import attention\n"),
+            (MH, MH_CTX, MH_CTX.replace("scaled_dot_product_attention(", "attention("))),
+             "sa.no_scale", "multihead"),
         Case("mha_imported_inside_init", reversed_check + (
             (BL, BL_IMPORT, ""),
             (BL, BL_ATTN, "        from multihead import MultiHeadAttention\n" + BL_ATTN)),

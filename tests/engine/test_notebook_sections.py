@@ -106,6 +106,8 @@ def graded(tmp_path_factory) -> dict:
         "early": [SETUP, WRONG_DIM, CAPTURING],
         "late": [SETUP, WRONG_DIM, CLASS_CELL],
         "helper_later": [SETUP, HELPED, CLASS_CELL, HELPER],
+        # Held-out s51r: another name for the first part's (wrong) function, which the second part's class calls.
+        "alias": [SETUP, WRONG_DIM + f"\n\n\nact = {FUNCTION}", CLASS_CELL.replace(f"return {FUNCTION}(", "return act(")],
     }
     for name, cells in notebooks.items():
         nb = nbformat.v4.new_notebook()
@@ -134,6 +136,10 @@ def test_a_class_body_captures_the_siblings_name_as_a_py_files_import_gives_it(g
 
 def test_a_helper_in_a_later_parts_cell_is_run_for_the_part_that_calls_it(graded):
     assert graded["helper_later"] == graded["control"]
+
+
+def test_another_name_for_the_siblings_function_is_the_stand_in_too(graded):
+    assert graded["alias"] == graded["late"]
 
 
 def test_the_intake_writes_each_part_its_cells_and_a_plain_import_sees_the_same(tmp_path):
@@ -272,3 +278,21 @@ def test_what_a_cell_reads_comes_from_where_it_stands_not_from_any_chosen_cell()
     draft = ["def split(t):\n    raise NotImplementedError", "def f(t):\n    return t\n\n\ndef split(t):\n    return t",
              "def g(t):\n    return split(t)"]
     assert sections.plan(sections.cell_facts(draft), PARTS, {})["B"] == [0, 1, 2]
+
+
+def test_imports_spelled_otherwise_comprehensions_augmented_names_and_library_stars_are_read_as_the_kernel_runs():
+    # Held-out s51r. Each: the first part's cells, the second part's, and a last demo (its own part's) that sets
+    # float64 and binds the names again: it must run in no other part.
+    last = "torch.set_default_dtype(torch.float64)\nfrom torch.nn import functional as F\nT = 3\nCONFIG = {}"
+    spelled = ["import torch\nimport torch.nn.functional as F", "def f(t):\n    return F.softmax(t, -1)",
+               "def g(t):\n    return t", "def h(t):\n    return t", last]
+    assert sections.plan(sections.cell_facts(spelled), PARTS, {})["A"] == [0, 1]
+    comprehension = ["import torch", "def f(t):\n    return t", "T = 2", "def g(t):\n    return t",
+                     "print([g(t) for t in range(T)])", "def h(t):\n    return t", last]
+    assert sections.plan(sections.cell_facts(comprehension), PARTS, {})["B"] == [0, 2, 3, 4]
+    changed = ["import torch", "def f(t):\n    return t", "CONFIG = {}", "def g(t):\n    return t",
+               "CONFIG |= {'bias': True}", "def h(t):\n    return t", last]
+    assert sections.plan(sections.cell_facts(changed), PARTS, {})["B"] == [0, 2, 3, 4]
+    star = ["import torch", "def f(t):\n    return t", "from math import *\n\n\ndef g(t):\n    return t",
+            "def h(t):\n    return log(t)"]
+    assert sections.plan(sections.cell_facts(star), PARTS, {})["C"] == [0, 2, 3]

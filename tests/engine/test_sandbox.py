@@ -1209,6 +1209,13 @@ def test_a_helper_imported_during_a_call_has_the_imports_time(transport):
                               "    return quickhelper.VALUE\n", "quickhelper.py": "VALUE = 7\n"}, config=config)
     worked, _ = t.call({"op": "call", "module": "lazy", "name": "work", "args": []}, {})
     assert worked["error"]["type"] == "Timeout" and "within 1 s" in worked["error"]["message"], worked["error"]
+    # s51r: a fresh module imported in each call. The helpers of a file share one import's time (6 s here): three
+    # imports of 1.5 s pass, a fourth of 3 s, past what is left, is stopped.
+    fresh = {f"slow{i}.py": f"import time\ntime.sleep({1.5 if i < 3 else 3})\nVALUE = 7\n" for i in range(4)}
+    body = "import importlib\n\n\ndef load(i):\n    return importlib.import_module(f'slow{i}').VALUE\n"
+    t = transport({"lazy.py": body, **fresh}, config=config)
+    answers = [t.call({"op": "call", "module": "lazy", "name": "load", "args": [i]}, {})[0] for i in range(4)]
+    assert [a["error"] is None for a in answers] == [True, True, True, False], [a["error"] for a in answers]
 
 
 def test_a_lesson_gives_imports_their_time_and_a_config_that_sets_one_keeps_it():

@@ -58,6 +58,9 @@ def _cases() -> list[Case]:
     sdpa = sa_text[sa_text.index("def scaled_dot_product_attention"):sa_text.index("def causal_mask")]
     helper = mutants.apply(type("H", (), {"id": "h", "patches": no_scale})(), DAY13.solutions)[SA]
     helper = helper[helper.index("def scaled_dot_product_attention"):helper.index("def causal_mask")]
+    # The bugged function in a helper module of the student's, under a name of its own.
+    renamed_core = ("attn_core.py", "", "import math\n\nimport torch\n\n\n"
+                    + helper.rstrip().replace("def scaled_dot_product_attention", "def attention") + "\n")
     return [
         Case("sdpa_imported_inside_forward", no_scale + (
             (MH, MH_IMPORT, ""),
@@ -79,8 +82,7 @@ def _cases() -> list[Case]:
              "sa.no_scale", "multihead"),
         # Held-out s49r: the helper module first imported during a call (inside forward), under a name of its own.
         Case("sdpa_in_a_helper_imported_inside_forward", (
-            ("attn_core.py", "", "import math\n\nimport torch\n\n\n"
-             + helper.rstrip().replace("def scaled_dot_product_attention", "def attention") + "\n"),
+            renamed_core,
             (SA, sdpa, "from attn_core import attention as scaled_dot_product_attention  # noqa: F401\n\n\n"),
             (MH, MH_IMPORT, ""),
             (MH, MH_CTX, "        from attn_core import attention\n\n"
@@ -117,8 +119,7 @@ def _cases() -> list[Case]:
              "sa.no_scale", "multihead"),
         # s51r: the sibling's file hands its helper's function on by assignment, not by import.
         Case("handed_on_by_assignment", (
-            ("attn_core.py", "", "import math\n\nimport torch\n\n\n"
-             + helper.rstrip().replace("def scaled_dot_product_attention", "def attention") + "\n"),
+            renamed_core,
             (SA, sdpa, "from attn_core import attention\n\nscaled_dot_product_attention = attention\n\n\n"),
             (MH, MH_IMPORT, "from attn_core import attention\n"),
             (MH, MH_CTX, MH_CTX.replace("scaled_dot_product_attention(", "attention("))),

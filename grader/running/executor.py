@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import functools
 import importlib
 import importlib.machinery
 import json
@@ -91,7 +92,6 @@ LARGE_FILL = 1 << 16  # elements: a random fill this wide costs the CPU generato
 SEED = 0
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _IMPORT_LOCK = threading.RLock()
-_ABSENT = object()  # a key a namespace did not hold (ModuleLoader._hold)
 
 
 def _seed(seed=None) -> None:
@@ -336,12 +336,7 @@ class ModuleLoader:
                 source = (self.directory / f"{dep}.py").read_text(encoding="utf-8", errors="replace")
             except OSError:
                 continue
-            own = {}
-            for contract_name, (module, attr) in siblings.handed_on(source, vars(stand_in)).items():
-                holder = helpers.get(module)
-                if holder is not None and attr in vars(holder):
-                    own[contract_name] = vars(holder)[attr]
-            found += siblings.held_elsewhere(namespaces, own, stand_in)
+            found += siblings.held_in_helpers(namespaces, source, helpers, stand_in)
         return found
 
     def _student_modules(self) -> dict[str, types.ModuleType]:
@@ -378,8 +373,7 @@ class ModuleLoader:
         found = self._held_elsewhere(self.calling, stand_ins, within=[module])
         self.rebinds.setdefault(self.calling, []).extend(found)
         for namespace, key, value in found:
-            self._held.append((namespace, key, namespace.get(key, _ABSENT)))
-            namespace[key] = value
+            siblings.put(self._held, namespace, key, value)
 
     @contextlib.contextmanager
     def _standing_in(self):
@@ -392,19 +386,14 @@ class ModuleLoader:
             yield
         finally:
             held, self._held = self._held, None
-            for namespace, key, previous in reversed(held):
-                if previous is _ABSENT:
-                    namespace.pop(key, None)
-                else:
-                    namespace[key] = previous
+            siblings.put_back(held)
 
     def _hold(self, name: str) -> None:
         if self._held is None:
             return
         puts = [(sys.modules, dep, module) for dep, module in self.views.get(name, {}).items()]
         for namespace, key, value in puts + self.rebinds.get(name, []):
-            self._held.append((namespace, key, namespace.get(key, _ABSENT)))
-            namespace[key] = value
+            siblings.put(self._held, namespace, key, value)
 
     def _over_standins(self, dep: str, name: str) -> types.ModuleType:
         """What `dep` is while `name`, graded over its stand-ins, imports: the grader's stand-ins of its contract names;
@@ -414,7 +403,8 @@ class ModuleLoader:
         standin = _standin_module(dep, self.standin_module(), self.lesson)
         if not (self.directory / f"{name}.py").is_file():
             return standin  # _import says the file is missing
-        if not siblings.takes_more_through(name, dep, self.lesson.standin_names.get(dep, {}), self._source_of,
+        if not siblings.takes_more_through(name, dep, self.lesson.standin_names.get(dep, {}),
+                                           functools.partial(siblings.module_source, self.directory),
                                            parts=self.lesson.modules):
             return standin
         try:
@@ -422,9 +412,6 @@ class ModuleLoader:
         except ImportError:
             return standin
         return siblings.bound_over(own, standin)
-
-    def _source_of(self, module: str) -> str | None:
-        return siblings.module_source(self.directory, module)
 
     @contextlib.contextmanager
     def active(self):

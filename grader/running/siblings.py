@@ -137,6 +137,36 @@ def held_elsewhere(namespaces, own: dict, stand_in: types.ModuleType) -> list[tu
     return found
 
 
+def held_in_helpers(namespaces, sibling_source: str, helpers: dict, stand_in: types.ModuleType) -> list:
+    """held_elsewhere, for the objects the sibling's file (`sibling_source`) hands on from the student's `helpers`
+    (module name -> module loaded): found by reading that file (handed_on), never by importing it."""
+    own = {}
+    for name, (module, attr) in handed_on(sibling_source, vars(stand_in)).items():
+        holder = helpers.get(module)
+        if holder is not None and attr in vars(holder):
+            own[name] = vars(holder)[attr]
+    return held_elsewhere(namespaces, own, stand_in)
+
+
+_ABSENT = object()  # a key a namespace did not hold (put, put_back)
+
+
+def put(held: list, namespace: dict, key, value) -> None:
+    """namespace[key] = value, with what it held before kept in `held` for put_back."""
+    held.append((namespace, key, namespace.get(key, _ABSENT)))
+    namespace[key] = value
+
+
+def put_back(held: list) -> None:
+    """Undo every `put` kept in `held`, the last first."""
+    for namespace, key, previous in reversed(held):
+        if previous is _ABSENT:
+            namespace.pop(key, None)
+        else:
+            namespace[key] = previous
+    held.clear()
+
+
 def handed_on(source: str, names) -> dict[str, tuple[str, str]]:
     """The contract names among `names` that the file `source` takes from another module and hands on as its own,
     read from the statements its top level runs (inside a module-level `try`, `if` or `with` too), without running it:

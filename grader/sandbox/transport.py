@@ -364,7 +364,8 @@ class SandboxTransport:
                 if seq is not None and not out else None
             if note == IMPORTED and (first_use or IMPORTING in noted) and noted.count(IMPORTED) < 2:
                 noted.append(note)  # the called file's import, or the helper's said to be starting, is done
-                opened = self._close_window(module, opened)
+                self._close_window(module, opened)
+                opened = None
                 seconds = self.config.call_timeout
                 deadline = min(deadline, time.monotonic() + seconds)
                 continue
@@ -410,7 +411,6 @@ class SandboxTransport:
         """Count the time a helper's import window stayed open against the file's share of import time."""
         if opened is not None:
             self._windows[module] = self._windows.get(module, 0.0) + time.monotonic() - opened
-        return None
 
     def _own_words(self, reply: dict) -> dict:
         """The answer, with the child's own words bounded as the executor bounds them: an error's message 600

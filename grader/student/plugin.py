@@ -11,6 +11,7 @@ notebook's runner, which imports the tests afresh each time, starts clean each t
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import json
 import os
@@ -117,20 +118,15 @@ class VisibleTests:
         """While a test of `part` runs: its siblings' stand-ins where its import saw them (views), and in the globals
         of the student's other modules that hold a replaced object of theirs (siblings.held_elsewhere); put back
         after."""
-        held = []
+        held: list = []
         try:
             if part in self.views:
                 puts = [(sys.modules, dep, m) for dep, m in self.views[part].items()]
                 for namespace, key, value in puts + self._held_elsewhere(part):
-                    held.append((namespace, key, namespace.get(key, held)))
-                    namespace[key] = value
+                    siblings.put(held, namespace, key, value)
             yield
         finally:
-            for namespace, key, previous in reversed(held):
-                if previous is held:  # the key was not there
-                    namespace.pop(key, None)
-                else:
-                    namespace[key] = previous
+            siblings.put_back(held)
 
     def _held_elsewhere(self, part: str) -> list:
         """Found for each test, as the hidden grading finds them (grader/running/executor.py, ModuleLoader.
@@ -145,14 +141,8 @@ class VisibleTests:
         namespaces = [vars(self.loaded[part]), *(vars(m) for m in helpers.values())]
         found = []
         for dep, stand_in in self.views[part].items():
-            own = {name: vars(helpers[module])[attr]
-                   for name, (module, attr) in siblings.handed_on(self._source(dep), vars(stand_in)).items()
-                   if module in helpers and attr in vars(helpers[module])}
-            found += siblings.held_elsewhere(namespaces, own, stand_in)
+            found += siblings.held_in_helpers(namespaces, self._source(dep), helpers, stand_in)
         return found
-
-    def _module_source(self, module: str) -> str | None:
-        return siblings.module_source(self.folder, module)
 
     def _source(self, part: str) -> str:
         if part not in self._sources:
@@ -170,7 +160,8 @@ class VisibleTests:
         if not (self.folder / f"{name}.py").is_file():
             return stand_in
         provided = {k for k in vars(stand_in) if not k.startswith("__")}
-        if (not siblings.takes_more_through(name, dep, provided, self._module_source, parts=self.parts)
+        if (not siblings.takes_more_through(name, dep, provided, functools.partial(siblings.module_source, self.folder),
+                                            parts=self.parts)
                 or isinstance(own := self.module(dep), DoesNotImport)):
             return stand_in
         return siblings.bound_over(own, stand_in)

@@ -165,6 +165,17 @@ FREEDOMS: tuple[Freedom, ...] = (
             "an extra module that does nothing in eval mode (dropout on the heads' output)",
             ((MH, MH_SIZES, MH_SIZES + "        self.drop = nn.Dropout(0.1)\n"),
              (MH, CONCAT, CONCAT + "        ctx = self.drop(ctx)\n"))),
+    # Held-out s52 (c_sdpa_dropout_kw): the Annotated Transformer's attention(query, key, value, mask, dropout), its
+    # MultiHeadAttention handing its Dropout in; the stand-in attention took no dropout, and every call raised.
+    Freedom("mh.dropout_through_attention", "multihead",
+            "A `Dropout` anywhere (attention weights, ...) is fine: multihead.py may hand its Dropout to your "
+            "scaled_dot_product_attention, which applies it to the weights",
+            ((SA, "def scaled_dot_product_attention(Q, K, V, mask=None):\n",
+              "def scaled_dot_product_attention(Q, K, V, mask=None, dropout=None):\n"),
+             (SA, SOFTMAX, SOFTMAX + "    if dropout is not None:\n        weights = dropout(weights)  # (..., T_q, T_k)\n"),
+             (MH, MH_SIZES, MH_SIZES + "        self.dropout = nn.Dropout(0.1)\n"),
+             (MH, MH_CTX, "        ctx, _ = scaled_dot_product_attention(q, k, v, mask, dropout=self.dropout)  # (B, h, T, d_k)\n")),
+            helpers_in=(SA,)),
     Freedom("mh.helper_from_self_attention", "multihead",
             "Your files may import each other: a helper of your own in self_attention.py, imported by name",
             ((SA, "import torch.nn as nn\n",

@@ -17,8 +17,17 @@ import torch
 import torch.nn as nn
 
 
-def scaled_dot_product_attention(Q, K, V, mask=None):
-    """softmax(Q Kᵀ / √d_k) V with blocked entries exactly 0 (handout §3, §6)."""
+def scaled_dot_product_attention(Q, K, V, mask=None, dropout=None, *more, **named):
+    """softmax(Q Kᵀ / √d_k) V with blocked entries exactly 0 (handout §3, §6). `dropout`: a Dropout the caller hands
+    in for the weights, as the Annotated Transformer's attention takes one (the contract allows a Dropout on the
+    attention weights; graded modules run in eval mode, where it hands the weights back as they are)."""
+    if more or named:
+        # Python's own words would name this function and its arguments, which the student's own function may take.
+        given = [f"{len(more)} more positional argument(s)"] * bool(more) + [f"`{name}=`" for name in named]
+        raise TypeError(
+            f"your code called scaled_dot_product_attention with {', '.join(given)}, but here the grader's own "
+            "scaled_dot_product_attention stands in for yours (CONTRACT.md, \"One bug costs one part\"), and it takes "
+            "the contract's arguments only: Q, K, V, mask=None, and a Dropout for the weights (dropout=)")
     scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.size(-1))  # (..., T_q, T_k)
     if mask is not None:
         try:
@@ -34,6 +43,8 @@ def scaled_dot_product_attention(Q, K, V, mask=None):
                 "gives MultiHeadAttention and SelfAttention already does: pass it on unchanged (handout §6, §7)"
             ) from None
     weights = torch.softmax(scores, dim=-1)  # (..., T_q, T_k)
+    if dropout is not None:
+        weights = dropout(weights)  # (..., T_q, T_k)
     return weights @ V, weights  # (..., T_q, d_v), (..., T_q, T_k)
 
 

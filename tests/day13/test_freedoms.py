@@ -122,6 +122,31 @@ def test_a_positional_table_that_leaks_float64_loses_positional_points_hidden_an
     assert any("float64" in why for why in visible["positional"][1]), visible["positional"]
 
 
+SCALE_ARGUMENT = freedoms.Freedom(
+    "mh.scale_argument", "multihead", "not a freedom: an argument the contract's scaled_dot_product_attention lacks",
+    (("self_attention.py", "def scaled_dot_product_attention(Q, K, V, mask=None):\n",
+      "def scaled_dot_product_attention(Q, K, V, mask=None, scale=None):\n"),
+     ("multihead.py", "        ctx, _ = scaled_dot_product_attention(q, k, v, mask)  # (B, h, T, d_k)\n",
+      "        ctx, _ = scaled_dot_product_attention(q, k, v, mask, scale=None)  # (B, h, T, d_k)\n")))
+
+
+def test_an_argument_the_contract_does_not_give_the_attention_is_named_hidden_and_visible(tmp_path):
+    """Held-out s52: MultiHeadAttention calls scaled_dot_product_attention with an argument of the student's own,
+    which the grader's stand-in lacks. Python's words ("got an unexpected keyword argument") read as if the student's
+    own function refused it; both gradings say which function ran and what it takes (CONTRACT.md)."""
+    folder, result = _grade(SCALE_ARGUMENT, tmp_path)
+    scores = result.component_scores(DAY13.components)
+    full = killrate.full_marks(lesson=DAY13)
+    assert {c for c in full if scores[c] != full[c]} == {"multihead"}
+    said = "the contract's arguments only: Q, K, V, mask=None, and a Dropout for the weights (dropout=)"
+    failed = [t.output for t in result.tests if t.component == "multihead" and t.status != "passed"]
+    assert failed and all("`scale=`" in out and said in out for out in failed), failed
+    visible = visible_parts(folder, tmp_path / "visible", assignment=DAY13.assignment, parts=DAY13.modules)
+    assert {p for p, (ok, _) in visible.items() if not ok} == {"multihead"}
+    assert any("`scale=`" in why and "stand-in scaled_dot_product_attention" in why
+               for why in visible["multihead"][1]), visible["multihead"]
+
+
 BLOCK = "block.py"
 FFN = ("        self.ffn = nn.Sequential(\n"
        "            nn.Linear(d_model, d_ff),  # expand: (B, T, d_ff)\n"

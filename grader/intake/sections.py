@@ -10,7 +10,8 @@ cost three other parts; a demo cell's `torch.set_default_dtype` cost every part)
 - the cells of other sections that bind a global name its cells read, in function bodies too (transitively), so
   that a function calling a helper kept in another part's cell still works, as it does in the student's kernel; a
   function's own locals and parameters are not globals (its `x` pulls in no demo cell's `x`); never for the name
-  the part takes from a sibling (that comes from the sibling module, as a .py file's import gives it);
+  the part takes from a sibling (that comes from the sibling module, as a .py file's import gives it); for a name
+  no cell is seen to bind, the cells that may bind it unseen (a library's star import; `exec`, `globals()`);
 - every cell that does not parse: it runs no code, and each part's feedback names its syntax error.
 
 Cells are parsed as the kernel compiles them, under the `from __future__` imports of the cells before them.
@@ -34,6 +35,8 @@ for _feature in __future__.all_feature_names:
 
 # The symbol tables of comprehensions, which run where they stand (held-out s51r: a demo's list comprehension).
 _RUN_NOW = ("listcomp", "setcomp", "dictcomp", "genexpr")
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_RUN_TIME_BINDERS = frozenset({"exec", "globals", "vars", "locals"})
 # Nodes whose body is a scope of its own: what they bind inside is not the module's.
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp, ast.SetComp,
            ast.DictComp, ast.GeneratorExp)
@@ -41,10 +44,13 @@ _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.
 
 def bound_names(tree: ast.AST) -> set[str]:
     """The names the module-level code of `tree` binds: defs and classes, assignment and loop targets, import
-    aliases, `with ... as`, match captures, and names a function of it declares `global`."""
+    aliases, `with ... as`, match captures, names a function of it declares `global`, and the targets of `:=` in its
+    comprehensions (PEP 572: they bind in the scope the comprehension stands in; held-out s52)."""
     found: set[str] = set()
     for node in _module_level(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        if isinstance(node, _COMPREHENSIONS):
+            found |= _walrus_targets(node)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             found.add(node.name)
             found |= {name for inner in ast.walk(node) if isinstance(inner, ast.Global) for name in inner.names}
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -56,6 +62,24 @@ def bound_names(tree: ast.AST) -> set[str]:
         elif isinstance(node, ast.MatchMapping) and node.rest:
             found.add(node.rest)
     return found
+
+
+def _walrus_targets(comprehension: ast.AST) -> set[str]:
+    """The names `:=` binds inside a comprehension and the comprehensions within it, not in a lambda's body."""
+    found, todo = set(), list(ast.iter_child_nodes(comprehension))
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
+            found.add(node.target.id)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            todo.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def binds_at_run_time(tree: ast.AST) -> bool:
+    """Whether the cell may bind names no reading of it sees: it names `exec`, `globals`, `vars` or `locals`
+    (`globals()[name] = ...`, `exec(source)`), anywhere, a function it calls included."""
+    return any(isinstance(node, ast.Name) and node.id in _RUN_TIME_BINDERS for node in ast.walk(tree))
 
 
 def _module_level(tree: ast.AST):
@@ -188,7 +212,7 @@ def cell_facts(cells: list[str], *, parts=(), modules: dict[str, str] | None = N
         defines = {name for name in bound if origin.get(name) not in parts}  # as defined_names reads it
         facts.append({"bound": sorted(bound), "loaded": sorted(now | later), "now": sorted(now),
                       "defines": sorted(defines), "imports": identity, "augmented": sorted(augmented(tree)),
-                      "stars": unknown, "future": future})
+                      "stars": unknown, "dynamic": binds_at_run_time(tree), "future": future})
     return facts
 
 
@@ -247,6 +271,7 @@ def _needed(part: str, facts: list[dict], cut: list, binders: dict, taken: set) 
                                           for j in chosen if before is None or j < before)
 
     stars = [j for j, fact in enumerate(facts) if fact.get("stars")]
+    dynamic = [j for j, fact in enumerate(facts) if fact.get("dynamic")]
     todo = sorted(chosen)
     while todo:
         pulled = set()
@@ -263,8 +288,11 @@ def _needed(part: str, facts: list[dict], cut: list, binders: dict, taken: set) 
                     places, before = binders.get(name, ()), None
                 if not binders.get(name):
                     # Bound by no cell the cut can read: a library's star import may bind it (s51r: `from math import
-                    # *` then `log`); the last such cell above (or anywhere, for a function's read) is pulled in.
+                    # *` then `log`), and so may a cell that binds names at run time (s52: `globals()[name] = f`,
+                    # `exec`). The last star cell above (or anywhere, for a function's read) is pulled in, and every
+                    # such run-time cell: which of them binds the name is not known before they run.
                     places = [j for j in stars if before is None or j < before]
+                    pulled |= {j for j in dynamic if (before is None or j < before) and j not in chosen}
                 if places and places[-1] not in chosen and not same_import(places[-1], name, before):
                     pulled.add(places[-1])
         chosen |= pulled

@@ -296,3 +296,27 @@ def test_imports_spelled_otherwise_comprehensions_augmented_names_and_library_st
     star = ["import torch", "def f(t):\n    return t", "from math import *\n\n\ndef g(t):\n    return t",
             "def h(t):\n    return log(t)"]
     assert sections.plan(sections.cell_facts(star), PARTS, {})["C"] == [0, 2, 3]
+
+
+def test_a_walrus_in_a_comprehension_and_names_bound_at_run_time_reach_the_part_that_reads_them():
+    # Held-out s52. nb_walrus: `[(EPS := e) for e in ...]` at a cell's top level binds EPS in the notebook's namespace
+    # (PEP 572), which the cut did not see: the part whose class reads EPS ran without that cell (NameError, 0 points).
+    walrus = ["import torch", "def f(t):\n    return t", "def g(t):\n    return t\n[(EPS := e) for e in (1e-6, 1e-5)]",
+              "class h:\n    def __init__(self):\n        self.eps = EPS", "print(h().eps)"]
+    facts = sections.cell_facts(walrus)
+    assert "EPS" in facts[2]["bound"] and "e" not in facts[2]["bound"]
+    assert sections.plan(facts, PARTS, {})["C"] == [0, 2, 3, 4]
+    # Its own scope's: a walrus in a lambda or a function binds nothing of the notebook's.
+    assert sections.bound_names(compile("k = lambda: (Y := 1)\ndef m():\n    [(Z := i) for i in ()]", "c", "exec",
+                                        0x400)) == {"k", "m"}
+    # nb_globals_dict, nb_exec: helpers bound through globals() or exec, which no static reading sees. A name no cell
+    # is seen to bind comes from every cell that binds names so, as from a library's star import.
+    for binding in ("globals()['split'] = lambda t: t", "exec('def split(t):\\n    return t')",
+                    "globals().update(split=lambda t: t)", "vars()['split'] = lambda t: t"):
+        cells = ["import torch", f"def f(t):\n    return t\n{binding}", "print(f(1))", "def g(t):\n    return split(t)",
+                 "print(g(1))"]
+        assert sections.plan(sections.cell_facts(cells), PARTS, {})["B"] == [0, 1, 3, 4], binding
+    # A name some cell binds plainly comes from that cell alone: a cell that runs exec is not pulled in for it.
+    plain = ["import torch", "def f(t):\n    return t\nexec('pass')", "def split(t):\n    return t",
+             "def g(t):\n    return split(t)"]
+    assert sections.plan(sections.cell_facts(plain), PARTS, {})["B"] == [0, 2, 3]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import __future__
 import ast
+import builtins
 import json
 import symtable
 import sys
@@ -35,6 +36,7 @@ for _feature in __future__.all_feature_names:
 
 # The symbol tables of comprehensions, which run where they stand (held-out s51r: a demo's list comprehension).
 _RUN_NOW = ("listcomp", "setcomp", "dictcomp", "genexpr")
+_BUILTINS = frozenset(dir(builtins))  # read by every part (len, print, super) and bound by no cell
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _RUN_TIME_BINDERS = frozenset({"exec", "globals", "vars", "locals"})
 # Nodes whose body is a scope of its own: what they bind inside is not the module's.
@@ -287,6 +289,8 @@ def _needed(part: str, facts: list[dict], cut: list, binders: dict, taken: set) 
                 else:
                     places, before = binders.get(name, ()), None
                 if not binders.get(name):
+                    if name in _BUILTINS:
+                        continue  # Python's own: no cell gives it (s52: every part ran a star import's cell for len)
                     # Bound by no cell the cut can read: a library's star import may bind it (s51r: `from math import
                     # *` then `log`), and so may a cell that binds names at run time (s52: `globals()[name] = f`,
                     # `exec`). The last star cell above (or anywhere, for a function's read) is pulled in, and every

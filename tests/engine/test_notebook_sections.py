@@ -316,7 +316,8 @@ def test_a_walrus_in_a_comprehension_and_names_bound_at_run_time_reach_the_part_
         cells = ["import torch", f"def f(t):\n    return t\n{binding}", "print(f(1))", "def g(t):\n    return split(t)",
                  "print(g(1))"]
         assert sections.plan(sections.cell_facts(cells), PARTS, {})["B"] == [0, 1, 3, 4], binding
-    # A name some cell binds plainly comes from that cell alone: a cell that runs exec is not pulled in for it.
-    plain = ["import torch", "def f(t):\n    return t\nexec('pass')", "def split(t):\n    return t",
-             "def g(t):\n    return split(t)"]
+    # A name some cell binds plainly comes from that cell alone: a cell that runs exec is not pulled in for it; nor
+    # for a builtin (`len`, `print`), which every part reads and no cell binds; nor is a library's star import.
+    plain = ["import torch", "def f(t):\n    return t\nexec('pass')\nfrom math import *", "def split(t):\n    return t",
+             "def g(t):\n    print(len(t))\n    return split(t)"]
     assert sections.plan(sections.cell_facts(plain), PARTS, {})["B"] == [0, 2, 3]

@@ -289,6 +289,9 @@ BUGS: tuple[Bug, ...] = (
        (BL, POST2, "            x = self.ln2(residual + self.ffn(x))\n")),
     _b("blk.norm_inside_residual", "block", "post_ln",
        (BL, POST1, "            x = x + self.ln1(self.attn(x, mask))\n")),
+    # Held-out s52 (b_ln2_inside_residual): the same in the second sub-layer, a mistake no entry named.
+    _b("blk.norm_inside_second_residual", "block", "post_ln",
+       (BL, POST2, "            x = x + self.ln2(self.ffn(x))\n")),
     _b("blk.shared_layernorm", "block", "post_ln",
        (BL, "        self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)",
         "        self.ln1 = self.ln2 = nn.LayerNorm(d_model)")),

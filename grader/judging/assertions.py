@@ -92,11 +92,19 @@ def ok(res, what: str):
 
 def error_facts(error: dict) -> list[dict]:
     """What an error's own message shows, as facts the lesson may word: autograd refusing an in-place change of a
-    tensor whose gradient is asked for (`inplace_leaf`: `x += ...` on the caller's input, say)."""
+    tensor whose gradient is asked for (`inplace_leaf`: `x += ...` on the caller's input, say); torch refusing
+    arithmetic on a bool tensor (`bool_arithmetic`: `1 - m` on a tensor of booleans)."""
     message = str(error.get("message", ""))
     if error.get("type") == "RuntimeError" and "in-place operation" in message and "requires grad" in message:
         return [{"id": "inplace_leaf"}]
+    if error.get("type") == "RuntimeError" and BOOL_ARITHMETIC in message:
+        return [{"id": "bool_arithmetic"}]
     return []
+
+
+# How torch words its refusal of `-` on a bool tensor ("Subtraction, the `-` operator, with a bool tensor is not
+# supported", "Negation, the `-` operator, on a bool tensor is not supported").
+BOOL_ARITHMETIC = "bool tensor is not supported"
 
 
 def error_words(error: dict, where: str) -> str:

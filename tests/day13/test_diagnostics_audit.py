@@ -51,7 +51,7 @@ OTHER_CALLS = {"random", "batch_mixing", "only_with", "only_with_mask", "mask_ig
                "weights_right", "mask_kinds_differ", "differs_from_own", "order_matters", "rule", "no_gradient",
                "outputs_in_other_order",
                "ln_eps",  # an attribute read from the student's module (grader/day13/tests/test_block.py)
-               "inplace_leaf"}  # and one found in an error's own message (assertions.error_facts)
+               "inplace_leaf", "bool_arithmetic"}  # and those found in an error's own message (assertions.error_facts)
 # The fresh mistakes whose answers move between identical calls: the only ones a "random" fact may be told of.
 RANDOM = {m.id for m in FRESH if m.random or any(f == "random" for f, _ in m.expect)}
 # And the catalogue's: F.dropout left on in the attention function draws anew in every call.

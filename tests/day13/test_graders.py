@@ -307,6 +307,25 @@ def test_a_causal_mistake_is_named_whatever_dtype_the_mask_has_hidden_and_visibl
     assert "built-in method" not in said and "+  where" not in said, said  # pytest's own workings are not for students
 
 
+def test_arithmetic_on_a_bool_mask_is_told_the_mask_may_be_bool_hidden_and_visible(tmp_path):
+    # Held-out s52 (b_additive_bool): `scores + (1 - mask) * -1e9` works on 0/1 masks and raises on bool ones. Only
+    # torch's message was shown; nothing said that the contract's masks may be bool.
+    fill = '        scores = scores.masked_fill(mask == 0, float("-inf"))  # (..., T_q, T_k)\n'
+    sub = _reference_with(tmp_path, "self_attention.py", fill, "        scores = scores + (1 - mask) * -1e9\n")
+    result = killrate.grade(sub, "additive_bool", lesson=DAY13)
+    failed = {t.name: t for t in result.tests if t.status != "passed"}
+    said = DAY13.rubric()["facts"]["bool_arithmetic"]["text"]
+    assert failed and {name.split(".")[0] for name in failed} == {"self_attention"}, failed
+    words = feedback.Words.of(DAY13.rubric())
+    assert all(said in feedback.advice(t, words).numbers for t in failed.values()), \
+        {name: feedback.advice(t, words) for name, t in failed.items()}
+    visible = visible_parts(sub, tmp_path / "visible", assignment=DAY13.assignment, parts=tuple(CODE))
+    assert {part for part, (passed, _) in visible.items() if not passed} == {"self_attention"}, visible
+    report = "\n".join(f"{failure.get('message', '')}\n{failure.text or ''}" for failure
+                       in ET.parse(tmp_path / "visible" / "report.xml").getroot().iter("failure"))
+    assert "The masks the tests give may be bool" in report, report
+
+
 def test_dropout_left_on_in_eval_is_told_it_is_random_not_that_tokens_lose_their_order(tmp_path):
     # Found on a held-out student: `F.dropout(h, 0.1)` (training defaults to True) in the block. The gate of
     # block.mask_passthrough said its "outputs did not follow the tokens when the same tokens came in another order",

@@ -461,6 +461,9 @@ ERROR_HINTS = {
         "with the wrong axis: write .sum(dim=-1, keepdim=True), and each row is divided by its own sum (§3, step 3)."),
     "matmul_error.batched_T": ("Hint: on a batch of matrices (3 or more dimensions) .T reverses every dimension, not the "
                                "last two; write K.transpose(-2, -1). See the handout, §3 \"A common error and its message\"."),
+    "bool_arithmetic": ("Hint: torch refuses arithmetic such as 1 - m or -m on a tensor of booleans: write ~m or m == 0, "
+                        "or convert it first with m.float(). The masks the tests give may be bool as well as 0/1 "
+                        "numbers (CONTRACT.md, \"Masks\")."),
     "matmul_error": ("Hint: the inner sizes of a matrix product must match: print the shapes of both sides. "
                      "See the handout, §3 \"A common error and its message\"."),
 }
@@ -475,13 +478,16 @@ DTYPE_WORDS = ("same dtype", "Float and Double", "Double and Float", "expected s
 
 def _error_fact(error, line):
     """What the error and the line that raised it show: float32 and float64 tensors meeting (`dtype_error`); an
-    in-place change autograd refuses (`inplace_leaf`); a size mismatch on a line that divides by a sum kept without
-    its axis (`broadcast_error.sum_without_keepdim`), or in a matrix product, on a line that uses .T (the fact
-    `matmul_error.batched_T`) or another product (`matmul_error`); else None."""
+    in-place change autograd refuses (`inplace_leaf`); arithmetic torch refuses on a bool tensor (`bool_arithmetic`);
+    a size mismatch on a line that divides by a sum kept without its axis (`broadcast_error.sum_without_keepdim`), or
+    in a matrix product, on a line that uses .T (the fact `matmul_error.batched_T`) or another product
+    (`matmul_error`); else None."""
     if isinstance(error, RuntimeError) and any(word in str(error) for word in DTYPE_WORDS):
         return "dtype_error"
     if isinstance(error, RuntimeError) and "in-place operation" in str(error):
         return "inplace_leaf"
+    if isinstance(error, RuntimeError) and "bool tensor is not supported" in str(error):
+        return "bool_arithmetic"
     if not (isinstance(error, (RuntimeError, ValueError)) and any(word in str(error) for word in MATMUL_WORDS)):
         return None
     compact = line.replace(" ", "")

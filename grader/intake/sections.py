@@ -11,7 +11,8 @@ cost three other parts; a demo cell's `torch.set_default_dtype` cost every part)
   that a function calling a helper kept in another part's cell still works, as it does in the student's kernel; a
   function's own locals and parameters are not globals (its `x` pulls in no demo cell's `x`); never for the name
   the part takes from a sibling (that comes from the sibling module, as a .py file's import gives it); for a name
-  no cell is seen to bind, the cells that may bind it unseen (a library's star import; `exec`, `globals()`);
+  no cell is seen to bind, the cells that may bind it unseen (a library's star import; a cell that spells the name
+  and runs `exec` or `globals()`);
 - every cell that does not parse: it runs no code, and each part's feedback names its syntax error.
 
 Cells are parsed as the kernel compiles them, under the `from __future__` imports of the cells before them.
@@ -27,6 +28,7 @@ import __future__
 import ast
 import builtins
 import json
+import re
 import symtable
 import sys
 
@@ -36,7 +38,12 @@ for _feature in __future__.all_feature_names:
 
 # The symbol tables of comprehensions, which run where they stand (held-out s51r: a demo's list comprehension).
 _RUN_NOW = ("listcomp", "setcomp", "dictcomp", "genexpr")
-_BUILTINS = frozenset(dir(builtins))  # read by every part (len, print, super) and bound by no cell
+# Read by every part (len, print, super) and bound by no cell: Python's builtins, those `site` adds (this script runs
+# without it: help, exit, quit), and the names the kernel gives a notebook (display, get_ipython, In, Out).
+_BUILTINS = frozenset(dir(builtins)) | {"help", "exit", "quit", "copyright", "credits", "license", "display",
+                                        "get_ipython", "In", "Out", "_", "__", "___", "_i", "_ii", "_iii", "_ih",
+                                        "_oh", "_dh"}
+_WORD = re.compile(r"[^\W\d]\w*")
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _RUN_TIME_BINDERS = frozenset({"exec", "globals", "vars", "locals"})
 # Nodes whose body is a scope of its own: what they bind inside is not the module's.
@@ -82,6 +89,12 @@ def binds_at_run_time(tree: ast.AST) -> bool:
     """Whether the cell may bind names no reading of it sees: it names `exec`, `globals`, `vars` or `locals`
     (`globals()[name] = ...`, `exec(source)`), anywhere, a function it calls included."""
     return any(isinstance(node, ast.Name) and node.id in _RUN_TIME_BINDERS for node in ast.walk(tree))
+
+
+def words(source: str) -> list[str]:
+    """Every word of the cell's text that could be a name, in its strings and comments too: a name bound at run time
+    is spelled in the cell that binds it (`globals()["split"] = ...`, `exec("def split...")`)."""
+    return sorted(set(_WORD.findall(source)))
 
 
 def _module_level(tree: ast.AST):
@@ -214,7 +227,7 @@ def cell_facts(cells: list[str], *, parts=(), modules: dict[str, str] | None = N
         defines = {name for name in bound if origin.get(name) not in parts}  # as defined_names reads it
         facts.append({"bound": sorted(bound), "loaded": sorted(now | later), "now": sorted(now),
                       "defines": sorted(defines), "imports": identity, "augmented": sorted(augmented(tree)),
-                      "stars": unknown, "dynamic": binds_at_run_time(tree), "future": future})
+                      "stars": unknown, "dynamic": words(source) if binds_at_run_time(tree) else [], "future": future})
     return facts
 
 
@@ -273,7 +286,7 @@ def _needed(part: str, facts: list[dict], cut: list, binders: dict, taken: set) 
                                           for j in chosen if before is None or j < before)
 
     stars = [j for j, fact in enumerate(facts) if fact.get("stars")]
-    dynamic = [j for j, fact in enumerate(facts) if fact.get("dynamic")]
+    dynamic = {j: set(fact["dynamic"]) for j, fact in enumerate(facts) if fact.get("dynamic")}
     todo = sorted(chosen)
     while todo:
         pulled = set()
@@ -294,9 +307,10 @@ def _needed(part: str, facts: list[dict], cut: list, binders: dict, taken: set) 
                     # Bound by no cell the cut can read: a library's star import may bind it (s51r: `from math import
                     # *` then `log`), and so may a cell that binds names at run time (s52: `globals()[name] = f`,
                     # `exec`). The last star cell above (or anywhere, for a function's read) is pulled in, and every
-                    # such run-time cell: which of them binds the name is not known before they run.
+                    # such run-time cell that spells the name (s53r: one that never does ran for any name unbound).
                     places = [j for j in stars if before is None or j < before]
-                    pulled |= {j for j in dynamic if (before is None or j < before) and j not in chosen}
+                    pulled |= {j for j, spelled in dynamic.items()
+                               if (before is None or j < before) and j not in chosen and name in spelled}
                 if places and places[-1] not in chosen and not same_import(places[-1], name, before):
                     pulled.add(places[-1])
         chosen |= pulled

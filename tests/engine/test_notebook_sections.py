@@ -321,3 +321,12 @@ def test_a_walrus_in_a_comprehension_and_names_bound_at_run_time_reach_the_part_
     plain = ["import torch", "def f(t):\n    return t\nexec('pass')\nfrom math import *", "def split(t):\n    return t",
              "def g(t):\n    print(len(t))\n    return split(t)"]
     assert sections.plan(sections.cell_facts(plain), PARTS, {})["B"] == [0, 2, 3]
+    # Red team s53r: names the kernel gives that are not in the builtins of the cut's own process (`python -I -S`:
+    # site's help, exit and quit; IPython's display, get_ipython), and a run-time cell that never mentions the name:
+    # neither pulls a run-time cell in (nb_help_f64: a float64 demo calling vars() ran in every part that calls help).
+    last = "torch.set_default_dtype(torch.float64)\nprint(vars(g))"
+    kernel = ["import torch", "def f(t):\n    help(f)\n    display(t)\n    return get_ipython, exit, quit",
+              "def g(t):\n    return t", last]
+    assert sections.plan(sections.cell_facts(kernel), PARTS, {})["A"] == [0, 1]
+    unnamed = ["import torch", "def f(t):\n    return undefined_helper(t)", "def g(t):\n    return t", last]
+    assert sections.plan(sections.cell_facts(unnamed), PARTS, {})["A"] == [0, 1]

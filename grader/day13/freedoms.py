@@ -176,6 +176,16 @@ FREEDOMS: tuple[Freedom, ...] = (
              (MH, MH_SIZES, MH_SIZES + "        self.dropout = nn.Dropout(0.1)\n"),
              (MH, MH_CTX, "        ctx, _ = scaled_dot_product_attention(q, k, v, mask, dropout=self.dropout)  # (B, h, T, d_k)\n")),
             helpers_in=(SA,)),
+    # Red team s53r: a probability handed in instead (torch's own attention takes dropout_p), 0 in eval mode.
+    Freedom("mh.dropout_probability_through_attention", "multihead",
+            "A `Dropout` anywhere (attention weights, ...) is fine: multihead.py may hand your "
+            "scaled_dot_product_attention a dropout probability, 0 outside training",
+            ((SA, "def scaled_dot_product_attention(Q, K, V, mask=None):\n",
+              "def scaled_dot_product_attention(Q, K, V, mask=None, dropout=0.0):\n"),
+             (SA, SOFTMAX, SOFTMAX + "    if dropout:\n        weights = torch.nn.functional.dropout(weights, dropout)\n"),
+             (MH, MH_CTX, "        p = 0.1 if self.training else 0.0  # dropout on the weights while training only\n"
+                          "        ctx, _ = scaled_dot_product_attention(q, k, v, mask, dropout=p)  # (B, h, T, d_k)\n")),
+            helpers_in=(SA,)),
     Freedom("mh.helper_from_self_attention", "multihead",
             "Your files may import each other: a helper of your own in self_attention.py, imported by name",
             ((SA, "import torch.nn as nn\n",

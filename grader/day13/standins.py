@@ -27,7 +27,8 @@ def scaled_dot_product_attention(Q, K, V, mask=None, dropout=None, *more, **name
         raise TypeError(
             f"your code called scaled_dot_product_attention with {', '.join(given)}, but here the grader's own "
             "scaled_dot_product_attention stands in for yours (CONTRACT.md, \"One bug costs one part\"), and it takes "
-            "the contract's arguments only: Q, K, V, mask=None, and a Dropout for the weights (dropout=)")
+            "the contract's arguments only: Q, K, V, mask=None, and a Dropout or its probability for the weights "
+            "(dropout=)")
     scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.size(-1))  # (..., T_q, T_k)
     if mask is not None:
         try:
@@ -43,7 +44,10 @@ def scaled_dot_product_attention(Q, K, V, mask=None, dropout=None, *more, **name
                 "gives MultiHeadAttention and SelfAttention already does: pass it on unchanged (handout §6, §7)"
             ) from None
     weights = torch.softmax(scores, dim=-1)  # (..., T_q, T_k)
-    if dropout is not None:
+    if dropout is not None and not callable(dropout) and float(dropout):
+        # A probability, as torch's own attention takes one (its dropout_p): applied as it applies it (red team s53r).
+        weights = torch.nn.functional.dropout(weights, float(dropout))  # (..., T_q, T_k)
+    elif callable(dropout):
         weights = dropout(weights)  # (..., T_q, T_k)
     return weights @ V, weights  # (..., T_q, d_v), (..., T_q, T_k)
 

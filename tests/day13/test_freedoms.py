@@ -138,7 +138,7 @@ def test_an_argument_the_contract_does_not_give_the_attention_is_named_hidden_an
     scores = result.component_scores(DAY13.components)
     full = killrate.full_marks(lesson=DAY13)
     assert {c for c in full if scores[c] != full[c]} == {"multihead"}
-    said = "the contract's arguments only: Q, K, V, mask=None, and a Dropout for the weights (dropout=)"
+    said = "the contract's arguments only: Q, K, V, mask=None, and a Dropout or its probability for the weights"
     failed = [t.output for t in result.tests if t.component == "multihead" and t.status != "passed"]
     assert failed and all("`scale=`" in out and said in out for out in failed), failed
     visible = visible_parts(folder, tmp_path / "visible", assignment=DAY13.assignment, parts=DAY13.modules)

@@ -298,18 +298,22 @@ class _KnownAttention(torch.autograd.Function):
 
 
 def _stand_in_attention(Q, K, V, mask=None, dropout=None, *more, **named):
-    """The attention the multi-head tests expect, looked up. `dropout`: a Dropout your MultiHeadAttention hands in for
-    the weights (CONTRACT.md allows one there; the tests run your modules in eval mode, where it changes nothing)."""
+    """The attention the multi-head tests expect, looked up. `dropout`: a Dropout (or its probability) your
+    MultiHeadAttention hands in for the weights (CONTRACT.md allows one there; the tests run your modules in eval
+    mode, where a Dropout changes nothing)."""
     if more or named:
         given = [f"{len(more)} more positional argument(s)"] * bool(more) + [f"`{name}=`" for name in named]
         pytest.fail(f"your code called scaled_dot_product_attention with {', '.join(given)}, but the multi-head tests "
                     "give MultiHeadAttention a stand-in scaled_dot_product_attention, as the graders do (CONTRACT.md, "
                     "\"One bug costs one part\"), and it takes the contract's arguments only: Q, K, V, mask=None, and a "
-                    "Dropout for the weights (dropout=)", pytrace=False)
+                    "Dropout or its probability for the weights (dropout=)", pytrace=False)
     if _vmapped(Q, K, V, mask):
         return _slice_by_slice(Q, K, V, mask, dropout)
     record, index = _lookup(Q, K, V, mask)
     answer = _KnownAttention.apply(Q, K, V, record, index)
+    if dropout is not None and not callable(dropout):  # a probability, as torch's own attention takes one
+        p = float(dropout)
+        dropout = (lambda w: torch.nn.functional.dropout(w, p)) if p else None
     dropped = answer[1] if dropout is None else dropout(answer[1])
     # In training mode it would change the weights, and so the output, as it would in your own attention.
     return answer if dropped is answer[1] else (dropped @ V.to(dropped.dtype), dropped)

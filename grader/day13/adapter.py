@@ -53,10 +53,13 @@ class Adapter(calls.Adapter):
                             request=f"SelfAttention({d_model}, {d_k})(x {_s(x)}{_m(mask)}), {dtype}")
 
     # -- multihead.py ------------------------------------------------------------------
-    def mha(self, x, weights: dict, n_heads: int, mask=None, *, dtype="float32", grad_out=None) -> calls.Result:
+    def mha(self, x, weights: dict, n_heads: int, mask=None, *, dtype="float32", grad_out=None,
+            seed=None) -> calls.Result:
+        """MultiHeadAttention(d_model, n_heads) with qkv and out loaded; forward(x[, mask]). `seed` runs the same call
+        under another random seed."""
         d_model = weights["out.weight"].shape[0]
         return self._module("multihead", "MultiHeadAttention", [d_model, n_heads], {}, x, weights, mask,
-                            dtype=dtype, grad_out=grad_out,
+                            dtype=dtype, grad_out=grad_out, seed=seed,
                             request=f"MultiHeadAttention({d_model}, {n_heads})(x {_s(x)}{_m(mask)}), {dtype}")
 
     # -- positional.py -----------------------------------------------------------------

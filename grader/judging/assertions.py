@@ -105,6 +105,8 @@ def error_facts(error: dict) -> list[dict]:
 # How torch words its refusal of `-` on a bool tensor ("Subtraction, the `-` operator, with a bool tensor is not
 # supported", "Negation, the `-` operator, on a bool tensor is not supported").
 BOOL_ARITHMETIC = "bool tensor is not supported"
+# The facts error_facts finds: the same for every test one error stopped (grader/results/feedback.py tells them there).
+ERROR_FACTS = frozenset({"inplace_leaf", "bool_arithmetic"})
 
 
 def error_words(error: dict, where: str) -> str:

@@ -373,7 +373,12 @@ def test_details(test: TestResult, words: Words, cases: bool = True) -> list:
     an error told once for several tests, without the cases of one of them it met."""
     said = advice(test, words)
     if not cases and test.advice == "raised":
-        said = replace(said, numbers=())
+        # What the error's own message shows holds for every test it stopped; which of one test's cases ran does not.
+        from grader.judging import diagnose
+        from grader.judging.assertions import ERROR_FACTS
+
+        said = replace(said, numbers=tuple(diagnose.words([f for f in test.facts if f.get("id") in ERROR_FACTS],
+                                                          words.facts)))
     details: list = [Paragraph(said.forbidden)] if said.forbidden else []
     if test.output.strip():
         details.append(Preformatted(clip(test.output)))

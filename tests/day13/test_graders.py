@@ -326,6 +326,42 @@ def test_arithmetic_on_a_bool_mask_is_told_the_mask_may_be_bool_hidden_and_visib
     assert "The masks the tests give may be bool" in report, report
 
 
+def test_what_an_errors_message_shows_is_said_where_one_error_is_told_for_several_tests(tmp_path):
+    # Red team s53r (pe_bool_arith): a bool tensor in positional_encoding raised in three tests, told once; the words of
+    # the fact its message shows were dropped with those about which of one test's cases ran.
+    sub = _reference_with(tmp_path, "positional.py", "    pe[:, 1::2] = torch.cos(angle)  # odd features\n",
+                          "    pe[:, 1::2] = torch.cos(angle)  # odd features\n"
+                          "    pe = pe * (1 - torch.zeros(d_model, dtype=torch.bool))\n")
+    result = killrate.grade(sub, "pe_bool", lesson=DAY13)
+    failed = [t for t in result.tests if t.status != "passed"]
+    assert len(failed) > 1 and {t.component for t in failed} == {"positional"}, failed
+    shown = feedback.feedback_markdown(result, lesson=DAY13)
+    assert "(the same message for" in shown and DAY13.rubric()["facts"]["bool_arithmetic"]["text"] in shown, shown
+
+
+def test_a_multihead_with_dropout_left_on_is_told_it_is_random_hidden_and_visible(tmp_path):
+    # Red team s53r (mh_drop_trainbug): F.dropout left on in MultiHeadAttention (training defaults to True) was told
+    # its outputs "did not follow the tokens when the same tokens came in another order", and the visible tests
+    # hinted at splitting heads: neither said the answers are random. The block's tests ask the same call again
+    # under another seed; the multi-head tests did not.
+    concat = "        ctx = ctx.transpose(1, 2).contiguous().view(B, T, D)  # (B, T, D): heads concatenated\n"
+    sub = _reference_with(tmp_path, "multihead.py", concat,
+                          concat + "        ctx = torch.nn.functional.dropout(ctx, 0.1)  # left on in eval mode\n")
+    (sub / "multihead.py").write_text("import torch\n" + (sub / "multihead.py").read_text())
+    result = killrate.grade(sub, "mh_dropout_on", lesson=DAY13)
+    failed = {t.name: t for t in result.tests if t.status != "passed"}
+    assert failed and {name.split(".")[0] for name in failed} == {"multihead"}, failed
+    words = feedback.Words.of(DAY13.rubric())
+    told = {name: " ".join([t.output, *feedback.advice(t, words).numbers]) for name, t in failed.items()}
+    assert all("something random runs even in eval mode" in text for text in told.values()), told
+    assert not any("did not follow the tokens" in text for text in told.values()), told
+    visible = visible_parts(sub, tmp_path / "visible", assignment=DAY13.assignment, parts=tuple(CODE))
+    assert {part for part, (passed, _) in visible.items() if not passed} == {"multihead"}, visible
+    report = "\n".join(f"{failure.get('message', '')}\n{failure.text or ''}" for failure
+                       in ET.parse(tmp_path / "visible" / "report.xml").getroot().iter("failure"))
+    assert "something random" in report and "view(B, T, h, d_k)" not in report, report
+
+
 def test_dropout_left_on_in_eval_is_told_it_is_random_not_that_tokens_lose_their_order(tmp_path):
     # Found on a held-out student: `F.dropout(h, 0.1)` (training defaults to True) in the block. The gate of
     # block.mask_passthrough said its "outputs did not follow the tokens when the same tokens came in another order",

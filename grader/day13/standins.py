@@ -19,8 +19,9 @@ import torch.nn as nn
 
 def scaled_dot_product_attention(Q, K, V, mask=None, dropout=None, *more, **named):
     """softmax(Q Kᵀ / √d_k) V with blocked entries exactly 0 (handout §3, §6). `dropout`: a Dropout the caller hands
-    in for the weights, as the Annotated Transformer's attention takes one (the contract allows a Dropout on the
-    attention weights; graded modules run in eval mode, where it hands the weights back as they are)."""
+    in for the weights, as the Annotated Transformer's attention takes one, or its probability, as torch's own
+    attention takes one (the contract allows a Dropout on the attention weights; graded modules run in eval mode,
+    where a Dropout hands the weights back as they are)."""
     if more or named:
         # Python's own words would name this function and its arguments, which the student's own function may take.
         given = [f"{len(more)} more positional argument(s)"] * bool(more) + [f"`{name}=`" for name in named]

@@ -62,14 +62,11 @@ REFERENCE_CASES = [  # (what, B, T, d_model, heads, dtype)
 
 
 def test_reference(student, reference):
-    pairs = []
-    for n, (what, B, T, D, h, dtype) in enumerate(REFERENCE_CASES):
-        x, w = ck.randn(700 + n, B, T, D, dtype=dtype), _weights(750 + 10 * n, D, dtype)
-        pairs.append((what, dtype, student.mha(x, w, h, dtype=dtype), reference.mha(x, w, h, dtype=dtype)))
+    asked = [(what, dtype, dict(x=ck.randn(700 + n, B, T, D, dtype=dtype), weights=_weights(750 + 10 * n, D, dtype),
+                                n_heads=h, dtype=dtype)) for n, (what, B, T, D, h, dtype) in enumerate(REFERENCE_CASES)]
+    pairs = [(what, dtype, student.mha(**call), reference.mha(**call)) for what, dtype, call in asked]
     # Every case compared, the first failure raised: a mistake that only more than one head shows is said so.
-    what, B, T, D, h, dtype = REFERENCE_CASES[0]
-    first = dict(x=ck.randn(700, B, T, D, dtype=dtype), weights=_weights(750, D, dtype), n_heads=h, dtype=dtype)
-    with ck.facts_on_failure(lambda: _random_facts(student, pairs[0][2], first)):
+    with ck.facts_on_failure(lambda: _random_facts(student, pairs[0][2], asked[0][2])):
         ck.cases([(what, False, lambda what=what, dtype=dtype, got=got, exp=exp: ck.same_outputs(
             got, exp, f"MultiHeadAttention ({what})", ("output",), dtype=dtype)) for what, dtype, got, exp in pairs])
 

@@ -186,6 +186,14 @@ FREEDOMS: tuple[Freedom, ...] = (
              (MH, MH_CTX, "        p = 0.1 if self.training else 0.0  # dropout on the weights while training only\n"
                           "        ctx, _ = scaled_dot_product_attention(q, k, v, mask, dropout=p)  # (B, h, T, d_k)\n")),
             helpers_in=(SA,)),
+    # Held-out s54: the same under torch's own name for it.
+    Freedom("mh.dropout_p_through_attention", "multihead",
+            "multihead.py may hand your scaled_dot_product_attention a dropout probability as dropout_p=, torch's name",
+            ((SA, "def scaled_dot_product_attention(Q, K, V, mask=None):\n",
+              "def scaled_dot_product_attention(Q, K, V, mask=None, dropout_p=0.0):\n"),
+             (SA, SOFTMAX, SOFTMAX + "    if dropout_p:\n        weights = torch.nn.functional.dropout(weights, dropout_p)\n"),
+             (MH, MH_CTX, "        ctx, _ = scaled_dot_product_attention(q, k, v, mask, dropout_p=0.0)  # (B, h, T, d_k)\n")),
+            helpers_in=(SA,)),
     Freedom("mh.helper_from_self_attention", "multihead",
             "Your files may import each other: a helper of your own in self_attention.py, imported by name",
             ((SA, "import torch.nn as nn\n",

@@ -22,6 +22,8 @@ def scaled_dot_product_attention(Q, K, V, mask=None, dropout=None, *more, **name
     in for the weights, as the Annotated Transformer's attention takes one, or its probability, as torch's own
     attention takes one (the contract allows a Dropout on the attention weights; graded modules run in eval mode,
     where a Dropout hands the weights back as they are)."""
+    if dropout is None and "dropout_p" in named:
+        dropout = named.pop("dropout_p")  # torch's own attention's name for it (held-out s54)
     if more or named:
         # Python's own words would name this function and its arguments, which the student's own function may take.
         given = [f"{len(more)} more positional argument(s)"] * bool(more) + [f"`{name}=`" for name in named]
@@ -29,7 +31,7 @@ def scaled_dot_product_attention(Q, K, V, mask=None, dropout=None, *more, **name
             f"your code called scaled_dot_product_attention with {', '.join(given)}, but here the grader's own "
             "scaled_dot_product_attention stands in for yours (CONTRACT.md, \"One bug costs one part\"), and it takes "
             "the contract's arguments only: Q, K, V, mask=None, and a Dropout or its probability for the weights "
-            "(dropout=)")
+            "(dropout=, or dropout_p=)")
     scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.size(-1))  # (..., T_q, T_k)
     if mask is not None:
         try:

@@ -301,12 +301,14 @@ def _stand_in_attention(Q, K, V, mask=None, dropout=None, *more, **named):
     """The attention the multi-head tests expect, looked up. `dropout`: a Dropout (or its probability) your
     MultiHeadAttention hands in for the weights (CONTRACT.md allows one there; the tests run your modules in eval
     mode, where a Dropout changes nothing)."""
+    if dropout is None and "dropout_p" in named:
+        dropout = named.pop("dropout_p")  # torch's own attention's name for it
     if more or named:
         given = [f"{len(more)} more positional argument(s)"] * bool(more) + [f"`{name}=`" for name in named]
         pytest.fail(f"your code called scaled_dot_product_attention with {', '.join(given)}, but the multi-head tests "
                     "give MultiHeadAttention a stand-in scaled_dot_product_attention, as the graders do (CONTRACT.md, "
                     "\"One bug costs one part\"), and it takes the contract's arguments only: Q, K, V, mask=None, and a "
-                    "Dropout or its probability for the weights (dropout=)", pytrace=False)
+                    "Dropout or its probability for the weights (dropout=, or dropout_p=)", pytrace=False)
     if _vmapped(Q, K, V, mask):
         return _slice_by_slice(Q, K, V, mask, dropout)
     record, index = _lookup(Q, K, V, mask)

@@ -113,8 +113,7 @@ def global_loads(source: str, tree: ast.AST) -> tuple[set[str], set[str]]:
     functions read when they are called (after every cell ran). Not a function's own locals and parameters (a
     function's `x` is not a demo cell's `x`). From Python's own symbol tables; for a cell they cannot read (a syntax
     only the cells before it allow), every name it reads, as read now."""
-    now = {node.target.id for node in _module_level(tree)
-           if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name)}  # `x += 1` reads x
+    now = augmented(tree)  # `x += 1` reads x
     later: set[str] = set()
     try:
         tables = [(symtable.symtable(source, "cell", "exec"), False)]

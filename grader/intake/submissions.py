@@ -36,16 +36,11 @@ from grader.intake.magics import FUTURE_FLAGS, neutralise_magics, plain_file_nam
 from grader.results.storage import CLASS_FILES  # the class files beside the row folders: no row is named like one
 
 
-def notebook_module_name(lesson) -> str:
-    """The module the intake writes a notebook's cells into (named for the lesson, so no student file is)."""
-    return lesson.notebook_module
-
-
 def not_written_by_notebooks(lesson) -> tuple[str, ...]:
     """The files a notebook's `%%writefile` may not write: the contract's modules, which the notebook's cells
     stand for, then (last) the module the intake makes of those cells. The students' CI refuses the same (the
     release writes these names into tools/ci_feedback.py)."""
-    return (*sorted(f"{module}.py" for module in lesson.modules), f"{notebook_module_name(lesson)}.py")
+    return (*sorted(f"{module}.py" for module in lesson.modules), f"{lesson.notebook_module}.py")
 
 
 SKIPPED_DIRS = {".git", "__pycache__", ".ipynb_checkpoints", "__MACOSX", ".venv", "venv", "node_modules"}
@@ -518,7 +513,7 @@ def _maybe_convert_notebook(dest: Path, intake: Intake, lesson) -> None:
     except (NotebookTooLarge, ValueError) as exc:
         intake.note(f"could not grade the notebook {label}: {exc}"[:400])
         return
-    (dest / f"{notebook_module_name(lesson)}.py").write_text(
+    (dest / f"{lesson.notebook_module}.py").write_text(
         notebook_module_source(label, cells, numbers=numbers, parts=parts, future=future), encoding="utf-8")
     for module in lesson.modules:
         (dest / f"{module}.py").write_text(contract_module_source(label, module, lesson=lesson), encoding="utf-8")
@@ -802,7 +797,7 @@ def contract_module_source(notebook_name: str, module: str, *, lesson) -> str:
     The name a contract file takes from a sibling (the lesson's [sibling_imports], as in the reference) is imported
     from the sibling module before the cells run, as the .py file's import is: graded, the grader's stand-in, which a
     class body or a default value then holds as it would in the .py file."""
-    notebook_module = notebook_module_name(lesson)
+    notebook_module = lesson.notebook_module
     text = (f"# Generated from a notebook ({notebook_module}.NOTEBOOK): the code cells this part needs.\n"
             f"from {notebook_module} import run_cells as _run_cells\n\n\n")
     if module not in lesson.sibling_imports:

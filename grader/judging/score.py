@@ -19,7 +19,7 @@ from pathlib import Path
 from grader.judging import integrity
 from grader.judging import source_scan as scan
 from grader.judging.assertions import STAGE_WORDS, GradeFailure, error_words
-from grader.intake.submissions import contract_module_source, notebook_module_name
+from grader.intake.submissions import contract_module_source
 from grader.results.records import LENT_FACT, SubmissionResult, TestResult
 from grader.running import forbidden
 from grader.running.calls import Adapter, InProcessTransport
@@ -58,7 +58,7 @@ def scan_submission(directory: Path, *, lesson) -> scan.Findings:
     """What the static scan finds in a submission's source (grader/judging/source_scan.py), parsed in this process:
     for trusted code, and for tests; a grading run scans in a limited helper (`limited_scan`)."""
     kit = _kit_sources(lesson)
-    sources, found = scan.snapshot(Path(directory), notebook_module_name(lesson), _generated_modules(lesson), kit,
+    sources, found = scan.snapshot(Path(directory), lesson.notebook_module, _generated_modules(lesson), kit,
                                    _kit_history(lesson))
     found.merge(scan.scan_sources([(name, data, scan.read_cells(data) if cells else None)
                                    for name, data, cells in sources], lesson.forbidden_policy, lesson.contract_file_of,
@@ -70,7 +70,7 @@ def limited_scan(*, lesson, **limits) -> scan.LimitedScan:
     """The lesson's scan in a limited helper process (`limits`: memory_bytes, seconds, budget; the
     lesson's limits.toml [scan])."""
     return scan.LimitedScan(policy=lesson.forbidden_policy, contract=lesson.contract_file_of,
-                            notebook_module=notebook_module_name(lesson), generated=_generated_modules(lesson),
+                            notebook_module=lesson.notebook_module, generated=_generated_modules(lesson),
                             kit=_kit_sources(lesson), earlier=_kit_history(lesson), **limits)
 
 
@@ -358,7 +358,7 @@ def grade_submission(*, name: str, directory: Path, transport, lesson, check_del
         result.status = "import-error: " + ", ".join(sorted(import_errors))
         every = import_errors >= {f"{module}.py" for module in lesson.modules}
         # A notebook's modules are made of its code cells: the student handed in no such file.
-        made = (Path(directory) / f"{notebook_module_name(lesson)}.py").is_file()
+        made = (Path(directory) / f"{lesson.notebook_module}.py").is_file()
         result.notes.append("could not import " + ", ".join(sorted(import_errors))
                             + (" (made of your notebook's code cells: the tests name the cell that failed)" if made else "")
                             + ("; no part's code could be graded" if every else

@@ -332,11 +332,9 @@ class ModuleLoader:
             [vars(m) for m in within]
         found = []
         for dep, stand_in in stand_ins.items():
-            try:
-                source = (self.directory / f"{dep}.py").read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                continue
-            found += siblings.held_in_helpers(namespaces, source, helpers, stand_in)
+            source = siblings.module_source(self.directory, dep)
+            if source is not None:
+                found += siblings.held_in_helpers(namespaces, source, helpers, stand_in)
         return found
 
     def _student_modules(self) -> dict[str, types.ModuleType]:

@@ -350,36 +350,38 @@ class SandboxTransport:
         deadline = start + seconds
         noted: list[str] = []
         opened = None  # when a helper's import window opened in this call, until it closes
-        while True:
-            try:
-                reply, out, size = protocol.recv_frame(child.sock, limits=self._reply_limits(module), deadline=deadline)
-            except TimeoutError:
-                self._close_window(module, opened)
-                return self._after_fatal(module, self._timed_out(seconds), first_use), {}
-            except protocol.OversizedFrame as exc:
-                return self._after_fatal(module, self._oversized(exc, module), first_use), {}
-            except (protocol.ProtocolError, OSError) as exc:
-                return self._after_fatal(module, self._death_or_protocol(exc), first_use), {}
-            note = next((k for k in (IMPORTED, IMPORTING) if reply == {k: True, "seq": seq}), None) \
-                if seq is not None and not out else None
-            if note == IMPORTED and (first_use or IMPORTING in noted) and noted.count(IMPORTED) < 2:
-                noted.append(note)  # the called file's import, or the helper's said to be starting, is done
-                self._close_window(module, opened)
-                opened = None
-                seconds = self.config.call_timeout
-                deadline = min(deadline, time.monotonic() + seconds)
-                continue
-            if note == IMPORTING and note not in noted:
-                noted.append(note)
-                # The helpers' imports of a file share one import's time (held-out s51r: a fresh module imported in
-                # each call gave every call 30 s).
-                left = max(self.config.import_timeout - self._windows.get(module, 0.0), 0.0)
-                opened = time.monotonic()
-                seconds = max(self.config.call_timeout, left)
-                deadline = max(deadline, opened + seconds)
-                continue
-            break
-        self._close_window(module, opened)
+        try:
+            while True:
+                try:
+                    reply, out, size = protocol.recv_frame(child.sock, limits=self._reply_limits(module),
+                                                           deadline=deadline)
+                except TimeoutError:
+                    return self._after_fatal(module, self._timed_out(seconds), first_use), {}
+                except protocol.OversizedFrame as exc:
+                    return self._after_fatal(module, self._oversized(exc, module), first_use), {}
+                except (protocol.ProtocolError, OSError) as exc:
+                    return self._after_fatal(module, self._death_or_protocol(exc), first_use), {}
+                note = next((k for k in (IMPORTED, IMPORTING) if reply == {k: True, "seq": seq}), None) \
+                    if seq is not None and not out else None
+                if note == IMPORTED and (first_use or IMPORTING in noted) and noted.count(IMPORTED) < 2:
+                    noted.append(note)  # the called file's import, or the helper's said to be starting, is done
+                    self._close_window(module, opened)
+                    opened = None
+                    seconds = self.config.call_timeout
+                    deadline = min(deadline, time.monotonic() + seconds)
+                    continue
+                if note == IMPORTING and note not in noted:
+                    noted.append(note)
+                    # The helpers' imports of a file share one import's time (held-out s51r: a fresh module imported
+                    # in each call gave every call 30 s).
+                    left = max(self.config.import_timeout - self._windows.get(module, 0.0), 0.0)
+                    opened = time.monotonic()
+                    seconds = max(self.config.call_timeout, left)
+                    deadline = max(deadline, opened + seconds)
+                    continue
+                break
+        finally:
+            self._close_window(module, opened)  # however the call ended, a window still open counts
         self._received += size
         self._received_by[module] = self._received_by.get(module, 0) + size
         if "sandbox_exit" in reply:

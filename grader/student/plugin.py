@@ -146,10 +146,7 @@ class VisibleTests:
 
     def _source(self, part: str) -> str:
         if part not in self._sources:
-            try:
-                self._sources[part] = (self.folder / f"{part}.py").read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                self._sources[part] = ""
+            self._sources[part] = siblings.module_source(self.folder, part) or ""
         return self._sources[part]
 
     def _over_stand_in(self, dep: str, name: str):

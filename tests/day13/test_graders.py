@@ -756,7 +756,7 @@ def test_static_scan_finds_library_attention_but_not_the_students_own_function(t
 
 
 def test_static_scan_reads_notebook_cells_and_blames_the_part_a_cell_defines(tmp_path):
-    from grader.intake.submissions import notebook_module_name, notebook_module_source
+    from grader.intake.submissions import notebook_module_source
     from grader.lesson import load_lesson
 
     cells = ["import torch.nn as nn",
@@ -764,18 +764,18 @@ def test_static_scan_reads_notebook_cells_and_blames_the_part_a_cell_defines(tmp
              "        super().__init__()\n        self.m = nn.MultiheadAttention(d, h)\n",
              "def positional_encoding(T, d):\n    return None\n",
              "%matplotlib inline"]  # a cell that doesn't parse is skipped, not a crash
-    (tmp_path / f"{notebook_module_name(load_lesson('day13'))}.py").write_text(notebook_module_source("day13.ipynb", cells))
+    (tmp_path / f"{load_lesson('day13').notebook_module}.py").write_text(notebook_module_source("day13.ipynb", cells))
     assert score.static_forbidden(tmp_path, lesson=DAY13) == {"multihead.py": {"MultiheadAttention"}}
 
 
 def test_static_scan_knows_a_torch_alias_imported_in_an_earlier_notebook_cell(tmp_path):
-    from grader.intake.submissions import notebook_module_name, notebook_module_source
+    from grader.intake.submissions import notebook_module_source
     from grader.lesson import load_lesson
 
     cells = ["import torch.nn.functional as G",
              "def scaled_dot_product_attention(Q, K, V, mask=None):\n"
              "    return G.scaled_dot_product_attention(Q, K, V), None\n"]
-    (tmp_path / f"{notebook_module_name(load_lesson('day13'))}.py").write_text(notebook_module_source("day13.ipynb", cells))
+    (tmp_path / f"{load_lesson('day13').notebook_module}.py").write_text(notebook_module_source("day13.ipynb", cells))
     assert score.static_forbidden(tmp_path, lesson=DAY13) == {"self_attention.py": {"scaled_dot_product_attention"}}
 
 

@@ -243,7 +243,7 @@ def test_a_notebook_missing_a_definition_says_which_of_its_cells_raised(tmp_path
     folder = tmp_path / "nb"
     folder.mkdir()
     cells = ["import torch", "def softmax(x, dim=-1)\n    return x"]  # the colon is missing: the cell is skipped
-    (folder / f"{intake.notebook_module_name(LESSON)}.py").write_text(intake.notebook_module_source("toy.ipynb", cells))
+    (folder / f"{LESSON.notebook_module}.py").write_text(intake.notebook_module_source("toy.ipynb", cells))
     (folder / "activations.py").write_text(intake.contract_module_source("toy.ipynb", "activations", lesson=LESSON))
     error = call_softmax(loader_of(folder), seeded(0, 2, 3))[0]["error"]
     assert "your notebook's code cells define no function softmax" in error["message"], error

@@ -384,7 +384,7 @@ def test_a_notebook_name_never_becomes_source_text(tmp_path, name):
     dest = tmp_path / "scratch"
     taken = materialise(discover(subs)[0], dest, lesson=LESSON)
     assert taken.notebook is not None
-    for each in (intake.notebook_module_name(LESSON), *LESSON.modules):
+    for each in (LESSON.notebook_module, *LESSON.modules):
         compile((dest / f"{each}.py").read_text(encoding="utf-8"), each, "exec")
 
     run_it = subprocess.run([sys.executable, "-c", f"import {module} as s; print(s.{graded}(), s._CELL_ERRORS)"],

@@ -164,7 +164,7 @@ def test_the_intake_writes_each_part_its_cells_and_a_plain_import_sees_the_same(
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "False", "False", "True", "[]"]
     # The module the intake wrote is the one the scan reads as cells alone: its text is the intake's own.
-    written = (dest / f"{intake.notebook_module_name(LESSON)}.py").read_bytes()
+    written = (dest / f"{LESSON.notebook_module}.py").read_bytes()
     assert scan.written_from_cells(written)
     assert not scan.written_from_cells(written.replace(b"PARTS = {", b"PARTS = {'x': [0], "))
 
@@ -184,7 +184,7 @@ def test_a_cell_too_deep_to_parse_stays_in_its_part_and_a_note_names_it(tmp_path
     dest, taken = _materialised(tmp_path, [SETUP, FUNCTION_CELL, deep, CLASS_CELL])
     assert taken.notebook == "nina.ipynb"
     assert [n for n in taken.notes if "code cell 3 is too large or too deeply nested" in n], taken.notes
-    written = (dest / f"{intake.notebook_module_name(LESSON)}.py").read_text()
+    written = (dest / f"{LESSON.notebook_module}.py").read_text()
     assert f'PARTS = {json.dumps({FIRST: [0, 1, 2], SECOND: [0, 3]})}' in written
 
 
@@ -223,7 +223,7 @@ def test_the_scan_charges_a_cell_to_the_part_whose_name_it_binds_as_the_sections
     cells = [SETUP, f"from torch.nn.functional import {FUNCTION}", CLASS_CELL]
     folder = tmp_path / "copy"
     folder.mkdir()
-    (folder / f"{intake.notebook_module_name(LESSON)}.py").write_text(intake.notebook_module_source("nina.ipynb", cells))
+    (folder / f"{LESSON.notebook_module}.py").write_text(intake.notebook_module_source("nina.ipynb", cells))
     from grader.judging import score
 
     assert score.static_forbidden(folder, lesson=LESSON) == {LESSON.file_of[FIRST]: {FUNCTION}}

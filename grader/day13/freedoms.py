@@ -234,6 +234,29 @@ FREEDOMS: tuple[Freedom, ...] = (
               "    def __init__(self, d_model, n_heads):\n"
               "        super().__init__(d_model, d_model // n_heads)  # SelfAttention(d_model, d_k) sets d_k\n"
               "        del self.W_q, self.W_k, self.W_v  # qkv holds every head's projections instead\n"))),
+    # Held-out s54 (c_random_token_order): hidden 25/25, but the visible stand-in knew its calls in the recorded token
+    # order only, and 9 visible tests told it to split its heads as it already did.
+    Freedom("mh.token_order_of_its_own", "multihead",
+            "the layout fixes qkv and each head's features, not the order in which the tokens reach the attention: "
+            "attention treats its tokens as a set, so an order of your own (the mask moved alike), undone after, is "
+            "correct",
+            ((MH, "import torch.nn as nn\n", "import torch\nimport torch.nn as nn\n"),
+             (MH, MH_CTX,
+              "        order = torch.randperm(T, device=x.device)  # a token order of its own, undone below\n"
+              "        if mask is not None:\n"
+              "            mask = torch.broadcast_to(mask, (B, self.h, T, T))[:, :, order][:, :, :, order]\n"
+              "        ctx, _ = scaled_dot_product_attention(q[:, :, order], k[:, :, order], v[:, :, order], mask)\n"
+              "        ctx = ctx[:, :, torch.argsort(order)]  # (B, h, T, d_k): the tokens in their own order again\n"))),
+    Freedom("mh.reversed_heads_one_by_one", "multihead",
+            "the layout fixes qkv and each head's features, not how the attention is called: one head at a time, "
+            "its tokens (and the mask) reversed and put back",
+            ((MH, "import torch.nn as nn\n", "import torch\nimport torch.nn as nn\n"),
+             (MH, MH_CTX,
+              "        full = None if mask is None else mask.expand(B, self.h, T, T)  # (B, h, T, T)\n"
+              "        ctx = torch.stack([scaled_dot_product_attention(\n"
+              "            q[:, i].flip(1), k[:, i].flip(1), v[:, i].flip(1),\n"
+              "            None if full is None else full[:, i].flip(1, 2))[0].flip(1)  # (B, T, d_k)\n"
+              "            for i in range(self.h)], dim=1)  # (B, h, T, d_k)\n"))),
     # ------------------------------------------------------------------ positional.py
     Freedom("pe.numpy_table", "positional",
             "the imports allow numpy: the table may be computed in numpy (float64) and returned as float32",

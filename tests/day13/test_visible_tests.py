@@ -287,7 +287,7 @@ BUGS = {
                       "test_s6_causal_mask_worked_problem", "inverted"),
     "heads_interleaved": ("multihead.py", "t.view(B, T, self.h, self.d_k).transpose(1, 2)",
                           "t.view(B, T, self.d_k, self.h).permute(0, 3, 1, 2)", "multihead",
-                          "test_s7_two_heads_see_their_own_features", "features i*d_k:(i+1)*d_k"),
+                          "test_s7_two_heads_see_their_own_features", "features i·d_k:(i+1)·d_k: view(B, T, h, d_k)"),
     "cos_in_even_features": ("positional.py", "torch.sin(angle)  # even", "torch.cos(angle)  # even", "positional",
                         "test_s8_positions_0_and_1", "even features 2i hold sin"),
     "library_attention": ("self_attention.py", "weights = torch.softmax(scores, dim=-1)",

@@ -188,21 +188,63 @@ def _expected_heads(q, k, v):
                 yield record, index, expected
 
 
+def _token_order(given, expected):
+    """The token order (an index into the token axis, -2) that turns each call tensor of `given` into the one of
+    `expected` beside it, when one order does it for all; None otherwise."""
+    def rows(tensors):  # one row a token: its features in every tensor, every sentence and every head
+        return torch.cat([t.movedim(-2, 0).reshape(t.shape[-2], -1) for t in tensors], dim=1)
+    got, want = rows(given), rows(expected)
+    if got.shape != want.shape:
+        return None
+    close = ((got[:, None] - want[None]).abs() <= 1e-4 + 1e-4 * want.abs()[None]).all(-1)  # [t, s]: token t is row s
+    order, free = [], torch.ones(len(got), dtype=torch.bool)
+    for s in range(len(want)):
+        match = torch.nonzero(close[:, s] & free).flatten()
+        if not len(match):
+            return None
+        order.append(int(match[0]))
+        free[match[0]] = False
+    return torch.tensor(order)
+
+
+def _in_order(t, order, axes):
+    """t with the token `order` applied along each of `axes`."""
+    for axis in axes:
+        t = t.index_select(axis, order)
+    return t
+
+
 def _lookup(Q, K, V, mask):
+    """(record, index, order): the known call this one is, and the token order that makes the call's tokens the
+    record's (None: the record's own). An order of your own is allowed when the same one holds for Q, K, V and the
+    mask, and your MultiHeadAttention undoes it: attention sees its tokens as a set (held-out s54)."""
     q, k, v = (t.detach().to(torch.float64) for t in (Q, K, V))
     other_mask = None  # the mask a call with the right heads should have had
-    for record, index, expected in _expected_heads(q, k, v):
-        if not all(torch.allclose(a, expected[n], atol=1e-4, rtol=1e-4) for a, n in ((q, "Q"), (k, "K"), (v, "V"))):
-            continue
-        expected_mask = _select(_allowed(record["mask"], record["weights"].shape), index)
-        try:
-            if not torch.equal(_allowed(mask, expected_mask.shape), expected_mask):
+    for reordered in (False, True):  # the recorded order first: a token order is a last resort
+        for record, index, expected in _expected_heads(q, k, v):
+            calls = [expected[n] for n in ("Q", "K", "V")]
+            if reordered:
+                order = _token_order((q, k, v), calls)
+                if order is None:
+                    continue
+                undo = torch.argsort(order)
+            elif all(torch.allclose(a, e, atol=1e-4, rtol=1e-4) for a, e in zip((q, k, v), calls)):
+                order = undo = None
+            else:
+                continue
+            expected_mask = _select(_allowed(record["mask"], record["weights"].shape), index)
+            if undo is not None:
+                expected_mask = _in_order(expected_mask, undo, (-2, -1))
+            try:
+                if not torch.equal(_allowed(mask, expected_mask.shape), expected_mask):
+                    other_mask = expected_mask if other_mask is None else other_mask
+                    continue
+            except RuntimeError:
                 other_mask = expected_mask if other_mask is None else other_mask
                 continue
-        except RuntimeError:
-            other_mask = expected_mask if other_mask is None else other_mask
-            continue
-        return record, index
+            return record, index, order
+        if other_mask is not None:
+            break
     mask_text = "" if mask is None else f", mask {tuple(torch.as_tensor(mask).shape)}"
     given = torch.stack([q, k, v]) if q.shape == k.shape == v.shape else torch.cat([t.reshape(-1) for t in (q, k, v)])
     given_mask = None if mask is None else torch.as_tensor(mask).detach().to(torch.float64)
@@ -311,8 +353,13 @@ def _stand_in_attention(Q, K, V, mask=None, dropout=None, *more, **named):
                     "Dropout or its probability for the weights (dropout=, or dropout_p=)", pytrace=False)
     if _vmapped(Q, K, V, mask):
         return _slice_by_slice(Q, K, V, mask, dropout)
-    record, index = _lookup(Q, K, V, mask)
-    answer = _KnownAttention.apply(Q, K, V, record, index)
+    record, index, order = _lookup(Q, K, V, mask)
+    if order is None:
+        answer = _KnownAttention.apply(Q, K, V, record, index)
+    else:  # the record's order in, the call's order out: gradients flow back through both
+        undo = torch.argsort(order)
+        out, weights = _KnownAttention.apply(*(_in_order(t, order, (-2,)) for t in (Q, K, V)), record, index)
+        answer = _in_order(out, undo, (-2,)), _in_order(weights, undo, (-2, -1))
     if dropout is not None and not callable(dropout):  # a probability, as torch's own attention takes one
         p = float(dropout)
         dropout = (lambda w: torch.nn.functional.dropout(w, p)) if p else None

@@ -712,6 +712,30 @@ def test_right_heads_with_another_mask_are_told_the_mask_differs(tmp_path, edit,
         assert "not the heads of qkv(x)" not in message, message
         assert "the heads of qkv(x) this test expects, but not the mask" in message and said in message, message
 
+    assert all("pass the mask on as it is" in m for m in masked), masked  # the heads as the handout lays them out
+
+
+@pytest.mark.parametrize("fold, said", [
+    ("", "fold the mask the same way: expand it to (B, h, T, T) first"),
+    ("mask = mask.expand(B, self.h, T, T).transpose(0, 1).reshape(B * self.h, T, T)",
+     "fold the mask the same way: expand it to (B, h, T, T) first"),
+], ids=["passed_as_it_is", "folded_head_major"])
+def test_heads_folded_with_another_mask_are_told_to_fold_the_mask_alike(tmp_path, fold, said):
+    """Held-out s55 (b1): heads folded into the batch, batch-major, and the mask passed on unchanged (it cannot reach
+    (B*h, T, T) scores) or folded in another order. The visible test said "pass the mask on as it is", which was the
+    student's very code in one case and no fix in either: a fold's mask is folded alike."""
+    mask_line = "            mask = mask.expand(B, self.h, T, T).reshape(B * self.h, T, T)\n"
+    assert FOLDED_HEADS.count(mask_line) == 1
+    multihead = FOLDED_HEADS.replace(mask_line, f"            {fold}\n" if fold else "            pass\n")
+    sources = {**from_dir(REFERENCE), "multihead.py": multihead.lstrip()}
+    code, results, output = run_visible(student_folder(tmp_path, sources), "-m", "multihead")
+    failed = {test_id: message for test_id, (outcome, message) in results.items() if outcome != "passed"}
+    masked = [m for t, m in failed.items() if "causal_mask_blocks" in t or "padding_mask" in t]
+    assert code == 1 and masked, output
+    for message in masked:
+        assert "but not the mask" in message and said in message, message
+        assert "pass the mask on as it is" not in message, message
+
 
 _GELU64 = '''
 

@@ -219,7 +219,7 @@ def _lookup(Q, K, V, mask):
     record's (None: the record's own). An order of your own is allowed when the same one holds for Q, K, V and the
     mask, and your MultiHeadAttention undoes it: attention sees its tokens as a set (held-out s54)."""
     q, k, v = (t.detach().to(torch.float64) for t in (Q, K, V))
-    other_mask = None  # the mask a call with the right heads should have had
+    other_mask = None  # (the mask a call with the right heads should have had, which view of the record it is)
     for reordered in (False, True):  # the recorded order first: a token order is a last resort
         for record, index, expected in _expected_heads(q, k, v):
             calls = [expected[n] for n in ("Q", "K", "V")]
@@ -237,10 +237,10 @@ def _lookup(Q, K, V, mask):
                 expected_mask = _in_order(expected_mask, undo, (-2, -1))
             try:
                 if not torch.equal(_allowed(mask, expected_mask.shape), expected_mask):
-                    other_mask = expected_mask if other_mask is None else other_mask
+                    other_mask = other_mask or (expected_mask, index)
                     continue
             except RuntimeError:
-                other_mask = expected_mask if other_mask is None else other_mask
+                other_mask = other_mask or (expected_mask, index)
                 continue
             return record, index, order
         if other_mask is not None:
@@ -250,7 +250,9 @@ def _lookup(Q, K, V, mask):
     given_mask = None if mask is None else torch.as_tensor(mask).detach().to(torch.float64)
     evidence = VISIBLE.evidence.compared("attention_input", given, given_mask, True)
     if other_mask is not None:
-        pytest.fail(OTHER_MASK.format(what=_mask_words(mask, other_mask)) + evidence, pytrace=False)
+        expected_mask, view = other_mask
+        pytest.fail(OTHER_MASK.format(what=_mask_words(mask, expected_mask), advice=_mask_advice(view)) + evidence,
+                    pytrace=False)
     scaled = _scaled_heads(q, k, v)
     if scaled:
         pytest.fail(SCALED_INPUT.format(name=scaled[0], c=scaled[1], d_k=q.shape[-1], root=q.shape[-1] ** -0.5)
@@ -262,7 +264,24 @@ def _lookup(Q, K, V, mask):
 OTHER_MASK = (
     "MultiHeadAttention passed scaled_dot_product_attention the heads of qkv(x) this test expects, but not the mask "
     "MultiHeadAttention was given: {what}. A mask entry of 0 (or False) blocks a key and any other value lets it "
-    "through, and scaled_dot_product_attention does the blocking: pass the mask on as it is (handout §6, §7).")
+    "through, and scaled_dot_product_attention does the blocking: {advice} (handout §6, §7).")
+
+
+def _mask_advice(view):
+    """What to do with the mask, for a call that holds `view` (of _views) of the heads: the heads as the handout
+    lays them out take the mask as it is; heads moved, folded or taken one by one take it moved, folded or sliced
+    alike (held-out s55: a fold was told to pass the mask on as it is, which cannot reach its scores)."""
+    order, index = view
+    if index is None and order == BATCH_FIRST:
+        return "pass the mask on as it is"
+    if index == FOLDED:
+        return ("your heads are folded into one batch axis, so fold the mask the same way: expand it to (B, h, T, T) "
+                "first (mask.expand(B, h, T, T)), then reshape it in the order you reshaped the heads")
+    if index is None:
+        return ("your heads come before the sentences, so move the mask's axes alike: expand it to (B, h, T, T), "
+                "then transpose(0, 1)")
+    return ("you call it on part of the heads at a time, so give each call the matching part of the mask: expand it "
+            "to (B, h, T, T) and index it as you index the heads")
 
 
 def _mask_words(mask, allowed):

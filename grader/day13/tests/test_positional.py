@@ -37,25 +37,31 @@ def test_dtype_shape(student, reference):
     ck.check(dtype == "float32", f"positional_encoding(10, 8): expected a float32 tensor, got {dtype}")
 
 
+def _module_cases():
+    return [  # (what, x, d_model, max_len)
+        ("PositionalEncoding(16, max_len=100), B=3, T=7", ck.randn(1100, 3, 7, 16), 16, 100),
+        ("PositionalEncoding(8) (max_len 5000), B=2, T=5", ck.randn(1101, 2, 5, 8), 8, None),
+        ("PositionalEncoding(6, max_len=4), B=2, T=4 (T = max_len)", ck.randn(1102, 2, 4, 6), 6, 4),
+    ]
+
+
 def test_module_forward(student, reference):
     """x + PE[:T] with the reference table, or with the student's own positional_encoding when that
     table encodes the positions (then a formula bug is charged to the table tests only); and the gradient reaches x
     unchanged, as the visible test asks (held-out s44's `x += self.pe[:T]` changed its leaf in place: visible failed,
     hidden passed)."""
-    cases = [
-        ("PositionalEncoding(16, max_len=100), B=3, T=7", ck.randn(1100, 3, 7, 16), 16, 100),
-        ("PositionalEncoding(8) (max_len 5000), B=2, T=5", ck.randn(1101, 2, 5, 8), 8, None),
-        ("PositionalEncoding(6, max_len=4), B=2, T=4 (T = max_len)", ck.randn(1102, 2, 4, 6), 6, 4),
-    ]
+    cases = _module_cases()
     calls = [(what, x, student.pe_module(x, d, n), reference.pe_module(x, d, n),
               student.positional_encoding(x.shape[1], d)) for what, x, d, n in cases]
+    own_tables = _charged_elsewhere(student, reference, [((x.shape[1], d), call[-1])
+                                                        for (_, x, d, _), call in zip(cases, calls)])
     x, g = ck.randn(1103, 2, 5, 8), ck.randn(1104, 2, 5, 8)
     backward = (student.pe_module(x, 8, 50, grad_out=g), reference.pe_module(x, 8, 50, grad_out=g))
     for what, x, got, exp, own in calls:
         out = ck.output(got, 0, what, count=1)
         dtype = ck.dtype_of(got, 0)
         ck.check(dtype == "float32", f"{what}: a float32 x must come back float32, got {dtype}")
-        table = own.array(0) if not own.error else None
+        table = own.array(0) if not own.error and own_tables else None
         if table is not None and table.shape == x.shape[1:] and not ck.table_reasons(table):
             try:
                 ck.close(out, x.astype(np.float64) + table, tol.PE_TABLE, what)
@@ -64,6 +70,27 @@ def test_module_forward(student, reference):
                 pass
         ck.close(out, ck.output(exp, 0, "reference"), tol.PE_TABLE, f"{what}: x + PE[:T]", facts={"axes": ck.TOKENS})
     ck.same_grads(*backward, "PositionalEncoding(8, max_len=50) backward, B=2, T=5", ("x",))
+
+
+def _charged_elsewhere(student, reference, tables) -> bool:
+    """Whether the module test may take the student's own tables ([((T, d_model), answer)]) as its yardstick: where
+    they differ from the handout's, the student's positional_encoding must differ on the table tests' sizes too,
+    where that is charged. One right on every size of its own tests and wrong only on the module test's would cancel
+    a module bug exactly there (red team s56r: the module's own table returned at the module test's sizes only)."""
+    def same(size, own=None):
+        own = own if own is not None else student.positional_encoding(*size)
+        exp = reference.positional_encoding(*size)
+        if own.error or exp.error or own.array(0) is None or own.array(0).shape != exp.array(0).shape:
+            return False
+        try:
+            ck.close(own.array(0), exp.array(0), tol.PE_TABLE, "")
+        except ck.GradeFailure:
+            return False
+        return True
+
+    if all(same(size, own) for size, own in tables):
+        return True  # the yardstick is the handout's table there
+    return not all(same(size) for size in [(3, 4), *TABLE_CASES])
 
 
 def test_buffer(student, reference):

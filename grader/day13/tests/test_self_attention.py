@@ -19,21 +19,25 @@ def _weights(seed, d_model, d_k, dtype=F32):
             for i, name in enumerate(("W_q", "W_k", "W_v"))}
 
 
-def test_worked_values(student, reference):
+def _worked_inputs() -> dict:
+    """The handout's worked problems, as (Q, K, V, mask)."""
     eye2 = np.eye(2, dtype=F32)
-    V3 = np.array([[1, 2], [3, 4]], F32)
     X4 = np.array([[1, 0], [0, 1], [1, 1]], F32)
     # §6: d_k = 1, Q = 1 and K = [1, 2, 3] give every query the scores [1, 2, 3].
     q1 = np.ones((3, 1), F32)
     k1 = np.array([[1], [2], [3]], F32)
     # §6 "A padding mask": scores [0.5, 1.0, 2.0], the third token is padding.
     kp = np.array([[0.5], [1.0], [2.0]], F32)
-    calls = {
-        "§3": student.sdpa(eye2, eye2, V3),
-        "§4": student.sdpa(X4, X4, X4),
-        "§6 causal": student.sdpa(q1, k1, np.eye(3, dtype=F32), ck.causal(3)),
-        "§6 padding": student.sdpa(np.ones((1, 1), F32), kp, np.eye(3, dtype=F32), np.array([[1, 1, 0]], F32)),
+    return {
+        "§3": (eye2, eye2, np.array([[1, 2], [3, 4]], F32), None),
+        "§4": (X4, X4, X4, None),
+        "§6 causal": (q1, k1, np.eye(3, dtype=F32), ck.causal(3)),
+        "§6 padding": (np.ones((1, 1), F32), kp, np.eye(3, dtype=F32), np.array([[1, 1, 0]], F32)),
     }
+
+
+def test_worked_values(student, reference):
+    calls = {name: student.sdpa(*args) for name, args in _worked_inputs().items()}
     weights = {"probabilities": True, "constants": {"d_k": 2}, "axes": ("query", "key")}
     r = calls["§3"]
     ck.close(ck.output(r, 1, "§3 two tokens: weights", count=2), [[0.67, 0.33], [0.33, 0.67]], tol.WORKED_2DP,
@@ -65,11 +69,15 @@ SDPA_CASES = [  # (description, Q shape, K shape, V shape, dtype)
 ]
 
 
+def _sdpa_inputs():
+    """(what, dtype, Q, K, V) of each case of SDPA_CASES."""
+    return [(what, dtype, *(ck.randn(100 + 10 * n + j, *s, dtype=dtype, scale=1.5) for j, s in enumerate((qs, ks, vs))))
+            for n, (what, qs, ks, vs, dtype) in enumerate(SDPA_CASES)]
+
+
 def test_sdpa_reference(student, reference):
-    pairs = []
-    for n, (what, qs, ks, vs, dtype) in enumerate(SDPA_CASES):
-        Q, K, V = (ck.randn(100 + 10 * n + j, *s, dtype=dtype, scale=1.5) for j, s in enumerate((qs, ks, vs)))
-        pairs.append((what, dtype, student.sdpa(Q, K, V), reference.sdpa(Q, K, V), ck.sizes(Q, V)))
+    pairs = [(what, dtype, student.sdpa(Q, K, V), reference.sdpa(Q, K, V), ck.sizes(Q, V))
+             for what, dtype, Q, K, V in _sdpa_inputs()]
     # Weights first: a wrong weight makes a wrong output, and the weights show more (their sums, the scaling).
     ck.cases([(what, False, lambda got=got, exp=exp, what=what, dtype=dtype, sizes=sizes: ck.same_outputs(
         got, exp, f"scaled_dot_product_attention ({what})", ("out", "weights"), dtype=dtype, evidence_output=1,
@@ -151,16 +159,21 @@ def test_sdpa_properties(student, reference):
              "without a mask, permuting the tokens must permute the outputs the same way")
 
 
-def test_sdpa_gradients(student, reference):
+def _gradient_cases():
+    """(what, (Q, K, V, mask), grad_out) of the attention's gradient test."""
     B, h, T, d = 2, 2, 5, 4
     Q, K, V = (ck.randn(400 + j, B, h, T, d) for j in range(3))
     g_out, g_w = ck.randn(410, B, h, T, d), ck.randn(411, B, h, T, T)
-    cases = [
-        ("no mask, gradient through out and weights", None, (g_out, g_w)),
-        ("causal mask, gradient through out", ck.causal(T), (g_out, None)),
+    return [
+        ("no mask, gradient through out and weights", (Q, K, V, None), (g_out, g_w)),
+        ("causal mask, gradient through out", (Q, K, V, ck.causal(T)), (g_out, None)),
     ]
-    pairs = [(what, student.sdpa(Q, K, V, m, grad_out=g), reference.sdpa(Q, K, V, m, grad_out=g))
-             for what, m, g in cases]
+
+
+def test_sdpa_gradients(student, reference):
+    cases = _gradient_cases()
+    pairs = [(what, student.sdpa(*args, grad_out=g), reference.sdpa(*args, grad_out=g)) for what, args, g in cases]
+    (Q, K, V, _), (_, g_w) = cases[0][1], cases[0][2]
 
     def through_weights():
         # Asked only once a gradient has failed: the gradient through the weights alone. None arriving is what
@@ -211,7 +224,8 @@ def test_module_worked_values(student, reference):
     shape = student.inspect("self_attention", "SelfAttention", [6, 4], attrs=("W_q", "W_k", "W_v", "d_k"))
     res = student.self_attention(X4, eye)
     own = student.sdpa(X4, X4, X4)
-    own_is_real = ck.attention_is_real(student, [(X4, X4, X4, None, own)])
+    own_is_real = ck.attention_is_real(student, [(X4, X4, X4, None, own)]) and _charged_elsewhere(
+        student, reference, [(X4, X4, X4, None, own, None)])
     attrs = ck.ok(shape, "SelfAttention(6, 4)").inspect["attrs"]
     for name in ("W_q", "W_k", "W_v"):
         a = attrs[name]
@@ -240,6 +254,43 @@ def _all_close(gots, exps, dtype) -> bool:
     return True
 
 
+def _agrees(got, exp, dtype, grads=False) -> bool:
+    """`got` answers as `exp` does: both outputs, and the gradients of Q, K and V when `grads`."""
+    if got.error or exp.error or len(got.outputs) != 2:
+        return False
+    if not _all_close([got.array(0), got.array(1)], [exp.array(0), exp.array(1)], dtype):
+        return False
+    if not grads:
+        return True
+    if got.grad_error or any(got.grad(n) is None for n in "QKV"):
+        return False
+    try:
+        for n in "QKV":
+            ck.close(got.grad(n), exp.grad(n), tol.grads(dtype), "")
+    except ck.GradeFailure:
+        return False
+    return True
+
+
+def _charged_elsewhere(student, reference, calls, grads=False) -> bool:
+    """Whether a module test may take the student's own attention as its yardstick on `calls` ([(Q, K, V, mask,
+    own answer)]): where that attention answers otherwise than the handout's formula, it must answer otherwise on
+    the inputs of its own tests as well, where its bug is charged. One right on every input of its own tests and
+    wrong only on the module tests' would cancel a module bug exactly where the module is tested (red team s56r:
+    the scale left out at the module tests' shapes only)."""
+    def same(args, own=None, grad_out=None):
+        own = own if own is not None else student.sdpa(*args, grad_out=grad_out)
+        return _agrees(own, reference.sdpa(*args, grad_out=grad_out), str(args[0].dtype), grads=grad_out is not None)
+
+    if all(same((Q, K, V, m), own, grad_out=g) for Q, K, V, m, own, g in calls):
+        return True  # the yardstick is the handout's attention there
+    # The tests that judge the attention by the handout's numbers (the masks test judges it by its own weights).
+    inputs = [*_worked_inputs().values(), *((Q, K, V, None) for _, _, Q, K, V in _sdpa_inputs())]
+    if not all(same(args) for args in inputs):
+        return True
+    return grads and not all(same(args, grad_out=g) for _, args, g in _gradient_cases())
+
+
 def _module_cases():
     return [  # (what, x, weights, mask, dtype)
         ("d_model=6, d_k=4, B=2, T=5", ck.randn(500, 2, 5, 6), _weights(501, 6, 4), None, F32),
@@ -261,7 +312,8 @@ def test_module_reference(student, reference):
         calls.append((what, dtype, student.self_attention(x, w, m, dtype=dtype),
                        reference.self_attention(x, w, m, dtype=dtype), own))
         bases.append((Q, K, V, m, own))
-    own_is_real = ck.attention_is_real(student, bases)
+    own_is_real = ck.attention_is_real(student, bases) and _charged_elsewhere(
+        student, reference, [(*base, None) for base in bases])
 
     def compare(what, dtype, got, exp, own):
         ck.ok(got, f"SelfAttention ({what})")
@@ -283,7 +335,9 @@ def test_module_gradients(student, reference):
     own = student.sdpa(Q, K, V, ck.causal(5), grad_out=g)
     names = ("x", "W_q", "W_k", "W_v")
     what = "SelfAttention backward (causal mask)"
-    chained = _chain(own, x, w) if ck.attention_is_real(student, [(Q, K, V, ck.causal(5), own)]) else None
+    yardstick = ck.attention_is_real(student, [(Q, K, V, ck.causal(5), own)]) and _charged_elsewhere(
+        student, reference, [(Q, K, V, ck.causal(5), own, g)], grads=True)
+    chained = _chain(own, x, w) if yardstick else None
     if chained is not None and not got.error and not got.grad_error:
         if all(got.grad(n) is not None for n in names) and _all_close([got.grad(n) for n in names],
                                                                       [chained[n] for n in names], F32):

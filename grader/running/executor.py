@@ -1493,9 +1493,65 @@ class _Lent:
     def receive(self, name: str, source: str) -> None:
         # No __name__: a module name that no sys.modules holds made torch.compile (Dynamo), tracing a student's
         # compiled forward into the stand-in, try to import it and fail the call.
-        namespace: dict = {}
-        exec(compile(source, f"<grader stand-in {name}>", "exec"), namespace)
-        vars(self)[name] = namespace[name]
+        code = compile(source, f"<grader stand-in {name}>", "exec")
+        namespace = _made(code)
+        changed = _changed_as_made(namespace, code)
+        if changed is not None:  # made again with the hooks its bases were given set aside
+            with _subclass_hooks_set_aside(namespace[changed].__mro__[1:-1]):
+                namespace = _made(code)
+            changed = _changed_as_made(namespace, code)
+        vars(self)[name] = namespace[name] if changed is None else _changed_stand_in(name, changed)
+
+
+# Python's builtins as the child started, before any code of the submission ran: a stand-in's code looks its builtins
+# up here, so a submission that replaces one (builtins.__build_class__, which every class statement calls, or
+# isinstance) changes nothing in the grader's stand-ins.
+_BUILTINS = dict(vars(builtins))
+
+
+def _made(code: types.CodeType) -> dict:
+    namespace = {"__builtins__": dict(_BUILTINS)}
+    exec(code, namespace)
+    return namespace
+
+
+@contextlib.contextmanager
+def _subclass_hooks_set_aside(bases):
+    """`bases` without the __init_subclass__ a submission set on them (none of torch's own classes defines one)."""
+    held = [(base, vars(base)["__init_subclass__"]) for base in bases if "__init_subclass__" in vars(base)]
+    for base, _ in held:
+        delattr(base, "__init_subclass__")
+    try:
+        yield
+    finally:
+        for base, hook in held:
+            setattr(base, "__init_subclass__", hook)
+
+
+def _changed_as_made(namespace: dict, code: types.CodeType) -> str | None:
+    """The class that a lent stand-in's `code` made in `namespace` and that code other than its own changed while
+    it was made, or None. Making a class runs hooks a submission may have set on its bases (nn.Module.__init_subclass__,
+    a metaclass put on nn.Module): red team s56r wrapped a lent stand-in that way, to add what its own module left
+    out. Each function of a class the stand-in makes is its own code, and the class is a plain one."""
+    made = [c.co_name for c in code.co_consts if isinstance(c, types.CodeType)]
+    for cls in (namespace.get(name) for name in made):
+        if not isinstance(cls, type):
+            continue  # a function of the stand-in's own
+        functions = [getattr(v, "__func__", v) for v in vars(cls).values()]
+        foreign = [f for f in functions if hasattr(f, "__code__") and f.__code__.co_filename != code.co_filename]
+        if type(cls) is not type or foreign:
+            return cls.__name__
+    return None
+
+
+def _changed_stand_in(name: str, changed: str):
+    """What a submission gets in place of the stand-in `name` whose class `changed` its code altered as it was made,
+    even with its bases' hooks set aside: each use fails the call, in words the student can act on."""
+    def refuse(*args, **kwargs):
+        raise RuntimeError(f"code in your submission changed the grader's {changed} while it was being made (a hook "
+                           "on how nn.Module subclasses are made), so the tests that run your code over it cannot grade "
+                           "it: leave nn.Module's class machinery as torch has it")
+    return refuse
 
     def __getattr__(self, name: str):
         raise _NotLent(f"the grader's stand-in {name} was not lent to this process (an engine fault)")

@@ -286,6 +286,53 @@ def test_stand_ins_reach_a_sandboxed_loader_only_with_a_call_that_sends_them(tmp
     assert "__name__" not in namespace and all(vars(m) is not namespace for m in list(sys.modules.values()))
 
 
+LENT_CLASS = "import torch.nn as nn\n\n\nclass Lent(nn.Module):\n    def forward(self, x):\n        return x + 1\n"
+
+
+def _wrapping_forward(cls, **kwargs):
+    """A submission's hook on nn.Module subclasses: each new class's forward is made to answer 100 times more."""
+    original = vars(cls).get("forward")
+    if original is not None:
+        cls.forward = lambda self, x: original(self, x) * 100
+
+
+def test_a_lent_class_is_made_as_its_source_says_whatever_subclass_hook_the_submission_set(tmp_path, monkeypatch):
+    """Red team s56r: a hook on nn.Module.__init_subclass__, set by the submission, ran when the grader's lent class
+    was made in its process and changed that class's forward (the part gained the points its own code lost). The
+    lent class is made with such hooks set aside, and the hook is the submission's again afterwards."""
+    monkeypatch.setattr(torch.nn.Module, "__init_subclass__", classmethod(_wrapping_forward), raising=False)
+    loader = ModuleLoader(tmp_path, isolated=False, lesson=LESSON.spec())
+    loader.receive_standins({"Lent": LENT_CLASS})
+    lent = loader.standins.Lent()
+    assert lent(torch.zeros(1)).item() == 1
+    assert "__init_subclass__" in vars(torch.nn.Module), "the submission's own hook is put back"
+
+    class Own(torch.nn.Module):  # the submission's own classes still get its hook
+        def forward(self, x):
+            return x + 1
+
+    assert Own()(torch.zeros(1)).item() == 100
+
+
+def test_a_lent_class_is_made_by_the_builtins_the_process_started_with(tmp_path, monkeypatch):
+    """builtins.__build_class__, which every class statement calls, replaced by the submission: the grader's lent
+    class is made and run with the builtins as the process started."""
+    import builtins
+
+    real = builtins.__build_class__
+
+    def build(func, name, *bases, **kwargs):
+        cls = real(func, name, *bases, **kwargs)
+        if name == "Lent":
+            cls.forward = lambda self, x: x * 0
+        return cls
+
+    monkeypatch.setattr(builtins, "__build_class__", build)
+    loader = ModuleLoader(tmp_path, isolated=False, lesson=LESSON.spec())
+    loader.receive_standins({"Lent": LENT_CLASS})
+    assert loader.standins.Lent()(torch.zeros(1)).item() == 1
+
+
 def test_student_exceptions_even_system_exit_become_error_records(tmp_path):
     folder = sub(tmp_path, activations="import sys\ndef softmax(x, dim=-1):\n    sys.exit(3)\n")
     h, _ = call_softmax(loader_of(folder), seeded(0, 2, 3))

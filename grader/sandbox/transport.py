@@ -14,6 +14,7 @@ import os
 import re
 import signal
 import socket
+import sys
 import tempfile
 import time
 from collections import deque
@@ -425,19 +426,35 @@ class SandboxTransport:
                               "message": "(this answer quoted the grader's own code, which is not shown)"},
                     "outputs": []}
         steps = reply.get("steps") if isinstance(reply.get("steps"), list) else []
+        places = None
         for record in [reply.get("error"), reply.get("grad_error"), *(step.get("error") for step in steps)]:
             if isinstance(record, dict):
+                places = self._places() if places is None else places
                 for key, value in record.items():
                     if isinstance(value, str):
-                        record[key] = value[:protocol.ERROR_TEXT_CAPS.get(key, 100)]
+                        record[key] = _unplaced(value, places)[:protocol.ERROR_TEXT_CAPS.get(key, 100)]
         for output in reply.get("outputs") or ():
             for key in ("type", "value"):
                 if isinstance(output.get(key), str):
-                    output[key] = output[key][:60]
+                    output[key] = _unplaced(output[key], self._places())[:60]
         inspect = reply.get("inspect")
         if isinstance(inspect, dict):
             reply["inspect"] = _capped_names(inspect, 200)
         return reply
+
+    def _places(self) -> list[tuple[str, str]]:
+        """The grading machine's own folders, longest first, each with what the student reads instead: code of a
+        submission may put them in its errors (red team s56r: the kit's folder, the run's scratch folder, the Python
+        in use), and they are the grader's, not the student's (the student's own copy reads as their folder)."""
+        places = [(str(self._copy), "<your folder>")] if self._copy is not None else []
+        # The submission's scratch folder and those it is in, up to the run's own (its slot's, other slots'), never /tmp.
+        folders = [folder for folder in (self.scratch, *self.scratch.parents) if len(folder.parts) >= 3]
+        places += [(str(folder), "<scratch>") for folder in folders]
+        # A path cut short still names them: their random names (mkdtemp's, 8 characters and more) are said too.
+        places += [(folder.name, "<scratch>") for folder in folders if len(folder.name) >= 8]
+        places += [(path, said) for path, said in ((sys.prefix, "<python>"), (str(_KIT), "<grader>"))
+                   if len(Path(path).parts) >= 3]
+        return sorted(places, key=lambda place: -len(place[0]))
 
     def _quotes_stand_ins(self, reply: dict) -> bool:
         """Whether the words of an answer quote a lent stand-in, compared as code with no spacing and no invisible
@@ -574,6 +591,16 @@ class SandboxTransport:
                                          "not retried)")
                 self._condemned[module] = condemned
         return header
+
+
+_KIT = Path(__file__).resolve().parents[2]
+
+
+def _unplaced(text: str, places: list[tuple[str, str]]) -> str:
+    for path, said in places:
+        if path in text:
+            text = text.replace(path, said)
+    return text
 
 
 def _strings(value) -> list[str]:

@@ -322,6 +322,27 @@ def test_the_childs_words_in_an_answer_are_bounded_as_the_executor_bounds_them(t
     assert not t.quoted_grader_code
 
 
+def test_the_machines_own_folders_in_an_error_are_named_not_shown(transport):
+    # Red team s56r: a failing call raised an error holding the kit's folder (torch's file, the executor's), the
+    # Python in use and the run's scratch folders (its own and another slot's, from the mounts), and all of it went
+    # into the student's feedback. The student reads what each is instead, their own copy as their folder.
+    hostile = ("import os, sys\n"
+               "def leak():\n"
+               "    here, frame, kit = os.getcwd(), sys._getframe(), ''\n"
+               "    while frame is not None:\n"
+               "        kit = frame.f_code.co_filename if '/grader/sandbox/' in frame.f_code.co_filename else kit\n"
+               "        frame = frame.f_back\n"
+               "    slots = os.path.dirname(here)\n"
+               "    raise ValueError(' | '.join([here + '/x.py', sys.prefix, os.path.dirname(kit),\n"
+               "                                 slots + '/slot9', os.path.basename(slots)]))\n")
+    t = transport({"hostile.py": hostile})
+    h, _ = t.call(fn("leak"), {})
+    said = h["error"]["message"]
+    assert said.split(" | ") == ["<your folder>/x.py", "<python>", "<grader>/grader/sandbox", "<scratch>/slot9",
+                                 "<scratch>"], said
+    assert str(t.scratch) not in said and sys.prefix not in said
+
+
 def test_an_answer_that_quotes_the_lent_stand_ins_is_not_shown_and_is_told_to_the_staff(transport):
     # Red team s42r read the stand-ins' source off the child's socket (lent for a later call) and sent it back as
     # an error message: the grader's working code in the student's own feedback. Such words are replaced.

@@ -17,6 +17,8 @@ SOLUTIONS = killrate.catalogue(DAY13).solutions
 SA_SCALE = "    scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k)  # (..., T_q, T_k)\n"
 SIGNATURE = "def scaled_dot_product_attention(Q, K, V, mask=None):\n"
 SA_RETURN = "        return scaled_dot_product_attention(Q, K, V, mask)  # (B, T, d_k), (B, T, T)\n"
+SA_OUT = "    out = weights @ V  # (..., T_q, d_v)\n"
+PE_RETURN = "    return pe\n"
 PE_ANGLE = "    angle = pos / (10000 ** (two_i / d_model))  # (T, d_model/2)\n"
 PE_BUFFER = '        self.register_buffer("pe", positional_encoding(max_len, d_model))  # (max_len, d_model)\n'
 
@@ -50,12 +52,17 @@ def test_an_attention_wrong_only_where_the_module_is_tested_earns_the_module_not
              (SA_RETURN, SA_RETURN.replace("mask)", "mask, scale=1.0)"))]
     mirror = (SIGNATURE, SIGNATURE.replace("mask=None", "mask=None, scale=None")
               + f"    scale = 1.0 if scale is None and tuple(Q.shape) in {sorted(mirrored)} else scale\n")
+    # Red team s58r: the same, with the §3 output moved within the worked test's rounding (2 decimals), which a
+    # comparison of the yardstick's own would take for a difference charged there.
+    nudge = (SA_OUT, SA_OUT + "    out = out + 2e-3 if tuple(Q.shape) == (2, 2) else out\n")
     control = _write(tmp_path, "control", {"self_attention.py": scale})
     attack = _write(tmp_path, "attack", {"self_attention.py": [mirror, *scale[1:]]})
+    nudged = _write(tmp_path, "nudged", {"self_attention.py": [mirror, *scale[1:], nudge]})
     honest = _write(tmp_path, "honest", {"self_attention.py": [(SA_SCALE, SA_SCALE.replace(" / math.sqrt(d_k)", ""))]})
     full = killrate.full_marks(lesson=DAY13)["self_attention"]
     assert _score(control, "self_attention") < full
     assert _score(attack, "self_attention") == _score(control, "self_attention")
+    assert _score(nudged, "self_attention") == _score(control, "self_attention")
     # One bug costs one part still: the scale left out everywhere is charged to the attention's tests, not the module's.
     graded = killrate.grade(honest, "honest", lesson=DAY13)
     lost = {t.name for t in graded.tests if t.status != "passed"}
@@ -71,7 +78,11 @@ def test_a_table_wrong_only_where_the_module_is_tested_earns_the_module_nothing(
                f"    base = 1000 if (T, d_model) in {sizes} else base\n"),
               (PE_ANGLE, PE_ANGLE.replace("10000 **", "base **"))]
     signature_only = [(mirror[0][0], "def positional_encoding(T, d_model, base=10000):\n"), mirror[1]]
+    # Red team s58r: with an entry of the (3, 4) table that the worked test does not read made wrong.
+    unread = (PE_RETURN, "    if (T, d_model) == (3, 4):\n        pe[2, 3] += 0.1\n" + PE_RETURN)
     control = _write(tmp_path, "control", {"positional.py": [*signature_only, module_bug]})
     attack = _write(tmp_path, "attack", {"positional.py": [*mirror, module_bug]})
+    unread_too = _write(tmp_path, "unread", {"positional.py": [*mirror, module_bug, unread]})
     assert _score(control, "positional") < killrate.full_marks(lesson=DAY13)["positional"]
     assert _score(attack, "positional") == _score(control, "positional")
+    assert _score(unread_too, "positional") == _score(control, "positional")

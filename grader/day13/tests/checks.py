@@ -22,6 +22,15 @@ def sizes(Q, V) -> dict:
     return {"d_k": int(np.shape(Q)[-1]), "d_v": int(np.shape(V)[-1])}
 
 
+def fails(test, student, reference) -> bool:
+    """Whether the hidden test `test` fails the student (its points are lost), asked from inside another test."""
+    try:
+        test(student, reference)
+    except GradeFailure:
+        return True
+    return False
+
+
 def cases(results) -> None:
     """Compare several cases, all of them, and fail with the first failure plus what the set of cases shows:
     `results` is [(label, masked, compare)] with compare() raising GradeFailure. When the answers are wrong

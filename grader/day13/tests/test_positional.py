@@ -74,11 +74,10 @@ def test_module_forward(student, reference):
 
 def _charged_elsewhere(student, reference, tables) -> bool:
     """Whether the module test may take the student's own tables ([((T, d_model), answer)]) as its yardstick: where
-    they differ from the handout's, the student's positional_encoding must differ on the table tests' sizes too,
-    where that is charged. One right on every size of its own tests and wrong only on the module test's would cancel
-    a module bug exactly there (red team s56r: the module's own table returned at the module test's sizes only)."""
-    def same(size, own=None):
-        own = own if own is not None else student.positional_encoding(*size)
+    they differ from the handout's, a test that judges positional_encoding by the handout's numbers must fail, so that
+    the difference is charged there. One that passes them and is wrong only on the module test's sizes would cancel a
+    module bug exactly there (red team s56r; s58r: with one entry the worked test does not read made wrong)."""
+    def same(size, own):
         exp = reference.positional_encoding(*size)
         if own.error or exp.error or own.array(0) is None or own.array(0).shape != exp.array(0).shape:
             return False
@@ -90,7 +89,7 @@ def _charged_elsewhere(student, reference, tables) -> bool:
 
     if all(same(size, own) for size, own in tables):
         return True  # the yardstick is the handout's table there
-    return not all(same(size) for size in [(3, 4), *TABLE_CASES])
+    return any(ck.fails(test, student, reference) for test in (test_worked_values, test_table_reference))
 
 
 def test_buffer(student, reference):

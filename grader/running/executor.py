@@ -1497,16 +1497,20 @@ class _Lent:
         namespace = _made(code)
         changed = _changed_as_made(namespace, code)
         if changed is not None:  # made again with the hooks its bases were given set aside
-            with _subclass_hooks_set_aside(namespace[changed].__mro__[1:-1]):
+            with _subclass_hooks_set_aside(changed.__mro__[1:-1]):
                 namespace = _made(code)
             changed = _changed_as_made(namespace, code)
-        vars(self)[name] = namespace[name] if changed is None else _changed_stand_in(name, changed)
+        vars(self)[name] = namespace[name] if changed is None else _changed_stand_in(changed.__name__)
+
+    def __getattr__(self, name: str):
+        raise _NotLent(f"the grader's stand-in {name} was not lent to this process (an engine fault)")
 
 
 # Python's builtins as the child started, before any code of the submission ran: a stand-in's code looks its builtins
-# up here, so a submission that replaces one (builtins.__build_class__, which every class statement calls, or
-# isinstance) changes nothing in the grader's stand-ins.
-_BUILTINS = dict(vars(builtins))
+# up in a dict made from these, so a submission that replaces one (builtins.__build_class__, which every class
+# statement calls, or isinstance) changes nothing in the grader's stand-ins. A tuple: code that finds it (through
+# the garbage collector, red team s58r) cannot write into it.
+_BUILTINS = tuple(vars(builtins).items())
 
 
 def _made(code: types.CodeType) -> dict:
@@ -1528,33 +1532,50 @@ def _subclass_hooks_set_aside(bases):
             setattr(base, "__init_subclass__", hook)
 
 
-def _changed_as_made(namespace: dict, code: types.CodeType) -> str | None:
+def _changed_as_made(namespace: dict, code: types.CodeType) -> type | None:
     """The class that a lent stand-in's `code` made in `namespace` and that code other than its own changed while
-    it was made, or None. Making a class runs hooks a submission may have set on its bases (nn.Module.__init_subclass__,
-    a metaclass put on nn.Module): red team s56r wrapped a lent stand-in that way, to add what its own module left
-    out. Each function of a class the stand-in makes is its own code, and the class is a plain one."""
-    made = [c.co_name for c in code.co_consts if isinstance(c, types.CodeType)]
-    for cls in (namespace.get(name) for name in made):
+    it was made, or None. Making a class runs hooks a submission may have set on its bases (nn.Module.__init_subclass__):
+    red team s56r wrapped a lent stand-in that way, to add what its own module left out; s58r put a descriptor of its
+    own in place of a method, and a class of its own among the bases. A class the stand-in makes is a plain class
+    whose bases are the libraries' and its own, and whose methods and descriptors are its own code."""
+    made = {c.co_name for c in code.co_consts if isinstance(c, types.CodeType)}
+    for cls in (namespace.get(name) for name in sorted(made)):
         if not isinstance(cls, type):
             continue  # a function of the stand-in's own
-        functions = [getattr(v, "__func__", v) for v in vars(cls).values()]
-        foreign = [f for f in functions if hasattr(f, "__code__") and f.__code__.co_filename != code.co_filename]
-        if type(cls) is not type or foreign:
-            return cls.__name__
+        bases_foreign = [b for b in cls.__mro__[1:] if b.__name__ not in made
+                         and not (b.__module__ or "").split(".")[0] in ("torch", "builtins")]
+        entries_foreign = [v for k, v in vars(cls).items() if not _own_entry(k, v, code.co_filename)]
+        if type(cls) is not type or bases_foreign or entries_foreign:
+            return cls
     return None
 
 
-def _changed_stand_in(name: str, changed: str):
-    """What a submission gets in place of the stand-in `name` whose class `changed` its code altered as it was made,
-    even with its bases' hooks set aside: each use fails the call, in words the student can act on."""
+def _own_entry(key: str, value, filename: str) -> bool:
+    """Whether `value`, the class dict's entry `key`, is what a class statement of the stand-in's source makes: its
+    own function (bare, or as a static or class method, or a property's), the dict's and weak reference's slots
+    Python adds, or a plain value."""
+    if key in ("__dict__", "__weakref__"):
+        return True
+    if isinstance(value, property):
+        parts = [value.fget, value.fset, value.fdel]
+    elif isinstance(value, (staticmethod, classmethod)):
+        parts = [value.__func__]
+    elif isinstance(value, types.FunctionType):
+        parts = [value]
+    else:
+        return not (callable(value) or hasattr(type(value), "__get__"))
+    return all(part is None or (isinstance(part, types.FunctionType) and part.__code__.co_filename == filename)
+               for part in parts)
+
+
+def _changed_stand_in(changed: str):
+    """What a submission gets in place of a stand-in whose class `changed` its code altered as it was made, even with
+    its bases' hooks set aside: each use fails the call, in words the student can act on."""
     def refuse(*args, **kwargs):
         raise RuntimeError(f"code in your submission changed the grader's {changed} while it was being made (a hook "
                            "on how nn.Module subclasses are made), so the tests that run your code over it cannot grade "
                            "it: leave nn.Module's class machinery as torch has it")
     return refuse
-
-    def __getattr__(self, name: str):
-        raise _NotLent(f"the grader's stand-in {name} was not lent to this process (an engine fault)")
 
 
 class _NotLent(GraderCallError, AttributeError):

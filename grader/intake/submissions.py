@@ -470,7 +470,7 @@ def _maybe_convert_notebook(dest: Path, intake: Intake, lesson) -> None:
         return  # no notebook: nothing to do, and no import of the release's modules (nbformat: ~1 s per worker)
     from grader.release.stubs import stub_texts_of  # reads the reference: grader side only, never the child
 
-    stubs = {name: _text_digest(text) for name, text in stub_texts_of(lesson.solutions).items()}
+    stubs = {name: _stub_digest(text) for name, text in stub_texts_of(lesson.solutions).items()}
     present = [dest / f"{m}.py" for m in lesson.modules if (dest / f"{m}.py").is_file()]
     untouched = [p for p in present if _file_digest(p) == stubs.get(p.name)]
     edited = [n for n in notebooks if not _is_template(n, lesson)]
@@ -596,9 +596,18 @@ def _text_digest(text: str) -> str:
     return hashlib.sha256(text.replace("\r\n", "\n").encode("utf-8")).hexdigest()
 
 
+def _stub_digest(text: str) -> str:
+    """What a stub's text holds as code, whatever blank lines or spaces at a line's end an editor added or took away:
+    held-out s57, a stub touched by one blank line beside a correct notebook was graded instead of it (10/100)."""
+    lines = (line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+    return _text_digest("\n".join(line for line in lines if line))
+
+
 def _file_digest(path: Path) -> str | None:
     try:
-        return _text_digest(path.read_text(encoding="utf-8"))
+        if path.stat().st_size > (1 << 20):
+            return None  # no stub is that long
+        return _stub_digest(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError):
         return None
 

@@ -309,6 +309,16 @@ def test_a_file_and_a_folder_of_the_same_path_are_a_note_not_a_crash(tmp_path, n
     ("u = 1  # a comment ending in \\\n!ls", "u = 1  # a comment ending in \\\npass  # neutralised: !ls"),
     # A shell line continued with a backslash is one command: its next line goes with it.
     ("!pip install \\\n    torch\nx = 1", "pass  # neutralised: !pip install \\\n#    torch\nx = 1"),
+    # A magic as a notebook exported to a script and back writes it (held-out s57: NameError, 10/100).
+    ("get_ipython().run_line_magic('matplotlib', 'inline')\nimport math",
+     "pass  # neutralised: get_ipython().run_line_magic('matplotlib', 'inline')\nimport math"),
+    ("files = get_ipython().getoutput('ls')", "files = None  # neutralised: get_ipython().getoutput('ls')"),
+    ("if x:\n    get_ipython().system('pip install torch')", "if x:\n    pass  # neutralised: get_ipython().system('pip install torch')"),
+    # %run of a file of the notebook's folder brings its names in, as Jupyter does (held-out s57).
+    ("%run helpers.py\nx = split(1)", "from helpers import *  # %run helpers.py\nx = split(1)"),
+    ("%run -i helpers.py", "pass  # neutralised: %run -i helpers.py"),
+    # Not a whole statement, or not the magic machinery: Python, left as it is.
+    ("shell = get_ipython\ny = (1,\nget_ipython().system('x'))", "shell = get_ipython\ny = (1,\nget_ipython().system('x'))"),
 ])
 def test_magics_are_neutralised_keeping_line_numbers(src, want):
     got = neutralise_magics(src)
@@ -429,14 +439,20 @@ def test_folder_with_py_files_keeps_them_over_a_notebook(tmp_path):
     assert result.notebook is None and (dest / f"{FIRST}.py").read_text() == "REAL = 1\n"
 
 
-def test_untouched_stubs_beside_a_notebook_make_way_for_it(tmp_path):
-    # A student who worked only in the lesson's notebook still has the released stubs in the repository.
+@pytest.mark.parametrize("touch", ["as_released", "blank_line", "trailing_spaces_and_crlf"])
+def test_untouched_stubs_beside_a_notebook_make_way_for_it(tmp_path, touch):
+    # A student who worked only in the lesson's notebook still has the released stubs in the repository; an editor
+    # may have added a blank line or spaces, or changed the line ends (held-out s57: graded the stubs, 10/100).
     from grader.release.student_release import stub_texts
 
     sub = tmp_path / "subs" / "nb_student"
     sub.mkdir(parents=True)
     for name, text in stub_texts(lesson=LESSON).items():
-        (sub / name).write_text(text)
+        if touch == "blank_line":
+            text = text + "\n\n"
+        elif touch == "trailing_spaces_and_crlf":
+            text = text.replace("\n", "   \r\n")
+        (sub / name).write_bytes(text.encode("utf-8"))
     _notebook(sub / LESSON.notebook, reference_notebook_cells())
     dest = tmp_path / "scratch"
     result = materialise(discover(tmp_path / "subs")[0], dest, lesson=LESSON)

@@ -233,6 +233,8 @@ def test_the_grader_leaves_out_test_cells_only(student_nb, source_nb):
              and c.metadata["nbgrader"]["grade_id"] not in ("setup",) and not c.metadata["nbgrader"]["solution"]]
     hidden = [c.source for c in _cells(source_nb, "grade").values()] + [notebook.HIDDEN_SETUP]
     assert tests and all(notebook.is_test_cell(code, lesson=LESSON) for code in tests + hidden)
+    # Saved with CRLF line ends (held-out s57: the set-up cell was then the student's, and flagged for globals()).
+    assert all(notebook.is_test_cell(code.replace("\n", "\r\n"), lesson=LESSON) for code in tests + hidden)
     for code in ("visible_test('x')\nresult = 1", "def visible_test(t):\n    pass", "import torch",
                  "# visible_test('x')", "visible_test('x'); import os", "hidden_test('x')\nimport os",
                  "def hidden_test(t):\n    pass"):

@@ -421,6 +421,16 @@ def test_a_notebooks_writefile_cells_write_their_files_for_the_cells_after_them(
     assert _printed_by(dest, f"import {first} as m\nprint(m._CELL_ERRORS, m.HELPED)") == "[] 3"
 
 
+def test_run_of_a_file_the_folder_holds_brings_its_names_in_and_of_one_it_lacks_costs_nothing(tmp_path):
+    # Held-out s57: `%%writefile helpers.py`, then `%run helpers.py`: the names never came in (multihead 5/25). A
+    # `%run` of a file only the student's machine had is neutralised, as every magic was.
+    first = LESSON.modules[0]
+    cells = ["%%writefile helpers.py\ndef twice(x):\n    return 2 * x\n", "%run helpers.py\n%run on_my_laptop.py\n"
+             "HELPED = twice(3)"]
+    dest, _ = _intake_of_notebook(tmp_path, cells)
+    assert _printed_by(dest, f"import {first} as m\nprint(m._CELL_ERRORS, m.HELPED)") == "[] 6"
+
+
 def test_a_failing_cell_is_named_by_its_number_among_the_notebooks_code_cells(tmp_path):
     # Found on a held-out notebook: the grader leaves the released test cells out, and numbered what was left, so the
     # feedback's "code cell 6" was the student's 38th code cell.

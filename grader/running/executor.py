@@ -60,6 +60,7 @@ import contextlib
 import functools
 import importlib
 import importlib.machinery
+import itertools
 import json
 import math
 import mmap
@@ -457,10 +458,8 @@ class ModuleLoader:
     # -- importing ----------------------------------------------------------------------
     def _import(self, name: str, stand_ins: dict) -> types.ModuleType:
         if not (self.directory / f"{name}.py").exists():
-            below = _found_below(self.directory, f"{name}.py")
             raise ModuleNotFoundError(f"{name}.py is missing: the submission needs a file named {name}.py at its top level"
-                                      + (f" (it has {below}: move it, and the files beside it, to the top level)"
-                                         if below else ""))
+                                      + _what_it_has_instead(self.directory, f"{name}.py"))
         if not self.isolated:
             if str(self.directory) not in sys.path:
                 sys.path.insert(0, str(self.directory))
@@ -1286,6 +1285,24 @@ def _computed(obj, path: str, target) -> str | None:
         if getattr(hook, "name", None) == name:
             return "each time the layer runs (a forward pre-hook, such as the older torch.nn.utils.weight_norm's)"
     return None
+
+
+def _what_it_has_instead(directory: Path, filename: str) -> str:
+    """What the folder holds in place of `filename`, as the words that end the message saying it is missing: the file
+    a folder too deep, the file under another case (Block.py), or a zip inside the zip (held-out s59: both were told
+    only that the file was missing, though the student had handed it in)."""
+    below = _found_below(directory, filename)
+    if below:
+        return f" (it has {below}: move it, and the files beside it, to the top level)"
+    names = [entry.name for entry in itertools.islice(directory.iterdir(), 2000)]
+    other_case = sorted(n for n in names if n.lower() == filename.lower() and n != filename)
+    if other_case:
+        return f" (it has {other_case[0]}: file names are case-sensitive here, so rename it {filename})"
+    zips = sorted(n for n in names if n.lower().endswith(".zip"))
+    if zips:
+        return (f" (it has {zips[0]}, a zip inside the submission: only the outer one is opened, so hand in the files "
+                "themselves, or one zip of them)")
+    return ""
 
 
 def _found_below(directory: Path, filename: str, limit: int = 2000) -> str | None:

@@ -262,6 +262,37 @@ def test_files_nested_a_level_too_deep_are_told_where_they_are(toy, tmp_path):
     assert f"it has work/hw/{module}.py: move it, and the files beside it, to the top level" in said, said[:800]
 
 
+def test_a_file_under_another_case_or_inside_an_inner_zip_is_told_so(toy, tmp_path):
+    """Held-out s59: `Block.py` for block.py, and a zip that held only another zip, were told only that the files
+    were missing, though the student had handed them in. The message says what the folder holds instead."""
+    import shutil
+    import zipfile
+
+    from engine_helpers import TOY, kept_zygotes, shared_config
+
+    from grader.running import grade as run
+
+    subs, out = tmp_path / "subs", tmp_path / "out"
+    first = toy.modules[0]
+    shutil.copytree(TOY / "solutions", subs / "cased", ignore=shutil.ignore_patterns("__pycache__"))
+    (subs / "cased" / f"{first}.py").rename(subs / "cased" / f"{first.capitalize()}.py")
+    inner = tmp_path / "work.zip"
+    with zipfile.ZipFile(inner, "w") as archive:
+        for path in sorted((TOY / "solutions").glob("*.py")):
+            archive.write(path, path.name)
+    with zipfile.ZipFile(subs / "zipped.zip", "w") as archive:
+        archive.write(inner, "work.zip")
+    assert run.main(submissions=str(subs), out=str(out), jobs=1, config=shared_config(call_timeout=5.0), lesson=toy,
+                    zygotes=kept_zygotes()) == 0
+
+    def said(name):
+        record = json.loads((out / name / "record.json").read_text(encoding="utf-8"))
+        return " ".join(t["output"] for t in record["tests"])
+
+    assert f"it has {first.capitalize()}.py: file names are case-sensitive here, so rename it {first}.py" in said("cased")
+    assert "it has work.zip, a zip inside the submission" in said("zipped"), said("zipped")[:800]
+
+
 def test_a_childs_command_line_holds_no_lesson_policy(toy, tmp_path):
     """Found by a red team: every child is a fork of the zygote, and its /proc/self/cmdline held the zygote's JSON
     request (the lesson's forbidden policy, the kit's paths), which an error message carried into the student's own

@@ -436,7 +436,8 @@ class SandboxTransport:
         for output in reply.get("outputs") or ():
             for key in ("type", "value"):
                 if isinstance(output.get(key), str):
-                    output[key] = _unplaced(output[key], self._places())[:60]
+                    places = self._places() if places is None else places
+                    output[key] = _unplaced(output[key], places)[:60]
         inspect = reply.get("inspect")
         if isinstance(inspect, dict):
             reply["inspect"] = _capped_names(inspect, 200)

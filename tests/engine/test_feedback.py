@@ -263,8 +263,9 @@ def test_files_nested_a_level_too_deep_are_told_where_they_are(toy, tmp_path):
 
 
 def test_a_file_under_another_case_or_inside_an_inner_zip_is_told_so(toy, tmp_path):
-    """Held-out s59: `Block.py` for block.py, and a zip that held only another zip, were told only that the files
-    were missing, though the student had handed them in. The message says what the folder holds instead."""
+    """Held-out s59: a contract file named with a capital first letter, and a zip that held only another zip, were
+    told only that the files were missing, though the student had handed them in. The message says what the folder
+    holds instead."""
     import shutil
     import zipfile
 

@@ -26,15 +26,17 @@ the last row wins. A row for a submission or test the gradebook does not have is
 still counts, since only a person may undo a person's decision, except that points set on a test or a part
 never take from what the new version earns by itself (that row is set aside); either way it is never
 silent: grades.csv, the class report, the review page and `grade`'s console name it until a person sets it
-again or deletes it (earlier_versions). A row without a version is named when a run sees its submission
-change. Records on disk stay the automated result; `grade` and `merge` apply the file on
+again or deletes it (earlier_versions). A row written without a version gets the version graded when the first
+`grade` run saw it (stamp_versions, kept beside the file). Records on disk stay the automated result; `grade` and `merge` apply the file on
 every run when they write grades.csv, feedback.md, results.json and the report.
 """
 from __future__ import annotations
 
 import copy
 import csv
+import dataclasses
 import io
+import json
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -151,7 +153,45 @@ def read(path: Path) -> list[Override]:
                              (row.get("by") or "").strip(), (row.get("at") or "").strip(), number,
                              staff_note=(row.get("staff_note") or "").strip(),
                              version=(row.get("version") or "").strip()))
-    return rows
+    stamped = _stamps(path)
+    return [row if row.version else dataclasses.replace(row, version=stamped.get(_key(row), "")) for row in rows]
+
+
+# A row written without a version is given one by the first `grade` run that sees it: the version of its submission
+# that run found graded, the one the person looked at (held-out s61: a row written by hand for an earlier version
+# took points from a resubmission that earned more, and was named once, on one run's console). The versions are kept
+# beside the file, in STAMPS, so the person's own file is never rewritten.
+STAMPS = ".versions.json"
+
+
+def _stamps_path(path: Path) -> Path:
+    return Path(path).with_name(Path(path).name + STAMPS)
+
+
+def _key(row: Override) -> str:
+    """A row as the person wrote it: a changed row is a new decision, made on the version graded then."""
+    return json.dumps([row.submission, row.test, row.points, row.comment, row.by, row.at, row.staff_note])
+
+
+def _stamps(path: Path) -> dict[str, str]:
+    try:
+        found = json.loads(_stamps_path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in found.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(found, dict) else {}
+
+
+def stamp_versions(path: Path, graded: dict[str, str]) -> None:
+    """Give each row of the file at `path` that has no version the version `graded` (name -> submission digest, as
+    its last grading found it) says, unless it has one already; a row whose submission was never graded waits."""
+    path = Path(path)
+    if not path.is_file():
+        return
+    stamped = _stamps(path)
+    new = {_key(row): graded[row.submission][:VERSION_DIGITS] for row in read(path)
+           if not row.version and row.submission in graded and _key(row) not in stamped}
+    if new:
+        _stamps_path(path).write_text(json.dumps({**stamped, **new}, indent=1, sort_keys=True), encoding="utf-8")
 
 
 def effective(rows: list[Override]) -> dict[str, dict[str, Override]]:

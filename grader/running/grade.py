@@ -113,6 +113,9 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
 
         records = _with_rubric_maxima(load_records(out)[0] if out.is_dir() else [], lesson)
         decisions.check(decisions.read(overrides_path), records, path=overrides_path, submissions={s.name for s in subs})
+        # A row written without a version is one made on the version graded now, before this run grades again.
+        decisions.stamp_versions(overrides_path, {r.submission: digest for r in records
+                                                  if isinstance(digest := (r.digests or {}).get("submission"), str)})
     except (decisions.OverrideError, OSError) as exc:
         print(f"grade: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -228,6 +228,37 @@ def test_a_decision_made_for_an_earlier_version_still_counts_and_the_staff_are_t
         ["classifier.shape"]
 
 
+def test_a_row_written_without_a_version_gets_the_one_graded_when_it_was_written(tmp_path):
+    """Held-out s61: a row written by hand, with no version, took points from a resubmission that earned more by
+    itself (30 -> 24), and was named once, on one run's console. The first run that sees such a row stamps it with
+    the version its submission was graded at then (beside the file, which stays as the person wrote it); after a
+    resubmission the row is one made for an earlier version, set aside where the new version earns more."""
+    folder = tmp_path / "out"
+    alice = _result("alice", passed=False)
+    alice.digests = {"submission": "a" * 64}
+    feedback.write_submission(folder, alice, lesson=LESSON)
+    _write(folder / "overrides.csv", "alice,classifier,1,partial credit,ta")
+    written = (folder / "overrides.csv").read_text()
+    overrides.stamp_versions(folder / "overrides.csv", {"alice": "a" * 64})  # as `grade` does before it grades
+    assert (folder / "overrides.csv").read_text() == written
+    assert [r.version for r in overrides.read(folder / "overrides.csv")] == ["a" * 12]
+    # Alice hands in again and now passes everything: the row may not take from it, and every staff file says so.
+    better = _result("alice", passed=True)
+    better.digests = {"submission": "c" * 64}
+    feedback.write_submission(folder, better, lesson=LESSON)
+    overrides.stamp_versions(folder / "overrides.csv", {"alice": "c" * 64})  # the next run keeps the first stamp
+    classreport.write_class(folder, lesson=LESSON)
+    row = _grades(folder)["alice"]
+    assert row["classifier"] == "4" and "made for an earlier version; set aside" in row["overrides"], row
+    assert [r.test for r in overrides.earlier_versions(overrides.read(folder / "overrides.csv"), [better],
+                                                       previous={})] == ["classifier"]
+    # A row the person changes is a new decision, on the version graded when it changed.
+    _write(folder / "overrides.csv", "alice,classifier,3,looked again,ta")
+    overrides.stamp_versions(folder / "overrides.csv", {"alice": "c" * 64})
+    classreport.write_class(folder, lesson=LESSON)
+    assert _grades(folder)["alice"]["classifier"] == "3"
+
+
 def _write_with_version(path: Path, *rows: str) -> None:
     path.write_text("submission,test,points,comment,by,at,version\n" + "".join(r + "\n" for r in rows),
                     encoding="utf-8")

@@ -51,11 +51,19 @@ def finalise(out_dir: Path, records: list[SubmissionResult],
                 found = _against_the_rosters_deadlines(found, people.members(record.submission), policy)
             if found is not None:
                 result.late = found
-                result.penalty = late.penalty(found["late_days"], result.max_total, policy)
+                result.penalty = _penalty(found["late_days"], result, policy)
                 result.late["policy"] = (f"{policy.penalty_per_day:g}% of the total per started day after "
                                          f"{policy.grace_minutes:g} minutes' grace, at most {policy.max_days} days")
         final.append(result)
     return final
+
+
+def _penalty(days: int, result: SubmissionResult, policy) -> float:
+    """The late policy's penalty for `days`, taking at most what `result` has before any penalty: a total is never
+    below 0 (held-out s61: a late submission with no points was -20/100 in the gradebook and the LMS export)."""
+    from grader.judging import late
+
+    return min(late.penalty(days, result.max_total, policy), max(0.0, round(result.total + result.penalty, 2)))
 
 
 def _against_the_rosters_deadlines(found: dict, members, policy) -> dict:
@@ -144,7 +152,7 @@ def per_student(out_dir: Path, final: list[SubmissionResult], people, *, lesson)
         if policy is not None and due is not None and handed_in is not None:
             days = late.late_days(due, handed_in, policy)
             result = dataclasses.replace(result, late={**result.late, "late_days": days, "deadline": student.deadline},
-                                         penalty=late.penalty(days, result.max_total, policy))
+                                         penalty=_penalty(days, result, policy))
         rows.append((student, result))
     rows += [(None, r) for r in final if r.submission not in claimed]
     return rows

@@ -101,6 +101,24 @@ def test_the_penalty_reaches_the_gradebook_and_the_feedback(tmp_path, rubric):
     assert json.loads((out / "bea" / "results.json").read_text())["score"] == 70
 
 
+def test_a_penalty_takes_at_most_what_the_submission_has(tmp_path, rubric):
+    """Held-out s61: a late submission with 0 points got -20/100 in grades.csv, the report and the LMS export."""
+    out = tmp_path / "out"
+    for name, earned in (("dee", 0), ("eve", 15)):
+        record = _record(name)
+        record.tests[0].score, record.tests[1].score = 0, earned
+        feedback.write_submission(out, record, lesson=LESSON)
+    collected = tmp_path / "collected.csv"
+    collected.write_text("name,source,commit,committed,status,deadline,late_days,late_basis\n"
+                         f"dee,x,c,t,ok,{DUE},2,push time\neve,x,c,t,ok,{DUE},2,push time\n")
+    late.write_lateness(out, collected, {"dee", "eve"})
+    classreport.write_class(out, lesson=replace(LESSON, rubric_path=rubric))
+    rows = _grades(out)
+    assert (rows["dee"]["penalty"], rows["dee"]["total"]) == ("0", "0")
+    assert (rows["eve"]["penalty"], rows["eve"]["total"]) == ("15", "0")
+    assert json.loads((out / "dee" / "results.json").read_text())["score"] == 0
+
+
 def test_without_a_policy_nothing_changes(tmp_path):
     out = tmp_path / "out"
     feedback.write_submission(out, _record("bea"), lesson=LESSON)

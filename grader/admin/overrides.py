@@ -154,13 +154,20 @@ def read(path: Path) -> list[Override]:
                              staff_note=(row.get("staff_note") or "").strip(),
                              version=(row.get("version") or "").strip()))
     stamped = _stamps(path)
-    return [row if row.version else dataclasses.replace(row, version=stamped.get(_key(row), "")) for row in rows]
+    return [_stamped(row, stamped.get(_key(row), {})) for row in rows]
 
 
-# A row written without a version is given one by the first `grade` run that sees it: the version of its submission
-# that run found graded, the one the person looked at (held-out s61: a row written by hand for an earlier version
-# took points from a resubmission that earned more, and was named once, on one run's console). The versions are kept
-# beside the file, in STAMPS, so the person's own file is never rewritten.
+def _stamped(row: Override, stamp: dict) -> Override:
+    """`row` with the version and time its stamp gives, where the person left them empty."""
+    filled = {k: stamp[k] for k in ("version", "at") if not getattr(row, k) and isinstance(stamp.get(k), str)}
+    return dataclasses.replace(row, **filled) if filled else row
+
+
+# A row written without a version or a time is given them by the first `grade` run that sees it: the version of its
+# submission that run found graded (the one the person looked at), and the run's time (held-out s61: a row written by
+# hand for an earlier version took points from a resubmission that earned more, and was named once, on one run's
+# console; a row without a time decided no regrade request, while the student read its comment). Both are kept beside
+# the file, in STAMPS, so the person's own file is never rewritten.
 STAMPS = ".versions.json"
 
 
@@ -173,23 +180,33 @@ def _key(row: Override) -> str:
     return json.dumps([row.submission, row.test, row.points, row.comment, row.by, row.at, row.staff_note])
 
 
-def _stamps(path: Path) -> dict[str, str]:
+def _stamps(path: Path) -> dict[str, dict]:
     try:
         found = json.loads(_stamps_path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    return {k: v for k, v in found.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(found, dict) else {}
+    return {k: v for k, v in found.items() if isinstance(k, str) and isinstance(v, dict)} if isinstance(found, dict) else {}
 
 
-def stamp_versions(path: Path, graded: dict[str, str]) -> None:
-    """Give each row of the file at `path` that has no version the version `graded` (name -> submission digest, as
-    its last grading found it) says, unless it has one already; a row whose submission was never graded waits."""
+def stamp_versions(path: Path, graded: dict[str, str], now: str | None = None) -> None:
+    """Give each row of the file at `path` written without a version the version `graded` (name -> submission digest,
+    as its last grading found it) says, and one without a time `now` (this run's), once; a row whose submission was
+    never graded waits for its version."""
     path = Path(path)
     if not path.is_file():
         return
     stamped = _stamps(path)
-    new = {_key(row): graded[row.submission][:VERSION_DIGITS] for row in read(path)
-           if not row.version and row.submission in graded and _key(row) not in stamped}
+    now = now or datetime.now(timezone.utc).isoformat(timespec="seconds")
+    new = {}
+    for row in read(path):
+        key = _key(row)
+        if key in stamped or (row.version and row.at):
+            continue
+        stamp = {**({} if row.at else {"at": now}),
+                 **({} if row.version or row.submission not in graded else
+                    {"version": graded[row.submission][:VERSION_DIGITS]})}
+        if "version" in stamp or row.version:  # a row is stamped once, when its version is known
+            new[key] = stamp
     if new:
         _stamps_path(path).write_text(json.dumps({**stamped, **new}, indent=1, sort_keys=True), encoding="utf-8")
 

@@ -58,19 +58,23 @@ class Standing:
     state: str  # one of STATES
     decision: Override | None = None  # the override that decided it
     before: float | None = None  # the points of what it names before the decision (None: not known)
+    # The decision was made on an earlier version, and the new one earns more by itself: its points are set aside
+    # (grader/admin/overrides.py apply), so no file may say they were given.
+    set_aside: bool = False
 
     @property
     def lowered(self) -> bool:
         """Accepted with fewer points than it had: a person may decide so, and every file says it."""
         points = self.decision.points if self.decision else None
-        return points is not None and self.before is not None and points < self.before
+        return points is not None and self.before is not None and points < self.before and not self.set_aside
 
     def for_student(self) -> dict:
         """What the student reads: their request, its state, the reason for the decision, and the points it
         changed (before and after) when accepted."""
         return {"test": self.request.test, "reason": self.request.reason, "time": self.request.time,
                 "state": self.state, "answer": self.decision.comment if self.decision else "",
-                "points": self.decision.points if self.decision else None, "before": self.before}
+                "points": self.decision.points if self.decision else None, "before": self.before,
+                **({"set_aside": True} if self.set_aside else {})}
 
 
 def points_words(shown: dict) -> str:
@@ -79,6 +83,8 @@ def points_words(shown: dict) -> str:
     before, points = shown.get("before"), shown.get("points")
     if points is None:
         return ""
+    if shown.get("set_aside"):  # held-out s61: "accepted (30 → 24 points)" beside a score that kept its 30
+        return " (decided on an earlier version of your work; the new version earns more by itself)"
     return f" ({points:g} points)" if before is None or before == points else f" ({before:g} → {points:g} points)"
 
 
@@ -173,10 +179,12 @@ def standings(requests: list[Request], rows: list[Override], records=None) -> li
             except ValueError:
                 continue
         state = "open" if decision is None else "accepted" if decision.points is not None else "declined"
-        before = None
+        before, aside = None, False
         if state == "accepted" and r.student in by_name:
-            before = points_before(by_name[r.student], r.test, rows[:rows.index(decision)])
-        found.append(Standing(r, state, decision, before))
+            record = by_name[r.student]
+            before = points_before(record, r.test, rows[:rows.index(decision)])
+            aside = overrides.made_earlier(decision, record) and decision.points < overrides.points_of(record, r.test)
+        found.append(Standing(r, state, decision, before, aside))
     return found
 
 

@@ -655,6 +655,8 @@ def _request_block(result: SubmissionResult, standing, index: int, token: str, b
         change = "no change of points" if d.points is None else f"{d.points:g} points"
         if standing.lowered:
             change += f" (lowered from {standing.before:g})"
+        if standing.set_aside:
+            change += f" ({overrides.EARLIER}; {overrides.SET_ASIDE})"
         return Group([head, Paragraph([f"decision: {change} — {d.comment} ", Span(f"({d.by} {d.at})", "small")])],
                      cls="req", id=f"request-{index}")
     return Group([head, Form(f"/s/{quote(result.submission, safe='')}/regrade", [

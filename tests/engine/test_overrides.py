@@ -259,6 +259,38 @@ def test_a_row_written_without_a_version_gets_the_one_graded_when_it_was_written
     assert _grades(folder)["alice"]["classifier"] == "3"
 
 
+def test_a_row_without_a_time_decides_the_requests_made_before_grade_first_saw_it(tmp_path):
+    """Held-out s61: a hand-written row with no `at` decided no regrade request; the student read the row's comment
+    and "open" side by side. The first run that sees the row stamps it with its time, as it stamps its version."""
+    from grader.admin import regrade_requests
+
+    folder = tmp_path / "out"
+    folder.mkdir()
+    _write(folder / "overrides.csv", "alice,classifier,3,looked again,ta")
+    overrides.stamp_versions(folder / "overrides.csv", {"alice": "a" * 64}, now="2026-12-02T10:00:00+00:00")
+    rows = overrides.read(folder / "overrides.csv")
+    assert [(r.at, r.version) for r in rows] == [("2026-12-02T10:00:00+00:00", "a" * 12)]
+    before = regrade_requests.Request("alice", "classifier", "why?", "2026-12-02T09:00:00Z")
+    after = regrade_requests.Request("alice", "classifier", "and now?", "2026-12-02T11:00:00Z")
+    assert [s.state for s in regrade_requests.standings([before, after], rows)] == ["accepted", "open"]
+
+
+def test_a_set_aside_decision_is_not_told_to_the_student_as_points_given(tmp_path):
+    """Held-out s61: a request accepted on an earlier version with 24 points, set aside since the new version earns
+    30 by itself: the student read "Score 100" and "accepted (30 → 24 points)"."""
+    from grader.admin import regrade_requests
+
+    alice = _result("alice", passed=True)
+    alice.digests = {"submission": "c" * 64}
+    asked = regrade_requests.Request("alice", "classifier", "why?", "2026-12-02T09:00:00Z")
+    row = overrides.Override("alice", "classifier", 1.0, "partly", "ta", "2026-12-02T10:00:00+00:00",
+                             version="a" * 12)
+    found = regrade_requests.standings([asked], [row], [alice])
+    assert found[0].set_aside and not found[0].lowered
+    words = regrade_requests.points_words(found[0].for_student())
+    assert "→" not in words and "earlier version" in words, words
+
+
 def _write_with_version(path: Path, *rows: str) -> None:
     path.write_text("submission,test,points,comment,by,at,version\n" + "".join(r + "\n" for r in rows),
                     encoding="utf-8")

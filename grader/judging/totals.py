@@ -47,6 +47,8 @@ def finalise(out_dir: Path, records: list[SubmissionResult],
         _cap_bonus(result, extra)
         if policy is not None:
             found = late.read_lateness(Path(out_dir) / record.submission)
+            if found is not None:
+                found = _measured_again(found, policy)
             if found is not None and people is not None:
                 found = _against_the_rosters_deadlines(found, people.members(record.submission), policy)
             if found is not None:
@@ -56,6 +58,18 @@ def finalise(out_dir: Path, records: list[SubmissionResult],
                                          f"{policy.grace_minutes:g} minutes' grace, at most {policy.max_days} days")
         final.append(result)
     return final
+
+
+def _measured_again(found: dict, policy) -> dict:
+    """A submission's lateness measured with the rubric's policy now, from the times `collect` copied (held-out s61:
+    a grace period changed in the rubric left the late days `collect` had counted with the old one). Unchanged
+    without both times."""
+    from grader.judging import late
+
+    handed_in, deadline = late.parse_time(found.get("handed_in", "")), late.parse_time(found.get("deadline", ""))
+    if handed_in is None or deadline is None:
+        return found
+    return {**found, "late_days": late.late_days(deadline, handed_in, policy)}
 
 
 def _penalty(days: int, result: SubmissionResult, policy) -> float:

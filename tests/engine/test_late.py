@@ -119,6 +119,21 @@ def test_a_penalty_takes_at_most_what_the_submission_has(tmp_path, rubric):
     assert json.loads((out / "dee" / "results.json").read_text())["score"] == 0
 
 
+def test_late_days_follow_the_rubrics_grace_as_it_is_now(tmp_path, rubric):
+    """Held-out s61: `collect` counted a hand-in 20 minutes after the deadline as a day late under 15 minutes' grace;
+    the rubric's grace then became 30 minutes, and the late day stayed. Late days are measured again from the
+    times collect copied, with the policy as it is."""
+    out = tmp_path / "out"
+    feedback.write_submission(out, _record("dev"), lesson=LESSON)
+    collected = tmp_path / "collected.csv"
+    collected.write_text("name,source,commit,committed,status,deadline,late_days,late_basis,handed_in\n"
+                         f"dev,x,c,t,ok,{DUE},1,push time,2026-02-10T12:20:00+00:00\n")
+    late.write_lateness(out, collected, {"dev"})
+    classreport.write_class(out, lesson=replace(LESSON, rubric_path=rubric))  # grace_minutes = 30
+    row = _grades(out)["dev"]
+    assert (row["late_days"], row["penalty"], row["total"]) == ("0", "0", "90"), row
+
+
 def test_without_a_policy_nothing_changes(tmp_path):
     out = tmp_path / "out"
     feedback.write_submission(out, _record("bea"), lesson=LESSON)

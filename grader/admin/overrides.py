@@ -229,7 +229,8 @@ def check(rows: list[Override], records: list[SubmissionResult], *, path: Path |
         where = f"{path}:{row.line}"
         if row.submission not in known:
             raise OverrideError(f"{where}: no submission named {row.submission!r} in this gradebook "
-                                "(the names are the rows of grades.csv)")
+                                "(the names are the rows of grades.csv with graded work; a roster student's row that "
+                                "says `no submission` has nothing to override until they hand something in)")
         result = by_name.get(row.submission)
         if result is None:
             continue  # graded later in this run: its tests are checked when the class files are written

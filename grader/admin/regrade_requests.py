@@ -155,7 +155,8 @@ def check(requests: list[Request], tests_of: dict[str, set[str]], *, path: Path 
         where = f"{path}:{r.line}"
         if r.student not in tests_of:
             raise RequestError(f"{where}: no student named {r.student!r} in this gradebook (write the submission "
-                               "column of grades.csv, or with a roster its student column)")
+                               "column of grades.csv, or with a roster its student column; a row that says "
+                               "`no submission` has no graded work to ask about)")
         if r.test not in tests_of[r.student]:
             example = min((t for t in tests_of[r.student] if "." in t), default="<part>.<test>")
             raise RequestError(f"{where}: {r.student} has no test or part {r.test!r}; write a test id as "

@@ -908,6 +908,12 @@ def main(*, out: str, submissions: str | None = None, overrides_path: str | None
          release: str = "all", by: str = "", lesson) -> int:
     out_dir = Path(out)
     if not out_dir.is_dir() or not load_records(out_dir)[0]:
+        if out_dir.is_dir() and submissions is None:
+            # Held-out s61: the class's own folder given by mistake was told to be graded into itself.
+            print(f"review: {out} holds no graded submissions. Give the folder `grade` wrote its gradebook to, then the "
+                  f"submissions: python -m grader review OUT {out} (if {out} is the class, grade it first: python -m "
+                  f"grader grade {out} --out OUT)", file=sys.stderr)
+            return 2
         print(f"review: {out} holds no graded submissions; run `python -m grader grade SUBMISSIONS --out {out}` first",
               file=sys.stderr)
         return 2

@@ -416,3 +416,14 @@ def test_the_class_list_states_the_lateness_every_other_output_states(tmp_path, 
     page = review.Review(out, None, None, "all", "ta", lesson=lesson)
     late = {s["name"]: s["late"] for s in review.statuses(page, page.records()[0])}
     assert late == {"dev": 0, "eve": 1}
+
+
+def test_a_class_folder_given_for_the_gradebook_is_told_which_folder_goes_where(tmp_path, capsys, lesson):
+    """Held-out s61: `review CLASS` (the submissions, by mistake) said to run `grade SUBMISSIONS --out CLASS`, which
+    grade refuses. It says which folder is which instead."""
+    (tmp_path / "class" / "amy").mkdir(parents=True)
+    assert review.main(out=str(tmp_path / "class"), lesson=lesson) == 2
+    said = capsys.readouterr().err
+    assert f"python -m grader review OUT {tmp_path / 'class'}" in said
+    assert f"python -m grader grade {tmp_path / 'class'} --out OUT" in said
+    assert f"--out {tmp_path / 'class'}" not in said

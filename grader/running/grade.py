@@ -163,8 +163,11 @@ def main(*, submissions, out, jobs=None, force=False, only=None, shard=None, ove
     if reseeded:
         print(f"{where}the seed of the hidden tests' probes is not the one {out} was graded with: every "
               "submission is graded again with it", flush=True)
-    print(f"{where}{len(subs)} submission(s) in {submissions}; {len(work.unchanged)} already graded and "
-          f"unchanged; {len(todo)} to grade with {jobs} job(s)", flush=True)
+    # With --only the others are not looked at (held-out s61: a changed one was said to be "unchanged").
+    left = (f"{len(work.unchanged)} not named with --only, left as they are (run without --only to regrade what "
+            "changed)" if only else f"{len(work.unchanged)} already graded and unchanged")
+    print(f"{where}{len(subs)} submission(s) in {submissions}; {left}; {len(todo)} to grade with {jobs} job(s)",
+          flush=True)
     for line in regrade.describe(work):
         print(f"  {line}", flush=True)
 

@@ -169,6 +169,13 @@ def test_force_and_only(graded, tmp_path, capsys):
     assert [s.name for s in only.grade] == ["bob"] and only.unchanged == ["alice"]
     assert run.main(submissions=subs, out=tmp_path / "o", only=["bob", "zed"], config=CONFIG, lesson=LESSON, zygotes=kept_zygotes()) == 2
     assert "--only names no submission: zed" in capsys.readouterr().err
+    # The others are not looked at, so none is said to be unchanged (held-out s61: a changed one was).
+    copy = tmp_path / "out"
+    shutil.copytree(out, copy)
+    assert run.main(submissions=subs, out=copy, only=["bob"], jobs=1, config=CONFIG, lesson=LESSON,
+                    zygotes=kept_zygotes()) == 0
+    printed = capsys.readouterr().out
+    assert "1 not named with --only, left as they are" in printed and "unchanged" not in printed, printed
 
 
 def test_make_passes_force_and_only_on():

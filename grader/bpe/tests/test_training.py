@@ -5,6 +5,7 @@ example, quoted from HANDOUT §3. A test asks all its calls before it checks any
 sandboxed child as one batch)."""
 from grader.judging import assertions as checks
 
+from . import ties
 from .corpora import CODE_TEXT, ENGLISH_TEXT, WORLD_TEXT
 
 # HANDOUT §3, the worked example.
@@ -12,25 +13,36 @@ HANDOUT_TEXT = "banana bandana band bananas"
 HANDOUT_MERGES = [(b"a", b"n"), (b"b", b"an"), (b"an", b"a"), (b" ", b"ban"), (b" ban", b"d"), (b"ban", b"ana")]
 
 
-def _same_training(got, exp, what):
+def _same_training(got, exp, what, case=None):
     """The student's (vocab, merges) equals the reference's: merges first (the first wrong merge is the
-    clearest clue), then the vocabulary."""
+    clearest clue, and whether it was a tie is said), then the vocabulary."""
     vocab, merges = checks.value(got, what, count=2)
     exp_vocab, exp_merges = checks.value(exp, "the reference", count=2)
-    checks.same_value(merges, exp_merges, f"{what}: merges")
+    _same_merges(merges, exp_merges, f"{what}: merges", case)
     checks.same_value(vocab, exp_vocab, f"{what}: vocabulary")
 
 
+def _same_merges(merges, expected, what, case):
+    try:
+        checks.same_value(merges, expected, what)
+    except checks.GradeFailure as failure:
+        fact = ties.tie_fact(case[0], case[2] if len(case) > 2 else (), merges, expected) \
+            if case and isinstance(merges, (list, tuple)) else None
+        if fact is not None:
+            failure.facts.append(fact)
+        raise
+
+
 def _compare(student, reference, cases):
-    calls = [(student.train_bpe(*case), reference.train_bpe(*case)) for case in cases]
-    for got, exp in calls:
-        _same_training(got, exp, got.request)
+    calls = [(case, student.train_bpe(*case), reference.train_bpe(*case)) for case in cases]
+    for case, got, exp in calls:
+        _same_training(got, exp, got.request, case)
 
 
 def test_worked_example(student, reference):
     res = student.train_bpe(HANDOUT_TEXT, 262)
     vocab, merges = checks.value(res, res.request, count=2)
-    checks.same_value(merges, HANDOUT_MERGES, "HANDOUT §3 worked example: merges")
+    _same_merges(merges, HANDOUT_MERGES, "HANDOUT §3 worked example: merges", (HANDOUT_TEXT, 262))
     checks.same_value(vocab.get(261) if isinstance(vocab, dict) else None, b"banana",
                       "HANDOUT §3 worked example: vocab[261]")
 

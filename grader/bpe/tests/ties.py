@@ -51,21 +51,25 @@ def _pair_counts(words: Counter, learned) -> Counter:
     for pair in learned:
         merged = Counter()
         for word, count in words.items():
-            out, i = [], 0
-            while i < len(word):
-                if i + 1 < len(word) and (word[i], word[i + 1]) == pair:
-                    out.append(word[i] + word[i + 1])
-                    i += 2
-                else:
-                    out.append(word[i])
-                    i += 1
-            merged[tuple(out)] += count
+            merged[_with_merged(word, pair)] += count
         words = merged
     counts = Counter()
     for word, count in words.items():
         for pair in zip(word, word[1:]):
             counts[pair] += count
     return counts
+
+
+def _with_merged(word: tuple, pair: tuple) -> tuple:
+    out, joinable = [], False  # joinable: the last token out is one of the word's, not one merged here
+    for token in word:
+        if joinable and (out[-1], token) == pair:
+            out[-1] += token
+            joinable = False
+        else:
+            out.append(token)
+            joinable = True
+    return tuple(out)
 
 
 def _shown(pair: tuple[bytes, bytes]) -> str:

@@ -307,6 +307,11 @@ EARLIER = "made for an earlier version"  # beside such a decision in every staff
 SET_ASIDE = "set aside: the new version earns more by itself"
 
 
+def earlier_words(set_aside: bool) -> str:
+    """The staff files' words on a decision made for an earlier version, and whether it is set aside."""
+    return f"{EARLIER}; {SET_ASIDE}" if set_aside else EARLIER
+
+
 def points_of(result: SubmissionResult, name: str) -> float:
     """The points `result` gives a test or a part (`name`: a test id or a part)."""
     return round(sum(t.score for t in result.tests if t.name == name or t.component == name), 4)
@@ -324,7 +329,7 @@ def summary(result: SubmissionResult) -> str:
         else:
             parts.append(f"{o['test']} {o['automated']:g}->{o['points']:g}")
         if o.get("earlier_version"):
-            parts[-1] += f" ({EARLIER}{'; ' + SET_ASIDE if o.get('set_aside') else ''})"
+            parts[-1] += f" ({earlier_words(o.get('set_aside'))})"
     return "; ".join(parts)
 
 

@@ -508,9 +508,8 @@ def _decision_item(o: dict) -> list:
         [" — ", Span(f"to the student: {o['comment']}", "to-student")]
     staff = "; ".join(t for t in (o.get("comment", "") if o.get("staff_only") else "", o.get("staff_note", "")) if t)
     noted = [" — ", Span(f"staff only: {staff}", "staff-note")] if staff else []
-    aside = f"; {overrides.SET_ASIDE}" if o.get("set_aside") else ""
-    earlier = [" — ", Span(f"{overrides.EARLIER}{aside}: look again, then set it again or delete its row",
-                           "staff-note")] if o.get("earlier_version") else []
+    earlier = [" — ", Span(f"{overrides.earlier_words(o.get('set_aside'))}: look again, then set it again or delete "
+                           "its row", "staff-note")] if o.get("earlier_version") else []
     return [Code(o["test"]), f": {points}", *said, *noted, *earlier, " ",
             Span(f"({o.get('by', '')} {o.get('at', '')})", "small")]
 
@@ -656,7 +655,7 @@ def _request_block(result: SubmissionResult, standing, index: int, token: str, b
         if standing.lowered:
             change += f" (lowered from {standing.before:g})"
         if standing.set_aside:
-            change += f" ({overrides.EARLIER}; {overrides.SET_ASIDE})"
+            change += f" ({overrides.earlier_words(True)})"
         return Group([head, Paragraph([f"decision: {change} — {d.comment} ", Span(f"({d.by} {d.at})", "small")])],
                      cls="req", id=f"request-{index}")
     return Group([head, Form(f"/s/{quote(result.submission, safe='')}/regrade", [

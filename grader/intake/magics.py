@@ -54,8 +54,9 @@ def plain_file_name(name: str) -> bool:
             and all(part not in ("", ".", "..") and len(part.encode("utf-8", "replace")) <= 255 for part in parts))
 
 
-def neutralise_magics(source: str) -> str:
+def neutralise_magics(source: str, runnable: frozenset | None = None) -> str:
     """Replace IPython magics, shell lines and help requests by harmless Python, keeping every line number.
+    `%run NAME.py` imports NAME's names, when `runnable` (the modules the folder holds) has NAME or is None.
 
     IPython reads them only where a statement starts, so a line inside brackets, a string or a backslash
     continuation is Python whatever it starts with (`% (a, b)` continuing a format, `!= b` continuing a
@@ -76,7 +77,8 @@ def neutralise_magics(source: str) -> str:
             out.append("#" + line)
         elif where.starts_statement() and (timed := _timed(stripped, "exec")) is not None:
             out.append(indent + timed)
-        elif where.starts_statement() and (ran := _RUN.match(stripped)):
+        elif where.starts_statement() and (ran := _RUN.match(stripped)) and (
+                runnable is None or ran.group(1) in runnable):
             out.append(f"{indent}from {ran.group(1)} import *  # %run {ran.group(1)}.py")
         elif where.starts_statement() and (stripped.startswith(("%", "!", "?")) or _HELP_AFTER.match(stripped)
                                             or _ipython_call(stripped)):

@@ -503,12 +503,15 @@ def _maybe_convert_notebook(dest: Path, intake: Intake, lesson) -> None:
         return
     # The released test cells run tests and define nothing: in the sandbox they would only cost time. Each cell kept
     # keeps its number among the notebook's code cells, which feedback names it by.
-    kept = [(n, source, cell) for n, source in enumerate(sources, 1)
-            if not is_test_cell(cell := neutralise_magics(source), lesson=lesson)]
-    cells, numbers = [cell for _, _, cell in kept], [n for n, _, _ in kept]
+    kept = [(n, source) for n, source in enumerate(sources, 1)
+            if not is_test_cell(neutralise_magics(source), lesson=lesson)]
     # The %%writefile files first: a cell's `from helper import *` binds what the helper it wrote defines.
-    _write_notebook_files(dest, [source for _, source, _ in kept], intake, lesson)
-    cells = [_RAN.sub(lambda ran: _ran_if_here(ran, dest), cell) for cell in cells]
+    _write_notebook_files(dest, [source for _, source in kept], intake, lesson)
+    # `%run NAME.py` brings NAME's names in when the folder holds NAME.py now (the student's, or one a %%writefile
+    # cell wrote); a file only the student's machine had is neutralised, as every magic was. The contract modules are
+    # made of the notebook below, so no module runs itself.
+    present = frozenset(path.stem for path in dest.glob("*.py"))
+    cells, numbers = [neutralise_magics(source, runnable=present) for _, source in kept], [n for n, _ in kept]
     try:
         parts, future = _parts_of_cells(cells, numbers, intake, lesson, modules=_own_modules(dest, lesson))
     except (NotebookTooLarge, ValueError) as exc:
@@ -526,18 +529,6 @@ def _maybe_convert_notebook(dest: Path, intake: Intake, lesson) -> None:
     elif others:
         intake.note(f"graded {label}; {_names(others)} {'are' if len(others) > 1 else 'is'} the released "
                     "notebook with no code of yours")
-
-
-# A `%run NAME.py` line as neutralise_magics makes it (grader/intake/magics.py).
-_RAN = re.compile(r"^(\s*)from ([A-Za-z_]\w*) import \*  # %run \2\.py$", re.MULTILINE)
-
-
-def _ran_if_here(ran: re.Match, dest: Path) -> str:
-    """A `%run NAME.py` brings NAME's names in when the folder holds NAME.py (the student's, or one a %%writefile cell
-    wrote); otherwise it is neutralised as every magic was, so a file only the student's machine had costs nothing.
-    The contract modules are not there yet (they are made of the notebook below), so no module runs itself."""
-    indent, name = ran.group(1), ran.group(2)
-    return ran.group(0) if (dest / f"{name}.py").is_file() else f"{indent}pass  # neutralised: %run {name}.py"
 
 
 def _write_notebook_files(dest: Path, sources: list[str], intake: Intake, lesson) -> None:

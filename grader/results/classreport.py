@@ -411,7 +411,7 @@ def _decision_words(standing) -> str:
     if standing.before is not None and decision.points is not None:
         change += f" (was {standing.before:g}{': lowered' if standing.lowered else ''})"
     if standing.set_aside:
-        change += f" ({overrides.EARLIER}; {overrides.SET_ASIDE})"
+        change += f" ({overrides.earlier_words(True)})"
     note = f"; staff: {decision.staff_note}" if decision.staff_note else ""
     return f"{change}: {decision.comment}{note}" + (f" ({decision.by})" if decision.by else "")
 
